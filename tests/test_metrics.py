@@ -1,0 +1,201 @@
+"""Hand-computed cases for saf_utils.metrics (no model downloads, CPU only)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.metrics import f1_score
+
+from saf_utils import metrics as m
+
+C, P, INC = m.SAF_LABELS
+
+
+# --- ArgSciChat overlap --------------------------------------------------------------
+
+
+def test_fact_f1_hand_cases() -> None:
+    assert m.fact_f1([1, 2, 3], [2, 3, 4]) == pytest.approx(2 / 3)
+    assert m.fact_f1([1], [1, 2, 3, 4]) == pytest.approx(2 * 1 * 0.25 / 1.25)
+    assert m.fact_f1(["Satz A.", "Satz B."], ["Satz B."]) == pytest.approx(2 / 3)
+    assert m.fact_f1([5], [6]) == 0.0
+    assert m.fact_f1([], [1]) == 0.0
+    assert m.fact_f1([1], []) == 0.0
+    assert m.fact_f1([], []) == 0.0
+
+
+def test_fact_f1_equals_sklearn_binary_f1_on_masks() -> None:
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        gold = set(rng.choice(12, size=rng.integers(1, 5), replace=False).tolist())
+        pred = set(rng.choice(12, size=rng.integers(1, 5), replace=False).tolist())
+        gm = [int(i in gold) for i in range(12)]
+        pm = [int(i in pred) for i in range(12)]
+        assert m.fact_f1(pred, gold) == pytest.approx(f1_score(gm, pm, zero_division=0))
+
+
+def test_fold_summary() -> None:
+    out = m.fold_summary({1: [0.0], 0: [1.0, 0.0, 0.5]})
+    assert out["per_fold"] == {0: 0.5, 1: 0.0}
+    assert out["mean"] == pytest.approx(0.25)
+    assert out["std"] == pytest.approx(0.25)  # population std (ddof=0) of [0.5, 0.0]
+    assert out["n"] == {0: 3, 1: 1}
+    with pytest.raises(ValueError):
+        m.fold_summary({0: [1.0], 1: []})
+    with pytest.raises(ValueError):
+        m.fold_summary({})
+
+
+def test_message_f1_plain_whitespace_tokens() -> None:
+    assert m.message_f1("Das ist gut", "Das ist gut") == 1.0
+    # case matters: Das != das -> 2 of 3 tokens shared
+    assert m.message_f1("Das ist gut", "das ist gut") == pytest.approx(2 / 3)
+    # punctuation stays attached: "gut." != "gut"
+    assert m.message_f1("ist gut.", "ist gut") == pytest.approx(0.5)
+    # Counter overlap: repeated tokens only match as often as they occur in gold
+    assert m.message_f1("ja ja ja", "ja nein") == pytest.approx(2 * (1 / 3) * 0.5 / (1 / 3 + 0.5))
+    assert m.message_f1("", "") == 1.0
+    assert m.message_f1("   ", "\n") == 1.0
+    assert m.message_f1("", "etwas") == 0.0
+    assert m.message_f1("etwas", " ") == 0.0
+
+
+def test_message_f1_squad_normalised() -> None:
+    assert m.message_f1_squad("The cat sat.", "a cat  sat") == 1.0
+    assert m.message_f1_squad("Für die Ärzte!", "für die ärzte") == 1.0
+    assert m.normalize_answer("An Übergangsgeld, the end.") == "übergangsgeld end"
+    assert m.message_f1_squad("cat dog", "cat") == pytest.approx(2 / 3)
+    # official LED/Qasper code: no overlap -> 0, even for two empty strings
+    assert m.message_f1_squad("", "") == 0.0
+    assert m.message_f1_squad("the", "a") == 0.0
+    assert m.message_f1_squad("x", "") == 0.0
+
+
+# --- SAF labels and scores -----------------------------------------------------------
+
+
+def test_label_metrics_unparseable_is_wrong_but_not_a_class() -> None:
+    gold = [C, C, C, P, INC]
+    pred = [C, C, None, P, C]
+    out = m.label_metrics(gold, pred)
+    # C: tp 2, fp 1, fn 1 -> F 2/3; P: F 1; I: F 0
+    assert out["accuracy"] == pytest.approx(0.6)
+    assert out["macro_f1"] == pytest.approx((2 / 3 + 1 + 0) / 3)
+    assert out["weighted_f1"] == pytest.approx((3 * 2 / 3 + 1 + 0) / 5)
+    assert out["n"] == 5 and out["n_unparseable"] == 1
+
+
+def test_label_metrics_perfect_and_errors() -> None:
+    out = m.label_metrics([C, P, INC], [C, P, INC])
+    assert out["accuracy"] == out["macro_f1"] == out["weighted_f1"] == 1.0
+    with pytest.raises(ValueError):
+        m.label_metrics([C], [C, P])
+    with pytest.raises(ValueError, match="None"):
+        m.label_metrics([C], ["correct"])
+    with pytest.raises(ValueError):
+        m.label_metrics(["Richtig"], [C])
+
+
+def test_score_mse() -> None:
+    out = m.score_mse([1.0, 0.5, 0.0, 0.25], [0.5, None, 0.0, float("nan")])
+    assert out["mse"] == pytest.approx((0.25 + 0.0) / 2)
+    assert out["mse_max_penalty"] == pytest.approx((0.25 + 0.25 + 0.0 + 0.75**2) / 4)
+    assert out["n"] == 4 and out["n_unparseable"] == 2
+    none = m.score_mse([0.5], [None])
+    assert np.isnan(none["mse"]) and none["mse_max_penalty"] == pytest.approx(0.25)
+    with pytest.raises(ValueError):
+        m.score_mse([2.0], [1.0])
+    with pytest.raises(ValueError):
+        m.score_mse([1.0], [])
+
+
+def test_confusion_has_unparseable_column() -> None:
+    table = m.confusion([C, C, C, P, INC], [C, C, None, P, C])
+    assert list(table.columns) == [C, P, INC, "unparseable"]
+    assert list(table.index) == [C, P, INC]
+    assert table.loc[C, C] == 2 and table.loc[C, "unparseable"] == 1
+    assert table.loc[INC, C] == 1 and table.loc[P, P] == 1
+    assert int(table.to_numpy().sum()) == 5
+
+
+# --- text metrics --------------------------------------------------------------------
+
+DE = "Das Übergangsgeld für Ärzte wird monatlich ausgezahlt."
+
+
+def test_unicode_tokenizer_keeps_umlauts() -> None:
+    tok = m.UnicodeWordTokenizer()
+    assert tok.tokenize("Übergangsgeld für Ärzte") == ["übergangsgeld", "für", "ärzte"]
+    assert tok.tokenize("Straße, Maß!") == ["straße", "maß"]
+    assert tok.tokenize("   ") == []
+
+
+def test_rouge_hand_case_german() -> None:
+    same = m.rouge(["Übergangsgeld für Ärzte"], ["Übergangsgeld für Ärzte"])
+    assert same == pytest.approx({"rouge1": 1.0, "rouge2": 1.0, "rougeL": 1.0})
+    out = m.rouge(["für Ärzte"], ["Übergangsgeld für Ärzte"])
+    assert out["rouge1"] == pytest.approx(0.8)  # P 1, R 2/3
+    assert out["rouge2"] == pytest.approx(2 / 3)  # P 1, R 1/2
+    assert out["rougeL"] == pytest.approx(0.8)
+    # umlaut words must not collapse: the default rouge-score tokenizer would make
+    # "Ärzte" and "Erzte" share the token "rzte"
+    assert m.rouge(["Ärzte"], ["Erzte"])["rouge1"] == 0.0
+    assert m.rouge(["", "   "], ["etwas", ""])["rouge1"] == 0.0
+    # mean over pairs
+    assert m.rouge(["a b", "x"], ["a b", "y"])["rouge1"] == pytest.approx(0.5)
+
+
+def test_bleu_chrf() -> None:
+    assert m.bleu([DE], [DE]) == pytest.approx(100.0)
+    assert m.chrf([DE], [DE]) == pytest.approx(100.0)
+    assert m.bleu(["völlig anders"], [DE]) == pytest.approx(0.0)
+    assert 0 < m.chrf(["Übergangsgeld für Ärzte"], [DE]) < 100
+    assert m.bleu(["", "x"], ["a", "b"]) == pytest.approx(0.0)
+
+
+@pytest.mark.parametrize("fn", [m.bleu, m.chrf, m.rouge, m.meteor])
+def test_text_metrics_require_parallel_lists(fn) -> None:
+    with pytest.raises(ValueError):
+        fn(["a", "b"], ["a"])
+    with pytest.raises(ValueError):
+        fn([], [])
+
+
+def _wordnet_available() -> bool:
+    try:
+        m.find_wordnet()
+    except m.MissingResourceError:
+        return False
+    return True
+
+
+needs_wordnet = pytest.mark.skipif(not _wordnet_available(), reason="WordNet not installed")
+
+
+@needs_wordnet
+def test_meteor_hand_case() -> None:
+    # 3 exact matches in one chunk: Fmean 1, penalty 0.5 * (1/3)**3
+    assert m.meteor(["Die Ärzte kommen"], ["die ärzte kommen"]) == pytest.approx(
+        1 - 0.5 / 27
+    )
+    assert m.meteor(["", "x"], ["etwas", ""]) == 0.0
+    # WordNet synonymy: hound ~ dog
+    assert m.meteor(["the hound barked"], ["the dog barked"]) > m.meteor(
+        ["the cat barked"], ["the dog barked"]
+    )
+
+
+@needs_wordnet
+def test_wordnet_reader_lexnames() -> None:
+    wn = m.load_wordnet()
+    assert wn is m.load_wordnet()  # cached
+    assert wn.synset("dog.n.01").lexname() == "noun.animal"
+    assert wn.synset("run.v.01").lexname() == "verb.motion"
+
+
+def test_missing_wordnet_raises_clearly(tmp_path, monkeypatch) -> None:
+    with pytest.raises(m.MissingResourceError, match="wordnet-base"):
+        m.meteor(["a"], ["a"], wordnet_dir=tmp_path)
+    monkeypatch.setenv("WORDNET_DIR", str(tmp_path))
+    with pytest.raises(m.MissingResourceError, match="WORDNET_DIR"):
+        m.find_wordnet()
