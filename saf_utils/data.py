@@ -12,6 +12,7 @@ import csv
 import hashlib
 import json
 import os
+import re
 import string
 import urllib.error
 import urllib.request
@@ -357,6 +358,9 @@ def punctuation_filtering(text: str) -> str:
     return "".join(w.translate(table) for w in text.split())
 
 
+_SENT_END = re.compile(r"(?<=[.!?])\s+")
+
+
 def _norm(text: str) -> str:
     return punctuation_filtering(text.lower().strip())
 
@@ -366,30 +370,32 @@ def map_facts(
 ) -> tuple[tuple[int, ...], list[tuple[str, str]]]:
     """Map gold fact strings to content-sentence indexes, as the official baseline script.
 
-    Matching is case- and punctuation-insensitive containment (the script's
-    ``punctuation_filtering(x.lower())``): a fact inside a sentence maps to the first such
-    sentence; a fact spanning several sentences maps to every sentence it contains. Facts
-    found only in the title, or nowhere, are returned as dropped with the reason.
+    Like ``fact_selection_baselines.py`` of the ArgSciChat release: a fact is split into
+    sentences, and each piece maps to the first content sentence that contains it after
+    lower-casing and ``punctuation_filtering``. A piece found only in the title, or nowhere,
+    is returned as dropped with the reason ("title", "not_found"; "empty" for blank facts)
+    where the official script would stop with an assertion.
     """
     norm_content = [_norm(s) for s in content]
+    norm_title = _norm(title)
     indexes: set[int] = set()
     dropped: list[tuple[str, str]] = []
     for fact in facts:
-        nf = _norm(fact.replace("\n", " "))
-        if not nf:
+        fact = fact.replace("\n", " ").strip()
+        if not _norm(fact):
             dropped.append((fact, "empty"))
             continue
-        inside = next((i for i, s in enumerate(norm_content) if nf in s), None)
-        if inside is not None:
-            indexes.add(inside)
-            continue
-        covered = [i for i, s in enumerate(norm_content) if len(s) >= 10 and s in nf]
-        if covered:
-            indexes.update(covered)
-        elif nf in _norm(title):
-            dropped.append((fact, "title"))
-        else:
-            dropped.append((fact, "not_found"))
+        whole = _norm(fact)
+        pieces = [fact] if any(whole in s for s in norm_content) else _SENT_END.split(fact)
+        for piece in pieces:
+            npiece = _norm(piece)
+            if not npiece:
+                continue
+            hit = next((i for i, s in enumerate(norm_content) if npiece in s), None)
+            if hit is not None:
+                indexes.add(hit)
+            else:
+                dropped.append((piece, "title" if npiece in norm_title else "not_found"))
     return tuple(sorted(indexes)), dropped
 
 

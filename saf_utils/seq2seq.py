@@ -1,0 +1,253 @@
+"""One seq2seq trainer for both tracks, built on transformers' ``Seq2SeqTrainer``.
+
+The same code runs on CPU, one GPU, or several (``accelerate launch`` / ``torchrun``), and is
+deterministic on CPU for a fixed seed. ``Seq2SeqSettings.model`` chooses the model:
+
+- a hub id or local folder of a pretrained seq2seq model (mBART, mT5, LED, ...);
+- ``"scratch"``: a small T5 trained from scratch, with a Unigram tokenizer trained on the
+  training texts (what 2 CPU cores can afford);
+- ``"bert2bert:<encoder>"``: an ``EncoderDecoderModel`` warm-started from a BERT-style encoder
+  (e.g. ``bert2bert:local:all-MiniLM-L6-v2``, the packaged MiniLM).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from saf_utils.encoders import resolve_model
+
+SCRATCH = "scratch"
+BERT2BERT = "bert2bert:"
+
+
+@dataclass
+class Seq2SeqSettings:
+    """Training and generation settings (the notebooks' parameters map onto these)."""
+
+    model: str = SCRATCH
+    max_source_length: int = 256
+    max_target_length: int = 64
+    epochs: float = 3.0
+    max_steps: int = -1  # > 0 overrides epochs
+    learning_rate: float = 5e-4
+    batch_size: int = 8
+    grad_accum: int = 1
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.0
+    label_smoothing: float = 0.0
+    seed: int = 42
+    num_beams: int = 1
+    eval_batch_size: int = 32
+    fp16: bool = False  # GPU only
+    bf16: bool = False  # GPU only
+    # size of the "scratch" T5 and its tokenizer
+    scratch_vocab_size: int = 4000
+    scratch_d_model: int = 128
+    scratch_layers: int = 2
+    scratch_heads: int = 4
+    scratch_ff: int = 512
+    logging_steps: int = 50
+
+
+def _check_pairs(sources: Sequence[str], targets: Sequence[str] | None, what: str) -> None:
+    if targets is not None and len(sources) != len(targets):
+        raise ValueError(f"{what}: {len(sources)} sources but {len(targets)} targets")
+    bad = [i for i, s in enumerate(sources) if not isinstance(s, str) or not s.strip()]
+    if bad:
+        raise ValueError(f"{what}: empty or non-string source at row(s) {bad[:10]}")
+
+
+def train_scratch_tokenizer(texts: Sequence[str], vocab_size: int):
+    """A T5-style Unigram tokenizer (Metaspace, ``</s>`` appended) trained on ``texts``.
+
+    Trained only on the training split, so no test text leaks into the vocabulary.
+    """
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from tokenizers.processors import TemplateProcessing
+    from transformers import PreTrainedTokenizerFast
+
+    specials = ["<pad>", "</s>", "<unk>"]
+    tok = Tokenizer(models.Unigram())
+    tok.normalizer = normalizers.NFKC()
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.decoder = decoders.Metaspace()
+    trainer = trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=specials,
+                                      unk_token="<unk>", show_progress=False)
+    tok.train_from_iterator(list(texts), trainer=trainer)
+    # The trainer orders tied pieces differently from run to run: re-sort them so that token
+    # ids, and hence the trained model, are identical for the same texts and seed.
+    # Single characters get scores in arbitrary order at the end of the list: round them.
+    vocab = [(p, round(sc, 2)) for p, sc in json.loads(tok.to_str())["model"]["vocab"]]
+    rest = sorted((v for v in vocab if v[0] not in specials), key=lambda v: (-v[1], v[0]))
+    ordered = [v for s in specials for v in vocab if v[0] == s] + rest
+    tok.model = models.Unigram(ordered, unk_id=specials.index("<unk>"))
+    eos = tok.token_to_id("</s>")
+    tok.post_processor = TemplateProcessing(single="$A </s>", pair="$A </s> $B </s>",
+                                            special_tokens=[("</s>", eos)])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="</s>",
+                                   unk_token="<unk>")
+
+
+def build_model(settings: Seq2SeqSettings, train_texts: Sequence[str] = ()):
+    """Model and tokenizer for ``settings.model`` (see the module docstring)."""
+    from transformers import (
+        AutoModelForSeq2SeqLM,
+        AutoTokenizer,
+        EncoderDecoderModel,
+        T5Config,
+        T5ForConditionalGeneration,
+    )
+
+    name = settings.model
+    if name == SCRATCH:
+        if not train_texts:
+            raise ValueError("the scratch model needs training texts for its tokenizer")
+        tokenizer = train_scratch_tokenizer(train_texts, settings.scratch_vocab_size)
+        config = T5Config(
+            vocab_size=len(tokenizer), d_model=settings.scratch_d_model,
+            d_kv=settings.scratch_d_model // settings.scratch_heads, d_ff=settings.scratch_ff,
+            num_layers=settings.scratch_layers, num_decoder_layers=settings.scratch_layers,
+            num_heads=settings.scratch_heads, dropout_rate=0.1,
+            pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+            decoder_start_token_id=tokenizer.pad_token_id,
+        )
+        return T5ForConditionalGeneration(config), tokenizer
+    if name.startswith(BERT2BERT):
+        encoder = resolve_model(name[len(BERT2BERT):])
+        tokenizer = AutoTokenizer.from_pretrained(encoder)
+        model = EncoderDecoderModel.from_encoder_decoder_pretrained(encoder, encoder)
+        model.config.decoder_start_token_id = tokenizer.cls_token_id
+        model.config.eos_token_id = tokenizer.sep_token_id
+        model.config.pad_token_id = tokenizer.pad_token_id
+        model.generation_config.decoder_start_token_id = tokenizer.cls_token_id
+        model.generation_config.eos_token_id = tokenizer.sep_token_id
+        model.generation_config.pad_token_id = tokenizer.pad_token_id
+        return model, tokenizer
+    tokenizer = AutoTokenizer.from_pretrained(name)
+    return AutoModelForSeq2SeqLM.from_pretrained(name), tokenizer
+
+
+def _dataset(tokenizer, sources, targets, settings: Seq2SeqSettings):
+    import datasets
+
+    enc = tokenizer(list(sources), max_length=settings.max_source_length, truncation=True)
+    rows = {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
+    if targets is not None:
+        rows["labels"] = tokenizer(text_target=list(targets),
+                                   max_length=settings.max_target_length,
+                                   truncation=True)["input_ids"]
+    return datasets.Dataset.from_dict(rows)
+
+
+def train_seq2seq(
+    sources: Sequence[str],
+    targets: Sequence[str],
+    settings: Seq2SeqSettings,
+    eval_sources: Sequence[str] | None = None,
+    eval_targets: Sequence[str] | None = None,
+    output_dir: str | None = None,
+) -> tuple[Any, Any, dict[str, Any]]:
+    """Fine-tune (or train from scratch) on source/target pairs; returns model, tokenizer, log.
+
+    The log holds the settings, parameter count, train loss and runtime, and the eval loss
+    when eval pairs are given. Nothing is saved unless ``output_dir`` is given.
+    """
+    import torch
+    from transformers import (
+        DataCollatorForSeq2Seq,
+        Seq2SeqTrainer,
+        Seq2SeqTrainingArguments,
+        set_seed,
+    )
+
+    _check_pairs(sources, targets, "training data")
+    set_seed(settings.seed)
+    model, tokenizer = build_model(settings, list(sources) + list(targets))
+    train_ds = _dataset(tokenizer, sources, targets, settings)
+    eval_ds = None
+    if eval_sources is not None:
+        _check_pairs(eval_sources, eval_targets, "evaluation data")
+        eval_ds = _dataset(tokenizer, eval_sources, eval_targets, settings)
+    cuda = torch.cuda.is_available()
+    with tempfile.TemporaryDirectory() as tmp:
+        args = Seq2SeqTrainingArguments(
+            output_dir=output_dir or tmp,
+            per_device_train_batch_size=settings.batch_size,
+            per_device_eval_batch_size=settings.eval_batch_size,
+            gradient_accumulation_steps=settings.grad_accum,
+            learning_rate=settings.learning_rate,
+            weight_decay=settings.weight_decay,
+            warmup_steps=settings.warmup_ratio,  # a float in [0, 1) is a ratio (transformers v5)
+            label_smoothing_factor=settings.label_smoothing,
+            num_train_epochs=settings.epochs,
+            max_steps=settings.max_steps,
+            seed=settings.seed,
+            data_seed=settings.seed,
+            full_determinism=not cuda,
+            fp16=settings.fp16 and cuda,
+            bf16=settings.bf16 and cuda,
+            use_cpu=not cuda,
+            save_strategy="no",
+            eval_strategy="no",
+            report_to=[],
+            logging_steps=settings.logging_steps,
+            disable_tqdm=False,
+            dataloader_num_workers=0,
+        )
+        trainer = Seq2SeqTrainer(
+            model=model, args=args, train_dataset=train_ds,
+            data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
+            processing_class=tokenizer,
+        )
+        t0 = time.perf_counter()
+        out = trainer.train()
+        log: dict[str, Any] = {
+            "settings": asdict(settings),
+            "n_parameters": sum(p.numel() for p in model.parameters()),
+            "n_train": len(sources),
+            "train_loss": float(out.training_loss),
+            "train_steps": int(out.global_step),
+            "train_seconds": round(time.perf_counter() - t0, 1),
+        }
+        if eval_ds is not None:
+            log["eval_loss"] = float(trainer.evaluate(eval_ds)["eval_loss"])
+        if output_dir:
+            trainer.save_model(output_dir)
+    model.eval()
+    return model, tokenizer, log
+
+
+def generate(
+    model, tokenizer, sources: Sequence[str], settings: Seq2SeqSettings,
+    batch_size: int | None = None, desc: str = "generate",
+) -> list[str]:
+    """Generate one output per source (beam search per ``settings.num_beams``), in order."""
+    import torch
+
+    _check_pairs(sources, None, "generation input")
+    bs = batch_size or settings.eval_batch_size
+    device = next(model.parameters()).device
+    order = np.argsort([len(s) for s in sources])  # similar lengths per batch: less padding
+    outputs: list[str] = [""] * len(sources)
+    batches = range(0, len(sources), bs)
+    for start in tqdm(batches, desc=desc, total=math.ceil(len(sources) / bs), leave=False):
+        idx = order[start:start + bs]
+        enc = tokenizer([sources[i] for i in idx], max_length=settings.max_source_length,
+                        truncation=True, padding=True, return_tensors="pt").to(device)
+        enc.pop("token_type_ids", None)
+        with torch.no_grad():
+            ids = model.generate(**enc, num_beams=settings.num_beams,
+                                 max_new_tokens=settings.max_target_length)
+        texts = tokenizer.batch_decode(ids, skip_special_tokens=True)
+        for i, text in zip(idx, texts, strict=True):
+            outputs[i] = text.strip()
+    return outputs

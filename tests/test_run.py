@@ -1,0 +1,149 @@
+"""The papermill runner: report files, failure handling, parameters, and the smoke profile."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+from saf_utils import run
+from saf_utils.records import Recorder, read_records, summarize
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _notebook(path: Path, params: str, body: str) -> None:
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell(params)
+    cell.metadata["tags"] = ["parameters"]
+    nb.cells = [nbformat.v4.new_markdown_cell("# test"), cell, nbformat.v4.new_code_cell(body)]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    nbformat.write(nb, path)
+
+
+@pytest.fixture()
+def toy_project(tmp_path):
+    nbs = tmp_path / "notebooks"
+    nbs.mkdir()
+    record = ("from saf_utils.records import Recorder\n"
+              "rec = Recorder(NAME, output_dir)\n"
+              "rec.add('t', 'd', 'test', 'sys', 'acc', value, seed=seed)\n"
+              "print('value', value)\nrec.close()\n")
+    _notebook(nbs / "a_ok.ipynb", "value = 0.5\nseed = 1\noutput_dir = None",
+              record.replace("NAME", "'a_ok'"))
+    _notebook(nbs / "b_fails.ipynb", "output_dir = None",
+              "raise ValueError('deliberate failure for the test')")
+    _notebook(nbs / "c_after.ipynb", "value = 0.25\nseed = 2\noutput_dir = None",
+              record.replace("NAME", "'c_after'"))
+    profile = tmp_path / "toy.yaml"
+    profile.write_text(yaml.safe_dump({
+        "description": "toy", "notebooks": ["a_ok", "b_fails", "c_after"],
+        "parameters": {"value": 0.75, "unused_by_all": 1},
+        "notebook_parameters": {"c_after": {"seed": 3}},
+    }))
+    return tmp_path, nbs, profile
+
+
+def test_runner_writes_reports_and_survives_a_failing_notebook(toy_project):
+    tmp, nbs, profile = toy_project
+    args = ["--config", str(profile), "--notebooks-dir", str(nbs),
+            "--reports-dir", str(tmp / "reports"), "--run-name", "r1"]
+    assert run.main(args) == 1  # one notebook failed
+    out = tmp / "reports" / "r1"
+    for name in ("a_ok", "b_fails", "c_after"):
+        assert (out / f"{name}.ipynb").is_file() and (out / f"{name}.html").is_file()
+    failed_html = (out / "b_fails.html").read_text()
+    assert "deliberate failure for the test" in failed_html
+    index = (out / "index.html").read_text()
+    assert '<span class="failed">failed</span>' in index and index.count('class="ok"') == 2
+    manifest = json.loads((out / "manifest.json").read_text())
+    status = {n["name"]: n["status"] for n in manifest["notebooks"]}
+    assert status == {"a_ok": "ok", "b_fails": "failed", "c_after": "ok"}
+    assert manifest["notebooks"][0]["parameters"]["value"] == 0.75  # profile overrides default
+    assert manifest["seeds"]["c_after"] == {"seed": 3}
+    assert manifest["packages"]["papermill"] and manifest["environment"]["python"]
+    assert set(manifest["git"]) == {"commit", "dirty"}
+    assert all(n["started"] and n["finished"] for n in manifest["notebooks"])
+    metrics = json.loads((out / "metrics.json").read_text())
+    values = sorted((r["notebook"], r["value"], r["seed"]) for r in metrics["records"])
+    assert values == [("a_ok", 0.75, 1), ("c_after", 0.75, 3)]
+    assert "<td>0.7500</td>" in index
+
+    # A second run with the same name never touches the first one.
+    before = (out / "manifest.json").read_text()
+    assert run.main(args + ["--only", "a_ok", "-p", "value=0.1"]) == 0
+    assert (out / "manifest.json").read_text() == before
+    second = json.loads((tmp / "reports" / "r1-2" / "metrics.json").read_text())
+    assert [r["value"] for r in second["records"]] == [0.1]
+
+
+def test_runner_rejects_bad_parameters_before_running(toy_project, capsys):
+    tmp, nbs, profile = toy_project
+    base = ["--config", str(profile), "--notebooks-dir", str(nbs),
+            "--reports-dir", str(tmp / "reports")]
+    assert run.main(base + ["-p", "a_ok.nope=1"]) == 2
+    assert "not in its parameters cell" in capsys.readouterr().err
+    assert run.main(base + ["--only", "zzz"]) == 2
+    assert run.main(base + ["-p", "novalue"]) == 2
+    assert run.main(["--profile", "no_such_profile"]) == 2
+    assert not (tmp / "reports").exists()
+
+
+def test_recorder_refuses_non_finite_values_and_summarizes(tmp_path):
+    rec = Recorder("nb", tmp_path)
+    rec.add("t", "d", "s", "sys", "m", 0.5, seed=1)
+    rec.add("t", "d", "s", "sys", "m", 0.7, seed=2)
+    with pytest.raises(ValueError, match="not finite"):
+        rec.add("t", "d", "s", "sys", "m", float("nan"))
+    rows = read_records([rec.close()])
+    summary = summarize(rows).iloc[0]
+    assert summary["mean"] == pytest.approx(0.6) and summary["n"] == 2
+    assert summary["std"] == pytest.approx(0.1414, abs=1e-4)
+
+
+def test_committed_notebooks_have_no_outputs_and_a_parameters_cell():
+    paths = sorted((ROOT / "notebooks").glob("*.ipynb"))
+    assert paths, "no notebooks found"
+    for path in paths:
+        nb = nbformat.read(path, as_version=4)
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        assert not any(c.outputs or c.execution_count for c in code), f"{path.name} has outputs"
+        tagged = [c for c in code if "parameters" in c.metadata.get("tags", [])]
+        assert len(tagged) == 1, f"{path.name} needs exactly one 'parameters' cell"
+        assert "output_dir = None" in tagged[0].source, f"{path.name} lacks output_dir"
+
+
+def test_profiles_name_existing_notebooks_and_declared_parameters():
+    for profile in ("smoke", "cpu", "gpu"):
+        cfg = run.load_profile(profile)
+        for name in cfg["notebooks"]:
+            declared = run.notebook_parameters(ROOT / "notebooks" / f"{name}.ipynb")
+            extra = set(cfg["notebook_parameters"].get(name) or {}) - set(declared)
+            assert not extra, f"{profile}/{name}: undeclared {extra}"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (os.environ.get("SAF_DATA") and os.environ.get("ARGSCICHAT_DATA")),
+                    reason="needs SAF_DATA and ARGSCICHAT_DATA")
+def test_smoke_profile_end_to_end(tmp_path):
+    code = run.main(["--profile", "smoke", "--reports-dir", str(tmp_path), "--run-name", "s"])
+    out = tmp_path / "s"
+    manifest = json.loads((out / "manifest.json").read_text())
+    failed = [n["name"] + ": " + str(n["error"]) for n in manifest["notebooks"]
+              if n["status"] != "ok"]
+    assert code == 0 and not failed, failed
+    cfg = run.load_profile("smoke")
+    for name in cfg["notebooks"]:
+        html = (out / f"{name}.html").read_text()
+        assert "data:image/png;base64" in html or name != "01_data_exploration"
+    assert (out / "index.html").is_file()
+    sources = manifest["data_sources"]
+    assert any(s["dataset"] == "saf" for s in sources)
+    assert all(len(s["sha256"]) == 64 for s in sources)
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["records"], "the smoke run recorded no metric"
