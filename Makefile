@@ -7,7 +7,7 @@ PY          := $(VENV)/bin/python
 TORCH_SPEC  ?= torch==2.13.0
 PROFILE     ?= cpu
 RUN_ARGS    ?=
-WORDNET_DIR ?= $(CURDIR)/.cache/wordnet
+WORDNET_CACHE ?= $(CURDIR)/.cache/wordnet
 
 .PHONY: install reports smoke test lint wordnet lab clean-venv
 
@@ -21,14 +21,20 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed wordnet
 
-# WordNet for METEOR, from Debian's wordnet-base package, unpacked into .cache (no root needed).
+# WordNet for METEOR: Debian's wordnet-base, unpacked into .cache (saf_utils.metrics finds it
+# there; or set WORDNET_DIR to any WordNet 3.0 dict folder). Root only to refresh apt lists.
 wordnet:
-	@if [ -f /usr/share/wordnet/data.noun ] || [ -f $(WORDNET_DIR)/usr/share/wordnet/data.noun ]; then \
+	@if [ -f /usr/share/wordnet/data.noun ] || [ -f $(WORDNET_CACHE)/usr/share/wordnet/data.noun ]; then \
 	  echo "WordNet found"; \
-	elif command -v apt-get >/dev/null; then \
-	  mkdir -p $(WORDNET_DIR) && cd $(WORDNET_DIR) && apt-get download wordnet-base >/dev/null && \
-	  dpkg-deb -x wordnet-base_*.deb . && echo "WordNet unpacked into $(WORDNET_DIR)"; \
-	else echo "No WordNet: METEOR will raise until WORDNET_DIR points to WordNet 3.0 files"; fi
+	elif command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null; then \
+	  mkdir -p $(WORDNET_CACHE) && cd $(WORDNET_CACHE) && \
+	  { apt-get download wordnet-base >/dev/null 2>&1 || \
+	    { [ "$$(id -u)" = 0 ] && apt-get update -qq >/dev/null 2>&1 && \
+	      apt-get download wordnet-base >/dev/null 2>&1; }; } && \
+	  dpkg-deb -x wordnet-base_*.deb . && rm -f wordnet-base_*.deb && \
+	  echo "WordNet unpacked into $(WORDNET_CACHE)" || \
+	  echo "WARNING: could not fetch wordnet-base; METEOR will raise until WORDNET_DIR is set"; \
+	else echo "WARNING: no apt-get; METEOR will raise until WORDNET_DIR is set"; fi
 
 reports: install
 	$(PY) -m saf_utils.run --profile $(PROFILE) $(RUN_ARGS)
