@@ -94,10 +94,9 @@ class Recorder:
     def _write_sources(self) -> None:
         (self.dir / SOURCES_FILE).write_text(json.dumps(data_sources(), indent=1))
 
-    def close(self) -> Path:
-        """Write the data-source list one last time; returns the records file."""
+    def close(self) -> None:
+        """Write the data-source list one last time (records are already on disk)."""
         self._write_sources()
-        return self.path
 
 
 def read_records(paths: Iterable[str | os.PathLike]) -> list[dict[str, Any]]:

@@ -100,7 +100,8 @@ def test_recorder_refuses_non_finite_values_and_summarizes(tmp_path):
     rec.add("t", "d", "s", "sys", "m", 0.7, seed=2)
     with pytest.raises(ValueError, match="not finite"):
         rec.add("t", "d", "s", "sys", "m", float("nan"))
-    rows = read_records([rec.close()])
+    rec.close()
+    rows = read_records([rec.path])
     summary = summarize(rows).iloc[0]
     assert summary["mean"] == pytest.approx(0.6) and summary["n"] == 2
     assert summary["std"] == pytest.approx(0.1414, abs=1e-4)
