@@ -287,6 +287,10 @@ def _table(rows: list[list[str]], head: list[str]) -> str:
     return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def _fmt(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() and abs(x) >= 1 else f"{x:.4f}"
+
+
 def write_index(run_dir: Path, manifest: dict, results: list[NotebookResult], summary) -> Path:
     """``index.html``: notebook status and links, then every recorded metric (mean ± std)."""
     nb_rows = []
@@ -294,11 +298,15 @@ def write_index(run_dir: Path, manifest: dict, results: list[NotebookResult], su
         link = f'<a href="{html.escape(r.html)}">{html.escape(r.name)}</a>' if r.html else r.name
         status = f'<span class="{r.status}">{r.status}</span>'
         nb_rows.append([link, status, f"{r.seconds:.1f} s", html.escape(r.error or "")])
-    metric_rows = [
-        [html.escape(str(x)) for x in (s.notebook, s.task, s.dataset, s.split, s.system, s.metric)]
-        + [f"{s.mean:.4f}" + (f" ± {s.std:.4f}" if s.n > 1 else ""), str(s.n)]
-        for s in summary.itertuples()
-    ]
+    sections = []
+    for notebook, part in summary.groupby("notebook", sort=False):
+        rows = [
+            [html.escape(str(x)) for x in (s.task, s.dataset, s.split, s.system, s.metric)]
+            + [_fmt(s.mean) + (f" ± {_fmt(s.std)}" if s.n > 1 else ""), str(s.n)]
+            for s in part.itertuples()
+        ]
+        head = ["task", "dataset", "split", "system", "metric", "value", "n"]
+        sections.append(f"<h3>{html.escape(str(notebook))}</h3>{_table(rows, head)}")
     git = manifest.get("git", {})
     page = f"""<!DOCTYPE html><html><head><meta charset="utf-8">
 <title>Run {html.escape(run_dir.name)}</title><style>
@@ -315,7 +323,7 @@ started {manifest['started']}, finished {manifest.get('finished')}.
 <h2>Notebooks</h2>{_table(nb_rows, ['notebook', 'status', 'time', 'error'])}
 <h2>Results</h2><p>Numbers measured in this run (mean ± std over seeds/folds where n &gt; 1).
 Published numbers are quoted inside the notebooks, never in this table.</p>
-{_table(metric_rows, ['notebook', 'task', 'dataset', 'split', 'system', 'metric', 'value', 'n'])}
+{"".join(sections) or "<p>No metric was recorded.</p>"}
 </body></html>"""
     out = run_dir / "index.html"
     out.write_text(page, encoding="utf-8")
