@@ -136,11 +136,23 @@ def build_model(settings: Seq2SeqSettings, train_texts: Sequence[str] = ()):
     return AutoModelForSeq2SeqLM.from_pretrained(name), tokenizer
 
 
+def _is_led(tokenizer) -> bool:
+    return type(tokenizer).__name__.startswith("LED")
+
+
+def _led_global(ids: Sequence[int]) -> list[int]:
+    """LED (Longformer) attends globally only where told: on the first token, as HF's
+    LED fine-tuning recipe does; all other tokens use the sliding window."""
+    return [1] + [0] * (len(ids) - 1)
+
+
 def _dataset(tokenizer, sources, targets, settings: Seq2SeqSettings):
     import datasets
 
     enc = tokenizer(list(sources), max_length=settings.max_source_length, truncation=True)
     rows = {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
+    if _is_led(tokenizer):
+        rows["global_attention_mask"] = [_led_global(ids) for ids in enc["input_ids"]]
     if targets is not None:
         rows["labels"] = tokenizer(text_target=list(targets),
                                    max_length=settings.max_target_length,
@@ -244,6 +256,9 @@ def generate(
         enc = tokenizer([sources[i] for i in idx], max_length=settings.max_source_length,
                         truncation=True, padding=True, return_tensors="pt").to(device)
         enc.pop("token_type_ids", None)
+        if _is_led(tokenizer):
+            enc["global_attention_mask"] = torch.zeros_like(enc["input_ids"])
+            enc["global_attention_mask"][:, 0] = 1
         with torch.no_grad():
             ids = model.generate(**enc, num_beams=settings.num_beams,
                                  max_new_tokens=settings.max_target_length)

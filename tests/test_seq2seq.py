@@ -6,8 +6,8 @@ import pytest
 
 from saf_utils.seq2seq import Seq2SeqSettings, generate, train_scratch_tokenizer, train_seq2seq
 
-SOURCES = [f"Antwort: die Zahl {i} ist {'gerade' if i % 2 == 0 else 'ungerade'}" for i in range(24)]
-TARGETS = [("Correct" if i % 3 else "Incorrect") + f" Feedback: Zahl {i} geprüft" for i in range(24)]
+SOURCES = [f"Antwort: die Zahl {i} ist {('un' if i % 2 else '') + 'gerade'}" for i in range(24)]
+TARGETS = [("Correct" if i % 3 else "Incorrect") + f" Feedback: {i} geprüft" for i in range(24)]
 TINY = dict(max_steps=4, batch_size=8, logging_steps=2, scratch_vocab_size=120,
             scratch_d_model=32, scratch_heads=2, scratch_ff=64, scratch_layers=1,
             max_source_length=32, max_target_length=12)
@@ -44,6 +44,30 @@ def test_bert2bert_from_a_local_encoder(tmp_path):
                         num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
     BertModel(config).save_pretrained(tmp_path)
     settings = Seq2SeqSettings(model=f"bert2bert:{tmp_path}", learning_rate=1e-3, **TINY)
+    model, tok, log = train_seq2seq(SOURCES, TARGETS, settings)
+    assert log["train_steps"] == 4
+    assert len(generate(model, tok, SOURCES[:3], settings)) == 3
+
+
+def test_led_gets_a_global_attention_mask(tmp_path):
+    """The gpu profile's LED path: global attention on the first token, train and generate."""
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import LEDConfig, LEDForConditionalGeneration, LEDTokenizerFast
+
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(SOURCES + TARGETS, vocab_size=300,
+                            special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
+    bpe.save_model(str(tmp_path))
+    tok = LEDTokenizerFast(str(tmp_path / "vocab.json"), str(tmp_path / "merges.txt"))
+    tok.save_pretrained(tmp_path)
+    config = LEDConfig(vocab_size=len(tok), d_model=32, encoder_layers=1, decoder_layers=1,
+                       encoder_attention_heads=2, decoder_attention_heads=2,
+                       encoder_ffn_dim=64, decoder_ffn_dim=64, attention_window=[8],
+                       max_encoder_position_embeddings=64, max_decoder_position_embeddings=32,
+                       pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id,
+                       eos_token_id=tok.eos_token_id, decoder_start_token_id=tok.eos_token_id)
+    LEDForConditionalGeneration(config).save_pretrained(tmp_path)
+    settings = Seq2SeqSettings(model=str(tmp_path), **TINY)
     model, tok, log = train_seq2seq(SOURCES, TARGETS, settings)
     assert log["train_steps"] == 4
     assert len(generate(model, tok, SOURCES[:3], settings)) == 3
