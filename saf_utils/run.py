@@ -163,7 +163,8 @@ def execute_one(nb_path: Path, out_path: Path, params: dict, timeout: int | None
     try:
         pm.execute_notebook(
             str(nb_path), str(out_path), parameters=params, kernel_name="python3",
-            cwd=str(nb_path.parent), progress_bar=False, execution_timeout=timeout,
+            cwd=str(nb_path.parent), progress_bar=sys.stderr.isatty(),
+            execution_timeout=timeout,
         )
     except pm.PapermillExecutionError as exc:
         return f"{exc.ename}: {exc.evalue}"
@@ -221,6 +222,10 @@ def run_profile(
                           run_name or f"{cfg['name']}-{stamp}")
     os.environ.setdefault("PYTHONHASHSEED", "0")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    # Progress bars inside a kernel only clutter the HTML; the runner shows progress per cell
+    # (on a terminal) and per notebook instead. Interactive JupyterLab sessions keep theirs.
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     manifest: dict[str, Any] = {
         "run": run_dir.name,
         "profile": cfg["name"],

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import tempfile
 import time
 from collections.abc import Sequence
@@ -212,7 +213,7 @@ def train_seq2seq(
             eval_strategy="no",
             report_to=[],
             logging_steps=settings.logging_steps,
-            disable_tqdm=False,
+            disable_tqdm=os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true"),
             dataloader_num_workers=0,
         )
         trainer = Seq2SeqTrainer(
