@@ -316,14 +316,14 @@ def moverscore(
         if given is None:
             table, unseen = _idf([ids[t] for t in texts])
         else:
-            table, unseen = given, None
+            # A given table behaves like the original's defaultdict from get_idf_dict:
+            # ids it lacks get its default (or its largest weight, i.e. log(N+1)).
+            table = given
+            factory = getattr(given, "default_factory", None)
+            unseen = factory() if factory else max(given.values(), default=1.0)
         out = {}
         for t in dict.fromkeys(texts):
-            ws = [
-                table[i] if (unseen is None or i in table) else unseen
-                for i, k in zip(ids[t], keep[t], strict=True)
-                if k
-            ]
+            ws = [table.get(i, unseen) for i, k in zip(ids[t], keep[t], strict=True) if k]
             out[t] = np.asarray(ws, dtype=np.float64)
         return out
 

@@ -47,6 +47,9 @@ class Seq2SeqSettings:
     label_smoothing: float = 0.0
     seed: int = 42
     num_beams: int = 1
+    no_repeat_ngram_size: int = 0  # generation: forbid repeated n-grams (0: off)
+    src_lang: str | None = None  # multilingual tokenizers (mBART: "de_DE")
+    tgt_lang: str | None = None  # also the decoder start token of mBART-style models
     eval_batch_size: int = 32
     fp16: bool = False  # GPU only
     bf16: bool = False  # GPU only
@@ -133,8 +136,15 @@ def build_model(settings: Seq2SeqSettings, train_texts: Sequence[str] = ()):
         model.generation_config.eos_token_id = tokenizer.sep_token_id
         model.generation_config.pad_token_id = tokenizer.pad_token_id
         return model, tokenizer
-    tokenizer = AutoTokenizer.from_pretrained(name)
-    return AutoModelForSeq2SeqLM.from_pretrained(name), tokenizer
+    langs = {k: v for k, v in (("src_lang", settings.src_lang),
+                               ("tgt_lang", settings.tgt_lang)) if v}
+    tokenizer = AutoTokenizer.from_pretrained(name, **langs)
+    model = AutoModelForSeq2SeqLM.from_pretrained(name)
+    if settings.tgt_lang:  # mBART decodes from the target language code
+        lang_id = tokenizer.convert_tokens_to_ids(settings.tgt_lang)
+        model.config.decoder_start_token_id = lang_id
+        model.generation_config.decoder_start_token_id = lang_id
+    return model, tokenizer
 
 
 def _is_led(tokenizer) -> bool:
@@ -262,7 +272,8 @@ def generate(
             enc["global_attention_mask"][:, 0] = 1
         with torch.no_grad():
             ids = model.generate(**enc, num_beams=settings.num_beams,
-                                 max_new_tokens=settings.max_target_length)
+                                 max_new_tokens=settings.max_target_length,
+                                 no_repeat_ngram_size=settings.no_repeat_ngram_size)
         texts = tokenizer.batch_decode(ids, skip_special_tokens=True)
         for i, text in zip(idx, texts, strict=True):
             outputs[i] = text.strip()

@@ -1,4 +1,5 @@
-"""Unit tests for saf_utils.argscichat on tiny hand-made dialogues (no models, no downloads)."""
+"""Unit tests for saf_utils.argscichat, fact_selection and reply_generation (tiny hand-made
+dialogues, no models, no downloads)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import pandas as pd
 import pytest
 
 from saf_utils import argscichat as A
+from saf_utils import fact_selection as FS
+from saf_utils import reply_generation as RG
 from saf_utils.data import MessagePair
 
 CONTENT = (
@@ -46,7 +49,7 @@ def fake_embed(texts):
     """Deterministic bag-of-words hashing vectors: similar wording -> similar vectors."""
     out = np.zeros((len(texts), 64))
     for row, t in enumerate(texts):
-        for w in A.word_tokens(t):
+        for w in FS.word_tokens(t):
             out[row, sum(map(ord, w)) % 64] += 1.0
     out[:, 0] += 1e-3
     return out / np.linalg.norm(out, axis=1, keepdims=True)
@@ -57,31 +60,31 @@ def fake_embed(texts):
 
 def test_top_k_follows_official_argsort_including_ties() -> None:
     s = np.array([0.1, 0.9, 0.5, 0.9])
-    assert set(A.top_k(s, 2)) == set(np.argsort(s)[-2:].tolist())
-    assert A.top_k(s, 1) == [int(np.argsort(s)[-1])]
+    assert set(FS.top_k(s, 2)) == set(np.argsort(s)[-2:].tolist())
+    assert FS.top_k(s, 1) == [int(np.argsort(s)[-1])]
     zeros = np.zeros(5)
-    assert A.top_k(zeros, 2) == [int(i) for i in np.argsort(zeros)[-2:][::-1]]
-    assert len(A.top_k([1.0, 2.0], 5)) == 2
+    assert FS.top_k(zeros, 2) == [int(i) for i in np.argsort(zeros)[-2:][::-1]]
+    assert len(FS.top_k([1.0, 2.0], 5)) == 2
     with pytest.raises(ValueError, match="k must be"):
-        A.top_k(s, 0)
+        FS.top_k(s, 0)
 
 
 def test_baseline_selectors() -> None:
-    assert A.select_first(P1, 2) == [0, 1]
-    assert A.select_tfidf(P1, 1) == [2]  # "data" and "collect" only in sentence 2
-    assert A.select_bm25(P2, 1) == [3]
-    assert A.select_sbert(P2, 1, fake_embed) == [3]
+    assert FS.select_first(P1, 2) == [0, 1]
+    assert FS.select_tfidf(P1, 1) == [2]  # "data" and "collect" only in sentence 2
+    assert FS.select_bm25(P2, 1) == [3]
+    assert FS.select_sbert(P2, 1, fake_embed) == [3]
     rng = np.random.default_rng(0)
-    picks = A.select_random(P1, 2, rng)
+    picks = FS.select_random(P1, 2, rng)
     assert len(set(picks)) == 2 and all(0 <= i < len(CONTENT) for i in picks)
 
 
 def test_tfidf_of_stop_word_only_paper_is_zero() -> None:
-    assert A.tfidf_scores(["the a", "of the"], "the").tolist() == [0.0, 0.0]
+    assert FS.tfidf_scores(["the a", "of the"], "the").tolist() == [0.0, 0.0]
 
 
 def test_cosine_scores_handles_zero_vectors() -> None:
-    s = A.cosine_scores(np.array([[1.0, 0.0], [0.0, 0.0]]), np.array([2.0, 0.0]))
+    s = FS.cosine_scores(np.array([[1.0, 0.0], [0.0, 0.0]]), np.array([2.0, 0.0]))
     assert s.tolist() == [1.0, 0.0]
 
 
@@ -106,29 +109,29 @@ def test_previous_exchanges_and_context() -> None:
 
 
 def test_sentence_features_history_signals() -> None:
-    f = A.sentence_features(P2, fake_embed, A.dialogue_context(P2, INDEX))
-    assert list(f.columns) == list(A.FEATURES) and len(f) == len(CONTENT)
+    f = FS.sentence_features(P2, fake_embed, A.dialogue_context(P2, INDEX))
+    assert list(f.columns) == list(FS.FEATURES) and len(f) == len(CONTENT)
     assert f.in_last_facts.tolist() == [0, 0, 1, 0, 0]
     assert f.in_prev_facts.tolist() == [0, 0, 1, 0, 0]
     assert f.near_last_facts.tolist() == [0, 1, 0, 1, 0]
     assert f.after_last_fact.tolist() == [-2, -1, 0, 1, 2]
     assert f.is_first2.tolist() == [1, 1, 0, 0, 0]
     assert f.bm25_rank[3] == 0  # "classifier" only in sentence 3
-    no_hist = A.sentence_features(P0, fake_embed)
+    no_hist = FS.sentence_features(P0, fake_embed)
     assert no_hist.has_last_facts.eq(0).all() and no_hist.dist_last_facts.eq(5).all()
     with pytest.raises(ValueError, match="no content"):
-        A.sentence_features(pair("x", "q", "r", content=()), fake_embed)
+        FS.sentence_features(pair("x", "q", "r", content=()), fake_embed)
 
 
 def test_feature_table_labels_groups_and_cache() -> None:
     cache: dict = {}
-    X, y, g = A.feature_table([P1, P2], fake_embed, INDEX, cache)
+    X, y, g = FS.feature_table([P1, P2], fake_embed, INDEX, cache)
     assert len(X) == 10 and y.tolist() == [0, 0, 1, 0, 0, 0, 0, 0, 1, 0]
     assert g.tolist() == [0] * 5 + [1] * 5 and set(cache) == {"d_1", "d_2"}
-    X2, _, _ = A.feature_table([P2], fake_embed, INDEX, cache)
+    X2, _, _ = FS.feature_table([P2], fake_embed, INDEX, cache)
     assert X2 is cache["d_2"] or X2.equals(cache["d_2"])
     with pytest.raises(ValueError, match="no pairs"):
-        A.feature_table([], fake_embed)
+        FS.feature_table([], fake_embed)
 
 
 # --------------------------------------------------------------------------- learned ranker
@@ -140,7 +143,7 @@ def synthetic(n_pairs: int, seed: int):
     pairs = []
     for n in range(n_pairs):
         gold = int(rng.integers(len(CONTENT)))
-        words = A.word_tokens(CONTENT[gold])
+        words = FS.word_tokens(CONTENT[gold])
         query = " ".join(rng.choice(words, size=3)) + "?"
         pairs.append(pair(f"s{seed}_{n}", query, "reply", facts=(gold,)))
     return pairs
@@ -148,28 +151,28 @@ def synthetic(n_pairs: int, seed: int):
 
 def test_tune_ranker_and_ensemble_learn_a_lexical_signal() -> None:
     train, val = synthetic(30, 0), synthetic(12, 1)
-    T, V = A.feature_table(train, fake_embed), A.feature_table(val, fake_embed)
+    T, V = FS.feature_table(train, fake_embed), FS.feature_table(val, fake_embed)
     grid = [{"kind": "logreg", "C": 1.0},
             {"kind": "hgb", "max_iter": 20, "max_leaf_nodes": 4, "min_samples_leaf": 5}]
-    best = A.tune_ranker(T, V, val, grid, k=1)
+    best = FS.tune_ranker(T, V, val, grid, k=1)
     assert len(best.grid) == 2 and best.val_fact_f1 == max(g["val_fact_f1"] for g in best.grid)
-    sel = A.grouped_top_k(best.scores(V[0]), V[2], 1)
-    assert A.mean_fact_f1(sel, val) == pytest.approx(best.val_fact_f1)
+    sel = FS.grouped_top_k(best.scores(V[0]), V[2], 1)
+    assert FS.mean_fact_f1(sel, val) == pytest.approx(best.val_fact_f1)
     assert best.val_fact_f1 > 0.5
-    ens = A.RankerEnsemble(grid).fit(T[0], T[1])
+    ens = FS.RankerEnsemble(grid).fit(T[0], T[1])
     scores = ens.scores(V[0], V[2])
     assert scores.min() >= 0 and scores.max() <= 1
-    assert A.mean_fact_f1(A.grouped_top_k(scores, V[2], 1), val) > 0.5
+    assert FS.mean_fact_f1(FS.grouped_top_k(scores, V[2], 1), val) > 0.5
     with pytest.raises(ValueError, match="unknown ranker"):
-        A.make_ranker("svm")
+        FS.make_ranker("svm")
     with pytest.raises(RuntimeError, match="fit first"):
-        A.RankerEnsemble(grid).scores(V[0], V[2])
+        FS.RankerEnsemble(grid).scores(V[0], V[2])
 
 
 def test_scored_pairs_and_mean_fact_f1_skip_pairs_without_gold() -> None:
     kept, skipped = A.scored_pairs(PAIRS)
     assert kept == [P1, P2] and skipped == 1
-    assert A.mean_fact_f1({0: [9], 1: [2, 0], 2: [3]}, PAIRS) == pytest.approx((2 / 3 + 1) / 2)
+    assert FS.mean_fact_f1({0: [9], 1: [2, 0], 2: [3]}, PAIRS) == pytest.approx((2 / 3 + 1) / 2)
 
 
 # --------------------------------------------------------------------------- predictions
@@ -201,57 +204,57 @@ def test_prediction_rows_roundtrip(tmp_path) -> None:
 
 
 def test_build_source_parts_and_errors() -> None:
-    src = A.build_source(P2, ["query", "selected_facts"], selected=[3, 1])
+    src = RG.build_source(P2, ["query", "selected_facts"], selected=[3, 1])
     assert src == f"query: {P2.query} | facts: {CONTENT[1]} {CONTENT[3]}"
-    assert A.build_source(P2, ["history"], index=INDEX).startswith("history: Hi Hi! Which data")
-    assert A.build_source(P2, ["gold_facts"]) == f"facts: {CONTENT[3]}"
-    assert A.build_source(P2, ["article"], article_sentences=1) == f"article: {CONTENT[0]}"
+    assert RG.build_source(P2, ["history"], index=INDEX).startswith("history: Hi Hi! Which data")
+    assert RG.build_source(P2, ["gold_facts"]) == f"facts: {CONTENT[3]}"
+    assert RG.build_source(P2, ["article"], article_sentences=1) == f"article: {CONTENT[0]}"
     with pytest.raises(ValueError, match="no selection"):
-        A.build_source(P2, ["selected_facts"])
+        RG.build_source(P2, ["selected_facts"])
     with pytest.raises(ValueError, match="subset"):
-        A.build_source(P2, ["reply"])
+        RG.build_source(P2, ["reply"])
     with pytest.raises(ValueError, match="no pair index"):
-        A.build_source(P2, ["history"])
+        RG.build_source(P2, ["history"])
 
 
 def test_facts_text_trim_and_tune_length() -> None:
-    assert A.facts_text(P1, [3, 1]) == f"{CONTENT[1]} {CONTENT[3]}"
-    assert A.facts_text(P1, [3, 1], order="rank") == f"{CONTENT[3]} {CONTENT[1]}"
-    assert A.trim_words("a b c", 2) == "a b" and A.trim_words("a b", None) == "a b"
-    best, scores = A.tune_length(["a b c d", "a b x y"], ["a b", "a b"], [1, 2, 4, None],
+    assert RG.facts_text(P1, [3, 1]) == f"{CONTENT[1]} {CONTENT[3]}"
+    assert RG.facts_text(P1, [3, 1], order="rank") == f"{CONTENT[3]} {CONTENT[1]}"
+    assert RG.trim_words("a b c", 2) == "a b" and RG.trim_words("a b", None) == "a b"
+    best, scores = RG.tune_length(["a b c d", "a b x y"], ["a b", "a b"], [1, 2, 4, None],
                                  lambda p, g: float(p == g))
     assert best == 2 and scores[2] == 1.0
     with pytest.raises(ValueError):
-        A.tune_length([], [], [1], lambda p, g: 0.0)
+        RG.tune_length([], [], [1], lambda p, g: 0.0)
 
 
 def test_nearest_replies() -> None:
     train_q = np.array([[1.0, 0.0], [0.0, 1.0]])
-    out = A.nearest_replies(np.array([[0.1, 0.9], [5.0, 0.0]]), train_q, ["r0", "r1"])
+    out = RG.nearest_replies(np.array([[0.1, 0.9], [5.0, 0.0]]), train_q, ["r0", "r1"])
     assert out == ["r1", "r0"]
     with pytest.raises(ValueError, match="no training"):
-        A.nearest_replies(train_q, np.zeros((0, 2)), [])
+        RG.nearest_replies(train_q, np.zeros((0, 2)), [])
 
 
 def test_token_compressor_keeps_copied_tokens() -> None:
     queries = ["What data?"] * 6 + ["Which model?"] * 6
     facts = ["We collect tweets (Smith, 2020) here."] * 6 + ["A BERT model (Lee, 2019) wins."] * 6
     replies = ["They collect tweets."] * 6 + ["A BERT model wins."] * 6
-    comp = A.TokenCompressor().fit(queries, facts, replies)
+    comp = RG.TokenCompressor().fit(queries, facts, replies)
     toks, prob = comp.keep_probabilities("What data?", "We collect tweets (Smith, 2020) here.")
     assert toks[:2] == ["We", "collect"] and len(prob) == len(toks)
     kept = comp.compress("What data?", "We collect tweets (Smith, 2020) here.", 0.5)
     assert "collect" in kept.split() and "(Smith," not in kept.split()
-    th, scores = A.tune_threshold(comp, queries[:2], facts[:2], replies[:2], [0.1, 0.5, 0.9],
+    th, scores = RG.tune_threshold(comp, queries[:2], facts[:2], replies[:2], [0.1, 0.5, 0.9],
                                   A_message_f1())
     assert th in scores and scores[th] == max(scores.values())
-    with_prior = A.TokenCompressor(prior_words=3).fit(queries, facts, replies)
+    with_prior = RG.TokenCompressor(prior_words=3).fit(queries, facts, replies)
     toks, _ = with_prior.keep_probabilities("Hi", "")
     assert set(toks) - {"Hi"} <= {"They", "collect", "tweets.", "A", "BERT", "model", "wins."}
     with pytest.raises(RuntimeError, match="fit first"):
-        A.TokenCompressor().compress("q", "f", 0.5)
+        RG.TokenCompressor().compress("q", "f", 0.5)
     with pytest.raises(ValueError, match="equal"):
-        A.TokenCompressor().fit(["q"], [], ["r"])
+        RG.TokenCompressor().fit(["q"], [], ["r"])
 
 
 def A_message_f1():
@@ -261,12 +264,12 @@ def A_message_f1():
 
 
 def test_generation_metrics_without_embeddings() -> None:
-    m = A.generation_metrics(["The cat sat", ""], ["the cat sat", "Hi!"], embedding=False)
+    m = RG.generation_metrics(["The cat sat", ""], ["the cat sat", "Hi!"], embedding=False)
     assert m["message_f1"] == pytest.approx((2 / 3) / 2)
     assert m["message_f1_squad"] == pytest.approx(0.5)
     assert m["empty_share"] == 0.5 and "bertscore_f1" not in m
     with pytest.raises(ValueError):
-        A.generation_metrics(["a"], [], embedding=False)
+        RG.generation_metrics(["a"], [], embedding=False)
 
 
 # --------------------------------------------------------------------------- error analysis
@@ -328,8 +331,8 @@ def test_official_first_and_tfidf_baselines_reproduce() -> None:
         warnings.simplefilter("ignore")
         for fold in range(5):
             test, _ = A.scored_pairs(load_argscichat(fold=fold).test)
-            scores["first"][fold] = [fact_f1(A.select_first(p, 2), p.fact_indexes) for p in test]
-            scores["tfidf"][fold] = [fact_f1(A.select_tfidf(p, 2), p.fact_indexes) for p in test]
+            scores["first"][fold] = [fact_f1(FS.select_first(p, 2), p.fact_indexes) for p in test]
+            scores["tfidf"][fold] = [fact_f1(FS.select_tfidf(p, 2), p.fact_indexes) for p in test]
     assert fold_summary(scores["first"])["mean"] == pytest.approx(0.078, abs=0.01)
     assert fold_summary(scores["tfidf"])["mean"] == pytest.approx(0.17, abs=0.01)
 
@@ -353,7 +356,7 @@ def test_generation_metrics_with_a_tiny_local_encoder(tmp_path) -> None:
                      num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)
     BertModel(cfg).save_pretrained(tmp_path)
     hyps, refs = ["the cat sat", "", "the dog ran"], ["the cat sat", "hi !", "the dog ran"]
-    m = A.generation_metrics(hyps, refs, bertscore_model=str(tmp_path), bertscore_layers=1,
+    m = RG.generation_metrics(hyps, refs, bertscore_model=str(tmp_path), bertscore_layers=1,
                              moverscore_model=str(tmp_path))
     assert set(m) == {"message_f1", "message_f1_squad", "bertscore_f1", "moverscore",
                       "empty_share", "moverscore_degenerate_share"}

@@ -1,0 +1,258 @@
+"""ArgSciChat reply generation: model inputs, copy/retrieval baselines, token compression
+and the generation metrics (Message-F1 variants, BERTScore, MoverScore).
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from saf_utils.argscichat import previous_exchanges
+from saf_utils.data import MessagePair
+
+GENERATION_INPUTS = ("query", "history", "article", "gold_facts", "selected_facts")
+
+
+def build_source(pair: MessagePair, inputs: Sequence[str],
+                 selected: Sequence[int] | None = None,
+                 index: Mapping[str, MessagePair] | None = None, history_turns: int = 2,
+                 article_sentences: int | None = None) -> str:
+    """The generator's input text: the chosen parts, each behind a short tag.
+
+    ``inputs`` from :data:`GENERATION_INPUTS`. ``selected_facts`` needs ``selected`` (a
+    fact selector's indexes). ``article`` is the paper's sentences (optionally the first
+    ``article_sentences``). ``history`` needs ``index`` (:func:`pair_index`).
+    """
+    unknown = [x for x in inputs if x not in GENERATION_INPUTS]
+    if unknown or not inputs:
+        raise ValueError(f"inputs {list(inputs)}: use a non-empty subset of {GENERATION_INPUTS}")
+    parts = []
+    for x in inputs:
+        if x == "query":
+            parts.append(f"query: {pair.query}")
+        elif x == "history":
+            if index is None:
+                raise ValueError("inputs ask for history but no pair index was given")
+            parts.append("history: " + " ".join(previous_exchanges(pair, index, history_turns)))
+        elif x == "gold_facts":
+            parts.append("facts: " + " ".join(pair.content[i] for i in pair.fact_indexes))
+        elif x == "selected_facts":
+            if selected is None:
+                raise ValueError(f"pair {pair.pair_id!r}: inputs ask for selected_facts but no "
+                                 "selection was given")
+            parts.append("facts: " + " ".join(pair.content[i] for i in sorted(selected)))
+        elif x == "article":
+            sents = pair.content[:article_sentences] if article_sentences else pair.content
+            parts.append("article: " + " ".join(sents))
+    return " | ".join(parts)
+
+
+def facts_text(pair: MessagePair, indexes: Sequence[int], order: str = "paper") -> str:
+    """The chosen sentences joined, in paper order (``paper``) or as given (``rank``)."""
+    idx = sorted(indexes) if order == "paper" else list(indexes)
+    return " ".join(pair.content[i] for i in idx)
+
+
+def trim_words(text: str, n_words: int | None) -> str:
+    """The first ``n_words`` whitespace tokens (None: unchanged)."""
+    return text if n_words is None else " ".join(text.split()[:n_words])
+
+
+def tune_length(texts: Sequence[str], refs: Sequence[str], candidates: Sequence[int | None],
+                metric: Callable[[str, str], float]) -> tuple[int | None, dict[Any, float]]:
+    """The word budget that maximises mean ``metric`` on (val) texts; ties: shortest first."""
+    if len(texts) != len(refs) or not texts:
+        raise ValueError(f"tune_length: {len(texts)} texts and {len(refs)} references")
+    scores = {c: float(np.mean([metric(trim_words(t, c), r) for t, r in zip(texts, refs,
+                                                                          strict=True)]))
+              for c in candidates}
+    best = max(candidates, key=lambda c: scores[c])
+    return best, scores
+
+
+def nearest_replies(queries: np.ndarray, train_queries: np.ndarray,
+                    train_replies: Sequence[str]) -> list[str]:
+    """For each query vector, the reply of the most similar training query (cosine)."""
+    if len(train_replies) == 0:
+        raise ValueError("nearest_replies: no training pairs")
+    a = queries / np.maximum(np.linalg.norm(queries, axis=1, keepdims=True), 1e-12)
+    b = train_queries / np.maximum(np.linalg.norm(train_queries, axis=1, keepdims=True), 1e-12)
+    return [train_replies[int(i)] for i in np.argmax(a @ b.T, axis=1)]
+
+
+# --------------------------------------------------------------------------- token compression
+
+TOKEN_FEATURES = (
+    "type_copy_rate", "type_log_seen", "reply_rate", "is_stop", "from_query", "rel_position",
+    "has_digit", "has_punct", "is_capitalized", "length", "in_other_segment", "is_prior",
+)
+
+
+def _type_key(token: str) -> str:
+    return token.lower().strip(string.punctuation)
+
+
+def source_segments(query: str, facts: str) -> list[tuple[str, list[str]]]:
+    """The generator source as whitespace-token segments: facts first, then the query."""
+    return [("facts", facts.split()), ("query", query.split())]
+
+
+class TokenCompressor:
+    """Keeps the source tokens (facts + query) likely to reappear in the expert's reply.
+
+    A logistic regression over per-token features (how often this word type was copied
+    from the source into the reply in training, how common the exact token is in training
+    replies, stop word, query or facts, position, digits/punctuation/case) predicts
+    whether a source token occurs in the reply; tokens above ``threshold`` are kept in
+    source order. Tokens are ``str.split()`` tokens, as Message-F1 (model card) counts them.
+
+    ``prior_words`` > 0 also offers the most frequent exact tokens of training replies that
+    are not in the source (e.g. "the", "is"): token F1 rewards any word likely to be in the
+    reply, so this measures how much of Message-F1 a bag of words gains without fluency.
+    """
+
+    def __init__(self, prior_strength: float = 5.0, C: float = 1.0, prior_words: int = 0):
+        self.prior_strength = prior_strength
+        self.C = C
+        self.prior_words = prior_words
+        self.model: Any = None
+        self._prior_tokens: list[str] = []
+
+    def fit(self, queries: Sequence[str], facts: Sequence[str], replies: Sequence[str]
+            ) -> TokenCompressor:
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.pipeline import make_pipeline
+        from sklearn.preprocessing import StandardScaler
+
+        if not (len(queries) == len(facts) == len(replies)) or not queries:
+            raise ValueError(f"TokenCompressor.fit: {len(queries)} queries, {len(facts)} facts, "
+                             f"{len(replies)} replies (need equal, non-zero counts)")
+        seen: dict[str, int] = {}
+        copied: dict[str, int] = {}
+        reply_count: dict[str, int] = {}
+        for q, f, r in zip(queries, facts, replies, strict=True):
+            rset = set(r.split())
+            for tok in rset:
+                reply_count[tok] = reply_count.get(tok, 0) + 1
+            for _, toks in source_segments(q, f):
+                for tok in set(toks):
+                    key = _type_key(tok)
+                    seen[key] = seen.get(key, 0) + 1
+                    copied[key] = copied.get(key, 0) + int(tok in rset)
+        self._seen, self._copied = seen, copied
+        self._reply_rate = {t: c / len(replies) for t, c in reply_count.items()}
+        ranked = sorted(reply_count, key=lambda t: (-reply_count[t], t))
+        self._prior_tokens = ranked[:self.prior_words]
+        self._prior = sum(copied.values()) / max(1, sum(seen.values()))
+        X, y = [], []
+        for q, f, r in zip(queries, facts, replies, strict=True):
+            rset = set(r.split())
+            feats, toks = self._features(q, f)
+            X.append(feats)
+            y += [int(t in rset) for t in toks]
+        Xa = np.vstack([x for x in X if len(x)])
+        self.model = make_pipeline(StandardScaler(), LogisticRegression(C=self.C, max_iter=2000))
+        self.model.fit(Xa, np.asarray(y))
+        return self
+
+    def _features(self, query: str, facts: str) -> tuple[np.ndarray, list[str]]:
+        from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+        segs = source_segments(query, facts)
+        present = {t for _, toks in segs for t in toks}
+        segs.append(("prior", [t for t in self._prior_tokens if t not in present]))
+        keys = {name: {_type_key(t) for t in toks} for name, toks in segs}
+        rows, toks_out = [], []
+        for name, toks in segs:
+            other = keys["query" if name == "facts" else "facts"]
+            for i, tok in enumerate(toks):
+                key = _type_key(tok)
+                n = self._seen.get(key, 0)
+                rate = (self._copied.get(key, 0) + self.prior_strength * self._prior) / (
+                    n + self.prior_strength)
+                rows.append([
+                    rate, np.log1p(n), self._reply_rate.get(tok, 0.0),
+                    float(key in ENGLISH_STOP_WORDS), float(name == "query"),
+                    i / max(1, len(toks) - 1), float(any(c.isdigit() for c in tok)),
+                    float(any(c in string.punctuation for c in tok)), float(tok[:1].isupper()),
+                    float(len(tok)), float(key in other), float(name == "prior"),
+                ])
+                toks_out.append(tok)
+        return np.asarray(rows, dtype=float).reshape(-1, len(TOKEN_FEATURES)), toks_out
+
+    def keep_probabilities(self, query: str, facts: str) -> tuple[list[str], np.ndarray]:
+        """Source tokens (facts then query) and their predicted probability of being copied."""
+        if self.model is None:
+            raise RuntimeError("TokenCompressor: call fit first")
+        X, toks = self._features(query, facts)
+        if not toks:
+            return [], np.zeros(0)
+        return toks, self.model.predict_proba(X)[:, 1]
+
+    def compress(self, query: str, facts: str, threshold: float) -> str:
+        """The tokens with keep-probability >= ``threshold``, in source order (prior last)."""
+        toks, prob = self.keep_probabilities(query, facts)
+        return " ".join(t for t, p in zip(toks, prob, strict=True) if p >= threshold)
+
+
+def tune_threshold(compressor: TokenCompressor, queries: Sequence[str], facts: Sequence[str],
+                   refs: Sequence[str], thresholds: Sequence[float],
+                   metric: Callable[[str, str], float]) -> tuple[float, dict[float, float]]:
+    """The keep threshold with the best mean ``metric`` on (val) pairs; ties: lowest."""
+    if not (len(queries) == len(facts) == len(refs)) or not refs:
+        raise ValueError("tune_threshold: need equal, non-zero numbers of queries/facts/refs")
+    probs = [compressor.keep_probabilities(q, f) for q, f in zip(queries, facts, strict=True)]
+    scores = {}
+    for th in thresholds:
+        outs = [" ".join(t for t, p in zip(toks, pr, strict=True) if p >= th)
+                for toks, pr in probs]
+        scores[th] = float(np.mean([metric(o, r) for o, r in zip(outs, refs, strict=True)]))
+    best = max(thresholds, key=lambda t: (scores[t], -t))
+    return best, scores
+
+
+# --------------------------------------------------------------------------- generation metrics
+
+def generation_metrics(hyps: Sequence[str], refs: Sequence[str], embedding: bool = True,
+                       bertscore_model: str | None = None, bertscore_layers: int | None = None,
+                       moverscore_model: str | None = None) -> dict[str, float]:
+    """Mean Message-F1 (card recipe and SQuAD-normalised) and, optionally, BERTScore F1 and
+    MoverScore of parallel hypotheses and references.
+
+    Embedding metrics default to the packaged all-MiniLM-L6-v2 (6 layers, offline, no
+    rescaling baseline); pass hub ids for the published setting. Empty hypotheses are
+    scored by BERTScore as "."; hypotheses without any weighted token get MoverScore 0
+    (not moverscore_v2's 1.0); ``empty_share`` and ``moverscore_degenerate_share`` count them.
+    """
+    from saf_utils.metrics import message_f1, message_f1_squad
+
+    if len(hyps) != len(refs) or not refs:
+        raise ValueError(f"generation_metrics: {len(hyps)} hypotheses, {len(refs)} references")
+    out = {
+        "message_f1": float(np.mean([message_f1(h, r) for h, r in zip(hyps, refs, strict=True)])),
+        "message_f1_squad": float(np.mean([message_f1_squad(h, r)
+                                           for h, r in zip(hyps, refs, strict=True)])),
+    }
+    if embedding:
+        from saf_utils.embedding_metrics import bertscore
+        from saf_utils.embedding_metrics import moverscore as mover
+        from saf_utils.encoders import minilm_path
+
+        safe = [h if h.strip() else "." for h in hyps]  # bert-score cannot embed ""
+        out["bertscore_f1"] = float(bertscore(safe, list(refs), model_type=bertscore_model,
+                                              num_layers=bertscore_layers)["f1"])
+        ms = mover(list(refs), list(hyps), model=moverscore_model or minilm_path())
+        # moverscore_v2 gives 1.0 when a text has no weighted token (empty, or only "##"
+        # word pieces and punctuation, as degenerate generations can be): such an output
+        # says nothing, so it scores 0 here. A genuine 1.0 needs the reference itself.
+        degenerate = [m >= 1.0 - 1e-9 and h.strip() != r.strip()
+                      for h, r, m in zip(hyps, refs, ms, strict=True)]
+        out["moverscore"] = float(np.mean([0.0 if d else m
+                                           for d, m in zip(degenerate, ms, strict=True)]))
+        out["moverscore_degenerate_share"] = float(np.mean(degenerate))
+    out["empty_share"] = float(np.mean([not h.strip() for h in hyps]))
+    return out
+
