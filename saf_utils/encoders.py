@@ -46,6 +46,9 @@ def sentence_encoder(name_or_path: str = DEFAULT_ENCODER, device: str | None = N
     return SentenceTransformer(resolve_model(name_or_path), device=device)
 
 
+_CACHE: dict[tuple[str, bool], dict[str, np.ndarray]] = {}
+
+
 def encode(
     texts: Sequence[str],
     model: str = DEFAULT_ENCODER,
@@ -53,17 +56,23 @@ def encode(
     normalize: bool = True,
     show_progress: bool | None = None,
 ) -> np.ndarray:
-    """Embed texts (each unique text once); rows are L2-normalised unless ``normalize=False``."""
-    unique = list(dict.fromkeys(texts))
-    if not unique:
+    """Embed texts; rows are L2-normalised unless ``normalize=False``.
+
+    Vectors are cached per model for the whole process, so each distinct text is embedded
+    once however often the baselines, classifiers and features ask for it.
+    """
+    texts = [str(t) for t in texts]
+    cache = _CACHE.setdefault((model, normalize), {})
+    missing = [t for t in dict.fromkeys(texts) if t not in cache]
+    if missing:
+        vecs = sentence_encoder(model).encode(
+            missing,
+            batch_size=batch_size,
+            convert_to_numpy=True,
+            normalize_embeddings=normalize,
+            show_progress_bar=len(missing) > 500 if show_progress is None else show_progress,
+        )
+        cache.update(zip(missing, np.asarray(vecs, dtype=np.float32), strict=True))
+    if not texts:
         return np.zeros((0, 0), dtype=np.float32)
-    enc = sentence_encoder(model)
-    vecs = enc.encode(
-        unique,
-        batch_size=batch_size,
-        convert_to_numpy=True,
-        normalize_embeddings=normalize,
-        show_progress_bar=len(unique) > 500 if show_progress is None else show_progress,
-    )
-    index = {t: i for i, t in enumerate(unique)}
-    return vecs[[index[t] for t in texts]]
+    return np.stack([cache[t] for t in texts])

@@ -10,6 +10,8 @@ import pandas as pd
 import pytest
 
 from saf_utils import saf as S
+from saf_utils import saf_evaluation as evaluation
+from saf_utils import saf_systems as systems
 
 DE = S.prompt_words("de")
 EN = S.prompt_words("en")
@@ -19,7 +21,7 @@ def bow_encoder(texts):
     """Deterministic bag-of-words hashing encoder (no model download)."""
     out = np.zeros((len(texts), 64), dtype=np.float32)
     for i, t in enumerate(texts):
-        for w in S._tokens(t):
+        for w in systems._tokens(t):
             out[i, zlib.crc32(w.encode()) % 64] += 1.0
     norms = np.linalg.norm(out, axis=1, keepdims=True)
     return out / np.where(norms == 0, 1, norms)
@@ -211,7 +213,7 @@ def test_saf_frame_sampling_is_fixed():
 def test_majority_baseline_backs_off_for_unseen_questions():
     train = toy_frame("train")
     test = pd.concat([toy_frame("test", ("Q1",), 3), toy_frame("test", ("Q3",), 3)])
-    p = S.majority_baseline(train, test)
+    p = systems.majority_baseline(train, test)
     assert p.backoff.tolist() == [False] * 3 + [True] * 3
     assert set(p.pred_label) <= set(S.SAF_LABELS)
     assert (p.pred_feedback != "").all()
@@ -220,24 +222,24 @@ def test_majority_baseline_backs_off_for_unseen_questions():
 def test_nearest_neighbour_baseline_copies_neighbour():
     train = toy_frame("train")
     test = train.iloc[:4].assign(split="test")
-    p = S.nearest_neighbour_baseline(train, test, bow_encoder)
+    p = systems.nearest_neighbour_baseline(train, test, bow_encoder)
     # identical answers: the neighbour is the row itself (or an identical copy)
     assert (p.pred_label.to_numpy() == test.verification_feedback.to_numpy()).all()
     unseen = toy_frame("test", ("Q3",), 3)
-    pu = S.nearest_neighbour_baseline(train, unseen, bow_encoder)
+    pu = systems.nearest_neighbour_baseline(train, unseen, bow_encoder)
     assert pu.backoff.all() and set(pu.pred_label) <= set(S.SAF_LABELS)
 
 
 def test_reference_thresholds_fit():
     cos = np.array([0.1, 0.2, 0.5, 0.55, 0.9, 0.95])
     y = ["Incorrect", "Incorrect", "Partially correct", "Partially correct", "Correct", "Correct"]
-    thr = S.ReferenceThresholds().fit(cos, y)
+    thr = systems.ReferenceThresholds().fit(cos, y)
     assert thr.predict(cos) == y
 
 
 def test_feedback_bank_strategies():
     train = toy_frame("train")
-    bank = S.FeedbackBank(train, bow_encoder)
+    bank = systems.FeedbackBank(train, bow_encoder)
     assert bank.most_frequent("Q1", "Correct") == "Korrekt!"
     assert bank.unseen("Q1 neu", "Ref (0.5 P) text", "Correct") == "Korrekt!"
     assert bank.unseen("Q9", "Ref (0.5 P) text", "Incorrect", "reference") == "Ref text"
@@ -247,27 +249,15 @@ def test_feedback_bank_strategies():
 
 
 def test_strip_points():
-    assert S.strip_points("A (0.25 P) und B (je 0.25 P), C (0.25-0.5 P).") == "A und B , C ."
-
-
-def test_cached_encoder_embeds_each_text_once():
-    calls = []
-
-    def fn(texts):
-        calls.append(list(texts))
-        return bow_encoder(texts)
-    enc = S.CachedEncoder(encode_fn=fn)
-    a = enc(["x y", "x y", "z"])
-    b = enc(["z", "x y"])
-    assert calls == [["x y", "z"]] and np.allclose(a[1], b[1])
+    assert systems.strip_points("A (0.25 P) und B (je 0.25 P), C (0.25-0.5 P).") == "A und B , C ."
 
 
 def test_generic_and_knn_features_shapes():
     train = toy_frame("train")
-    f = S.generic_features(train, bow_encoder)
-    assert list(f.columns) == list(S.GENERIC_FEATURES) and f.notna().all().all()
+    f = systems.generic_features(train, bow_encoder)
+    assert list(f.columns) == list(systems.GENERIC_FEATURES) and f.notna().all().all()
     a = bow_encoder(train.provided_answer.tolist())
-    k = S.knn_features(train, a, train, a, k=3, leave_one_out=True)
+    k = systems.knn_features(train, a, train, a, k=3, leave_one_out=True)
     assert len(k) == len(train) and k.notna().all().all()
     shares = k[[f"knn_{lab}" for lab in S.SAF_LABELS]].sum(axis=1)
     assert np.allclose(shares, 1.0)
@@ -277,7 +267,7 @@ def test_generic_and_knn_features_shapes():
 def test_feature_classifier_fits_and_predicts(model, feedback):
     train = toy_frame("train", n_per=9)
     test = pd.concat([toy_frame("test", ("Q1", "Q2"), 6, seed=1), toy_frame("t", ("Q3",), 3)])
-    clf = S.FeatureClassifier(bow_encoder, model=model, feedback=feedback,
+    clf = systems.FeatureClassifier(bow_encoder, model=model, feedback=feedback,
                               normalize_unseen=True).fit(train)
     p = clf.predict(test)
     assert len(p) == len(test) and set(p.pred_label) <= set(S.SAF_LABELS)
@@ -288,33 +278,33 @@ def test_feature_classifier_fits_and_predicts(model, feedback):
 
 
 def test_classifier_choices():
-    clf = S.FeatureClassifier(bow_encoder)
+    clf = systems.FeatureClassifier(bow_encoder)
     assert clf._make(1.0, None).__class__.__name__ == "Pipeline"
     assert clf._make(1.0, "none")[-1].class_weight is None
     assert clf._make(1.0, float("nan"))[-1].class_weight is None
     assert clf._make(1.0).__class__.__name__ == "Pipeline"
-    assert S.FeatureClassifier(bow_encoder, model="hgb")._make(1.0).__class__.__name__ == \
+    assert systems.FeatureClassifier(bow_encoder, model="hgb")._make(1.0).__class__.__name__ == \
         "HistGradientBoostingClassifier"
     with pytest.raises(ValueError, match="classifier"):
-        S.FeatureClassifier(bow_encoder, model="svm")._make(1.0)
+        systems.FeatureClassifier(bow_encoder, model="svm")._make(1.0)
 
 
 def test_grouped_cv_generic_table():
-    cv = S.grouped_cv_generic(toy_frame("train", ("Q1", "Q2", "Q3"), 6), bow_encoder,
+    cv = systems.grouped_cv_generic(toy_frame("train", ("Q1", "Q2", "Q3"), 6), bow_encoder,
                               Cs=(1.0,), class_weights=(None,), normalize=(False, True),
                               feature_sets={"all": None, "cos": ["cos_ref"]})
     assert len(cv) == 4 and cv.accuracy.between(0, 1).all()
     assert set(cv.feature_set) == {"all", "cos"}
     with pytest.raises(ValueError, match="unknown feature"):
-        S.grouped_cv_generic(toy_frame("train"), bow_encoder, feature_sets={"x": ["nope"]})
-    clf = S.FeatureClassifier(bow_encoder, generic_feature_names=["cos_ref"]).fit(
+        systems.grouped_cv_generic(toy_frame("train"), bow_encoder, feature_sets={"x": ["nope"]})
+    clf = systems.FeatureClassifier(bow_encoder, generic_feature_names=["cos_ref"]).fit(
         toy_frame("train", ("Q1", "Q2"), 6))
     assert len(clf.predict(toy_frame("t", ("Q3",), 3))) == 3
 
 
 def test_per_question_zscore():
     x = np.array([[1.0], [3.0], [10.0], [10.0]])
-    z = S.per_question_zscore(x, ["a", "a", "b", "b"])
+    z = systems.per_question_zscore(x, ["a", "a", "b", "b"])
     assert np.allclose(z[:2, 0], [-1, 1], atol=1e-4) and np.allclose(z[2:, 0], 0)
 
 
@@ -330,7 +320,7 @@ def _preds():
 
 
 def test_evaluate_predictions_counts_unparseable():
-    m = S.evaluate_predictions(_preds(), embedding_metrics=False)
+    m = evaluation.evaluate_predictions(_preds(), embedding_metrics=False)
     assert m["n_unparseable"] == 1 and m["accuracy"] == pytest.approx(4 / 6)
     assert 0 <= m["macro_f1"] <= 1 and 0 <= m["sacrebleu"] <= 100 and "mse" in m
     assert m["mse_max_penalty"] >= m["mse"] * 5 / 6
@@ -345,7 +335,7 @@ def test_dedup_bertscore_matches_full(monkeypatch):
         seen.append(len(h))
         return {"f1_per_pair": [float(len(a) == len(b)) for a, b in zip(h, r, strict=True)]}
     monkeypatch.setattr(E, "bertscore", fake)
-    v = S._dedup_bertscore(["a", "a", "bb"], ["a", "a", "c"])
+    v = evaluation._dedup_bertscore(["a", "a", "bb"], ["a", "a", "c"])
     assert seen == [2] and v == pytest.approx(2 / 3)
 
 
@@ -357,12 +347,12 @@ def test_summaries_and_targets():
                       "value": acc + seed / 100, "seed": seed},
                      {"split": "test_unseen_questions", "system": system, "metric": "accuracy",
                       "value": acc - 0.3, "seed": seed}]
-    summ = S.summarize_seeds(pd.DataFrame(rows))
+    summ = evaluation.summarize_seeds(pd.DataFrame(rows))
     assert set(summ.n_seeds) == {2}
-    t = S.best_vs_targets(summ)
+    t = evaluation.best_vs_targets(summ)
     ua = t[(t.split == "test_unseen_answers") & (t.metric == "accuracy")].iloc[0]
     assert ua.best_system == "a" and ua.met
-    gap = S.seen_unseen_gap(summ, metrics=("accuracy",))
+    gap = evaluation.seen_unseen_gap(summ, metrics=("accuracy",))
     assert gap.set_index("system").loc["a", "gap"] == pytest.approx(0.315)
     pub = S.published_table()
     assert {"model", "source", "split", "accuracy"} <= set(pub.columns) and len(pub) == 4
@@ -370,17 +360,17 @@ def test_summaries_and_targets():
 
 def test_error_analysis_helpers():
     p = _preds()
-    cm = S.confusion_by_split(p)[("m", "test_unseen_answers")]
+    cm = evaluation.confusion_by_split(p)[("m", "test_unseen_answers")]
     assert cm.to_numpy().sum() == len(p) and cm["unparseable"].sum() == 1
-    pq = S.per_question_metrics(p)
+    pq = evaluation.per_question_metrics(p)
     assert set(pq.question) == {"Q1", "Q2"} and pq.n.sum() == 6
-    assert S.error_class_breakdown(p) is None
+    assert evaluation.error_class_breakdown(p) is None
     pe = p.assign(error_class=["a", "b", "a", "b", "a", "b"])
-    eb = S.error_class_breakdown(pe)
+    eb = evaluation.error_class_breakdown(pe)
     assert set(eb.error_class) == {"a", "b"} and eb.miss_rate.between(0, 1).all()
-    w = S.worst_examples(p, n=2)
+    w = evaluation.worst_examples(p, n=2)
     assert len(w) == 2 and not (w.gold_label == w.pred_label).any()
-    fl = S.feedback_by_answer_length(p)
+    fl = evaluation.feedback_by_answer_length(p)
     assert fl.n.sum() == 6 and set(fl.length_bin) <= {"0-4", "5-9", "10-19", "20-39", "40+"}
 
 
@@ -392,7 +382,7 @@ def test_majority_baseline_on_real_data():
     d = load_saf(splits=["train", "test_unseen_questions"])
     train = S.saf_frame(d["train"], "train")
     uq = S.saf_frame(d["test_unseen_questions"], "test_unseen_questions")
-    p = S.majority_baseline(train, uq)
+    p = systems.majority_baseline(train, uq)
     assert p.backoff.all() and len(p) == len(uq)
 
 
@@ -417,7 +407,7 @@ def test_moverscore_mean_uses_reference_idf_and_zeroes_empty(monkeypatch):
         return [0.5] * len(refs)
     monkeypatch.setattr(E, "load_encoder", lambda model, device="cpu": (None, Tok()))
     monkeypatch.setattr(E, "moverscore", fake)
-    v = S.moverscore_mean(["a b", "", "c"], ["a b", "a", "d"], "m")
+    v = evaluation.moverscore_mean(["a b", "", "c"], ["a b", "a", "d"], "m")
     assert v == pytest.approx(1 / 3) and got["same"] and got["cls"] == 0.0
     assert got["unseen"] == pytest.approx(np.log(4))
 
@@ -448,9 +438,9 @@ def test_evaluate_tables_matches_single_evaluation(monkeypatch):
     monkeypatch.setattr(E, "load_encoder", lambda model, device="cpu": (None, Tok()))
     a = _preds()
     b = a.assign(system="n", pred_feedback=["x"] * len(a))
-    many = S.evaluate_tables([a, b], {}, "m")
+    many = evaluation.evaluate_tables([a, b], {}, "m")
     assert calls == {"bs": 1, "ms": 1}
     for table, res in zip([a, b], many, strict=True):
-        single = S.evaluate_predictions(table, {}, "m")
+        single = evaluation.evaluate_predictions(table, {}, "m")
         assert single.keys() == res.keys()
         assert all(single[k] == pytest.approx(res[k]) for k in single)

@@ -1,0 +1,464 @@
+"""SAF systems beside the seq2seq model: majority, nearest neighbour, feature classifier.
+
+Each takes training and evaluation frames (:func:`saf_utils.saf.saf_frame`) and an encoder
+(``texts -> L2-normalised vectors``, e.g. ``functools.partial(saf_utils.encoders.encode,
+model=...)``) and returns a :func:`saf_utils.saf.prediction_table`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from saf_utils.data import SAF_LABELS
+from saf_utils.saf import LABEL_SCORE, prediction_table
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _mode(values: Sequence[Any]) -> Any:
+    """Most frequent value; ties go to the first seen (deterministic)."""
+    return Counter(values).most_common(1)[0][0]
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return x / np.where(norms == 0, 1.0, norms)
+
+
+Encoder = Callable[[Sequence[str]], np.ndarray]
+
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+_POINTS = re.compile(r"\(\s*(?:je\s+)?[\d.,\s\-–]+\s*P\.?\s*\)", re.IGNORECASE)
+
+
+def strip_points(text: str) -> str:
+    """Remove grading annotations like ``(0.25 P)`` / ``(je 0.25 P)`` from a reference answer."""
+    return " ".join(_POINTS.sub("", text).split())
+
+
+def _tokens(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+def _content(text: str) -> set[str]:
+    return {t for t in _tokens(text) if len(t) > 3 and not t.isdigit()}
+
+
+def _sentences(text: str) -> list[str]:
+    parts = [p.strip() for p in re.split(r"(?<=[.!?;])\s+", strip_points(text)) if p.strip()]
+    return parts or [text]
+
+
+# --------------------------------------------------------------------------- baselines
+
+
+def majority_baseline(train: pd.DataFrame, test: pd.DataFrame,
+                      system: str = "majority") -> pd.DataFrame:
+    """Per question: most frequent label, score and feedback of its training answers.
+
+    Questions without training answers (unseen questions) back off to the global majority
+    label/score/feedback; those rows have ``backoff=True``.
+    """
+    per_q = train.groupby("question").agg(
+        label=("verification_feedback", _mode), score=("score", _mode),
+        feedback=("answer_feedback", _mode))
+    glob = (_mode(train.verification_feedback.tolist()), _mode(train.score.tolist()),
+            _mode(train.answer_feedback.tolist()))
+    labels, scores, fbs, back = [], [], [], []
+    for q in test.question:
+        if q in per_q.index:
+            row = per_q.loc[q]
+            labels.append(row.label)
+            scores.append(float(row.score))
+            fbs.append(row.feedback)
+            back.append(False)
+        else:
+            labels.append(glob[0])
+            scores.append(float(glob[1]))
+            fbs.append(glob[2])
+            back.append(True)
+    return prediction_table(test, system, labels=labels, scores=scores, feedback=fbs,
+                            backoff=back)
+
+
+def _macro_f1(y: np.ndarray, pred: np.ndarray, labels: Sequence[str] = SAF_LABELS) -> float:
+    """Macro F1 over ``labels`` (fast numpy version for threshold grids)."""
+    f1s = []
+    for lab in labels:
+        tp = float(np.sum((pred == lab) & (y == lab)))
+        denom = float(np.sum(pred == lab) + np.sum(y == lab))
+        f1s.append(2 * tp / denom if denom else 0.0)
+    return float(np.mean(f1s))
+
+
+@dataclass
+class ReferenceThresholds:
+    """Label from cosine(answer, reference) with two cut points learned on train.
+
+    The zero-training-answer fallback for unseen questions: ``cos >= hi`` → Correct,
+    ``cos < lo`` → Incorrect, else partial; cut points maximise train macro-F1.
+    """
+
+    lo: float = 0.0
+    hi: float = 1.0
+
+    def fit(self, cos: np.ndarray, labels: Sequence[str]) -> ReferenceThresholds:
+        cos = np.asarray(cos, dtype=float)
+        y = np.asarray(list(labels))
+        grid = np.unique(np.quantile(cos, np.linspace(0.02, 0.98, 49)))
+        best = (-1.0, self.lo, self.hi)
+        for i, lo in enumerate(grid):
+            for hi in grid[i:]:
+                f1 = _macro_f1(y, np.asarray(self._apply(cos, lo, hi)))
+                if f1 > best[0]:
+                    best = (f1, lo, hi)
+        self.lo, self.hi = float(best[1]), float(best[2])
+        return self
+
+    @staticmethod
+    def _apply(cos: np.ndarray, lo: float, hi: float) -> list[str]:
+        return ["Correct" if c >= hi else "Incorrect" if c < lo else "Partially correct"
+                for c in cos]
+
+    def predict(self, cos: np.ndarray) -> list[str]:
+        return self._apply(cos, self.lo, self.hi)
+
+
+class FeedbackBank:
+    """Training feedback, looked up by (question, label) and by answer similarity.
+
+    For unseen questions: Correct gets the most frequent training feedback of Correct
+    answers (often a fixed phrase), other labels the most frequent feedback of that label
+    for the training question closest to the new one (``strategy="nearest_question"``) or
+    the reference answer without point annotations (``strategy="reference"``).
+    """
+
+    def __init__(self, train: pd.DataFrame, encoder: Encoder | None = None):
+        self.train = train.reset_index(drop=True)
+        self.encoder = encoder
+        self.by_q_label = train.groupby(["question", "verification_feedback"]).answer_feedback \
+            .agg(_mode).to_dict()
+        self.by_label = train.groupby("verification_feedback").answer_feedback.agg(_mode) \
+            .to_dict()
+        self.questions = sorted(set(train.question))
+        self._q_emb: np.ndarray | None = None
+
+    def most_frequent(self, question: str, label: str) -> str | None:
+        return self.by_q_label.get((question, label))
+
+    def nearest_question(self, question: str) -> str:
+        if self.encoder is None:
+            return self.questions[0]
+        if self._q_emb is None:
+            self._q_emb = _unit(self.encoder(self.questions))
+        v = _unit(self.encoder([question]))[0]
+        return self.questions[int(np.argmax(self._q_emb @ v))]
+
+    def unseen(self, question: str, reference: str, label: str,
+               strategy: str = "nearest_question") -> str:
+        if label == "Correct" or strategy == "global":
+            return self.by_label.get(label, "")
+        if strategy == "reference":
+            return strip_points(reference)
+        if strategy == "nearest_question":
+            near = self.nearest_question(question)
+            return self.by_q_label.get((near, label)) or self.by_label.get(label, "")
+        raise ValueError(f"unknown unseen-question feedback strategy {strategy!r}")
+
+
+def nearest_neighbour_baseline(train: pd.DataFrame, test: pd.DataFrame, encoder: Encoder,
+                               system: str = "nearest_neighbour",
+                               unseen_feedback: str = "nearest_question") -> pd.DataFrame:
+    """Label, score and feedback of the most similar training answer to the same question.
+
+    Unseen questions have no training answers: their label comes from
+    cosine(answer, reference) with :class:`ReferenceThresholds` fitted on train, their
+    feedback from :class:`FeedbackBank` (``backoff=True`` on those rows).
+    """
+    tr = train.reset_index(drop=True)
+    a_tr = _unit(encoder(tr.provided_answer.tolist()))
+    a_te = _unit(encoder(test.provided_answer.tolist()))
+    thr = ReferenceThresholds().fit(_ref_cos(tr, a_tr, encoder), tr.verification_feedback)
+    ref_cos_te = _ref_cos(test, a_te, encoder)
+    bank = FeedbackBank(tr, encoder)
+    idx_by_q = {q: np.flatnonzero(tr.question.to_numpy() == q) for q in set(tr.question)}
+    labels, scores, fbs, back = [], [], [], []
+    for i, (q, ref) in enumerate(zip(test.question, test.reference_answer, strict=True)):
+        cand = idx_by_q.get(q)
+        if cand is not None and len(cand):
+            j = cand[int(np.argmax(a_tr[cand] @ a_te[i]))]
+            labels.append(tr.verification_feedback[j])
+            scores.append(float(tr.score[j]))
+            fbs.append(tr.answer_feedback[j])
+            back.append(False)
+        else:
+            lab = thr.predict(ref_cos_te[i:i + 1])[0]
+            labels.append(lab)
+            scores.append(LABEL_SCORE[lab])
+            fbs.append(bank.unseen(q, ref, lab, unseen_feedback))
+            back.append(True)
+    return prediction_table(test, system, labels=labels, scores=scores, feedback=fbs,
+                            backoff=back)
+
+
+def _ref_cos(df: pd.DataFrame, a: np.ndarray, encoder: Encoder) -> np.ndarray:
+    r = _unit(encoder([strip_points(t) for t in df.reference_answer]))
+    return np.einsum("ij,ij->i", a, r)
+
+
+# --------------------------------------------------------------------------- classifier
+
+GENERIC_FEATURES = (
+    "cos_ref", "cos_ref_sent_max", "cos_ref_sent_mean", "cos_question", "ref_recall",
+    "ref_precision", "ref_jaccard", "log_len", "len_ratio", "cos_ref_rank",
+)
+
+
+def generic_features(df: pd.DataFrame, encoder: Encoder) -> pd.DataFrame:
+    """Question-agnostic answer–reference features (usable for unseen questions).
+
+    Embedding cosine answer↔reference (whole, and max/mean over reference sentences),
+    answer↔question, lexical recall/precision/Jaccard of reference content words, answer
+    length and length ratio, and the cosine's rank among the *reference's own sentences*
+    (a per-question normaliser that needs no other answers).
+    """
+    a = _unit(encoder(df.provided_answer.tolist()))
+    refs = [strip_points(r) for r in df.reference_answer]
+    r = _unit(encoder(refs))
+    qv = _unit(encoder(df.question.tolist()))
+    sent_lists = [_sentences(x) for x in df.reference_answer]
+    flat = [s for ss in sent_lists for s in ss]
+    s_emb = _unit(encoder(flat)) if flat else np.zeros((0, a.shape[1]))
+    out: dict[str, list[float]] = {k: [] for k in GENERIC_FEATURES}
+    pos = 0
+    for i, ss in enumerate(sent_lists):
+        sims = s_emb[pos:pos + len(ss)] @ a[i]
+        self_sims = s_emb[pos:pos + len(ss)] @ r[i]
+        pos += len(ss)
+        cos_ref = float(a[i] @ r[i])
+        ans_c, ref_c = _content(df.provided_answer.iloc[i]), _content(refs[i])
+        inter = len(ans_c & ref_c)
+        n_ans = max(len(_tokens(df.provided_answer.iloc[i])), 1)
+        out["cos_ref"].append(cos_ref)
+        out["cos_ref_sent_max"].append(float(sims.max()))
+        out["cos_ref_sent_mean"].append(float(sims.mean()))
+        out["cos_question"].append(float(a[i] @ qv[i]))
+        out["ref_recall"].append(inter / max(len(ref_c), 1))
+        out["ref_precision"].append(inter / max(len(ans_c), 1))
+        out["ref_jaccard"].append(inter / max(len(ans_c | ref_c), 1))
+        out["log_len"].append(math.log(n_ans))
+        out["len_ratio"].append(n_ans / max(len(_tokens(refs[i])), 1))
+        out["cos_ref_rank"].append(cos_ref - float(self_sims.mean()))
+    return pd.DataFrame(out, index=df.index)
+
+
+def knn_features(train: pd.DataFrame, a_train: np.ndarray, df: pd.DataFrame, a_df: np.ndarray,
+                 k: int = 5, leave_one_out: bool = False) -> pd.DataFrame:
+    """Similarity to training answers of the same question, per label (seen questions).
+
+    Per label: max cosine to that label's training answers and the similarity-weighted
+    share of the label among the k nearest; plus the neighbours' mean score. With
+    ``leave_one_out`` (features of the training rows themselves) each row's own entry
+    is excluded, so the classifier never sees its own label.
+    """
+    q_tr = train.question.to_numpy()
+    y_tr = train.verification_feedback.to_numpy()
+    s_tr = train.score.to_numpy(dtype=float)
+    cols = [f"max_cos_{lab}" for lab in SAF_LABELS] + [f"knn_{lab}" for lab in SAF_LABELS]
+    cols += ["knn_score", "nn_cos"]
+    rows = []
+    for i, q in enumerate(df.question.to_numpy()):
+        cand = np.flatnonzero(q_tr == q)
+        if leave_one_out:
+            cand = cand[cand != i]
+        if len(cand) == 0:
+            rows.append([np.nan] * len(cols))
+            continue
+        sims = a_train[cand] @ a_df[i]
+        feats = [float(sims[y_tr[cand] == lab].max()) if (y_tr[cand] == lab).any() else -1.0
+                 for lab in SAF_LABELS]
+        top = np.argsort(-sims, kind="stable")[:k]
+        w = np.clip(sims[top], 1e-3, None)
+        feats += [float(w[y_tr[cand][top] == lab].sum() / w.sum()) for lab in SAF_LABELS]
+        feats += [float((w * s_tr[cand][top]).sum() / w.sum()), float(sims[top[0]])]
+        rows.append(feats)
+    return pd.DataFrame(rows, columns=cols, index=df.index)
+
+
+def per_question_zscore(x: np.ndarray, questions: Sequence[str]) -> np.ndarray:
+    """Standardise each feature within each question's answers (a per-question curve).
+
+    Transductive: uses the other (unlabelled) answers to the same question, as a grader
+    who sees a whole batch of answers would.
+    """
+    x = np.asarray(x, dtype=float).copy()
+    q = np.asarray(questions)
+    for value in dict.fromkeys(q):
+        m = q == value
+        x[m] = (x[m] - x[m].mean(axis=0)) / (x[m].std(axis=0) + 1e-6)
+    return x
+
+
+@dataclass
+class FeatureClassifier:
+    """"feature classifier + retrieved feedback" (system name ``feature_clf``).
+
+    Two scikit-learn classifiers predict the label: a *seen-question* model over generic
+    answer–reference features + kNN label votes among training answers of the same
+    question + a question one-hot, and a *generic* model over the question-agnostic
+    features only, used for questions without training answers. The score is the mean
+    training score of (question, predicted label) (label→score mapping for unseen
+    questions). Feedback is retrieved, never generated: the most frequent training
+    feedback of (question, predicted label) (``feedback="most_frequent"``) or the nearest
+    training answer's feedback among those with the predicted label (``"nearest"``);
+    unseen questions use :class:`FeedbackBank`.
+    """
+
+    encoder: Encoder
+    model: str = "logreg"  # logreg | hgb
+    C: float = 1.0
+    generic_C: float = 1.0
+    generic_class_weight: str | None = "balanced"
+    generic_feature_names: Sequence[str] | None = None  # None: all GENERIC_FEATURES
+    normalize_unseen: bool = False
+    k: int = 5
+    feedback: str = "most_frequent"
+    unseen_feedback: str = "nearest_question"
+    seed: int = 0
+    system: str = "feature_clf"
+    _fitted: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def _make(self, C: float, class_weight: str | None = "balanced"):
+        if class_weight is None or class_weight == "none" or (
+                isinstance(class_weight, float) and math.isnan(class_weight)):
+            class_weight = None
+        from sklearn.ensemble import HistGradientBoostingClassifier
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.pipeline import make_pipeline
+        from sklearn.preprocessing import StandardScaler
+
+        if self.model == "logreg":
+            return make_pipeline(StandardScaler(), LogisticRegression(
+                C=C, max_iter=2000, class_weight=class_weight, random_state=self.seed))
+        if self.model == "hgb":
+            return HistGradientBoostingClassifier(max_depth=3, learning_rate=0.05,
+                                                  max_iter=200, class_weight=class_weight,
+                                                  random_state=self.seed)
+        raise ValueError(f"unknown classifier {self.model!r} (logreg | hgb)")
+
+    def _seen_matrix(self, df: pd.DataFrame, a: np.ndarray, loo: bool) -> np.ndarray:
+        f = self._generic_of(df)
+        knn = knn_features(self._train, self._a_train, df, a, self.k, leave_one_out=loo)
+        qs = np.array([[float(q == u) for u in self._questions] for q in df.question])
+        return np.hstack([f.to_numpy(), knn.fillna(0).to_numpy(), qs])
+
+    def _generic_of(self, df: pd.DataFrame) -> pd.DataFrame:
+        return generic_features(df, self.encoder)
+
+    def _generic_matrix(self, df: pd.DataFrame) -> np.ndarray:
+        x = self._generic_of(df)[list(self.generic_feature_names or GENERIC_FEATURES)].to_numpy()
+        return per_question_zscore(x, df.question.to_numpy()) if self.normalize_unseen else x
+
+    def fit(self, train: pd.DataFrame) -> FeatureClassifier:
+        tr = train.reset_index(drop=True)
+        self._train = tr
+        self._a_train = _unit(self.encoder(tr.provided_answer.tolist()))
+        self._questions = sorted(set(tr.question))
+        y = tr.verification_feedback.to_numpy()
+        self._seen = self._make(self.C).fit(self._seen_matrix(tr, self._a_train, True), y)
+        self._generic = self._make(self.generic_C, self.generic_class_weight).fit(
+            self._generic_matrix(tr), y)
+        self._score = tr.groupby(["question", "verification_feedback"]).score.mean().to_dict()
+        self._bank = FeedbackBank(tr, self.encoder)
+        return self
+
+    def predict_labels(self, test: pd.DataFrame) -> tuple[list[str], np.ndarray]:
+        te = test.reset_index(drop=True)
+        a = _unit(self.encoder(te.provided_answer.tolist()))
+        seen = te.question.isin(set(self._questions)).to_numpy()
+        labels = np.empty(len(te), dtype=object)
+        if seen.any():
+            sub = te[seen]
+            labels[seen] = self._seen.predict(self._seen_matrix(sub, a[seen], False))
+        if (~seen).any():
+            labels[~seen] = self._generic.predict(self._generic_matrix(te[~seen]))
+        return list(labels), seen
+
+    def predict(self, test: pd.DataFrame) -> pd.DataFrame:
+        te = test.reset_index(drop=True)
+        labels, seen = self.predict_labels(te)
+        a = _unit(self.encoder(te.provided_answer.tolist()))
+        tr_q = self._train.question.to_numpy()
+        tr_y = self._train.verification_feedback.to_numpy()
+        scores, fbs = [], []
+        for i, (q, ref, lab) in enumerate(zip(te.question, te.reference_answer, labels,
+                                              strict=True)):
+            if seen[i]:
+                scores.append(float(self._score.get((q, lab), LABEL_SCORE[lab])))
+                fb = None
+                if self.feedback == "nearest":
+                    cand = np.flatnonzero((tr_q == q) & (tr_y == lab))
+                    if len(cand):
+                        j = cand[int(np.argmax(self._a_train[cand] @ a[i]))]
+                        fb = self._train.answer_feedback[j]
+                elif self.feedback != "most_frequent":
+                    raise ValueError(f"unknown feedback strategy {self.feedback!r}")
+                fbs.append(fb or self._bank.most_frequent(q, lab)
+                           or self._bank.by_label.get(lab, ""))
+            else:
+                scores.append(LABEL_SCORE[lab])
+                fbs.append(self._bank.unseen(q, ref, lab, self.unseen_feedback))
+        return prediction_table(te, self.system, labels=labels, scores=scores, feedback=fbs,
+                                seed=self.seed, backoff=list(~seen))
+
+
+def grouped_cv_generic(train: pd.DataFrame, encoder: Encoder,
+                       Cs: Sequence[float] = (0.1, 1.0),
+                       class_weights: Sequence[str | None] = ("balanced", None),
+                       normalize: Sequence[bool] = (False, True),
+                       feature_sets: Mapping[str, Sequence[str] | None] | None = None
+                       ) -> pd.DataFrame:
+    """Leave-one-question-out accuracy/macro-F1 of the generic classifier on train.
+
+    Validation holds only seen questions, so the unseen-question model is tuned by holding
+    out each training question in turn: the honest proxy for "unseen question". Rows name
+    the feature set (``feature_sets``: name → feature names, None = all).
+    """
+    from sklearn.metrics import accuracy_score, f1_score
+
+    tr = train.reset_index(drop=True)
+    feats = generic_features(tr, encoder)
+    y = tr.verification_feedback.to_numpy()
+    qs = tr.question.to_numpy()
+    rows = []
+    for set_name, names in (feature_sets or {"all": None}).items():
+        unknown = sorted(set(names or ()) - set(GENERIC_FEATURES))
+        if unknown:
+            raise ValueError(f"feature set {set_name!r}: unknown feature(s) {unknown}; "
+                             f"known: {list(GENERIC_FEATURES)}")
+        raw = feats[list(names or GENERIC_FEATURES)].to_numpy()
+        for norm in normalize:
+            X = per_question_zscore(raw, qs) if norm else raw
+            for cw in class_weights:
+                for C in Cs:
+                    clf = FeatureClassifier(encoder)
+                    pred = np.empty(len(tr), dtype=object)
+                    for q in dict.fromkeys(qs):
+                        held = qs == q
+                        pred[held] = clf._make(C, cw).fit(X[~held], y[~held]).predict(X[held])
+                    rows.append({
+                        "feature_set": set_name, "generic_feature_names": names,
+                        "normalize_unseen": norm, "generic_class_weight": cw or "none",
+                        "generic_C": C, "accuracy": accuracy_score(y, pred),
+                        "macro_f1": f1_score(y, list(pred), average="macro",
+                                             labels=list(SAF_LABELS), zero_division=0)})
+    return pd.DataFrame(rows)
