@@ -21,8 +21,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from saf_utils.data import SAF_LABELS
+
 __all__ = [
-    "SAF_LABELS",
     "MissingResourceError",
     "UnicodeWordTokenizer",
     "bleu",
@@ -42,7 +43,6 @@ __all__ = [
 ]
 
 #: SAF verification-feedback labels, in the order used for reports.
-SAF_LABELS: tuple[str, ...] = ("Correct", "Partially correct", "Incorrect")
 
 _UNPARSEABLE = "<unparseable>"
 
