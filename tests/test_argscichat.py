@@ -9,6 +9,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from threadpoolctl import threadpool_limits
 
 from saf_utils import argscichat as A
 from saf_utils import fact_selection as FS
@@ -23,6 +24,13 @@ CONTENT = (
     "Linguistic analysis shows markers of parody.",
 )
 TITLE = "Analyzing Political Parody in Social Media"
+
+
+@pytest.fixture(autouse=True)
+def one_openmp_thread():
+    """Gradient boosting's OpenMP threads crawl on shared cores; one thread is fast here."""
+    with threadpool_limits(1, user_api="openmp"):
+        yield
 
 
 def pair(pid: str, query: str, reply: str, facts=(), hist_ids=(), hist_facts=(), turn=None,
@@ -169,6 +177,23 @@ def test_tune_ranker_and_ensemble_learn_a_lexical_signal() -> None:
         FS.RankerEnsemble(grid).scores(V[0], V[2])
 
 
+def test_group_rank01_and_mix_weight_tuning() -> None:
+    groups = np.array([0, 0, 0, 1, 1])
+    ranks = FS.group_rank01(np.array([0.2, 0.9, 0.5, 3.0, 1.0]), groups)
+    assert ranks.tolist() == [0.0, 1.0, 0.5, 1.0, 0.0]
+    base = np.array([1.0, 0.0, 0.5, 0.0, 1.0])  # wrong best sentence in both pairs
+    other = np.array([0.0, 2.0, 1.0, 5.0, 0.0])  # right best sentence in both pairs
+    mixed = FS.mix_ranks(base, other, groups, 2.0)
+    assert FS.grouped_top_k(mixed, groups, 1) == {0: [1], 1: [0]}
+    pairs = [pair("a", "q", "r", facts=(1,)), pair("b", "q", "r", facts=(0,))]
+    w, scores = FS.tune_mix_weight([base], [other], [groups], [pairs], [0.0, 2.0, 3.0], k=1)
+    assert w == 2.0 and scores[0.0] == 0.0 and scores[2.0] == scores[3.0] == 1.0
+    with pytest.raises(ValueError, match="equal"):
+        FS.tune_mix_weight([base], [], [groups], [pairs], [1.0], k=1)
+    with pytest.raises(ValueError, match="no candidate"):
+        FS.tune_mix_weight([base], [other], [groups], [pairs], [], k=1)
+
+
 def test_scored_pairs_and_mean_fact_f1_skip_pairs_without_gold() -> None:
     kept, skipped = A.scored_pairs(PAIRS)
     assert kept == [P1, P2] and skipped == 1
@@ -251,6 +276,11 @@ def test_token_compressor_keeps_copied_tokens() -> None:
     with_prior = RG.TokenCompressor(prior_words=3).fit(queries, facts, replies)
     toks, _ = with_prior.keep_probabilities("Hi", "")
     assert set(toks) - {"Hi"} <= {"They", "collect", "tweets.", "A", "BERT", "model", "wins."}
+    boosted = RG.TokenCompressor(kind="hgb").fit(queries * 10, facts * 10, replies * 10)
+    toks, prob = boosted.keep_probabilities("What data?", facts[0])
+    assert prob[toks.index("collect")] > prob[toks.index("(Smith,")]
+    with pytest.raises(ValueError, match="unknown TokenCompressor kind"):
+        RG.TokenCompressor(kind="svm")
     with pytest.raises(RuntimeError, match="fit first"):
         RG.TokenCompressor().compress("q", "f", 0.5)
     with pytest.raises(ValueError, match="equal"):
