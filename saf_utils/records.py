@@ -116,14 +116,19 @@ def read_records(paths: Iterable[str | os.PathLike]) -> list[dict[str, Any]]:
 
 
 def summarize(records: list[dict[str, Any]]) -> pd.DataFrame:
-    """Mean ± std over seeds (and folds) per notebook/task/dataset/split/system/metric."""
+    """Mean ± std over seeds (and folds) per notebook/task/dataset/split/system/metric.
+
+    The std is the population std (ddof=0), as ``metrics.fold_summary`` and the official
+    ArgSciChat script use, so the index and the notebooks' tables agree.
+    """
     if not records:
         return pd.DataFrame(columns=["notebook", "task", "dataset", "split", "system", "metric",
                                      "mean", "std", "n"])
     df = pd.DataFrame(records)
     keys = ["notebook", "task", "dataset", "split", "system", "metric"]
-    out = df.groupby(keys, sort=False)["value"].agg(["mean", "std", "count"]).reset_index()
-    out["std"] = out["std"].fillna(0.0)
+    grouped = df.groupby(keys, sort=False)["value"]
+    out = grouped.agg(["mean", "count"]).reset_index()
+    out.insert(len(keys) + 1, "std", grouped.std(ddof=0).to_numpy())
     return out.rename(columns={"count": "n"})
 
 

@@ -326,7 +326,8 @@ Commit {html.escape(str(git.get('commit')))}{' (dirty)' if git.get('dirty') else
 started {manifest['started']}, finished {manifest.get('finished')}.
 <a href="manifest.json">manifest.json</a> · <a href="metrics.json">metrics.json</a></p>
 <h2>Notebooks</h2>{_table(nb_rows, ['notebook', 'status', 'time', 'error'])}
-<h2>Results</h2><p>Numbers measured in this run (mean ± std over seeds/folds where n &gt; 1).
+<h2>Results</h2><p>Numbers measured in this run (mean ± population std over seeds/folds
+where n &gt; 1).
 Published numbers are quoted inside the notebooks, never in this table.</p>
 {"".join(sections) or "<p>No metric was recorded.</p>"}
 </body></html>"""
