@@ -293,7 +293,7 @@ def _table(rows: list[list[str]], head: list[str]) -> str:
 
 
 def _fmt(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() and abs(x) >= 1 else f"{x:.4f}"
+    return str(int(x)) if float(x).is_integer() and abs(x) >= 1 else f"{x:.4g}"
 
 
 def write_index(run_dir: Path, manifest: dict, results: list[NotebookResult], summary) -> Path:
@@ -304,14 +304,18 @@ def write_index(run_dir: Path, manifest: dict, results: list[NotebookResult], su
         status = f'<span class="{r.status}">{r.status}</span>'
         nb_rows.append([link, status, f"{r.seconds:.1f} s", html.escape(r.error or "")])
     sections = []
+    keys = ["task", "dataset", "split", "system"]
     for notebook, part in summary.groupby("notebook", sort=False):
-        rows = [
-            [html.escape(str(x)) for x in (s.task, s.dataset, s.split, s.system, s.metric)]
-            + [_fmt(s.mean) + (f" ± {_fmt(s.std)}" if s.n > 1 else ""), str(s.n)]
-            for s in part.itertuples()
-        ]
-        head = ["task", "dataset", "split", "system", "metric", "value", "n"]
-        sections.append(f"<h3>{html.escape(str(notebook))}</h3>{_table(rows, head)}")
+        part = part.assign(cell=[
+            _fmt(r.mean) + (f" ± {_fmt(r.std)} <small>(n={r.n})</small>" if r.n > 1 else "")
+            for r in part.itertuples()])
+        wide = part.pivot_table(index=keys, columns="metric", values="cell", aggfunc="first",
+                                sort=False)
+        metrics = list(dict.fromkeys(part.metric))
+        rows = [[html.escape(str(k)) for k in idx] + [wide.at[idx, m] if isinstance(
+                 wide.at[idx, m], str) else "" for m in metrics] for idx in wide.index]
+        sections.append(f"<h3>{html.escape(str(notebook))}</h3>"
+                        f"{_table(rows, keys + metrics)}")
     git = manifest.get("git", {})
     page = f"""<!DOCTYPE html><html><head><meta charset="utf-8">
 <title>Run {html.escape(run_dir.name)}</title><style>

@@ -72,7 +72,7 @@ def test_runner_writes_reports_and_survives_a_failing_notebook(toy_project):
     metrics = json.loads((out / "metrics.json").read_text())
     values = sorted((r["notebook"], r["value"], r["seed"]) for r in metrics["records"])
     assert values == [("a_ok", 0.75, 1), ("c_after", 0.75, 3)]
-    assert "<td>0.7500</td>" in index and "<h3>a_ok</h3>" in index
+    assert "<td>0.75</td>" in index and "<h3>a_ok</h3>" in index and "<th>acc</th>" in index
 
     # A second run with the same name never touches the first one.
     before = (out / "manifest.json").read_text()
