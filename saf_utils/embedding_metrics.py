@@ -16,7 +16,7 @@ import math
 import os
 import string
 import warnings
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ __all__ = [
     "bertscore",
     "get_bertscorer",
     "load_encoder",
+    "get_idf_dict",
     "moverscore",
 ]
 
@@ -221,6 +222,24 @@ def _idf(ids_per_doc: Sequence[Sequence[int]]) -> tuple[dict[int, float], float]
     return {i: math.log((n + 1) / (c + 1)) for i, c in df.items()}, math.log(n + 1)
 
 
+def get_idf_dict(
+    texts: Sequence[str], model: str | os.PathLike[str] | tuple[Any, Any], device: str = "cpu"
+) -> defaultdict[int, float]:
+    """moverscore_v2's ``get_idf_dict`` over ``texts``: token id -> log((N+1)/(df+1)).
+
+    Ids never seen get log(N+1) (the defaultdict's default); ``[CLS]``/``[SEP]`` occur in
+    every text and get 0. Pass the result as ``idf_dict_ref``/``idf_dict_hyp``.
+    """
+    enc, tok = load_encoder(model, device)
+    max_tokens = _max_tokens(enc, tok)
+    docs = [tok.convert_tokens_to_ids([tok.cls_token, *tok.tokenize(t)[:max_tokens],
+                                       tok.sep_token]) for t in texts]
+    table, unseen = _idf(docs)
+    out: defaultdict[int, float] = defaultdict(lambda: unseen)
+    out.update(table)
+    return out
+
+
 def moverscore(
     refs: Sequence[str],
     hyps: Sequence[str],
@@ -233,6 +252,7 @@ def moverscore(
     idf_dict_ref: Mapping[int, float] | None = None,
     idf_dict_hyp: Mapping[int, float] | None = None,
     show_progress: bool | None = None,
+    degenerate_score: float = 1.0,
 ) -> list[float]:
     """MoverScore v2 (Zhao et al., 2019), same numbers as ``moverscore_v2.word_mover_score``.
 
@@ -244,8 +264,9 @@ def moverscore(
     punctuation tokens and ``stop_words`` get weight 0; each side's weights are
     normalised to sum 1; embeddings are L2-normalised; cost is Euclidean distance; score
     = 1 - EMD. If one side has total weight 0 (e.g. an empty text, or a corpus of a
-    single pair, where every IDF is 0) the score is 1.0, as pyemd's zero flow gives in
-    the original: score more than one pair at a time.
+    single pair, where every IDF is 0) the score is ``degenerate_score``: 1.0 by default,
+    as pyemd's zero flow gives in the original; evaluations of generated text usually
+    want 0 (or NaN, to count such outputs). Score more than one pair at a time.
 
     Differences that do not change the numbers: each unique text is embedded once
     (length-sorted batches); zero-weight tokens are dropped before the EMD, which equals
@@ -333,7 +354,7 @@ def moverscore(
         a, b = w_ref[ref], w_hyp[hyp]
         sa, sb = a.sum(), b.sum()
         if sa <= 0 or sb <= 0:
-            scores.append(1.0)
+            scores.append(float(degenerate_score))
             continue
         cos = emb[ref] @ emb[hyp].T
         dist = np.sqrt(np.clip(2.0 - 2.0 * cos, 1e-30, None))

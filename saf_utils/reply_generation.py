@@ -257,15 +257,12 @@ def generation_metrics(hyps: Sequence[str], refs: Sequence[str], embedding: bool
         safe = [h if h.strip() else "." for h in hyps]  # bert-score cannot embed ""
         out["bertscore_f1"] = float(bertscore(safe, list(refs), model_type=bertscore_model,
                                               num_layers=bertscore_layers)["f1"])
-        ms = mover(list(refs), list(hyps), model=moverscore_model or minilm_path())
-        # moverscore_v2 gives 1.0 when a text has no weighted token (empty, or only "##"
-        # word pieces and punctuation, as degenerate generations can be): such an output
-        # says nothing, so it scores 0 here. A genuine 1.0 needs the reference itself.
-        degenerate = [m >= 1.0 - 1e-9 and h.strip() != r.strip()
-                      for h, r, m in zip(hyps, refs, ms, strict=True)]
-        out["moverscore"] = float(np.mean([0.0 if d else m
-                                           for d, m in zip(degenerate, ms, strict=True)]))
-        out["moverscore_degenerate_share"] = float(np.mean(degenerate))
+        # An output without any weighted token (empty, or only "##" pieces and punctuation,
+        # as degenerate generations can be) would get moverscore_v2's 1.0: score it 0.
+        ms = np.asarray(mover(list(refs), list(hyps), model=moverscore_model or minilm_path(),
+                              degenerate_score=float("nan")))
+        out["moverscore"] = float(np.mean(np.nan_to_num(ms, nan=0.0)))
+        out["moverscore_degenerate_share"] = float(np.mean(np.isnan(ms)))
     out["empty_share"] = float(np.mean([not h.strip() for h in hyps]))
     return out
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -36,29 +35,14 @@ def _texts(preds: pd.DataFrame) -> tuple[list[str], list[str]]:
     return hyps, preds.gold_feedback.astype(str).tolist()
 
 
-def _reference_idf(refs: Sequence[str], tok: Any) -> dict[int, float]:
-    """moverscore_v2 IDF (log((N+1)/(df+1))) over the references; unseen ids log(N+1)."""
-    from collections import defaultdict
-
-    n = len(refs)
-    df: Counter[int] = Counter()
-    for r in refs:
-        df.update(set(tok.convert_tokens_to_ids(tok.tokenize(r))))
-    idf: defaultdict[int, float] = defaultdict(lambda: math.log(n + 1))
-    idf.update({i: math.log((n + 1) / (c + 1)) for i, c in df.items()})
-    for special in (tok.cls_token_id, tok.sep_token_id):
-        if special is not None:
-            idf[special] = 0.0
-    return idf
-
-
 def moverscore_mean(hyps: Sequence[str], refs: Sequence[str], model: Any) -> float:
     """Mean MoverScore v2 with IDF weights from the *gold* feedback for both sides.
 
     moverscore_v2 computes hypothesis IDF over the system's own outputs, so a system that
     always writes the same text gets IDF 0 everywhere and a perfect 1.0; an empty output
     also scores 1.0. Here one IDF table from the references serves both sides (unseen
-    word pieces get the maximal weight log(N+1)) and an empty hypothesis scores 0.
+    word pieces get the maximal weight log(N+1)) and a hypothesis without any weighted
+    token (e.g. empty) scores 0.
     """
     return _moverscore_tables([(list(hyps), list(refs))], model)[0]
 
@@ -67,23 +51,20 @@ def _moverscore_tables(items: Sequence[tuple[list[str], list[str]]], model: Any)
     """:func:`moverscore_mean` of several (hyps, refs) lists; one call per reference list."""
     import torch
 
-    from saf_utils.embedding_metrics import load_encoder, moverscore
+    from saf_utils.embedding_metrics import get_idf_dict, moverscore
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    _, tok = load_encoder(model, device=device)
     out: list[float] = [0.0] * len(items)
     groups: dict[tuple[str, ...], list[int]] = {}
     for i, (_, refs) in enumerate(items):
         groups.setdefault(tuple(refs), []).append(i)
     for refs, members in groups.items():
-        idf = _reference_idf(refs, tok)
+        idf = get_idf_dict(refs, model, device=device)
         all_h = [h for i in members for h in items[i][0]]
         scores = moverscore(list(refs) * len(members), all_h, model=model, device=device,
-                            idf_dict_ref=idf, idf_dict_hyp=idf)
+                            idf_dict_ref=idf, idf_dict_hyp=idf, degenerate_score=0.0)
         for k, i in enumerate(members):
-            part = scores[k * len(refs):(k + 1) * len(refs)]
-            out[i] = float(np.mean([0.0 if not h.strip() else sc
-                                    for h, sc in zip(items[i][0], part, strict=True)]))
+            out[i] = float(np.mean(scores[k * len(refs):(k + 1) * len(refs)]))
     return out
 
 

@@ -375,12 +375,13 @@ def test_slug() -> None:
 def test_generation_metrics_with_a_tiny_local_encoder(tmp_path) -> None:
     """Embedding metrics through a tiny BERT saved to disk; empty outputs get MoverScore 0."""
     import torch
-    from transformers import BertConfig, BertModel, BertTokenizerFast
+    from transformers import AutoTokenizer, BertConfig, BertModel, BertTokenizer
 
     words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "dog", "ran",
              "hi", ".", "!"]
     (tmp_path / "vocab.txt").write_text("\n".join(words) + "\n")
-    BertTokenizerFast(vocab_file=str(tmp_path / "vocab.txt")).save_pretrained(tmp_path)
+    BertTokenizer(str(tmp_path / "vocab.txt")).save_pretrained(tmp_path)
+    assert "[UNK]" not in AutoTokenizer.from_pretrained(tmp_path).tokenize("the dog ran")
     torch.manual_seed(0)
     cfg = BertConfig(vocab_size=len(words), hidden_size=16, num_hidden_layers=1,
                      num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)

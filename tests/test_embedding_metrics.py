@@ -267,3 +267,18 @@ def test_bertscore_minilm_default() -> None:
     assert out["rescaled"] is False and out["num_layers"] == em.MINILM_LAYERS
     assert out["f1_per_pair"][2] == pytest.approx(1.0, abs=1e-5)
     assert out["f1_per_pair"][0] > out["f1_per_pair"][4]
+
+
+def test_degenerate_score_and_idf_dict(tiny_bert):
+    refs = ["the cat sat", "a dog ran", "the cat ran"]
+    hyps = ["the cat sat", "", "a dog sat"]
+    default = em.moverscore(refs, hyps, model=tiny_bert)
+    assert default[1] == 1.0  # moverscore_v2: an empty text gets zero flow, score 1
+    zero = em.moverscore(refs, hyps, model=tiny_bert, degenerate_score=0.0)
+    assert zero[1] == 0.0 and zero[0] == default[0] and zero[2] == default[2]
+    idf = em.get_idf_dict(refs, tiny_bert)
+    _, tok = em.load_encoder(tiny_bert)
+    assert idf[tok.cls_token_id] == 0.0
+    assert idf[10**6] == pytest.approx(np.log(4))  # unseen ids: log(N + 1)
+    same = em.moverscore(refs, hyps, model=tiny_bert, idf_dict_ref=idf, idf_dict_hyp=idf)
+    assert len(same) == 3 and all(np.isfinite(same))

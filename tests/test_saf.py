@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import types
 import zlib
 
 import numpy as np
@@ -386,17 +387,26 @@ def test_majority_baseline_on_real_data():
     assert p.backoff.all() and len(p) == len(uq)
 
 
+class FakeTok:
+    """Whitespace tokenizer with BERT's special tokens, for the MoverScore plumbing tests."""
+
+    cls_token, sep_token, cls_token_id, sep_token_id, model_max_length = "[CLS]", "[SEP]", 0, 1, 512
+
+    def tokenize(self, t):
+        return t.split()
+
+    def convert_tokens_to_ids(self, toks):
+        special = {"[CLS]": 0, "[SEP]": 1}
+        return [special.get(w, 2 + zlib.crc32(w.encode()) % 50) for w in toks]
+
+
+FAKE_ENCODER = (types.SimpleNamespace(config=types.SimpleNamespace(max_position_embeddings=512)),
+                FakeTok())
+
+
 def test_moverscore_mean_uses_reference_idf_and_zeroes_empty(monkeypatch):
     import saf_utils.embedding_metrics as E
 
-    class Tok:
-        cls_token_id, sep_token_id = 0, 1
-
-        def tokenize(self, t):
-            return t.split()
-
-        def convert_tokens_to_ids(self, toks):
-            return [2 + zlib.crc32(w.encode()) % 50 for w in toks]
 
     got = {}
 
@@ -404,12 +414,13 @@ def test_moverscore_mean_uses_reference_idf_and_zeroes_empty(monkeypatch):
         got["same"] = idf_dict_ref is idf_dict_hyp
         got["cls"] = idf_dict_ref[0]
         got["unseen"] = idf_dict_ref[999]
-        return [0.5] * len(refs)
-    monkeypatch.setattr(E, "load_encoder", lambda model, device="cpu": (None, Tok()))
+        got["degenerate_score"] = kw.get("degenerate_score")
+        return [0.0 if not h.strip() else 0.5 for h in hyps]
+    monkeypatch.setattr(E, "load_encoder", lambda model, device="cpu": FAKE_ENCODER)
     monkeypatch.setattr(E, "moverscore", fake)
     v = evaluation.moverscore_mean(["a b", "", "c"], ["a b", "a", "d"], "m")
     assert v == pytest.approx(1 / 3) and got["same"] and got["cls"] == 0.0
-    assert got["unseen"] == pytest.approx(np.log(4))
+    assert got["unseen"] == pytest.approx(np.log(4)) and got["degenerate_score"] == 0.0
 
 
 def test_evaluate_tables_matches_single_evaluation(monkeypatch):
@@ -421,21 +432,13 @@ def test_evaluate_tables_matches_single_evaluation(monkeypatch):
         calls["bs"] += 1
         return {"f1_per_pair": [len(set(a) & set(b)) / 10 for a, b in zip(h, r, strict=True)]}
 
-    class Tok:
-        cls_token_id, sep_token_id = 0, 1
-
-        def tokenize(self, t):
-            return t.split()
-
-        def convert_tokens_to_ids(self, toks):
-            return [2 + zlib.crc32(w.encode()) % 50 for w in toks]
 
     def fake_ms(refs, hyps, model, idf_dict_ref=None, idf_dict_hyp=None, **kw):
         calls["ms"] += 1
         return [len(h) / 100 for h in hyps]
     monkeypatch.setattr(E, "bertscore", fake_bs)
     monkeypatch.setattr(E, "moverscore", fake_ms)
-    monkeypatch.setattr(E, "load_encoder", lambda model, device="cpu": (None, Tok()))
+    monkeypatch.setattr(E, "load_encoder", lambda model, device="cpu": FAKE_ENCODER)
     a = _preds()
     b = a.assign(system="n", pred_feedback=["x"] * len(a))
     many = evaluation.evaluate_tables([a, b], {}, "m")
