@@ -46,6 +46,13 @@ def sentence_encoder(name_or_path: str = DEFAULT_ENCODER, device: str | None = N
     return SentenceTransformer(resolve_model(name_or_path), device=device)
 
 
+def l2_normalize(x: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length (zero rows stay zero)."""
+    x = np.asarray(x, dtype=float) if not isinstance(x, np.ndarray) else x
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return x / np.where(norms == 0, 1.0, norms)
+
+
 _CACHE: dict[tuple[str, bool], dict[str, np.ndarray]] = {}
 
 

@@ -10,15 +10,16 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from saf_utils import data
-from saf_utils.data import (
+from saf_utils import provenance
+from saf_utils.argscichat import data as adata
+from saf_utils.argscichat.data import (
     ArgSciChatDataError,
-    SAFDataError,
     load_argscichat,
     load_intents,
-    load_saf,
     map_facts,
 )
+from saf_utils.saf import data as sdata
+from saf_utils.saf.data import SAFDataError, load_saf
 
 FIX = Path(__file__).parent / "fixtures"
 SPLITS = ("train", "validation", "test_unseen_answers", "test_unseen_questions")
@@ -56,7 +57,7 @@ def test_load_saf_hub_layout_parquet(tmp_path):
         df.to_parquet(tmp_path / "data" / f"{split}-00000-of-00001.parquet")
     ds = load_saf(tmp_path)
     assert len(ds["train"]) == 5
-    recorded = [s for s in data.data_sources() if s["path"].startswith(str(tmp_path.resolve()))]
+    recorded = [s for s in provenance.data_sources() if s["path"].startswith(str(tmp_path.resolve()))]
     assert len(recorded) == 4 and all(len(s["sha256"]) == 64 for s in recorded)
 
 
@@ -146,7 +147,7 @@ def test_saf_unreachable_hub_says_how_to_use_a_local_copy(monkeypatch):
     monkeypatch.setattr(datasets, "load_dataset", offline)
     with pytest.raises(SAFDataError, match="Point SAF_DATA") as err:
         load_saf()
-    assert data.SAF_HUB_ID in str(err.value)
+    assert sdata.SAF_HUB_ID in str(err.value)
 
 
 # --------------------------------------------------------------------------- ArgSciChat
@@ -202,11 +203,11 @@ def test_argscichat_errors_name_the_file(tmp_path):
 
 def test_argscichat_download_failure_says_how_to_go_offline(tmp_path, monkeypatch):
     def refuse(*args, **kwargs):
-        raise data.urllib.error.URLError("no network")
+        raise adata.urllib.error.URLError("no network")
 
     monkeypatch.delenv("ARGSCICHAT_DATA", raising=False)
     monkeypatch.setenv("SAF_UTILS_CACHE", str(tmp_path))
-    monkeypatch.setattr(data.urllib.request, "urlopen", refuse)
+    monkeypatch.setattr(adata.urllib.request, "urlopen", refuse)
     with pytest.raises(ArgSciChatDataError, match="ARGSCICHAT_DATA"):
         load_argscichat(fold=0)
 
@@ -222,9 +223,9 @@ def test_argscichat_download_checks_sha256(tmp_path, monkeypatch):
         def read(self):
             return b"{}"
 
-    monkeypatch.setattr(data.urllib.request, "urlopen", lambda *a, **k: Response())
+    monkeypatch.setattr(adata.urllib.request, "urlopen", lambda *a, **k: Response())
     with pytest.raises(ArgSciChatDataError, match="SHA-256 mismatch"):
-        data.download_argscichat(tmp_path)
+        adata.download_argscichat(tmp_path)
     assert not (tmp_path / "fold_0_test.json").exists()
 
 

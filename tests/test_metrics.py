@@ -8,7 +8,10 @@ from sklearn.metrics import f1_score
 
 from saf_utils import metrics as m
 
-C, P, INC = m.SAF_LABELS
+from saf_utils import stats  # noqa: E402
+from saf_utils.saf.data import SAF_LABELS  # noqa: E402
+
+C, P, INC = SAF_LABELS
 
 
 # --- ArgSciChat overlap --------------------------------------------------------------
@@ -35,15 +38,15 @@ def test_fact_f1_equals_sklearn_binary_f1_on_masks() -> None:
 
 
 def test_fold_summary() -> None:
-    out = m.fold_summary({1: [0.0], 0: [1.0, 0.0, 0.5]})
+    out = stats.fold_summary({1: [0.0], 0: [1.0, 0.0, 0.5]})
     assert out["per_fold"] == {0: 0.5, 1: 0.0}
     assert out["mean"] == pytest.approx(0.25)
     assert out["std"] == pytest.approx(0.25)  # population std (ddof=0) of [0.5, 0.0]
     assert out["n"] == {0: 3, 1: 1}
     with pytest.raises(ValueError):
-        m.fold_summary({0: [1.0], 1: []})
+        stats.fold_summary({0: [1.0], 1: []})
     with pytest.raises(ValueError):
-        m.fold_summary({})
+        stats.fold_summary({})
 
 
 def test_message_f1_plain_whitespace_tokens() -> None:
@@ -77,7 +80,7 @@ def test_message_f1_squad_normalised() -> None:
 def test_label_metrics_unparseable_is_wrong_but_not_a_class() -> None:
     gold = [C, C, C, P, INC]
     pred = [C, C, None, P, C]
-    out = m.label_metrics(gold, pred)
+    out = m.label_metrics(gold, pred, SAF_LABELS)
     # C: tp 2, fp 1, fn 1 -> F 2/3; P: F 1; I: F 0
     assert out["accuracy"] == pytest.approx(0.6)
     assert out["macro_f1"] == pytest.approx((2 / 3 + 1 + 0) / 3)
@@ -86,14 +89,14 @@ def test_label_metrics_unparseable_is_wrong_but_not_a_class() -> None:
 
 
 def test_label_metrics_perfect_and_errors() -> None:
-    out = m.label_metrics([C, P, INC], [C, P, INC])
+    out = m.label_metrics([C, P, INC], [C, P, INC], SAF_LABELS)
     assert out["accuracy"] == out["macro_f1"] == out["weighted_f1"] == 1.0
     with pytest.raises(ValueError):
-        m.label_metrics([C], [C, P])
+        m.label_metrics([C], [C, P], SAF_LABELS)
     with pytest.raises(ValueError, match="None"):
-        m.label_metrics([C], ["correct"])
+        m.label_metrics([C], ["correct"], SAF_LABELS)
     with pytest.raises(ValueError):
-        m.label_metrics(["Richtig"], [C])
+        m.label_metrics(["Richtig"], [C], SAF_LABELS)
 
 
 def test_score_mse() -> None:
@@ -110,7 +113,7 @@ def test_score_mse() -> None:
 
 
 def test_confusion_has_unparseable_column() -> None:
-    table = m.confusion([C, C, C, P, INC], [C, C, None, P, C])
+    table = m.confusion([C, C, C, P, INC], [C, C, None, P, C], SAF_LABELS)
     assert list(table.columns) == [C, P, INC, "unparseable"]
     assert list(table.index) == [C, P, INC]
     assert table.loc[C, C] == 2 and table.loc[C, "unparseable"] == 1

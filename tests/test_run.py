@@ -10,8 +10,8 @@ import nbformat
 import pytest
 import yaml
 
-from saf_utils import run
-from saf_utils.records import Recorder, read_records, summarize
+from saf_utils.reporting import runner as run
+from saf_utils.reporting.records import Recorder, read_records, summarize
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -30,7 +30,7 @@ def _notebook(path: Path, params: str, body: str) -> None:
 def toy_project(tmp_path):
     nbs = tmp_path / "notebooks"
     nbs.mkdir()
-    record = ("from saf_utils.records import Recorder\n"
+    record = ("from saf_utils.reporting.records import Recorder\n"
               "rec = Recorder(NAME, output_dir)\n"
               "rec.add('t', 'd', 'test', 'sys', 'acc', value, seed=seed)\n"
               "print('value', value)\nrec.close()\n")

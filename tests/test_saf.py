@@ -10,9 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from saf_utils import saf as S
-from saf_utils import saf_evaluation as evaluation
-from saf_utils import saf_systems as systems
+from saf_utils.saf import formats as S
+from saf_utils.saf import evaluation
+from saf_utils.saf import systems
+from saf_utils.text import word_tokens
 
 DE = S.prompt_words("de")
 EN = S.prompt_words("en")
@@ -22,7 +23,7 @@ def bow_encoder(texts):
     """Deterministic bag-of-words hashing encoder (no model download)."""
     out = np.zeros((len(texts), 64), dtype=np.float32)
     for i, t in enumerate(texts):
-        for w in systems._tokens(t):
+        for w in word_tokens(t):
             out[i, zlib.crc32(w.encode()) % 64] += 1.0
     norms = np.linalg.norm(out, axis=1, keepdims=True)
     return out / np.where(norms == 0, 1, norms)
@@ -328,7 +329,7 @@ def test_evaluate_predictions_counts_unparseable():
 
 
 def test_dedup_bertscore_matches_full(monkeypatch):
-    import saf_utils.embedding_metrics as E
+    import saf_utils.metrics.embedding as E
 
     seen = []
 
@@ -378,7 +379,7 @@ def test_error_analysis_helpers():
 @pytest.mark.realdata
 @pytest.mark.skipif(not os.environ.get("SAF_DATA"), reason="SAF_DATA not set")
 def test_majority_baseline_on_real_data():
-    from saf_utils.data import load_saf
+    from saf_utils.saf.data import load_saf
 
     d = load_saf(splits=["train", "test_unseen_questions"])
     train = S.saf_frame(d["train"], "train")
@@ -405,7 +406,7 @@ FAKE_ENCODER = (types.SimpleNamespace(config=types.SimpleNamespace(max_position_
 
 
 def test_moverscore_mean_uses_reference_idf_and_zeroes_empty(monkeypatch):
-    import saf_utils.embedding_metrics as E
+    import saf_utils.metrics.embedding as E
 
 
     got = {}
@@ -424,7 +425,7 @@ def test_moverscore_mean_uses_reference_idf_and_zeroes_empty(monkeypatch):
 
 
 def test_evaluate_tables_matches_single_evaluation(monkeypatch):
-    import saf_utils.embedding_metrics as E
+    import saf_utils.metrics.embedding as E
 
     calls = {"bs": 0, "ms": 0}
 

@@ -361,3 +361,58 @@ def moverscore(
         scores.append(float(1.0 - ot.emd2(a / sa, b / sb, dist, numItermax=1_000_000)))
     return scores
 
+
+
+# --------------------------------------------------------------------------------------
+# The collection's conventions (both tasks call these, never their own variants)
+# --------------------------------------------------------------------------------------
+
+
+def resolve_device(device: str | None = "auto") -> str:
+    """``"auto"``/None: CUDA when available, else CPU; anything else is returned as is."""
+    if device in (None, "auto"):
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+def bertscore_items(hyps: Sequence[str], refs: Sequence[str], model_type: str | None = None,
+                    num_layers: int | None = None, lang: str | None = None,
+                    device: str | None = "auto", batch_size: int = 64) -> list[float]:
+    """Per-pair BERTScore F1 with the collection's conventions.
+
+    An empty hypothesis is scored as ``""`` (bert-score embeds ``[CLS] [SEP]``), never
+    replaced by a stand-in; each distinct (hyp, ref) pair is scored once; rescaled where
+    bert-score ships a baseline for ``(lang, model_type)``.
+    """
+    from saf_utils.metrics.checks import check_pairs
+
+    hyps, refs = check_pairs(hyps, refs)
+    unique = list(dict.fromkeys(zip(hyps, refs, strict=True)))
+    res = bertscore([h for h, _ in unique], [r for _, r in unique], model_type=model_type,
+                    num_layers=num_layers, lang=lang, device=resolve_device(device),
+                    batch_size=batch_size)
+    f1 = dict(zip(unique, res["f1_per_pair"], strict=True))
+    return [f1[p] for p in zip(hyps, refs, strict=True)]
+
+
+def moverscore_items(hyps: Sequence[str], refs: Sequence[str],
+                     model: str | os.PathLike[str] | tuple[Any, Any] | None = None,
+                     device: str | None = "auto", batch_size: int = 64) -> list[float]:
+    """Per-pair MoverScore v2 with the collection's conventions.
+
+    One IDF table from the *references* weights both sides: moverscore_v2's per-side IDF
+    gives a system that always writes the same text weight 0 on every token (a perfect
+    1.0 in the original), so a constant-output floor would beat every real system. A
+    hypothesis without any weighted token (e.g. empty) scores 0. ``model=None`` is the
+    packaged MiniLM.
+    """
+    from saf_utils.metrics.checks import check_pairs
+
+    hyps, refs = check_pairs(hyps, refs)
+    model = model or minilm_path()
+    dev = resolve_device(device)
+    idf = get_idf_dict(refs, model, device=dev)
+    return moverscore(refs, hyps, model=model, device=dev, batch_size=batch_size,
+                      idf_dict_ref=idf, idf_dict_hyp=idf, degenerate_score=0.0)

@@ -1,7 +1,7 @@
 """ArgSciChat shared helpers: pair tables, dialogue context, predictions I/O, error analysis.
 
-Used by the fact-selection (:mod:`saf_utils.fact_selection`) and reply-generation
-(:mod:`saf_utils.reply_generation`) modules and by notebooks 01, 03, 04 and 05. Predictions of
+Used by the fact-selection (:mod:`saf_utils.argscichat.fact_selection`) and reply-generation
+(:mod:`saf_utils.argscichat.generation`) modules and by notebooks 01, 03, 04 and 05. Predictions of
 notebook 03 are JSON lines (one selection per fold, split, system, seed and pair); the
 error-analysis helpers join them with dialogue properties and query intents.
 """
@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import string
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from saf_utils.data import MessagePair
+from saf_utils.argscichat.data import MessagePair
+from saf_utils.text import split_sentences, squash
 
 #: Message pairs are looked up by id; the fold objects list them per split.
 SPLITS = ("train", "val", "test")
@@ -40,37 +40,6 @@ def pairs_frame(pairs: Iterable[MessagePair], **extra) -> pd.DataFrame:
         })
     return pd.DataFrame(rows)
 
-
-
-class EmbeddingTable:
-    """Text -> vector lookup, filled by one ``encode`` call over all texts a notebook needs."""
-
-    def __init__(self, texts: Iterable[str], model: str, batch_size: int = 64):
-        from saf_utils.encoders import encode
-
-        unique = list(dict.fromkeys(texts))
-        vecs = encode(unique, model=model, batch_size=batch_size, show_progress=False)
-        self.model = model
-        self._index = {t: i for i, t in enumerate(unique)}
-        self._vecs = vecs
-
-    @classmethod
-    def from_dict(cls, table: Mapping[str, Sequence[float]]) -> EmbeddingTable:
-        """A table from given vectors (tests, cached embeddings)."""
-        obj = cls.__new__(cls)
-        obj.model = "given"
-        obj._index = {t: i for i, t in enumerate(table)}
-        obj._vecs = np.asarray(list(table.values()), dtype=float)
-        return obj
-
-    def __len__(self) -> int:
-        return len(self._index)
-
-    def __call__(self, texts: Sequence[str]) -> np.ndarray:
-        missing = [t for t in texts if t not in self._index]
-        if missing:
-            raise KeyError(f"{len(missing)} text(s) were not embedded, e.g. {missing[0][:80]!r}")
-        return self._vecs[[self._index[t] for t in texts]]
 
 
 def pair_index(pairs: Iterable[MessagePair]) -> dict[str, MessagePair]:
@@ -110,9 +79,6 @@ def previous_reply(pair: MessagePair, index: Mapping[str, MessagePair] | None) -
 
 
 
-def _norm_text(text: str) -> str:
-    table = str.maketrans("", "", string.punctuation)
-    return "".join(text.lower().translate(table).split())
 
 
 
@@ -185,9 +151,6 @@ def selection_lookup(preds: pd.DataFrame) -> dict[tuple[int, str, str], list[int
 
 # --------------------------------------------------------------------------- error analysis
 
-def split_sentences(text: str) -> list[str]:
-    """Rough sentence split on ., ! and ? followed by space (no nltk data needed)."""
-    return [s.strip() for s in re.split(r"(?<=[.!?])\s+", text.strip()) if s.strip()]
 
 
 def query_intents(queries: Sequence[str], intents: pd.DataFrame | None,
@@ -206,12 +169,12 @@ def query_intents(queries: Sequence[str], intents: pd.DataFrame | None,
     rows = intents[intents.Role == role]
     table: dict[str, str] = {}
     for s, tag in zip(rows.Sentence, rows.Tag, strict=True):
-        table.setdefault(_norm_text(str(s)), str(tag))
+        table.setdefault(squash(str(s)), str(tag))
     out = []
     for q in queries:
-        tags = [table[n] for n in (_norm_text(s) for s in split_sentences(q)) if n in table]
-        if not tags and _norm_text(q) in table:
-            tags = [table[_norm_text(q)]]
+        tags = [table[n] for n in (squash(s) for s in split_sentences(q)) if n in table]
+        if not tags and squash(q) in table:
+            tags = [table[squash(q)]]
         ask = [t for t in tags if t.startswith("Ask")]
         out.append(ask[0] if ask else tags[0] if tags else "unmatched")
     return out

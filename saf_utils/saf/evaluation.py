@@ -9,14 +9,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from saf_utils.saf import SAF_TARGETS
+from saf_utils.saf.data import SAF_LABELS
+from saf_utils.saf.formats import SAF_TARGETS
 
 # --------------------------------------------------------------------------- evaluation
 
 
 def _bertscore_pairs(pairs: Sequence[tuple[str, str]], **kw: Any) -> dict[tuple[str, str], float]:
     """BERTScore F1 of each distinct (hypothesis, reference) pair, in one call."""
-    from saf_utils.embedding_metrics import bertscore
+    from saf_utils.metrics.embedding import bertscore
 
     unique = list(dict.fromkeys(pairs))
     res = bertscore([p[0] for p in unique], [p[1] for p in unique], **kw)
@@ -51,7 +52,7 @@ def _moverscore_tables(items: Sequence[tuple[list[str], list[str]]], model: Any)
     """:func:`moverscore_mean` of several (hyps, refs) lists; one call per reference list."""
     import torch
 
-    from saf_utils.embedding_metrics import get_idf_dict, moverscore
+    from saf_utils.metrics.embedding import get_idf_dict, moverscore
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     out: list[float] = [0.0] * len(items)
@@ -83,7 +84,7 @@ def evaluate_predictions(preds: pd.DataFrame, bertscore_kwargs: Mapping[str, Any
     gold_l = preds.gold_label.tolist()
     pred_l = [p if isinstance(p, str) else None for p in preds.pred_label]
     out: dict[str, float] = {}
-    lm = M.label_metrics(gold_l, pred_l)
+    lm = M.label_metrics(gold_l, pred_l, SAF_LABELS)
     out.update({k: float(lm[k]) for k in ("accuracy", "macro_f1", "weighted_f1")})
     out["n_unparseable"] = float(lm["n_unparseable"])
     out["unparseable_rate"] = lm["n_unparseable"] / max(len(preds), 1)
@@ -169,7 +170,7 @@ def confusion_by_split(preds: pd.DataFrame) -> dict[tuple[str, str], pd.DataFram
     out = {}
     for (system, split), g in preds.groupby(["system", "split"], sort=False):
         pred = [p if isinstance(p, str) else None for p in g.pred_label]
-        out[(system, split)] = confusion(g.gold_label.tolist(), pred)
+        out[(system, split)] = confusion(g.gold_label.tolist(), pred, SAF_LABELS)
     return out
 
 

@@ -11,24 +11,23 @@ from __future__ import annotations
 import json
 import math
 import os
-import platform
-import subprocess
-import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from saf_utils.data import data_sources
+from saf_utils.provenance import data_sources
+from saf_utils.reporting.manifest import PROJECT_ROOT
 
 RECORDS_FILE = "records.jsonl"
+ITEMS_FILE = "items.jsonl"
 SOURCES_FILE = "data_sources.json"
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+KINDS = ("result", "analysis", "tuning")
+ROLES = ("baseline", "system", "oracle", "probe")
+ITEM_COLUMNS = ("task", "dataset", "split", "system", "metric", "item", "cluster", "value",
+                "seed", "fold")
 
 
 @dataclass(frozen=True)
@@ -42,6 +41,11 @@ class MetricRecord:
     value: float
     seed: int | None = None
     fold: int | None = None
+    kind: str = "result"
+    subset: str | None = None
+    role: str | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
 
 
 def output_dir_for(notebook: str, output_dir: str | os.PathLike | None = None) -> Path:
@@ -60,6 +64,7 @@ class Recorder:
         self.path = self.dir / RECORDS_FILE
         self.records: list[MetricRecord] = []
         self.path.write_text("")  # a re-run of the notebook starts its records afresh
+        (self.dir / ITEMS_FILE).write_text("")
 
     def add(
         self,
@@ -71,13 +76,29 @@ class Recorder:
         value: float,
         seed: int | None = None,
         fold: int | None = None,
+        kind: str = "result",
+        subset: Any = None,
+        role: str | None = None,
+        ci_low: float | None = None,
+        ci_high: float | None = None,
     ) -> MetricRecord:
-        """Append one number; NaN/inf are refused, so a broken metric cannot hide in a table."""
+        """Append one number; NaN/inf are refused, so a broken metric cannot hide in a table.
+
+        ``kind``: result (a reported number), analysis (a breakdown, e.g. per question) or
+        tuning (a validation grid point; ``subset="chosen"`` marks the val-chosen system).
+        ``subset`` names the group a number belongs to instead of encoding it in ``metric``.
+        """
         value = float(value)
         if not math.isfinite(value):
             raise ValueError(f"{metric} of {system} on {dataset}/{split} is {value}, not finite")
+        if kind not in KINDS:
+            raise ValueError(f"kind {kind!r} not one of {KINDS}")
+        if role is not None and role not in ROLES:
+            raise ValueError(f"role {role!r} not one of {ROLES}")
+        ci = [None if c is None else float(c) for c in (ci_low, ci_high)]
         rec = MetricRecord(self.notebook, task, dataset, split, system, metric, value,
-                           None if seed is None else int(seed), None if fold is None else int(fold))
+                           None if seed is None else int(seed), None if fold is None else int(fold),
+                           kind, None if subset is None else str(subset), role, *ci)
         self.records.append(rec)
         with open(self.path, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(asdict(rec)) + "\n")
@@ -87,6 +108,22 @@ class Recorder:
     def add_many(self, metrics: Mapping[str, float], **keys: Any) -> list[MetricRecord]:
         """Record several metrics sharing task/dataset/split/system/seed/fold."""
         return [self.add(metric=name, value=value, **keys) for name, value in metrics.items()]
+
+    def add_items(self, items: pd.DataFrame) -> int:
+        """Append per-item scores (columns :data:`ITEM_COLUMNS`) to ``items.jsonl``.
+
+        They are what paired tests and run comparisons resample; ``cluster`` is the unit
+        that was sampled (SAF question, ArgSciChat paper). Returns the number of rows.
+        """
+        missing = [c for c in ITEM_COLUMNS if c not in items.columns]
+        if missing:
+            raise ValueError(f"add_items: missing column(s) {missing}")
+        rows = items[list(ITEM_COLUMNS)]
+        if rows["value"].isna().any():
+            raise ValueError("add_items: NaN values; score unparseable outputs explicitly")
+        with open(self.dir / ITEMS_FILE, "a", encoding="utf-8") as fh:
+            fh.write(rows.to_json(orient="records", lines=True, force_ascii=False))
+        return len(rows)
 
     def frame(self) -> pd.DataFrame:
         return pd.DataFrame([asdict(r) for r in self.records])
@@ -131,73 +168,6 @@ def summarize(records: list[dict[str, Any]]) -> pd.DataFrame:
     out.insert(len(keys) + 1, "std", grouped.std(ddof=0).to_numpy())
     return out.rename(columns={"count": "n"})
 
-
-# --------------------------------------------------------------------------- manifest
-
-
-def git_state(root: str | os.PathLike = PROJECT_ROOT) -> dict[str, Any]:
-    """Commit hash and dirty flag of the project checkout (None outside git)."""
-
-    def git(*args: str) -> str | None:
-        try:
-            res = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True,
-                                 timeout=20, check=True)
-            return res.stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            return None
-
-    status = git("status", "--porcelain", "--untracked-files=no")
-    return {"commit": git("rev-parse", "HEAD"), "dirty": None if status is None else bool(status)}
-
-
-MANIFEST_PACKAGES = (
-    "saf_utils", "torch", "transformers", "datasets", "accelerate", "sentence-transformers",
-    "papermill", "nbconvert", "pandas", "numpy", "scikit-learn", "bert-score", "sacrebleu",
-    "rouge-score", "nltk", "pot", "rank-bm25", "matplotlib", "seaborn",
-)
-
-
-def package_versions(names: Iterable[str] = MANIFEST_PACKAGES) -> dict[str, str | None]:
-    versions: dict[str, str | None] = {}
-    for name in names:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = None
-    return versions
-
-
-def environment_info() -> dict[str, Any]:
-    info: dict[str, Any] = {
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "cpu_count": os.cpu_count(),
-    }
-    try:
-        import torch
-
-        info["cuda"] = torch.cuda.is_available()
-        info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-    except ImportError:  # pragma: no cover - torch is a dependency
-        info["cuda"] = None
-    return info
-
-
-def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def to_jsonable(obj: Any) -> Any:
-    """Convert numpy/pandas scalars and paths so that json.dump never fails on a manifest."""
-    if isinstance(obj, Mapping):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple, set)):
-        return [to_jsonable(v) for v in obj]
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, Path):
-        return str(obj)
-    return obj
 
 
 def sibling_dir(output_dir: str | os.PathLike | None, notebook: str) -> Path:

@@ -16,18 +16,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from saf_utils.argscichat import dialogue_context, previous_reply
-from saf_utils.data import MessagePair
+from saf_utils.argscichat.data import MessagePair
+from saf_utils.argscichat.dialogue import dialogue_context, previous_reply
+from saf_utils.models import make_classifier
+from saf_utils.text import word_tokens
 
 # --------------------------------------------------------------------------- tokens & scores
-
-_WORD = re.compile(r"\w+")
-
-
-def word_tokens(text: str) -> list[str]:
-    """Lower-cased ``\\w+`` tokens (the BM25 and overlap tokenisation)."""
-    return _WORD.findall(text.lower())
-
 
 def top_k(scores: Sequence[float] | np.ndarray, k: int) -> list[int]:
     """Indexes of the ``k`` highest scores, as the official script (``np.argsort(s)[-k:]``).
@@ -274,22 +268,14 @@ class RankerResult:
 
 def make_ranker(kind: str, seed: int = 0, **params: Any):
     """A pointwise sentence classifier: ``logreg`` (scaled) or ``hgb`` (gradient boosting)."""
-    from sklearn.ensemble import HistGradientBoostingClassifier
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
-
     if kind == "logreg":
-        return make_pipeline(StandardScaler(), LogisticRegression(
-            C=params.get("C", 1.0), class_weight=params.get("class_weight"), max_iter=2000))
-    if kind == "hgb":
-        return HistGradientBoostingClassifier(
-            learning_rate=params.get("learning_rate", 0.05), max_iter=params.get("max_iter", 200),
-            max_leaf_nodes=params.get("max_leaf_nodes", 15),
-            min_samples_leaf=params.get("min_samples_leaf", 20),
-            l2_regularization=params.get("l2_regularization", 1.0), early_stopping=False,
-            random_state=seed)
-    raise ValueError(f"unknown ranker kind {kind!r}; use 'logreg' or 'hgb'")
+        return make_classifier("logreg", seed, C=params.get("C", 1.0),
+                               class_weight=params.get("class_weight"))
+    return make_classifier(
+        kind, seed, learning_rate=params.get("learning_rate", 0.05),
+        max_iter=params.get("max_iter", 200), max_leaf_nodes=params.get("max_leaf_nodes", 15),
+        min_samples_leaf=params.get("min_samples_leaf", 20),
+        l2_regularization=params.get("l2_regularization", 1.0), early_stopping=False)
 
 
 def grouped_top_k(scores: np.ndarray, groups: np.ndarray, k: int) -> dict[int, list[int]]:

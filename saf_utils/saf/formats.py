@@ -7,8 +7,8 @@ The fine-tuned models of the SAF paper (Filighera et al., ACL 2022; hub cards
 for any prompt language (:data:`PROMPT_WORDS`), :func:`parse_output` turns any generation
 back into (label, score, feedback) without ever raising. Every system returns the same
 prediction table (:data:`PREDICTION_COLUMNS`); the systems live in
-:mod:`saf_utils.saf_systems`, their evaluation and error analysis in
-:mod:`saf_utils.saf_evaluation`.
+:mod:`saf_utils.saf.systems`, their evaluation and error analysis in
+:mod:`saf_utils.saf.evaluation`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from saf_utils.data import SAF_LABELS
+from saf_utils.saf.data import SAF_LABELS
 
 # --------------------------------------------------------------------------- constants
 

@@ -10,8 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from saf_utils.argscichat import previous_exchanges
-from saf_utils.data import MessagePair
+from saf_utils.argscichat.data import MessagePair
+from saf_utils.argscichat.dialogue import previous_exchanges
+from saf_utils.encoders import l2_normalize
+from saf_utils.models import make_classifier
 
 GENERATION_INPUTS = ("query", "history", "article", "gold_facts", "selected_facts")
 
@@ -78,8 +80,7 @@ def nearest_replies(queries: np.ndarray, train_queries: np.ndarray,
     """For each query vector, the reply of the most similar training query (cosine)."""
     if len(train_replies) == 0:
         raise ValueError("nearest_replies: no training pairs")
-    a = queries / np.maximum(np.linalg.norm(queries, axis=1, keepdims=True), 1e-12)
-    b = train_queries / np.maximum(np.linalg.norm(train_queries, axis=1, keepdims=True), 1e-12)
+    a, b = l2_normalize(queries), l2_normalize(train_queries)
     return [train_replies[int(i)] for i in np.argmax(a @ b.T, axis=1)]
 
 
@@ -160,16 +161,11 @@ class TokenCompressor:
         return self
 
     def _new_model(self) -> Any:
-        from sklearn.ensemble import HistGradientBoostingClassifier
-        from sklearn.linear_model import LogisticRegression
-        from sklearn.pipeline import make_pipeline
-        from sklearn.preprocessing import StandardScaler
-
         if self.kind == "hgb":  # feature interactions, e.g. stop word x from the query
-            return HistGradientBoostingClassifier(
-                learning_rate=0.05, max_iter=150, max_leaf_nodes=15, min_samples_leaf=40,
-                random_state=self.seed)  # early stopping on a 10% split above 10k tokens
-        return make_pipeline(StandardScaler(), LogisticRegression(C=self.C, max_iter=2000))
+            # sklearn's default early stopping ("auto") holds out 10% above 10k tokens
+            return make_classifier("hgb", self.seed, learning_rate=0.05, max_iter=150,
+                                   max_leaf_nodes=15, min_samples_leaf=40)
+        return make_classifier("logreg", self.seed, C=self.C)
 
     def _features(self, query: str, facts: str) -> tuple[np.ndarray, list[str]]:
         from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
@@ -250,9 +246,9 @@ def generation_metrics(hyps: Sequence[str], refs: Sequence[str], embedding: bool
                                            for h, r in zip(hyps, refs, strict=True)])),
     }
     if embedding:
-        from saf_utils.embedding_metrics import bertscore
-        from saf_utils.embedding_metrics import moverscore as mover
         from saf_utils.encoders import minilm_path
+        from saf_utils.metrics.embedding import bertscore
+        from saf_utils.metrics.embedding import moverscore as mover
 
         safe = [h if h.strip() else "." for h in hyps]  # bert-score cannot embed ""
         out["bertscore_f1"] = float(bertscore(safe, list(refs), model_type=bertscore_model,

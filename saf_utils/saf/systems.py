@@ -1,8 +1,8 @@
 """SAF systems beside the seq2seq model: majority, nearest neighbour, feature classifier.
 
-Each takes training and evaluation frames (:func:`saf_utils.saf.saf_frame`) and an encoder
+Each takes training and evaluation frames (:func:`saf_utils.saf.formats.saf_frame`) and an encoder
 (``texts -> L2-normalised vectors``, e.g. ``functools.partial(saf_utils.encoders.encode,
-model=...)``) and returns a :func:`saf_utils.saf.prediction_table`.
+model=...)``) and returns a :func:`saf_utils.saf.formats.prediction_table`.
 """
 
 from __future__ import annotations
@@ -17,8 +17,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from saf_utils.data import SAF_LABELS
-from saf_utils.saf import LABEL_SCORE, prediction_table
+from saf_utils.encoders import l2_normalize
+from saf_utils.models import make_classifier
+from saf_utils.saf.data import SAF_LABELS
+from saf_utils.saf.formats import LABEL_SCORE, prediction_table
+from saf_utils.text import split_sentences, word_tokens
 
 # --------------------------------------------------------------------------- helpers
 
@@ -28,15 +31,9 @@ def _mode(values: Sequence[Any]) -> Any:
     return Counter(values).most_common(1)[0][0]
 
 
-def _unit(x: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    return x / np.where(norms == 0, 1.0, norms)
-
-
 Encoder = Callable[[Sequence[str]], np.ndarray]
 
 
-_WORD = re.compile(r"\w+", re.UNICODE)
 _POINTS = re.compile(r"\(\s*(?:je\s+)?[\d.,\s\-–]+\s*P\.?\s*\)", re.IGNORECASE)
 
 
@@ -45,17 +42,12 @@ def strip_points(text: str) -> str:
     return " ".join(_POINTS.sub("", text).split())
 
 
-def _tokens(text: str) -> list[str]:
-    return _WORD.findall(text.lower())
-
-
 def _content(text: str) -> set[str]:
-    return {t for t in _tokens(text) if len(t) > 3 and not t.isdigit()}
+    return {t for t in word_tokens(text) if len(t) > 3 and not t.isdigit()}
 
 
 def _sentences(text: str) -> list[str]:
-    parts = [p.strip() for p in re.split(r"(?<=[.!?;])\s+", strip_points(text)) if p.strip()]
-    return parts or [text]
+    return split_sentences(strip_points(text), ".!?;") or [text]
 
 
 # --------------------------------------------------------------------------- baselines
@@ -159,8 +151,8 @@ class FeedbackBank:
         if self.encoder is None:
             return self.questions[0]
         if self._q_emb is None:
-            self._q_emb = _unit(self.encoder(self.questions))
-        v = _unit(self.encoder([question]))[0]
+            self._q_emb = l2_normalize(self.encoder(self.questions))
+        v = l2_normalize(self.encoder([question]))[0]
         return self.questions[int(np.argmax(self._q_emb @ v))]
 
     def unseen(self, question: str, reference: str, label: str,
@@ -185,8 +177,8 @@ def nearest_neighbour_baseline(train: pd.DataFrame, test: pd.DataFrame, encoder:
     feedback from :class:`FeedbackBank` (``backoff=True`` on those rows).
     """
     tr = train.reset_index(drop=True)
-    a_tr = _unit(encoder(tr.provided_answer.tolist()))
-    a_te = _unit(encoder(test.provided_answer.tolist()))
+    a_tr = l2_normalize(encoder(tr.provided_answer.tolist()))
+    a_te = l2_normalize(encoder(test.provided_answer.tolist()))
     thr = ReferenceThresholds().fit(_ref_cos(tr, a_tr, encoder), tr.verification_feedback)
     ref_cos_te = _ref_cos(test, a_te, encoder)
     bank = FeedbackBank(tr, encoder)
@@ -211,7 +203,7 @@ def nearest_neighbour_baseline(train: pd.DataFrame, test: pd.DataFrame, encoder:
 
 
 def _ref_cos(df: pd.DataFrame, a: np.ndarray, encoder: Encoder) -> np.ndarray:
-    r = _unit(encoder([strip_points(t) for t in df.reference_answer]))
+    r = l2_normalize(encoder([strip_points(t) for t in df.reference_answer]))
     return np.einsum("ij,ij->i", a, r)
 
 
@@ -231,13 +223,13 @@ def generic_features(df: pd.DataFrame, encoder: Encoder) -> pd.DataFrame:
     length and length ratio, and the cosine's rank among the *reference's own sentences*
     (a per-question normaliser that needs no other answers).
     """
-    a = _unit(encoder(df.provided_answer.tolist()))
+    a = l2_normalize(encoder(df.provided_answer.tolist()))
     refs = [strip_points(r) for r in df.reference_answer]
-    r = _unit(encoder(refs))
-    qv = _unit(encoder(df.question.tolist()))
+    r = l2_normalize(encoder(refs))
+    qv = l2_normalize(encoder(df.question.tolist()))
     sent_lists = [_sentences(x) for x in df.reference_answer]
     flat = [s for ss in sent_lists for s in ss]
-    s_emb = _unit(encoder(flat)) if flat else np.zeros((0, a.shape[1]))
+    s_emb = l2_normalize(encoder(flat)) if flat else np.zeros((0, a.shape[1]))
     out: dict[str, list[float]] = {k: [] for k in GENERIC_FEATURES}
     pos = 0
     for i, ss in enumerate(sent_lists):
@@ -247,7 +239,7 @@ def generic_features(df: pd.DataFrame, encoder: Encoder) -> pd.DataFrame:
         cos_ref = float(a[i] @ r[i])
         ans_c, ref_c = _content(df.provided_answer.iloc[i]), _content(refs[i])
         inter = len(ans_c & ref_c)
-        n_ans = max(len(_tokens(df.provided_answer.iloc[i])), 1)
+        n_ans = max(len(word_tokens(df.provided_answer.iloc[i])), 1)
         out["cos_ref"].append(cos_ref)
         out["cos_ref_sent_max"].append(float(sims.max()))
         out["cos_ref_sent_mean"].append(float(sims.mean()))
@@ -256,7 +248,7 @@ def generic_features(df: pd.DataFrame, encoder: Encoder) -> pd.DataFrame:
         out["ref_precision"].append(inter / max(len(ans_c), 1))
         out["ref_jaccard"].append(inter / max(len(ans_c | ref_c), 1))
         out["log_len"].append(math.log(n_ans))
-        out["len_ratio"].append(n_ans / max(len(_tokens(refs[i])), 1))
+        out["len_ratio"].append(n_ans / max(len(word_tokens(refs[i])), 1))
         out["cos_ref_rank"].append(cos_ref - float(self_sims.mean()))
     return pd.DataFrame(out, index=df.index)
 
@@ -341,19 +333,10 @@ class FeatureClassifier:
         if class_weight is None or class_weight == "none" or (
                 isinstance(class_weight, float) and math.isnan(class_weight)):
             class_weight = None
-        from sklearn.ensemble import HistGradientBoostingClassifier
-        from sklearn.linear_model import LogisticRegression
-        from sklearn.pipeline import make_pipeline
-        from sklearn.preprocessing import StandardScaler
-
-        if self.model == "logreg":
-            return make_pipeline(StandardScaler(), LogisticRegression(
-                C=C, max_iter=2000, class_weight=class_weight, random_state=self.seed))
         if self.model == "hgb":
-            return HistGradientBoostingClassifier(max_depth=3, learning_rate=0.05,
-                                                  max_iter=200, class_weight=class_weight,
-                                                  random_state=self.seed)
-        raise ValueError(f"unknown classifier {self.model!r} (logreg | hgb)")
+            return make_classifier("hgb", self.seed, class_weight=class_weight, max_depth=3,
+                                   learning_rate=0.05, max_iter=200)
+        return make_classifier(self.model, self.seed, C=C, class_weight=class_weight)
 
     def _seen_matrix(self, df: pd.DataFrame, a: np.ndarray, loo: bool) -> np.ndarray:
         f = self._generic_of(df)
@@ -371,7 +354,7 @@ class FeatureClassifier:
     def fit(self, train: pd.DataFrame) -> FeatureClassifier:
         tr = train.reset_index(drop=True)
         self._train = tr
-        self._a_train = _unit(self.encoder(tr.provided_answer.tolist()))
+        self._a_train = l2_normalize(self.encoder(tr.provided_answer.tolist()))
         self._questions = sorted(set(tr.question))
         y = tr.verification_feedback.to_numpy()
         self._seen = self._make(self.C).fit(self._seen_matrix(tr, self._a_train, True), y)
@@ -383,7 +366,7 @@ class FeatureClassifier:
 
     def predict_labels(self, test: pd.DataFrame) -> tuple[list[str], np.ndarray]:
         te = test.reset_index(drop=True)
-        a = _unit(self.encoder(te.provided_answer.tolist()))
+        a = l2_normalize(self.encoder(te.provided_answer.tolist()))
         seen = te.question.isin(set(self._questions)).to_numpy()
         labels = np.empty(len(te), dtype=object)
         if seen.any():
@@ -396,7 +379,7 @@ class FeatureClassifier:
     def predict(self, test: pd.DataFrame) -> pd.DataFrame:
         te = test.reset_index(drop=True)
         labels, seen = self.predict_labels(te)
-        a = _unit(self.encoder(te.provided_answer.tolist()))
+        a = l2_normalize(self.encoder(te.provided_answer.tolist()))
         tr_q = self._train.question.to_numpy()
         tr_y = self._train.verification_feedback.to_numpy()
         scores, fbs = [], []

@@ -1,0 +1,43 @@
+"""Input checks shared by every metric: parallel lists, real strings, clear errors.
+
+A silent ``zip`` truncation or a ``None`` deep inside a library is the classic way to report
+a metric on the wrong pairs, so every metric checks its inputs here first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+class MissingResourceError(RuntimeError):
+    """A data resource a metric needs (e.g. WordNet) is not installed locally."""
+
+
+def check_parallel(hyps: Sequence[Any], refs: Sequence[Any], what: str = "hyps/refs") -> None:
+    """Refuse lists of different lengths and empty input."""
+    if len(hyps) != len(refs):
+        raise ValueError(
+            f"{what}: lists must be parallel, got {len(hyps)} hypotheses and {len(refs)} "
+            "references"
+        )
+    if len(hyps) == 0:
+        raise ValueError(f"{what}: empty input, nothing to score")
+
+
+def check_texts(texts: Sequence[Any], what: str) -> list[str]:
+    """Return ``texts`` as a list of str, or raise naming the first non-string position."""
+    if isinstance(texts, str):
+        raise ValueError(f"{what}: expected a list of strings, got one string")
+    out = list(texts)
+    for i, t in enumerate(out):
+        if not isinstance(t, str):
+            raise ValueError(f"{what}[{i}] is {t!r} ({type(t).__name__}), not a string")
+    return out
+
+
+def check_pairs(hyps: Sequence[Any], refs: Sequence[Any]) -> tuple[list[str], list[str]]:
+    """:func:`check_parallel` plus :func:`check_texts` on both sides."""
+    h, r = check_texts(hyps, "hyps"), check_texts(refs, "refs")
+    check_parallel(h, r)
+    return h, r

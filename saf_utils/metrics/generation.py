@@ -1,0 +1,198 @@
+"""Corpus text-generation metrics: sacreBLEU, chrF, ROUGE-1/2/L and METEOR.
+
+ROUGE uses :func:`saf_utils.text.word_tokens` (rouge-score's default tokenizer deletes
+ä, ö, ü, ß); METEOR uses nltk with a local English WordNet and raises
+:class:`MissingResourceError` when there is none (never a silent 0).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from saf_utils.metrics.checks import MissingResourceError, check_pairs
+from saf_utils.text import word_tokens
+
+
+class UnicodeWordTokenizer:
+    """Lower-cases and keeps ``\\w+`` runs (Unicode-aware); optional stemmer callable.
+
+    rouge-score's default tokenizer keeps only ``[a-z0-9]``, which deletes ä/ö/ü/ß and
+    splits German words apart; this keeps them. No stemming by default (the Porter stemmer
+    is English-only).
+    """
+
+    def __init__(self, stemmer: Any = None) -> None:
+        self.stemmer = stemmer
+
+    def tokenize(self, text: str) -> list[str]:
+        tokens = word_tokens(text)
+        if self.stemmer is not None:
+            tokens = [self.stemmer(t) for t in tokens]
+        return tokens
+
+
+def bleu(hyps: Sequence[str], refs: Sequence[str]) -> float:
+    """Corpus sacreBLEU (default 13a tokenisation), one reference per hypothesis, 0-100."""
+    import sacrebleu
+
+    hyps, refs = check_pairs(hyps, refs)
+    return float(sacrebleu.corpus_bleu(hyps, [refs]).score)
+
+
+def chrf(hyps: Sequence[str], refs: Sequence[str]) -> float:
+    """Corpus chrF (sacreBLEU defaults: char 6-grams, beta 2), 0-100."""
+    import sacrebleu
+
+    hyps, refs = check_pairs(hyps, refs)
+    return float(sacrebleu.corpus_chrf(hyps, [refs]).score)
+
+
+def rouge(
+    hyps: Sequence[str], refs: Sequence[str], tokenizer: Any = None
+) -> dict[str, float]:
+    """Mean ROUGE-1/2/L F-measures (0-1) with a Unicode-aware tokenizer, no stemming.
+
+    Uses rouge-score with :class:`UnicodeWordTokenizer` unless another object with a
+    ``.tokenize(text)`` method is given. Empty texts score 0 for that pair.
+    """
+    from rouge_score import rouge_scorer
+
+    hyps, refs = check_pairs(hyps, refs)
+    types = ("rouge1", "rouge2", "rougeL")
+    scorer = rouge_scorer.RougeScorer(
+        list(types), use_stemmer=False, tokenizer=tokenizer or UnicodeWordTokenizer()
+    )
+    totals = dict.fromkeys(types, 0.0)
+    for hyp, ref in zip(hyps, refs, strict=True):
+        scores = scorer.score(target=ref, prediction=hyp)
+        for t in types:
+            totals[t] += scores[t].fmeasure
+    return {t: totals[t] / len(hyps) for t in types}
+
+
+# WordNet 3.0 lexicographer file names (wndb lexnames(5WN)). Debian's wordnet-base
+# ships the database without this file, which nltk's reader insists on opening.
+_LEXNAMES = [
+    ("adj.all", 3), ("adj.pert", 3), ("adv.all", 4), ("noun.Tops", 1), ("noun.act", 1),
+    ("noun.animal", 1), ("noun.artifact", 1), ("noun.attribute", 1), ("noun.body", 1),
+    ("noun.cognition", 1), ("noun.communication", 1), ("noun.event", 1),
+    ("noun.feeling", 1), ("noun.food", 1), ("noun.group", 1), ("noun.location", 1),
+    ("noun.motive", 1), ("noun.object", 1), ("noun.person", 1), ("noun.phenomenon", 1),
+    ("noun.plant", 1), ("noun.possession", 1), ("noun.process", 1), ("noun.quantity", 1),
+    ("noun.relation", 1), ("noun.shape", 1), ("noun.state", 1), ("noun.substance", 1),
+    ("noun.time", 1), ("verb.body", 2), ("verb.change", 2), ("verb.cognition", 2),
+    ("verb.communication", 2), ("verb.competition", 2), ("verb.consumption", 2),
+    ("verb.contact", 2), ("verb.creation", 2), ("verb.emotion", 2), ("verb.motion", 2),
+    ("verb.perception", 2), ("verb.possession", 2), ("verb.social", 2),
+    ("verb.stative", 2), ("verb.weather", 2), ("adj.ppl", 3),
+]
+_LEXNAMES_TEXT = "".join(f"{i:02d}\t{name}\t{cat}\n" for i, (name, cat) in enumerate(_LEXNAMES))
+
+_REPO_ROOT = Path(__file__).resolve().parents[2]
+_WORDNET_HELP = (
+    "WordNet is needed for METEOR and is not installed. Get it with "
+    "`apt-get install wordnet-base` (files in /usr/share/wordnet) or `make wordnet` "
+    "(unpacks it under .cache/wordnet), or point WORDNET_DIR at a WordNet 3.0 dict folder "
+    "(the one holding data.noun, index.noun, ...)."
+)
+
+
+def _is_wordnet_dir(path: Path) -> bool:
+    return all((path / f).is_file() for f in ("data.noun", "index.noun", "noun.exc"))
+
+
+def find_wordnet(wordnet_dir: str | os.PathLike[str] | None = None) -> Any:
+    """Locate WordNet: argument, ``$WORDNET_DIR``, nltk data, Debian, repo ``.cache``.
+
+    Returns a folder path (or nltk's path pointer for nltk-managed data). An explicit
+    argument or env var that does not hold WordNet raises instead of falling through, so a
+    typo cannot silently switch databases. Raises :class:`MissingResourceError` if absent.
+    """
+    for explicit, source in ((wordnet_dir, "wordnet_dir"),
+                             (os.environ.get("WORDNET_DIR") or None, "WORDNET_DIR")):
+        if explicit is not None:
+            path = Path(explicit).expanduser()
+            if not _is_wordnet_dir(path):
+                raise MissingResourceError(f"{source}={path} holds no WordNet. {_WORDNET_HELP}")
+            return path.resolve()
+    import nltk
+
+    try:
+        found = nltk.data.find("corpora/wordnet")
+    except LookupError:
+        found = None
+    if found is not None:
+        folder = getattr(found, "path", None)
+        return Path(folder).resolve() if folder and os.path.isdir(folder) else found
+    for cand in (Path("/usr/share/wordnet"), _REPO_ROOT / ".cache/wordnet/usr/share/wordnet"):
+        if _is_wordnet_dir(cand):
+            return cand.resolve()
+    raise MissingResourceError(_WORDNET_HELP)
+
+
+_WORDNET_READERS: dict[str, Any] = {}
+
+
+def _make_wordnet_reader(root: Any) -> Any:
+    import nltk
+    from nltk.corpus.reader.wordnet import WordNetCorpusReader
+
+    class _Reader(WordNetCorpusReader):
+        """nltk reader tolerant of Debian's wordnet-base (no ``lexnames``, no nltk data)."""
+
+        def open(self, file: str) -> Any:  # noqa: A003 - nltk API name
+            if file == "lexnames" and isinstance(root, Path) and not (root / file).exists():
+                return io.StringIO(_LEXNAMES_TEXT)
+            return super().open(file)
+
+        def map_wn(self, version: str = "wordnet") -> None:
+            # Only feeds Open Multilingual WordNet (unused here); nltk would look up its
+            # own ``corpora/wordnet`` (absent offline) to build a 3.0 -> 3.0 sense map.
+            return None
+
+    if isinstance(root, Path):
+        # nltk >= 3.9 only reads corpora below an ``nltk.data.path`` root.
+        if str(root) not in nltk.data.path:
+            nltk.data.path.append(str(root))
+    with warnings.catch_warnings():  # "multilingual functions are not available"
+        warnings.simplefilter("ignore", UserWarning)
+        return _Reader(str(root) if isinstance(root, Path) else root, None)
+
+
+def load_wordnet(wordnet_dir: str | os.PathLike[str] | None = None) -> Any:
+    """A cached nltk ``WordNetCorpusReader`` for the WordNet found by :func:`find_wordnet`."""
+    root = find_wordnet(wordnet_dir)
+    key = str(root)
+    if key not in _WORDNET_READERS:
+        _WORDNET_READERS[key] = _make_wordnet_reader(root)
+    return _WORDNET_READERS[key]
+
+
+def meteor(
+    hyps: Sequence[str],
+    refs: Sequence[str],
+    wordnet_dir: str | os.PathLike[str] | None = None,
+) -> float:
+    """Mean per-pair METEOR (nltk ``meteor_score``, 0-1), one reference per hypothesis.
+
+    Tokens come from :class:`UnicodeWordTokenizer` (nltk's ``word_tokenize`` needs punkt,
+    which is not available offline). nltk's METEOR uses the English Porter stemmer and
+    English WordNet, so on German text it is essentially exact-match METEOR. A pair where
+    either side has no word tokens scores 0.0. Raises
+    :class:`MissingResourceError` when WordNet is missing (never a silent 0).
+    """
+    from nltk.translate.meteor_score import meteor_score
+
+    hyps, refs = check_pairs(hyps, refs)
+    wn = load_wordnet(wordnet_dir)
+    tok = UnicodeWordTokenizer()
+    total = 0.0
+    for hyp, ref in zip(hyps, refs, strict=True):
+        h, r = tok.tokenize(hyp), tok.tokenize(ref)
+        total += meteor_score([r], h, wordnet=wn) if h and r else 0.0
+    return total / len(hyps)

@@ -1,0 +1,190 @@
+"""Known-answer tests for saf_utils.stats (the shared bootstrap / aggregation layer)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import sacrebleu
+from sklearn.metrics import f1_score
+
+from saf_utils import stats as S
+
+
+def _width(res: S.BootstrapResult) -> float:
+    return res.high - res.low
+
+
+def test_constant_gives_degenerate_ci():
+    res = S.cluster_bootstrap(np.full(50, 0.7), clusters=np.arange(50) // 5)
+    assert res.estimate == pytest.approx(0.7)
+    assert res.low == pytest.approx(0.7) and res.high == pytest.approx(0.7)
+    assert (res.n_items, res.n_clusters, res.n_resamples) == (50, 10, 1000)
+
+
+def test_normal_mean_ci_width_matches_theory():
+    n = 2000
+    x = np.random.default_rng(1).standard_normal(n)
+    res = S.cluster_bootstrap(x, n_resamples=2000, seed=3)
+    assert res.estimate == pytest.approx(x.mean())
+    assert _width(res) == pytest.approx(2 * 1.96 * x.std() / np.sqrt(n), rel=0.15)
+
+
+def test_correlated_clusters_widen_ci():
+    rng = np.random.default_rng(2)
+    clusters = np.repeat(np.arange(40), 25)
+    x = rng.standard_normal(40)[clusters] * 2 + rng.standard_normal(clusters.size) * 0.1
+    item = S.cluster_bootstrap(x, seed=0)
+    clustered = S.cluster_bootstrap(x, clusters=clusters, seed=0)
+    assert clustered.estimate == pytest.approx(item.estimate)
+    assert _width(clustered) > 3 * _width(item)
+
+
+def test_strata_keep_cluster_counts_per_stratum():
+    # 3 clusters in stratum "a", 7 in "b"; mean of the "is in a" flag reveals the composition.
+    strata = ["a"] * 3 + ["b"] * 7
+    flag = np.array([s == "a" for s in strata], dtype=float)
+    res = S.cluster_bootstrap(flag, strata=strata, clusters=range(10))
+    assert res.low == pytest.approx(0.3) and res.high == pytest.approx(0.3)
+    free = S.cluster_bootstrap(flag, clusters=range(10))
+    assert _width(free) > 0.2
+
+
+def test_stratum_mean_is_official_fold_aggregation():
+    folds = [0] * 2 + [1] * 6
+    v = np.array([1.0, 0.0, 1, 1, 1, 1, 1, 0])
+    st, fn = S.stratum_mean_stat(v, folds)
+    res = S.cluster_bootstrap(st, fn, strata=folds)
+    official = S.fold_summary({0: v[:2], 1: v[2:]})
+    assert res.estimate == pytest.approx(official["mean"]) == pytest.approx((0.5 + 5 / 6) / 2)
+    assert res.estimate != pytest.approx(v.mean())
+
+
+def test_identical_systems_diff_zero_p_one():
+    x = np.random.default_rng(0).random(100)
+    clusters = np.arange(100) // 4
+    res = S.paired_bootstrap(x, x, clusters=clusters)
+    assert (res.diff, res.low, res.high, res.p_value) == (0.0, 0.0, 0.0, 1.0)
+    assert S.approximate_randomization(x, x, clusters=clusters) == 1.0
+
+
+def test_consistently_better_system_is_significant():
+    rng = np.random.default_rng(0)
+    clusters = np.repeat(np.arange(30), 5)
+    b = rng.random(clusters.size)
+    a = b + 0.05 + 0.01 * rng.random(clusters.size)
+    res = S.paired_bootstrap(a, b, clusters=clusters)
+    assert res.p_value < 0.01 and res.low > 0 and res.diff == pytest.approx(np.mean(a - b))
+    assert res.estimate_a == pytest.approx(a.mean()) and res.estimate_b == pytest.approx(b.mean())
+    assert S.approximate_randomization(a, b, clusters=clusters) < 0.01
+    worse = S.paired_bootstrap(b, a, clusters=clusters)
+    assert worse.high < 0 and worse.p_value < 0.01
+
+
+def test_macro_f1_and_accuracy_match_sklearn():
+    rng = np.random.default_rng(4)
+    labels = ["Correct", "Partially correct", "Incorrect"]
+    gold = list(rng.choice(labels, 200))
+    pred = [None if rng.random() < 0.1 else str(rng.choice(labels)) for _ in gold]
+    pred[:3] = [None, "Correct", None]
+    st, fn = S.macro_f1_stat(gold, pred, labels)
+    res = S.cluster_bootstrap(st, fn, clusters=np.arange(200) // 10)
+    mapped = ["<unparseable>" if p is None else p for p in pred]
+    expected = f1_score(gold, mapped, labels=labels, average="macro", zero_division=0)
+    assert res.estimate == pytest.approx(expected, abs=1e-12)
+    assert res.low < res.estimate < res.high
+    acc = S.cluster_bootstrap(*S.accuracy_stat(gold, pred))
+    assert acc.estimate == pytest.approx(np.mean(np.array(gold) == np.array(mapped)))
+    # a class never seen in gold nor predicted scores 0 (sklearn zero_division=0)
+    st, fn = S.macro_f1_stat(["a", "a"], ["a", None], ["a", "b"])
+    assert fn(st.sum(0)[None])[0] == pytest.approx(
+        f1_score(["a", "a"], ["a", "x"], labels=["a", "b"], average="macro", zero_division=0)
+    )
+
+
+HYPS = ["The cat sat on the mat.", "A quick brown fox jumps.", "", "Hallo Welt, schön hier!",
+        "the the the", "Dies ist ein längerer Satz mit mehreren Wörtern darin."] * 3
+REFS = ["The cat is on the mat.", "The quick brown fox jumped over.", "Nothing here",
+        "Hallo Welt, schön ist es hier!", "the cat", "Dies ist ein langer Satz mit Wörtern."] * 3
+
+
+@pytest.mark.parametrize("stat_fn, corpus", [(S.bleu_stat, sacrebleu.corpus_bleu),
+                                             (S.chrf_stat, sacrebleu.corpus_chrf)])
+def test_bleu_chrf_estimate_equals_sacrebleu(stat_fn, corpus):
+    st, fn = stat_fn(HYPS, REFS)
+    res = S.cluster_bootstrap(st, fn, clusters=np.arange(len(HYPS)) % 6, n_resamples=200)
+    assert res.estimate == corpus(HYPS, [REFS]).score
+    assert res.low <= res.estimate <= res.high
+
+
+def test_seeded_results_are_reproducible():
+    x = np.random.default_rng(0).random(300)
+    c = np.arange(300) // 7
+    assert S.cluster_bootstrap(x, clusters=c, seed=5) == S.cluster_bootstrap(x, clusters=c, seed=5)
+    assert S.cluster_bootstrap(x, clusters=c, seed=5) != S.cluster_bootstrap(x, clusters=c, seed=6)
+    y = x + 0.01
+    assert S.paired_bootstrap(y, x, clusters=c, seed=1) == S.paired_bootstrap(y, x, clusters=c,
+                                                                              seed=1)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: S.cluster_bootstrap(np.ones(3), clusters=[1, 2]), "length 2 does not match 3"),
+    (lambda: S.cluster_bootstrap(np.array([])), "non-empty"),
+    (lambda: S.cluster_bootstrap(np.ones(3), n_resamples=0), "n_resamples"),
+    (lambda: S.cluster_bootstrap(np.ones(3), clusters=[1, 1, 2], strata=["a", "b", "b"]),
+     "nested in strata"),
+    (lambda: S.cluster_bootstrap(np.ones(2), clusters=[1, None]), "missing"),
+    (lambda: S.mean_stat([1.0, np.nan]), "NaN"),
+    (lambda: S.paired_bootstrap(np.ones(3), np.ones(4)), "paired"),
+    (lambda: S.macro_f1_stat(["a"], ["z"], ["a", "b"]), "labels outside"),
+    (lambda: S.bleu_stat(["a"], []), "parallel"),
+    (lambda: S.ci_table(pd.DataFrame({"value": [1.0]})), "lacks columns"),
+    (lambda: S.fold_summary({}), "no folds"),
+])
+def test_bad_input_raises_clear_value_error(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def _items() -> pd.DataFrame:
+    # fold 0: 2 items, fold 1: 4 items; seed 1 is better than seed 0 by 0.2 everywhere.
+    rows = []
+    for fold, n in ((0, 2), (1, 4)):
+        for i in range(n):
+            for seed in (0, 1):
+                base = 0.2 if fold == 0 else 0.8
+                rows.append({"task": "t", "dataset": "d", "split": "test", "system": "s",
+                             "metric": "m", "item": f"{fold}-{i}", "cluster": f"p{fold}{i // 2}",
+                             "fold": fold, "seed": seed, "value": base + 0.2 * seed + 0.01 * i})
+    return pd.DataFrame(rows)
+
+
+def test_ci_table_averages_seeds_within_fold_then_folds():
+    items = _items()
+    table = S.ci_table(items)
+    row = table.iloc[0]
+    per_fold = [items[items.fold == f].groupby("seed").value.mean().mean() for f in (0, 1)]
+    assert row["mean"] == pytest.approx(np.mean(per_fold))
+    assert row["mean"] == pytest.approx(S.seed_fold_summary(items)["mean"])
+    assert row["mean"] != pytest.approx(items.value.mean())  # pooling weighs folds by size
+    assert (row.n_items, row.n_clusters) == (6, 3)
+    assert row.ci_low <= row["mean"] <= row.ci_high
+    pooled = S.ci_table(items, strata=None).iloc[0]
+    assert pooled["mean"] == pytest.approx(items.value.mean())
+
+
+def test_paired_table_and_seed_fold_summary():
+    a = _items()
+    b = a.assign(system="ref", value=a.value - 0.1)
+    table = S.paired_table(pd.concat([a, b]), reference_system="ref")
+    assert len(table) == 1
+    row = table.iloc[0]
+    assert row.system == "s" and row["diff"] == pytest.approx(0.1)
+    assert row.ci_low == pytest.approx(0.1) and row.p_value < 0.01
+
+    summary = S.seed_fold_summary(a)
+    fold_means = [0.2 + 0.1 + 0.005, 0.8 + 0.1 + 0.015]
+    assert summary["mean"] == pytest.approx(np.mean(fold_means))
+    assert summary["std"] == pytest.approx(np.std(fold_means))  # population std
+    assert summary["seed_std"] == pytest.approx(0.1)
+    assert (summary["n_folds"], summary["n_seeds"]) == (2, 2)
