@@ -2,24 +2,50 @@
 PYTHON      ?= python3
 VENV        ?= .venv
 PY          := $(VENV)/bin/python
-# The CPU build of torch (pip finds it in a local wheel folder where there is one);
-# override for a CUDA machine, e.g. `make TORCH_SPEC=torch install`.
+# The CPU build of torch (pip finds it in a local wheel folder where there is one). Elsewhere
+# `make install TORCH_INDEX=https://download.pytorch.org/whl/cpu` fetches the CPU build (PyPI's
+# plain torch is the multi-GB CUDA build); on a CUDA machine `make TORCH_SPEC=torch install`.
 TORCH_SPEC  ?= torch==2.13.0
+TORCH_INDEX ?=
+# Every other package: exact versions with sha256 hashes (Python 3.11, linux x86_64).
+LOCK        ?= requirements/cpu.lock.txt
+UV_VERSION  ?= 0.13.9
+UV          := $(CURDIR)/.cache/uv-tool/bin/uv
+# Extra arguments for `make lock`, e.g. LOCK_ARGS=--upgrade or LOCK_ARGS="--upgrade-package numpy".
+LOCK_ARGS   ?=
 PROFILE     ?= cpu
 RUN_ARGS    ?=
 WORDNET_CACHE ?= $(CURDIR)/.cache/wordnet
 
-.PHONY: install reports smoke test lint wordnet lab clean-venv
+.PHONY: install lock reports smoke test lint wordnet lab clean-venv
 
-$(VENV)/.installed: pyproject.toml
+# torch first (its own requirements may come in at other versions), then the lock overrides every
+# other package with its exact, hash-checked version (--no-deps: the lock is complete), then the
+# package itself without dependencies; `pip check` fails the install if torch and the lock disagree.
+$(VENV)/.installed: pyproject.toml $(LOCK)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q "$(TORCH_SPEC)"
-	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q "$(TORCH_SPEC)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(PY) -m pip install -q --require-hashes --no-deps -r $(LOCK)
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+	$(PY) -m pip check
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (saf_utils)" >/dev/null
 	touch $@
 
 install: $(VENV)/.installed wordnet
+
+# Regenerate the lock from pyproject.toml with uv (kept in .cache, not in the project venv). Versions
+# already in the lock are kept unless LOCK_ARGS says --upgrade; torch stays out (see
+# requirements/overrides.txt) while its own requirements (requirements/torch-cpu.in) are locked.
+# Python 3.11.5 is the floor of the locked set (soupsieve 4.1.3 requires it).
+lock:
+	test -x $(UV) && $(UV) --version | grep -q " $(UV_VERSION)" || \
+	  { $(PYTHON) -m venv $(CURDIR)/.cache/uv-tool && \
+	    $(CURDIR)/.cache/uv-tool/bin/pip install -q "uv==$(UV_VERSION)"; }
+	$(UV) pip compile -q pyproject.toml requirements/torch-cpu.in --extra dev \
+	  --override requirements/overrides.txt --generate-hashes \
+	  --python-version 3.11.5 --python-platform x86_64-manylinux_2_28 \
+	  --custom-compile-command "make lock" $(LOCK_ARGS) -o $(LOCK)
 
 # WordNet for METEOR: Debian's wordnet-base, unpacked into .cache (saf_utils.metrics finds it
 # there; or set WORDNET_DIR to any WordNet 3.0 dict folder). Root only to refresh apt lists.
