@@ -45,3 +45,15 @@ def data_sources() -> list[dict[str, Any]]:
 
 class DataError(ValueError):
     """Bad or missing input data; the message names file, split, row and column."""
+
+
+def annotate(path: str | Path, **fields: Any) -> None:
+    """Add what a loader found in a registered file (e.g. ``rows``, ``anomalies``) to its entry.
+
+    The fields travel with :func:`data_sources` into each notebook's ``data_sources.json`` and
+    the run manifest's ``data_sources``.
+    """
+    key = str(Path(path).resolve())
+    if key not in _SOURCES:
+        raise KeyError(f"{key}: not registered; call register() first")
+    _SOURCES[key].update(fields)

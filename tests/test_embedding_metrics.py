@@ -282,3 +282,32 @@ def test_degenerate_score_and_idf_dict(tiny_bert):
     assert idf[10**6] == pytest.approx(np.log(4))  # unseen ids: log(N + 1)
     same = em.moverscore(refs, hyps, model=tiny_bert, idf_dict_ref=idf, idf_dict_hyp=idf)
     assert len(same) == 3 and all(np.isfinite(same))
+
+
+# --- input checks ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", [None, 3, float("nan"), b"bytes"], ids=repr)
+def test_embedding_metrics_name_the_bad_position(tiny_bert, bad) -> None:
+    hyps, refs = ["das haus", bad, "gut"], ["das haus", "die antwort", "gut"]
+    kw = {"model_type": tiny_bert, "num_layers": 2, "device": "cpu"}
+    with pytest.raises(ValueError, match=r"hyps\[1\] is .*not a string"):
+        em.bertscore(hyps, refs, **kw)
+    with pytest.raises(ValueError, match=r"hyps\[1\] is .*not a string"):
+        em.bertscore_items(hyps, refs, **kw)
+    with pytest.raises(ValueError, match=r"refs\[1\] is .*not a string"):
+        em.bertscore(refs, hyps, **kw)
+    with pytest.raises(ValueError, match=r"hyps\[1\] is .*not a string"):
+        em.moverscore(refs, hyps, tiny_bert)
+    with pytest.raises(ValueError, match=r"refs\[1\] is .*not a string"):
+        em.moverscore(hyps, refs, tiny_bert)
+    with pytest.raises(ValueError, match=r"hyps\[1\] is .*not a string"):
+        em.moverscore_items(hyps, refs, model=tiny_bert, device="cpu")
+    with pytest.raises(ValueError, match=r"refs\[1\] is .*not a string"):
+        em.moverscore_items(refs, hyps, model=tiny_bert, device="cpu")
+    with pytest.raises(ValueError, match=r"texts\[1\] is .*not a string"):
+        em.get_idf_dict(hyps, tiny_bert)
+    with pytest.raises(ValueError, match="one string"):
+        em.bertscore("das haus", "das haus", **kw)
+    with pytest.raises(ValueError, match="one string"):
+        em.moverscore("das haus", "das haus", tiny_bert)

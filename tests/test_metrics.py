@@ -164,6 +164,35 @@ def test_text_metrics_require_parallel_lists(fn) -> None:
         fn([], [])
 
 
+CORPUS_METRICS = {"bleu": m.bleu, "chrf": m.chrf, "rouge": m.rouge, "meteor": m.meteor,
+                  "output_stats": m.output_stats}
+PAIR_METRICS = {"message_f1": m.message_f1, "message_f1_squad": m.message_f1_squad,
+                "content_f1": m.content_f1}
+BAD_TEXTS = [None, 3, 0.5, float("nan"), b"bytes", ["a"]]
+
+
+@pytest.mark.parametrize("bad", BAD_TEXTS, ids=repr)
+@pytest.mark.parametrize("name", sorted(CORPUS_METRICS))
+def test_corpus_text_metrics_name_the_bad_position(name, bad) -> None:
+    fn = CORPUS_METRICS[name]
+    with pytest.raises(ValueError, match=r"hyps\[1\] is .*not a string"):
+        fn(["a b", bad, "c"], ["a b", "x", "c"])
+    with pytest.raises(ValueError, match=r"refs\[2\] is .*not a string"):
+        fn(["a b", "x", "c"], ["a b", "x", bad])
+    with pytest.raises(ValueError, match="one string"):
+        fn("a b", "a b")
+
+
+@pytest.mark.parametrize("bad", BAD_TEXTS, ids=repr)
+@pytest.mark.parametrize("name", sorted(PAIR_METRICS))
+def test_pair_text_metrics_name_the_bad_side(name, bad) -> None:
+    fn = PAIR_METRICS[name]
+    with pytest.raises(ValueError, match=r"pred is .*not a string"):
+        fn(bad, "a b")
+    with pytest.raises(ValueError, match=r"gold is .*not a string"):
+        fn("a b", bad)
+
+
 def _wordnet_available() -> bool:
     try:
         m.find_wordnet()

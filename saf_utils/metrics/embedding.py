@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from saf_utils.encoders import minilm_path, resolve_model
+from saf_utils.metrics.checks import check_pairs, check_texts
 
 __all__ = [
     "MINILM_LAYERS",
@@ -161,10 +162,7 @@ def bertscore(
     table can never mix the two silently). Returns means ``precision``, ``recall``, ``f1``,
     per-pair ``f1_per_pair``, ``rescaled``, ``model`` and ``num_layers``.
     """
-    if len(hyps) != len(refs):
-        raise ValueError(f"got {len(hyps)} hypotheses and {len(refs)} references")
-    if len(hyps) == 0:
-        raise ValueError("empty input, nothing to score")
+    hyps, refs = check_pairs(hyps, refs)  # strings only, parallel, not empty
     if model_type is None:
         model_type = minilm_path()
         num_layers = MINILM_LAYERS if num_layers is None else num_layers
@@ -230,6 +228,7 @@ def get_idf_dict(
     Ids never seen get log(N+1) (the defaultdict's default); ``[CLS]``/``[SEP]`` occur in
     every text and get 0. Pass the result as ``idf_dict_ref``/``idf_dict_hyp``.
     """
+    texts = check_texts(texts, "texts")
     enc, tok = load_encoder(model, device)
     max_tokens = _max_tokens(enc, tok)
     docs = [tok.convert_tokens_to_ids([tok.cls_token, *tok.tokenize(t)[:max_tokens],
@@ -279,6 +278,7 @@ def moverscore(
     import torch
     from tqdm.auto import tqdm
 
+    refs, hyps = check_texts(refs, "refs"), check_texts(hyps, "hyps")
     if len(refs) != len(hyps):
         raise ValueError(f"got {len(refs)} references and {len(hyps)} hypotheses")
     if n_gram != 1:

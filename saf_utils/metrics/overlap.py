@@ -63,7 +63,7 @@ _PUNCT = frozenset(string.punctuation)
 
 def normalize_answer(text: str) -> str:
     """SQuAD normalisation: lower-case, drop ASCII punctuation, drop a/an/the, squash spaces."""
-    text = text.lower()
+    text = _str(text, "text").lower()
     text = "".join(ch for ch in text if ch not in _PUNCT)
     text = re.sub(r"\b(a|an|the)\b", " ", text)
     return " ".join(text.split())

@@ -1,19 +1,42 @@
 """SAF loader and validation: the hub dataset, a hub-layout folder, or split files.
 
 :func:`load_saf` reads a hub id (``SAF_DATA`` overrides the legal-set default), a local
-hub-layout folder ``data/{split}-*.parquet`` or ``{split}.jsonl|.csv|.parquet`` files, and
-validates every row; all problems are raised together as one :class:`SAFDataError`.
+hub-layout folder ``data/{split}-0000k-of-0000n.parquet`` or ``{split}.jsonl|.csv|.parquet``
+files, and validates every row. Two kinds of findings:
+
+- **Problems** (structural; always an error): a missing expected split, an incomplete or
+  ambiguous set of split files, an unreadable file, a split with 0 rows, a missing column,
+  an empty or duplicate id, ids of mixed types, a label that is missing or not one of
+  :data:`SAF_LABELS`, a score that is not a number in [0, 1], a missing or blank
+  ``question`` / ``reference_answer`` / ``answer_feedback``, a non-string text cell. All
+  problems are raised together as one :class:`SAFDataError`, each naming file, split, row,
+  id and column.
+- **Anomalies** (content that real releases contain; :data:`SAF_ANOMALY_KINDS`): a blank
+  student answer (``empty_answer``; graded, e.g. as an empty submission) and a label that
+  disagrees with the score (``label_score_mismatch``; Correct <=> 1, Incorrect <=> 0,
+  Partially correct strictly between). They are loaded as they are (a missing answer
+  becomes ``""``), counted per split and kind (``load_saf(..., return_report=True)``),
+  written into the data-source entries of the run manifest (:func:`saf_utils.provenance.annotate`:
+  ``rows``, ``anomalies`` and ``anomaly_ids`` per file), and announced with a
+  :class:`SAFDataWarning`. ``strict=True`` makes them problems.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import os
+import re
+import warnings
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
-from saf_utils.provenance import DataError, register
+from saf_utils.provenance import DataError, annotate, register
 
 
 class SAFDataError(DataError):
@@ -27,6 +50,9 @@ class SAFDataError(DataError):
         where = f" in {source}" if source else ""
         super().__init__(f"{len(self.problems)} problem(s){where}:\n  - {head}{tail}")
 
+
+class SAFDataWarning(UserWarning):
+    """A SAF dataset loaded with content anomalies (counted, see ``return_report``)."""
 
 
 SAF_HUB_ID = "Short-Answer-Feedback/saf_legal_domain_german"
@@ -42,7 +68,13 @@ SAF_COLUMNS = (
     "score",
 )
 SAF_OPTIONAL_COLUMNS = ("error_class",)
+#: Content anomalies that are loaded and counted (``strict=True``: problems).
+SAF_ANOMALY_KINDS = ("empty_answer", "label_score_mismatch")
+#: Columns of the anomaly report (one row per loaded split and kind, zero counts included).
+REPORT_COLUMNS = ("split", "kind", "count", "ids", "rows", "files")
 _SAF_SUFFIXES = (".parquet", ".jsonl", ".csv")
+_SHARD = re.compile(r"^(?P<split>\w+?)-(?P<k>\d+)-of-(?P<n>\d+)(?:-[0-9a-f]+)?\.parquet$")
+_REQUIRED_TEXT = ("question", "reference_answer", "answer_feedback")
 
 
 def saf_dataset_name(source: str | os.PathLike | None = None) -> str:
@@ -51,139 +83,359 @@ def saf_dataset_name(source: str | os.PathLike | None = None) -> str:
     return Path(source.rstrip("/")).name
 
 
+# --------------------------------------------------------------------------- files
+
+
+def _isna(value: Any) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+
+
+def _read_jsonl(path: Path) -> pd.DataFrame:
+    records = []
+    with open(path, encoding="utf-8") as fh:
+        for line_no, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"line {line_no}: not valid JSON ({exc})") from None
+            if not isinstance(rec, dict):
+                raise ValueError(f"line {line_no}: a JSON {type(rec).__name__}, not an object")
+            records.append(rec)
+    return pd.DataFrame.from_records(records) if records else pd.DataFrame()
+
+
 def _read_table(path: Path) -> pd.DataFrame:
-    """Read one parquet/jsonl/csv file as strings+score, or raise naming the file."""
+    """Read one parquet/jsonl/csv file with raw cell values, or raise naming the file."""
+    if path.suffix not in _SAF_SUFFIXES:
+        raise SAFDataError([f"{path}: unsupported file type (use .parquet, .jsonl or .csv)"])
     try:
         if path.suffix == ".parquet":
             return pd.read_parquet(path)
         if path.suffix == ".jsonl":
-            return pd.read_json(path, lines=True, dtype=False)
-        if path.suffix == ".csv":
-            return pd.read_csv(
-                path,
-                dtype={c: "string" for c in SAF_COLUMNS if c != "score"},
-                keep_default_na=False,
-                na_values=[""],
-            )
+            return _read_jsonl(path)
+        # Every CSV cell as text (ids like "007" stay text); only empty cells are missing.
+        return pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
     except Exception as exc:  # pandas/arrow raise many types; the user needs the file name
         raise SAFDataError([f"{path}: cannot be read as {path.suffix[1:]} ({exc})"]) from None
-    raise SAFDataError([f"{path}: unsupported file type (use .parquet, .jsonl or .csv)"])
 
 
-def _local_saf_files(root: Path) -> dict[str, list[Path]]:
-    """Find split files in hub layout (data/{split}-*.parquet) or as {split}.{ext}."""
-    found: dict[str, list[Path]] = {}
-    for folder in (root / "data", root):
-        for split in SAF_SPLITS:
-            if split in found:
-                continue
-            shards = sorted(folder.glob(f"{split}-*.parquet"))
-            if not shards:
-                shards = [
-                    folder / f"{split}{s}"
-                    for s in _SAF_SUFFIXES
-                    if (folder / f"{split}{s}").is_file()
-                ][:1]
-            if shards:
-                found[split] = shards
-    return found
+@dataclass
+class _SplitFiles:
+    files: dict[str, list[Path]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    near_misses: dict[str, list[Path]] = field(default_factory=dict)
+    seen: list[Path] = field(default_factory=list)
 
 
-def validate_saf_frame(df: pd.DataFrame, split: str, file: str) -> list[str]:
-    """All schema and value problems of one split, each naming file, split, row, id, column.
+def _shard_problems(split: str, shards: list[tuple[int, int, Path]]) -> list[str]:
+    """Shards must be ``-0000k-of-0000n`` for every k < n, once each, with one n."""
+    names = ", ".join(p.name for _, _, p in shards)
+    totals = {n for _, n, _ in shards}
+    if len(totals) > 1:
+        return [f"split '{split}': shards disagree on their number ({names})"]
+    n = totals.pop()
+    counts = Counter(k for k, _, _ in shards)
+    missing = [k for k in range(n) if k not in counts]
+    twice = sorted(k for k, c in counts.items() if c > 1)
+    beyond = sorted(k for k in counts if k >= n)
+    problems = []
+    if missing:
+        problems.append(
+            f"split '{split}': shard(s) {', '.join(f'{k:05d}-of-{n:05d}' for k in missing)} "
+            f"missing (found {names}); a partial split is never loaded"
+        )
+    if twice or beyond:
+        problems.append(f"split '{split}': shard numbers repeated or out of range ({names})")
+    return problems
 
-    Rows are numbered from 1 in file order. Label and score must agree: Correct <=> 1,
-    Incorrect <=> 0, Partially correct strictly between.
+
+def _local_saf_files(root: Path, wanted: Sequence[str]) -> _SplitFiles:
+    """Split files in hub layout (``data/{split}-0000k-of-0000n.parquet``) or ``{split}.{ext}``.
+
+    Each split must come from exactly one source: one file, or one complete set of shards.
+    Names that look like a split but are not read (``train.CSV``, ``train.json``) are kept as
+    near misses so that a missing-split error can name them.
     """
-    where = f"{file} [{split}]"
+    out = _SplitFiles()
+    candidates: dict[str, list[Path]] = defaultdict(list)
+    shards: dict[str, list[tuple[int, int, Path]]] = defaultdict(list)
+    bad_shards: dict[str, list[Path]] = defaultdict(list)
+    for folder in (root / "data", root):
+        if not folder.is_dir():
+            continue
+        for path in sorted(folder.iterdir()):
+            if not path.is_file():
+                continue
+            out.seen.append(path)
+            m = _SHARD.match(path.name)
+            if m and m["split"] in SAF_SPLITS:
+                shards[m["split"]].append((int(m["k"]), int(m["n"]), path))
+                candidates[m["split"]].append(path)
+                continue
+            stem, dot, rest = path.name.partition(".")
+            if stem in SAF_SPLITS and dot + rest in _SAF_SUFFIXES:
+                candidates[stem].append(path)
+                continue
+            for split in SAF_SPLITS:
+                if path.name.lower().startswith(split):
+                    out.near_misses.setdefault(split, []).append(path)
+                    if path.name.startswith(f"{split}-") and path.suffix == ".parquet":
+                        bad_shards[split].append(path)
+                    break
+    for split in wanted:
+        if bad_shards[split]:
+            out.problems.append(
+                f"split '{split}': shard name(s) not of the form {split}-0000k-of-0000n.parquet: "
+                f"{', '.join(map(str, bad_shards[split]))}"
+            )
+            continue
+        paths = candidates.get(split, [])
+        if not paths:
+            continue
+        singles = [p for p in paths if not _SHARD.match(p.name)]
+        folders = {p.parent for p in paths}
+        if len(folders) > 1 or (singles and len(paths) > 1):
+            out.problems.append(
+                f"split '{split}': {len(paths)} files ({', '.join(map(str, paths))}); "
+                "keep exactly one file (or one set of shards) per split"
+            )
+            continue
+        if not singles:
+            problems = _shard_problems(split, shards[split])
+            if problems:
+                out.problems += problems
+                continue
+            paths = [p for _, _, p in sorted(shards[split], key=lambda t: t[0])]
+        out.files[split] = paths
+    return out
+
+
+def _missing_split_message(root: Path, missing: list[str], found: _SplitFiles) -> str:
+    seen = ", ".join(str(p.relative_to(root)) for p in found.seen) or "nothing"
+    msg = (
+        f"{root}: no file for split(s) {missing} (every expected split must be present; "
+        f"pass splits=[...] to load a subset on purpose). Read are data/{{split}}-0000k-of-"
+        f"0000n.parquet shards or one {{split}}.parquet|.jsonl|.csv file. Found: {seen}"
+    )
+    near = [p.name for s in missing for p in found.near_misses.get(s, [])]
+    if near:
+        msg += f". Not read (wrong name or extension): {', '.join(near)}"
+    return msg
+
+
+# --------------------------------------------------------------------------- validation
+
+
+@dataclass
+class _Checked:
+    """One split after validation: clean rows, problems, and counted anomalies."""
+
+    rows: list[dict[str, Any]]
+    problems: list[str]
+    anomalies: list[dict[str, Any]]  # {kind, id, row, file, message}
+
+
+def _where(file: str, split: str, row: int, rid: Any) -> str:
+    return f"{file} [{split}] row {row} (id={rid})"
+
+
+def _check_split(df: pd.DataFrame, split: str, files: Sequence[str]) -> _Checked:
+    """Validate one split read from ``files``; ``df`` carries ``_file`` and ``_row`` (1-based)."""
+    where_split = f"{', '.join(files)} [{split}]"
+    if len(df) == 0:
+        return _Checked([], [f"{where_split}: split has 0 rows"], [])
     missing = [c for c in SAF_COLUMNS if c not in df.columns]
     if missing:
-        return [f"{where}: missing column '{c}'" for c in missing]
+        return _Checked([], [f"{where_split}: missing column '{c}'" for c in missing], [])
+    keep = [c for c in SAF_COLUMNS + SAF_OPTIONAL_COLUMNS if c in df.columns]
+    cells = {c: [None if _isna(v) else v for v in df[c].tolist()] for c in keep}
+    scores = pd.to_numeric(pd.Series(cells["score"], dtype=object), errors="coerce").tolist()
     problems: list[str] = []
-    ids = df["id"].astype("string")
-    dup = ids[ids.duplicated(keep="first") & ids.notna()]
-    for row, value in dup.items():
-        problems.append(f"{where} row {row + 1} (id={value}), column 'id': duplicate id")
-    scores = pd.to_numeric(df["score"], errors="coerce")
-    for row in range(len(df)):
-        rid = ids.iloc[row]
-        at = f"{where} row {row + 1} (id={rid})"
-        if pd.isna(rid) or not str(rid).strip():
+    anomalies: list[dict[str, Any]] = []
+    rows: list[dict[str, Any]] = []
+    seen_ids: dict[Any, int] = {}
+    for i in range(len(df)):
+        file, row = str(df["_file"].iloc[i]), int(df["_row"].iloc[i])
+        rec = {c: cells[c][i] for c in keep}
+        rid = rec["id"]
+        at = _where(file, split, row, rid)
+        if rid is None or (isinstance(rid, str) and not rid.strip()):
             problems.append(f"{at}, column 'id': empty id")
-        answer = df["provided_answer"].iloc[row]
-        if pd.isna(answer) or not str(answer).strip():
-            problems.append(f"{at}, column 'provided_answer': empty answer")
-        for col in ("question", "reference_answer"):
-            if pd.isna(df[col].iloc[row]):
-                problems.append(f"{at}, column '{col}': missing value")
-        raw_score, score = df["score"].iloc[row], scores.iloc[row]
-        label = df["verification_feedback"].iloc[row]
-        if pd.isna(score):
+        elif isinstance(rid, bool) or not isinstance(rid, str | int):
+            problems.append(f"{at}, column 'id': {rid!r} is a {type(rid).__name__}, "
+                            "not a string or integer")
+        elif rid in seen_ids:
+            problems.append(f"{at}, column 'id': duplicate id (first in row {seen_ids[rid]})")
+        else:
+            seen_ids[rid] = row
+        for col in _REQUIRED_TEXT + ("verification_feedback",):
+            value = rec[col]
+            if value is None:
+                what = "missing label" if col == "verification_feedback" else "missing value"
+                problems.append(f"{at}, column '{col}': {what}")
+            elif not isinstance(value, str):
+                problems.append(f"{at}, column '{col}': {value!r} is a "
+                                f"{type(value).__name__}, not a string")
+            elif not value.strip():
+                problems.append(f"{at}, column '{col}': empty (blank) text")
+        if rec.get("error_class") is not None and not isinstance(rec["error_class"], str):
+            problems.append(f"{at}, column 'error_class': {rec['error_class']!r} is not a string")
+        answer = rec["provided_answer"]
+        if answer is not None and not isinstance(answer, str):
+            problems.append(f"{at}, column 'provided_answer': {answer!r} is a "
+                            f"{type(answer).__name__}, not a string")
+        elif answer is None or not answer.strip():
+            anomalies.append({"kind": "empty_answer", "id": rid, "row": row, "file": file,
+                              "message": f"{at}, column 'provided_answer': empty answer"})
+            rec["provided_answer"] = answer or ""
+        raw_score, label = rec["score"], rec["verification_feedback"]
+        score = None if isinstance(raw_score, bool) else scores[i]
+        if score is None or _isna(score):
             problems.append(f"{at}, column 'score': not a number ({raw_score!r})")
         elif not 0.0 <= score <= 1.0:
             problems.append(f"{at}, column 'score': {score} outside [0, 1]")
-        if label not in SAF_LABELS:
+        if isinstance(label, str) and label not in SAF_LABELS:
             problems.append(
                 f"{at}, column 'verification_feedback': {label!r} not one of {list(SAF_LABELS)}"
             )
-        elif not pd.isna(score) and 0.0 <= score <= 1.0:
+        elif label in SAF_LABELS and score is not None and 0.0 <= score <= 1.0:
             expected = (
                 "Correct" if score == 1 else "Incorrect" if score == 0 else "Partially correct"
             )
             if label != expected:
+                anomalies.append({
+                    "kind": "label_score_mismatch", "id": rid, "row": row, "file": file,
+                    "message": f"{at}, column 'verification_feedback': label {label!r} "
+                               f"inconsistent with score {score} (expected {expected!r})"})
+        rec["score"] = float(score) if score is not None and not _isna(score) else None
+        rows.append(rec)
+    return _Checked(rows, problems, anomalies)
+
+
+def _id_type_problems(checked: dict[str, _Checked], where: dict[str, pd.DataFrame]) -> list[str]:
+    """Ids must share one type (all strings or all integers) across the loaded splits."""
+    kinds = Counter(
+        type(r["id"]).__name__ for c in checked.values() for r in c.rows
+        if isinstance(r["id"], str | int) and not isinstance(r["id"], bool)
+    )
+    if len(kinds) < 2:
+        return []
+    main = "str" if kinds["str"] >= kinds["int"] else "int"
+    problems = []
+    for split, c in checked.items():
+        df = where[split]
+        for i, r in enumerate(c.rows):
+            rid = r["id"]
+            if isinstance(rid, str | int) and not isinstance(rid, bool) \
+                    and type(rid).__name__ != main:
+                at = _where(str(df["_file"].iloc[i]), split, int(df["_row"].iloc[i]), repr(rid))
                 problems.append(
-                    f"{at}, column 'verification_feedback': label {label!r} inconsistent "
-                    f"with score {score} (expected {expected!r})"
+                    f"{at}, column 'id': {type(rid).__name__} id among {main} ids "
+                    f"({kinds[main]} of them); write every id as a {main}"
                 )
     return problems
 
 
-def _frame_to_dataset(df: pd.DataFrame):
-    import datasets
+def validate_saf_frame(df: pd.DataFrame, split: str, file: str, strict: bool = True
+                       ) -> list[str]:
+    """All problems of one split as messages (anomalies included when ``strict``).
 
-    keep = [c for c in SAF_COLUMNS + SAF_OPTIONAL_COLUMNS if c in df.columns]
-    df = df[keep].copy()
-    for col in keep:
-        df[col] = df[col].astype(float) if col == "score" else df[col].astype(object)
-    return datasets.Dataset.from_pandas(df, preserve_index=False)
+    Rows are numbered from 1 in file order; each message names file, split, row, id, column.
+    """
+    df = df.reset_index(drop=True).assign(_file=file, _row=range(1, len(df) + 1))
+    checked = _check_split(df, split, [file])
+    return checked.problems + ([a["message"] for a in checked.anomalies] if strict else [])
 
 
-def load_saf(source: str | os.PathLike | None = None, splits: Iterable[str] | None = None):
+def _report(checked: dict[str, _Checked]) -> pd.DataFrame:
+    out = []
+    for split, c in checked.items():
+        for kind in SAF_ANOMALY_KINDS:
+            hits = [a for a in c.anomalies if a["kind"] == kind]
+            out.append({"split": split, "kind": kind, "count": len(hits),
+                        "ids": [a["id"] for a in hits], "rows": [a["row"] for a in hits],
+                        "files": sorted({Path(a["file"]).name for a in hits})})
+    return pd.DataFrame(out, columns=list(REPORT_COLUMNS))
+
+
+def _annotate_sources(registered: dict[str, list[tuple[str, str]]],
+                      frames: dict[str, pd.DataFrame], checked: dict[str, _Checked]) -> None:
+    """Rows and anomaly counts per registered file, for the run manifest's data sources.
+
+    ``registered`` maps a split to (row label, registered path) pairs. Local files carry
+    their own rows' counts; hub cache files (rows not attributable to one file) carry the
+    split's counts on its first file.
+    """
+    for split, files in registered.items():
+        anomalies, labels = checked[split].anomalies, frames[split]["_file"]
+        for j, (label, path) in enumerate(files):
+            if not path or (label.startswith("hub:") and j > 0):
+                continue  # hub cache files: the split's counts go on the first one
+            mine = [a for a in anomalies if a["file"] == label]
+            ids = {k: [a["id"] for a in mine if a["kind"] == k] for k in SAF_ANOMALY_KINDS}
+            annotate(path, rows=int((labels == label).sum()),
+                     anomalies={k: len(v) for k, v in ids.items()},
+                     anomaly_ids={k: v for k, v in ids.items() if v})
+
+
+# --------------------------------------------------------------------------- loader
+
+
+def load_saf(source: str | os.PathLike | None = None, splits: Iterable[str] | None = None,
+             *, strict: bool = False, return_report: bool = False):
     """Load and validate the SAF dataset as a ``datasets.DatasetDict``.
 
     ``source`` is a hub id (default :data:`SAF_HUB_ID`, overridden by the ``SAF_DATA``
-    environment variable), a local folder in hub layout (``data/{split}-*.parquet``) or a
-    folder of ``{split}.jsonl|.csv|.parquet`` files. ``error_class`` is kept when present.
-    All problems are raised together as one :class:`SAFDataError`.
+    environment variable), a local folder in hub layout (``data/{split}-0000k-of-0000n
+    .parquet``) or a folder of ``{split}.jsonl|.csv|.parquet`` files (one per split).
+    ``splits=None`` requires all of :data:`SAF_SPLITS`; a list loads that subset on purpose
+    (each one still required). ``error_class`` is kept when present. All problems are raised
+    together as one :class:`SAFDataError`; content anomalies (:data:`SAF_ANOMALY_KINDS`) are
+    loaded and counted, or problems when ``strict``. ``return_report=True`` returns
+    ``(datasets, report)``, the report a frame of :data:`REPORT_COLUMNS` with one row per
+    split and kind (``count`` 0 included; ``ids``/``rows`` name the rows).
     """
     import datasets
 
     source = str(source or os.environ.get("SAF_DATA") or SAF_HUB_ID)
-    wanted = list(splits) if splits is not None else None
-    unknown = [s for s in wanted or [] if s not in SAF_SPLITS]
-    if unknown:
-        raise SAFDataError([f"unknown split(s) {unknown}; known: {list(SAF_SPLITS)}"], source)
+    wanted = list(dict.fromkeys(splits)) if splits is not None else list(SAF_SPLITS)
+    unknown = [s for s in wanted if s not in SAF_SPLITS]
+    if unknown or not wanted:
+        what = f"unknown split(s) {unknown}" if unknown else "no split asked for"
+        raise SAFDataError([f"{what}; known: {list(SAF_SPLITS)}"], source)
 
-    frames: dict[str, tuple[pd.DataFrame, str]] = {}
+    frames: dict[str, pd.DataFrame] = {}
+    registered: dict[str, list[tuple[str, str]]] = {}
     root = Path(source).expanduser()
     if root.exists():
-        files = _local_saf_files(root)
-        if not files:
-            raise SAFDataError(
-                [
-                    f"{root}: no split files found (expected data/{{split}}-*.parquet or "
-                    f"{{split}}.jsonl|.csv|.parquet for splits {list(SAF_SPLITS)})"
-                ],
-                source,
-            )
-        missing = [s for s in wanted or [] if s not in files]
+        found = _local_saf_files(root, wanted)
+        missing = [s for s in wanted if s not in found.files and not any(
+            f"split '{s}'" in p for p in found.problems)]
+        problems = list(found.problems)
         if missing:
-            raise SAFDataError([f"{root}: no file for split(s) {missing}"], source)
-        for split in wanted or [s for s in SAF_SPLITS if s in files]:
-            parts = [_read_table(p) for p in files[split]]
-            frames[split] = (pd.concat(parts, ignore_index=True), ", ".join(map(str, files[split])))
-            for p in files[split]:
+            problems.insert(0, _missing_split_message(root, missing, found))
+        if problems:
+            raise SAFDataError(problems, source)
+        read_problems = []
+        for split in wanted:
+            parts = []
+            for p in found.files[split]:
+                try:
+                    df = _read_table(p)
+                except SAFDataError as exc:
+                    read_problems += exc.problems
+                    continue
+                parts.append(df.assign(_file=str(p), _row=range(1, len(df) + 1)))
+            if parts:
+                frames[split] = pd.concat(parts, ignore_index=True)
+        if read_problems:
+            raise SAFDataError(read_problems, source)
+        for split in wanted:
+            for p in found.files[split]:
                 register("saf", source, p, split)
+            registered[split] = [(str(p), str(p)) for p in found.files[split]]
     else:
         try:
             hub = datasets.load_dataset(source)
@@ -196,24 +448,52 @@ def load_saf(source: str | os.PathLike | None = None, splits: Iterable[str] | No
                 ],
                 source,
             ) from None
-        for split in wanted or [s for s in SAF_SPLITS if s in hub]:
-            if split not in hub:
-                raise SAFDataError([f"hub dataset has no split '{split}'"], source)
-            frames[split] = (hub[split].to_pandas(), f"hub:{source}")
+        missing = [s for s in wanted if s not in hub]
+        if missing:
+            raise SAFDataError([f"hub dataset has no split(s) {missing} (it has "
+                                f"{list(hub)})"], source)
+        for split in wanted:
+            df = hub[split].to_pandas()
+            frames[split] = df.assign(_file=f"hub:{source}", _row=range(1, len(df) + 1))
             for cache in hub[split].cache_files:
                 register("saf", source, cache["filename"], split)
+            registered[split] = [(f"hub:{source}", c["filename"])
+                                 for c in hub[split].cache_files] or [(f"hub:{source}", "")]
 
-    problems = [
-        p for split, (df, file) in frames.items() for p in validate_saf_frame(df, split, file)
-    ]
-    split_of: dict[str, str] = {}
-    for split, (df, _) in frames.items():
-        for i in df["id"].dropna().unique() if "id" in df else []:
-            if i in split_of:
-                problems.append(f"id {i} appears in splits {split_of[i]!r} and {split!r}")
-            split_of[i] = split
+    checked = {split: _check_split(df, split, [label for label, _ in registered[split]])
+               for split, df in frames.items()}
+    problems = [p for c in checked.values() for p in c.problems]
+    problems += _id_type_problems(checked, frames)
+    if strict:
+        problems += [a["message"] + " (content anomaly; strict=True)"
+                     for c in checked.values() for a in c.anomalies]
+    split_of: dict[Any, str] = {}
+    for split, c in checked.items():
+        for rid in dict.fromkeys(r["id"] for r in c.rows if r["id"] is not None):
+            if rid in split_of:
+                problems.append(f"id {rid} appears in splits {split_of[rid]!r} and {split!r}")
+            split_of[rid] = split
     if problems:
         raise SAFDataError(problems, source)
-    return datasets.DatasetDict({s: _frame_to_dataset(df) for s, (df, _) in frames.items()})
+
+    report = _report(checked)
+    report.attrs["source"] = source
+    _annotate_sources(registered, frames, checked)
+    if report["count"].sum():
+        counts = report[report["count"] > 0]
+        summary = "; ".join(f"{r.split}: {r.count} {r.kind}" for r in counts.itertuples())
+        warnings.warn(SAFDataWarning(
+            f"{source}: loaded with content anomalies ({summary}); "
+            "load_saf(..., return_report=True) lists them, strict=True refuses them"),
+            stacklevel=2)
+    ds = datasets.DatasetDict({s: _rows_to_dataset(c.rows) for s, c in checked.items()})
+    return (ds, report) if return_report else ds
 
 
+def _rows_to_dataset(rows: list[dict[str, Any]]):
+    import datasets
+
+    df = pd.DataFrame(rows)
+    for col in df.columns:
+        df[col] = df[col].astype(float) if col == "score" else df[col].astype(object)
+    return datasets.Dataset.from_pandas(df, preserve_index=False)

@@ -171,7 +171,12 @@ class ParsedOutput:
 
 
 _SPECIAL = re.compile(r"</?s>|<pad>|<unk>|\[(?:CLS|SEP|PAD)\]|<extra_id_\d+>")
-_NUMBER = re.compile(r"^[+-]?(?:\d+(?:[.,]\d*)?|[.,]\d+)")
+#: A generated score: a plain decimal in ASCII digits with one optional '.' or ',' separator
+#: (``0.5``, ``0,5``, ``.25``, ``1.``). Exponents (``1e-1``), several separators
+#: (``0,25,5``), non-ASCII digits (``٠٫٥``, ``０.５``), fractions or percent signs are no score:
+#: they are counted as unparseable, never read as a different number.
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:[.,][0-9]*)?|[.,][0-9]+)", flags=re.ASCII)
+_SCORE_TOKEN = re.compile(r"[^\s:]+")
 
 
 def _norm_label_text(text: str) -> str:
@@ -212,7 +217,9 @@ def parse_output(text: str | None, mode: str = "verification",
     Tolerates special tokens, any case ("partially correct"), extra spaces, a missing
     ``Feedback:`` marker (the label/score is then read from the start and the rest is the
     feedback). Anything that yields no label (or no score in [0, 1]) is unparseable: label
-    and score None, feedback the best guess, ``problem`` says why.
+    and score None, feedback the best guess, ``problem`` says why. A score is a plain decimal
+    in ASCII digits (``0.5``, ``0,5``, ``.25``); ``1e-1``, ``0,25,5`` or ``٠٫٥`` are
+    unparseable, never read as another number.
     """
     if mode not in MODES:
         raise ValueError(f"mode {mode!r} not one of {list(MODES)}")
@@ -241,15 +248,21 @@ def parse_output(text: str | None, mode: str = "verification",
         if label is not None:
             score = LABEL_SCORE.get(label)
     else:
-        nm = _NUMBER.match(head)
-        if nm is None:
-            problems.append("no score")
+        # The score is the first token (up to a space or ':'), less a trailing '.' or ','
+        # ("0.5. Feedback"); the whole token must be a plain decimal (see _NUMBER).
+        tm = _SCORE_TOKEN.match(head)
+        token = tm.group(0).rstrip(".,") if tm else ""
+        number = token if token and _NUMBER.fullmatch(token) else None
+        if number is None:
+            digits = tm is not None and any(ch.isnumeric() for ch in tm.group(0))
+            problems.append(f"not a plain decimal score ({tm.group(0)!r})" if digits
+                            else "no score")
             if not m:
                 feedback = clean
         else:
-            value = float(nm.group(0).replace(",", "."))
+            value = float(number.replace(",", "."))
             if not m:
-                feedback = head[nm.end():].strip(" :.-")
+                feedback = head[tm.end():].strip(" :.-")
             if 0.0 <= value <= 1.0:
                 score, label = value, score_to_label(value)
             else:

@@ -1,0 +1,386 @@
+"""SAF loader: shipped fixtures, malformed variants built in temp dirs, and the real shared data.
+
+Each SAF row of issue 10's table has a test here: a real release's content anomalies load
+and are counted; a missing, misnamed, partial (shard) or doubled split file, a 0-row split,
+blank required text, a CSV NA label and mixed-type ids are SAFDataErrors naming the place.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import warnings
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from saf_utils import provenance
+from saf_utils.saf import data as sdata
+from saf_utils.saf.data import SAFDataError, SAFDataWarning, load_saf
+
+FIX = Path(__file__).parent / "fixtures"
+SPLITS = ("train", "validation", "test_unseen_answers", "test_unseen_questions")
+FIXTURE_SIZES = {"train": 5, "validation": 2, "test_unseen_answers": 3,
+                 "test_unseen_questions": 2}
+
+
+def _frames(folder: str = "saf_legal_jsonl") -> dict[str, pd.DataFrame]:
+    return {s: pd.read_json(FIX / folder / f"{s}.jsonl", lines=True, dtype=False) for s in SPLITS}
+
+
+def _write_jsonl(root: Path, frames: dict[str, pd.DataFrame]) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    for split, df in frames.items():
+        df.to_json(root / f"{split}.jsonl", orient="records", lines=True, force_ascii=False)
+    return root
+
+
+def _write_hub(root: Path, frames: dict[str, pd.DataFrame], shards: int = 1) -> Path:
+    (root / "data").mkdir(parents=True, exist_ok=True)
+    for split, df in frames.items():
+        size = -(-len(df) // shards)
+        for k in range(shards):
+            part = df.iloc[k * size:(k + 1) * size]
+            part.to_parquet(root / "data" / f"{split}-{k:05d}-of-{shards:05d}.parquet")
+    return root
+
+
+def _error(root, **kwargs) -> str:
+    with pytest.raises(SAFDataError) as err:
+        load_saf(root, **kwargs)
+    return str(err.value)
+
+
+# --------------------------------------------------------------------------- loads
+
+
+def test_load_saf_jsonl_with_error_class():
+    ds = load_saf(FIX / "saf_legal_jsonl")
+    assert {s: len(ds[s]) for s in ds} == FIXTURE_SIZES
+    assert "error_class" in ds["train"].column_names
+    assert ds["train"][0]["provided_answer"] == "Bei Arbeitsunfähigkeit und Versicherung."
+
+
+def test_load_saf_csv_without_error_class_and_split_subset():
+    ds = load_saf(FIX / "saf_csv", splits=["train", "test_unseen_questions"])
+    assert list(ds) == ["train", "test_unseen_questions"]
+    assert "error_class" not in ds["train"].column_names
+    assert ds["test_unseen_questions"]["score"] == [0.75, 0.0]
+
+
+def test_load_saf_hub_layout_parquet(tmp_path):
+    ds = load_saf(_write_hub(tmp_path, _frames()))
+    assert len(ds["train"]) == 5
+    recorded = [s for s in provenance.data_sources()
+                if s["path"].startswith(str(tmp_path.resolve()))]
+    assert len(recorded) == 4 and all(len(s["sha256"]) == 64 for s in recorded)
+    assert {s["split"]: s["rows"] for s in recorded} == FIXTURE_SIZES
+    assert all(s["anomalies"] == {"empty_answer": 0, "label_score_mismatch": 0}
+               for s in recorded)
+
+
+def test_complete_shards_load_in_order(tmp_path):
+    ds = load_saf(_write_hub(tmp_path, _frames(), shards=2))
+    assert ds["train"]["id"] == ["t1", "t2", "t3", "t4", "t5"]
+
+
+def test_saf_env_variable_is_the_default(monkeypatch):
+    monkeypatch.setenv("SAF_DATA", str(FIX / "saf_csv"))
+    assert len(load_saf()["validation"]) == 2
+
+
+# --------------------------------------------------------------------------- anomalies
+
+
+def _release_with_anomalies(root: Path) -> Path:
+    """Like the real release: 2 blank answers and 2 'Correct' rows scored 0.75."""
+    frames = _frames()
+    frames["train"].loc[1, "provided_answer"] = "   "
+    frames["test_unseen_answers"].loc[0, "provided_answer"] = None
+    frames["train"].loc[1, ["verification_feedback", "score"]] = ["Incorrect", 0.0]
+    frames["train"].loc[3, ["verification_feedback", "score"]] = ["Correct", 0.75]
+    frames["validation"].loc[0, ["verification_feedback", "score"]] = ["Correct", 0.75]
+    return _write_jsonl(root, frames)
+
+
+def test_real_release_anomalies_load_and_are_counted(tmp_path):
+    root = _release_with_anomalies(tmp_path / "release")
+    with pytest.warns(SAFDataWarning, match="2 label_score_mismatch|1 empty_answer"):
+        ds, report = load_saf(root, return_report=True)
+    assert {s: len(ds[s]) for s in ds} == FIXTURE_SIZES
+    assert list(report.columns) == list(sdata.REPORT_COLUMNS)
+    assert len(report) == len(SPLITS) * len(sdata.SAF_ANOMALY_KINDS)  # zeros included
+    counts = report.set_index(["split", "kind"])["count"]
+    assert counts[("train", "empty_answer")] == 1
+    assert counts[("test_unseen_answers", "empty_answer")] == 1
+    assert counts[("train", "label_score_mismatch")] == 1
+    assert counts[("validation", "label_score_mismatch")] == 1
+    assert report["count"].sum() == 4
+    row = report[(report.split == "train") & (report.kind == "label_score_mismatch")].iloc[0]
+    assert row.ids == ["t4"] and row.rows == [4] and row.files == ["train.jsonl"]
+    # Blank answers are loaded as they are; a missing one becomes "".
+    assert ds["train"][1]["provided_answer"] == "   "
+    assert ds["test_unseen_answers"][0]["provided_answer"] == ""
+    assert ds["train"][3]["verification_feedback"] == "Correct" and ds["train"][3]["score"] == 0.75
+    # The manifest's data sources carry the counts per file.
+    entry = next(s for s in provenance.data_sources()
+                 if s["path"] == str((root / "train.jsonl").resolve()))
+    assert entry["rows"] == 5
+    assert entry["anomalies"] == {"empty_answer": 1, "label_score_mismatch": 1}
+    assert entry["anomaly_ids"] == {"empty_answer": ["t2"], "label_score_mismatch": ["t4"]}
+
+
+def test_strict_turns_anomalies_into_errors(tmp_path):
+    msg = _error(_release_with_anomalies(tmp_path / "release"), strict=True)
+    assert "4 problem(s)" in msg
+    assert "train.jsonl [train] row 2 (id=t2), column 'provided_answer': empty answer" in msg
+    assert ("train.jsonl [train] row 4 (id=t4), column 'verification_feedback': label 'Correct' "
+            "inconsistent with score 0.75") in msg
+    assert "strict=True" in msg
+
+
+def test_clean_data_warns_nothing():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SAFDataWarning)
+        _, report = load_saf(FIX / "saf_csv", return_report=True)
+    assert report["count"].sum() == 0 and report.ids.map(len).sum() == 0
+
+
+# --------------------------------------------------------------------------- structural errors
+
+MUTATIONS = {
+    "missing_column": (lambda df: df.drop(columns=["score"]), "missing column 'score'"),
+    "score_range": (lambda df: df.assign(score=[1.0, 1.5, 0.0, 1.0, 0.0]),
+                    "row 2 (id=t2), column 'score': 1.5 outside [0, 1]"),
+    "score_not_number": (lambda df: df.assign(score=[1.0, "viel", 0.0, 1.0, 0.0]),
+                         "column 'score': not a number ('viel')"),
+    "score_null": (lambda df: df.assign(score=[1.0, None, 0.0, 1.0, 0.0]),
+                   "row 2 (id=t2), column 'score': not a number (None)"),
+    "bad_label": (lambda df: df.assign(verification_feedback=[
+        "Correct", "partially correct", "Incorrect", "Correct", "Incorrect"]),
+        "'partially correct' not one of"),
+    "null_label": (lambda df: df.assign(verification_feedback=[
+        "Correct", None, "Incorrect", "Correct", "Incorrect"]),
+        "row 2 (id=t2), column 'verification_feedback': missing label"),
+    "duplicate_id": (lambda df: df.assign(id=["t1", "t2", "t2", "t4", "t5"]),
+                     "row 3 (id=t2), column 'id': duplicate id (first in row 2)"),
+    "empty_id": (lambda df: df.assign(id=["t1", " ", "t3", "t4", "t5"]),
+                 "row 2 (id= ), column 'id': empty id"),
+    "null_feedback": (lambda df: df.assign(answer_feedback=["a", None, "b", "c", "d"]),
+                      "row 2 (id=t2), column 'answer_feedback': missing value"),
+    "empty_feedback": (lambda df: df.assign(answer_feedback=["a", "", "b", "c", "d"]),
+                       "row 2 (id=t2), column 'answer_feedback': empty (blank) text"),
+    "blank_question": (lambda df: df.assign(question=["q", "q", " \t ", "q", "q"]),
+                       "row 3 (id=t3), column 'question': empty (blank) text"),
+    "blank_reference": (lambda df: df.assign(reference_answer=["r", "r", "r", "r", "\n"]),
+                        "row 5 (id=t5), column 'reference_answer': empty (blank) text"),
+    "null_question": (lambda df: df.assign(question=["q", None, "q", "q", "q"]),
+                      "row 2 (id=t2), column 'question': missing value"),
+    "number_as_text": (lambda df: df.assign(answer_feedback=["a", 5, "b", "c", "d"]),
+                       "row 2 (id=t2), column 'answer_feedback': 5 is a int, not a string"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MUTATIONS))
+def test_saf_validation_names_file_row_and_column(tmp_path, name):
+    mutate, expected = MUTATIONS[name]
+    frames = _frames()
+    frames["train"] = mutate(frames["train"])
+    message = _error(_write_jsonl(tmp_path / name, frames))
+    assert expected in message
+    assert "train.jsonl [train]" in message
+
+
+def test_saf_reports_all_problems_together_with_a_cap(tmp_path):
+    frames = _frames()
+    big = pd.concat([frames["train"]] * 6, ignore_index=True)
+    big["id"] = [f"x{i}" for i in range(len(big))]
+    big["score"] = 2.0  # 30 range problems (no label check against an invalid score)
+    frames["train"] = big
+    with pytest.raises(SAFDataError) as err:
+        load_saf(_write_jsonl(tmp_path / "many", frames))
+    assert len(err.value.problems) == 30
+    assert str(err.value).count("outside [0, 1]") == 20
+    assert "and 10 more problem(s)" in str(err.value)
+
+
+def test_saf_duplicate_id_across_splits(tmp_path):
+    frames = _frames()
+    frames["validation"].loc[0, "id"] = "t1"
+    with pytest.raises(SAFDataError, match="id t1 appears in splits 'train' and 'validation'"):
+        load_saf(_write_jsonl(tmp_path / "cross", frames))
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
+def test_zero_row_split_is_an_error(tmp_path, fmt):
+    root = _write_jsonl(tmp_path / fmt, _frames())
+    (root / "validation.jsonl").unlink()
+    empty = _frames()["validation"].iloc[:0]
+    if fmt == "jsonl":
+        (root / "validation.jsonl").write_text("")
+    elif fmt == "csv":
+        empty.to_csv(root / "validation.csv", index=False)
+    else:
+        empty.to_parquet(root / "validation.parquet")
+    msg = _error(root)
+    assert f"validation.{fmt} [validation]" in msg
+    assert "split has 0 rows" in msg
+
+
+def test_csv_empty_label_names_file_split_row_column(tmp_path):
+    root = tmp_path / "csv"
+    shutil.copytree(FIX / "saf_csv", root)
+    lines = (root / "train.csv").read_text(encoding="utf-8").splitlines()
+    lines[2] = lines[2].replace(",Partially correct,", ",,")
+    (root / "train.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(SAFDataError) as err:  # not "TypeError: boolean value of NA ..."
+        load_saf(root)
+    assert "train.csv [train] row 2 (id=t2), column 'verification_feedback': missing label" \
+        in str(err.value)
+
+
+def test_jsonl_mixed_type_ids_name_file_split_row_column(tmp_path):
+    root = _write_jsonl(tmp_path / "ids", _frames())
+    recs = [json.loads(line) for line in (root / "train.jsonl").read_text().splitlines()]
+    recs[0]["id"], recs[1]["id"] = 7, "007"
+    (root / "train.jsonl").write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    with pytest.raises(SAFDataError) as err:  # not ArrowInvalid
+        load_saf(root)
+    assert err.value.problems == [
+        f"{root / 'train.jsonl'} [train] row 1 (id=7), column 'id': int id among str ids "
+        "(11 of them); write every id as a str"]
+
+
+def test_integer_ids_alone_load(tmp_path):
+    frames = _frames()
+    offset = 0
+    for df in frames.values():
+        df["id"] = range(offset, offset + len(df))
+        offset += len(df)
+    ds = load_saf(_write_jsonl(tmp_path / "ints", frames))
+    assert ds["validation"]["id"] == [5, 6]
+
+
+def test_saf_unreadable_file_is_named(tmp_path):
+    root = tmp_path / "broken"
+    shutil.copytree(FIX / "saf_csv", root)
+    (root / "train.csv").unlink()
+    (root / "train.parquet").write_bytes(b"this is not parquet")
+    with pytest.raises(SAFDataError, match=r"train\.parquet: cannot be read as parquet"):
+        load_saf(root)
+    (root / "train.parquet").unlink()
+    (root / "train.jsonl").write_text('{"id": "t1"}\n{not json\n')
+    with pytest.raises(SAFDataError, match=r"train\.jsonl: cannot be read as jsonl \(line 2"):
+        load_saf(root)
+
+
+# --------------------------------------------------------------------------- split files
+
+
+def test_missing_split_is_an_error_unless_a_subset_is_asked_for(tmp_path):
+    root = tmp_path / "partial"
+    shutil.copytree(FIX / "saf_csv", root)
+    (root / "validation.csv").unlink()
+    with pytest.raises(SAFDataError, match=r"no file for split\(s\) \['validation'\]"):
+        load_saf(root)  # the other three splits never load alone
+    with pytest.raises(SAFDataError, match=r"no file for split\(s\) \['validation'\]"):
+        load_saf(root, splits=["validation"])
+    assert list(load_saf(root, splits=["train", "test_unseen_answers"])) == [
+        "train", "test_unseen_answers"]
+    with pytest.raises(SAFDataError, match="unknown split"):
+        load_saf(root, splits=["dev"])
+
+
+@pytest.mark.parametrize("name", ["validation.CSV", "validation.json", "Validation.csv"])
+def test_misnamed_split_file_is_a_missing_split_naming_what_was_found(tmp_path, name):
+    root = tmp_path / "misnamed"
+    shutil.copytree(FIX / "saf_csv", root)
+    (root / "validation.csv").rename(root / name)
+    msg = _error(root)
+    assert "no file for split(s) ['validation']" in msg
+    assert f"Not read (wrong name or extension): {name}" in msg
+    assert "Found: " in msg and "train.csv" in msg
+
+
+def test_missing_last_shard_is_an_error(tmp_path):
+    root = _write_hub(tmp_path / "hub", _frames(), shards=2)
+    (root / "data" / "train-00001-of-00002.parquet").unlink()
+    msg = _error(root)
+    assert "split 'train': shard(s) 00001-of-00002 missing" in msg
+    assert "train-00000-of-00002.parquet" in msg
+
+
+def test_shards_must_agree_and_be_well_named(tmp_path):
+    root = _write_hub(tmp_path / "hub", _frames(), shards=2)
+    (root / "data" / "train-00001-of-00002.parquet").rename(
+        root / "data" / "train-00001-of-00003.parquet")
+    assert "split 'train': shards disagree on their number" in _error(root)
+    (root / "data" / "train-00001-of-00003.parquet").rename(root / "data" / "train-00001.parquet")
+    assert "split 'train': shard name(s) not of the form" in _error(root)
+
+
+def test_two_files_for_one_split_is_an_error(tmp_path):
+    root = _write_jsonl(tmp_path / "two", _frames())
+    _frames()["train"].iloc[:2].to_parquet(root / "train.parquet")
+    msg = _error(root)
+    assert "split 'train': 2 files" in msg and "train.parquet" in msg and "train.jsonl" in msg
+
+
+def test_hub_layout_and_loose_file_for_one_split_is_an_error(tmp_path):
+    root = _write_hub(tmp_path / "mixed", _frames())
+    _frames()["validation"].to_json(root / "validation.jsonl", orient="records", lines=True)
+    assert "split 'validation': 2 files" in _error(root)
+
+
+# --------------------------------------------------------------------------- hub
+
+
+def test_hub_dataset_missing_split_is_an_error(monkeypatch):
+    import datasets
+
+    full = load_saf(FIX / "saf_csv")
+    partial = datasets.DatasetDict({s: full[s] for s in ("train", "test_unseen_answers")})
+    monkeypatch.delenv("SAF_DATA", raising=False)
+    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **k: partial)
+    with pytest.raises(SAFDataError, match=r"hub dataset has no split\(s\) \['validation'"):
+        load_saf()
+    assert list(load_saf(splits=["train"])) == ["train"]
+
+
+def test_saf_unreachable_hub_says_how_to_use_a_local_copy(monkeypatch):
+    import datasets
+
+    def offline(*args, **kwargs):
+        raise ConnectionError("Couldn't reach the Hugging Face Hub")
+
+    monkeypatch.delenv("SAF_DATA", raising=False)
+    monkeypatch.setattr(datasets, "load_dataset", offline)
+    with pytest.raises(SAFDataError, match="Point SAF_DATA") as err:
+        load_saf()
+    assert sdata.SAF_HUB_ID in str(err.value)
+
+
+def test_validate_saf_frame_lists_problems_and_anomalies():
+    df = _frames()["train"].assign(provided_answer=["a", "", "b", "c", "d"])
+    assert sdata.validate_saf_frame(df, "train", "x.jsonl", strict=False) == []
+    (msg,) = sdata.validate_saf_frame(df, "train", "x.jsonl")
+    assert msg == "x.jsonl [train] row 2 (id=t2), column 'provided_answer': empty answer"
+
+
+# --------------------------------------------------------------------------- real data
+
+SAF_DATA = os.environ.get("SAF_DATA")
+
+
+@pytest.mark.realdata
+@pytest.mark.skipif(not SAF_DATA, reason="SAF_DATA not set")
+def test_real_saf_counts_and_no_anomalies():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SAFDataWarning)
+        ds, report = load_saf(SAF_DATA, return_report=True)
+    assert {s: len(ds[s]) for s in ds} == {"train": 1228, "validation": 306,
+                                            "test_unseen_answers": 271,
+                                            "test_unseen_questions": 602}
+    assert report["count"].sum() == 0
