@@ -37,6 +37,10 @@ def toy_project(tmp_path):
     _notebook(nbs / "a_ok.ipynb", "value = 0.5\nseed = 1\noutput_dir = None",
               record.replace("NAME", "'a_ok'"))
     _notebook(nbs / "b_fails.ipynb", "output_dir = None",
+              "from saf_utils.reporting.records import Recorder\n"
+              "rec = Recorder('b_fails', output_dir)\n"
+              "rec.add('t', 'd', 'test', 'half', 'acc', 0.1)\n"
+              "with open(rec.path, 'a') as fh:\n    fh.write('{not json\\n')\n"
               "raise ValueError('deliberate failure for the test')")
     _notebook(nbs / "c_after.ipynb", "value = 0.25\nseed = 2\noutput_dir = None",
               record.replace("NAME", "'c_after'"))
@@ -60,7 +64,7 @@ def test_runner_writes_reports_and_survives_a_failing_notebook(toy_project):
     failed_html = (out / "b_fails.html").read_text()
     assert "deliberate failure for the test" in failed_html
     index = (out / "index.html").read_text()
-    assert '<span class="failed">failed</span>' in index and index.count('class="ok"') == 2
+    assert '<span class="failed">failed</span>' in index and index.count('<span class="ok">') == 2
     manifest = json.loads((out / "manifest.json").read_text())
     status = {n["name"]: n["status"] for n in manifest["notebooks"]}
     assert status == {"a_ok": "ok", "b_fails": "failed", "c_after": "ok"}
@@ -70,9 +74,17 @@ def test_runner_writes_reports_and_survives_a_failing_notebook(toy_project):
     assert set(manifest["git"]) == {"commit", "dirty"}
     assert all(n["started"] and n["finished"] for n in manifest["notebooks"])
     metrics = json.loads((out / "metrics.json").read_text())
-    values = sorted((r["notebook"], r["value"], r["seed"]) for r in metrics["records"])
-    assert values == [("a_ok", 0.75, 1), ("c_after", 0.75, 3)]
-    assert "<td>0.75</td>" in index and "<h3>a_ok</h3>" in index and "<th>acc</th>" in index
+    values = sorted((r["notebook"], r["value"], r["seed"], r["notebook_status"])
+                    for r in metrics["records"])
+    assert values == [("a_ok", 0.75, 1, "ok"), ("b_fails", 0.1, None, "failed"),
+                      ("c_after", 0.75, 3, "ok")]
+    # the bad line is skipped and counted, not fatal
+    assert manifest["records"]["skipped_lines"] == 1 and "b_fails" in metrics[
+        "skipped_record_lines"][0]
+    assert "1 bad record line(s) skipped" in index
+    assert "0.75" in index and "<th>acc</th>" in index and "†" in index  # failed is marked
+    assert manifest["status"] == "failed" and len(manifest["invocations"]) == 1
+    assert any(x.startswith("papermill==") for x in manifest["installed"])
 
     # A second run with the same name never touches the first one.
     before = (out / "manifest.json").read_text()
@@ -122,10 +134,10 @@ def test_committed_notebooks_have_no_outputs_and_a_parameters_cell():
 def test_profiles_name_existing_notebooks_and_declared_parameters():
     for profile in ("smoke", "cpu", "gpu"):
         cfg = run.load_profile(profile)
-        for name in cfg["notebooks"]:
-            declared = run.notebook_parameters(ROOT / "notebooks" / f"{name}.ipynb")
-            extra = set(cfg["notebook_parameters"].get(name) or {}) - set(declared)
-            assert not extra, f"{profile}/{name}: undeclared {extra}"
+        assert cfg["extends_chain"], f"{profile} should extend base.yaml"
+        # names, declared parameters and their types, dependencies: what the runner checks
+        plans = run.plan_notebooks(cfg, cfg["notebooks"], ROOT / "notebooks", [])
+        assert [p.name for p in plans] == cfg["notebooks"]
 
 
 @pytest.mark.slow
@@ -142,7 +154,13 @@ def test_smoke_profile_end_to_end(tmp_path):
     for name in cfg["notebooks"]:
         html = (out / f"{name}.html").read_text()
         assert "data:image/png;base64" in html or name != "01_data_exploration"
-    assert (out / "index.html").is_file()
+    assert (out / "index.html").is_file() and (out / "results.html").is_file()
+    from saf_utils.reporting.pages import external_resources
+
+    for page in out.glob("*.html"):  # nothing loaded from the network
+        assert not external_resources(page.read_text(encoding="utf-8")), page.name
+    index = (out / "index.html").read_text(encoding="utf-8")
+    assert "SAF (short answer feedback)" in index and "data:image/png;base64" in index
     sources = manifest["data_sources"]
     assert any(s["dataset"] == "saf" for s in sources)
     assert all(len(s["sha256"]) == 64 for s in sources)

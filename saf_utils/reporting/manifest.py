@@ -1,13 +1,16 @@
-"""Manifest pieces: git state, package versions, hardware, timestamps, JSON conversion."""
+"""Manifest pieces: git state, package versions, hardware, timestamps, JSON, safe writes."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import platform
+import re
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -49,6 +52,63 @@ def package_versions(names: Iterable[str] = MANIFEST_PACKAGES) -> dict[str, str 
     return versions
 
 
+LOCK_FILE = Path("requirements") / "cpu.lock.txt"
+
+
+def installed_packages() -> list[str]:
+    """Every installed distribution as ``name==version`` (sorted, one per normalised name)."""
+    seen: dict[str, str] = {}
+    for dist in metadata.distributions():
+        name = dist.metadata.get("Name")
+        if not name:
+            continue
+        key = re.sub(r"[-_.]+", "-", name).lower()
+        seen.setdefault(key, f"{key}=={dist.version}")
+    return sorted(seen.values())
+
+
+def lock_info(root: str | os.PathLike = PROJECT_ROOT) -> dict[str, Any] | None:
+    """Path and SHA-256 of the lock file the environment was installed from (None if absent)."""
+    path = Path(root) / LOCK_FILE
+    if not path.is_file():
+        return None
+    return {"path": str(LOCK_FILE), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+
+
+class ReportWriteError(OSError):
+    """A report file could not be written (disk full, read-only folder, ...)."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+def write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write atomically (temporary file + rename): a failure never leaves a truncated file.
+
+    Raises :class:`ReportWriteError` with one readable line naming the path and the reason.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        raise ReportWriteError(exc.errno, f"cannot write {path}: "
+                               f"{exc.strerror or exc}") from None
+    return path
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> Path:
+    return write_text(path, json.dumps(to_jsonable(obj), indent=1))
+
+
 def environment_info() -> dict[str, Any]:
     info: dict[str, Any] = {
         "python": sys.version.split()[0],
@@ -66,7 +126,7 @@ def environment_info() -> dict[str, Any]:
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def to_jsonable(obj: Any) -> Any:
@@ -79,4 +139,6 @@ def to_jsonable(obj: Any) -> Any:
         return obj.item()
     if isinstance(obj, Path):
         return str(obj)
+    if isinstance(obj, float) and not np.isfinite(obj):
+        return None
     return obj

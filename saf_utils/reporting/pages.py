@@ -1,61 +1,451 @@
-"""HTML pages of a run: ``index.html`` (notebook status and results)."""
+"""HTML pages of a run; none loads anything from the network.
+
+- :func:`render_notebook`: an executed notebook as one page (nbconvert ``lab`` template
+  without the require.js / MathJax / mermaid CDN scripts; figures embedded).
+- :func:`write_index`: ``index.html``, the headline page: run, profile, commit, notebook
+  status and times above the fold; then per task one table (systems x main metrics, mean
+  [95% CI], role, val-chosen system marked, oracles and probes set apart) and one figure.
+- :func:`write_results`: ``results.html``, every ``result`` record in one table that sorts
+  and filters with a few lines of inline JavaScript.
+"""
 
 from __future__ import annotations
 
+import base64
 import html
+import io
+import math
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from saf_utils.reporting.manifest import write_text
 
-def _table(rows: list[list[str]], head: list[str]) -> str:
-    th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
-    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+# task -> (title, main metrics); other tasks with result records get a generic table.
+HEADLINE_TASKS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "saf": ("SAF (short answer feedback)", ("accuracy", "macro_f1", "bleu")),
+    "argscichat_fact_selection": ("ArgSciChat fact selection", ("fact_f1",)),
+    "argscichat_generation": ("ArgSciChat generation", ("message_f1", "content_f1",
+                                                         "bertscore")),
+}
+# a main metric may be recorded under another name; the first name present is used
+METRIC_ALIASES: dict[str, tuple[str, ...]] = {
+    "bleu": ("bleu", "sacrebleu"),
+    "bertscore": ("bertscore", "bertscore_f1"),
+    "macro_f1": ("macro_f1", "f1_macro"),
+}
+SET_APART = ("oracle", "probe")  # roles that are not comparable to systems
+ROLE_ORDER = {"system": 0, "baseline": 1, None: 2, "oracle": 3, "probe": 4}
+
+CSS = """
+body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1100px;padding:0 1em;
+color:#222}
+h1{margin:.2em 0}h2{margin-top:1.6em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:.6em 0}
+td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}
+th{background:#f0f0f0}td.num{text-align:right;font-variant-numeric:tabular-nums;
+white-space:nowrap}
+tr.apart td{color:#666;background:#fafafa}tr.sep td{background:#eee;font-style:italic}
+.ok{color:#060}.failed,.interrupted{color:#b00;font-weight:bold}
+.running,.pending,.skipped{color:#a60}.meta{color:#444}.best{font-weight:bold}
+small,.note{color:#666}.warn{color:#a00}
+img{max-width:100%}
+"""
 
 
-def _fmt(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() and abs(x) >= 1 else f"{x:.4g}"
+# ------------------------------------------------------------------ helpers
+def esc(x: Any) -> str:
+    return html.escape("" if x is None else str(x))
 
 
-def write_index(run_dir: Path, manifest: dict, results: list[Any], summary) -> Path:
-    """``index.html``: notebook status and links, then every recorded metric (mean ± std)."""
-    nb_rows = []
-    for r in results:
-        link = f'<a href="{html.escape(r.html)}">{html.escape(r.name)}</a>' if r.html else r.name
-        status = f'<span class="{r.status}">{r.status}</span>'
-        nb_rows.append([link, status, f"{r.seconds:.1f} s", html.escape(r.error or "")])
+def fmt(x: float | None, digits: int = 3) -> str:
+    """``digits`` significant digits (0.852, 48.5, 1.23e-05); integers stay integers."""
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return ""
+    x = float(x)
+    if x.is_integer() and abs(x) >= 1:
+        return str(int(x))
+    return f"{x:.{digits}g}"
+
+
+def table(head: Sequence[str], rows: Iterable[Sequence[str]], cls: str = "",
+          row_classes: Sequence[str] | None = None) -> str:
+    """Cells are already HTML; header names are escaped."""
+    th = "".join(f"<th>{esc(h)}</th>" for h in head)
+    body = []
+    for i, row in enumerate(rows):
+        rc = row_classes[i] if row_classes else ""
+        cells = "".join(c if c.startswith("<td") else f"<td>{c}</td>" for c in row)
+        body.append(f'<tr class="{rc}">{cells}</tr>' if rc else f"<tr>{cells}</tr>")
+    attr = f' class="{cls}"' if cls else ""
+    return f"<table{attr}><thead><tr>{th}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def page(title: str, body: str, script: str = "") -> str:
+    js = f"<script>{script}</script>" if script else ""
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>{esc(title)}</title><style>{CSS}</style></head><body>\n{body}\n{js}"
+            f"</body></html>\n")
+
+
+_EXTERNAL = re.compile(
+    r"<script\b[^>]*\bsrc\s*=\s*[\"']?(?:https?:)?//[^>]*>\s*</script>"
+    r"|<link\b[^>]*\bhref\s*=\s*[\"']?(?:https?:)?//[^>]*>", re.I)
+
+
+def strip_external(text: str) -> str:
+    """Remove any ``<script src=http…>`` / ``<link href=http…>`` left in a page."""
+    return _EXTERNAL.sub("", text)
+
+
+def external_resources(text: str) -> list[str]:
+    """External scripts, stylesheets, images or frames a page would load (for tests)."""
+    pat = re.compile(r"<(?:script|link|img|iframe|source|video|audio)\b[^>]*\b(?:src|href)\s*="
+                     r"\s*[\"']?((?:https?:)?//[^\"' >]+)", re.I)
+    return pat.findall(text)
+
+
+# ------------------------------------------------------------------ notebook pages
+OFFLINE_TEMPLATE = """{%- extends 'index.html.j2' -%}
+{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
+{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
+{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+{% block jupyter_widgets %}{% endblock jupyter_widgets %}
+"""
+
+
+def render_notebook(ipynb: Path, hide_code: bool = False) -> Path:
+    """Render an executed notebook to one self-contained HTML page next to it.
+
+    The ``lab`` template minus its CDN scripts (require.js, MathJax, mermaid, widgets):
+    LaTeX in markdown stays as source text, which is how the notebooks read anyway.
+    """
+    import jinja2
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    exporter = HTMLExporter(template_name="lab", embed_images=True,
+                            extra_loaders=[jinja2.DictLoader({"offline.html.j2":
+                                                              OFFLINE_TEMPLATE})],
+                            template_file="offline.html.j2")
+    exporter.exclude_input = hide_code
+    exporter.exclude_input_prompt = hide_code
+    body, _ = exporter.from_notebook_node(nbformat.read(ipynb, as_version=4))
+    return write_text(ipynb.with_suffix(".html"), strip_external(body))
+
+
+# ------------------------------------------------------------------ headline tables
+def _kind(r: dict) -> str:
+    return r.get("kind") or "result"
+
+
+def headline_cells(records: list[dict], task: str, metrics: Sequence[str]) -> dict:
+    """``{(dataset, split): {system: {metric: cell, "role":…, "failed": bool}}}`` for a task.
+
+    A cell is the headline record (fold, seed and subset None, kind result) with its CI, or,
+    when none exists, the mean over that system's per-seed/per-fold records (``n`` > 1, no CI).
+    """
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in records:
+        if (r.get("task") == task and _kind(r) == "result" and r.get("metric") in metrics
+                and r.get("subset") is None):
+            groups[(r.get("dataset"), r.get("split"), r.get("system"), r["metric"])].append(r)
+    splits = {(k[0], k[1]) for k in groups}
+    tests = {s for s in splits if str(s[1]).startswith("test")}
+    keep = tests or splits
+    out: dict[tuple, dict[str, dict]] = defaultdict(dict)
+    for (ds, split, system, metric), rows in groups.items():
+        if (ds, split) not in keep:
+            continue
+        head = [r for r in rows if r.get("fold") is None and r.get("seed") is None]
+        if head:
+            r = head[-1]
+            cell = {"mean": r["value"], "low": r.get("ci_low"), "high": r.get("ci_high"),
+                    "n": 1, "headline": True}
+        else:
+            vals = [r["value"] for r in rows]
+            cell = {"mean": sum(vals) / len(vals), "low": None, "high": None, "n": len(vals),
+                    "headline": False}
+        entry = out[(ds, split)].setdefault(system, {"role": None, "failed": False})
+        entry[metric] = cell
+        entry["role"] = entry["role"] or next((r.get("role") for r in rows if r.get("role")),
+                                              None)
+        entry["failed"] |= any(r.get("notebook_status") not in (None, "ok") for r in rows)
+    return dict(out)
+
+
+def chosen_systems(records: list[dict], task: str) -> set[str]:
+    return {r.get("system") for r in records if r.get("task") == task
+            and _kind(r) == "tuning" and r.get("subset") == "chosen"}
+
+
+def _cell_html(cell: dict | None, best: bool) -> str:
+    if not cell:
+        return '<td class="num"></td>'
+    txt = fmt(cell["mean"])
+    if cell["low"] is not None and cell["high"] is not None:
+        txt += f" <small>[{fmt(cell['low'])}, {fmt(cell['high'])}]</small>"
+    elif not cell["headline"]:
+        txt += f" <small>(mean of {cell['n']}*)</small>" if cell["n"] > 1 else " <small>*</small>"
+    return f'<td class="num{" best" if best else ""}">{txt}</td>'
+
+
+def _order(systems: dict[str, dict], metric: str) -> list[str]:
+    def key(s: str):
+        e = systems[s]
+        apart = e["role"] in SET_APART
+        m = e.get(metric)
+        return (apart, ROLE_ORDER.get(e["role"], 2) if apart else 0,
+                -(m["mean"] if m else -math.inf), s)
+
+    return sorted(systems, key=key)
+
+
+def headline_table(systems: dict[str, dict], metrics: Sequence[str], chosen: set[str]) -> str:
+    present = [m for m in metrics if any(m in e for e in systems.values())]
+    comparable = [s for s in systems if systems[s]["role"] not in SET_APART]
+    best = {m: max((systems[s][m]["mean"] for s in comparable if m in systems[s]),
+                   default=None) for m in present}
+    rows, classes = [], []
+    separated = False
+    for s in _order(systems, present[0]):
+        e = systems[s]
+        if e["role"] in SET_APART and not separated:
+            rows.append([f'<td colspan="{len(present) + 2}">oracles (see gold) and probes '
+                         "(exploit a metric): not comparable, shown for reference</td>"])
+            classes.append("sep")
+            separated = True
+        name = esc(s)
+        if s in chosen:
+            name += ' <span title="chosen on validation">★ val-chosen</span>'
+        if e["failed"]:
+            name += ' <span class="failed" title="from a notebook that did not finish">†</span>'
+        cells = [name, esc(e["role"] or "")]
+        cells += [_cell_html(e.get(m), best[m] is not None and e["role"] not in SET_APART
+                             and m in e and e[m]["mean"] == best[m]) for m in present]
+        rows.append(cells)
+        classes.append("apart" if e["role"] in SET_APART else "")
+    return table(["system", "role", *present], rows, "headline", classes)
+
+
+def lead_sentence(systems: dict[str, dict], metric: str) -> str:
+    ranked = [s for s in _order(systems, metric)
+              if systems[s]["role"] not in SET_APART and metric in systems[s]]
+    if not ranked:
+        return ""
+    top = systems[ranked[0]][metric]
+    txt = f"Leads on {esc(metric)}: <b>{esc(ranked[0])}</b> {fmt(top['mean'])}"
+    if top["low"] is not None:
+        txt += f" [{fmt(top['low'])}, {fmt(top['high'])}]"
+    if len(ranked) > 1:
+        second = systems[ranked[1]][metric]
+        txt += (f", {fmt(top['mean'] - second['mean'])} ahead of {esc(ranked[1])} "
+                f"({fmt(second['mean'])})")
+    return f"<p>{txt}.</p>"
+
+
+def dot_plot(tables: dict[tuple, dict[str, dict]], metrics: Sequence[str], title: str) -> str:
+    """One PNG (base64 <img>): per metric a panel, systems on y, mean with 95% CI per split."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    present = [m for m in metrics if any(m in e for t in tables.values() for e in t.values())]
+    if not present:
+        return ""
+    systems: list[str] = []
+    for t in tables.values():
+        for s in _order(t, present[0]):
+            if s not in systems:
+                systems.append(s)
+    systems = systems[::-1]
+    fig = Figure(figsize=(3.4 * len(present) + 1.2, 0.32 * len(systems) + 1.3), dpi=90)
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, len(present), sharey=True, squeeze=False)[0]
+    markers = "osD^v<>"
+    n_keys = len(tables)
+    from matplotlib.lines import Line2D
+
+    keys = sorted(tables, key=str)
+    for ax, metric in zip(axes, present, strict=True):
+        for k, key in enumerate(keys):
+            t = tables[key]
+            for y, s in enumerate(systems):
+                cell = t.get(s, {}).get(metric)
+                if not cell:
+                    continue
+                off = (k - (n_keys - 1) / 2) * 0.18
+                err = None
+                if cell["low"] is not None:
+                    err = [[cell["mean"] - cell["low"]], [cell["high"] - cell["mean"]]]
+                apart = t[s]["role"] in SET_APART
+                ax.errorbar(cell["mean"], y + off, xerr=err, fmt=markers[k % len(markers)],
+                            color=f"C{k}", alpha=0.45 if apart else 1.0, capsize=2, ms=4)
+        ax.set_title(metric, fontsize=9)
+        ax.grid(axis="x", alpha=0.3)
+        ax.tick_params(labelsize=8)
+    axes[0].set_yticks(range(len(systems)))
+    axes[0].set_yticklabels(systems, fontsize=8)
+    labels = [str(split) if len({d for d, _ in keys}) == 1 else f"{ds} {split}"
+              for ds, split in keys]
+    handles = [Line2D([], [], marker=markers[k % len(markers)], color=f"C{k}", ls="")
+               for k in range(len(keys))]
+    if len(labels) > 1:
+        fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8,
+                   frameon=False)
+    fig.suptitle(f"{title}: mean with 95% CI (faded: oracles and probes)", fontsize=9)
+    fig.tight_layout(rect=(0, 0.06 if len(labels) > 1 else 0, 1, 0.95))
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    data = base64.b64encode(buf.getvalue()).decode("ascii")
+    return f'<img alt="{esc(title)} dot plot" src="data:image/png;base64,{data}">'
+
+
+def task_sections(records: list[dict]) -> list[str]:
+    tasks = list(HEADLINE_TASKS)
+    for r in records:
+        t = r.get("task")
+        if _kind(r) == "result" and t not in tasks and r.get("system") != "data":
+            tasks.append(t)
     sections = []
-    keys = ["task", "dataset", "split", "system"]
-    for notebook, part in summary.groupby("notebook", sort=False):
-        part = part.assign(cell=[
-            _fmt(r.mean) + (f" ± {_fmt(r.std)} <small>(n={r.n})</small>" if r.n > 1 else "")
-            for r in part.itertuples()])
-        wide = part.pivot_table(index=keys, columns="metric", values="cell", aggfunc="first",
-                                sort=False)
-        metrics = list(dict.fromkeys(part.metric))
-        rows = [[html.escape(str(k)) for k in idx] + [wide.at[idx, m] if isinstance(
-                 wide.at[idx, m], str) else "" for m in metrics] for idx in wide.index]
-        sections.append(f"<h3>{html.escape(str(notebook))}</h3>"
-                        f"{_table(rows, keys + metrics)}")
-    git = manifest.get("git", {})
-    page = f"""<!DOCTYPE html><html><head><meta charset="utf-8">
-<title>Run {html.escape(run_dir.name)}</title><style>
-body{{font-family:sans-serif;margin:2em;max-width:1200px}}
-table{{border-collapse:collapse;margin:1em 0}}
-td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left}} th{{background:#eee}}
-.ok{{color:#060}} .failed{{color:#b00;font-weight:bold}}</style></head><body>
-<h1>Run {html.escape(run_dir.name)}</h1>
-<p>Profile <b>{html.escape(str(manifest['profile']))}</b> —
-{html.escape(str(manifest.get('description') or ''))}<br>
-Commit {html.escape(str(git.get('commit')))}{' (dirty)' if git.get('dirty') else ''},
-started {manifest['started']}, finished {manifest.get('finished')}.
-<a href="manifest.json">manifest.json</a> · <a href="metrics.json">metrics.json</a></p>
-<h2>Notebooks</h2>{_table(nb_rows, ['notebook', 'status', 'time', 'error'])}
-<h2>Results</h2><p>Numbers measured in this run (mean ± population std over seeds/folds
-where n &gt; 1).
-Published numbers are quoted inside the notebooks, never in this table.</p>
-{"".join(sections) or "<p>No metric was recorded.</p>"}
-</body></html>"""
-    out = run_dir / "index.html"
-    out.write_text(page, encoding="utf-8")
-    return out
+    for task in tasks:
+        title, metrics = HEADLINE_TASKS.get(task, (str(task), ()))
+        recorded = {r.get("metric") for r in records if r.get("task") == task
+                    and _kind(r) == "result"}
+        if not metrics:  # an unknown task: its first few result metrics
+            metrics = tuple(dict.fromkeys(r["metric"] for r in records if r.get("task") == task
+                                          and _kind(r) == "result"))[:4]
+        metrics = tuple(next((a for a in METRIC_ALIASES.get(m, (m,)) if a in recorded), m)
+                        for m in metrics)
+        tables = headline_cells(records, task, metrics)
+        if not tables:
+            continue
+        chosen = chosen_systems(records, task)
+        parts = [f'<h2 id="{esc(task)}">{esc(title)}</h2>']
+        for (ds, split), systems in sorted(tables.items(), key=str):
+            parts.append(f"<h3>{esc(split)} <small>({esc(ds)})</small></h3>")
+            parts.append(lead_sentence(systems, next(m for m in metrics if any(
+                m in e for e in systems.values()))))
+            parts.append(headline_table(systems, metrics, chosen))
+        try:
+            parts.append(dot_plot(tables, metrics, title))
+        except Exception as exc:  # noqa: BLE001 - a figure must not cost the page
+            parts.append(f'<p class="warn">figure failed: {esc(exc)}</p>')
+        sections.append("\n".join(parts))
+    return sections
+
+
+# ------------------------------------------------------------------ index.html
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    s = int(round(seconds))
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else \
+        f"{s // 60}:{s % 60:02d}" if s >= 60 else f"{seconds:.1f} s"
+
+
+def write_index(run_dir: Path, manifest: dict, records: list[dict]) -> Path:
+    """``index.html``: the headline page of a run (result records only)."""
+    git = manifest.get("git") or {}
+    status = manifest.get("status", "?")
+    nb_rows = []
+    latest = {n["name"]: n for n in manifest.get("notebooks", [])}
+    for n in manifest.get("notebooks", []):
+        name = esc(n["name"])
+        newer = [d for d in (manifest.get("depends_on") or {}).get(n["name"], [])
+                 if n.get("started") and (latest.get(d) or {}).get("finished")
+                 and latest[d]["finished"] > n["started"]]
+        if newer:  # an input was rerun after this notebook read it
+            name += f' <small class="warn">(stale: {esc(", ".join(newer))} rerun later)</small>'
+
+        link = f'<a href="{esc(n["html"])}">{name}</a>' if n.get("html") else name
+        err = esc((n.get("error") or "")[:300])
+        nb_rows.append([link, f'<span class="{esc(n["status"])}">{esc(n["status"])}</span>',
+                        f'<td class="num">{_duration(n.get("seconds"))}</td>',
+                        esc(n.get("started") or ""), err])
+    prev = [e for e in manifest.get("executions", []) if e.get("archived_to")]
+    prev_html = ""
+    if prev:
+        prev_html = "<p class=note>Earlier executions in this run folder: " + ", ".join(
+            f'<a href="{esc(e["archived_to"])}/{esc(e["name"])}.html">{esc(e["name"])} '
+            f'({esc(e["status"])}, {esc(e.get("started"))})</a>' for e in prev) + "</p>"
+    skipped = (manifest.get("records") or {}).get("skipped_lines", 0)
+    warn = (f'<p class="warn">{skipped} bad record line(s) skipped (listed in manifest.json '
+            "under records.skipped).</p>") if skipped else ""
+    failed_nb = [n["name"] for n in manifest.get("notebooks", [])
+                 if n["status"] in ("failed", "interrupted")]
+    if failed_nb:
+        warn += ('<p class="warn">† marks numbers from a notebook that did not finish: '
+                 f"{esc(', '.join(failed_nb))}.</p>")
+    links = ['<a href="results.html">all result records</a>',
+             '<a href="manifest.json">manifest.json</a>', '<a href="metrics.json">metrics.json</a>']
+    if (run_dir / "compare.html").is_file():
+        links.insert(1, '<a href="compare.html">comparison with the baseline run</a>')
+    commit = esc((git.get("commit") or "unknown")[:12]) + (" (dirty)" if git.get("dirty") else "")
+    sections = task_sections(records)
+    body = f"""<h1>Run {esc(manifest.get('run', run_dir.name))}
+<span class="{esc(status)}">{esc(status)}</span></h1>
+<p class="meta">Profile <b>{esc(manifest.get('profile'))}</b> · commit <code>{commit}</code> ·
+started {esc(manifest.get('started'))} · finished {esc(manifest.get('finished') or '—')}<br>
+{esc(manifest.get('description') or '')}</p>
+{table(['notebook', 'status', 'time', 'started', 'error'], nb_rows)}
+{prev_html}{warn}
+<p>{' · '.join(links)}</p>
+{''.join(sections) or '<p>No result record yet.</p>'}
+<p class="note">Cells: mean [95% cluster-bootstrap CI] of the headline record (fold and seed
+null); * = no headline record, mean over the per-seed/per-fold records without CI. 3
+significant digits. Bold: best baseline or system. Only <code>result</code> records are
+shown; analysis and tuning records are in metrics.json and the notebooks. Published numbers
+are quoted inside the notebooks, never here.</p>"""
+    return write_text(run_dir / "index.html", page(f"Run {manifest.get('run', run_dir.name)}",
+                                                   body))
+
+
+# ------------------------------------------------------------------ results.html
+RESULT_COLUMNS = ("notebook", "notebook_status", "task", "dataset", "split", "system", "role",
+                  "metric", "subset", "fold", "seed", "value", "ci_low", "ci_high")
+
+SORT_FILTER_JS = """
+const t=document.getElementById('results'),b=t.tBodies[0],q=document.getElementById('q');
+const rows=Array.from(b.rows);
+q.addEventListener('input',()=>{const w=q.value.toLowerCase().split(/\\s+/).filter(x=>x);
+let n=0;for(const r of rows){const s=r.textContent.toLowerCase();
+const ok=w.every(x=>s.includes(x));r.style.display=ok?'':'none';n+=ok;}
+document.getElementById('n').textContent=n;});
+Array.from(t.tHead.rows[0].cells).forEach((th,i)=>th.addEventListener('click',()=>{
+const d=th.dataset.d==='1'?-1:1;th.dataset.d=d===1?'1':'0';
+const v=r=>{const c=r.cells[i],x=c.dataset.v??c.textContent;const f=parseFloat(x);
+return isNaN(f)||!/^[-+0-9.eE]+$/.test(x)?x:f;};
+rows.sort((a,c)=>{const x=v(a),y=v(c);return (typeof x===typeof y?(x<y?-1:x>y?1:0):
+(typeof x==='number'?-1:1))*d;});rows.forEach(r=>b.appendChild(r));}));
+"""
+
+
+def write_results(run_dir: Path, manifest: dict, records: list[dict]) -> Path:
+    """``results.html``: every ``result`` record; click a header to sort, type to filter."""
+    rows = []
+    for r in records:
+        if _kind(r) != "result":
+            continue
+        cells = []
+        for c in RESULT_COLUMNS:
+            v = r.get(c)
+            if c in ("value", "ci_low", "ci_high") and v is not None:
+                cells.append(f'<td class="num" data-v="{esc(repr(float(v)))}">{fmt(v, 4)}</td>')
+            elif c == "notebook_status" and v not in (None, "ok"):
+                cells.append(f'<td class="failed">{esc(v)}</td>')
+            else:
+                cells.append(esc(v))
+        rows.append(cells)
+    body = f"""<h1>Results of run {esc(manifest.get('run', run_dir.name))}</h1>
+<p><a href="index.html">headline page</a> · {len(rows)} result records
+(<span id="n">{len(rows)}</span> shown). Filter (all words must match):
+<input id="q" size="40" placeholder="e.g. test_unseen bleu"> · click a column to sort.</p>
+<table id="results"><thead><tr>{''.join(f'<th>{esc(c)}</th>' for c in RESULT_COLUMNS)}</tr>
+</thead><tbody>{''.join('<tr>' + ''.join(c if c.startswith('<td') else f'<td>{c}</td>'
+                                         for c in row) + '</tr>' for row in rows)}</tbody>
+</table>"""
+    return write_text(run_dir / "results.html",
+                      page(f"Results {manifest.get('run', run_dir.name)}", body, SORT_FILTER_JS))

@@ -136,19 +136,39 @@ class Recorder:
         self._write_sources()
 
 
-def read_records(paths: Iterable[str | os.PathLike]) -> list[dict[str, Any]]:
-    """Read ``records.jsonl`` files, skipping none: a bad line is an error naming file and line."""
+def read_records(paths: Iterable[str | os.PathLike],
+                 skipped: list[str] | None = None) -> list[dict[str, Any]]:
+    """Read ``records.jsonl`` files.
+
+    A bad line (not JSON, not an object, no finite ``value``) raises a ValueError naming file
+    and line, unless ``skipped`` is a list: then the line is skipped and ``"file:line: why"``
+    appended to it (the runner counts and shows them).
+    """
     rows: list[dict[str, Any]] = []
     for path in paths:
         path = Path(path)
         if not path.is_file():
             continue
-        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{path}:{n}: bad record ({exc})") from None
+        text = path.read_text(encoding="utf-8", errors="replace")
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                if not isinstance(row, dict):
+                    raise ValueError(f"a JSON {type(row).__name__}, not an object")
+                missing = [k for k in ("task", "system", "metric", "value") if k not in row]
+                if missing:
+                    raise ValueError(f"missing {missing}")
+                if not isinstance(row["value"], (int, float)) or not math.isfinite(row["value"]):
+                    raise ValueError(f"value {row['value']!r} is not a finite number")
+            except ValueError as exc:  # JSONDecodeError is a ValueError
+                msg = f"{path}:{n}: bad record ({exc})"
+                if skipped is None:
+                    raise ValueError(msg) from None
+                skipped.append(msg)
+                continue
+            rows.append(row)
     return rows
 
 

@@ -1,44 +1,107 @@
 """Run a profile's notebooks with papermill and write a self-contained report folder.
 
-``python -m saf_utils.run --profile cpu`` (or the ``saf-run`` console script) executes the
-notebooks named in ``configs/<profile>.yaml`` in order and writes ``reports/<run-name>/``:
-the executed notebooks, one HTML page each, ``index.html``, ``metrics.json`` (merged metric
-records) and ``manifest.json`` (commit, parameters, versions, seeds, data files with
-SHA-256, timings). A failing notebook is rendered with its error and marked failed; the
-others still run and the exit code is non-zero. An existing run folder is never touched.
+``saf-run --profile cpu`` (or ``python -m saf_utils.run``) executes the notebooks named in
+``configs/<profile>.yaml`` in order and writes ``reports/<run-name>/``: the executed
+notebooks, one HTML page each (no network loads), ``index.html`` (headline tables),
+``results.html`` (every result record), ``metrics.json`` (merged records) and
+``manifest.json`` (commit, parameters, installed packages, lock hash, data files with
+SHA-256, timings, every execution). Everything is checked before the first notebook runs
+(profile, parameters and their types, dependencies, data sources). A failing notebook is
+rendered with its error and marked failed; the others still run and the exit code is 1.
+Manifest and index are rewritten when the run starts and after each notebook; Ctrl-C or
+SIGTERM mark the run and the running notebook "interrupted" and still write them.
+``--run-dir reports/<run>`` reruns chosen notebooks inside an existing run (the previous
+execution's files move to ``previous/``, the manifest keeps both). A new run never touches an
+existing folder.
+
+Exit codes: 0 ok, 1 a notebook failed, 2 bad invocation (nothing ran), 3 a report file could
+not be written, 130/143 interrupted by SIGINT/SIGTERM.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
+import shutil
+import signal
+import socket
 import sys
+import threading
 import time
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from saf_utils.reporting.manifest import (
-    PROJECT_ROOT,
+    ReportWriteError,
     environment_info,
     git_state,
+    installed_packages,
+    lock_info,
     now_iso,
     package_versions,
-    to_jsonable,
+    write_json,
+    write_text,
 )
-from saf_utils.reporting.pages import write_index
+from saf_utils.reporting.profiles import (  # noqa: F401 - re-exported for callers and tests
+    CONFIG_DIR,
+    DATA_ENV_VARS,
+    NOTEBOOK_DIR,
+    REPORTS_DIR,
+    NotebookPlan,
+    RunnerError,
+    check_data_sources,
+    check_dependencies,
+    check_run_name,
+    load_profile,
+    notebook_parameters,
+    parse_overrides,
+    plan_notebooks,
+    select_notebooks,
+)
 from saf_utils.reporting.records import RECORDS_FILE, SOURCES_FILE, read_records, summarize
 
-CONFIG_DIR = PROJECT_ROOT / "configs"
-NOTEBOOK_DIR = PROJECT_ROOT / "notebooks"
-REPORTS_DIR = PROJECT_ROOT / "reports"
+EXIT_INTERRUPTED = {"SIGINT": 130, "SIGTERM": 143}
+PREVIOUS_DIR = "previous"
 
 
-DATA_ENV_VARS = ("SAF_DATA", "ARGSCICHAT_DATA", "WORDNET_DIR")
+@dataclass
+class NotebookResult:
+    name: str
+    status: str = "pending"  # pending | running | ok | failed | interrupted
+    started: str | None = None
+    finished: str | None = None
+    seconds: float | None = None
+    error: str | None = None
+    parameters: dict[str, Any] = field(default_factory=dict)
+    html: str | None = None
+    invocation: int = 1
+    archived_to: str | None = None
+
+
+class Interrupted(BaseException):  # noqa: N818 - like KeyboardInterrupt, not an error
+    """SIGINT/SIGTERM arrived; carries the signal name."""
+
+
+@contextmanager
+def _signals(raise_on_signal: bool):
+    """Turn SIGINT/SIGTERM into :class:`Interrupted` (or ignore them while saving)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, _frame):
+        raise Interrupted(signal.Signals(signum).name)
+
+    new = handler if raise_on_signal else signal.SIG_IGN
+    old = {s: signal.signal(s, new) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
 
 
 def _absolute_if_path(key: str, value: Any) -> Any:
@@ -50,124 +113,331 @@ def _absolute_if_path(key: str, value: Any) -> Any:
     return value
 
 
-class RunnerError(RuntimeError):
-    """A bad profile, parameter or notebook name (raised before anything runs)."""
-
-
-@dataclass
-class NotebookResult:
-    name: str
-    status: str = "pending"  # ok | failed
-    started: str | None = None
-    finished: str | None = None
-    seconds: float | None = None
-    error: str | None = None
-    parameters: dict[str, Any] = field(default_factory=dict)
-    html: str | None = None
-
-
-def load_profile(profile: str | None = None, config: str | os.PathLike | None = None) -> dict:
-    """Read a profile YAML (``configs/<profile>.yaml`` or an explicit path) and check its keys."""
-    path = Path(config) if config else CONFIG_DIR / f"{profile}.yaml"
-    if not path.is_file():
-        known = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
-        raise RunnerError(f"profile file {path} not found; known profiles: {known}")
-    try:
-        cfg = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise RunnerError(f"{path}: not valid YAML ({exc})") from None
-    allowed = {"name", "description", "notebooks", "parameters", "notebook_parameters",
-               "hide_code", "timeout"}
-    unknown = set(cfg) - allowed
-    if unknown:
-        raise RunnerError(f"{path}: unknown key(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
-    if not cfg.get("notebooks"):
-        raise RunnerError(f"{path}: 'notebooks' must list at least one notebook")
-    cfg.setdefault("name", path.stem)
-    cfg.setdefault("parameters", {})
-    cfg.setdefault("notebook_parameters", {})
-    cfg["path"] = str(path)
-    return cfg
-
-
-def parse_overrides(items: list[str]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """``key=value`` (all notebooks) or ``notebook.key=value``; values are parsed as YAML."""
-    common: dict[str, Any] = {}
-    per_nb: dict[str, dict[str, Any]] = {}
-    for item in items:
-        if "=" not in item:
-            raise RunnerError(f"-p {item!r}: expected key=value")
-        key, raw = item.split("=", 1)
-        value = yaml.safe_load(raw) if raw else ""
-        if "." in key:
-            nb, key = key.split(".", 1)
-            per_nb.setdefault(nb, {})[key] = value
-        else:
-            common[key] = value
-    return common, per_nb
-
-
-def notebook_parameters(path: Path) -> dict[str, Any]:
-    """The parameters a notebook declares in its ``parameters`` cell (via papermill)."""
-    import papermill as pm
-
-    return pm.inspect_notebook(str(path))
-
-
-def _resolve(names: list[str], wanted: list[str] | None) -> list[str]:
-    if not wanted:
-        return names
-    chosen = []
-    for w in wanted:
-        hits = [n for n in names if n == w or n.startswith(w)]
-        if len(hits) != 1:
-            raise RunnerError(f"--only {w!r} matches {hits or 'nothing'} in {names}")
-        chosen.append(hits[0])
-    return [n for n in names if n in chosen]
-
-
 def new_run_dir(reports_dir: Path, run_name: str) -> Path:
     """Create a fresh run folder; a taken name gets a numeric suffix, never reused."""
-    reports_dir.mkdir(parents=True, exist_ok=True)
-    for n in range(1, 1000):
-        candidate = reports_dir / (run_name if n == 1 else f"{run_name}-{n}")
-        try:
-            candidate.mkdir()
-            return candidate
-        except FileExistsError:
-            continue
+    try:
+        reports_dir.mkdir(parents=True, exist_ok=True)
+        for n in range(1, 1000):
+            candidate = reports_dir / (run_name if n == 1 else f"{run_name}-{n}")
+            try:
+                candidate.mkdir()
+                return candidate
+            except FileExistsError:
+                continue
+    except OSError as exc:
+        if isinstance(exc, ReportWriteError):
+            raise
+        raise ReportWriteError(exc.errno, f"cannot create a run folder in {reports_dir}: "
+                               f"{exc.strerror or exc}") from None
     raise RunnerError(f"no free run folder name for {run_name} in {reports_dir}")
 
 
-def to_html(ipynb: Path, hide_code: bool) -> Path:
-    """Render an executed notebook to one self-contained HTML page (figures embedded)."""
-    import nbformat
-    from nbconvert import HTMLExporter
+def read_manifest(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / "manifest.json"
+    if not path.is_file():
+        raise RunnerError(f"{run_dir}: not a run folder (no manifest.json)")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise RunnerError(f"{path}: unreadable ({exc})") from None
+    if not isinstance(manifest, dict):
+        raise RunnerError(f"{path}: not a run manifest")
+    return manifest
 
-    exporter = HTMLExporter(template_name="lab", embed_images=True)
-    exporter.exclude_input = hide_code
-    exporter.exclude_input_prompt = hide_code
-    body, _ = exporter.from_notebook_node(nbformat.read(ipynb, as_version=4))
-    out = ipynb.with_suffix(".html")
-    out.write_text(body, encoding="utf-8")
-    return out
+
+# ------------------------------------------------------------------ one notebook
+def _kill_kernel(km: Any) -> None:
+    """Stop a kernel (it runs in its own session) that no client will shut down."""
+    import subprocess
+
+    proc = getattr(getattr(km, "provisioner", None), "process", None)
+    if proc is None or proc.poll() is not None:
+        return
+    for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(proc.pid, sig)
+        except OSError:
+            try:
+                proc.send_signal(sig)
+            except OSError:
+                return
+        try:
+            proc.wait(timeout=wait)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    try:
+        km.cleanup_connection_file()
+    except Exception:  # noqa: BLE001 - best effort
+        pass
 
 
 def execute_one(nb_path: Path, out_path: Path, params: dict, timeout: int | None) -> str | None:
-    """Run one notebook; returns None on success or the error text (the output is kept)."""
+    """Run one notebook; returns None on success or the error text (the output is kept).
+
+    papermill runs in a worker thread so that SIGINT/SIGTERM reach the runner (nbclient
+    would otherwise install its own handlers on the main thread's event loop and reset them
+    to the defaults afterwards). On :class:`Interrupted` the kernel is stopped, the worker
+    saves the partial notebook, and the exception propagates.
+    """
     import papermill as pm
+    from jupyter_client.manager import AsyncKernelManager
+
+    box: dict[str, Any] = {}
+
+    class TrackedKernelManager(AsyncKernelManager):
+        """nbclient's own kernel manager (it shuts the kernel down), remembered here."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            box["km"] = self
+
+    def work() -> None:
+        try:
+            pm.execute_notebook(
+                str(nb_path), str(out_path), parameters=params, kernel_name="python3",
+                cwd=str(nb_path.parent), progress_bar=sys.stderr.isatty(),
+                execution_timeout=timeout,
+                kernel_manager_class=TrackedKernelManager,
+            )
+            box["error"] = None
+        except pm.PapermillExecutionError as exc:
+            box["error"] = f"{exc.ename}: {exc.evalue}"
+        except BaseException as exc:  # noqa: BLE001 - kernel death, timeout, bad notebook
+            box["error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:500]}"
+
+    worker = threading.Thread(target=work, name=f"papermill-{nb_path.stem}", daemon=True)
+    worker.start()
+    # Poll a flag instead of Thread.join: a signal handler raising inside join() makes
+    # Python 3.11 mark a live thread as stopped (bpo-45274), and a later join() returns at once.
+    try:
+        while "error" not in box:
+            time.sleep(0.1)
+    except Interrupted:
+        _kill_kernel(box.get("km"))
+        deadline = time.monotonic() + 60  # papermill saves the partial notebook when the
+        while "error" not in box and time.monotonic() < deadline:  # kernel is gone
+            time.sleep(0.1)
+        raise
+    finally:
+        if _kernel_alive(box.get("km")):
+            _kill_kernel(box["km"])
+    return box.get("error", "the execution thread ended without a result")
+
+
+def _kernel_alive(km: Any) -> bool:
+    prov = getattr(km, "provisioner", None)
+    proc = getattr(prov, "process", None)
+    return proc is not None and proc.poll() is None
+
+
+def mark_interrupted(ipynb: Path, why: str) -> None:
+    """Say so at the top of a partially executed notebook; cells that never ran stay pending
+    (papermill marks every cell "completed" when it is interrupted)."""
+    import nbformat
 
     try:
-        pm.execute_notebook(
-            str(nb_path), str(out_path), parameters=params, kernel_name="python3",
-            cwd=str(nb_path.parent), progress_bar=sys.stderr.isatty(),
-            execution_timeout=timeout,
-        )
-    except pm.PapermillExecutionError as exc:
-        return f"{exc.ename}: {exc.evalue}"
-    except Exception as exc:  # kernel death, timeout, bad notebook: report, keep going
-        return f"{type(exc).__name__}: {exc}"
-    return None
+        nb = nbformat.read(ipynb, as_version=4)
+    except Exception as exc:  # noqa: BLE001 - nothing readable to mark
+        print(f"saf-run: could not mark {ipynb} interrupted: {exc}", file=sys.stderr)
+        return
+    for cell in nb.cells:
+        pm_meta = cell.get("metadata", {}).get("papermill")
+        if pm_meta is not None and not pm_meta.get("start_time"):
+            pm_meta["status"] = "pending"
+    banner = nbformat.v4.new_markdown_cell(
+        f"**Interrupted ({why}).** This notebook did not finish: the last cell with output is "
+        "where it stopped, and no cell after it ran.")
+    nb.cells.insert(0, banner)
+    nb.metadata.setdefault("papermill", {})["status"] = "interrupted"
+    try:
+        write_text(ipynb, nbformat.writes(nb))
+    except ReportWriteError as exc:
+        print(f"saf-run: could not mark {ipynb} interrupted: {exc}", file=sys.stderr)
+
+
+# ------------------------------------------------------------------ reports of a run
+def _latest(manifest: dict) -> list[dict]:
+    return list(manifest.get("notebooks", []))
+
+
+def write_reports(run_dir: Path, manifest: dict[str, Any]) -> None:
+    """metrics.json, manifest.json, index.html and results.html from what is on disk now.
+
+    Records come from each notebook's latest execution; a bad records line is skipped and
+    counted; every record carries ``notebook_status`` (its notebook's status).
+    """
+    from saf_utils.reporting import pages
+
+    latest = _latest(manifest)
+    status = {n["name"]: n["status"] for n in latest}
+    skipped: list[str] = []
+    records = read_records((run_dir / n["name"] / RECORDS_FILE for n in latest), skipped)
+    for r in records:
+        r["notebook_status"] = status.get(r.get("notebook"), "unknown")
+    sources: dict[str, dict] = {}
+    for n in latest:
+        src = run_dir / n["name"] / SOURCES_FILE
+        try:
+            rows = json.loads(src.read_text()) if src.is_file() else []
+        except (OSError, ValueError):
+            rows = []
+        for row in rows if isinstance(rows, list) else []:
+            if isinstance(row, dict) and "path" in row:
+                entry = sources.setdefault(row["path"], {**row, "notebooks": []})
+                entry["notebooks"].append(n["name"])
+    summary = summarize(records)
+    manifest["records"] = {"n": len(records), "skipped_lines": len(skipped),
+                           "skipped": skipped[:50]}
+    manifest["data_sources"] = sorted(sources.values(), key=lambda s: s["path"])
+    manifest["seeds"] = {n["name"]: {k: v for k, v in n.get("parameters", {}).items()
+                                     if "seed" in k} for n in latest}
+    write_json(run_dir / "metrics.json", {"records": records,
+                                          "summary": summary.to_dict(orient="records"),
+                                          "skipped_record_lines": skipped})
+    write_json(run_dir / "manifest.json", manifest)
+    pages.write_index(run_dir, manifest, records)
+    pages.write_results(run_dir, manifest, records)
+
+
+def _archive_previous(run_dir: Path, name: str, manifest: dict) -> str | None:
+    """Move an earlier execution's files of ``name`` to ``previous/<name>-<k>/``."""
+    present = [p for p in (run_dir / f"{name}.ipynb", run_dir / f"{name}.html", run_dir / name)
+               if p.exists()]
+    if not present:
+        return None
+    k = 1 + sum(1 for e in manifest.get("executions", []) if e["name"] == name
+                and e.get("archived_to"))
+    target = run_dir / PREVIOUS_DIR / f"{name}-{k}"
+    while target.exists():
+        k += 1
+        target = run_dir / PREVIOUS_DIR / f"{name}-{k}"
+    try:
+        target.mkdir(parents=True)
+        for p in present:
+            shutil.move(str(p), str(target / p.name))
+    except OSError as exc:
+        raise ReportWriteError(exc.errno, f"cannot move the previous {name} to {target}: "
+                               f"{exc.strerror or exc}") from None
+    rel = str(target.relative_to(run_dir))
+    for e in manifest.get("executions", []):
+        if e["name"] == name and not e.get("archived_to"):
+            e["archived_to"] = rel
+    return rel
+
+
+def _record_result(manifest: dict, res: NotebookResult, order: list[str]) -> None:
+    """The latest entry of ``res.name`` in ``notebooks``; every started execution (not the
+    "pending" placeholders) in ``executions``."""
+    entry = asdict(res)
+    execs = manifest.setdefault("executions", [])
+    if res.started:
+        for i, e in enumerate(execs):
+            if e["name"] == res.name and e.get("invocation") == res.invocation \
+                    and e.get("started") == res.started:
+                execs[i] = entry
+                break
+        else:
+            execs.append(entry)
+    latest = {n["name"]: n for n in manifest.get("notebooks", [])}
+    latest[res.name] = entry
+    rank = {n: i for i, n in enumerate(order)}
+    manifest["notebooks"] = sorted(latest.values(), key=lambda n: rank.get(n["name"], 1e9))
+
+
+# ------------------------------------------------------------------ a run
+@dataclass
+class RunRequest:
+    profile: str | None = None
+    config: str | os.PathLike | None = None
+    overrides: list[str] = field(default_factory=list)
+    only: list[str] | None = None
+    run_name: str | None = None
+    run_dir: str | os.PathLike | None = None
+    reports_dir: str | os.PathLike | None = None
+    notebooks_dir: str | os.PathLike | None = None
+    hide_code: bool | None = None
+    baseline: str | None = None
+    argv: list[str] | None = None
+
+
+def _pid_alive(pid: Any) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, TypeError, ValueError):
+        return pid is not None
+    return True
+
+
+def prepare(req: RunRequest) -> dict[str, Any]:
+    """Everything checked before anything runs; returns the plan (nothing is written)."""
+    existing = None
+    if req.run_dir:  # a path, or a run name under the reports folder
+        from saf_utils.reporting.compare import resolve_run
+
+        existing = resolve_run(req.run_dir, req.reports_dir)
+    old_manifest = read_manifest(existing) if existing else None
+    profile, config = req.profile, req.config
+    if old_manifest and not (profile or config):
+        old_file = old_manifest.get("profile_file")
+        if old_file and Path(old_file).is_file():
+            config = old_file
+        else:
+            profile = old_manifest.get("profile")
+    cfg = load_profile(profile or "cpu", config)
+    if old_manifest and old_manifest.get("profile") not in (None, cfg["name"]):
+        raise RunnerError(f"{existing} was run with profile {old_manifest.get('profile')!r}, "
+                          f"not {cfg['name']!r}; omit --profile to reuse it")
+    if old_manifest and old_manifest.get("status") == "running" \
+            and old_manifest.get("host") == socket.gethostname() \
+            and _pid_alive(old_manifest.get("pid")) and old_manifest.get("pid") != os.getpid():
+        raise RunnerError(f"{existing} is still being run by process {old_manifest['pid']}")
+    if req.run_name and existing:
+        raise RunnerError("--run-name and --run-dir exclude each other")
+    run_name = check_run_name(req.run_name) if req.run_name else None
+    nb_dir = Path(req.notebooks_dir) if req.notebooks_dir else NOTEBOOK_DIR
+    names = select_notebooks(list(cfg["notebooks"]), req.only)
+    deps = check_dependencies(cfg, names, existing, {
+        n["name"]: n.get("status") for n in (old_manifest or {}).get("notebooks", [])})
+    plans = plan_notebooks(cfg, names, nb_dir, req.overrides or [])
+    baseline = None
+    if req.baseline:
+        from saf_utils.reporting.compare import resolve_run
+
+        baseline = resolve_run(req.baseline, req.reports_dir)
+    data = check_data_sources(plans)
+    return {"cfg": cfg, "plans": plans, "deps": deps, "data": data, "existing": existing,
+            "old_manifest": old_manifest, "run_name": run_name, "baseline": baseline}
+
+
+def describe_plan(plan: dict[str, Any], req: RunRequest) -> str:
+    """The dry-run text: where, which notebooks with which parameters, which data."""
+    cfg = plan["cfg"]
+    where = (f"inside existing run {plan['existing']}" if plan["existing"] else
+             f"new run {plan['run_name'] or cfg['name'] + '-<time>'} in "
+             f"{req.reports_dir or REPORTS_DIR}")
+    lines = [f"Plan (dry run; nothing runs): profile {cfg['name']} ({cfg['path']}"
+             + (f", extends {', '.join(cfg['extends_chain'])}" if cfg["extends_chain"] else "")
+             + f"), {where}"]
+    for i, p in enumerate(plan["plans"], 1):
+        deps = cfg["depends_on"].get(p.name, [])
+        dep_txt = ", ".join(f"{d} ({plan['deps'].get(d)})" for d in deps)
+        lines.append(f"[{i}] {p.name}" + (f"  depends on {dep_txt}" if deps else ""))
+        for k, v in p.params.items():
+            lines.append(f"      {k} = {v!r}    # {p.origins.get(k)}")
+    lines.append("Data sources:")
+    for d in plan["data"]:
+        extra = "" if d["kind"] == "local" else (" (cached)" if d.get("cached") else
+                                                  " (download)")
+        lines.append(f"  {d['dataset']}: {d['kind']} {d['source']}{extra} via {d['via']}"
+                     f" for {', '.join(d['notebooks'])}")
+    if not plan["data"]:
+        lines.append("  (no selected notebook declares a data source)")
+    if plan["baseline"]:
+        lines.append(f"Compare with {plan['baseline']} (compare.html)")
+    return "\n".join(lines)
 
 
 def run_profile(
@@ -179,137 +449,170 @@ def run_profile(
     reports_dir: str | os.PathLike | None = None,
     notebooks_dir: str | os.PathLike | None = None,
     hide_code: bool | None = None,
-) -> tuple[Path, list[NotebookResult]]:
-    """Run the notebooks of a profile; returns the run folder and one result per notebook."""
-    cfg = load_profile(profile, config)
-    nb_dir = Path(notebooks_dir) if notebooks_dir else NOTEBOOK_DIR
-    names = _resolve(list(cfg["notebooks"]), only)
-    common, per_nb = parse_overrides(overrides or [])
-    for nb in per_nb:
-        if nb not in cfg["notebooks"]:
-            raise RunnerError(f"-p {nb}.…: no notebook {nb!r} in profile {cfg['name']}")
+    run_dir: str | os.PathLike | None = None,
+    baseline: str | None = None,
+    argv: list[str] | None = None,
+) -> tuple[Path, list[NotebookResult], str]:
+    """Run the notebooks of a profile; returns the run folder, one result per executed
+    notebook and the run status (ok | failed | interrupted:<SIGNAL>)."""
+    req = RunRequest(profile, config, list(overrides or []), only, run_name, run_dir,
+                     reports_dir, notebooks_dir, hide_code, baseline, argv)
+    plan = prepare(req)
+    cfg, plans = plan["cfg"], plan["plans"]
     hide = cfg.get("hide_code", False) if hide_code is None else hide_code
-
-    # Check every notebook and parameter before running anything.
-    plans: list[tuple[str, Path, dict[str, Any]]] = []
-    for name in names:
-        path = nb_dir / f"{name}.ipynb"
-        if not path.is_file():
-            raise RunnerError(f"notebook {path} not found")
-        declared = notebook_parameters(path)
-        specific = {**(cfg["notebook_parameters"].get(name) or {}), **per_nb.get(name, {})}
-        undeclared = sorted(set(specific) - set(declared))
-        if undeclared:
-            raise RunnerError(f"{name}: parameter(s) {undeclared} not in its parameters cell "
-                              f"(declared: {sorted(declared)})")
-        shared = {k: v for k, v in {**cfg["parameters"], **common}.items() if k in declared}
-        plans.append((name, path, {**shared, **specific}))
-    unused = set(common) - {k for _, _, p in plans for k in p}
-    if unused:
-        raise RunnerError(f"-p {sorted(unused)}: no selected notebook declares these parameters")
 
     # Notebooks run with notebooks/ as working directory: make data paths absolute first.
     for var in DATA_ENV_VARS:
         if os.environ.get(var) and Path(os.environ[var]).exists():
             os.environ[var] = str(Path(os.environ[var]).resolve())
-    plans = [(n, p, {k: _absolute_if_path(k, v) for k, v in prm.items()}) for n, p, prm in plans]
-
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    run_dir = new_run_dir(Path(reports_dir) if reports_dir else REPORTS_DIR,
-                          run_name or f"{cfg['name']}-{stamp}")
+    for p in plans:
+        p.params = {k: _absolute_if_path(k, v) for k, v in p.params.items()}
     os.environ.setdefault("PYTHONHASHSEED", "0")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     # Progress bars inside a kernel only clutter the HTML; the runner shows progress per cell
     # (on a terminal) and per notebook instead. Interactive JupyterLab sessions keep theirs.
     os.environ.setdefault("TQDM_DISABLE", "1")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    manifest: dict[str, Any] = {
-        "run": run_dir.name,
-        "profile": cfg["name"],
-        "profile_file": cfg["path"],
-        "description": cfg.get("description"),
-        "git": git_state(),
-        "started": now_iso(),
-        "environment": environment_info(),
-        "packages": package_versions(),
-        "overrides": overrides or [],
-        "hide_code": hide,
-    }
-    results: list[NotebookResult] = []
-    print(f"Run {run_dir.name}: {len(plans)} notebook(s) -> {run_dir}", flush=True)
-    for i, (name, path, params) in enumerate(plans, 1):
-        nb_out = run_dir / name
-        nb_out.mkdir()
-        declared = notebook_parameters(path)
-        if "output_dir" in declared:
-            params = {**params, "output_dir": str(nb_out.resolve())}
-        res = NotebookResult(name=name, parameters=params, started=now_iso())
-        print(f"[{i}/{len(plans)}] {name} ...", flush=True)
-        t0 = time.perf_counter()
-        out_nb = run_dir / f"{name}.ipynb"
-        res.error = execute_one(path, out_nb, params, cfg.get("timeout"))
-        res.seconds = round(time.perf_counter() - t0, 1)
-        res.finished = now_iso()
-        res.status = "failed" if res.error else "ok"
-        if out_nb.is_file():
-            try:
-                res.html = to_html(out_nb, hide).name
-            except Exception as exc:  # a broken render must not hide the run's other results
-                res.error = (res.error or "") + f" | HTML rendering failed: {exc}"
-                res.status = "failed"
-        print(f"[{i}/{len(plans)}] {name} {res.status} in {res.seconds:.1f} s"
-              + (f": {res.error}" if res.error else ""), flush=True)
-        results.append(res)
 
-    records = read_records(run_dir / r.name / RECORDS_FILE for r in results)
-    sources: dict[str, dict] = {}
-    for r in results:
-        src = run_dir / r.name / SOURCES_FILE
-        if src.is_file():
-            for row in json.loads(src.read_text()):
-                entry = sources.setdefault(row["path"], {**row, "notebooks": []})
-                entry["notebooks"].append(r.name)
-    summary = summarize(records)
-    metrics = {"records": records, "summary": summary.to_dict(orient="records")}
-    (run_dir / "metrics.json").write_text(json.dumps(to_jsonable(metrics), indent=1))
+    invocation = {
+        "started": now_iso(), "finished": None, "status": "running", "argv": argv,
+        "only": [p.name for p in plans], "overrides": list(overrides or []),
+        "git": git_state(), "pid": os.getpid(), "host": socket.gethostname(),
+    }
+    if plan["existing"]:
+        out = plan["existing"].resolve()
+        manifest = plan["old_manifest"]
+        manifest.setdefault("invocations", [])
+        manifest.setdefault("executions", list(manifest.get("notebooks", [])))
+    else:
+        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+        out = new_run_dir(Path(reports_dir).resolve() if reports_dir else REPORTS_DIR,
+                          plan["run_name"] or f"{cfg['name']}-{stamp}")
+        manifest = {"run": out.name, "profile": cfg["name"], "profile_file": cfg["path"],
+                    "extends": cfg["extends_chain"], "description": cfg.get("description"),
+                    "started": invocation["started"], "invocations": [], "executions": [],
+                    "notebooks": []}
+    manifest["invocations"].append(invocation)
+    n_inv = len(manifest["invocations"])
     manifest.update({
-        "finished": now_iso(),
-        "seeds": {r.name: {k: v for k, v in r.parameters.items() if "seed" in k} for r in results},
-        "notebooks": [vars(r) for r in results],
-        "data_sources": sorted(sources.values(), key=lambda s: s["path"]),
+        "status": "running", "finished": None, "git": invocation["git"],
+        "pid": invocation["pid"], "host": invocation["host"],
+        "environment": environment_info(), "packages": package_versions(),
+        "installed": installed_packages(), "lock": lock_info(),
+        "overrides": list(overrides or []), "hide_code": hide,
+        "depends_on": cfg["depends_on"], "data_check": plan["data"],
     })
-    (run_dir / "manifest.json").write_text(json.dumps(to_jsonable(manifest), indent=1))
-    write_index(run_dir, manifest, results, summary)
-    return run_dir, results
+    order = list(cfg["notebooks"])
+    results: list[NotebookResult] = []
+    current: NotebookResult | None = None
+    status = "ok"
+    print(f"Run {out.name}: {len(plans)} notebook(s) -> {out}", flush=True)
+    try:
+        with _signals(raise_on_signal=True):
+            for p in plans:  # the index lists what will run before anything does
+                if not any(n["name"] == p.name for n in manifest["notebooks"]):
+                    _record_result(manifest, NotebookResult(p.name, parameters=p.params,
+                                                            invocation=n_inv), order)
+            write_reports(out, manifest)
+            for i, p in enumerate(plans, 1):
+                bad = [r.name for r in results if r.status != "ok"
+                       and r.name in cfg["depends_on"].get(p.name, [])]
+                if bad:  # its inputs are missing: say so instead of failing later
+                    res = NotebookResult(p.name, "skipped", started=now_iso(),
+                                         finished=now_iso(), seconds=0.0, parameters=p.params,
+                                         invocation=n_inv,
+                                         error=f"not run: depends on {', '.join(bad)}, "
+                                               "which did not succeed")
+                    print(f"[{i}/{len(plans)}] {p.name} skipped: {res.error}", flush=True)
+                    results.append(res)
+                    _record_result(manifest, res, order)
+                    write_reports(out, manifest)
+                    continue
+                _archive_previous(out, p.name, manifest)
+                nb_out = out / p.name
+                try:
+                    nb_out.mkdir()
+                except OSError as exc:
+                    raise ReportWriteError(exc.errno, f"cannot create {nb_out}: "
+                                           f"{exc.strerror or exc}") from None
+                params = dict(p.params)
+                if "output_dir" in p.declared:
+                    params["output_dir"] = str(nb_out.resolve())
+                current = NotebookResult(p.name, "running", started=now_iso(),
+                                         parameters=params, invocation=n_inv)
+                _record_result(manifest, current, order)
+                write_reports(out, manifest)
+                print(f"[{i}/{len(plans)}] {p.name} ...", flush=True)
+                t0 = time.perf_counter()
+                out_nb = out / f"{p.name}.ipynb"
+                try:
+                    current.error = execute_one(p.path, out_nb, params, cfg.get("timeout"))
+                finally:
+                    current.seconds = round(time.perf_counter() - t0, 1)
+                    current.finished = now_iso()
+                current.status = "failed" if current.error else "ok"
+                _render(current, out_nb, hide)
+                print(f"[{i}/{len(plans)}] {p.name} {current.status} in {current.seconds:.1f} s"
+                      + (f": {current.error}" if current.error else ""), flush=True)
+                results.append(current)
+                _record_result(manifest, current, order)
+                current = None
+                write_reports(out, manifest)
+        status = "failed" if any(r.status != "ok" for r in results) else "ok"
+    except Interrupted as sig:
+        status = f"interrupted:{sig}"
+        with _signals(raise_on_signal=False):
+            if current is not None:
+                current.status = "interrupted"
+                current.error = f"interrupted by {sig}"
+                current.finished = current.finished or now_iso()
+                out_nb = out / f"{current.name}.ipynb"
+                if out_nb.is_file():
+                    mark_interrupted(out_nb, str(sig))
+                    _render(current, out_nb, hide)
+                results.append(current)
+                _record_result(manifest, current, order)
+            print(f"Run {out.name} interrupted by {sig}", file=sys.stderr, flush=True)
+    with _signals(raise_on_signal=False):
+        run_status = status.split(":")[0]
+        invocation.update(finished=now_iso(), status=run_status)
+        manifest["status"] = run_status
+        manifest["finished"] = invocation["finished"]
+        # notebooks that never started in an interrupted run stay "pending" in the manifest
+        write_reports(out, manifest)
+        if plan["baseline"] is not None:
+            from saf_utils.reporting.compare import compare_runs, write_compare_html
+
+            try:
+                cmp = compare_runs(plan["baseline"], out)
+                path = write_compare_html(cmp, out / "compare.html")
+                print(f"Compared with {plan['baseline'].name}: {path}")
+            except (RunnerError, ValueError) as exc:
+                print(f"saf-run: compare with {plan['baseline']} failed: {exc}",
+                      file=sys.stderr)
+    return out, results, status
+
+
+def _render(res: NotebookResult, out_nb: Path, hide: bool) -> None:
+    from saf_utils.reporting.pages import render_notebook
+
+    if not out_nb.is_file():
+        return
+    try:
+        res.html = render_notebook(out_nb, hide).name
+    except ReportWriteError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a broken render must not hide other results
+        res.error = (res.error or "") + f" | HTML rendering failed: {exc}"
+        if res.status == "ok":
+            res.status = "failed"
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="saf-run", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--profile", default="cpu", help="configs/<profile>.yaml (default: cpu)")
-    ap.add_argument("--config", help="explicit profile YAML path (overrides --profile)")
-    ap.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
-                    help="override a parameter (all notebooks) or NOTEBOOK.KEY=VALUE")
-    ap.add_argument("--only", action="append", metavar="NAME", help="run only these notebooks")
-    ap.add_argument("--run-name", help="folder name under reports/ (default: <profile>-<time>)")
-    ap.add_argument("--reports-dir", help="where run folders go (default: reports/)")
-    ap.add_argument("--notebooks-dir", help="where the notebooks are (default: notebooks/)")
-    ap.add_argument("--hide-code", action="store_true", default=None,
-                    help="HTML without code cells")
-    args = ap.parse_args(argv)
-    try:
-        run_dir, results = run_profile(
-            profile=args.profile, config=args.config, overrides=args.param, only=args.only,
-            run_name=args.run_name, reports_dir=args.reports_dir,
-            notebooks_dir=args.notebooks_dir, hide_code=args.hide_code)
-    except RunnerError as exc:
-        print(f"saf-run: {exc}", file=sys.stderr)
-        return 2
-    failed = [r.name for r in results if r.status != "ok"]
-    print(f"Report: {(run_dir / 'index.html').resolve()}")
-    if failed:
-        print(f"Failed notebook(s): {', '.join(failed)}", file=sys.stderr)
-        return 1
-    return 0
+    """The ``saf-run`` command line (see :mod:`saf_utils.reporting.cli`)."""
+    from saf_utils.reporting.cli import main as cli_main
+
+    return cli_main(argv)
 
 
 if __name__ == "__main__":

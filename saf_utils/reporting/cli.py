@@ -1,0 +1,212 @@
+"""The ``saf-run`` command line.
+
+    saf-run [run] --profile cpu [-p key=value] [--only NB] [--run-dir DIR] [--dry-run]
+                  [--baseline RUN]
+    saf-run compare RUN_A RUN_B [--html PATH]
+    saf-run list [--reports-dir DIR]
+
+Plain ``saf-run --profile …`` (and ``python -m saf_utils.run``) is ``saf-run run``.
+Exit codes: 0 ok, 1 a notebook failed, 2 bad invocation (nothing ran), 3 a report file could
+not be written, 130/143 interrupted (SIGINT/SIGTERM).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+from datetime import datetime
+from pathlib import Path
+
+from saf_utils.reporting.manifest import ReportWriteError
+from saf_utils.reporting.profiles import REPORTS_DIR, RunnerError
+
+EXIT_WRITE = 3
+
+
+def _err(msg: str) -> None:
+    print(f"saf-run: {' '.join(str(msg).split())}", file=sys.stderr)
+
+
+def run_parser() -> argparse.ArgumentParser:
+    from saf_utils.reporting import runner
+
+    ap = argparse.ArgumentParser(prog="saf-run", description=runner.__doc__.split("\n\n")[0],
+                                 epilog="Other commands: saf-run compare RUN_A RUN_B; "
+                                        "saf-run list.")
+    ap.add_argument("--profile", help="configs/<profile>.yaml (default: cpu, or the profile "
+                                      "of --run-dir)")
+    ap.add_argument("--config", help="explicit profile YAML path (overrides --profile)")
+    ap.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a parameter (all notebooks) or NOTEBOOK.KEY=VALUE; "
+                         "values are YAML (5e-4 is a number), checked against the "
+                         "notebook's default")
+    ap.add_argument("--only", action="append", metavar="NAME", help="run only these notebooks")
+    ap.add_argument("--run-name", help="folder name under reports/ (default: <profile>-<time>)")
+    ap.add_argument("--run-dir", help="rerun the chosen notebooks inside this existing run")
+    ap.add_argument("--reports-dir", help="where run folders go (default: reports/)")
+    ap.add_argument("--notebooks-dir", help="where the notebooks are (default: notebooks/)")
+    ap.add_argument("--hide-code", action="store_true", default=None,
+                    help="HTML without code cells")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="print the plan (notebooks, parameters, data sources); run nothing")
+    ap.add_argument("--baseline", metavar="RUN",
+                    help="compare with this run at the end (writes compare.html)")
+    return ap
+
+
+def run_main(argv: list[str]) -> int:
+    from saf_utils.reporting import runner
+
+    args = run_parser().parse_args(argv)
+    req = runner.RunRequest(args.profile, args.config, args.param, args.only, args.run_name,
+                            args.run_dir, args.reports_dir, args.notebooks_dir, args.hide_code,
+                            args.baseline, ["saf-run", *argv])
+    try:
+        if args.dry_run:
+            print(runner.describe_plan(runner.prepare(req), req))
+            return 0
+        run_dir, results, status = runner.run_profile(
+            profile=args.profile, config=args.config, overrides=args.param, only=args.only,
+            run_name=args.run_name, reports_dir=args.reports_dir,
+            notebooks_dir=args.notebooks_dir, hide_code=args.hide_code, run_dir=args.run_dir,
+            baseline=args.baseline, argv=req.argv)
+    except RunnerError as exc:
+        _err(exc)
+        return 2
+    except KeyboardInterrupt:  # Ctrl-C while planning: nothing was written
+        _err("interrupted before any notebook ran")
+        return 130
+    except ReportWriteError as exc:
+        _err(exc)
+        return EXIT_WRITE
+    except OSError as exc:  # anything else the file system refused
+        _err(f"{exc.filename or ''} {exc.strerror or exc}")
+        return EXIT_WRITE
+    print(f"Report: {(run_dir / 'index.html').resolve()}")
+    if status.startswith("interrupted"):
+        return runner.EXIT_INTERRUPTED.get(status.split(":", 1)[1], 130)
+    failed = [r.name for r in results if r.status != "ok"]
+    if failed:
+        print(f"Failed notebook(s): {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def compare_main(argv: list[str]) -> int:
+    from saf_utils.reporting.compare import (
+        compare_runs,
+        resolve_run,
+        to_markdown,
+        write_compare_html,
+    )
+
+    ap = argparse.ArgumentParser(prog="saf-run compare",
+                                 description="Differences of run B against run A (Markdown to "
+                                             "stdout, HTML file).")
+    ap.add_argument("run_a")
+    ap.add_argument("run_b")
+    ap.add_argument("--html", help="HTML output (default: RUN_B/compare-<RUN_A>.html)")
+    ap.add_argument("--reports-dir", help="where run names are looked up (default: reports/)")
+    ap.add_argument("--alpha", type=float, default=0.05)
+    ap.add_argument("--resamples", type=int, default=1000)
+    args = ap.parse_args(argv)
+    try:
+        a = resolve_run(args.run_a, args.reports_dir)
+        b = resolve_run(args.run_b, args.reports_dir)
+        cmp = compare_runs(a, b, alpha=args.alpha, n_resamples=args.resamples)
+        print(to_markdown(cmp))
+        out = write_compare_html(cmp, args.html or b / f"compare-{a.name}.html")
+    except RunnerError as exc:
+        _err(exc)
+        return 2
+    except ReportWriteError as exc:
+        _err(exc)
+        return EXIT_WRITE
+    print(f"\nHTML: {out}", file=sys.stderr)
+    return 0
+
+
+def _pid_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError, ValueError):
+        return True
+    return True
+
+
+def _seconds(start: str | None, end: str | None) -> float | None:
+    try:
+        t0 = datetime.fromisoformat(start)
+        t1 = datetime.fromisoformat(end) if end else datetime.now(t0.tzinfo)
+        return (t1 - t0).total_seconds()
+    except (TypeError, ValueError):
+        return None
+
+
+def list_runs(reports_dir: str | os.PathLike | None = None) -> list[dict]:
+    """Runs under the reports folder, oldest first, with profile, commit, status, times."""
+    root = Path(reports_dir or REPORTS_DIR)
+    runs = []
+    for mpath in sorted(root.glob("*/manifest.json")):
+        try:
+            m = json.loads(mpath.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            runs.append({"run": mpath.parent.name, "status": "unreadable manifest"})
+            continue
+        status = m.get("status") or ("ok" if all(n.get("status") == "ok" for n in
+                                                  m.get("notebooks", [])) else "failed")
+        if status == "running" and m.get("host") == socket.gethostname() \
+                and not _pid_alive(m.get("pid")):
+            status = "died (killed?)"
+        nbs = m.get("notebooks", [])
+        runs.append({
+            "run": m.get("run", mpath.parent.name), "profile": m.get("profile"),
+            "commit": ((m.get("git") or {}).get("commit") or "")[:8]
+            + ("+" if (m.get("git") or {}).get("dirty") else ""),
+            "status": status, "started": m.get("started"),
+            "seconds": _seconds(m.get("started"), m.get("finished")),
+            "notebooks": f"{sum(n.get('status') == 'ok' for n in nbs)}/{len(nbs)} ok",
+        })
+    return sorted(runs, key=lambda r: str(r.get("started")))
+
+
+def list_main(argv: list[str]) -> int:
+    from saf_utils.reporting.pages import _duration
+
+    ap = argparse.ArgumentParser(prog="saf-run list", description="Runs in the reports folder.")
+    ap.add_argument("--reports-dir", help="default: reports/")
+    args = ap.parse_args(argv)
+    runs = list_runs(args.reports_dir)
+    if not runs:
+        print(f"no runs in {args.reports_dir or REPORTS_DIR}")
+        return 0
+    head = ["run", "profile", "commit", "status", "started", "duration", "notebooks"]
+    rows = [[str(r.get("run") or ""), str(r.get("profile") or ""), r.get("commit") or "",
+             r.get("status") or "", (r.get("started") or "").replace("+00:00", "Z"),
+             _duration(r.get("seconds")), r.get("notebooks") or ""] for r in runs]
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(head)]
+    for row in [head, *rows]:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "compare":
+        return compare_main(argv[1:])
+    if argv and argv[0] == "list":
+        return list_main(argv[1:])
+    if argv and argv[0] == "run":
+        argv = argv[1:]
+    return run_main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

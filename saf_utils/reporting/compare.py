@@ -1,0 +1,298 @@
+"""Compare two runs: what changed in the setup and which numbers changed significantly.
+
+``saf-run compare RUN_A RUN_B`` prints Markdown and writes an HTML page: the parameter,
+data-fingerprint and package differences of the two manifests; per (task, dataset, split,
+system, metric[, subset]) of the ``result`` records the two values and B - A, flagged where a
+paired cluster bootstrap on the per-item scores of both runs (``items.jsonl``,
+:func:`saf_utils.stats.paired_table`) finds the difference significant; and the records that
+appear or disappear.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from saf_utils.reporting.manifest import write_text
+from saf_utils.reporting.pages import esc, fmt, page, table
+from saf_utils.reporting.profiles import REPORTS_DIR, RunnerError
+from saf_utils.reporting.records import ITEMS_FILE
+
+KEY = ("task", "dataset", "split", "system", "metric", "subset")
+IGNORED_PARAMS = {"output_dir"}
+
+
+def resolve_run(name: str | os.PathLike, reports_dir: str | os.PathLike | None = None) -> Path:
+    """A run folder given as a path or as a name under the reports folder."""
+    p = Path(name)
+    for cand in (p, Path(reports_dir or REPORTS_DIR) / p):
+        if (cand / "manifest.json").is_file():
+            return cand.resolve()
+    raise RunnerError(f"run {str(name)!r}: no manifest.json at {p} or under "
+                      f"{reports_dir or REPORTS_DIR}")
+
+
+def _load(run: Path) -> tuple[dict, list[dict]]:
+    try:
+        manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
+        metrics_path = run / "metrics.json"
+        metrics = json.loads(metrics_path.read_text(encoding="utf-8")) \
+            if metrics_path.is_file() else {"records": []}
+    except (OSError, ValueError) as exc:
+        raise RunnerError(f"{run}: unreadable manifest or metrics ({exc})") from None
+    return manifest, list(metrics.get("records") or [])
+
+
+def _params(manifest: dict) -> dict[tuple[str, str], Any]:
+    out = {}
+    for n in manifest.get("notebooks", []):
+        for k, v in (n.get("parameters") or {}).items():
+            if k not in IGNORED_PARAMS:
+                out[(n["name"], k)] = v
+    return out
+
+
+def _packages(manifest: dict) -> dict[str, str]:
+    inst = manifest.get("installed")
+    if inst:
+        return dict(x.split("==", 1) for x in inst if "==" in x)
+    return {k: v for k, v in (manifest.get("packages") or {}).items() if v}
+
+
+def _data(manifest: dict) -> dict[tuple, str]:
+    out = {}
+    for s in manifest.get("data_sources") or []:
+        key = (s.get("dataset"), s.get("split"), Path(str(s.get("path"))).name)
+        out[key] = s.get("sha256")
+    return out
+
+
+def _values(records: list[dict]) -> dict[tuple, dict]:
+    """Per key: the headline record (fold and seed None) or else the mean of the records."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in records:
+        if (r.get("kind") or "result") != "result":
+            continue
+        groups.setdefault(tuple(r.get(k) for k in KEY), []).append(r)
+    out = {}
+    for key, rows in groups.items():
+        head = [r for r in rows if r.get("fold") is None and r.get("seed") is None]
+        if head:
+            out[key] = {"value": head[-1]["value"], "n": 1,
+                        "status": head[-1].get("notebook_status")}
+        else:
+            out[key] = {"value": sum(r["value"] for r in rows) / len(rows), "n": len(rows),
+                        "status": rows[0].get("notebook_status")}
+    return out
+
+
+def _items(run: Path, manifest: dict):
+    import pandas as pd
+
+    frames = []
+    for n in manifest.get("notebooks", []):
+        path = run / n["name"] / ITEMS_FILE
+        if path.is_file() and path.stat().st_size:
+            try:
+                frames.append(pd.read_json(path, lines=True, dtype=False))
+            except ValueError:
+                continue
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def _significance(run_a: Path, man_a: dict, run_b: Path, man_b: dict, keys: list[tuple],
+                  alpha: float, n_resamples: int) -> dict[tuple, dict]:
+    """Paired cluster bootstrap (B vs A) on the items both runs scored, per changed key."""
+    import pandas as pd
+
+    from saf_utils.stats import paired_table
+
+    a, b = _items(run_a, man_a), _items(run_b, man_b)
+    if a.empty or b.empty:
+        return {}
+    by = ["task", "dataset", "split", "system", "metric"]
+    wanted = {k[:5] for k in keys if k[5] is None}
+    out: dict[tuple, dict] = {}
+    both = pd.concat([a.assign(_run="A"), b.assign(_run="B")], ignore_index=True)
+    both["_key"] = list(zip(*(both[c] for c in by), strict=True))
+    both = both[both["_key"].isin(wanted)].drop(columns="_key")
+    for key, g in both.groupby(by, sort=False, dropna=False):
+        if g["_run"].nunique() < 2:
+            continue
+        try:
+            res = paired_table(g, reference_system="A", by=by, system="_run",
+                               n_resamples=n_resamples, alpha=alpha)
+        except ValueError as exc:
+            out[tuple(key) + (None,)] = {"error": str(exc)}
+            continue
+        for row in res.to_dict(orient="records"):
+            out[tuple(key) + (None,)] = {
+                "p": row["p_value"], "low": row["ci_low"], "high": row["ci_high"],
+                "n_items": row["n_items"], "significant": row["p_value"] < alpha}
+    return out
+
+
+def compare_runs(run_a: str | os.PathLike, run_b: str | os.PathLike, alpha: float = 0.05,
+                 n_resamples: int = 1000, tol: float = 1e-9) -> dict[str, Any]:
+    """Everything that differs between two run folders (B relative to A)."""
+    run_a, run_b = Path(run_a), Path(run_b)
+    man_a, rec_a = _load(run_a)
+    man_b, rec_b = _load(run_b)
+    missing = object()
+    pa, pb = _params(man_a), _params(man_b)
+    params = [{"notebook": k[0], "parameter": k[1], "a": pa.get(k, missing),
+               "b": pb.get(k, missing)} for k in sorted(set(pa) | set(pb), key=str)
+              if pa.get(k, missing) != pb.get(k, missing)]
+    for p in params:
+        for side in ("a", "b"):
+            if p[side] is missing:
+                p[side] = "(not run)"
+    setup = []
+    for label, get in (("profile", lambda m: m.get("profile")),
+                       ("commit", lambda m: (m.get("git") or {}).get("commit")),
+                       ("dirty", lambda m: (m.get("git") or {}).get("dirty")),
+                       ("lock sha256", lambda m: (m.get("lock") or {}).get("sha256")),
+                       ("python", lambda m: (m.get("environment") or {}).get("python")),
+                       ("platform", lambda m: (m.get("environment") or {}).get("platform"))):
+        if get(man_a) != get(man_b):
+            setup.append({"what": label, "a": get(man_a), "b": get(man_b)})
+    da, db = _data(man_a), _data(man_b)
+    data = [{"dataset": k[0], "split": k[1], "file": k[2], "a": da.get(k), "b": db.get(k)}
+            for k in sorted(set(da) | set(db), key=str) if da.get(k) != db.get(k)]
+    ka, kb = _packages(man_a), _packages(man_b)
+    packages = [{"package": k, "a": ka.get(k), "b": kb.get(k)}
+                for k in sorted(set(ka) | set(kb)) if ka.get(k) != kb.get(k)]
+    va, vb = _values(rec_a), _values(rec_b)
+    changed, same = [], 0
+    for key in sorted(set(va) & set(vb), key=str):
+        x, y = va[key]["value"], vb[key]["value"]
+        if math.isclose(x, y, rel_tol=0, abs_tol=tol):
+            same += 1
+            continue
+        changed.append({**dict(zip(KEY, key, strict=True)), "a": x, "b": y, "diff": y - x,
+                        "status": [va[key]["status"], vb[key]["status"]]})
+    sig = _significance(run_a, man_a, run_b, man_b,
+                        [tuple(c[k] for k in KEY) for c in changed], alpha, n_resamples)
+    for c in changed:
+        c["test"] = sig.get(tuple(c[k] for k in KEY))
+    appeared = [{**dict(zip(KEY, k, strict=True)), "b": vb[k]["value"]}
+                for k in sorted(set(vb) - set(va), key=str)]
+    disappeared = [{**dict(zip(KEY, k, strict=True)), "a": va[k]["value"]}
+                   for k in sorted(set(va) - set(vb), key=str)]
+    return {"a": str(run_a), "b": str(run_b), "a_name": man_a.get("run", run_a.name),
+            "b_name": man_b.get("run", run_b.name), "alpha": alpha, "setup": setup,
+            "parameters": params, "data": data, "packages": packages, "changed": changed,
+            "unchanged": same, "appeared": appeared, "disappeared": disappeared}
+
+
+def _v(x: Any) -> str:
+    if isinstance(x, float):
+        return fmt(x, 4)
+    if isinstance(x, str) and re.fullmatch(r"[0-9a-f]{40,64}", x):
+        return x[:12]
+    return json.dumps(x) if not isinstance(x, str) else x
+
+
+def _where(c: dict) -> str:
+    return " / ".join(str(c[k]) for k in ("task", "dataset", "split") if c.get(k) is not None)
+
+
+def _test(c: dict) -> str:
+    t = c.get("test")
+    if not t:
+        return "no items"
+    if "error" in t:
+        return f"n/a ({t['error'][:60]})"
+    return (f"{'**significant** ' if t['significant'] else ''}p={fmt(t['p'], 2)} "
+            f"[{fmt(t['low'])}, {fmt(t['high'])}] n={t['n_items']}")
+
+
+def to_markdown(cmp: dict) -> str:
+    def md(head: list[str], rows: list[list[str]]) -> list[str]:
+        out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        out += ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in rows]
+        return out + [""]
+
+    lines = [f"# {cmp['b_name']} compared with {cmp['a_name']} (B - A)", "",
+             f"A = {cmp['a']}", f"B = {cmp['b']}", ""]
+    lines += ["## Setup", ""] + (md(["what", "A", "B"], [[s["what"], _v(s["a"]), _v(s["b"])]
+                                                         for s in cmp["setup"]])
+                                 if cmp["setup"] else ["same profile, commit and lock file", ""])
+    lines += ["## Parameters", ""] + (md(["notebook", "parameter", "A", "B"],
+                                         [[p["notebook"], p["parameter"], _v(p["a"]), _v(p["b"])]
+                                          for p in cmp["parameters"]])
+                                      if cmp["parameters"] else ["no difference", ""])
+    lines += ["## Data", ""] + (md(["dataset", "split", "file", "A sha256", "B sha256"],
+                                   [[d["dataset"], d["split"], d["file"], _v(d["a"]), _v(d["b"])]
+                                    for d in cmp["data"]])
+                                if cmp["data"] else ["same data files (SHA-256)", ""])
+    lines += ["## Packages", ""] + (md(["package", "A", "B"],
+                                       [[p["package"], p["a"] or "-", p["b"] or "-"]
+                                        for p in cmp["packages"]])
+                                    if cmp["packages"] else ["same installed packages", ""])
+    lines += [f"## Results that changed ({len(cmp['changed'])}; {cmp['unchanged']} unchanged)",
+              ""]
+    if cmp["changed"]:
+        lines += md(["task / dataset / split", "system", "metric", "subset", "A", "B", "B - A",
+                     f"paired test (alpha {cmp['alpha']})"],
+                    [[_where(c), c["system"], c["metric"], c["subset"] or "", fmt(c["a"], 4),
+                      fmt(c["b"], 4), fmt(c["diff"], 3), _test(c)] for c in cmp["changed"]])
+    for title, side in (("Appeared (only in B)", "appeared"),
+                        ("Disappeared (only in A)", "disappeared")):
+        rows = cmp[side]
+        lines += [f"## {title}: {len(rows)}", ""]
+        if rows:
+            val = "b" if side == "appeared" else "a"
+            lines += md(["task / dataset / split", "system", "metric", "subset", "value"],
+                        [[_where(r), r["system"], r["metric"], r["subset"] or "",
+                          fmt(r[val], 4)] for r in rows])
+    return "\n".join(lines)
+
+
+def write_compare_html(cmp: dict, path: str | os.PathLike) -> Path:
+    def sec(title: str, head: list[str], rows: list[list[str]], empty: str) -> str:
+        return f"<h2>{esc(title)}</h2>" + (table(head, rows) if rows else f"<p>{esc(empty)}</p>")
+
+    def t(c: dict) -> str:
+        txt = esc(_test(c).replace("**", ""))
+        sig = (c.get("test") or {}).get("significant")
+        return f'<td class="{"failed" if sig else ""}">{txt}</td>'
+
+    body = [f"<h1>{esc(cmp['b_name'])} compared with {esc(cmp['a_name'])}</h1>",
+            f"<p class=meta>A = {esc(cmp['a'])}<br>B = {esc(cmp['b'])}<br>Differences are "
+            f"B - A; a paired cluster bootstrap on the per-item scores of both runs flags "
+            f"significant ones (p &lt; {cmp['alpha']}).</p>",
+            sec("Setup", ["what", "A", "B"],
+                [[esc(s["what"]), esc(_v(s["a"])), esc(_v(s["b"]))] for s in cmp["setup"]],
+                "Same profile, commit and lock file."),
+            sec("Parameters", ["notebook", "parameter", "A", "B"],
+                [[esc(p["notebook"]), f"<b>{esc(p['parameter'])}</b>", esc(_v(p["a"])),
+                  esc(_v(p["b"]))] for p in cmp["parameters"]], "No parameter differs."),
+            sec("Data", ["dataset", "split", "file", "A sha256", "B sha256"],
+                [[esc(d["dataset"]), esc(d["split"]), esc(d["file"]), esc(_v(d["a"])),
+                  esc(_v(d["b"]))] for d in cmp["data"]], "Same data files (SHA-256)."),
+            sec("Packages", ["package", "A", "B"],
+                [[esc(p["package"]), esc(p["a"] or "—"), esc(p["b"] or "—")]
+                 for p in cmp["packages"]], "Same installed packages."),
+            sec(f"Results that changed ({len(cmp['changed'])}; {cmp['unchanged']} unchanged)",
+                ["task / dataset / split", "system", "metric", "subset", "A", "B", "B − A",
+                 "paired test"],
+                [[esc(_where(c)), esc(c["system"]), esc(c["metric"]), esc(c["subset"] or ""),
+                  f'<td class="num">{fmt(c["a"], 4)}</td>',
+                  f'<td class="num">{fmt(c["b"], 4)}</td>',
+                  f'<td class="num">{fmt(c["diff"], 3)}</td>', t(c)] for c in cmp["changed"]],
+                "No result record changed."),
+            sec(f"Appeared (only in B): {len(cmp['appeared'])}",
+                ["task / dataset / split", "system", "metric", "subset", "value"],
+                [[esc(_where(r)), esc(r["system"]), esc(r["metric"]), esc(r["subset"] or ""),
+                  f'<td class="num">{fmt(r["b"], 4)}</td>'] for r in cmp["appeared"]], "None."),
+            sec(f"Disappeared (only in A): {len(cmp['disappeared'])}",
+                ["task / dataset / split", "system", "metric", "subset", "value"],
+                [[esc(_where(r)), esc(r["system"]), esc(r["metric"]), esc(r["subset"] or ""),
+                  f'<td class="num">{fmt(r["a"], 4)}</td>'] for r in cmp["disappeared"]],
+                "None.")]
+    return write_text(path, page(f"Compare {cmp['a_name']} → {cmp['b_name']}", "\n".join(body)))

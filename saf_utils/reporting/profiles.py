@@ -1,0 +1,419 @@
+"""What a run will do, checked before anything runs: profiles, parameters, dependencies, data.
+
+A profile is ``configs/<name>.yaml``; ``extends: base`` layers it over ``configs/base.yaml``.
+Every problem found here is a :class:`RunnerError` with one readable line (the CLI exits 2).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from saf_utils.reporting.manifest import PROJECT_ROOT
+
+CONFIG_DIR = PROJECT_ROOT / "configs"
+NOTEBOOK_DIR = PROJECT_ROOT / "notebooks"
+REPORTS_DIR = PROJECT_ROOT / "reports"
+DATA_ENV_VARS = ("SAF_DATA", "ARGSCICHAT_DATA", "WORDNET_DIR")
+
+
+class RunnerError(RuntimeError):
+    """A bad profile, parameter, notebook name or data source (raised before anything runs)."""
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML with 1.2 floats: ``5e-4`` and ``1E3`` are numbers (YAML 1.1 reads strings)."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."),
+)
+
+
+def yaml_load(text: str) -> Any:
+    return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+
+
+# ------------------------------------------------------------------ profiles
+PROFILE_KEYS = {"name", "description", "extends", "notebooks", "depends_on", "parameters",
+                "notebook_parameters", "hide_code", "timeout"}
+
+
+def _read_yaml(path: Path) -> dict:
+    try:
+        cfg = yaml_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise RunnerError(f"{path}: not valid YAML ({' '.join(str(exc).split())})") from None
+    except OSError as exc:
+        raise RunnerError(f"{path}: cannot read ({exc.strerror})") from None
+    cfg = {} if cfg is None else cfg
+    if not isinstance(cfg, dict):
+        raise RunnerError(f"{path}: a profile is a mapping of keys, not {type(cfg).__name__}")
+    unknown = set(cfg) - PROFILE_KEYS
+    if unknown:
+        raise RunnerError(f"{path}: unknown key(s) {sorted(unknown)}; allowed: "
+                          f"{sorted(PROFILE_KEYS)}")
+    for key in ("parameters", "notebook_parameters", "depends_on"):
+        if cfg.get(key) is not None and not isinstance(cfg[key], dict):
+            raise RunnerError(f"{path}: '{key}' must be a mapping (key: value), "
+                              f"not {type(cfg[key]).__name__} {cfg[key]!r}")
+    for nb, block in (cfg.get("notebook_parameters") or {}).items():
+        if block is not None and not isinstance(block, dict):
+            raise RunnerError(f"{path}: notebook_parameters.{nb} must be a mapping, "
+                              f"not {type(block).__name__} {block!r}")
+    for nb, deps in (cfg.get("depends_on") or {}).items():
+        if not isinstance(deps, list) or not all(isinstance(d, str) for d in deps):
+            raise RunnerError(f"{path}: depends_on.{nb} must be a list of notebook names")
+    if cfg.get("notebooks") is not None and (
+            not isinstance(cfg["notebooks"], list)
+            or not all(isinstance(n, str) for n in cfg["notebooks"])):
+        raise RunnerError(f"{path}: 'notebooks' must be a list of notebook names")
+    return cfg
+
+
+def _merge_profiles(base: dict, child: dict) -> dict:
+    """``child`` over ``base``: scalars and lists replace; ``parameters`` and ``depends_on``
+    merge key by key; ``notebook_parameters`` merge per notebook, key by key."""
+    out = {k: v for k, v in base.items() if k not in ("name", "extends")}
+    for key, value in child.items():
+        if key in ("parameters", "depends_on"):
+            out[key] = {**(base.get(key) or {}), **(value or {})}
+        elif key == "notebook_parameters":
+            merged = {nb: dict(b or {}) for nb, b in (base.get(key) or {}).items()}
+            for nb, block in (value or {}).items():
+                merged[nb] = {**merged.get(nb, {}), **(block or {})}
+            out[key] = merged
+        else:
+            out[key] = value
+    return out
+
+
+def load_profile(profile: str | None = None, config: str | os.PathLike | None = None) -> dict:
+    """Read a profile YAML (``configs/<profile>.yaml`` or an explicit path) and check its keys.
+
+    ``extends: base`` reads ``base.yaml`` from the same folder first (chains allowed); see
+    :func:`_merge_profiles` for how the two combine. ``depends_on`` maps a notebook to the
+    notebooks whose outputs it reads.
+    """
+    path = Path(config) if config else CONFIG_DIR / f"{profile}.yaml"
+    if not path.is_file():
+        known = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
+        raise RunnerError(f"profile file {path} not found; known profiles: {known}")
+    chain = [path]
+    cfg = _read_yaml(path)
+    layers = [cfg]
+    while layers[-1].get("extends"):
+        parent = layers[-1]["extends"]
+        if not isinstance(parent, str):
+            raise RunnerError(f"{chain[-1]}: 'extends' must name a profile, not {parent!r}")
+        ppath = Path(parent) if parent.endswith((".yaml", ".yml")) else Path(f"{parent}.yaml")
+        ppath = ppath if ppath.is_absolute() else chain[-1].parent / ppath
+        if not ppath.is_file():
+            raise RunnerError(f"{chain[-1]}: extends {parent!r}, but {ppath} does not exist")
+        if ppath.resolve() in [c.resolve() for c in chain]:
+            raise RunnerError(f"{path}: 'extends' loops through {ppath}")
+        chain.append(ppath)
+        layers.append(_read_yaml(ppath))
+    cfg = {}
+    for layer in reversed(layers):
+        cfg = _merge_profiles(cfg, layer)
+    if not cfg.get("notebooks"):
+        raise RunnerError(f"{path}: 'notebooks' must list at least one notebook")
+    order = {n: i for i, n in enumerate(cfg["notebooks"])}
+    for nb, deps in (cfg.get("depends_on") or {}).items():
+        if nb not in order:  # a profile may run fewer notebooks than base lists
+            continue
+        bad = [d for d in deps if order.get(d, len(order)) >= order[nb]]
+        if bad:
+            raise RunnerError(f"{path}: {nb} depends on {bad}, which must be listed in "
+                              f"'notebooks' before it")
+    cfg["name"] = layers[0].get("name") or path.stem
+    cfg.setdefault("parameters", {})
+    cfg.setdefault("notebook_parameters", {})
+    cfg.setdefault("depends_on", {})
+    cfg["parameters"] = cfg["parameters"] or {}
+    cfg["notebook_parameters"] = {k: v or {} for k, v in (cfg["notebook_parameters"] or {}).items()}
+    cfg["depends_on"] = cfg["depends_on"] or {}
+    cfg["path"] = str(path)
+    cfg["extends_chain"] = [str(c) for c in chain[1:]]
+    return cfg
+
+
+# ------------------------------------------------------------------ parameters
+def parse_overrides(items: list[str]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """``key=value`` (all notebooks) or ``notebook.key=value``; values are YAML (1.2 floats)."""
+    common: dict[str, Any] = {}
+    per_nb: dict[str, dict[str, Any]] = {}
+    for item in items:
+        if "=" not in item:
+            raise RunnerError(f"-p {item!r}: expected key=value")
+        key, raw = item.split("=", 1)
+        key = key.strip()
+        if not key or not re.fullmatch(r"(?:[\w-]+\.)?[A-Za-z_]\w*", key):
+            raise RunnerError(f"-p {item!r}: {key!r} is not a parameter name "
+                              "(key or notebook.key)")
+        try:
+            value = yaml_load(raw) if raw.strip() else ""
+        except yaml.YAMLError as exc:
+            why = " ".join(str(getattr(exc, "problem", None) or exc).split())
+            raise RunnerError(f"-p {item!r}: {raw!r} is not a valid value ({why}); "
+                              "lists are written [0, 1], strings with spaces in quotes") from None
+        if "." in key:
+            nb, key = key.split(".", 1)
+            per_nb.setdefault(nb, {})[key] = value
+        else:
+            common[key] = value
+    return common, per_nb
+
+
+def notebook_parameters(path: Path) -> dict[str, Any]:
+    """The parameters a notebook declares in its ``parameters`` cell (via papermill)."""
+    import papermill as pm
+
+    try:
+        return pm.inspect_notebook(str(path))
+    except Exception as exc:  # an unreadable notebook is a planning error, not a traceback
+        raise RunnerError(f"{path}: cannot read its parameters ({type(exc).__name__}: "
+                          f"{' '.join(str(exc).split())[:200]})") from None
+
+
+def declared_default(info: Any) -> tuple[bool, Any]:
+    """(known, value) of a declared parameter's default (a literal; else not known)."""
+    src = info.get("default") if isinstance(info, dict) else None
+    if src is None:
+        return False, None
+    try:
+        return True, ast.literal_eval(src)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return False, None
+
+
+def _type_ok(value: Any, default: Any) -> bool:
+    if default is None or value is None:
+        return True
+    if isinstance(default, bool):
+        return isinstance(value, bool)
+    if isinstance(default, int):
+        return isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(default, float):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if isinstance(default, str):
+        return isinstance(value, str)
+    if isinstance(default, (list, tuple)):
+        return isinstance(value, (list, tuple))
+    if isinstance(default, dict):
+        return isinstance(value, dict)
+    return True
+
+
+def _type_name(x: Any) -> str:
+    return {bool: "bool", int: "int", float: "float", str: "str", list: "list", tuple: "list",
+            dict: "mapping"}.get(type(x), type(x).__name__)
+
+
+def check_types(notebook: str, params: dict[str, Any], declared: dict[str, Any],
+                origins: dict[str, str]) -> None:
+    """Each value must have the type of the notebook's default (None fits anything)."""
+    for key, value in params.items():
+        known, default = declared_default(declared.get(key))
+        if known and not _type_ok(value, default):
+            raise RunnerError(
+                f"{notebook}.{key} = {value!r} ({_type_name(value)}, from {origins.get(key, '?')})"
+                f" does not match the notebook's default {default!r} ({_type_name(default)})")
+
+
+@dataclass
+class NotebookPlan:
+    name: str
+    path: Path
+    params: dict[str, Any]
+    origins: dict[str, str] = field(default_factory=dict)
+    declared: dict[str, Any] = field(default_factory=dict)
+
+
+def plan_notebooks(cfg: dict, names: list[str], nb_dir: Path,
+                   overrides: list[str]) -> list[NotebookPlan]:
+    """Resolve every selected notebook's parameters; check names and types.
+
+    Precedence (low to high): profile ``parameters`` (to notebooks that declare them),
+    ``notebook_parameters.<nb>``, ``-p key=value``, ``-p nb.key=value``.
+    """
+    common, per_nb = parse_overrides(overrides)
+    for nb in per_nb:
+        if nb not in cfg["notebooks"]:
+            raise RunnerError(f"-p {nb}.…: no notebook {nb!r} in profile {cfg['name']}")
+    plans: list[NotebookPlan] = []
+    for name in names:
+        path = nb_dir / f"{name}.ipynb"
+        if not path.is_file():
+            raise RunnerError(f"notebook {path} not found")
+        declared = notebook_parameters(path)
+        layers = [("profile parameters", {k: v for k, v in cfg["parameters"].items()
+                                          if k in declared}),
+                  (f"profile notebook_parameters.{name}", cfg["notebook_parameters"].get(name)
+                   or {}),
+                  ("-p", {k: v for k, v in common.items() if k in declared}),
+                  (f"-p {name}.", per_nb.get(name, {}))]
+        for origin, layer in layers[1:]:
+            if origin.startswith("-p ") or origin.startswith("profile notebook"):
+                undeclared = sorted(set(layer) - set(declared))
+                if undeclared:
+                    raise RunnerError(f"{name}: parameter(s) {undeclared} ({origin}) not in its "
+                                      f"parameters cell (declared: {sorted(declared)})")
+        params: dict[str, Any] = {}
+        origins: dict[str, str] = {}
+        for origin, layer in layers:
+            for k, v in layer.items():
+                params[k] = v
+                origins[k] = origin.rstrip(".")
+        check_types(name, params, declared, origins)
+        plans.append(NotebookPlan(name, path, params, origins, declared))
+    unused = set(common) - {k for p in plans for k in p.params}
+    if unused:
+        raise RunnerError(f"-p {sorted(unused)}: no selected notebook declares these parameters")
+    return plans
+
+
+# ------------------------------------------------------------------ selection, dependencies
+def select_notebooks(names: list[str], wanted: list[str] | None) -> list[str]:
+    if not wanted:
+        return names
+    chosen = []
+    for w in wanted:
+        hits = [n for n in names if n == w] or [n for n in names if n.startswith(w)]
+        if len(hits) != 1:
+            raise RunnerError(f"--only {w!r} matches {hits or 'nothing'} in {names}")
+        chosen.append(hits[0])
+    return [n for n in names if n in chosen]
+
+
+def check_dependencies(cfg: dict, selected: list[str], run_dir: Path | None,
+                       statuses: dict[str, str] | None = None) -> dict[str, str]:
+    """Each dependency of a selected notebook is selected too or present in ``run_dir``
+    (its folder exists and its latest execution there, per ``statuses``, was ok).
+
+    Returns ``{dependency: "selected" | "present"}``; raises naming every missing one.
+    """
+    statuses = statuses or {}
+    found: dict[str, str] = {}
+    missing: list[str] = []
+    for name in selected:
+        for dep in cfg["depends_on"].get(name, []):
+            if dep in selected:
+                found[dep] = "selected"
+            elif run_dir is not None and (run_dir / dep).is_dir():
+                if statuses.get(dep, "ok") != "ok":
+                    missing.append(f"{name} needs {dep}, whose latest execution in "
+                                   f"{run_dir.name} is {statuses[dep]}")
+                    continue
+                found[dep] = "present"
+            else:
+                missing.append(f"{name} needs {dep}")
+    if missing:
+        where = f"not in {run_dir}" if run_dir else "not selected"
+        raise RunnerError(
+            f"missing dependency: {'; '.join(missing)} ({where}); select it too (--only) or "
+            "rerun inside a run that has it (--run-dir reports/<run>)")
+    return found
+
+
+RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,120}")
+
+
+def check_run_name(name: str) -> str:
+    """A run name is one folder inside the reports folder: no separators, no ``..``."""
+    if not RUN_NAME.fullmatch(name) or ".." in name:
+        raise RunnerError(f"--run-name {name!r}: use letters, digits and . _ + - only "
+                          "(one folder name inside the reports folder)")
+    return name
+
+
+# ------------------------------------------------------------------ data sources
+HUB_HOSTS = {"saf": "huggingface.co", "argscichat": "raw.githubusercontent.com"}
+
+
+def reachable(host: str, timeout: float = 3.0) -> bool:
+    """Can a TCP connection to ``host:443`` be opened (offline env variables say no)?"""
+    offline = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE") if host == "huggingface.co" else ()
+    if any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes") for v in offline):
+        return False
+    try:
+        with socket.create_connection((host, 443), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _hf_cached(dataset_id: str) -> bool:
+    home = Path(os.environ.get("HF_HOME") or Path.home() / ".cache" / "huggingface")
+    hub = Path(os.environ.get("HF_HUB_CACHE") or home / "hub")
+    ds = Path(os.environ.get("HF_DATASETS_CACHE") or home / "datasets")
+    return ((hub / f"datasets--{dataset_id.replace('/', '--')}").is_dir()
+            or (ds / dataset_id.replace("/", "___")).is_dir())
+
+
+def _looks_like_path(s: str) -> bool:
+    """A hub id is ``org/name``; anything else that does not exist is a missing folder."""
+    return s.startswith(("/", ".", "~")) or s.count("/") != 1
+
+
+def check_data_sources(plans: list[NotebookPlan]) -> list[dict[str, Any]]:
+    """Where each dataset will come from; one error naming every unavailable source.
+
+    A notebook that declares ``saf_source`` / ``argscichat_source`` needs that dataset: a
+    local folder (the parameter, else ``SAF_DATA`` / ``ARGSCICHAT_DATA``) must exist; with
+    neither, the hub copy must be cached or its host reachable.
+    """
+    from saf_utils.argscichat.data import ARGSCICHAT_FOLDS, ARGSCICHAT_SPLITS, _argscichat_cache_dir
+    from saf_utils.saf.data import SAF_HUB_ID
+
+    needs: dict[str, list[str]] = {}
+    for p in plans:
+        for ds in ("saf", "argscichat"):
+            if f"{ds}_source" in p.declared:
+                needs.setdefault(ds, []).append(p.name)
+    out: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for ds, notebooks in needs.items():
+        env = "SAF_DATA" if ds == "saf" else "ARGSCICHAT_DATA"
+        params = {p.params.get(f"{ds}_source") for p in plans if p.name in notebooks}
+        for value in sorted(params, key=str):
+            source, via = (value, f"{ds}_source") if value else (os.environ.get(env), env)
+            entry = {"dataset": ds, "notebooks": notebooks, "via": via if source else "hub"}
+            if source:
+                local = Path(str(source)).expanduser()
+                if local.exists():
+                    entry.update(kind="local", source=str(local.resolve()))
+                elif ds == "saf" and not _looks_like_path(str(source)):
+                    entry.update(kind="hub", source=str(source))
+                else:
+                    problems.append(f"{ds}: {via}={source} does not exist")
+                    continue
+            else:
+                entry["source"] = SAF_HUB_ID if ds == "saf" else "github (pinned commit)"
+                entry["kind"] = "hub"
+            if entry["kind"] == "hub":
+                if ds == "saf":
+                    cached = _hf_cached(entry["source"])
+                else:
+                    cache = _argscichat_cache_dir()
+                    cached = all((cache / f"fold_{k}_{s}.json").is_file()
+                                 for k in ARGSCICHAT_FOLDS for s in ARGSCICHAT_SPLITS)
+                entry["cached"] = cached
+                if not cached and not reachable(HUB_HOSTS[ds]):
+                    problems.append(f"{ds}: no local source ({env} / {ds}_source unset) and "
+                                    f"{HUB_HOSTS[ds]} is unreachable; set {env}=<local copy>")
+                    continue
+            out.append(entry)
+    if problems:
+        raise RunnerError("data sources: " + "; ".join(problems))
+    return out

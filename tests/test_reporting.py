@@ -1,0 +1,240 @@
+"""Report pages and run comparison on synthetic run folders (no kernel is started)."""
+
+from __future__ import annotations
+
+import json
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from saf_utils.reporting import cli, pages
+from saf_utils.reporting.compare import compare_runs, to_markdown, write_compare_html
+from saf_utils.reporting.records import Recorder
+from saf_utils.reporting.runner import write_reports
+
+VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
+        "track", "wbr"}
+
+
+class StrictHTML(HTMLParser):
+    """Every non-void tag closed in order; collects table rows and external resources."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.stack: list[str] = []
+        self.errors: list[str] = []
+        self.external: list[str] = []
+        self.rows: list[list[str]] = []
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        for k, v in attrs:
+            if k in ("src", "href") and v and re.match(r"\s*(https?:)?//", v):
+                self.external.append(v)
+        if tag == "tr":
+            self.rows.append([])
+        if tag in ("td", "th"):
+            self._cell = []
+        if tag not in VOID:
+            self.stack.append(tag)
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell.append(data)
+
+    def handle_endtag(self, tag):
+        if tag in VOID:
+            return
+        if not self.stack or self.stack[-1] != tag:
+            self.errors.append(f"</{tag}> closes {self.stack[-1:]} at {self.getpos()}")
+            return
+        self.stack.pop()
+        if tag in ("td", "th") and self._cell is not None and self.rows:
+            self.rows[-1].append(" ".join("".join(self._cell).split()))
+            self._cell = None
+
+
+def check_page(path: Path) -> StrictHTML:
+    text = path.read_text(encoding="utf-8")
+    parser = StrictHTML()
+    parser.feed(text)
+    parser.close()
+    assert not parser.errors, parser.errors[:5]
+    assert not parser.stack, f"unclosed {parser.stack}"
+    assert not parser.external and not pages.external_resources(text), parser.external
+    assert "<script src" not in text
+    return parser
+
+
+def _items(rng, n_items, n_clusters, mean, **keys):
+    return pd.DataFrame({**keys, "item": [f"i{k}" for k in range(n_items)],
+                         "cluster": [f"q{k % n_clusters}" for k in range(n_items)],
+                         "value": (rng.random(n_items) < mean).astype(float), "seed": None,
+                         "fold": None})
+
+
+def make_run(root: Path, name: str, param: int = 1, shift: float = 0.0,
+             extra: bool = False) -> Path:
+    """A run folder as the runner leaves it, with records written through the Recorder."""
+    run = root / name
+    saf = Recorder("02_baseline_finetuning", run / "02_baseline_finetuning")
+    for split in ("test_unseen_answers", "test_unseen_questions"):
+        for system, role, acc in (("feature_clf", "system", 0.80), ("constant_frequent",
+                                  "baseline", 0.40), ("gold_feedback", "oracle", 1.0)):
+            a = acc + (shift if system == "feature_clf" else 0.0)
+            for metric, v in (("accuracy", a), ("macro_f1", a - 0.05), ("bleu", 40 * a)):
+                saf.add("saf", "saf_micro", split, system, metric, v, role=role,
+                        ci_low=v - 0.02, ci_high=v + 0.02)
+            saf.add("saf", "saf_micro", split, system, "accuracy", a, seed=1, role=role)
+            saf.add("saf", "saf_micro", split, system, "accuracy", a, kind="analysis",
+                    subset="q1")
+            items = _items(np.random.default_rng(1), 60, 12, min(a, 1.0), task="saf",
+                           dataset="saf_micro", split=split, system=system, metric="accuracy")
+            saf.add_items(items)
+    saf.add("saf", "saf_micro", "validation", "feature_clf", "macro_f1", 0.7, kind="tuning",
+            subset="chosen", role="system")
+    saf.add("saf", "saf_micro", "validation", "feature_clf", "macro_f1", 0.6, kind="tuning",
+            subset="C=0.1")
+    saf.close()
+    acs = Recorder("03_fact_selection", run / "03_fact_selection")
+    for fold in (0, 1):
+        for system, role, v in (("bm25", "baseline", 0.2), ("ensemble_bm25", "system", 0.25),
+                                ("gold_facts", "oracle", 1.0)):
+            acs.add("argscichat_fact_selection", "argscichat", "test", system, "fact_f1",
+                    v + 0.01 * fold, fold=fold, role=role)
+    if extra:
+        acs.add("argscichat_fact_selection", "argscichat", "test", "new_system", "fact_f1",
+                0.3, role="system")
+    acs.add("argscichat_fact_selection", "argscichat", "val", "ensemble_bm25", "fact_f1",
+            0.22, kind="tuning", subset="chosen", role="system")
+    acs.close()
+    gen = Recorder("04_generation", run / "04_generation")
+    for system, role, v in (("seq2seq", "system", 0.15), ("copy_selected", "baseline", 0.18),
+                            ("compressed_selected", "probe", 0.3)):
+        for metric in ("message_f1", "content_f1", "bertscore"):
+            gen.add("argscichat_generation", "argscichat", "test", system, metric, v, role=role,
+                    ci_low=v - 0.01, ci_high=v + 0.01)
+    gen.close()
+    git = {"commit": "a" * 40, "dirty": False}
+    manifest = {
+        "run": name, "profile": "toy", "status": "ok", "started": "2026-01-01T00:00:00+00:00",
+        "finished": "2026-01-01T00:10:00+00:00", "git": git,
+        "installed": ["numpy==1.0", "pandas==2.0"] + (["extra-pkg==1.0"] if extra else []),
+        "notebooks": [
+            {"name": "02_baseline_finetuning", "status": "ok", "seconds": 61.0,
+             "started": "2026-01-01T00:00:00+00:00", "html": "02_baseline_finetuning.html",
+             "parameters": {"max_steps": param, "output_dir": str(run)}},
+            {"name": "03_fact_selection", "status": "ok", "seconds": 3.2,
+             "parameters": {"folds": [0, 1]}},
+            {"name": "04_generation", "status": "failed", "seconds": 5.0,
+             "error": "ValueError: <boom>", "parameters": {}},
+        ],
+    }
+    write_reports(run, manifest)
+    return run
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("reports")
+    return root, make_run(root, "run_a"), make_run(root, "run_b", param=7, shift=0.15,
+                                                   extra=True)
+
+
+def test_index_is_a_headline_page(two_runs):
+    _, run_a, _ = two_runs
+    parsed = check_page(run_a / "index.html")
+    text = (run_a / "index.html").read_text()
+    rows = {r[0]: r for r in parsed.rows if r}
+    # above the fold: run, profile, commit, notebook status and time
+    assert "Run run_a" in text and "<b>toy</b>" in text and "aaaaaaaaaaaa" in text
+    assert rows["02_baseline_finetuning"][1:3] == ["ok", "1:01"]
+    assert rows["04_generation"][1] == "failed" and "&lt;boom&gt;" in text
+    # SAF: one table per test split, systems x (accuracy, macro_f1, bleu), 3 significant digits
+    assert text.count("<th>accuracy</th><th>macro_f1</th><th>bleu</th>") == 2
+    assert rows["feature_clf ★ val-chosen"][1:] == ["system", "0.8 [0.78, 0.82]",
+                                                     "0.75 [0.73, 0.77]", "32 [32, 32]"]
+    assert rows["constant_frequent"][1] == "baseline"
+    # oracles and probes come after a separator row
+    seps = [i for i, r in enumerate(parsed.rows) if r and r[0].startswith("oracles")]
+    assert seps and all(parsed.rows[i + 1][1] in ("oracle", "probe") for i in seps)
+    # fact selection: no headline record -> mean over folds, marked; val-chosen marked
+    assert rows["ensemble_bm25 ★ val-chosen"][2] == "0.255 (mean of 2*)"
+    # generation rows come from a failed notebook: marked
+    assert "seq2seq †" in rows and "compressed_selected †" in rows
+    assert "Leads on accuracy" in text and "Leads on message_f1" in text
+    assert text.count("data:image/png;base64,") == 3  # one figure per task
+    # only result records: no tuning grid value, no analysis subset
+    words = re.sub(r"data:image/png;base64,[^\"]+", "", text)
+    assert "C=0.1" not in words and ">q1<" not in words and "<h3>validation" not in words
+
+
+def test_results_page_holds_every_result_record(two_runs):
+    _, run_a, _ = two_runs
+    parsed = check_page(run_a / "results.html")
+    metrics = json.loads((run_a / "metrics.json").read_text())
+    results = [r for r in metrics["records"] if r["kind"] == "result"]
+    body = [r for r in parsed.rows if r and r[0] in {"02_baseline_finetuning",
+                                                    "03_fact_selection", "04_generation"}]
+    assert len(body) == len(results) == 39
+    assert any(r[1] == "failed" for r in body)
+    text = (run_a / "results.html").read_text()
+    assert "addEventListener('input'" in text and 'id="q"' in text  # inline sort/filter JS
+
+
+def test_compare_names_the_parameter_and_the_changed_records(two_runs, capsys):
+    root, run_a, run_b = two_runs
+    cmp = compare_runs(run_a, run_b, n_resamples=300)
+    assert [(p["notebook"], p["parameter"], p["a"], p["b"]) for p in cmp["parameters"]] == [
+        ("02_baseline_finetuning", "max_steps", 1, 7)]
+    changed = {(c["split"], c["system"], c["metric"]) for c in cmp["changed"]}
+    assert changed == {(s, "feature_clf", m) for s in ("test_unseen_answers",
+                                                        "test_unseen_questions")
+                       for m in ("accuracy", "macro_f1", "bleu")}
+    acc = [c for c in cmp["changed"] if c["metric"] == "accuracy"]
+    assert all(c["test"] and "p" in c["test"] for c in acc)  # items of both runs -> paired test
+    assert all(c["test"] is None for c in cmp["changed"] if c["metric"] == "bleu")
+    assert [r["system"] for r in cmp["appeared"]] == ["new_system"] and not cmp["disappeared"]
+    assert cmp["packages"] == [{"package": "extra-pkg", "a": None, "b": "1.0"}]
+    md = to_markdown(cmp)
+    assert "| 02_baseline_finetuning | max_steps | 1 | 7 |" in md
+    assert "new_system" in md and "feature_clf" in md and "constant_frequent" not in md
+    out = write_compare_html(cmp, root / "cmp.html")
+    parsed = check_page(out)
+    assert ["02_baseline_finetuning", "max_steps", "1", "7"] in parsed.rows
+    # the CLI: Markdown to stdout, HTML into run B
+    assert cli.main(["compare", "run_a", "run_b", "--reports-dir", str(root),
+                     "--resamples", "200"]) == 0
+    assert "max_steps" in capsys.readouterr().out
+    check_page(run_b / "compare-run_a.html")
+    assert cli.main(["compare", "run_a", "nope", "--reports-dir", str(root)]) == 2
+
+
+def test_identical_runs_compare_clean(two_runs):
+    root, run_a, _ = two_runs
+    cmp = compare_runs(run_a, run_a)
+    assert not (cmp["parameters"] or cmp["changed"] or cmp["appeared"] or cmp["packages"])
+    assert cmp["unchanged"] > 0
+
+
+def test_list_shows_runs_and_dead_running_ones(two_runs, tmp_path, capsys):
+    root, _, _ = two_runs
+    assert cli.main(["list", "--reports-dir", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"run_a\s+toy\s+aaaaaaaa\s+ok\s+2026-01-01T00:00:00Z\s+10:00\s+2/3 ok", out)
+    dead = tmp_path / "dead"
+    dead.mkdir()
+    (dead / "manifest.json").write_text(json.dumps({
+        "run": "dead", "profile": "toy", "status": "running", "pid": 2 ** 22 + 7,
+        "host": __import__("socket").gethostname(), "started": "2026-01-01T00:00:00+00:00"}))
+    cli.main(["list", "--reports-dir", str(tmp_path)])
+    assert "died (killed?)" in capsys.readouterr().out
+
+
+def test_format_three_significant_digits():
+    assert [pages.fmt(x) for x in (0.85234, 48.53, 0.000123456, 3.0, None)] == [
+        "0.852", "48.5", "0.000123", "3", ""]

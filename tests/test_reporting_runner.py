@@ -1,0 +1,252 @@
+"""Runner reliability: checks before anything runs, --run-dir, depends_on, interrupts, writes.
+
+Tiny notebooks in temp dirs; the kernel-starting tests take a few seconds each.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+from saf_utils.reporting import cli, pages
+from saf_utils.reporting import runner as run
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _notebook(path: Path, params: str, *cells: str) -> None:
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell(params)
+    cell.metadata["tags"] = ["parameters"]
+    nb.cells = [nbformat.v4.new_markdown_cell("# test $x^2$"), cell,
+                *(nbformat.v4.new_code_cell(c) for c in cells)]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    nbformat.write(nb, path)
+
+
+RECORD = ("from saf_utils.reporting.records import Recorder\n"
+          "rec = Recorder(NAME, output_dir)\n"
+          "rec.add('argscichat_fact_selection', 'd', 'test', 'sys', 'fact_f1', value,"
+          " role='system')\nrec.close()\n")
+
+
+@pytest.fixture()
+def project(tmp_path):
+    nbs = tmp_path / "notebooks"
+    nbs.mkdir()
+    _notebook(nbs / "a_first.ipynb",
+              "value = 0.5\nlr = 0.001\nfolds = [0]\nname = 'x'\nflag = True\nn = 3\n"
+              "output_dir = None", RECORD.replace("NAME", "'a_first'"))
+    _notebook(nbs / "b_reads_a.ipynb", "output_dir = None\nvalue = 0.25",
+              "from pathlib import Path\n"
+              "from saf_utils.reporting.records import sibling_dir\n"
+              "assert (sibling_dir(output_dir, 'a_first') / 'records.jsonl').is_file()",
+              RECORD.replace("NAME", "'b_reads_a'"))
+    _notebook(nbs / "c_sleeps.ipynb", "output_dir = None",
+              "import os, time\nfrom pathlib import Path\n"
+              "Path(output_dir, 'kernel.pid').write_text(str(os.getpid()))\ntime.sleep(120)",
+              "print('never runs')")
+    _notebook(nbs / "d_data.ipynb", "saf_source = None\noutput_dir = None", "pass")
+    profile = tmp_path / "toy.yaml"
+    (tmp_path / "base.yaml").write_text(yaml.safe_dump({
+        "notebooks": ["a_first", "b_reads_a"],
+        "depends_on": {"b_reads_a": ["a_first"]},
+        "parameters": {"value": 0.75}}))
+    profile.write_text("extends: base\nnotebook_parameters:\n  a_first: {n: 4}\n")
+    reports = tmp_path / "reports"
+    base = ["--config", str(profile), "--notebooks-dir", str(nbs), "--reports-dir",
+            str(reports)]
+    return tmp_path, base, reports
+
+
+def _err_line(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    return err
+
+
+def test_profiles_extend_base_and_merge(project):
+    tmp, base, _ = project
+    cfg = run.load_profile(config=tmp / "toy.yaml")
+    assert cfg["notebooks"] == ["a_first", "b_reads_a"]
+    assert cfg["parameters"] == {"value": 0.75} and cfg["notebook_parameters"] == {
+        "a_first": {"n": 4}}
+    assert cfg["extends_chain"] == [str(tmp / "base.yaml")]
+
+
+def test_bad_invocations_are_one_line_and_rc_2(project, capsys, monkeypatch):
+    tmp, base, reports = project
+    cases = {
+        "-p value=abc": (["-p", "value=abc"], "does not match the notebook's default 0.5"),
+        "-p bool": (["-p", "a_first.flag=1"], "flag = 1"),
+        "-p float for int": (["-p", "a_first.n=2.5"], "(int)"),
+        "-p folds=[0,1": (["-p", "folds=[0,1"], "is not a valid value"),
+        "-p no value": (["-p", "novalue"], "expected key=value"),
+        "undeclared": (["-p", "a_first.nope=1"], "not in its parameters cell"),
+        "--only zzz": (["--only", "zzz"], "matches nothing"),
+        "run name": (["--run-name", "../x"], "one folder name inside the reports folder"),
+        "run name abs": (["--run-name", "/tmp/x"], "one folder name"),
+        "missing dep": (["--only", "b_reads_a"], "b_reads_a needs a_first"),
+        "run-dir not a run": (["--run-dir", str(tmp)], "no manifest.json"),
+    }
+    for label, (args, expected) in cases.items():
+        assert cli.main(base + args) == 2, label
+        err = _err_line(capsys)
+        assert expected in err, (label, err)
+    for text, expected in (("parameters: 5\nnotebooks: [a_first]\n", "'parameters' must be a"),
+                           ("notebooks: [a_first\n", "not valid YAML"),
+                           ("- a\n- b\n", "a mapping of keys"),
+                           ("extends: nowhere\n", "does not exist"),
+                           ("notebook_parameters: {a_first: 3}\nnotebooks: [a_first]\n",
+                            "notebook_parameters.a_first must be a mapping"),
+                           ("notebooks: [b_reads_a, a_first]\n"
+                            "depends_on: {b_reads_a: [a_first]}\n", "before it")):
+        bad = tmp / "bad.yaml"
+        bad.write_text(text)
+        assert cli.main(["--config", str(bad), "--notebooks-dir", str(tmp / "notebooks")]) == 2
+        assert expected in _err_line(capsys), text
+    assert cli.main(["--profile", "no_such_profile"]) == 2
+    capsys.readouterr()
+    assert not reports.exists()  # nothing ran, nothing was written
+
+
+def test_dry_run_shows_the_plan_with_yaml12_floats(project, capsys):
+    tmp, base, reports = project
+    assert cli.main(base + ["--dry-run", "-p", "a_first.lr=5e-4", "-p", "value=1"]) == 0
+    out = capsys.readouterr().out
+    assert "lr = 0.0005    # -p a_first" in out and "n = 4    # profile notebook_parameters" in out
+    assert "value = 1    # -p" in out  # an int where the default is a float is fine
+    assert "[2] b_reads_a  depends on a_first (selected)" in out
+    assert "no selected notebook declares a data source" in out
+    assert not reports.exists()
+
+
+def test_data_sources_are_checked_before_anything_runs(project, capsys, monkeypatch):
+    tmp, base, reports = project
+    cfg = tmp / "data.yaml"
+    cfg.write_text("notebooks: [d_data]\n")
+    args = ["--config", str(cfg), "--notebooks-dir", str(tmp / "notebooks"), "--reports-dir",
+            str(reports)]
+    monkeypatch.delenv("SAF_DATA", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp / "hf"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert cli.main(args) == 2
+    assert "huggingface.co is unreachable; set SAF_DATA" in _err_line(capsys)
+    monkeypatch.setattr("saf_utils.reporting.profiles.reachable", lambda host: False)
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    assert cli.main(args) == 2
+    _err_line(capsys)
+    assert cli.main(args + ["-p", "saf_source=/no/such/folder"]) == 2
+    assert "saf_source=/no/such/folder does not exist" in _err_line(capsys)
+    monkeypatch.setenv("SAF_DATA", str(tmp))
+    assert cli.main(args + ["--dry-run"]) == 0
+    assert f"saf: local {tmp} via SAF_DATA for d_data" in capsys.readouterr().out
+    assert not reports.exists()
+
+
+def test_write_failures_are_one_line(project, capsys, monkeypatch):
+    tmp, base, reports = project
+    blocker = tmp / "a_file"
+    blocker.write_text("")
+    args = base[:-1] + [str(blocker / "reports"), "--only", "a_first"]
+    assert cli.main(args) == 3  # the reports folder cannot be created
+    assert "cannot create a run folder" in _err_line(capsys)
+
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("saf_utils.reporting.manifest.os.replace", full)
+    assert cli.main(base + ["--only", "a_first", "--run-name", "full"]) == 3
+    err = _err_line(capsys)
+    assert "No space left on device" in err
+    assert "metrics.json" in err or "manifest.json" in err
+    assert not list((reports / "full").glob("*.json"))  # no truncated file left behind
+
+
+def test_run_dir_reruns_a_notebook_and_keeps_both_executions(project, capsys):
+    tmp, base, reports = project
+    assert cli.main(base + ["--run-name", "r1"]) == 0
+    r1 = reports / "r1"
+    a_before = (r1 / "a_first" / "records.jsonl").read_text()
+    assert cli.main(base + ["--only", "b_reads_a", "--run-dir", "r1",  # a name in reports
+                            "-p", "b_reads_a.value=0.125"]) == 0
+    m = json.loads((r1 / "manifest.json").read_text())
+    assert [e["name"] for e in m["executions"]] == ["a_first", "b_reads_a", "b_reads_a"]
+    assert m["executions"][1]["archived_to"] == "previous/b_reads_a-1"
+    assert (r1 / "previous" / "b_reads_a-1" / "b_reads_a.html").is_file()
+    assert (r1 / "a_first" / "records.jsonl").read_text() == a_before  # untouched
+    assert [n["name"] for n in m["notebooks"]] == ["a_first", "b_reads_a"]
+    assert len(m["invocations"]) == 2 and m["status"] == "ok"
+    values = {r["notebook"]: r["value"] for r in
+              json.loads((r1 / "metrics.json").read_text())["records"]}
+    assert values == {"a_first": 0.75, "b_reads_a": 0.125}
+    assert m["lock"] is None or len(m["lock"]["sha256"]) == 64
+    # notebook pages load nothing from the network
+    for page in ("a_first.html", "b_reads_a.html", "index.html", "results.html"):
+        text = (r1 / page).read_text()
+        assert not pages.external_resources(text), page
+        assert "require.js" not in text and "mathjax" not in text.lower(), page
+    # a new run compared with r1: one parameter differs
+    capsys.readouterr()
+    assert cli.main(base + ["--run-name", "r2", "-p", "value=0.5", "--baseline", "r1",
+                            "--reports-dir", str(reports)]) == 0
+    cmp = (reports / "r2" / "compare.html").read_text()
+    assert "<b>value</b>" in cmp and "0.75" in cmp and "0.5" in cmp
+    assert cli.main(["list", "--reports-dir", str(reports)]) == 0
+    out = capsys.readouterr().out
+    assert "r1" in out and "r2" in out and "2/2 ok" in out
+    # a failed dependency: its dependents are skipped, and cannot be rerun on top of it
+    assert cli.main(base + ["--run-name", "r3", "-p", "value=.nan"]) == 1
+    m = json.loads((reports / "r3" / "manifest.json").read_text())
+    assert [n["status"] for n in m["notebooks"]] == ["failed", "skipped"]
+    capsys.readouterr()
+    assert cli.main(base + ["--only", "b_reads_a", "--run-dir", str(reports / "r3")]) == 2
+    assert "whose latest execution in r3 is failed" in _err_line(capsys)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_interrupt_marks_the_run_and_still_writes_reports(project, sig):
+    tmp, base, reports = project
+    cfg = tmp / "sleep.yaml"
+    cfg.write_text("notebooks: [c_sleeps, a_first]\nparameters: {value: 0.1}\n")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "saf_utils.run", "--config", str(cfg), "--notebooks-dir",
+         str(tmp / "notebooks"), "--reports-dir", str(reports), "--run-name", "s"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    pid_file = reports / "s" / "c_sleeps" / "kernel.pid"
+    deadline = time.time() + 90
+    while not pid_file.is_file() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    assert pid_file.is_file(), proc.communicate()[0] if proc.poll() is not None else "timeout"
+    m = json.loads((reports / "s" / "manifest.json").read_text())
+    assert m["status"] == "running" and m["notebooks"][0]["status"] == "running"
+    assert "running" in (reports / "s" / "index.html").read_text()
+    proc.send_signal(sig)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == (143 if sig == signal.SIGTERM else 130), out
+    m = json.loads((reports / "s" / "manifest.json").read_text())
+    assert m["status"] == "interrupted"
+    assert [(n["name"], n["status"]) for n in m["notebooks"]] == [
+        ("c_sleeps", "interrupted"), ("a_first", "pending")]
+    index = (reports / "s" / "index.html").read_text()
+    assert '<span class="interrupted">interrupted</span>' in index
+    nb = nbformat.read(reports / "s" / "c_sleeps.ipynb", as_version=4)
+    assert nb.cells[0].source.startswith("**Interrupted")
+    assert nb.cells[-1].metadata.papermill["status"] == "pending"  # not "completed"
+    assert (reports / "s" / "c_sleeps.html").is_file()
+    kernel = int(pid_file.read_text())
+    time.sleep(0.5)
+    with pytest.raises(ProcessLookupError):
+        os.kill(kernel, 0)  # the kernel did not outlive the run
