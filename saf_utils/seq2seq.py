@@ -1,7 +1,10 @@
 """One seq2seq trainer for both tracks, built on transformers' ``Seq2SeqTrainer``.
 
 The same code runs on CPU, one GPU, or several (``accelerate launch`` / ``torchrun``), and is
-deterministic on CPU for a fixed seed. ``Seq2SeqSettings.model`` chooses the model:
+deterministic on CPU for a fixed seed. Under a launcher the Trainer runs DDP by itself (one
+process per device); :func:`generate` with ``distributed=True`` splits the inputs over the
+ranks and gathers the outputs back in input order (see :mod:`saf_utils.train`).
+``Seq2SeqSettings.model`` chooses the model:
 
 - a hub id or local folder of a pretrained seq2seq model (mBART, mT5, LED, ...);
 - ``"scratch"``: a small T5 trained from scratch, with a Unigram tokenizer trained on the
@@ -89,8 +92,14 @@ def train_scratch_tokenizer(texts: Sequence[str], vocab_size: int):
     tok.train_from_iterator(list(texts), trainer=trainer)
     # The trainer orders tied pieces differently from run to run: re-sort them so that token
     # ids, and hence the trained model, are identical for the same texts and seed.
-    # Single characters get scores in arbitrary order at the end of the list: round them.
-    vocab = [(p, round(sc, 2)) for p, sc in json.loads(tok.to_str())["model"]["vocab"]]
+    # Characters the trainer appends after its pieces get scores min - k * 1e-4 in hash order;
+    # rounding alone leaves those near a rounding boundary falling either way, which changes
+    # how unseen text is segmented (and, under DDP, differs between the ranks' tokenizers).
+    # All single characters scored below every multi-character piece share one score.
+    raw = [(p, sc) for p, sc in json.loads(tok.to_str())["model"]["vocab"]]
+    multi = min((sc for p, sc in raw if len(p) > 1 and p not in specials), default=math.inf)
+    tail = [sc for p, sc in raw if len(p) == 1 and sc <= multi]
+    vocab = [(p, round(min(tail) if len(p) == 1 and sc <= multi else sc, 2)) for p, sc in raw]
     rest = sorted((v for v in vocab if v[0] not in specials), key=lambda v: (-v[1], v[0]))
     ordered = [v for s in specials for v in vocab if v[0] == s] + rest
     tok.model = models.Unigram(ordered, unk_id=specials.index("<unk>"))
@@ -181,8 +190,10 @@ def train_seq2seq(
 ) -> tuple[Any, Any, dict[str, Any]]:
     """Fine-tune (or train from scratch) on source/target pairs; returns model, tokenizer, log.
 
-    The log holds the settings, parameter count, train loss and runtime, and the eval loss
-    when eval pairs are given. Nothing is saved unless ``output_dir`` is given.
+    The log holds the settings, parameter count, train loss and runtime, the number of
+    processes (``world_size``: > 1 under DDP, where ``batch_size`` is per process), the
+    Trainer's ``log_history``, and the eval loss when eval pairs are given. Nothing is saved
+    unless ``output_dir`` is given (under DDP only the main process writes).
     """
     import torch
     from transformers import (
@@ -225,6 +236,11 @@ def train_seq2seq(
             logging_steps=settings.logging_steps,
             disable_tqdm=os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true"),
             dataloader_num_workers=0,
+            # T5/mT5/mBART/LED compute a mean loss and ignore num_items_in_batch, yet declare
+            # **kwargs, so under DDP the Trainer's token averaging (default on) would multiply
+            # their loss and gradients by the world size. Off: plain DDP (mean of the ranks'
+            # mean losses). With one process this changes nothing.
+            average_tokens_across_devices=False,
         )
         trainer = Seq2SeqTrainer(
             model=model, args=args, train_dataset=train_ds,
@@ -240,6 +256,8 @@ def train_seq2seq(
             "train_loss": float(out.training_loss),
             "train_steps": int(out.global_step),
             "train_seconds": round(time.perf_counter() - t0, 1),
+            "world_size": int(args.world_size),
+            "log_history": list(trainer.state.log_history),
         }
         if eval_ds is not None:
             log["eval_loss"] = float(trainer.evaluate(eval_ds)["eval_loss"])
@@ -249,14 +267,58 @@ def train_seq2seq(
     return model, tokenizer, log
 
 
+def dist_rank_world() -> tuple[int, int]:
+    """(rank, world size) of the initialised ``torch.distributed`` group, else (0, 1)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def shard_range(n: int, rank: int, world: int) -> range:
+    """The contiguous block of ``range(n)`` that ``rank`` of ``world`` handles.
+
+    Contiguous blocks (sizes differ by at most one) make the gathered result the plain
+    concatenation of the ranks' outputs, so input order survives without an index.
+    """
+    if world < 1 or not 0 <= rank < world:
+        raise ValueError(f"rank {rank} outside a world of {world}")
+    return range(n * rank // world, n * (rank + 1) // world)
+
+
 def generate(
     model, tokenizer, sources: Sequence[str], settings: Seq2SeqSettings,
-    batch_size: int | None = None, desc: str = "generate",
+    batch_size: int | None = None, desc: str = "generate", distributed: bool = False,
 ) -> list[str]:
-    """Generate one output per source (beam search per ``settings.num_beams``), in order."""
+    """Generate one output per source (beam search per ``settings.num_beams``), in order.
+
+    ``distributed=True`` inside an initialised process group (torchrun / accelerate): every
+    rank must call it with the same ``sources``; each generates one contiguous shard and
+    every rank gets the full list back in input order (``all_gather_object``). Outside a
+    process group, or with one process, it is the plain single-process path.
+    """
+    _check_pairs(sources, None, "generation input")
+    rank, world = dist_rank_world() if distributed else (0, 1)
+    if world == 1:
+        return _generate_local(model, tokenizer, sources, settings, batch_size, desc)
+    import torch.distributed as dist
+
+    part = shard_range(len(sources), rank, world)
+    local = _generate_local(model, tokenizer, [sources[i] for i in part], settings,
+                            batch_size, f"{desc} [rank {rank}]")
+    gathered: list[list[str] | None] = [None] * world
+    dist.all_gather_object(gathered, local)
+    outputs = [text for chunk in gathered for text in chunk or []]
+    if len(outputs) != len(sources):  # never hand back a list misaligned with the inputs
+        raise RuntimeError(f"gathered {len(outputs)} outputs for {len(sources)} sources")
+    return outputs
+
+
+def _generate_local(model, tokenizer, sources: Sequence[str], settings: Seq2SeqSettings,
+                    batch_size: int | None, desc: str) -> list[str]:
     import torch
 
-    _check_pairs(sources, None, "generation input")
     bs = batch_size or settings.eval_batch_size
     device = next(model.parameters()).device
     order = np.argsort([len(s) for s in sources])  # similar lengths per batch: less padding
