@@ -23,7 +23,12 @@ from saf_utils.text import split_sentences, squash
 
 #: Message pairs are looked up by id; the fold objects list them per split.
 SPLITS = ("train", "val", "test")
-PREDICTIONS_FILE = "predictions.jsonl"
+PREDICTIONS_FILE = "predictions.jsonl"  # 03's selections
+GENERATIONS_FILE = "generations.jsonl"  # 04's replies
+RECORDS_FILE = "records.jsonl"  # a notebook's metric records (reporting.records)
+ITEMS_FILE = "items.jsonl"  # a notebook's per-item scores (reporting.records)
+SELECTION_TASK = "argscichat_fact_selection"
+CHOSEN_FILE = "chosen.json"  # 03's val-chosen selector
 
 
 def pairs_frame(pairs: Iterable[MessagePair], **extra) -> pd.DataFrame:
@@ -139,10 +144,81 @@ def read_predictions(folder: str | os.PathLike, system: str | None = None) -> pd
     return df
 
 
+def _jsonl(path: Path, producer: str) -> pd.DataFrame:
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: run notebook {producer} first (same run / "
+                                f"output folder)")
+    text = path.read_text(encoding="utf-8")
+    if not text.strip():
+        return pd.DataFrame()
+    return pd.read_json(path, lines=True, dtype=False)
+
+
+def read_records(folder: str | os.PathLike, producer: str = "the producing notebook"
+                 ) -> pd.DataFrame:
+    """A notebook's ``records.jsonl`` as a frame (``kind``/``subset``/``role`` included)."""
+    return _jsonl(Path(folder) / RECORDS_FILE, producer)
+
+
+def read_items(folder: str | os.PathLike, producer: str = "the producing notebook"
+               ) -> pd.DataFrame:
+    """A notebook's per-item scores (``items.jsonl``)."""
+    return _jsonl(Path(folder) / ITEMS_FILE, producer)
+
+
+def read_generations(folder: str | os.PathLike) -> pd.DataFrame:
+    """04's reply rows (fold, split, pair_id, paper_id, system, role, seed, output, gold)."""
+    df = _jsonl(Path(folder) / GENERATIONS_FILE, "04_generation")
+    if "seed" in df:
+        df["seed"] = pd.Series([None if pd.isna(x) else int(x) for x in df.seed], dtype=object)
+    return df
+
+
+def chosen_selector(folder: str | os.PathLike, fallback: str | None = None,
+                    folds: Sequence[int] = ()) -> dict[int, str]:
+    """fold -> the fact selector 03 chose on val.
+
+    03 writes its val-chosen selector to ``chosen.json`` (``{"system": ...}``, optionally
+    ``"per_fold": {fold: system}``) and as a record ``kind="tuning", subset="chosen"`` (per
+    fold when ``fold`` is set, else one for all folds); ``chosen.json`` wins. Without either,
+    ``fallback`` names the system for every fold (an error if it is None too).
+    """
+    chosen_file = Path(folder) / CHOSEN_FILE
+    if chosen_file.is_file():
+        chosen = json.loads(chosen_file.read_text(encoding="utf-8"))
+        per_fold = {int(k): str(v) for k, v in (chosen.get("per_fold") or {}).items()}
+        if "system" in chosen or per_fold:
+            return {int(f): per_fold.get(int(f), chosen.get("system")) for f in folds}
+    recs = read_records(folder, "03_fact_selection") if (Path(folder) / RECORDS_FILE).is_file() \
+        else pd.DataFrame()
+    if {"kind", "subset"} <= set(recs.columns):
+        recs = recs[(recs.kind == "tuning") & (recs.subset == "chosen")
+                    & (recs.task == SELECTION_TASK)]
+    else:
+        recs = pd.DataFrame()
+    out: dict[int, str] = {}
+    if not recs.empty:
+        overall = recs[recs.fold.isna()]
+        for f in folds:
+            mine = recs[recs.fold == f]
+            pick = mine if not mine.empty else overall
+            if not pick.empty:
+                out[int(f)] = str(pick.system.iloc[-1])
+    for f in folds:
+        if int(f) not in out:
+            if fallback is None:
+                raise ValueError(f"{folder}: 03 marks no val-chosen selector for fold {f}; "
+                                 "name one with the `selector` parameter")
+            out[int(f)] = fallback
+    return out
+
+
 def selection_lookup(preds: pd.DataFrame) -> dict[tuple[int, str, str], list[int]]:
     """(fold, split, pair_id) -> selected indexes of one system (first seed if several)."""
-    if preds.system.nunique() > 1:
-        raise ValueError(f"selection_lookup: several systems {sorted(set(preds.system))}")
+    systems = preds.groupby("fold").system.nunique()
+    if (systems > 1).any():
+        raise ValueError(f"selection_lookup: several systems {sorted(set(preds.system))} "
+                         "in one fold")
     out: dict[tuple[int, str, str], list[int]] = {}
     for r in preds.itertuples():
         out.setdefault((int(r.fold), r.split, r.pair_id), list(r.selected))
@@ -228,10 +304,85 @@ def selection_analysis_frame(preds: pd.DataFrame, pairs: Sequence[MessagePair],
 
 def grouped_fact_f1(frame: pd.DataFrame, by: str) -> pd.DataFrame:
     """Mean Fact-F1 and query count per system and group (averaged over folds and seeds)."""
-    if by not in frame.columns:
-        raise KeyError(f"no column {by!r}; have {list(frame.columns)}")
-    g = frame.groupby(["system", by], observed=True).fact_f1
-    return g.agg(fact_f1="mean", n="size").reset_index()
+    return grouped_mean(frame, by, "fact_f1")
+
+
+def grouped_mean(frame: pd.DataFrame, by: str, value: str) -> pd.DataFrame:
+    """Mean ``value`` and row count per system and group (over folds' and seeds' rows)."""
+    for col in (by, value):
+        if col not in frame.columns:
+            raise KeyError(f"no column {col!r}; have {list(frame.columns)}")
+    g = frame.groupby(["system", by], observed=True)[value]
+    return g.agg(**{value: "mean", "n": "size"}).reset_index()
+
+
+def _bigrams(tokens: Sequence[str]) -> set[tuple[str, str]]:
+    return {(a, b) for a, b in zip(tokens, tokens[1:], strict=False)}
+
+
+def generation_error_frame(gens: pd.DataFrame, pairs: Sequence[MessagePair],
+                           train_replies: Mapping[int, Sequence[str]],
+                           items: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per generated test reply with the properties that show generation errors.
+
+    ``out_words`` / ``gold_words`` / ``length_ratio`` / ``length_bucket`` (whitespace
+    words; "empty" for an empty output); ``generic``: the same output was given to another
+    test query of the fold (same system and seed); ``train_copy``: the output is a training
+    reply of the fold verbatim; ``paper_bigram_share``: share of the output's (lower-cased
+    word) bigrams found in the paper's sentences, i.e. how much is copied from the paper.
+    With ``items`` (04's ``items.jsonl``) each row also gets its scores, one column per
+    metric, joined on (system, fold, seed, pair); nothing is recomputed.
+    """
+    from saf_utils.text import word_tokens
+
+    test = gens[gens.split == "test"].copy()
+    content = {p.pair_id: p.content for p in pairs}
+    missing = sorted(set(test.pair_id) - set(content))
+    if missing:
+        raise ValueError(f"{len(missing)} generated pair(s) not in the given pairs, "
+                         f"e.g. {missing[0]!r}")
+    paper_bigrams = {pid: _bigrams(word_tokens(" ".join(c))) for pid, c in content.items()}
+    train_sets = {int(f): set(r) for f, r in train_replies.items()}
+    test["out_words"] = [len(o.split()) for o in test.output]
+    test["gold_words"] = [len(g.split()) for g in test.gold]
+    test["length_ratio"] = test.out_words / test.gold_words.clip(lower=1)
+    test["length_bucket"] = bucket(test.length_ratio.where(test.out_words > 0),
+                                   [-1, 0.5, 2.0, 1e9], ["<0.5x gold", "0.5-2x gold",
+                                                         ">2x gold"]).replace("n/a", "empty")
+    seed_key = test.seed.map(lambda x: -1 if x is None or pd.isna(x) else int(x))
+    counts = test.groupby([test.system, test.fold, seed_key, test.output]).pair_id.transform(
+        "size")
+    test["generic"] = counts > 1
+    test["train_copy"] = [o in train_sets.get(int(f), set()) and bool(o.strip())
+                          for o, f in zip(test.output, test.fold, strict=True)]
+    shares = []
+    for o, pid in zip(test.output, test.pair_id, strict=True):
+        bg = _bigrams(word_tokens(o))
+        shares.append(len(bg & paper_bigrams[pid]) / len(bg) if bg else 0.0)
+    test["paper_bigram_share"] = shares
+    if items is not None and not items.empty:
+        it = items[items.split == "test"].copy()
+        it["seed_key"] = it.seed.map(lambda x: -1 if x is None or pd.isna(x) else int(x))
+        wide = it.pivot_table(index=["system", "fold", "seed_key", "item"], columns="metric",
+                              values="value", aggfunc="mean").reset_index()
+        wide = wide.rename(columns={"item": "pair_id"})
+        test["seed_key"] = seed_key
+        test = test.merge(wide, on=["system", "fold", "seed_key", "pair_id"], how="left",
+                          validate="many_to_one").drop(columns="seed_key")
+    return test.reset_index(drop=True)
+
+
+def generation_error_summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per system: mean output and gold words, and the shares of empty, too short (<0.5x),
+    too long (>2x), generic, training-copy outputs and the mean paper-bigram share."""
+    g = frame.assign(empty=frame.out_words == 0,
+                     too_short=frame.length_bucket == "<0.5x gold",
+                     too_long=frame.length_bucket == ">2x gold").groupby("system", sort=False)
+    return g.agg(outputs=("output", "size"), out_words=("out_words", "mean"),
+                 gold_words=("gold_words", "mean"), empty_share=("empty", "mean"),
+                 too_short_share=("too_short", "mean"), too_long_share=("too_long", "mean"),
+                 generic_share=("generic", "mean"), train_copy_share=("train_copy", "mean"),
+                 paper_bigram_share=("paper_bigram_share", "mean"))
 
 
 

@@ -225,40 +225,96 @@ def tune_threshold(compressor: TokenCompressor, queries: Sequence[str], facts: S
 
 # --------------------------------------------------------------------------- generation metrics
 
+#: Per-reply overlap metrics (cheap; also scored on val for tuning and the val choice).
+OVERLAP_METRICS = ("message_f1", "message_f1_squad", "content_f1")
+#: Per-reply embedding metrics (test only: they load a model).
+EMBEDDING_METRICS = ("bertscore_f1", "moverscore")
+#: Corpus statistics of the outputs (:func:`saf_utils.metrics.output_stats`).
+OUTPUT_STATS = ("length_ratio", "distinct_2", "repetition", "identical_outputs")
+
+
+def overlap_scores(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, list[float]]:
+    """Per-reply Message-F1 (card), Message-F1 (SQuAD) and content-word F1.
+
+    An empty output is scored as ``""`` (the metric layer's convention), never as ".".
+    """
+    from saf_utils.metrics import check_pairs, content_f1, message_f1, message_f1_squad
+
+    hyps, refs = check_pairs(hyps, refs)
+    fns = {"message_f1": message_f1, "message_f1_squad": message_f1_squad,
+           "content_f1": content_f1}
+    return {name: [float(fn(h, r)) for h, r in zip(hyps, refs, strict=True)]
+            for name, fn in fns.items()}
+
+
+def _auto_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def reference_idf_moverscore(hyps: Sequence[str], refs: Sequence[str],
+                             model: str | None = None,
+                             idf_texts: Sequence[str] | None = None) -> list[float]:
+    """Per-reply MoverScore with the references' IDF on both sides, 0 for degenerate output.
+
+    ``idf_texts``: the reference corpus the IDF comes from (default ``refs``); pass one
+    fold's test replies to score several systems' outputs in one call (each text embedded
+    once) with the weights each system would get alone. Uses the metric layer's
+    ``moverscore_corpus`` when it exists and the IDF corpus is ``refs``; otherwise
+    ``moverscore`` with ``get_idf_dict`` for both sides, ``degenerate_score=0`` and device
+    "auto" (the same computation).
+    """
+    from saf_utils.encoders import minilm_path
+    from saf_utils.metrics import embedding as E
+
+    model = model or minilm_path()
+    if idf_texts is None and hasattr(E, "moverscore_corpus"):
+        out = E.moverscore_corpus(list(hyps), list(refs), model)
+        scores = out.get("per_pair", out.get("scores")) if isinstance(out, dict) else out
+        return [float(x) for x in scores]
+    device = _auto_device()
+    idf = E.get_idf_dict(list(refs if idf_texts is None else idf_texts), model, device=device)
+    return E.moverscore(list(refs), list(hyps), model=model, device=device, idf_dict_ref=idf,
+                        idf_dict_hyp=idf, degenerate_score=0.0)
+
+
+def embedding_scores(hyps: Sequence[str], refs: Sequence[str],
+                     bertscore_model: str | None = None, bertscore_layers: int | None = None,
+                     moverscore_model: str | None = None,
+                     idf_texts: Sequence[str] | None = None) -> dict[str, list[float]]:
+    """Per-reply BERTScore F1 and MoverScore (packaged MiniLM unless models are given).
+
+    Empty outputs are embedded as ``""`` (``[CLS] [SEP]``; bert-score scores them 0) and
+    score 0 in MoverScore (no weighted token). ``idf_texts``: MoverScore's IDF corpus
+    (default ``refs``), see :func:`reference_idf_moverscore`.
+    """
+    from saf_utils.metrics import check_pairs
+    from saf_utils.metrics.embedding import bertscore
+
+    hyps, refs = check_pairs(hyps, refs)
+    bs = bertscore(list(hyps), list(refs), model_type=bertscore_model,
+                   num_layers=bertscore_layers, device=_auto_device())
+    return {"bertscore_f1": [float(x) for x in bs["f1_per_pair"]],
+            "moverscore": reference_idf_moverscore(hyps, refs, moverscore_model, idf_texts)}
+
+
 def generation_metrics(hyps: Sequence[str], refs: Sequence[str], embedding: bool = True,
                        bertscore_model: str | None = None, bertscore_layers: int | None = None,
                        moverscore_model: str | None = None) -> dict[str, float]:
-    """Mean Message-F1 (card recipe and SQuAD-normalised) and, optionally, BERTScore F1 and
-    MoverScore of parallel hypotheses and references.
-
-    Embedding metrics default to the packaged all-MiniLM-L6-v2 (6 layers, offline, no
-    rescaling baseline); pass hub ids for the published setting. Empty hypotheses are
-    scored by BERTScore as "."; hypotheses without any weighted token get MoverScore 0
-    (not moverscore_v2's 1.0); ``empty_share`` and ``moverscore_degenerate_share`` count them.
+    """Means of :func:`overlap_scores` (and :func:`embedding_scores`) over parallel
+    hypotheses and references, the output statistics of
+    :func:`saf_utils.metrics.output_stats`, and ``empty_share``.
     """
-    from saf_utils.metrics import message_f1, message_f1_squad
+    from saf_utils.metrics import output_stats
 
     if len(hyps) != len(refs) or not refs:
         raise ValueError(f"generation_metrics: {len(hyps)} hypotheses, {len(refs)} references")
-    out = {
-        "message_f1": float(np.mean([message_f1(h, r) for h, r in zip(hyps, refs, strict=True)])),
-        "message_f1_squad": float(np.mean([message_f1_squad(h, r)
-                                           for h, r in zip(hyps, refs, strict=True)])),
-    }
+    scores = overlap_scores(hyps, refs)
     if embedding:
-        from saf_utils.encoders import minilm_path
-        from saf_utils.metrics.embedding import bertscore
-        from saf_utils.metrics.embedding import moverscore as mover
-
-        safe = [h if h.strip() else "." for h in hyps]  # bert-score cannot embed ""
-        out["bertscore_f1"] = float(bertscore(safe, list(refs), model_type=bertscore_model,
-                                              num_layers=bertscore_layers)["f1"])
-        # An output without any weighted token (empty, or only "##" pieces and punctuation,
-        # as degenerate generations can be) would get moverscore_v2's 1.0: score it 0.
-        ms = np.asarray(mover(list(refs), list(hyps), model=moverscore_model or minilm_path(),
-                              degenerate_score=float("nan")))
-        out["moverscore"] = float(np.mean(np.nan_to_num(ms, nan=0.0)))
-        out["moverscore_degenerate_share"] = float(np.mean(np.isnan(ms)))
+        scores.update(embedding_scores(hyps, refs, bertscore_model, bertscore_layers,
+                                       moverscore_model))
+    out = {name: float(np.mean(v)) for name, v in scores.items()}
+    out.update(output_stats(hyps, refs))
     out["empty_share"] = float(np.mean([not h.strip() for h in hyps]))
     return out
-

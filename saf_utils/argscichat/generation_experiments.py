@@ -1,0 +1,541 @@
+"""ArgSciChat reply generation as experiments: a registry of reply systems and the functions
+that run them over folds and seeds, score them and choose on validation.
+
+**Registry.** :data:`REPLY_SYSTEMS` maps a name to a :class:`ReplySystem`: the function that
+produces one fold's val and test replies, and its role
+
+- ``baseline``: a floor or a simple reference (``constant_frequent``, ``nearest_reply``,
+  ``copy_selected``, ``trimmed_selected``);
+- ``system``: a learned generator (``seq2seq``);
+- ``oracle``: sees gold (``copy_gold`` copies the gold facts);
+- ``probe``: exploits a metric (``compressed_selected`` keeps the tokens that Message-F1
+  rewards; it is never "best").
+
+Adding a system = one function ``fn(fold: ReplyFold, params: ReplyParams) ->
+list[SystemOutput]`` + one line in :data:`REPLY_SYSTEMS`.
+
+**Protocol.** Every choice a system makes (a word budget, a threshold, how many frequent
+words) uses *that* fold's val pairs only, never another fold's and never test. The
+reported "best" system is chosen per fold on val among baselines and systems
+(:func:`choose_on_val`), then shown on test (:func:`val_chosen_items`).
+
+**Rows.** :func:`run_reply_systems` returns tidy prediction rows ``fold, split, pair_id,
+paper_id, system, role, seed, output, gold`` (seed None for deterministic systems);
+:func:`score_predictions` turns them into per-item scores in the Recorder's ``items``
+layout, which :func:`headline_table` aggregates with cluster-bootstrap CIs (clusters =
+papers, strata = folds, seeds averaged within a fold first).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from saf_utils.argscichat import generation as RG
+from saf_utils.argscichat.data import ArgSciChatFold, MessagePair
+from saf_utils.argscichat.dialogue import pair_index
+
+TASK, DATASET = "argscichat_generation", "argscichat"
+EVAL_SPLITS = ("val", "test")
+PREDICTION_COLUMNS = ("fold", "split", "pair_id", "paper_id", "system", "role", "seed",
+                      "output", "gold")
+#: Roles that may be called "best" (never an oracle or a probe).
+BEST_ROLES = ("baseline", "system")
+FLOOR = "constant_frequent"
+
+
+# --------------------------------------------------------------------------- inputs
+
+@dataclass
+class ReplyFold:
+    """One fold's pairs (capped), the pair index and the fact selector's choices."""
+
+    fold: int
+    train: list[MessagePair]
+    val: list[MessagePair]
+    test: list[MessagePair]
+    index: dict[str, MessagePair]
+    selected: dict[tuple[str, str], list[int]]  # (split, pair_id) -> sentence indexes
+    fact_system: str | None = None  # the 03 system whose selections these are
+
+    def __getitem__(self, split: str) -> list[MessagePair]:
+        if split not in ("train", *EVAL_SPLITS):
+            raise KeyError(f"unknown split {split!r}")
+        return getattr(self, split)
+
+    def sel(self, split: str, pair: MessagePair) -> list[int]:
+        key = (split, pair.pair_id)
+        if key not in self.selected:
+            raise KeyError(f"fold {self.fold}: no selected facts for {split} pair "
+                           f"{pair.pair_id!r}")
+        return self.selected[key]
+
+
+def reply_folds(data: Mapping[int, ArgSciChatFold],
+                selected: Mapping[tuple[int, str, str], Sequence[int]],
+                max_rows: int | None = None,
+                fact_system: str | Mapping[int, str] | None = None) -> dict[int, ReplyFold]:
+    """:class:`ReplyFold` per fold: the first ``max_rows`` pairs of every split (as 03 and
+    :mod:`saf_utils.train` cap them) and 03's selections (``(fold, split, pair_id) ->
+    indexes``, :func:`saf_utils.argscichat.dialogue.selection_lookup`).
+
+    Every val/test pair must have a selection: a missing one means 03 ran with other folds
+    or ``max_rows``, and is an error naming it.
+    """
+    out = {}
+    for f, fold in data.items():
+        splits = {s: (fold[s][:max_rows] if max_rows else list(fold[s]))
+                  for s in ("train", *EVAL_SPLITS)}
+        missing = [(f, s, p.pair_id) for s in EVAL_SPLITS for p in splits[s]
+                   if (f, s, p.pair_id) not in selected]
+        if missing:
+            raise ValueError(f"03 predictions lack {len(missing)} val/test pair(s), e.g. "
+                             f"{missing[0]}; rerun 03 with the same folds and max_rows")
+        sel = {(s, pid): list(v) for (ff, s, pid), v in selected.items() if ff == f}
+        name = fact_system.get(f) if isinstance(fact_system, Mapping) else fact_system
+        out[f] = ReplyFold(f, splits["train"], splits["val"], splits["test"],
+                           pair_index(fold.train + fold.val + fold.test), sel, name)
+    return out
+
+
+@dataclass
+class ReplyParams:
+    """Settings of every reply system (the notebook's parameters map onto these)."""
+
+    tune_metric: str = "message_f1"  # what within-system knobs maximise on the fold's val
+    frequent_words: Sequence[int] = (5, 10, 15, 20, 25, 30, 40, 50)  # constant_frequent n
+    trim_lengths: Sequence[int | None] = (10, 15, 20, 25, 30, 40, 50, 60, None)
+    compress_thresholds: Sequence[float] = (0.02, 0.04, 0.06, 0.08, 0.1, 0.12, 0.15, 0.2, 0.3)
+    compress_prior_words: Sequence[int] = (0, 50, 200, 500)
+    compress_model: str = "hgb"
+    encoder: str = "local:all-MiniLM-L6-v2"
+    embed: Callable[[Sequence[str]], np.ndarray] | None = None  # overrides encoder (tests)
+    # seq2seq (through saf_utils.train: in-kernel or under a launcher)
+    seq2seq: Mapping[str, Any] = field(default_factory=dict)  # Seq2SeqSettings fields
+    seeds: Sequence[int] = (0,)
+    inputs: Sequence[str] = ("query", "selected_facts")
+    train_with_gold_facts: bool = True
+    launcher: str = "none"
+    source: str | None = None  # ArgSciChat folder (None: $ARGSCICHAT_DATA), read by jobs
+    selections: str | None = None  # 03's output folder (its predictions.jsonl)
+    max_rows: int | None = None
+    work_dir: str | None = None  # where the training jobs write (model, predictions, log)
+    save_model: bool = False
+    log: Callable[[str], None] = print
+
+    def metric(self) -> Callable[[str, str], float]:
+        from saf_utils import metrics
+
+        if self.tune_metric not in RG.OVERLAP_METRICS:
+            raise ValueError(f"tune_metric {self.tune_metric!r}: use one of "
+                             f"{RG.OVERLAP_METRICS}")
+        return getattr(metrics, self.tune_metric)
+
+    def embedder(self) -> Callable[[Sequence[str]], np.ndarray]:
+        if self.embed is not None:
+            return self.embed
+        from functools import partial
+
+        from saf_utils.encoders import encode
+
+        return partial(encode, model=self.encoder)
+
+
+@dataclass
+class SystemOutput:
+    """A system's replies for one fold (and seed): ``outputs[split]`` follows
+    ``fold[split]``; ``tuning`` lists val grid points ``{"subset", "value", "chosen"}``."""
+
+    outputs: dict[str, list[str]]
+    seed: int | None = None
+    tuning: list[dict[str, Any]] = field(default_factory=list)
+    log: dict[str, Any] = field(default_factory=dict)
+
+
+ReplyFn = Callable[[ReplyFold, ReplyParams], list[SystemOutput]]
+
+
+def _grid(scores: Mapping[Any, float], chosen: Any, name: str) -> list[dict[str, Any]]:
+    return [{"subset": f"{name}={k}", "value": float(v), "chosen": k == chosen}
+            for k, v in scores.items()]
+
+
+def seed_column(values: Any) -> pd.Series:
+    """Seeds as Python ints, None for deterministic systems (never 0.0 / NaN)."""
+    return pd.Series([None if pd.isna(x) else int(x) for x in values], dtype=object)
+
+
+def _mean_metric(params: ReplyParams, outs: Sequence[str], pairs: Sequence[MessagePair]
+                 ) -> float:
+    metric = params.metric()
+    return float(np.mean([metric(o, p.reply) for o, p in zip(outs, pairs, strict=True)]))
+
+
+# --------------------------------------------------------------------------- baselines
+
+def frequent_words(replies: Sequence[str], n: int) -> str:
+    """The ``n`` whitespace tokens in most training replies (ties alphabetical), joined.
+
+    Tokens as Message-F1 (model card) counts them: case and punctuation kept.
+    """
+    df = Counter(t for r in replies for t in set(r.split()))
+    return " ".join(sorted(df, key=lambda t: (-df[t], t))[:n])
+
+
+def constant_frequent(fold: ReplyFold, params: ReplyParams) -> list[SystemOutput]:
+    """The floor: the same string for every query, the ``n`` most frequent training-reply
+    words of the fold, ``n`` from ``params.frequent_words`` chosen on the fold's val."""
+    replies = [p.reply for p in fold.train]
+    scores = {n: _mean_metric(params, [frequent_words(replies, n)] * len(fold.val), fold.val)
+              for n in params.frequent_words}
+    n = max(params.frequent_words, key=lambda k: (scores[k], -k))
+    text = frequent_words(replies, n)
+    return [SystemOutput({s: [text] * len(fold[s]) for s in EVAL_SPLITS},
+                         tuning=_grid(scores, n, "n"), log={"n": n})]
+
+
+def nearest_reply(fold: ReplyFold, params: ReplyParams) -> list[SystemOutput]:
+    """The reply of the training pair whose query embedding is most similar (cosine)."""
+    emb = params.embedder()
+    train_q = emb([p.query for p in fold.train])
+    return [SystemOutput({s: RG.nearest_replies(emb([p.query for p in fold[s]]), train_q,
+                                                [p.reply for p in fold.train])
+                          for s in EVAL_SPLITS})]
+
+
+def copy_selected(fold: ReplyFold, params: ReplyParams) -> list[SystemOutput]:
+    """The selected fact sentences in paper order."""
+    return [SystemOutput({s: [RG.facts_text(p, fold.sel(s, p)) for p in fold[s]]
+                          for s in EVAL_SPLITS})]
+
+
+def trimmed_selected(fold: ReplyFold, params: ReplyParams) -> list[SystemOutput]:
+    """The selected facts cut after a word budget chosen on the fold's val."""
+    texts = {s: [RG.facts_text(p, fold.sel(s, p)) for p in fold[s]] for s in EVAL_SPLITS}
+    n, scores = RG.tune_length(texts["val"], [p.reply for p in fold.val],
+                               list(params.trim_lengths), params.metric())
+    return [SystemOutput({s: [RG.trim_words(t, n) for t in texts[s]] for s in EVAL_SPLITS},
+                         tuning=_grid(scores, n, "words"), log={"words": n})]
+
+
+# --------------------------------------------------------------------------- oracle, probe
+
+def copy_gold(fold: ReplyFold, params: ReplyParams) -> list[SystemOutput]:
+    """Oracle: the gold fact sentences in paper order ("" for a query without gold facts)."""
+    return [SystemOutput({s: [RG.facts_text(p, p.fact_indexes) for p in fold[s]]
+                          for s in EVAL_SPLITS})]
+
+
+def compressed_selected(fold: ReplyFold, params: ReplyParams) -> list[SystemOutput]:
+    """Probe: the fact and query tokens a boosted token classifier expects in the reply.
+
+    Trained on the fold's train pairs (gold facts); how many frequent reply words it may
+    add and its keep threshold are chosen on the fold's val. It exploits Message-F1 (a bag
+    of likely words, not a reply) and is reported as a probe.
+    """
+    train = fold.train
+    val_facts = [RG.facts_text(p, fold.sel("val", p)) for p in fold.val]
+    best, tuning = None, []
+    for n_prior in params.compress_prior_words:
+        comp = RG.TokenCompressor(prior_words=n_prior, kind=params.compress_model).fit(
+            [p.query for p in train], [RG.facts_text(p, p.fact_indexes) for p in train],
+            [p.reply for p in train])
+        th, scores = RG.tune_threshold(comp, [p.query for p in fold.val], val_facts,
+                                       [p.reply for p in fold.val],
+                                       list(params.compress_thresholds), params.metric())
+        tuning += [{"subset": f"prior_words={n_prior},threshold={t}", "value": v,
+                    "chosen": False} for t, v in scores.items()]
+        if best is None or scores[th] > best[2]:
+            best = (comp, th, scores[th], n_prior)
+    comp, th, _, n_prior = best
+    for row in tuning:
+        row["chosen"] = row["subset"] == f"prior_words={n_prior},threshold={th}"
+    outs = {s: [comp.compress(p.query, RG.facts_text(p, fold.sel(s, p)), th) for p in fold[s]]
+            for s in EVAL_SPLITS}
+    return [SystemOutput(outs, tuning=tuning, log={"prior_words": n_prior, "threshold": th})]
+
+
+# --------------------------------------------------------------------------- systems
+
+def seq2seq(fold: ReplyFold, params: ReplyParams) -> list[SystemOutput]:
+    """A seq2seq model per seed, trained on the fold's train pairs (sources from
+    ``params.inputs``; gold facts in training unless ``train_with_gold_facts`` is False),
+    generating val/test replies from the selected facts.
+
+    Runs through :func:`saf_utils.train.run_jobs` (``params.launcher``: "none" trains in
+    the kernel, "torchrun:N" / "accelerate" start a launcher); the jobs read the data
+    (``params.source``) and 03's selections (``params.selections``) themselves.
+    """
+    from saf_utils.seq2seq import Seq2SeqSettings
+    from saf_utils.train import TrainJob, job_grid, run_jobs
+
+    Seq2SeqSettings(**params.seq2seq)  # a typo fails here, before any training
+    if "selected_facts" in params.inputs and not params.selections:
+        raise ValueError("seq2seq inputs use selected_facts: set ReplyParams.selections "
+                         "(03's output folder)")
+    work = Path(params.work_dir or "seq2seq_jobs")
+    base = TrainJob(task="argscichat", output_dir=str(work), settings=dict(params.seq2seq),
+                    source=params.source, eval_splits=list(EVAL_SPLITS),
+                    max_rows=params.max_rows, fold=fold.fold, inputs=list(params.inputs),
+                    selected_facts=params.selections, fact_system=fold.fact_system,
+                    train_with_gold_facts=params.train_with_gold_facts,
+                    save_model=params.save_model)
+    # ---- the single call site of the training entry point (launcher-aware) ----
+    res = run_jobs(job_grid(base, list(params.seeds), folds=[fold.fold]), params.launcher,
+                   params.log)
+    out = []
+    for seed in params.seeds:
+        p = res.predictions[res.predictions.seed == seed]
+        outputs = {}
+        for s in EVAL_SPLITS:
+            got = dict(zip(p[p.split == s].id, p[p.split == s].output, strict=True))
+            ids = [q.pair_id for q in fold[s]]
+            if sorted(got) != sorted(ids):
+                raise ValueError(f"seq2seq fold {fold.fold} seed {seed} {s}: job predicted "
+                                 f"{len(got)} pairs, the fold has {len(ids)} (max_rows?)")
+            outputs[s] = [got[i] for i in ids]
+        logs = res.logs[res.logs.seed == seed].iloc[0].to_dict()
+        out.append(SystemOutput(outputs, seed=int(seed),
+                                log={k: logs[k] for k in ("train_loss", "train_steps",
+                                                          "train_seconds") if k in logs}))
+    return out
+
+
+# --------------------------------------------------------------------------- registry
+
+@dataclass(frozen=True)
+class ReplySystem:
+    name: str
+    role: str  # baseline | system | oracle | probe
+    run: ReplyFn
+
+
+REPLY_SYSTEMS: dict[str, ReplySystem] = {s.name: s for s in (
+    ReplySystem("constant_frequent", "baseline", constant_frequent),
+    ReplySystem("nearest_reply", "baseline", nearest_reply),
+    ReplySystem("copy_selected", "baseline", copy_selected),
+    ReplySystem("trimmed_selected", "baseline", trimmed_selected),
+    ReplySystem("seq2seq", "system", seq2seq),
+    ReplySystem("copy_gold", "oracle", copy_gold),
+    ReplySystem("compressed_selected", "probe", compressed_selected),
+)}
+
+
+def roles(systems: Sequence[str] | None = None) -> dict[str, str]:
+    """name -> role of the registered systems (all, or ``systems`` in registry order)."""
+    check_systems(systems or [])
+    return {n: s.role for n, s in REPLY_SYSTEMS.items() if systems is None or n in systems}
+
+
+def check_systems(systems: Sequence[str]) -> None:
+    unknown = sorted(set(systems) - set(REPLY_SYSTEMS))
+    if unknown:
+        raise ValueError(f"unknown reply system(s) {unknown}; known: {list(REPLY_SYSTEMS)}")
+
+
+def by_role(systems: Sequence[str], *wanted: str) -> list[str]:
+    """The ``systems`` whose role is one of ``wanted``, in registry order."""
+    check_systems(systems)
+    return [n for n, s in REPLY_SYSTEMS.items() if n in systems and s.role in wanted]
+
+
+@dataclass
+class ReplyRun:
+    """What :func:`run_reply_systems` returns."""
+
+    predictions: pd.DataFrame  # PREDICTION_COLUMNS
+    tuning: pd.DataFrame  # fold, system, metric, subset, value, chosen (val grid points)
+    logs: pd.DataFrame  # fold, system, seed, ... (chosen knobs, train loss)
+    seconds: dict[str, float]
+
+    @staticmethod
+    def concat(runs: Sequence[ReplyRun]) -> ReplyRun:
+        secs: dict[str, float] = {}
+        for r in runs:
+            secs.update(r.seconds)
+        return ReplyRun(*(pd.concat([getattr(r, a) for r in runs], ignore_index=True)
+                          for a in ("predictions", "tuning", "logs")), secs)
+
+
+def run_reply_systems(folds: Mapping[int, ReplyFold], systems: Sequence[str],
+                      params: ReplyParams | None = None) -> ReplyRun:
+    """Run ``systems`` on every fold; tidy val/test prediction rows, val tuning grids, logs."""
+    params = params or ReplyParams()
+    check_systems(systems)
+    rows, tuning, logs, secs = [], [], [], {}
+    for name in [n for n in REPLY_SYSTEMS if n in systems]:
+        sys_ = REPLY_SYSTEMS[name]
+        t0 = time.perf_counter()
+        for f, fold in folds.items():
+            for out in sys_.run(fold, params):
+                for split in EVAL_SPLITS:
+                    pairs, outs = fold[split], out.outputs[split]
+                    if len(outs) != len(pairs):
+                        raise ValueError(f"{name} fold {f} {split}: {len(outs)} outputs for "
+                                         f"{len(pairs)} pairs")
+                    rows += [{"fold": f, "split": split, "pair_id": p.pair_id,
+                              "paper_id": p.paper_id, "system": name, "role": sys_.role,
+                              "seed": out.seed, "output": o, "gold": p.reply}
+                             for p, o in zip(pairs, outs, strict=True)]
+                tuning += [{"fold": f, "system": name, "metric": params.tune_metric, **t}
+                           for t in out.tuning]
+                logs.append({"fold": f, "system": name, "seed": out.seed, **out.log})
+        secs[name] = round(time.perf_counter() - t0, 1)
+    preds = pd.DataFrame(rows, columns=list(PREDICTION_COLUMNS))
+    preds["seed"] = seed_column(preds.seed)
+    return ReplyRun(preds, pd.DataFrame(tuning, columns=["fold", "system", "metric", "subset",
+                                                         "value", "chosen"]),
+                    pd.DataFrame(logs), secs)
+
+
+# --------------------------------------------------------------------------- scoring
+
+def score_predictions(preds: pd.DataFrame, splits: Sequence[str] = ("test",),
+                      embedding: bool = False, bertscore_model: str | None = None,
+                      bertscore_layers: int | None = None,
+                      moverscore_model: str | None = None) -> pd.DataFrame:
+    """Per-item scores in the Recorder's items layout (+ ``role``): one row per
+    (system, fold, seed, split, pair, metric), ``item`` = pair id, ``cluster`` = paper id.
+
+    Overlap metrics always; BERTScore and MoverScore with ``embedding``. MoverScore's IDF
+    comes from the references of each (fold, split), the same for every system; all
+    systems of a (fold, split) are scored in one call, so each text is embedded once.
+    """
+    sub = preds[preds.split.isin(splits)].reset_index(drop=True)
+    if sub.empty:
+        raise ValueError(f"score_predictions: no predictions for split(s) {list(splits)}")
+    scores = pd.DataFrame(RG.overlap_scores(list(sub.output), list(sub.gold)))
+    if embedding:
+        for _, g in sub.groupby(["fold", "split"], sort=False):
+            refs = g.drop_duplicates("pair_id").gold.tolist()
+            emb = RG.embedding_scores(list(g.output), list(g.gold), bertscore_model,
+                                      bertscore_layers, moverscore_model, idf_texts=refs)
+            for name, vals in emb.items():
+                scores.loc[g.index, name] = vals
+    keys = ["system", "role", "fold", "seed", "split"]
+    wide = pd.concat([sub[keys + ["pair_id", "paper_id"]], scores], axis=1)
+    out = wide.melt(id_vars=keys + ["pair_id", "paper_id"], var_name="metric",
+                    value_name="value").rename(columns={"pair_id": "item",
+                                                        "paper_id": "cluster"})
+    out.insert(0, "dataset", DATASET)
+    out.insert(0, "task", TASK)
+    out["seed"] = seed_column(out.seed)
+    out["value"] = out.value.astype(float)
+    return out
+
+
+def output_stat_table(preds: pd.DataFrame, split: str = "test") -> pd.DataFrame:
+    """Output statistics (length ratio, distinct-2, repetition, identical outputs, empty
+    share) per system, fold and seed."""
+    from saf_utils.metrics import output_stats
+
+    rows = []
+    sub = preds[preds.split == split]
+    for (system, role, fold, seed), g in sub.groupby(["system", "role", "fold", "seed"],
+                                                     dropna=False, sort=False):
+        rows.append({"system": system, "role": role, "fold": fold,
+                     "seed": None if pd.isna(seed) else int(seed),
+                     **output_stats(list(g.output), list(g.gold)),
+                     "empty_share": float(np.mean([not o.strip() for o in g.output]))})
+    out = pd.DataFrame(rows)
+    if not out.empty:
+        out["seed"] = seed_column(out.seed)
+    return out
+
+
+def fold_means(items: pd.DataFrame) -> pd.DataFrame:
+    """Mean per (split, system, role, fold, seed, metric): the per-fold (per-seed) numbers."""
+    keys = ["split", "system", "role", "fold", "seed", "metric"]
+    out = items.groupby(keys, dropna=False, sort=False).value.mean().reset_index()
+    out["seed"] = seed_column(out.seed)
+    return out
+
+
+# --------------------------------------------------------------------------- choice on val
+
+def choose_on_val(items: pd.DataFrame, metric: str = "content_f1",
+                  eligible: Sequence[str] = BEST_ROLES) -> pd.DataFrame:
+    """Per fold, the eligible system with the best mean val ``metric`` (seeds averaged).
+
+    Returns one row per fold and candidate: ``fold, system, role, value, chosen``; ties go
+    to the system first in the registry. Oracles and probes are never candidates.
+    """
+    val = items[(items.split == "val") & (items.metric == metric)
+                & items.role.isin(list(eligible))]
+    if val.empty:
+        raise ValueError(f"choose_on_val: no val {metric!r} scores of roles {list(eligible)}")
+    order = {n: i for i, n in enumerate(REPLY_SYSTEMS)}
+    cell = val.groupby(["fold", "system", "role", "seed"], dropna=False).value.mean()
+    table = cell.groupby(["fold", "system", "role"]).mean().reset_index()
+    table["_o"] = table.system.map(order).fillna(len(order))
+    table = table.sort_values(["fold", "value", "_o"], ascending=[True, False, True])
+    table["chosen"] = ~table.fold.duplicated()
+    return table.drop(columns="_o").reset_index(drop=True)
+
+
+def val_chosen_items(items: pd.DataFrame, choice: pd.DataFrame, name: str = "val_chosen"
+                     ) -> pd.DataFrame:
+    """Test items of each fold's val-chosen system, renamed ``name`` (one composite system
+    whose fold ``f`` part is the system chosen on fold ``f``'s val)."""
+    chosen = choice[choice.chosen][["fold", "system"]]
+    test = items[items.split == "test"].merge(chosen, on=["fold", "system"])
+    if test.empty:
+        raise ValueError("val_chosen_items: no test items of the chosen systems")
+    roles_ = sorted(set(test.role))
+    return test.assign(system=name, role=roles_[0] if len(roles_) == 1 else "system")
+
+
+# --------------------------------------------------------------------------- headline
+
+def headline_table(items: pd.DataFrame, floor: str = FLOOR, split: str = "test",
+                   n_resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """Per system and metric: mean over folds with its 95% cluster-bootstrap CI (clusters =
+    papers, strata = folds, seeds averaged within a fold first), and the paired difference
+    to ``floor`` with CI and p (same resamples, items joined on pair and fold).
+    """
+    from saf_utils.stats import ci_table, paired_table
+
+    sub = items[items.split == split]
+    ci = ci_table(sub, n_resamples=n_resamples, seed=seed)
+    role = sub.drop_duplicates("system").set_index("system").role
+    ci.insert(ci.columns.get_loc("system") + 1, "role", ci.system.map(role))
+    if floor not in set(sub.system):
+        return ci.assign(diff=np.nan, diff_low=np.nan, diff_high=np.nan, p_value=np.nan)
+    paired = paired_table(sub, floor, n_resamples=n_resamples, seed=seed)
+    paired = paired.rename(columns={"ci_low": "diff_low", "ci_high": "diff_high"})[
+        ["system", "metric", "diff", "diff_low", "diff_high", "p_value"]]
+    return ci.merge(paired, on=["system", "metric"], how="left")
+
+
+def beats_floor(headline: pd.DataFrame, metrics: Sequence[str] = ("content_f1",
+                                                                  "bertscore_f1"),
+                roles_: Sequence[str] = BEST_ROLES, alpha: float = 0.05) -> pd.DataFrame:
+    """Readable systems (``roles_``) whose difference to the floor has a CI above 0 on every
+    one of ``metrics``: one row per system with the differences, CIs and p-values."""
+    h = headline[headline.metric.isin(metrics) & headline.role.isin(roles_)
+                 & headline["diff"].notna()]
+    rows = []
+    for system, g in h.groupby("system", sort=False):
+        if set(g.metric) != set(metrics):
+            continue
+        ok = bool(((g.diff_low > 0) & (g.p_value < alpha)).all())
+        row: dict[str, Any] = {"system": system, "role": g.role.iloc[0], "beats_floor": ok}
+        for r in g.itertuples():
+            row[r.metric] = (f"{r.diff:+.3f} [{r.diff_low:+.3f}, {r.diff_high:+.3f}] "
+                             f"p={r.p_value:.3f}")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def order_systems(names: Sequence[str]) -> list[str]:
+    """Registry order (baselines, systems, oracle, probe), unknown names (e.g. the composite
+    ``val_chosen``) last."""
+    known = [n for n in REPLY_SYSTEMS if n in set(names)]
+    return known + sorted(set(names) - set(known))

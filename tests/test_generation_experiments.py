@@ -1,0 +1,273 @@
+"""Reply-system registry and experiment functions (saf_utils.argscichat.generation_experiments)
+on tests/fixtures/argscichat and on small hand-made folds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from threadpoolctl import threadpool_limits
+
+from saf_utils.argscichat import dialogue as A
+from saf_utils.argscichat import generation_experiments as GE
+from saf_utils.argscichat.data import MessagePair, load_argscichat
+
+FIXTURES = Path(__file__).parent / "fixtures" / "argscichat"
+CONTENT = ("We study parody detection in social media.",
+           "Parody accounts imitate politicians on Twitter.",
+           "We collect a data set of tweets from real and parody accounts.",
+           "A BERT classifier reaches the best accuracy.")
+
+
+@pytest.fixture(autouse=True)
+def one_openmp_thread():
+    with threadpool_limits(1, user_api="openmp"):
+        yield
+
+
+def fake_embed(texts):
+    out = np.zeros((len(texts), 16))
+    for i, t in enumerate(texts):
+        for w in t.lower().split():
+            out[i, sum(map(ord, w)) % 16] += 1.0
+        out[i, 0] += 1e-3
+    return out
+
+
+def pair(pid: str, query: str, reply: str, facts=(), paper="paper") -> MessagePair:
+    return MessagePair(pair_id=pid, paper_id=paper, title="T", content=CONTENT, dialogue_id=pid,
+                       turn=0, query=query, reply=reply, history=(), history_ids=(),
+                       facts=tuple(CONTENT[i] for i in facts), fact_indexes=tuple(facts),
+                       history_fact_indexes=())
+
+
+def make_fold(f: int, train, val, test, sel=(2,)) -> GE.ReplyFold:
+    selected = {(s, p.pair_id): list(sel) for s, ps in (("val", val), ("test", test))
+                for p in ps}
+    return GE.ReplyFold(f, list(train), list(val), list(test),
+                        A.pair_index([*train, *val, *test]), selected, "first")
+
+
+TRAIN = [pair("t0", "What data?", "the data is the tweets ."),
+         pair("t1", "Which model?", "the model is a BERT classifier .", facts=(3,)),
+         pair("t2", "Why parody?", "the parody is the point .", facts=(1,))]
+VAL = [pair("v0", "What do they collect?", "the tweets of parody accounts .", facts=(2,))]
+TEST = [pair("x0", "Which classifier?", "BERT is the best .", facts=(3,), paper="p2"),
+        pair("x1", "Hello", "Hi .", paper="p3")]
+PARAMS = GE.ReplyParams(embed=fake_embed, compress_model="logreg",
+                        compress_prior_words=(0, 2), log=lambda m: None)
+
+
+# --------------------------------------------------------------------------- registry
+
+def test_registry_roles_and_lookup() -> None:
+    assert set(GE.REPLY_SYSTEMS) >= {"constant_frequent", "nearest_reply", "copy_selected",
+                                     "trimmed_selected", "seq2seq", "copy_gold",
+                                     "compressed_selected"}
+    assert {s.role for s in GE.REPLY_SYSTEMS.values()} <= {"baseline", "system", "oracle",
+                                                           "probe"}
+    assert GE.REPLY_SYSTEMS["compressed_selected"].role == "probe"
+    assert GE.REPLY_SYSTEMS["copy_gold"].role == "oracle"
+    assert GE.REPLY_SYSTEMS["constant_frequent"].role == "baseline"
+    assert GE.by_role(["copy_gold", "seq2seq", "copy_selected"], "baseline", "system") == [
+        "copy_selected", "seq2seq"]
+    assert GE.roles(["copy_gold"]) == {"copy_gold": "oracle"}
+    with pytest.raises(ValueError, match="unknown reply system"):
+        GE.run_reply_systems({}, ["gpt"])
+
+
+def test_adding_a_system_is_one_function_and_one_line(monkeypatch) -> None:
+    def echo_query(fold, params):
+        return [GE.SystemOutput({s: [p.query for p in fold[s]] for s in GE.EVAL_SPLITS})]
+
+    monkeypatch.setitem(GE.REPLY_SYSTEMS, "echo", GE.ReplySystem("echo", "baseline", echo_query))
+    run = GE.run_reply_systems({0: make_fold(0, TRAIN, VAL, TEST)}, ["echo"], PARAMS)
+    assert run.predictions.output.tolist() == [VAL[0].query, TEST[0].query, TEST[1].query]
+
+
+# --------------------------------------------------------------------------- systems
+
+def test_frequent_words_and_constant_floor_tuned_on_the_folds_val() -> None:
+    assert GE.frequent_words(["a b", "a c", "a b"], 2) == "a b"
+    assert GE.frequent_words(["x y", "y x"], 1) == "x"  # ties: alphabetical
+    params = GE.ReplyParams(frequent_words=(1, 2, 3))
+    fold = make_fold(0, TRAIN, VAL, TEST)
+    (out,) = GE.constant_frequent(fold, params)
+    # ".", "is", "the" are in every training reply (ties alphabetical); against the val
+    # reply "the tweets of parody accounts ." n=1 scores 2/7, n=2 1/4, n=3 4/9
+    assert out.log == {"n": 3} and out.outputs["test"] == [". is the", ". is the"]
+    assert [t["chosen"] for t in out.tuning] == [False, False, True]
+    assert out.tuning[0]["value"] == pytest.approx(2 / 7)
+    # test replies never influence the choice
+    other = make_fold(0, TRAIN, VAL, [pair("x0", "q", ".")])
+    assert GE.constant_frequent(other, params)[0].log == {"n": 3}
+
+
+def test_each_fold_tunes_on_its_own_val() -> None:
+    val_long = [pair("v1", "What?", " ".join(CONTENT[2].split()[:10]))]
+    val_short = [pair("v2", "What?", " ".join(CONTENT[2].split()[:3]))]
+    params = GE.ReplyParams(trim_lengths=(3, 10, None))
+    folds = {0: make_fold(0, TRAIN, val_long, TEST), 1: make_fold(1, TRAIN, val_short, TEST)}
+    run = GE.run_reply_systems(folds, ["trimmed_selected"], params)
+    chosen = run.tuning[run.tuning.chosen].set_index("fold").subset.to_dict()
+    assert chosen == {0: "words=10", 1: "words=3"}
+    test_out = run.predictions[run.predictions.split == "test"].groupby("fold").output.first()
+    assert len(test_out[0].split()) == 10 and len(test_out[1].split()) == 3
+
+
+def test_run_reply_systems_rows_on_fixtures(tmp_path) -> None:
+    data = {0: load_argscichat(FIXTURES, 0)}
+    rows = [r for s in A.SPLITS for r in A.prediction_rows(
+        data[0][s], [[0, 1]] * len(data[0][s]), fold=0, split=s, system="first")]
+    A.write_predictions(rows, tmp_path / A.PREDICTIONS_FILE)
+    folds = GE.reply_folds(data, A.selection_lookup(A.read_predictions(tmp_path, "first")),
+                           fact_system="first")
+    systems = [s for s in GE.REPLY_SYSTEMS if s != "seq2seq"]
+    run = GE.run_reply_systems(folds, systems, PARAMS)
+    p = run.predictions
+    assert list(p.columns) == list(GE.PREDICTION_COLUMNS)
+    fold = folds[0]
+    assert len(p) == len(systems) * (len(fold.val) + len(fold.test))
+    assert p.seed.isna().all() and set(p.role) == {"baseline", "oracle", "probe"}
+    gold = p[(p.system == "copy_gold") & (p.split == "test")]
+    assert gold.output.tolist() == [" ".join(q.content[i] for i in q.fact_indexes)
+                                    for q in fold.test]
+    assert "" in gold.output.tolist()  # a query without gold facts: empty oracle reply
+    sel = p[(p.system == "copy_selected") & (p.split == "test")].output.iloc[0]
+    assert sel == " ".join(fold.test[0].content[:2])
+    assert p[p.split == "test"].pair_id.tolist()[:len(fold.test)] == [
+        q.pair_id for q in fold.test]
+    assert set(run.tuning.system) == {"constant_frequent", "trimmed_selected",
+                                      "compressed_selected"}
+    assert (run.tuning.groupby(["fold", "system"]).chosen.sum() == 1).all()
+    with pytest.raises(ValueError, match=r"lack \d+ val/test pair"):
+        GE.reply_folds(data, {})
+
+
+def test_seq2seq_runs_through_the_training_entry_point(tmp_path) -> None:
+    data = {0: load_argscichat(FIXTURES, 0)}
+    rows = [r for s in A.SPLITS for r in A.prediction_rows(
+        data[0][s], [[0]] * len(data[0][s]), fold=0, split=s, system="first")]
+    A.write_predictions(rows, tmp_path / A.PREDICTIONS_FILE)
+    folds = GE.reply_folds(data, A.selection_lookup(A.read_predictions(tmp_path)), None,
+                           {0: "first"})
+    params = GE.ReplyParams(
+        seq2seq={"model": "scratch", "max_steps": 1, "batch_size": 2, "max_target_length": 4,
+                 "scratch_vocab_size": 60, "scratch_d_model": 16, "scratch_layers": 1,
+                 "scratch_heads": 2, "scratch_ff": 32},
+        seeds=(3,), source=str(FIXTURES), selections=str(tmp_path),
+        work_dir=str(tmp_path / "jobs"), log=lambda m: None)
+    run = GE.run_reply_systems(folds, ["seq2seq"], params)
+    fold = folds[0]
+    assert set(run.predictions.seed) == {3} and set(run.predictions.role) == {"system"}
+    assert run.predictions.pair_id.tolist() == [q.pair_id for q in fold.val + fold.test]
+    assert np.isfinite(run.logs.train_loss.iloc[0])
+    with pytest.raises(TypeError):
+        GE.run_reply_systems(folds, ["seq2seq"], GE.ReplyParams(seq2seq={"lr": 1.0}))
+
+
+# --------------------------------------------------------------------------- scoring, choice
+
+def predictions() -> pd.DataFrame:
+    """Two folds, two papers each; 'good' copies the gold reply on every pair."""
+    rows = []
+    for f in (0, 1):
+        for split in GE.EVAL_SPLITS:
+            for i in range(4):
+                gold = f"tweets parody accounts number {i} ."
+                for system, role, out, seed in (
+                        ("constant_frequent", "baseline", "the .", None),
+                        ("copy_selected", "baseline", gold if i % 2 else "tweets", None),
+                        ("seq2seq", "system", "" if i == 0 else "parody", 0),
+                        ("seq2seq", "system", "parody", 1),
+                        ("copy_gold", "oracle", gold, None)):
+                    rows.append({"fold": f, "split": split, "pair_id": f"f{f}{split}{i}",
+                                 "paper_id": f"paper{f}{i % 2}", "system": system,
+                                 "role": role, "seed": seed, "output": out, "gold": gold})
+    df = pd.DataFrame(rows)
+    df["seed"] = GE.seed_column(df.seed)
+    return df
+
+
+def test_score_predictions_layout_and_empty_output() -> None:
+    items = GE.score_predictions(predictions(), splits=("val", "test"))
+    assert {"task", "dataset", "split", "system", "metric", "item", "cluster", "value",
+            "seed", "fold", "role"} <= set(items.columns)
+    assert set(items.metric) == set(GE.RG.OVERLAP_METRICS)
+    empty = items[(items.system == "seq2seq") & (items.seed == 0) & (items.item == "f0test0")]
+    assert (empty.value == 0.0).all()  # "" is scored as "", not "."
+    assert items[items.system == "copy_gold"].value.eq(1.0).all()
+    assert set(items[items.system == "seq2seq"].seed) == {0, 1}
+    assert items[items.system == "copy_selected"].seed.isna().all()
+    stats = GE.output_stat_table(predictions())
+    row = stats[(stats.system == "constant_frequent") & (stats.fold == 0)].iloc[0]
+    assert row.identical_outputs == 1.0 and row.seed is None
+
+
+def test_choice_on_val_ignores_oracles_and_probes() -> None:
+    items = GE.score_predictions(predictions(), splits=("val", "test"))
+    choice = GE.choose_on_val(items, "content_f1")
+    assert set(choice.system) == {"constant_frequent", "copy_selected", "seq2seq"}
+    assert choice[choice.chosen].system.tolist() == ["copy_selected", "copy_selected"]
+    comp = GE.val_chosen_items(items, choice)
+    assert set(comp.system) == {"val_chosen"} and set(comp.split) == {"test"}
+    assert comp.role.iloc[0] == "baseline" and len(comp) == 2 * 4 * 3
+
+
+def test_headline_ci_and_difference_to_the_floor() -> None:
+    items = GE.score_predictions(predictions(), splits=("test",))
+    head = GE.headline_table(items, n_resamples=200)
+    row = head[(head.system == "copy_gold") & (head.metric == "content_f1")].iloc[0]
+    assert row["mean"] == pytest.approx(1.0) and row.role == "oracle"
+    assert row.ci_low == pytest.approx(1.0) and row["diff"] == pytest.approx(1.0)
+    floor = head[(head.system == "constant_frequent")]
+    assert floor["diff"].isna().all()  # the floor has no difference to itself
+    s2s = head[(head.system == "seq2seq") & (head.metric == "message_f1")].iloc[0]
+    # seeds averaged per item first: item 0 of each fold is (0 + F1("parody", gold)) / 2
+    f1 = 2 * (1 / 1) * (1 / 6) / (1 + 1 / 6)
+    assert s2s["mean"] == pytest.approx((f1 / 2 + 3 * f1) / 4)
+    wins = GE.beats_floor(head, ["content_f1", "message_f1"])
+    assert set(wins.system) == {"copy_selected", "seq2seq"}  # not the oracle
+    assert wins.set_index("system").beats_floor["copy_selected"]
+
+
+# --------------------------------------------------------------------------- analysis helpers
+
+def test_chosen_selector_reads_03s_choice_or_falls_back(tmp_path) -> None:
+    with pytest.raises(ValueError, match="selector"):
+        A.chosen_selector(tmp_path, None, [0])
+    assert A.chosen_selector(tmp_path, "bm25", [0, 1]) == {0: "bm25", 1: "bm25"}
+    rec = {"task": A.SELECTION_TASK, "kind": "tuning", "subset": "chosen", "fold": None,
+           "system": "ranker"}
+    pd.DataFrame([rec, {**rec, "fold": 1, "system": "tfidf"}]).to_json(
+        tmp_path / A.RECORDS_FILE, orient="records", lines=True)
+    assert A.chosen_selector(tmp_path, "bm25", [0, 1]) == {0: "ranker", 1: "tfidf"}
+    (tmp_path / A.CHOSEN_FILE).write_text('{"system": "sbert"}')
+    assert A.chosen_selector(tmp_path, "bm25", [0, 1]) == {0: "sbert", 1: "sbert"}
+
+
+def test_generation_error_frame_joins_scores_and_flags_copies() -> None:
+    preds = predictions()
+    items = GE.score_predictions(preds, splits=("test",))
+    pairs = [pair(pid, "q", "r") for pid in sorted(set(preds.pair_id))]
+    train = {0: ["parody"], 1: []}
+    frame = A.generation_error_frame(preds, pairs, train, items)
+    assert len(frame) == len(preds[preds.split == "test"])
+    const = frame[frame.system == "constant_frequent"]
+    assert const.generic.all() and not const.train_copy.any()
+    s2s = frame[(frame.system == "seq2seq") & (frame.seed == 0)]
+    assert s2s.train_copy.tolist() == [False, True, True, True, False, False, False, False]
+    assert s2s.length_bucket.iloc[0] == "empty" and s2s.out_words.iloc[0] == 0
+    gold = frame[frame.system == "copy_gold"]
+    assert gold.content_f1.eq(1.0).all() and gold.length_bucket.eq("0.5-2x gold").all()
+    copied = frame[frame.system == "copy_selected"]
+    # "tweets parody accounts number i": 1 of 4 bigrams ("parody accounts") is in CONTENT;
+    # the one-word output "tweets" has no bigram
+    assert copied.paper_bigram_share.tolist() == [0.0, 0.25, 0.0, 0.25] * 2
+    summary = A.generation_error_summary(frame)
+    assert summary.loc["seq2seq", "empty_share"] == pytest.approx(1 / 8)
+    assert summary.loc["constant_frequent", "generic_share"] == 1.0
+    with pytest.raises(ValueError, match="not in the given pairs"):
+        A.generation_error_frame(preds, pairs[:1], train)
