@@ -149,41 +149,38 @@ def synthetic(n_pairs: int, seed: int):
     return pairs
 
 
-def test_tune_ranker_and_ensemble_learn_a_lexical_signal() -> None:
+def test_val_chosen_ranker_and_ensemble_learn_a_lexical_signal() -> None:
+    from saf_utils.argscichat import experiments as X
+
     train, val = synthetic(30, 0), synthetic(12, 1)
-    T, V = FS.feature_table(train, fake_embed), FS.feature_table(val, fake_embed)
-    grid = [{"kind": "logreg", "C": 1.0},
-            {"kind": "hgb", "max_iter": 20, "max_leaf_nodes": 4, "min_samples_leaf": 5}]
-    best = FS.tune_ranker(T, V, val, grid, k=1)
-    assert len(best.grid) == 2 and best.val_fact_f1 == max(g["val_fact_f1"] for g in best.grid)
-    sel = FS.grouped_top_k(best.scores(V[0]), V[2], 1)
-    assert FS.mean_fact_f1(sel, val) == pytest.approx(best.val_fact_f1)
-    assert best.val_fact_f1 > 0.5
-    ens = FS.RankerEnsemble(grid).fit(T[0], T[1])
-    scores = ens.scores(V[0], V[2])
+    grid = ({"kind": "logreg", "C": 1.0},
+            {"kind": "hgb", "max_iter": 20, "max_leaf_nodes": 4, "min_samples_leaf": 5})
+    cfg = X.SelectionConfig(k=1, grid=grid, member_sets={"both": grid}, mix_weights=(0.0,))
+    ctx = X.SelectionContext({(0, "train"): train, (0, "val"): val, (0, "test"): val},
+                             A.pair_index(train + val), fake_embed, cfg)
+    spec, rows = X.ranker_choice(ctx, 0)
+    assert len(rows) == 2 and sum(r["chosen"] for r in rows) == 1
+    best = max(r["val_fact_f1"] for r in rows)
+    assert best > 0.5
+    sel = X.run_ranker(ctx, 0).selections["val"]
+    assert FS.mean_fact_f1(dict(enumerate(sel)), val) == pytest.approx(best)
+    ens, _ = X.ensemble_choice(ctx, 0)
+    Xv, _, gv = ctx.table(0, "val")
+    scores = ens.scores(ctx, 0, "train", Xv, gv)
     assert scores.min() >= 0 and scores.max() <= 1
-    assert FS.mean_fact_f1(FS.grouped_top_k(scores, V[2], 1), val) > 0.5
+    assert FS.mean_fact_f1(FS.grouped_top_k(scores, gv, 1), val) > 0.5
     with pytest.raises(ValueError, match="unknown classifier"):
         FS.make_ranker("svm")
-    with pytest.raises(RuntimeError, match="fit first"):
-        FS.RankerEnsemble(grid).scores(V[0], V[2])
 
 
-def test_group_rank01_and_mix_weight_tuning() -> None:
+def test_group_rank01_and_mix_ranks() -> None:
     groups = np.array([0, 0, 0, 1, 1])
     ranks = FS.group_rank01(np.array([0.2, 0.9, 0.5, 3.0, 1.0]), groups)
     assert ranks.tolist() == [0.0, 1.0, 0.5, 1.0, 0.0]
     base = np.array([1.0, 0.0, 0.5, 0.0, 1.0])  # wrong best sentence in both pairs
     other = np.array([0.0, 2.0, 1.0, 5.0, 0.0])  # right best sentence in both pairs
-    mixed = FS.mix_ranks(base, other, groups, 2.0)
-    assert FS.grouped_top_k(mixed, groups, 1) == {0: [1], 1: [0]}
-    pairs = [pair("a", "q", "r", facts=(1,)), pair("b", "q", "r", facts=(0,))]
-    w, scores = FS.tune_mix_weight([base], [other], [groups], [pairs], [0.0, 2.0, 3.0], k=1)
-    assert w == 2.0 and scores[0.0] == 0.0 and scores[2.0] == scores[3.0] == 1.0
-    with pytest.raises(ValueError, match="equal"):
-        FS.tune_mix_weight([base], [], [groups], [pairs], [1.0], k=1)
-    with pytest.raises(ValueError, match="no candidate"):
-        FS.tune_mix_weight([base], [other], [groups], [pairs], [], k=1)
+    assert FS.grouped_top_k(FS.mix_ranks(base, other, groups, 0.0), groups, 1) == {0: [0], 1: [1]}
+    assert FS.grouped_top_k(FS.mix_ranks(base, other, groups, 2.0), groups, 1) == {0: [1], 1: [0]}
 
 
 def test_scored_pairs_and_mean_fact_f1_skip_pairs_without_gold() -> None:
@@ -290,6 +287,8 @@ def test_generation_metrics_without_embeddings() -> None:
     assert m["message_f1"] == pytest.approx((2 / 3) / 2)
     assert m["message_f1_squad"] == pytest.approx(0.5)
     assert m["empty_share"] == 0.5 and "bertscore_f1" not in m
+    assert m["content_f1"] == pytest.approx(0.5)  # "cat sat" matches; "" vs "Hi!" is 0
+    assert m["length_ratio"] == pytest.approx(3 / 4)
     with pytest.raises(ValueError):
         RG.generation_metrics(["a"], [], embedding=False)
 
@@ -382,8 +381,11 @@ def test_generation_metrics_with_a_tiny_local_encoder(tmp_path) -> None:
     hyps, refs = ["the cat sat", "", "the dog ran"], ["the cat sat", "hi !", "the dog ran"]
     m = RG.generation_metrics(hyps, refs, bertscore_model=str(tmp_path), bertscore_layers=1,
                              moverscore_model=str(tmp_path))
-    assert set(m) == {"message_f1", "message_f1_squad", "bertscore_f1", "moverscore",
-                      "empty_share", "moverscore_degenerate_share"}
-    assert m["moverscore_degenerate_share"] == pytest.approx(1 / 3)  # the empty output
+    assert set(m) == {*RG.OVERLAP_METRICS, *RG.EMBEDDING_METRICS, *RG.OUTPUT_STATS,
+                      "empty_share"}
+    per = RG.embedding_scores(hyps, refs, bertscore_model=str(tmp_path), bertscore_layers=1,
+                              moverscore_model=str(tmp_path))
+    assert per["moverscore"][1] == 0.0  # the empty output: no weighted token, scored 0
+    assert per["moverscore"][0] == pytest.approx(1.0)  # identical texts
     assert np.isfinite(m["bertscore_f1"]) and m["moverscore"] < 1.0
     assert m["empty_share"] == pytest.approx(1 / 3)

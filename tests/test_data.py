@@ -1,4 +1,7 @@
-"""Loaders and validation on shipped fixtures, malformed variants, and the real shared data."""
+"""ArgSciChat loader on shipped fixtures, malformed variants, and the real shared data.
+
+The SAF loader's tests are in test_saf_data.py.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +10,8 @@ import os
 import shutil
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
-from saf_utils import provenance
 from saf_utils.argscichat import data as adata
 from saf_utils.argscichat.data import (
     ArgSciChatDataError,
@@ -18,136 +19,8 @@ from saf_utils.argscichat.data import (
     load_intents,
     map_facts,
 )
-from saf_utils.saf import data as sdata
-from saf_utils.saf.data import SAFDataError, load_saf
 
 FIX = Path(__file__).parent / "fixtures"
-SPLITS = ("train", "validation", "test_unseen_answers", "test_unseen_questions")
-
-
-def _frames(folder: str) -> dict[str, pd.DataFrame]:
-    return {s: pd.read_json(FIX / folder / f"{s}.jsonl", lines=True, dtype=False) for s in SPLITS}
-
-
-def _write_jsonl(root: Path, frames: dict[str, pd.DataFrame]) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    for split, df in frames.items():
-        df.to_json(root / f"{split}.jsonl", orient="records", lines=True, force_ascii=False)
-    return root
-
-
-def test_load_saf_jsonl_with_error_class():
-    ds = load_saf(FIX / "saf_legal_jsonl")
-    assert {s: len(ds[s]) for s in ds} == {"train": 5, "validation": 2,
-                                            "test_unseen_answers": 3, "test_unseen_questions": 2}
-    assert "error_class" in ds["train"].column_names
-    assert ds["train"][0]["provided_answer"] == "Bei Arbeitsunfähigkeit und Versicherung."
-
-
-def test_load_saf_csv_without_error_class_and_split_subset():
-    ds = load_saf(FIX / "saf_csv", splits=["train", "test_unseen_questions"])
-    assert list(ds) == ["train", "test_unseen_questions"]
-    assert "error_class" not in ds["train"].column_names
-    assert ds["test_unseen_questions"]["score"] == [0.75, 0.0]
-
-
-def test_load_saf_hub_layout_parquet(tmp_path):
-    for split, df in _frames("saf_legal_jsonl").items():
-        (tmp_path / "data").mkdir(exist_ok=True)
-        df.to_parquet(tmp_path / "data" / f"{split}-00000-of-00001.parquet")
-    ds = load_saf(tmp_path)
-    assert len(ds["train"]) == 5
-    recorded = [s for s in provenance.data_sources() if s["path"].startswith(str(tmp_path.resolve()))]
-    assert len(recorded) == 4 and all(len(s["sha256"]) == 64 for s in recorded)
-
-
-def test_saf_env_variable_is_the_default(monkeypatch):
-    monkeypatch.setenv("SAF_DATA", str(FIX / "saf_csv"))
-    assert len(load_saf()["validation"]) == 2
-
-
-MUTATIONS = {
-    "missing_column": (lambda f: f["train"].drop(columns=["score"]), "missing column 'score'"),
-    "score_range": (lambda f: f["train"].assign(score=[1.0, 1.5, 0.0, 1.0, 0.0]),
-                    "column 'score': 1.5 outside [0, 1]"),
-    "score_not_number": (lambda f: f["train"].assign(score=[1.0, "viel", 0.0, 1.0, 0.0]),
-                         "column 'score': not a number ('viel')"),
-    "bad_label": (lambda f: f["train"].assign(verification_feedback=[
-        "Correct", "partially correct", "Incorrect", "Correct", "Incorrect"]),
-        "'partially correct' not one of"),
-    "inconsistent": (lambda f: f["train"].assign(verification_feedback=[
-        "Correct", "Correct", "Incorrect", "Correct", "Incorrect"]),
-        "label 'Correct' inconsistent with score 0.5"),
-    "empty_answer": (lambda f: f["train"].assign(provided_answer=["a", "  ", "b", "c", "d"]),
-                     "row 2 (id=t2), column 'provided_answer': empty answer"),
-    "duplicate_id": (lambda f: f["train"].assign(id=["t1", "t2", "t2", "t4", "t5"]),
-                     "row 3 (id=t2), column 'id': duplicate id"),
-}
-
-
-@pytest.mark.parametrize("name", sorted(MUTATIONS))
-def test_saf_validation_names_file_row_and_column(tmp_path, name):
-    mutate, expected = MUTATIONS[name]
-    frames = _frames("saf_legal_jsonl")
-    frames["train"] = mutate(frames)
-    root = _write_jsonl(tmp_path / name, frames)
-    with pytest.raises(SAFDataError) as err:
-        load_saf(root)
-    message = str(err.value)
-    assert expected in message
-    assert "train.jsonl [train]" in message or "missing column" in message
-
-
-def test_saf_reports_all_problems_together_with_a_cap(tmp_path):
-    frames = _frames("saf_legal_jsonl")
-    big = pd.concat([frames["train"]] * 6, ignore_index=True)
-    big["id"] = [f"x{i}" for i in range(len(big))]
-    big["score"] = 2.0  # 30 range problems (no label check against an invalid score)
-    frames["train"] = big
-    with pytest.raises(SAFDataError) as err:
-        load_saf(_write_jsonl(tmp_path / "many", frames))
-    assert len(err.value.problems) == 30
-    assert str(err.value).count("outside [0, 1]") == 20
-    assert "and 10 more problem(s)" in str(err.value)
-
-
-def test_saf_duplicate_id_across_splits(tmp_path):
-    frames = _frames("saf_legal_jsonl")
-    frames["validation"].loc[0, "id"] = "t1"
-    with pytest.raises(SAFDataError, match="id t1 appears in splits 'train' and 'validation'"):
-        load_saf(_write_jsonl(tmp_path / "cross", frames))
-
-
-def test_saf_unreadable_file_is_named(tmp_path):
-    root = tmp_path / "broken"
-    shutil.copytree(FIX / "saf_csv", root)
-    (root / "train.csv").unlink()
-    (root / "train.parquet").write_bytes(b"this is not parquet")
-    with pytest.raises(SAFDataError, match=r"train\.parquet: cannot be read as parquet"):
-        load_saf(root)
-
-
-def test_saf_missing_split_and_unknown_split(tmp_path):
-    root = tmp_path / "partial"
-    shutil.copytree(FIX / "saf_csv", root)
-    (root / "validation.csv").unlink()
-    with pytest.raises(SAFDataError, match=r"no file for split\(s\) \['validation'\]"):
-        load_saf(root, splits=["validation"])
-    with pytest.raises(SAFDataError, match="unknown split"):
-        load_saf(root, splits=["dev"])
-
-
-def test_saf_unreachable_hub_says_how_to_use_a_local_copy(monkeypatch):
-    import datasets
-
-    def offline(*args, **kwargs):
-        raise ConnectionError("Couldn't reach the Hugging Face Hub")
-
-    monkeypatch.delenv("SAF_DATA", raising=False)
-    monkeypatch.setattr(datasets, "load_dataset", offline)
-    with pytest.raises(SAFDataError, match="Point SAF_DATA") as err:
-        load_saf()
-    assert sdata.SAF_HUB_ID in str(err.value)
 
 
 # --------------------------------------------------------------------------- ArgSciChat
@@ -166,28 +39,30 @@ def test_map_facts_containment_multi_sentence_and_title():
 
 def test_load_argscichat_fixture():
     fold = load_argscichat(FIX / "argscichat", fold=0)
-    assert [len(fold[s]) for s in ("train", "val", "test")] == [2, 1, 1]
-    first, second = fold.train
+    assert [len(fold[s]) for s in ("train", "val", "test")] == [5, 3, 3]
+    first, second = fold.train[:2]
     assert first.fact_indexes == (0, 1) and second.fact_indexes == (2,)
     assert second.turn == 1 and second.dialogue_id == "P_0"
     assert second.history_fact_indexes == ((0, 1),)
-    assert fold.val[0].fact_indexes == ()
+    assert fold.val[0].fact_indexes == ()  # its only fact is the title
     report = fold.fact_report()
     assert report["dropped_title"] == 1 and report["pairs_without_facts"] == 1
     assert report["pairs_without_fact_sentences"] == 2
+    papers = [{p.paper_id for p in fold[s]} for s in ("train", "val", "test")]
+    assert papers == [{"7", "8"}, {"9"}, {"10"}]
 
 
 def test_argscichat_env_variable(monkeypatch):
     monkeypatch.setenv("ARGSCICHAT_DATA", str(FIX / "argscichat"))
-    assert len(load_argscichat(fold=0).train) == 2
+    assert len(load_argscichat(fold=0).train) == 5
     assert load_intents() is None  # the fixture has no intents.csv
 
 
 def test_argscichat_errors_name_the_file(tmp_path):
     root = tmp_path / "a"
     shutil.copytree(FIX / "argscichat", root)
-    with pytest.raises(ArgSciChatDataError, match=r"fold_1_train\.json: missing fold file"):
-        load_argscichat(root, fold=1)
+    with pytest.raises(ArgSciChatDataError, match=r"fold_2_train\.json: missing fold file"):
+        load_argscichat(root, fold=2)
     (root / "fold_0_val.json").write_text("{not json")
     with pytest.raises(ArgSciChatDataError, match=r"fold_0_val\.json: not valid JSON"):
         load_argscichat(root, fold=0)
@@ -199,6 +74,80 @@ def test_argscichat_errors_name_the_file(tmp_path):
         load_argscichat(root, fold=0)
     with pytest.raises(ArgSciChatDataError, match="unknown fold"):
         load_argscichat(root, fold=7)
+
+
+def _fixture_copy(tmp_path: Path) -> Path:
+    root = tmp_path / "a"
+    shutil.copytree(FIX / "argscichat", root)
+    return root
+
+
+def _edit(root: Path, name: str, change) -> None:
+    """Apply ``change(papers)`` to a fixture file (papers: title -> paper dict)."""
+    path = root / name
+    papers = json.loads(path.read_text())
+    change(papers)
+    path.write_text(json.dumps(papers))
+
+
+def _first_pair(papers: dict) -> dict:
+    return next(iter(papers.values()))["message_pairs"][0]
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda ps: _first_pair(ps).update(facts="Tables come from Wikipedia articles."),
+     r"fold_0_test\.json: paper 'Question Answering over Tables' \(id 10\), pair 'D_0': "
+     r"facts is a string"),
+    (lambda ps: _first_pair(ps).update(facts=["ok", 3]), r"pair 'D_0': facts is .*list of strings"),
+    (lambda ps: _first_pair(ps).update(DE_Message=None),
+     r"fold_0_test\.json.*pair 'D_0': DE_Message is None \(NoneType\), expected a string"),
+    (lambda ps: _first_pair(ps).update(P_Message=5), r"pair 'D_0': P_Message is 5 \(int\)"),
+    (lambda ps: _first_pair(ps).update(P_Message="  "), r"pair 'D_0': P_Message is empty"),
+    (lambda ps: next(iter(ps.values()))["content"].__setitem__(1, None),
+     r"fold_0_test\.json: paper .*\(id 10\): content sentence 1 is None"),
+    (lambda ps: next(iter(ps.values())).update(content="one string"),
+     r"\(id 10\): content is 'one string' \(str\), expected a non-empty list"),
+    (lambda ps: next(iter(ps.values())).update(message_pairs=[]),
+     r"fold_0_test\.json: paper .*\(id 10\): empty dialogue"),
+    (lambda ps: _first_pair(ps).update(history_facts=[[]]),
+     r"pair 'D_0': 1 history_facts entries for 0 history_ids"),
+    (lambda ps: _first_pair(ps).update(history="a string"), r"pair 'D_0': history is a string"),
+    (lambda ps: _first_pair(ps).update(id=None), r"pair None: id is None"),
+    (lambda ps: next(iter(ps.values())).update(id=None), r"paper .*: id is None"),
+    (lambda ps: next(iter(ps.values()))["message_pairs"][1].update(id="D_0"),
+     r"fold_0_test\.json: paper .*\(id 10\), pair 'D_0': duplicate pair id"),
+    (lambda ps: ps.clear(), r"fold_0_test\.json: no papers \(empty object\)"),
+])
+def test_argscichat_malformed_inputs_name_file_paper_and_pair(tmp_path, change, message):
+    root = _fixture_copy(tmp_path)
+    _edit(root, "fold_0_test.json", change)
+    with pytest.raises(ArgSciChatDataError, match=message):
+        load_argscichat(root, fold=0)
+
+
+def test_argscichat_paper_in_two_splits_of_a_fold(tmp_path):
+    root = _fixture_copy(tmp_path)
+    train = json.loads((root / "fold_0_train.json").read_text())
+    paper = dict(train["Memory Networks for Legal Argument Mining"])
+    paper["message_pairs"] = [dict(paper["message_pairs"][0], id="X_0")]
+
+    def add_train_paper(ps):
+        ps[paper["title"]] = paper
+
+    _edit(root, "fold_0_test.json", add_train_paper)
+    with pytest.raises(ArgSciChatDataError, match=(
+            r"fold 0: paper 'Memory Networks for Legal Argument Mining' \(id 7\) is in both "
+            r".*fold_0_train\.json \(pair 'P_0'\) and .*fold_0_test\.json \(pair 'X_0'\)")):
+        load_argscichat(root, fold=0)
+
+
+def test_argscichat_pair_id_in_two_splits_of_a_fold(tmp_path):
+    root = _fixture_copy(tmp_path)
+    _edit(root, "fold_0_test.json", lambda ps: _first_pair(ps).update(id="P_0"))
+    with pytest.raises(ArgSciChatDataError,
+                       match=r"fold 0: pair id 'P_0' .* is in both .*fold_0_train\.json and "
+                             r".*fold_0_test\.json"):
+        load_argscichat(root, fold=0)
 
 
 def test_argscichat_download_failure_says_how_to_go_offline(tmp_path, monkeypatch):
@@ -231,17 +180,7 @@ def test_argscichat_download_checks_sha256(tmp_path, monkeypatch):
 
 # --------------------------------------------------------------------------- real data
 
-SAF_DATA = os.environ.get("SAF_DATA")
 ARGSCICHAT_DATA = os.environ.get("ARGSCICHAT_DATA")
-
-
-@pytest.mark.realdata
-@pytest.mark.skipif(not SAF_DATA, reason="SAF_DATA not set")
-def test_real_saf_counts():
-    ds = load_saf(SAF_DATA)
-    assert {s: len(ds[s]) for s in ds} == {"train": 1228, "validation": 306,
-                                            "test_unseen_answers": 271,
-                                            "test_unseen_questions": 602}
 
 
 @pytest.mark.realdata

@@ -182,6 +182,64 @@ def download_argscichat(target: str | os.PathLike | None = None) -> Path:
     return folder
 
 
+def _is_str_list(x: object) -> bool:
+    return isinstance(x, list) and all(isinstance(v, str) for v in x)
+
+
+def _describe(x: object) -> str:
+    text = repr(x)
+    kind = type(x).__name__
+    return f"{text[:60]}... ({kind})" if len(text) > 60 else f"{text} ({kind})"
+
+
+def _check_paper(path: Path, title: str, paper: dict) -> str:
+    """Type checks of one paper entry; returns its id as a string."""
+    where = f"{path}: paper {title!r}"
+    pid = paper["id"]
+    if isinstance(pid, bool) or not isinstance(pid, (int, str)) or not str(pid).strip():
+        raise ArgSciChatDataError(f"{where}: id is {_describe(pid)}, expected an int or string")
+    where = f"{path}: paper {title!r} (id {pid})"
+    if not isinstance(paper["title"], str) or not paper["title"].strip():
+        raise ArgSciChatDataError(f"{where}: title is {_describe(paper['title'])}, "
+                                  f"expected a non-empty string")
+    content = paper["content"]
+    if not isinstance(content, list) or not content:
+        raise ArgSciChatDataError(f"{where}: content is {_describe(content)}, "
+                                  f"expected a non-empty list of sentence strings")
+    bad = next((i for i, v in enumerate(content) if not isinstance(v, str)), None)
+    if bad is not None:
+        raise ArgSciChatDataError(f"{where}: content sentence {bad} is "
+                                  f"{_describe(content[bad])}, expected a string")
+    if not isinstance(paper["message_pairs"], list) or not paper["message_pairs"]:
+        raise ArgSciChatDataError(
+            f"{where}: empty dialogue (message_pairs is {_describe(paper['message_pairs'])}, "
+            f"expected a non-empty list)")
+    return str(pid)
+
+
+def _check_pair(where: str, mp: dict) -> None:
+    """Type checks of one message pair (``where`` names file, paper and pair)."""
+    for key in ("P_Message", "DE_Message"):
+        if not isinstance(mp[key], str):
+            raise ArgSciChatDataError(f"{where}: {key} is {_describe(mp[key])}, expected a string")
+        if not mp[key].strip():
+            raise ArgSciChatDataError(f"{where}: {key} is empty")
+    for key in ("facts", "history", "history_ids"):
+        if isinstance(mp[key], str):
+            raise ArgSciChatDataError(f"{where}: {key} is a string ({_describe(mp[key])}), "
+                                      f"expected a list of strings")
+        if not _is_str_list(mp[key]):
+            raise ArgSciChatDataError(f"{where}: {key} is {_describe(mp[key])}, "
+                                      f"expected a list of strings")
+    hf = mp["history_facts"]
+    if not isinstance(hf, list) or not all(_is_str_list(t) for t in hf):
+        raise ArgSciChatDataError(f"{where}: history_facts is {_describe(hf)}, expected one "
+                                  f"list of fact strings per earlier turn")
+    if len(hf) != len(mp["history_ids"]):
+        raise ArgSciChatDataError(f"{where}: {len(hf)} history_facts entries for "
+                                  f"{len(mp['history_ids'])} history_ids")
+
+
 def _read_fold_file(path: Path, split: str) -> tuple[list[MessagePair], list[DroppedFact]]:
     if not path.is_file():
         raise ArgSciChatDataError(f"{path}: missing fold file")
@@ -191,12 +249,16 @@ def _read_fold_file(path: Path, split: str) -> tuple[list[MessagePair], list[Dro
         raise ArgSciChatDataError(f"{path}: not valid JSON ({exc})") from None
     if not isinstance(raw, dict):
         raise ArgSciChatDataError(f"{path}: expected an object {{paper title: paper}}")
+    if not raw:
+        raise ArgSciChatDataError(f"{path}: no papers (empty object)")
     pairs: list[MessagePair] = []
     dropped: list[DroppedFact] = []
+    seen: dict[str, str] = {}
     for title, paper in raw.items():
         missing = [k for k in _PAPER_KEYS if not isinstance(paper, dict) or k not in paper]
         if missing:
             raise ArgSciChatDataError(f"{path}: paper {title!r} lacks key(s) {missing}")
+        paper_id = _check_paper(path, title, paper)
         content = tuple(s.replace("\n", " ").strip() for s in paper["content"])
         for n, mp in enumerate(paper["message_pairs"]):
             missing = [k for k in _PAIR_KEYS if not isinstance(mp, dict) or k not in mp]
@@ -205,13 +267,22 @@ def _read_fold_file(path: Path, split: str) -> tuple[list[MessagePair], list[Dro
                     f"{path}: paper {title!r}, message pair {n} "
                     f"(id={mp.get('id') if isinstance(mp, dict) else None}) lacks key(s) {missing}"
                 )
+            where = f"{path}: paper {title!r} (id {paper_id}), pair {mp['id']!r}"
+            if not isinstance(mp["id"], str) or not mp["id"].strip():
+                raise ArgSciChatDataError(f"{where}: id is {_describe(mp['id'])}, "
+                                          f"expected a non-empty string")
+            if mp["id"] in seen:
+                raise ArgSciChatDataError(f"{where}: duplicate pair id (also in paper "
+                                          f"{seen[mp['id']]!r})")
+            seen[mp["id"]] = title
+            _check_pair(where, mp)
             indexes, lost = map_facts(mp["facts"], content, paper["title"])
             dropped += [DroppedFact(split, mp["id"], f, r) for f, r in lost]
             hist_idx = tuple(map_facts(f, content, paper["title"])[0] for f in mp["history_facts"])
             pairs.append(
                 MessagePair(
                     pair_id=mp["id"],
-                    paper_id=str(paper["id"]),
+                    paper_id=paper_id,
                     title=paper["title"],
                     content=content,
                     dialogue_id=mp["history_ids"][0] if mp["history_ids"] else mp["id"],
@@ -226,6 +297,26 @@ def _read_fold_file(path: Path, split: str) -> tuple[list[MessagePair], list[Dro
                 )
             )
     return pairs, dropped
+
+
+def _check_fold(fold: int, splits: dict[str, list[MessagePair]], files: dict[str, str]) -> None:
+    """Papers and pair ids never cross the splits of a fold."""
+    owner: dict[str, tuple[str, MessagePair]] = {}
+    pair_owner: dict[str, str] = {}
+    for split in ARGSCICHAT_SPLITS:
+        for p in splits[split]:
+            prev = owner.get(p.paper_id)
+            if prev is not None and prev[0] != split:
+                raise ArgSciChatDataError(
+                    f"fold {fold}: paper {p.title!r} (id {p.paper_id}) is in both "
+                    f"{files[prev[0]]} (pair {prev[1].pair_id!r}) and {files[split]} "
+                    f"(pair {p.pair_id!r}); papers must not cross splits")
+            owner.setdefault(p.paper_id, (split, p))
+            if p.pair_id in pair_owner and pair_owner[p.pair_id] != split:
+                raise ArgSciChatDataError(
+                    f"fold {fold}: pair id {p.pair_id!r} (paper {p.title!r}) is in both "
+                    f"{files[pair_owner[p.pair_id]]} and {files[split]}")
+            pair_owner[p.pair_id] = split
 
 
 def _argscichat_root(source: str | os.PathLike | None) -> tuple[Path, str]:
@@ -257,6 +348,7 @@ def load_argscichat(source: str | os.PathLike | None = None, fold: int = 0) -> A
         dropped += lost
         files[split] = str(path)
         register("argscichat", label, path, f"fold{fold}/{split}")
+    _check_fold(fold, splits, files)
     return ArgSciChatFold(fold=fold, dropped_facts=dropped, files=files, **splits)
 
 

@@ -3,14 +3,15 @@
 Follows the official baselines script (UKPLab/acl2023-argscichat,
 ``argscichat_allennlp/scripts/fact_selection_baselines.py``): exactly ``k`` content
 sentences per query, Fact-F1 on sentence index sets, queries without gold fact sentences
-skipped. Beyond it: BM25 and a learned (query, sentence) ranker with dialogue features.
+skipped. Beyond it: BM25 and the features and models of a learned (query, sentence) ranker
+with dialogue features. Fitting, the per-fold val choices and the selector registry are in
+:mod:`saf_utils.argscichat.experiments`.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -144,15 +145,70 @@ def _rank_desc(x: np.ndarray) -> np.ndarray:
     return ranks
 
 
+#: Features that read the gold facts of earlier turns (``history_fact_indexes``). In the
+#: ArgSciChat data these are the annotated facts of the expert's earlier replies: a deployed
+#: system would not have them, so :data:`NO_HISTORY_FEATURES` drops them (ablation) and
+#: :func:`history_features` can put a system's own earlier selections in their place.
+HISTORY_FEATURES = (
+    "in_prev_facts", "in_last_facts", "near_last_facts", "after_last_fact", "dist_last_facts",
+    "has_last_facts", "sbert_last_facts", "after_any_fact",
+)
+NO_HISTORY_FEATURES = tuple(f for f in FEATURES if f not in HISTORY_FEATURES)
+
+
+def history_features(n: int, history: Sequence[Sequence[int]], sent_vecs: np.ndarray
+                     ) -> dict[str, np.ndarray]:
+    """The :data:`HISTORY_FEATURES` of a paper's ``n`` sentences given earlier turns' facts.
+
+    ``history``: one tuple of sentence indexes per earlier turn, oldest first (the gold
+    ``pair.history_fact_indexes`` or a system's own earlier selections).
+    """
+    idx = np.arange(n)
+    prev = {int(i) for turn in history for i in turn}
+    last = next((tuple(t) for t in reversed(history) if len(t)), ())
+    last_arr = np.asarray(last, dtype=float)
+    if len(last):
+        dist = np.min(np.abs(idx[:, None] - last_arr[None, :]), axis=1)
+        after = idx - last_arr.max()
+        sim_last = (sent_vecs @ sent_vecs[list(last)].T).max(axis=1)
+    else:
+        dist = np.full(n, float(n))
+        after = np.full(n, float(n))
+        sim_last = np.zeros(n)
+    after_any = idx - max(prev) if prev else np.full(n, float(n))
+    return {
+        "in_prev_facts": np.array([float(i in prev) for i in idx]),
+        "in_last_facts": np.array([float(i in last) for i in idx]),
+        "near_last_facts": (dist == 1).astype(float),
+        "after_last_fact": np.clip(after, -10, 10).astype(float),
+        "dist_last_facts": np.clip(dist, 0, 20).astype(float),
+        "has_last_facts": np.full(n, float(bool(len(last)))),
+        "sbert_last_facts": sim_last,
+        "after_any_fact": np.clip(after_any, -10, 10).astype(float),
+    }
+
+
+def with_history(frame: pd.DataFrame, pair: MessagePair,
+                 embed: Callable[[Sequence[str]], np.ndarray],
+                 history: Sequence[Sequence[int]]) -> pd.DataFrame:
+    """``frame`` (features of ``pair``) with its history features recomputed from ``history``."""
+    out = frame.copy()
+    for name, values in history_features(len(pair.content), history,
+                                         embed(list(pair.content))).items():
+        out[name] = values
+    return out
+
+
 def sentence_features(pair: MessagePair, embed: Callable[[Sequence[str]], np.ndarray],
                       context: str | None = None, prev_reply: str = "") -> pd.DataFrame:
     """One row per content sentence of ``pair`` with the ranker features (:data:`FEATURES`).
 
     Lexical (TF-IDF, BM25) and semantic (SBERT) similarity to the query and to the query
     with the previous exchange; position and length; title overlap; and the dialogue's
-    fact history: experts tend to read on from where the last turn's facts were.
-    ``context``: the query with the previous exchange (:func:`dialogue_context`);
-    ``prev_reply``: the expert's previous message (:func:`previous_reply`).
+    gold fact history (:data:`HISTORY_FEATURES`): experts tend to read on from where the
+    last turn's facts were. ``context``: the query with the previous exchange
+    (:func:`dialogue_context`); ``prev_reply``: the expert's previous message
+    (:func:`previous_reply`).
     """
     n = len(pair.content)
     if n == 0:
@@ -164,20 +220,8 @@ def sentence_features(pair: MessagePair, embed: Callable[[Sequence[str]], np.nda
     sent_vecs = embed(list(pair.content))
     sbert = cosine_scores(sent_vecs, embed([pair.query])[0])
     sbert_ctx = cosine_scores(sent_vecs, embed([ctx])[0])
-    prev = {i for turn in pair.history_fact_indexes for i in turn}
-    last = next((t for t in reversed(pair.history_fact_indexes) if t), ())
-    last_arr = np.asarray(last, dtype=float)
-    if len(last):
-        dist = np.min(np.abs(idx[:, None] - last_arr[None, :]), axis=1)
-        after = idx - last_arr.max()
-        sim_last = (sent_vecs @ sent_vecs[list(last)].T).max(axis=1)
-    else:
-        dist = np.full(n, float(n))
-        after = np.full(n, float(n))
-        sim_last = np.zeros(n)
     title = set(word_tokens(pair.title))
     overlap = [len(title & set(word_tokens(s))) / max(1, len(title)) for s in pair.content]
-    after_any = idx - max(prev) if prev else np.full(n, float(n))
     sim = sent_vecs @ sent_vecs.T
     centrality = (sim.sum(axis=1) - np.diag(sim)) / max(1, n - 1)
     sd = sbert.std()
@@ -203,14 +247,7 @@ def sentence_features(pair: MessagePair, embed: Callable[[Sequence[str]], np.nda
         "length": [len(s.split()) for s in pair.content],
         "title_overlap": overlap,
         "turn": float(pair.turn),
-        "in_prev_facts": [float(i in prev) for i in idx],
-        "in_last_facts": [float(i in last) for i in idx],
-        "near_last_facts": (dist == 1).astype(float),
-        "after_last_fact": np.clip(after, -10, 10),
-        "dist_last_facts": np.clip(dist, 0, 20),
-        "has_last_facts": float(bool(len(last))),
-        "sbert_last_facts": sim_last,
-        "after_any_fact": np.clip(after_any, -10, 10),
+        **history_features(n, pair.history_fact_indexes, sent_vecs),
         "tfidf_rank": _rank_desc(tfidf),
         "centrality": centrality,
         "sbert_title": cosine_scores(sent_vecs, embed([pair.title])[0]),
@@ -253,19 +290,6 @@ def feature_table(pairs: Sequence[MessagePair], embed: Callable[[Sequence[str]],
     return pd.concat(frames, ignore_index=True), np.concatenate(ys), np.concatenate(groups)
 
 
-@dataclass
-class RankerResult:
-    """A fitted ranker, its hyperparameters and the val Fact-F1 of every candidate."""
-
-    model: Any
-    params: dict[str, Any]
-    val_fact_f1: float
-    grid: list[dict[str, Any]] = field(default_factory=list)
-
-    def scores(self, X: pd.DataFrame) -> np.ndarray:
-        return self.model.predict_proba(X[list(FEATURES)])[:, 1]
-
-
 def make_ranker(kind: str, seed: int = 0, **params: Any):
     """A pointwise sentence classifier: ``logreg`` (scaled) or ``hgb`` (gradient boosting)."""
     if kind == "logreg":
@@ -294,35 +318,6 @@ def mean_fact_f1(selected: Mapping[int, Sequence[int]], pairs: Sequence[MessageP
     return float(np.mean(vals)) if vals else float("nan")
 
 
-def tune_ranker(
-    train: tuple[pd.DataFrame, np.ndarray, np.ndarray],
-    val: tuple[pd.DataFrame, np.ndarray, np.ndarray],
-    val_pairs: Sequence[MessagePair],
-    grid: Sequence[Mapping[str, Any]],
-    k: int,
-    seed: int = 0,
-) -> RankerResult:
-    """Fit every grid candidate on train, pick the best val Fact-F1 (first wins ties)."""
-    X, y, _ = train
-    if y.sum() == 0:
-        raise ValueError("tune_ranker: the training pairs have no gold fact sentences")
-    Xv, _, gv = val
-    best: RankerResult | None = None
-    tried: list[dict[str, Any]] = []
-    for cand in grid:
-        cand = dict(cand)
-        kind = cand.pop("kind")
-        model = make_ranker(kind, seed=seed, **cand).fit(X[list(FEATURES)], y)
-        sel = grouped_top_k(model.predict_proba(Xv[list(FEATURES)])[:, 1], gv, k)
-        f1 = mean_fact_f1(sel, val_pairs)
-        tried.append({"kind": kind, **cand, "val_fact_f1": f1})
-        if best is None or f1 > best.val_fact_f1:
-            best = RankerResult(model, {"kind": kind, **cand}, f1)
-    assert best is not None, "empty grid"
-    best.grid = tried
-    return best
-
-
 DEFAULT_GRID: tuple[dict[str, Any], ...] = (
     {"kind": "logreg", "C": 0.1}, {"kind": "logreg", "C": 1.0},
     {"kind": "logreg", "C": 1.0, "class_weight": "balanced"},
@@ -333,39 +328,15 @@ DEFAULT_GRID: tuple[dict[str, Any], ...] = (
 )
 
 
-#: Members of ``ranker_ensemble``: small, shallow boosting models (small data). Chosen over
-#: DEFAULT_GRID's members by val Fact-F1 pooled over the five folds (train-only fits).
+#: Candidate members of ``ranker_ensemble``: small, shallow boosting models (small data).
+#: Which candidate member set an ensemble uses is chosen per fold on that fold's val split
+#: (:data:`ENSEMBLE_MEMBER_SETS`, ``saf_utils.argscichat.experiments``).
 ENSEMBLE_GRID: tuple[dict[str, Any], ...] = tuple(
     {"kind": "hgb", "learning_rate": 0.05, "max_iter": it, "max_leaf_nodes": leaves,
      "min_samples_leaf": leaf}
     for it in (60, 120) for leaves in (4, 8) for leaf in (10, 30)
 )
 
-
-
-class RankerEnsemble:
-    """Mean within-pair rank-normalised scores of several rankers (less val-noise)."""
-
-    def __init__(self, grid: Sequence[Mapping[str, Any]], seed: int = 0):
-        self.grid = [dict(g) for g in grid]
-        self.seed = seed
-        self.models: list[Any] = []
-
-    def fit(self, X: pd.DataFrame, y: np.ndarray) -> RankerEnsemble:
-        self.models = []
-        for cand in self.grid:
-            cand = dict(cand)
-            kind = cand.pop("kind")
-            self.models.append(make_ranker(kind, seed=self.seed, **cand).fit(X[list(FEATURES)], y))
-        return self
-
-    def scores(self, X: pd.DataFrame, groups: np.ndarray) -> np.ndarray:
-        if not self.models:
-            raise RuntimeError("RankerEnsemble: call fit first")
-        total = np.zeros(len(X))
-        for m in self.models:
-            total += group_rank01(m.predict_proba(X[list(FEATURES)])[:, 1], groups)
-        return total / len(self.models)
 
 
 def group_rank01(scores: np.ndarray, groups: np.ndarray) -> np.ndarray:
@@ -385,25 +356,3 @@ def mix_ranks(base: np.ndarray, other: np.ndarray, groups: np.ndarray, weight: f
               ) -> np.ndarray:
     """``base`` plus ``weight`` times the within-group rank of ``other`` (e.g. BM25 scores)."""
     return np.asarray(base, dtype=float) + weight * group_rank01(other, groups)
-
-
-def tune_mix_weight(base: Sequence[np.ndarray], other: Sequence[np.ndarray],
-                    groups: Sequence[np.ndarray], pairs: Sequence[Sequence[MessagePair]],
-                    weights: Sequence[float], k: int) -> tuple[float, dict[float, float]]:
-    """The weight of :func:`mix_ranks` with the best Fact-F1 averaged over several (val) sets.
-
-    Each set (e.g. one fold's val split) is scored separately and the means are averaged,
-    so every fold counts the same. Ties: the smallest weight.
-    """
-    if not (len(base) == len(other) == len(groups) == len(pairs)) or not base:
-        raise ValueError("tune_mix_weight: need equal, non-zero numbers of score sets and pairs")
-    if not weights:
-        raise ValueError("tune_mix_weight: no candidate weights")
-    scores = {}
-    for w in weights:
-        f1s = [mean_fact_f1(grouped_top_k(mix_ranks(b, o, g, w), g, k), ps)
-               for b, o, g, ps in zip(base, other, groups, pairs, strict=True)]
-        scores[w] = float(np.mean(f1s))
-    best = max(sorted(weights), key=lambda w: scores[w])
-    return best, scores
-

@@ -1,0 +1,240 @@
+"""Fact-selection experiments on tests/fixtures/argscichat (two folds, four papers): the
+registry, every experiment function, the per-fold val protocol and the evaluation tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from threadpoolctl import threadpool_limits
+
+from saf_utils.argscichat import dialogue as A
+from saf_utils.argscichat import evaluation as EV
+from saf_utils.argscichat import experiments as X
+from saf_utils.argscichat import fact_selection as FS
+from saf_utils.argscichat.data import load_argscichat
+
+FIX = Path(__file__).parent / "fixtures" / "argscichat"
+TINY = X.SelectionConfig(
+    k=2, random_seeds=(0, 1),
+    grid=({"kind": "logreg", "C": 1.0}, {"kind": "logreg", "C": 0.1}),
+    member_sets={"two_logreg": ({"kind": "logreg", "C": 1.0}, {"kind": "logreg", "C": 0.1}),
+                 "one_hgb": ({"kind": "hgb", "max_iter": 5, "max_leaf_nodes": 3,
+                              "min_samples_leaf": 2},)},
+    mix_weights=(0.0, 1.0),
+)
+
+
+@pytest.fixture(autouse=True)
+def one_openmp_thread():
+    with threadpool_limits(1, user_api="openmp"):
+        yield
+
+
+def fake_embed(texts):
+    """Deterministic bag-of-words hashing vectors (no model download)."""
+    out = np.zeros((len(texts), 64))
+    for row, t in enumerate(texts):
+        for w in FS.word_tokens(t):
+            out[row, sum(map(ord, w)) % 64] += 1.0
+    out[:, 0] += 1e-3
+    return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+@pytest.fixture(scope="module")
+def ctx():
+    data = {f: load_argscichat(FIX, fold=f) for f in (0, 1)}
+    pairs = X.split_pairs(data)
+    index = A.pair_index(p for ps in pairs.values() for p in ps)
+    return X.SelectionContext(pairs, index, fake_embed, TINY)
+
+
+@pytest.fixture(scope="module")
+def run(ctx):
+    with threadpool_limits(1, user_api="openmp"):
+        return X.combine(
+            X.run_selectors(ctx, ["random", "first", "tfidf", "bm25", "sbert", "gold_k"]),
+            X.run_selectors(ctx, ["ranker", "ranker_ensemble", "ensemble_bm25"]),
+            X.run_selectors(ctx, ["ranker_no_history", "ranker_own_history",
+                                  "ensemble_bm25_no_history", "ensemble_bm25_own_history"]))
+
+
+def test_registry_roles_and_unknown_names():
+    assert X.roles(["tfidf", "ranker", "gold_k"]) == {"tfidf": "baseline", "ranker": "system",
+                                                      "gold_k": "oracle"}
+    assert X.SELECTORS["ranker"].gold_history and not X.SELECTORS["ranker_no_history"].gold_history
+    assert X.SELECTORS["ranker_own_history"].ablation_of == "ranker"
+    with pytest.raises(ValueError, match="unknown selector"):
+        X.check_systems(["tfidf", "nope"])
+    with pytest.raises(ValueError, match="registered twice"):
+        X.selector("tfidf", role="baseline")(lambda p, k, env: [0])
+    with pytest.raises(ValueError, match="role"):
+        X.selector("x", role="probe")
+
+
+def test_adding_a_selector_is_one_function_and_one_line(ctx):
+    @X.selector("last_k_test", role="baseline")
+    def last_k(pair, k, env):
+        """The last k sentences."""
+        return list(range(len(pair.content)))[-k:]
+
+    try:
+        out = X.run_selectors(ctx, ["last_k_test"])
+        assert set(out.predictions.system) == {"last_k_test"}
+        assert (out.predictions.role == "baseline").all()
+    finally:
+        del X.SELECTORS["last_k_test"]
+
+
+def test_prediction_rows_schema_and_counts(ctx, run):
+    p = run.predictions
+    assert list(p.columns) == list(X.PREDICTION_COLUMNS)
+    n_pairs = sum(len(ps) for ps in ctx.pairs.values())
+    # random once per seed, every other system once (seed None)
+    assert (p.system == "random").sum() == 2 * n_pairs
+    assert (p.system == "tfidf").sum() == n_pairs and p[p.system == "tfidf"].seed.isna().all()
+    own = p[p.system == "ranker_own_history"]  # turn-by-turn ablation: val and test only
+    assert set(own.split) == {"val", "test"}
+    assert len(own) == sum(len(ps) for (f, s), ps in ctx.pairs.items() if s != "train")
+    assert set(p.seed[p.system == "random"]) == {0, 1}
+    assert all(len(s) == 2 for s in p.selected)
+    assert set(p.paper_id) == {"7", "8", "9", "10"}
+    # queries without gold fact sentences carry no score (skipped, as the official script)
+    unscored = p[p.fact_f1.isna()].pair_id.unique()
+    assert set(unscored) == {"C_0", "D_2"}
+    assert (p.loc[p.system == "gold_k", "fact_f1"].dropna() > 0.6).all()
+    assert p.role[p.system == "gold_k"].eq("oracle").all()
+
+
+def test_learned_choices_are_per_fold_on_val(ctx, run):
+    t = run.tuning
+    assert set(t.system) == {"ranker", "ranker_ensemble", "ensemble_bm25",
+                             "ensemble_bm25_no_history"}
+    for (fold, system, param), g in t.groupby(["fold", "system", "param"]):
+        assert g.chosen.sum() == 1, (fold, system, param)
+        finite = g[np.isfinite(g.val_fact_f1)]
+        assert g[g.chosen].val_fact_f1.iloc[0] == finite.val_fact_f1.max()
+    # val scores come from train-only fits: recompute one by hand for fold 0
+    spec, _ = X.ranker_choice(ctx, 0)
+    model = FS.make_ranker("logreg", C=spec.members[0]["C"]).fit(
+        ctx.fit_table(0, "train")[0][list(FS.FEATURES)], ctx.fit_table(0, "train")[1])
+    Xv, _, gv = ctx.table(0, "val")
+    sel = FS.grouped_top_k(model.predict_proba(Xv[list(FS.FEATURES)])[:, 1], gv, 2)
+    got = run.predictions.query("system == 'ranker' and fold == 0 and split == 'val'")
+    assert [list(s) for s in got.selected] == [sel[i] for i in range(len(got))]
+
+
+def test_mix_weight_zero_equals_the_ensemble(ctx):
+    spec, _ = X.ensemble_choice(ctx, 0)
+    zero = X._select_split(ctx, 0, "test", spec)
+    assert zero == X._select_split(ctx, 0, "test", X.replace(spec, bm25_weight=0.0))
+
+
+def test_own_history_replaces_gold_history(ctx):
+    """Turn 0 has no history, so own and gold history agree there; later turns use the
+    system's own earlier picks (here, forcing them changes the history features)."""
+    spec, _ = X.ranker_choice(ctx, 0)
+    gold = X._select_split(ctx, 0, "test", spec, history="gold")
+    own = X._select_split(ctx, 0, "test", spec, history="own")
+    pairs = ctx.pairs[(0, "test")]
+    first_turns = [i for i, p in enumerate(pairs) if p.turn == 0]
+    assert [gold[i] for i in first_turns] == [own[i] for i in first_turns]
+    p = pairs[1]
+    base = FS.feature_table([p], fake_embed, ctx.index, ctx.feature_cache)[0]
+    swapped = FS.with_history(base, p, fake_embed, [(3,)])
+    assert swapped.in_last_facts.tolist() == [0, 0, 0, 1]
+    assert base.in_last_facts.tolist() == [0, 1, 0, 0]  # gold fact of D_0 is sentence 1
+    with pytest.raises(ValueError, match="history"):
+        X._select_split(ctx, 0, "test", spec, history="oracle")
+
+
+def test_no_history_features_drop_exactly_the_gold_history():
+    assert set(FS.FEATURES) - set(FS.NO_HISTORY_FEATURES) == set(FS.HISTORY_FEATURES)
+    assert "sbert_prev_reply" in FS.NO_HISTORY_FEATURES
+
+
+def test_evaluation_tables_choice_and_records(tmp_path, run):
+    items = EV.fact_f1_items(run.predictions)
+    assert set(items.split) == {"val", "test"} and items.value.notna().all()
+    assert (items.cluster == run.predictions.set_index("pair_id").paper_id
+            .groupby(level=0).first().reindex(items.item).to_numpy()).all()
+    roles = X.roles(list(dict.fromkeys(run.predictions.system)))
+    chosen, v = EV.choose_on_val(items, roles)
+    assert roles[chosen] in ("baseline", "system")
+    val = EV.mean_over_folds(items, "val")
+    assert v == pytest.approx(val[[s for s in roles if roles[s] != "oracle"]].max())
+    base, _ = EV.choose_on_val(items, roles, allowed=("baseline",))
+    assert roles[base] == "baseline"
+    table = EV.summary_table(items, roles, base, n_resamples=50)
+    assert {"test", "ci_low", "ci_high", "val", f"diff vs {base}", "p"} <= set(table.columns)
+    assert (table.ci_low <= table.test + 1e-12).all()
+    assert (table.test <= table.ci_high + 1e-12).all()
+    # official aggregation: mean over folds of the per-fold mean (random: seeds first)
+    fm = items[(items.system == "random") & (items.split == "test")]
+    per_fold = fm.groupby(["fold", "item"]).value.mean().groupby(level=0).mean()
+    assert table.loc["random", "test"] == pytest.approx(per_fold.mean())
+    meta, per_fold_choice = EV.per_fold_choice(items, roles)
+    assert set(per_fold_choice) == {0, 1} and set(meta.system) == {"val_chosen_per_fold"}
+    abl = EV.ablation_table(items, {"ranker_no_history": "ranker"}, n_resamples=50)
+    assert list(abl.system) == ["ranker_no_history"] and (abl.reference == "ranker").all()
+
+    class Rec:
+        def __init__(self):
+            self.rows, self.items = [], None
+
+        def add(self, *args, **kw):
+            self.rows.append((args, kw))
+
+        def add_items(self, frame):
+            self.items = frame
+
+    rec = Rec()
+    EV.record(rec, items, roles, (chosen, v), (base, 0.0), run.tuning, abl, n_resamples=50)
+    kinds = [kw.get("kind", "result") for _, kw in rec.rows]
+    assert {"result", "analysis", "tuning"} <= set(kinds)
+    headline = [(a, kw) for a, kw in rec.rows if kw.get("kind", "result") == "result"
+                and kw.get("fold") is None]
+    assert all(kw["ci_low"] is not None and kw.get("seed") is None for _, kw in headline)
+    # deterministic systems once per fold (seed None); random once per fold and seed
+    tfidf = [kw for a, kw in rec.rows if a[3] == "tfidf" and kw.get("fold") is not None
+             and kw.get("kind", "result") == "result"]
+    assert all(kw["seed"] is None for kw in tfidf) and len(tfidf) == 4  # 2 folds x val/test
+    chosen_rec = [a for a, kw in rec.rows if kw.get("subset") == "chosen"]
+    assert chosen_rec[0][3] == chosen
+    assert list(rec.items.columns) == list(EV.ITEM_COLUMNS)
+
+
+def test_a_val_paper_of_two_folds_is_two_clusters():
+    """Real folds reuse val papers; the bootstrap must not see one cluster in two strata."""
+    rows = [{"split": "val", "system": s, "fold": f, "pair_id": f"{f}_{i}", "paper_id": "P",
+             "seed": None, "fact_f1": v, "role": "baseline"}
+            for s, v in (("a", 0.5), ("b", 0.25)) for f in (0, 1) for i in range(3)]
+    items = EV.fact_f1_items(pd.DataFrame(rows), splits=("val",))
+    head = EV.headline_table(items, "val", n_resamples=20)
+    assert head.set_index("system").loc["a", "mean"] == pytest.approx(0.5)
+    assert EV.paired_vs(items, "b", "val", n_resamples=20).iloc[0]["diff"] == pytest.approx(0.25)
+
+
+def test_chosen_file_roundtrip(tmp_path, run):
+    A.write_predictions(run.predictions.to_dict("records"), tmp_path / A.PREDICTIONS_FILE)
+    with pytest.raises(FileNotFoundError, match="03_fact_selection"):
+        X.read_chosen(tmp_path)
+    X.write_chosen(tmp_path, {"system": "ranker", "val_fact_f1": 0.5})
+    assert X.read_chosen(tmp_path)["system"] == "ranker"
+    got = X.chosen_predictions(tmp_path)
+    assert set(got.system) == {"ranker"} and len(got) == (run.predictions.system == "ranker").sum()
+    lookup = A.selection_lookup(got)
+    assert all(len(v) == 2 for v in lookup.values())
+    with pytest.raises(ValueError, match="system"):
+        X.write_chosen(tmp_path, {"val": 1})
+
+
+def test_data_overview_counts_skipped(ctx):
+    ov = X.data_overview(ctx.pairs)
+    row = ov[(ov.fold == 0) & (ov.split == "val")].iloc[0]
+    assert (row.pairs, row.scored, row.skipped_no_gold, row.papers) == (3, 2, 1, 1)
+    capped = X.split_pairs({0: load_argscichat(FIX, fold=0)}, max_rows=1)
+    assert all(len(v) == 1 for v in capped.values())
+    assert pd.Series([len(v) for v in capped.values()]).sum() == 3
