@@ -1,4 +1,14 @@
-"""Evaluation of SAF prediction tables and the grouping helpers of the error analysis."""
+"""Evaluation of SAF prediction tables: metrics, per-item scores, CIs, paired tests, analysis.
+
+Conventions (the collection's, see the README's metrics notes): label metrics count an
+unparseable output as wrong; MSE is over parseable rows (``mse_max_penalty`` charges the
+missing ones the worst error); feedback metrics score an empty output as ``""``; BERTScore
+and MoverScore come from :func:`saf_utils.metrics.embedding.bertscore_items` /
+:func:`~saf_utils.metrics.embedding.moverscore_items`. Uncertainty comes from
+:mod:`saf_utils.stats`: 95 % percentile CIs of a bootstrap that resamples *questions*
+(the cluster: answers to one question share reference, feedback templates and difficulty),
+seeds averaged within the split first, population std (ddof=0) for the seed spread.
+"""
 
 from __future__ import annotations
 
@@ -9,26 +19,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from saf_utils import stats
 from saf_utils.saf.data import SAF_LABELS
-from saf_utils.saf.formats import SAF_TARGETS
 
-# --------------------------------------------------------------------------- evaluation
-
-
-def _bertscore_pairs(pairs: Sequence[tuple[str, str]], **kw: Any) -> dict[tuple[str, str], float]:
-    """BERTScore F1 of each distinct (hypothesis, reference) pair, in one call."""
-    from saf_utils.metrics.embedding import bertscore
-
-    unique = list(dict.fromkeys(pairs))
-    res = bertscore([p[0] for p in unique], [p[1] for p in unique], **kw)
-    return dict(zip(unique, res["f1_per_pair"], strict=True))
-
-
-def _dedup_bertscore(hyps: Sequence[str], refs: Sequence[str], **kw: Any) -> float:
-    """Mean BERTScore F1 over all pairs, each distinct (hyp, ref) pair scored once."""
-    pairs = list(zip(hyps, refs, strict=True))
-    f1 = _bertscore_pairs(pairs, **kw)
-    return float(np.mean([f1[p] for p in pairs]))
+#: Metrics with one score per item (the mean over items is the metric).
+ITEM_METRICS = ("accuracy", "mse", "mse_max_penalty", "rouge2", "meteor", "bertscore_f1",
+                "moverscore", "unparseable_rate")
+#: Corpus metrics, bootstrapped from per-item sufficient statistics (exact, not averages).
+CORPUS_METRICS = ("macro_f1", "weighted_f1", "sacrebleu", "chrf")
+#: The headline metrics, in table order (sacreBLEU/chrF 0-100, the rest 0-1).
+HEADLINE_METRICS = ("accuracy", "macro_f1", "weighted_f1", "mse", "sacrebleu", "chrf", "rouge2",
+                    "meteor", "bertscore_f1", "moverscore")
+#: Metrics where lower is better.
+LOWER_IS_BETTER = ("mse", "mse_max_penalty", "unparseable_rate")
 
 
 def _texts(preds: pd.DataFrame) -> tuple[list[str], list[str]]:
@@ -36,60 +39,32 @@ def _texts(preds: pd.DataFrame) -> tuple[list[str], list[str]]:
     return hyps, preds.gold_feedback.astype(str).tolist()
 
 
-def moverscore_mean(hyps: Sequence[str], refs: Sequence[str], model: Any) -> float:
-    """Mean MoverScore v2 with IDF weights from the *gold* feedback for both sides.
-
-    moverscore_v2 computes hypothesis IDF over the system's own outputs, so a system that
-    always writes the same text gets IDF 0 everywhere and a perfect 1.0; an empty output
-    also scores 1.0. Here one IDF table from the references serves both sides (unseen
-    word pieces get the maximal weight log(N+1)) and a hypothesis without any weighted
-    token (e.g. empty) scores 0.
-    """
-    return _moverscore_tables([(list(hyps), list(refs))], model)[0]
+def _labels(preds: pd.DataFrame) -> list[str | None]:
+    return [p if isinstance(p, str) else None for p in preds.pred_label]
 
 
-def _moverscore_tables(items: Sequence[tuple[list[str], list[str]]], model: Any) -> list[float]:
-    """:func:`moverscore_mean` of several (hyps, refs) lists; one call per reference list."""
-    import torch
-
-    from saf_utils.metrics.embedding import get_idf_dict, moverscore
-
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    out: list[float] = [0.0] * len(items)
-    groups: dict[tuple[str, ...], list[int]] = {}
-    for i, (_, refs) in enumerate(items):
-        groups.setdefault(tuple(refs), []).append(i)
-    for refs, members in groups.items():
-        idf = get_idf_dict(refs, model, device=device)
-        all_h = [h for i in members for h in items[i][0]]
-        scores = moverscore(list(refs) * len(members), all_h, model=model, device=device,
-                            idf_dict_ref=idf, idf_dict_hyp=idf, degenerate_score=0.0)
-        for k, i in enumerate(members):
-            out[i] = float(np.mean(scores[k * len(refs):(k + 1) * len(refs)]))
-    return out
+def _scores(preds: pd.DataFrame) -> list[float | None]:
+    return [None if s is None or pd.isna(s) else float(s) for s in preds.pred_score]
 
 
 def evaluate_predictions(preds: pd.DataFrame, bertscore_kwargs: Mapping[str, Any] | None = None,
                          moverscore_model: Any = None, embedding_metrics: bool = True
                          ) -> dict[str, float]:
-    """All SAF metrics of one prediction table (one system, seed and split).
+    """All SAF metrics of one prediction table (one system, seed and split), point values.
 
     Label metrics count unparseable rows as wrong; ``mse`` is over rows with a score
     (``mse_max_penalty`` charges missing ones the worst error); feedback metrics compare
     parsed feedback (empty when unparseable) with gold. sacreBLEU/chrF are 0-100, the
-    rest 0-1.
+    rest 0-1. (Tuning grids use this; reported numbers come from :func:`headline_table`.)
     """
     from saf_utils import metrics as M
 
-    gold_l = preds.gold_label.tolist()
-    pred_l = [p if isinstance(p, str) else None for p in preds.pred_label]
     out: dict[str, float] = {}
-    lm = M.label_metrics(gold_l, pred_l, SAF_LABELS)
+    lm = M.label_metrics(preds.gold_label.tolist(), _labels(preds), SAF_LABELS)
     out.update({k: float(lm[k]) for k in ("accuracy", "macro_f1", "weighted_f1")})
     out["n_unparseable"] = float(lm["n_unparseable"])
     out["unparseable_rate"] = lm["n_unparseable"] / max(len(preds), 1)
-    sm = M.score_mse(preds.gold_score.tolist(),
-                     [None if s is None or pd.isna(s) else float(s) for s in preds.pred_score])
+    sm = M.score_mse(preds.gold_score.tolist(), _scores(preds))
     if not math.isnan(sm["mse"]):
         out["mse"] = sm["mse"]
     out["mse_max_penalty"] = sm["mse_max_penalty"]
@@ -99,65 +74,330 @@ def evaluate_predictions(preds: pd.DataFrame, bertscore_kwargs: Mapping[str, Any
     out["rouge2"] = M.rouge(hyps, refs)["rouge2"]
     out["meteor"] = M.meteor(hyps, refs)
     if embedding_metrics:
-        out["bertscore_f1"] = _dedup_bertscore(hyps, refs, **dict(bertscore_kwargs or {}))
+        from saf_utils.metrics.embedding import bertscore_items, moverscore_items
+
+        out["bertscore_f1"] = float(np.mean(bertscore_items(hyps, refs,
+                                                            **dict(bertscore_kwargs or {}))))
         if moverscore_model is not None:
-            out["moverscore"] = moverscore_mean(hyps, refs, moverscore_model)
+            out["moverscore"] = float(np.mean(moverscore_items(hyps, refs, moverscore_model)))
     return out
 
 
-def evaluate_tables(tables: Sequence[pd.DataFrame],
-                    bertscore_kwargs: Mapping[str, Any] | None = None,
-                    moverscore_model: Any = None, embedding_metrics: bool = True
-                    ) -> list[dict[str, float]]:
-    """:func:`evaluate_predictions` of many tables, embedding metrics batched across them.
+# --------------------------------------------------------------------------- seeds
 
-    BERTScore runs once over the distinct pairs of all tables and MoverScore once per
-    reference list (split): same numbers, far fewer model calls.
+
+def seed_key(preds: pd.DataFrame) -> pd.Series:
+    """The seed as an integer key (-1 for deterministic systems, seed None)."""
+    return pd.to_numeric(preds.seed, errors="coerce").fillna(-1).astype(int)
+
+
+def collapse_identical_seeds(preds: pd.DataFrame) -> pd.DataFrame:
+    """Per (system, split): if every seed predicted the same, keep one copy with seed None.
+
+    A system whose seed changes nothing (e.g. a logistic regression) is deterministic and
+    is recorded once, never as n identical seeds with std 0.
     """
-    results = [evaluate_predictions(t, embedding_metrics=False) for t in tables]
-    if not embedding_metrics or not tables:
-        return results
-    texts = [_texts(t) for t in tables]
-    f1 = _bertscore_pairs([p for h, r in texts for p in zip(h, r, strict=True)],
-                          **dict(bertscore_kwargs or {}))
-    for res, (h, r) in zip(results, texts, strict=True):
-        res["bertscore_f1"] = float(np.mean([f1[p] for p in zip(h, r, strict=True)]))
-    if moverscore_model is not None:
-        for res, ms in zip(results, _moverscore_tables(texts, moverscore_model), strict=True):
-            res["moverscore"] = ms
-    return results
+    cols = ["pred_label", "pred_score", "pred_feedback"]
+    out = []
+    for _, g in preds.groupby(["system", "split"], sort=False):
+        keys = seed_key(g)
+        per_seed = [t.sort_values("id", kind="stable")[["id", *cols]].astype(str)
+                    .reset_index(drop=True) for _, t in g.groupby(keys, sort=True)]
+        if len(per_seed) > 1 and all(t.equals(per_seed[0]) for t in per_seed[1:]):
+            g = g[keys == keys.min()].assign(seed=None)
+        out.append(g)
+    res = pd.concat(out, ignore_index=True) if out else preds.copy()
+    res["seed"] = pd.array([None if pd.isna(s) else int(s) for s in res.seed], dtype="Int64")
+    return res
 
 
-def summarize_seeds(metrics: pd.DataFrame) -> pd.DataFrame:
-    """Mean ± std (ddof=1, 0 for one seed) over seeds per split/system/metric."""
-    g = metrics.groupby(["split", "system", "metric"], sort=False)["value"]
-    out = g.agg(["mean", "std", "count"]).reset_index()
-    out["std"] = out["std"].fillna(0.0)
-    return out.rename(columns={"count": "n_seeds"})
+# --------------------------------------------------------------------------- per-item scores
 
 
-def best_vs_targets(summary: pd.DataFrame, targets: Mapping[str, Mapping[str, float]] = SAF_TARGETS
-                    ) -> pd.DataFrame:
-    """Per split and target metric: the best system's mean value next to the target."""
+def _pair_cache(fn, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], float]:
+    return {p: fn(*p) for p in dict.fromkeys(pairs)}
+
+
+def item_scores(preds: pd.DataFrame, bertscore_kwargs: Mapping[str, Any] | None = None,
+                moverscore_model: Any = None, embedding_metrics: bool = True) -> pd.DataFrame:
+    """Per-item scores of every (system, seed, split): one row per item and metric.
+
+    Columns ``split, system, seed, id, question, metric, value``. Metrics: accuracy (1/0,
+    unparseable = 0), ``mse`` (squared score error, parseable rows only), ``mse_max_penalty``
+    (unparseable = worst error), per-pair ROUGE-2 and METEOR, BERTScore F1 and MoverScore
+    (``embedding_metrics``; MoverScore only with a ``moverscore_model``), and
+    ``unparseable_rate`` (1/0) for generative systems (rows with a raw output). Their means
+    equal :func:`evaluate_predictions`. Each distinct (hypothesis, reference) pair is
+    scored once; MoverScore is scored per table (its IDF comes from the split's references).
+    """
+    from saf_utils import metrics as M
+
+    p = preds.reset_index(drop=True)
+    hyps, refs = _texts(p)
+    pairs = list(zip(hyps, refs, strict=True))
+    ps = pd.Series(_scores(p), dtype=float)
+    gold = p.gold_score.astype(float)
+    sq = (ps - gold) ** 2
+    cols: dict[str, pd.Series] = {
+        "accuracy": pd.Series([float(a == b) for a, b in zip(_labels(p), p.gold_label,
+                                                              strict=True)]),
+        "mse": sq,
+        "mse_max_penalty": sq.where(ps.notna(), np.maximum(gold, 1 - gold) ** 2),
+    }
+    rouge = _pair_cache(lambda h, r: M.rouge([h], [r])["rouge2"], pairs)
+    meteor = _pair_cache(lambda h, r: M.meteor([h], [r]), pairs)
+    cols["rouge2"] = pd.Series([rouge[x] for x in pairs])
+    cols["meteor"] = pd.Series([meteor[x] for x in pairs])
+    if embedding_metrics and len(p):
+        from saf_utils.metrics.embedding import bertscore_items
+
+        cols["bertscore_f1"] = pd.Series(bertscore_items(hyps, refs,
+                                                         **dict(bertscore_kwargs or {})))
+        if moverscore_model is not None:
+            cols["moverscore"] = _moverscore_by_split(p, hyps, refs, moverscore_model)
+    generative = p.raw_output.notna() if "raw_output" in p else pd.Series(False, index=p.index)
+    cols["unparseable_rate"] = pd.Series(
+        np.where(generative, 1.0 - p.parseable.astype(bool).astype(float), np.nan))
+    keys = p[["split", "system", "seed", "id", "question"]]
+    long = [keys.assign(metric=m, value=v.to_numpy()) for m, v in cols.items()]
+    out = pd.concat(long, ignore_index=True)
+    return out[out.value.notna()].reset_index(drop=True)
+
+
+def _moverscore_by_split(p: pd.DataFrame, hyps: list[str], refs: list[str],
+                         model: Any) -> pd.Series:
+    """Per-row MoverScore with the conventions of ``moverscore_items``, each pair scored once.
+
+    ``moverscore_items(h, r)`` weights both sides with the IDF of the references ``r`` of
+    one table (one split). Every table of a split shares those references, so the split's
+    IDF is computed once and each distinct (hypothesis, reference) pair of the split is
+    scored once (retrieval systems repeat many feedback texts): the same numbers as one
+    ``moverscore_items`` call per (system, seed, split) table, at a fraction of the cost.
+    """
+    from saf_utils.metrics.embedding import get_idf_dict, moverscore, resolve_device
+
+    device = resolve_device("auto")
+    out = pd.Series(np.nan, index=p.index)
+    for _, g in p.groupby("split", sort=False):
+        first_table = g[(g.system == g.system.iloc[0]) & (seed_key(g) == seed_key(g).iloc[0])]
+        idf = get_idf_dict([refs[i] for i in first_table.index], model, device=device)
+        pairs = [(hyps[i], refs[i]) for i in g.index]
+        unique = list(dict.fromkeys(pairs))
+        scores = moverscore([r for _, r in unique], [h for h, _ in unique], model=model,
+                            device=device, idf_dict_ref=idf, idf_dict_hyp=idf,
+                            degenerate_score=0.0)
+        lookup = dict(zip(unique, scores, strict=True))
+        out[g.index] = [lookup[x] for x in pairs]
+    return out
+
+
+def recorder_items(items: pd.DataFrame, task: str, dataset: str) -> pd.DataFrame:
+    """:func:`item_scores` rows in the layout of ``Recorder.add_items`` (cluster = question)."""
+    return pd.DataFrame({"task": task, "dataset": dataset, "split": items.split,
+                         "system": items.system, "metric": items.metric, "item": items["id"],
+                         "cluster": items.question, "value": items.value,
+                         "seed": items.seed.astype(object).where(items.seed.notna(), None),
+                         "fold": None})
+
+
+# --------------------------------------------------------------------------- corpus statistics
+
+
+def corpus_stat(metric: str, preds: pd.DataFrame) -> tuple[np.ndarray, stats.Statistic]:
+    """Per-item sufficient statistics and statistic of a corpus metric for one table."""
+    if metric in ("macro_f1", "weighted_f1"):
+        mat, macro = stats.macro_f1_stat(preds.gold_label.tolist(), _labels(preds), SAF_LABELS)
+        if metric == "macro_f1":
+            return mat, macro
+        k = len(SAF_LABELS)
+
+        def weighted(s: np.ndarray) -> np.ndarray:
+            tp, fp, fn = s[:, :k], s[:, k:2 * k], s[:, 2 * k:]
+            den = 2 * tp + fp + fn
+            f1 = np.divide(2 * tp, den, out=np.zeros_like(tp), where=den != 0)
+            support = tp + fn
+            tot = support.sum(1)
+            return np.divide((f1 * support).sum(1), tot, out=np.zeros_like(tot),
+                             where=tot != 0)
+
+        return mat, weighted
+    hyps, refs = _texts(preds)
+    if metric == "sacrebleu":
+        return stats.bleu_stat(hyps, refs)
+    if metric == "chrf":
+        return stats.chrf_stat(hyps, refs)
+    raise ValueError(f"unknown corpus metric {metric!r}; known: {list(CORPUS_METRICS)}")
+
+
+def _seed_tables(g: pd.DataFrame) -> list[pd.DataFrame]:
+    """One table per seed of a (system, split) group, rows sorted by id (paired across seeds)."""
+    tables = [t.sort_values("id", kind="stable").reset_index(drop=True)
+              for _, t in g.groupby(seed_key(g), sort=True)]
+    ids = tables[0]["id"].tolist()
+    if any(t["id"].tolist() != ids for t in tables[1:]):
+        raise ValueError(f"{g.system.iloc[0]} / {g.split.iloc[0]}: seeds predicted different items")
+    return tables
+
+
+def _seed_mean_stat(metric: str, tables: Sequence[pd.DataFrame], reps: int = 1):
+    """Stats of several seeds side by side; statistic = mean over seeds of the metric.
+
+    ``reps`` repeats the blocks (paired tests tile a one-seed system to the other's width;
+    the mean over identical blocks is unchanged).
+    """
+    parts = [corpus_stat(metric, t) for t in tables] * reps
+    widths = np.cumsum([0] + [m.shape[1] for m, _ in parts])
+    mat = np.hstack([m for m, _ in parts])
+
+    def fn(s: np.ndarray) -> np.ndarray:
+        return np.mean([f(s[:, a:b]) for (_, f), a, b in zip(parts, widths[:-1], widths[1:],
+                                                             strict=True)], axis=0)
+
+    return mat, fn
+
+
+# --------------------------------------------------------------------------- CIs and tests
+
+
+def per_seed_table(preds: pd.DataFrame, items: pd.DataFrame,
+                   metrics: Sequence[str] = HEADLINE_METRICS) -> pd.DataFrame:
+    """Point value of every metric per (split, system, seed): the per-seed records."""
     rows = []
-    for split, tmetrics in targets.items():
-        sub = summary[summary.split == split]
-        if sub.empty:
+    it = items[items.metric.isin(metrics)]
+    for (split, system, seed, metric), g in it.groupby(
+            [it.split, it.system, it.seed.fillna(-1), it.metric], sort=False):
+        rows.append({"split": split, "system": system, "seed": seed, "metric": metric,
+                     "value": float(g.value.mean())})
+    for (split, system), g in preds.groupby(["split", "system"], sort=False):
+        for t in _seed_tables(g):
+            for metric in [m for m in CORPUS_METRICS if m in metrics]:
+                mat, fn = corpus_stat(metric, t)
+                rows.append({"split": split, "system": system,
+                             "seed": -1 if pd.isna(t.seed.iloc[0]) else int(t.seed.iloc[0]),
+                             "metric": metric, "value": float(fn(mat.sum(0)[None])[0])})
+    out = pd.DataFrame(rows)
+    out["seed"] = pd.array([None if s == -1 else int(s) for s in out.seed], dtype="Int64")
+    return out
+
+
+def headline_table(preds: pd.DataFrame, items: pd.DataFrame,
+                   metrics: Sequence[str] = HEADLINE_METRICS, clustered: bool = True,
+                   n_resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """Mean and 95 % bootstrap CI of every (split, system, metric), seeds averaged first.
+
+    ``clustered=True`` resamples questions (the headline); ``False`` resamples items, which
+    ignores that answers to one question are correlated (reported only beside the
+    clustered CI, labelled, where there are too few questions). Also gives ``n_seeds`` and
+    ``seed_std`` (population std over the seeds' values).
+    """
+    rows = []
+    it = items[items.metric.isin(metrics)].rename(columns={"id": "item", "question": "cluster"})
+    if len(it):
+        ci = stats.ci_table(it.assign(task="saf", dataset=""), by=("split", "system", "metric"),
+                            cluster="cluster" if clustered else None, strata=None,
+                            n_resamples=n_resamples, seed=seed)
+        rows += ci.to_dict("records")
+    for (split, system), g in preds.groupby(["split", "system"], sort=False):
+        tables = _seed_tables(g)
+        for metric in [m for m in CORPUS_METRICS if m in metrics]:
+            mat, fn = _seed_mean_stat(metric, tables)
+            res = stats.cluster_bootstrap(mat, fn, tables[0].question.tolist() if clustered
+                                          else None, n_resamples=n_resamples, seed=seed)
+            rows.append({"split": split, "system": system, "metric": metric,
+                         "mean": res.estimate, "ci_low": res.low, "ci_high": res.high,
+                         "n_items": res.n_items, "n_clusters": res.n_clusters})
+    out = pd.DataFrame(rows)
+    spread = per_seed_table(preds, items, metrics).groupby(["split", "system", "metric"]).value
+    out = out.merge(spread.agg(n_seeds="size", seed_std=lambda v: float(np.std(v, ddof=0)))
+                    .reset_index(), on=["split", "system", "metric"], how="left")
+    out["ci"] = "questions" if clustered else "items (ignores question clustering)"
+    return out[["split", "system", "metric", "mean", "ci_low", "ci_high", "n_items",
+                "n_clusters", "n_seeds", "seed_std", "ci"]]
+
+
+def paired_table(preds: pd.DataFrame, items: pd.DataFrame, reference: str,
+                 metrics: Sequence[str] = HEADLINE_METRICS, n_resamples: int = 1000,
+                 seed: int = 0) -> pd.DataFrame:
+    """Every system minus ``reference`` per split and metric: diff, 95 % CI and p.
+
+    Paired bootstrap over questions on the items both systems scored (seeds averaged
+    first); p is two-sided (:func:`saf_utils.stats.paired_bootstrap`). For ``mse`` a
+    negative difference is an improvement.
+    """
+    rows = []
+    it = items[items.metric.isin(metrics)].rename(columns={"id": "item", "question": "cluster"})
+    if len(it):
+        pt = stats.paired_table(it.assign(task="saf", dataset=""), reference,
+                                by=("split", "metric"), strata=None, n_resamples=n_resamples,
+                                seed=seed)
+        rows += pt.drop(columns=["reference"], errors="ignore").to_dict("records")
+    for split, g in preds.groupby("split", sort=False):
+        if reference not in set(g.system):
             continue
-        acc = sub[sub.metric == "accuracy"].sort_values("mean", ascending=False)
-        best = acc.system.iloc[0] if len(acc) else None
-        for metric, target in tmetrics.items():
-            m = sub[sub.metric == metric]
-            if m.empty:
-                continue
-            top = m.sort_values("mean", ascending=False).iloc[0]
-            of_best = m[m.system == best]["mean"]
-            rows.append({"split": split, "metric": metric, "target": target,
-                         "best_value": float(top["mean"]), "best_system": top.system,
-                         "value_of_most_accurate": float(of_best.iloc[0])
-                         if len(of_best) else np.nan, "most_accurate_system": best,
-                         "met": bool(top["mean"] >= target)})
-    return pd.DataFrame(rows)
+        ref_tables = _seed_tables(g[g.system == reference])
+        for system, gs in g[g.system != reference].groupby("system", sort=False):
+            tables = _seed_tables(gs)
+            if tables[0]["id"].tolist() != ref_tables[0]["id"].tolist():
+                continue  # a system run on a subset of the split (e.g. unseen questions only)
+            for metric in [m for m in CORPUS_METRICS if m in metrics]:
+                a, fn = _seed_mean_stat(metric, tables, reps=len(ref_tables))
+                b, _ = _seed_mean_stat(metric, ref_tables, reps=len(tables))
+                res = stats.paired_bootstrap(a, b, fn, tables[0].question.tolist(),
+                                             n_resamples=n_resamples, seed=seed)
+                rows.append({"split": split, "metric": metric, "system": system,
+                             "diff": res.diff, "ci_low": res.low, "ci_high": res.high,
+                             "p_value": res.p_value, "estimate": res.estimate_a,
+                             "estimate_ref": res.estimate_b, "n_items": len(tables[0]),
+                             "n_clusters": tables[0].question.nunique()})
+    out = pd.DataFrame(rows)
+    if out.empty:
+        return out
+    out.insert(3, "reference", reference)
+    return out[["split", "system", "reference", "metric", "diff", "ci_low", "ci_high",
+                "p_value", "estimate", "estimate_ref", "n_items", "n_clusters"]]
+
+
+def wide_table(table: pd.DataFrame, split: str, value: str = "mean",
+               metrics: Sequence[str] = HEADLINE_METRICS, digits: int = 3,
+               systems: Sequence[str] | None = None) -> pd.DataFrame:
+    """One split of :func:`headline_table` / :func:`paired_table` as system × metric strings
+    ``value [low, high]`` (``diff`` tables add ``p=``)."""
+    sub = table[table.split == split]
+    cells = {}
+    for r in sub.itertuples():
+        d = 1 if r.metric in ("sacrebleu", "chrf") else digits
+        text = f"{getattr(r, value):.{d}f} [{r.ci_low:.{d}f}, {r.ci_high:.{d}f}]"
+        if value == "diff":
+            text += f" p={r.p_value:.3f}"
+        cells[(r.system, r.metric)] = text
+    order = list(systems) if systems is not None else list(dict.fromkeys(sub.system))
+    cols = [m for m in metrics if any(k[1] == m for k in cells)]
+    return pd.DataFrame([[cells.get((s, m), "") for m in cols] for s in order
+                         if any(k[0] == s for k in cells)],
+                        index=[s for s in order if any(k[0] == s for k in cells)], columns=cols)
+
+
+def question_ids(questions: Sequence[str]) -> dict[str, str]:
+    """Short stable ids ``q01, q02, ...`` for question texts (sorted), for ``subset``."""
+    uniq = sorted(set(questions))
+    width = max(2, len(str(len(uniq))))
+    return {q: f"q{i + 1:0{width}d}" for i, q in enumerate(uniq)}
+
+
+def per_question_table(items: pd.DataFrame, metrics: Sequence[str] = ("accuracy", "mse"),
+                       n_resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """Per (split, system, question): mean of per-item metrics with an *item-level* CI.
+
+    Within one question there is nothing else to resample, so the CI resamples its answers
+    (seeds averaged per item first).
+    """
+    it = items[items.metric.isin(metrics)].rename(columns={"id": "item"})
+    ci = stats.ci_table(it.assign(task="saf", dataset=""),
+                        by=("split", "system", "question", "metric"), cluster=None,
+                        strata=None, n_resamples=n_resamples, seed=seed)
+    ids = question_ids(items.question)
+    ci.insert(3, "question_id", ci.question.map(ids))
+    return ci.drop(columns=["n_clusters"])
 
 
 # --------------------------------------------------------------------------- error analysis
@@ -243,7 +483,11 @@ def feedback_by_answer_length(preds: pd.DataFrame, bins: Sequence[float] = (0, 5
 
 def seen_unseen_gap(summary: pd.DataFrame, metrics: Sequence[str] = (
         "accuracy", "macro_f1", "sacrebleu", "bertscore_f1")) -> pd.DataFrame:
-    """Per system and metric: unseen answers − unseen questions (mean over seeds)."""
+    """Per system and metric: unseen answers − unseen questions.
+
+    ``summary`` has ``split, system, metric, mean`` (e.g. :func:`headline_table`, or the
+    headline records of notebook 02).
+    """
     s = summary[summary.metric.isin(metrics)]
     wide = s.pivot_table(index=["system", "metric"], columns="split", values="mean")
     need = {"test_unseen_answers", "test_unseen_questions"}

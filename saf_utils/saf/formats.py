@@ -64,12 +64,6 @@ PUBLISHED_SAF_RESULTS: tuple[dict[str, Any], ...] = tuple(
     )
 )
 
-#: Quality targets of the cpu profile on saf_micro_job_german (best system per split).
-SAF_TARGETS: dict[str, dict[str, float]] = {
-    "test_unseen_answers": {"accuracy": 0.82, "macro_f1": 0.81, "sacrebleu": 41.0},
-    "test_unseen_questions": {"accuracy": 0.60, "macro_f1": 0.50},
-}
-
 EVAL_SPLITS = ("validation", "test_unseen_answers", "test_unseen_questions")
 
 PREDICTION_COLUMNS = (

@@ -7,6 +7,7 @@ model=...)``) and returns a :func:`saf_utils.saf.formats.prediction_table`.
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 from collections import Counter
@@ -118,8 +119,9 @@ class ReferenceThresholds:
 
     @staticmethod
     def _apply(cos: np.ndarray, lo: float, hi: float) -> list[str]:
-        return ["Correct" if c >= hi else "Incorrect" if c < lo else "Partially correct"
-                for c in cos]
+        cos = np.asarray(cos, dtype=float)
+        return np.where(cos >= hi, "Correct",
+                        np.where(cos < lo, "Incorrect", "Partially correct")).tolist()
 
     def predict(self, cos: np.ndarray) -> list[str]:
         return self._apply(cos, self.lo, self.hi)
@@ -200,6 +202,24 @@ def nearest_neighbour_baseline(train: pd.DataFrame, test: pd.DataFrame, encoder:
             back.append(True)
     return prediction_table(test, system, labels=labels, scores=scores, feedback=fbs,
                             backoff=back)
+
+
+def label_oracle(train: pd.DataFrame, test: pd.DataFrame, encoder: Encoder | None = None,
+                 system: str = "label_oracle") -> pd.DataFrame:
+    """ORACLE: the gold label and score, feedback retrieved for the gold label.
+
+    Feedback is the most frequent training feedback of (question, gold label), for unseen
+    questions :meth:`FeedbackBank.unseen` with the gold label. It sees gold, so it is no
+    system: it is the ceiling of retrieved feedback when the label is right.
+    """
+    bank = FeedbackBank(train.reset_index(drop=True), encoder)
+    fbs = [bank.most_frequent(q, lab) or bank.unseen(q, ref, lab)
+           for q, ref, lab in zip(test.question, test.reference_answer,
+                                  test.verification_feedback, strict=True)]
+    seen = test.question.isin(set(train.question)).to_numpy()
+    return prediction_table(test, system, labels=test.verification_feedback.tolist(),
+                            scores=test.score.astype(float).tolist(), feedback=fbs,
+                            backoff=list(~seen))
 
 
 def _ref_cos(df: pd.DataFrame, a: np.ndarray, encoder: Encoder) -> np.ndarray:
@@ -318,6 +338,7 @@ class FeatureClassifier:
     encoder: Encoder
     model: str = "logreg"  # logreg | hgb
     C: float = 1.0
+    generic_model: str | None = None  # unseen-question model (None: same as ``model``)
     generic_C: float = 1.0
     generic_class_weight: str | None = "balanced"
     generic_feature_names: Sequence[str] | None = None  # None: all GENERIC_FEATURES
@@ -329,14 +350,15 @@ class FeatureClassifier:
     system: str = "feature_clf"
     _fitted: dict[str, Any] = field(default_factory=dict, repr=False)
 
-    def _make(self, C: float, class_weight: str | None = "balanced"):
+    def _make(self, C: float, class_weight: str | None = "balanced", kind: str | None = None):
         if class_weight is None or class_weight == "none" or (
                 isinstance(class_weight, float) and math.isnan(class_weight)):
             class_weight = None
-        if self.model == "hgb":
+        kind = kind or self.model
+        if kind == "hgb":
             return make_classifier("hgb", self.seed, class_weight=class_weight, max_depth=3,
                                    learning_rate=0.05, max_iter=200)
-        return make_classifier(self.model, self.seed, C=C, class_weight=class_weight)
+        return make_classifier(kind, self.seed, C=C, class_weight=class_weight)
 
     def _seen_matrix(self, df: pd.DataFrame, a: np.ndarray, loo: bool) -> np.ndarray:
         f = self._generic_of(df)
@@ -358,11 +380,29 @@ class FeatureClassifier:
         self._questions = sorted(set(tr.question))
         y = tr.verification_feedback.to_numpy()
         self._seen = self._make(self.C).fit(self._seen_matrix(tr, self._a_train, True), y)
-        self._generic = self._make(self.generic_C, self.generic_class_weight).fit(
-            self._generic_matrix(tr), y)
+        self._generic = self._make(self.generic_C, self.generic_class_weight,
+                                   self.generic_model).fit(self._generic_matrix(tr), y)
         self._score = tr.groupby(["question", "verification_feedback"]).score.mean().to_dict()
         self._bank = FeedbackBank(tr, self.encoder)
         return self
+
+    def with_generic(self, **changes: Any) -> FeatureClassifier:
+        """A copy with other unseen-question settings; only the generic model is refitted.
+
+        ``changes`` may name any field; the seen-question fields (``model``, ``C``, ``k``,
+        ``feedback``, ``seed``) must stay as they are, since the seen model is shared.
+        """
+        shared = ("model", "C", "k", "feedback", "seed")
+        moved = [k for k in shared if k in changes and changes[k] != getattr(self, k)]
+        if moved:
+            raise ValueError(f"with_generic cannot change the seen-question fields {moved}")
+        other = copy.copy(self)
+        for key, value in changes.items():
+            setattr(other, key, value)
+        other._generic = other._make(other.generic_C, other.generic_class_weight,
+                                     other.generic_model).fit(
+            other._generic_matrix(self._train), self._train.verification_feedback.to_numpy())
+        return other
 
     def predict_labels(self, test: pd.DataFrame) -> tuple[list[str], np.ndarray]:
         te = test.reset_index(drop=True)
@@ -408,13 +448,15 @@ def grouped_cv_generic(train: pd.DataFrame, encoder: Encoder,
                        Cs: Sequence[float] = (0.1, 1.0),
                        class_weights: Sequence[str | None] = ("balanced", None),
                        normalize: Sequence[bool] = (False, True),
-                       feature_sets: Mapping[str, Sequence[str] | None] | None = None
-                       ) -> pd.DataFrame:
+                       feature_sets: Mapping[str, Sequence[str] | None] | None = None,
+                       models: Sequence[str] = ("logreg",)) -> pd.DataFrame:
     """Leave-one-question-out accuracy/macro-F1 of the generic classifier on train.
 
     Validation holds only seen questions, so the unseen-question model is tuned by holding
     out each training question in turn: the honest proxy for "unseen question". Rows name
-    the feature set (``feature_sets``: name → feature names, None = all).
+    the classifier (``generic_model``; C only varies for logreg) and the feature set
+    (``feature_sets``: name → feature names, None = all); pass the row's settings to
+    :class:`FeatureClassifier` so that the deployed model is the one validated.
     """
     from sklearn.metrics import accuracy_score, f1_score
 
@@ -431,17 +473,48 @@ def grouped_cv_generic(train: pd.DataFrame, encoder: Encoder,
         raw = feats[list(names or GENERIC_FEATURES)].to_numpy()
         for norm in normalize:
             X = per_question_zscore(raw, qs) if norm else raw
-            for cw in class_weights:
-                for C in Cs:
+            for model, cw in [(m, c) for m in models for c in class_weights]:
+                for C in Cs if model == "logreg" else [1.0]:
                     clf = FeatureClassifier(encoder)
                     pred = np.empty(len(tr), dtype=object)
                     for q in dict.fromkeys(qs):
                         held = qs == q
-                        pred[held] = clf._make(C, cw).fit(X[~held], y[~held]).predict(X[held])
+                        pred[held] = clf._make(C, cw, model).fit(X[~held], y[~held]) \
+                            .predict(X[held])
                     rows.append({
-                        "feature_set": set_name, "generic_feature_names": names,
+                        "generic_model": model, "feature_set": set_name,
+                        "generic_feature_names": names,
                         "normalize_unseen": norm, "generic_class_weight": cw or "none",
                         "generic_C": C, "accuracy": accuracy_score(y, pred),
                         "macro_f1": f1_score(y, list(pred), average="macro",
                                              labels=list(SAF_LABELS), zero_division=0)})
     return pd.DataFrame(rows)
+
+
+def loqo_baselines(train: pd.DataFrame, encoder: Encoder) -> pd.DataFrame:
+    """Leave-one-question-out accuracy/macro-F1 of the baselines' unseen-question paths.
+
+    ``majority``: the global majority label of the other questions; ``nearest_neighbour``:
+    :class:`ReferenceThresholds` fitted on the other questions' answer–reference cosines.
+    Same protocol and columns as :func:`grouped_cv_generic`, so the systems' unseen-question
+    paths can be compared (and one chosen) without touching a test split.
+    """
+    from sklearn.metrics import accuracy_score, f1_score
+
+    tr = train.reset_index(drop=True)
+    a = l2_normalize(encoder(tr.provided_answer.tolist()))
+    cos = _ref_cos(tr, a, encoder)
+    y = tr.verification_feedback.to_numpy()
+    qs = tr.question.to_numpy()
+    preds = {"majority": np.empty(len(tr), dtype=object),
+             "nearest_neighbour": np.empty(len(tr), dtype=object)}
+    for q in dict.fromkeys(qs):
+        held = qs == q
+        preds["majority"][held] = _mode(list(y[~held]))
+        thr = ReferenceThresholds().fit(cos[~held], y[~held])
+        preds["nearest_neighbour"][held] = thr.predict(cos[held])
+    return pd.DataFrame([{"system": name, "accuracy": accuracy_score(y, list(p)),
+                          "macro_f1": f1_score(y, list(p), average="macro",
+                                               labels=list(SAF_LABELS), zero_division=0)}
+                         for name, p in preds.items()])
+

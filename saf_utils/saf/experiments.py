@@ -1,0 +1,488 @@
+"""SAF experiments: the registry of systems and the functions notebook 02 calls.
+
+A system is a name in :data:`SYSTEMS` with a *role* (``baseline``, ``system``, ``oracle`` —
+sees gold —, ``probe`` — exploits a metric) and a family. Each experiment function runs one
+family over the evaluation splits (and seeds) and returns a tidy prediction table
+(:func:`saf_utils.saf.formats.prediction_table` rows, all splits and seeds stacked):
+
+- :func:`run_systems`: registry systems with a plain ``run`` callable (baselines, oracles);
+- :func:`tune_feature_clf` + :func:`run_feature_clf`: the feature classifier, every choice
+  made on validation (seen questions) or by leave-one-question-out CV on train (unseen
+  questions), never on a test split;
+- :func:`run_seq2seq`: seq2seq jobs over seeds through :mod:`saf_utils.train` (launcher
+  ``"none"`` trains in the kernel; ``"torchrun:N"`` / ``"accelerate"`` scale out).
+
+:func:`evaluate` turns the predictions into per-item scores, headline tables with 95 %
+question-cluster bootstrap CIs, the val-chosen system and the paired difference of every
+system to the strongest baseline (chosen on validation); :func:`record` writes all of it
+with :class:`saf_utils.reporting.records.Recorder` conventions.
+
+Adding a system: a function ``(train, test, encoder) -> prediction table`` in
+:mod:`saf_utils.saf.systems` and one :func:`register` line here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from saf_utils.saf import evaluation as EV
+from saf_utils.saf import formats as S
+from saf_utils.saf import systems as SY
+from saf_utils.saf.data import load_saf, saf_dataset_name
+
+TASK = "saf"
+ROLES = ("baseline", "system", "oracle", "probe")
+#: Splits the experiment functions evaluate on (those present in the dataset).
+EVAL_SPLITS = S.EVAL_SPLITS
+Runner = Callable[[pd.DataFrame, pd.DataFrame, Any], pd.DataFrame]
+
+
+@dataclass(frozen=True)
+class SAFSystem:
+    """One registry entry. ``run(train, test, encoder)`` -> prediction table, or None for
+    systems that need tuning or training first (their family's experiment function)."""
+
+    name: str
+    role: str
+    family: str
+    description: str
+    run: Runner | None = None
+    transductive: bool = False
+
+
+SYSTEMS: dict[str, SAFSystem] = {}
+
+
+def register(name: str, role: str, family: str, description: str, run: Runner | None = None,
+             transductive: bool = False) -> SAFSystem:
+    """Add a system to :data:`SYSTEMS` (a name prefix ending in ``:`` covers variants)."""
+    if role not in ROLES:
+        raise ValueError(f"role {role!r} not one of {ROLES}")
+    SYSTEMS[name] = SAFSystem(name, role, family, description, run, transductive)
+    return SYSTEMS[name]
+
+
+register("majority", "baseline", "baselines",
+         "per question: most frequent training label, score and feedback",
+         lambda tr, te, enc: SY.majority_baseline(tr, te))
+register("nearest_neighbour", "baseline", "baselines",
+         "label, score and feedback of the most similar training answer to the same question; "
+         "unseen questions: answer-reference cosine thresholds",
+         lambda tr, te, enc: SY.nearest_neighbour_baseline(tr, te, enc))
+register("label_oracle", "oracle", "oracles",
+         "gold label and score, feedback retrieved for the gold label (sees gold)",
+         lambda tr, te, enc: SY.label_oracle(tr, te, enc))
+register("feature_clf", "system", "feature_clf",
+         "feature classifier + retrieved feedback (inductive)")
+register("feature_clf:transductive", "system", "feature_clf",
+         "feature_clf whose unseen-question features are z-scored over the test batch "
+         "(transductive); unseen questions only", transductive=True)
+register("seq2seq:", "system", "seq2seq", "text2text model writing '<label> Feedback: <text>'")
+
+
+def system_info(name: str) -> SAFSystem:
+    """Registry entry of a system name (``seq2seq:<model>`` matches ``seq2seq:``)."""
+    if name in SYSTEMS:
+        return SYSTEMS[name]
+    for key, entry in SYSTEMS.items():
+        if key.endswith(":") and name.startswith(key):
+            return entry
+    raise KeyError(f"system {name!r} is not registered; known: {sorted(SYSTEMS)}")
+
+
+def role_of(name: str) -> str:
+    return system_info(name).role
+
+
+def roles_table(names: Sequence[str]) -> pd.DataFrame:
+    """Role, family and description of systems, for the notebook's method table."""
+    return pd.DataFrame([{"system": n, "role": system_info(n).role,
+                          "family": system_info(n).family,
+                          "transductive": system_info(n).transductive,
+                          "description": system_info(n).description} for n in names])
+
+
+# --------------------------------------------------------------------------- data
+
+
+@dataclass
+class SAFData:
+    """Training frame and evaluation frames of one SAF dataset, as the experiments use them."""
+
+    train: pd.DataFrame
+    evals: dict[str, pd.DataFrame]
+    dataset: str
+    source: str | None = None
+    language: str = "de"
+    words: dict[str, str] = field(default_factory=dict)
+    max_rows: int | None = None
+    max_train_rows: int | None = None
+
+    def sizes(self) -> pd.DataFrame:
+        seen = set(self.train.question)
+        frames = {"train": self.train, **self.evals}
+        return pd.DataFrame({
+            "rows": {s: len(df) for s, df in frames.items()},
+            "questions": {s: df.question.nunique() for s, df in frames.items()},
+            "share of rows whose question is in train": {
+                s: float(df.question.isin(seen).mean()) for s, df in frames.items()},
+        })
+
+
+def load_data(saf_source: str | None = None, language: str = "de",
+              prompt_words: Mapping[str, str] | None = None, max_train_rows: int | None = None,
+              max_rows: int | None = None) -> SAFData:
+    """Load any SAF-format dataset (hub id, hub-layout folder, split files) for the experiments.
+
+    ``max_rows`` / ``max_train_rows`` take fixed random samples (as :mod:`saf_utils.train`).
+    """
+    saf = load_saf(saf_source)
+    train = S.saf_frame(saf["train"], "train", max_train_rows)
+    evals = {s: S.saf_frame(saf[s], s, max_rows) for s in EVAL_SPLITS if s in saf}
+    return SAFData(train, evals, saf_dataset_name(saf_source), saf_source, language,
+                   S.prompt_words(language, prompt_words), max_rows, max_train_rows)
+
+
+def bertscore_settings(language: str, model: str | None = None, num_layers: int | None = None,
+                       lang: str | None = None) -> dict[str, Any]:
+    """BERTScore keyword arguments; the rescaling language defaults to the data's language."""
+    return {"model_type": model, "num_layers": num_layers, "lang": lang or language}
+
+
+def make_encoder(encoder: str) -> Callable[[Sequence[str]], np.ndarray]:
+    """``texts -> L2-normalised vectors`` with the process-wide cache of saf_utils.encoders."""
+    from saf_utils.encoders import encode
+
+    return functools.partial(encode, model=encoder)
+
+
+# --------------------------------------------------------------------------- plain systems
+
+
+def run_systems(data: SAFData, names: Sequence[str], encoder: Any) -> pd.DataFrame:
+    """Registry systems with a ``run`` callable (baselines, oracles) over every eval split."""
+    out = []
+    for name in names:
+        entry = system_info(name)
+        if entry.run is None:
+            raise ValueError(f"{name!r} needs its family's experiment function "
+                             f"({entry.family}), not run_systems")
+        out += [entry.run(data.train, df, encoder) for df in data.evals.values()]
+    return pd.concat(out, ignore_index=True)
+
+
+# --------------------------------------------------------------------------- feature classifier
+
+
+@dataclass
+class FeatureClfTuning:
+    """Choices of :func:`tune_feature_clf` and the tables they were made on."""
+
+    grid: pd.DataFrame  # validation grid of the seen-question model
+    cv: pd.DataFrame  # leave-one-question-out CV on train of the unseen-question model
+    config: dict[str, Any]  # chosen (inductive) FeatureClassifier settings
+    transductive_config: dict[str, Any] | None  # best transductive unseen-question variant
+    selection: str  # how the seen-question model was chosen
+
+
+def tune_feature_clf(data: SAFData, encoder: Any, models: Sequence[str] = ("logreg", "hgb"),
+                     Cs: Sequence[float] = (0.1, 1.0),
+                     feedback_strategies: Sequence[str] = ("most_frequent", "nearest"),
+                     generic_feature_sets: Mapping[str, Sequence[str] | None] | None = None,
+                     transductive: bool = True, generic_models: Sequence[str] = ("logreg",)
+                     ) -> FeatureClfTuning:
+    """Choose the feature classifier's settings without looking at any test split.
+
+    Seen-question model (classifier, C, feedback strategy): the grid is scored on
+    **validation** (macro-F1 + BLEU/100, label and feedback quality together). The
+    unseen-question model (classifier, features, C, class weight) is chosen by
+    leave-one-question-out CV on **train** (validation holds only seen questions), and the
+    deployed unseen-question model is the one that CV scored (``generic_models``: logistic
+    regression by default; gradient boosting in that CV costs minutes on 2 cores and is
+    prone to overfit six training questions). Per-question z-scoring of the
+    unseen-question features is transductive: the chosen config is always inductive; with
+    ``transductive=True`` the best z-scored variant is kept as ``transductive_config``.
+    """
+    if "validation" not in data.evals:
+        raise ValueError("tune_feature_clf needs a validation split")
+    val = data.evals["validation"]
+    rows = []
+    for model in models:
+        for C in Cs if model == "logreg" else [1.0]:
+            clf = SY.FeatureClassifier(encoder, model=model, C=C).fit(data.train)
+            for fb in feedback_strategies:
+                clf.feedback = fb
+                m = EV.evaluate_predictions(clf.predict(val), embedding_metrics=False)
+                rows.append({"model": model, "C": C, "feedback": fb,
+                             **{k: m[k] for k in ("accuracy", "macro_f1", "sacrebleu")}})
+    grid = pd.DataFrame(rows)
+    grid["selection_score"] = grid.macro_f1 + grid.sacrebleu / 100
+    best = grid.sort_values("selection_score", ascending=False, kind="stable").iloc[0]
+    cv = SY.grouped_cv_generic(data.train, encoder, Cs=Cs, feature_sets=generic_feature_sets,
+                               normalize=(False, True) if transductive else (False,),
+                               models=generic_models)
+    cv = cv.sort_values("macro_f1", ascending=False, kind="stable").reset_index(drop=True)
+
+    def generic(row: pd.Series) -> dict[str, Any]:
+        return {"generic_model": row.generic_model, "generic_C": float(row.generic_C),
+                "generic_class_weight": row.generic_class_weight,
+                "generic_feature_names": row.generic_feature_names,
+                "normalize_unseen": bool(row.normalize_unseen)}
+
+    seen = {"model": best.model, "C": float(best.C), "feedback": best.feedback}
+    config = {**seen, **generic(cv[~cv.normalize_unseen].iloc[0])}
+    trans = cv[cv.normalize_unseen]
+    return FeatureClfTuning(grid, cv, config,
+                            {**seen, **generic(trans.iloc[0])} if len(trans) else None,
+                            "validation: macro_f1 + sacrebleu/100")
+
+
+def run_feature_clf(data: SAFData, encoder: Any, tuning: FeatureClfTuning,
+                    seeds: Sequence[int] = (0,)) -> pd.DataFrame:
+    """``feature_clf`` (inductive) on every eval split per seed, plus
+    ``feature_clf:transductive`` on the splits with unseen questions; seeds that change
+    nothing are collapsed to one deterministic table."""
+    out = []
+    for seed in seeds:
+        clf = SY.FeatureClassifier(encoder, seed=seed, **tuning.config).fit(data.train)
+        out += [clf.predict(df) for df in data.evals.values()]
+        if tuning.transductive_config is not None:
+            tclf = clf.with_generic(system="feature_clf:transductive",
+                                    **tuning.transductive_config)
+            out += [tclf.predict(df) for df in data.evals.values()
+                    if not df.question.isin(set(data.train.question)).all()]
+    return EV.collapse_identical_seeds(pd.concat(out, ignore_index=True))
+
+
+def unseen_question_cv(data: SAFData, encoder: Any, tuning: FeatureClfTuning) -> pd.DataFrame:
+    """Leave-one-question-out CV on train of every system's unseen-question path.
+
+    The honest basis for choosing a system for unseen questions (validation has none).
+    """
+    base = SY.loqo_baselines(data.train, encoder)
+    cv = tuning.cv
+    rows = [base]
+    for name, sub in (("feature_clf", cv[~cv.normalize_unseen]),
+                      ("feature_clf:transductive", cv[cv.normalize_unseen])):
+        if len(sub):
+            rows.append(pd.DataFrame([{"system": name, "accuracy": sub.iloc[0].accuracy,
+                                       "macro_f1": sub.iloc[0].macro_f1}]))
+    out = pd.concat(rows, ignore_index=True)
+    out["role"] = out.system.map(role_of)
+    out["transductive"] = out.system.map(lambda s: system_info(s).transductive)
+    return out
+
+
+# --------------------------------------------------------------------------- seq2seq
+
+
+def seq2seq_settings(seq2seq: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
+                     **extra: Any):
+    """``Seq2SeqSettings(**{**seq2seq, **overrides, **extra})``: the one parameter shape."""
+    from saf_utils.seq2seq import Seq2SeqSettings
+
+    return Seq2SeqSettings(**{**dict(seq2seq), **dict(overrides or {}), **extra})
+
+
+def seq2seq_jobs(data: SAFData, seq2seq: Mapping[str, Any],
+                 seq2seq_models: Mapping[str, Mapping[str, Any]] | None, seeds: Sequence[int],
+                 output_dir: str | Path, mode: str = "verification",
+                 include_question: bool = True) -> list[Any]:
+    """One :class:`saf_utils.train.TrainJob` per (model, seed).
+
+    ``seq2seq`` holds the :class:`~saf_utils.seq2seq.Seq2SeqSettings` fields shared by all
+    models; ``seq2seq_models`` maps model name (hub id, folder, ``scratch``,
+    ``bert2bert:ENCODER``) to its overrides (None: just ``seq2seq["model"]``). System name:
+    ``seq2seq:<last part of the model name>``.
+    """
+    from saf_utils.train import TrainJob, job_grid
+
+    models = dict(seq2seq_models or {seq2seq.get("model", "scratch"): {}})
+    jobs = []
+    for model, overrides in models.items():
+        settings = dataclasses.asdict(seq2seq_settings(seq2seq, overrides, model=model))
+        settings.pop("seed")
+        system = "seq2seq:" + model.rstrip("/").split("/")[-1]
+        base = TrainJob(task=TASK, output_dir=str(output_dir), settings=settings,
+                        source=data.source, eval_splits=list(data.evals),
+                        max_rows=data.max_rows, system=system,
+                        save_model=False, mode=mode, language=data.language,
+                        prompt_words=data.words, include_question=include_question,
+                        max_train_rows=data.max_train_rows)
+        jobs += job_grid(base, seeds)
+    return jobs
+
+
+def run_seq2seq(data: SAFData, seq2seq: Mapping[str, Any],
+                seq2seq_models: Mapping[str, Mapping[str, Any]] | None, seeds: Sequence[int],
+                output_dir: str | Path, mode: str = "verification", include_question: bool = True,
+                launcher: str = "none", log: Callable[[str], None] = print
+                ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Train and generate per (model, seed) via :func:`saf_utils.train.run_jobs`; parse outputs.
+
+    Returns the prediction table (every output parsed; unparseable ones kept and scored as
+    wrong) and one training-log row per job.
+    """
+    from saf_utils.train import run_jobs
+
+    jobs = seq2seq_jobs(data, seq2seq, seq2seq_models, seeds, output_dir, mode,
+                        include_question)
+    res = run_jobs(jobs, launcher=launcher, log=log)
+    out = []
+    for (system, seed, split), rows in res.predictions.groupby(["system", "seed", "split"],
+                                                               sort=False):
+        gold = data.evals[split]
+        by_id = dict(zip(rows["id"].astype(str), rows.output, strict=True))
+        missing = [i for i in gold["id"].astype(str) if i not in by_id]
+        if missing:
+            raise ValueError(f"{system} seed {seed} {split}: no output for ids {missing[:5]}")
+        outputs = [by_id[i] for i in gold["id"].astype(str)]
+        out.append(S.parsed_prediction_table(gold, system, outputs, mode, data.words, int(seed)))
+    return pd.concat(out, ignore_index=True), res.logs
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+@dataclass
+class Evaluation:
+    """Everything :func:`evaluate` measured; :func:`record` writes it."""
+
+    preds: pd.DataFrame
+    items: pd.DataFrame
+    headline: pd.DataFrame  # question-cluster CIs
+    per_seed: pd.DataFrame
+    reference: str  # strongest baseline on validation
+    chosen: str  # val-chosen system (baselines and systems only)
+    selection_metric: str
+    paired: pd.DataFrame  # every system minus the reference
+    item_level: pd.DataFrame  # item-level CIs of splits with few questions (labelled)
+    few_question_splits: list[str]
+
+    def roles(self) -> dict[str, str]:
+        return {s: role_of(s) for s in dict.fromkeys(self.preds.system)}
+
+
+def choose_on_validation(headline: pd.DataFrame, metric: str = "macro_f1",
+                         roles: Sequence[str] = ("baseline", "system"),
+                         split: str = "validation") -> tuple[str, float]:
+    """The system with the best validation ``metric`` among ``roles`` (ties: table order)."""
+    v = headline[(headline.split == split) & (headline.metric == metric)]
+    v = v[v.system.map(role_of).isin(roles)]
+    if v.empty:
+        raise ValueError(f"no {metric} on {split} for roles {list(roles)}")
+    asc = metric in EV.LOWER_IS_BETTER
+    best = v.sort_values("mean", ascending=asc, kind="stable").iloc[0]
+    return str(best.system), float(best["mean"])
+
+
+def evaluate(preds: pd.DataFrame, bertscore_kwargs: Mapping[str, Any] | None = None,
+             moverscore_model: Any = None, embedding_metrics: bool = True,
+             selection_metric: str = "macro_f1", n_resamples: int = 1000, seed: int = 0,
+             few_questions: int = 5) -> Evaluation:
+    """Per-item scores, headline CIs, val choices and paired differences of all predictions.
+
+    The reference for the paired tests is the baseline with the best validation
+    ``selection_metric``; the chosen system is the best baseline-or-system by the same
+    metric on validation (oracles and probes never). Splits with fewer than
+    ``few_questions`` questions also get item-level CIs, labelled as ignoring clustering.
+    """
+    preds = EV.collapse_identical_seeds(preds)
+    metrics = (*EV.HEADLINE_METRICS, "mse_max_penalty", "unparseable_rate")
+    items = EV.item_scores(preds, bertscore_kwargs, moverscore_model, embedding_metrics)
+    headline = EV.headline_table(preds, items, metrics, True, n_resamples, seed)
+    reference, _ = choose_on_validation(headline, selection_metric, roles=("baseline",))
+    chosen, _ = choose_on_validation(headline, selection_metric)
+    paired = EV.paired_table(preds, items, reference, metrics, n_resamples, seed)
+    n_q = preds.groupby("split").question.nunique()
+    few = [s for s in n_q.index if n_q[s] < few_questions]
+    sub = preds.split.isin(few)
+    item_level = (EV.headline_table(preds[sub], items[items.split.isin(few)], metrics, False,
+                                    n_resamples, seed) if few else pd.DataFrame())
+    return Evaluation(preds, items, headline, EV.per_seed_table(preds, items, metrics),
+                      reference, chosen, selection_metric, paired, item_level, few)
+
+
+def record(rec: Any, ev: Evaluation, dataset: str, tuning: FeatureClfTuning | None = None,
+           unseen_cv: pd.DataFrame | None = None) -> int:
+    """Write the evaluation with the Recorder conventions; returns the number of records.
+
+    Headline (seed None, CI, role), per-seed values (seeded systems only), the val choice
+    (kind tuning, subset ``chosen``), tuning grids (kind tuning), differences to the
+    reference (kind analysis, subset ``minus <reference>`` / ``p vs <reference>``),
+    item-level CIs of few-question splits (kind analysis, subset ``item-level CI``) and
+    per-item scores (``items.jsonl``).
+    """
+    n = 0
+    for r in ev.headline.itertuples():
+        rec.add(TASK, dataset, r.split, r.system, r.metric, r.mean, role=role_of(r.system),
+                ci_low=r.ci_low, ci_high=r.ci_high)
+        n += 1
+    for r in ev.per_seed[ev.per_seed.seed.notna()].itertuples():
+        rec.add(TASK, dataset, r.split, r.system, r.metric, r.value, seed=int(r.seed),
+                role=role_of(r.system))
+        n += 1
+    val = ev.headline[(ev.headline.split == "validation")
+                      & (ev.headline.metric == ev.selection_metric)].set_index("system")["mean"]
+    rec.add(TASK, dataset, "validation", ev.chosen, ev.selection_metric, val[ev.chosen],
+            kind="tuning", subset="chosen", role=role_of(ev.chosen))
+    rec.add(TASK, dataset, "validation", ev.reference, ev.selection_metric, val[ev.reference],
+            kind="tuning", subset="reference baseline", role="baseline")
+    n += 2
+    for r in ev.paired.itertuples():
+        rec.add(TASK, dataset, r.split, r.system, r.metric, r.diff, kind="analysis",
+                subset=f"minus {ev.reference}", role=role_of(r.system), ci_low=r.ci_low,
+                ci_high=r.ci_high)
+        rec.add(TASK, dataset, r.split, r.system, r.metric, r.p_value, kind="analysis",
+                subset=f"p vs {ev.reference}", role=role_of(r.system))
+        n += 2
+    for r in ev.item_level.itertuples():
+        rec.add(TASK, dataset, r.split, r.system, r.metric, r.mean, kind="analysis",
+                subset="item-level CI", role=role_of(r.system), ci_low=r.ci_low,
+                ci_high=r.ci_high)
+        n += 1
+    if tuning is not None:
+        for r in tuning.grid.itertuples():
+            for metric in ("accuracy", "macro_f1", "sacrebleu"):
+                rec.add(TASK, dataset, "validation", "feature_clf", metric, getattr(r, metric),
+                        kind="tuning", subset=f"model={r.model} C={r.C} feedback={r.feedback}",
+                        role="system")
+                n += 1
+        for r in tuning.cv.itertuples():
+            for metric in ("accuracy", "macro_f1"):
+                rec.add(TASK, dataset, "train", "feature_clf", metric, getattr(r, metric),
+                        kind="tuning", role="system",
+                        subset=(f"loqo model={r.generic_model} features={r.feature_set} "
+                                f"normalize={r.normalize_unseen} "
+                                f"class_weight={r.generic_class_weight} C={r.generic_C}"))
+                n += 1
+    if unseen_cv is not None and len(unseen_cv):
+        for r in unseen_cv.itertuples():
+            rec.add(TASK, dataset, "train", r.system, "macro_f1", r.macro_f1, kind="tuning",
+                    subset="loqo unseen-question path", role=r.role)
+            n += 1
+        best = unseen_cv[~unseen_cv.transductive].sort_values("macro_f1", ascending=False,
+                                                              kind="stable").iloc[0]
+        rec.add(TASK, dataset, "train", best.system, "macro_f1", best.macro_f1, kind="tuning",
+                subset="chosen for unseen questions (loqo)", role=best.role)
+        n += 1
+    rec.add_items(EV.recorder_items(ev.items, TASK, dataset))
+    return n
+
+
+def save_predictions(preds: pd.DataFrame, out_dir: str | Path) -> list[Path]:
+    """One ``predictions_<split>.jsonl`` per split (every system and seed) in ``out_dir``."""
+    paths = []
+    for split, p in preds.groupby("split", sort=False):
+        path = Path(out_dir) / f"predictions_{split}.jsonl"
+        S.save_predictions(p, path)
+        paths.append(path)
+    return paths

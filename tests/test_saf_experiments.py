@@ -1,0 +1,144 @@
+"""Tests of saf_utils.saf.experiments: registry, experiment functions, evaluation, records."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from test_saf import bow_encoder
+
+from saf_utils.reporting.records import Recorder
+from saf_utils.saf import experiments as E
+from saf_utils.saf import formats as S
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SOURCES = [str(FIXTURES / "saf_legal_jsonl"), str(FIXTURES / "saf_csv")]
+
+
+def test_registry_roles_and_variants():
+    assert E.role_of("majority") == "baseline" and E.role_of("nearest_neighbour") == "baseline"
+    assert E.role_of("feature_clf") == "system" and E.role_of("label_oracle") == "oracle"
+    assert E.role_of("seq2seq:mbart-large-cc25") == "system"  # prefix entry
+    assert E.system_info("feature_clf:transductive").transductive
+    assert not E.system_info("feature_clf").transductive
+    with pytest.raises(KeyError, match="not registered"):
+        E.role_of("nope")
+    with pytest.raises(ValueError, match="role"):
+        E.register("x", "winner", "f", "d")
+    roles = E.roles_table(["majority", "label_oracle"])
+    assert roles.role.tolist() == ["baseline", "oracle"]
+
+
+def test_adding_a_system_is_one_register_line():
+    try:
+        E.register("always_correct", "probe", "probes", "always Correct",
+                   lambda tr, te, enc: S.prediction_table(
+                       te, "always_correct", labels=["Correct"] * len(te),
+                       scores=[1.0] * len(te), feedback=[""] * len(te)))
+        data = E.load_data(SOURCES[0])
+        p = E.run_systems(data, ["always_correct"], bow_encoder)
+        assert set(p.split) == set(data.evals) and (p.pred_label == "Correct").all()
+    finally:
+        E.SYSTEMS.pop("always_correct", None)
+    with pytest.raises(ValueError, match="experiment function"):
+        E.run_systems(E.load_data(SOURCES[0]), ["feature_clf"], bow_encoder)
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_experiments_end_to_end_on_fixtures(source, tmp_path):
+    data = E.load_data(source, language="en")
+    assert data.words == S.prompt_words("en") and set(data.evals) == set(S.EVAL_SPLITS)
+    base = E.run_systems(data, ["majority", "nearest_neighbour", "label_oracle"], bow_encoder)
+    assert set(base.system) == {"majority", "nearest_neighbour", "label_oracle"}
+    tuning = E.tune_feature_clf(data, bow_encoder, ["logreg"], [1.0], ["most_frequent"],
+                                {"all": None, "cos": ["cos_ref"]})
+    assert tuning.config["normalize_unseen"] is False  # the chosen config is inductive
+    assert tuning.transductive_config["normalize_unseen"] is True
+    clf = E.run_feature_clf(data, bow_encoder, tuning, seeds=[1, 2])
+    assert clf.seed.isna().all()  # logistic regression: identical seeds collapse
+    trans = clf[clf.system == "feature_clf:transductive"]
+    assert set(trans.split) == {"test_unseen_questions"}
+    inductive = clf[(clf.system == "feature_clf") & (clf.split == "test_unseen_questions")]
+    assert len(inductive) == len(trans) and inductive.backoff.all()
+    cv = E.unseen_question_cv(data, bow_encoder, tuning)
+    assert {"majority", "nearest_neighbour", "feature_clf"} <= set(cv.system)
+
+    preds = pd.concat([base, clf], ignore_index=True)
+    ev = E.evaluate(preds, embedding_metrics=False, n_resamples=100)
+    assert ev.reference in ("majority", "nearest_neighbour")
+    assert E.role_of(ev.chosen) in ("baseline", "system")
+    assert "test_unseen_questions" in ev.few_question_splits and len(ev.item_level)
+    h = ev.headline
+    assert {"accuracy", "macro_f1", "weighted_f1", "mse", "sacrebleu", "chrf", "rouge2",
+            "meteor"} <= set(h.metric)
+    assert (h.ci_low <= h["mean"] + 1e-9).all() and (h["mean"] <= h.ci_high + 1e-9).all()
+    assert set(ev.paired.reference) == {ev.reference}
+    assert ev.reference not in set(ev.paired.system)
+
+    rec = Recorder("02_baseline_finetuning", tmp_path)
+    n = E.record(rec, ev, data.dataset, tuning, cv)
+    recs = pd.DataFrame([json.loads(x) for x in (tmp_path / "records.jsonl").open()])
+    assert len(recs) == n
+    head = recs[(recs.kind == "result") & recs.seed.isna()]
+    assert head.ci_low.notna().all() and head.role.notna().all()
+    chosen = recs[(recs.kind == "tuning") & (recs.subset == "chosen")]
+    assert chosen.split.tolist() == ["validation"] and chosen.system.tolist() == [ev.chosen]
+    assert not recs.metric.str.contains(r"_q\d|accuracy_").any()  # no groupings in names
+    items = pd.read_json(tmp_path / "items.jsonl", lines=True)
+    assert set(items.cluster) <= set(preds.question) and items.value.notna().all()
+    paths = E.save_predictions(ev.preds, tmp_path)
+    assert sorted(p.name for p in paths) == sorted(f"predictions_{s}.jsonl" for s in data.evals)
+
+
+def test_language_flows_to_prompt_words_jobs_and_bertscore(tmp_path):
+    data = E.load_data(SOURCES[1], language="en", max_rows=2)
+    jobs = E.seq2seq_jobs(data, {"model": "scratch", "max_steps": 2, "learning_rate": 0.01},
+                          {"scratch": {"scratch_d_model": 16}}, [1, 2], tmp_path)
+    assert [j.seed for j in jobs] == [1, 2] and {j.system for j in jobs} == {"seq2seq:scratch"}
+    job = jobs[0]
+    assert job.language == "en" and job.prompt_words == S.prompt_words("en")
+    assert job.settings["scratch_d_model"] == 16 and job.settings["max_steps"] == 2
+    assert job.source == data.source and job.max_rows == 2
+    assert E.bertscore_settings("en")["lang"] == "en"
+    assert E.bertscore_settings("en", lang="de")["lang"] == "de"
+    s = E.seq2seq_settings({"model": "scratch", "learning_rate": 0.1}, {"learning_rate": 0.2})
+    assert s.learning_rate == 0.2 and s.model == "scratch"
+    with pytest.raises(TypeError):
+        E.seq2seq_settings({"learning_rat": 0.1})
+
+
+def test_run_seq2seq_parses_and_aligns_outputs(monkeypatch, tmp_path):
+    import saf_utils.train as T
+
+    data = E.load_data(SOURCES[0], language="en")
+    calls = {}
+
+    def fake_run_jobs(jobs, launcher="none", log=print):
+        calls["launcher"] = launcher
+        rows = []
+        for job in jobs:
+            for split, df in data.evals.items():
+                for i in reversed(df["id"].tolist()):  # any order: aligned by id
+                    rows.append({"task": "saf", "system": job.system, "seed": job.seed,
+                                 "fold": None, "split": split, "id": i, "source": "s",
+                                 "output": f"Correct {data.words['feedback']}: gut {i}",
+                                 "target": "t"})
+        return T.RunResults(pd.DataFrame(rows), pd.DataFrame([{"system": "x"}]))
+    monkeypatch.setattr(T, "run_jobs", fake_run_jobs)
+    preds, logs = E.run_seq2seq(data, {"model": "scratch"}, None, [3], tmp_path,
+                                launcher="torchrun:2")
+    assert calls["launcher"] == "torchrun:2" and (preds.seed == 3).all()
+    assert preds.parseable.all() and (preds.pred_label == "Correct").all()
+    assert (preds.pred_feedback == "gut " + preds["id"].astype(str)).all()
+
+
+def test_run_seq2seq_trains_in_process(tmp_path):
+    data = E.load_data(SOURCES[0])
+    tiny = {"model": "scratch", "max_steps": 2, "batch_size": 4, "max_source_length": 48,
+            "max_target_length": 8, "scratch_vocab_size": 120, "scratch_d_model": 16,
+            "scratch_layers": 1, "scratch_heads": 2, "scratch_ff": 32, "eval_batch_size": 8}
+    preds, logs = E.run_seq2seq(data, tiny, None, [1], tmp_path)
+    assert len(preds) == sum(len(df) for df in data.evals.values())
+    assert logs.train_steps.tolist() == [2] and preds.raw_output.notna().all()
