@@ -9,6 +9,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from fakes import fake_embed
 from threadpoolctl import threadpool_limits
 
 from saf_utils.argscichat import dialogue as A
@@ -53,14 +54,6 @@ PAIRS = [P0, P1, P2]
 INDEX = A.pair_index(PAIRS)
 
 
-def fake_embed(texts):
-    """Deterministic bag-of-words hashing vectors: similar wording -> similar vectors."""
-    out = np.zeros((len(texts), 64))
-    for row, t in enumerate(texts):
-        for w in FS.word_tokens(t):
-            out[row, sum(map(ord, w)) % 64] += 1.0
-    out[:, 0] += 1e-3
-    return out / np.linalg.norm(out, axis=1, keepdims=True)
 
 
 # --------------------------------------------------------------------------- selectors

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from fakes import fake_embed
 from threadpoolctl import threadpool_limits
 
 from saf_utils.argscichat import dialogue as A
@@ -33,14 +34,6 @@ def one_openmp_thread():
         yield
 
 
-def fake_embed(texts):
-    """Deterministic bag-of-words hashing vectors (no model download)."""
-    out = np.zeros((len(texts), 64))
-    for row, t in enumerate(texts):
-        for w in FS.word_tokens(t):
-            out[row, sum(map(ord, w)) % 64] += 1.0
-    out[:, 0] += 1e-3
-    return out / np.linalg.norm(out, axis=1, keepdims=True)
 
 
 @pytest.fixture(scope="module")

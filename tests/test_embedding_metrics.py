@@ -17,8 +17,8 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 ot = pytest.importorskip("ot")
 
-from saf_utils.metrics import embedding as em  # noqa: E402
 from saf_utils.encoders import minilm_path  # noqa: E402
+from saf_utils.metrics import embedding as em  # noqa: E402
 
 VOCAB = [
     "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ",", "!", "?",

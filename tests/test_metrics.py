@@ -7,7 +7,6 @@ import pytest
 from sklearn.metrics import f1_score
 
 from saf_utils import metrics as m
-
 from saf_utils import stats  # noqa: E402
 from saf_utils.saf.data import SAF_LABELS  # noqa: E402
 
