@@ -92,6 +92,12 @@ def make_run(root: Path, name: str, param: int = 1, shift: float = 0.0,
             saf.add("saf", "saf_micro", split, system, "accuracy", a, seed=1, role=role)
             saf.add("saf", "saf_micro", split, system, "accuracy", a, kind="analysis",
                     subset="q1")
+            if system == "feature_clf":
+                saf.add("saf", "saf_micro", split, system, "accuracy", 0.4 + shift,
+                        kind="analysis", subset="minus constant_frequent", role=role,
+                        ci_low=0.3, ci_high=0.5)
+                saf.add("saf", "saf_micro", split, system, "accuracy", 0.002, kind="analysis",
+                        subset="p vs constant_frequent", role=role)
             items = _items(np.random.default_rng(1), 60, 12, min(a, 1.0), task="saf",
                            dataset="saf_micro", split=split, system=system, metric="accuracy")
             saf.add_items(items)
@@ -166,7 +172,10 @@ def test_index_is_a_headline_page(two_runs):
     assert rows["ensemble_bm25 ★ val-chosen"][2] == "0.255 (mean of 2*)"
     # generation rows come from a failed notebook: marked
     assert "seq2seq †" in rows and "compressed_selected †" in rows
-    assert "Leads on accuracy" in text and "Leads on message_f1" in text
+    assert "Highest accuracy on this split" in text and "Highest message_f1" in text
+    # by how much, with the CI of the paired difference to the reference baseline
+    assert ("Chosen on validation: <b>feature_clf</b> 0.8 [0.78, 0.82] (+0.4 [+0.3, +0.5], "
+            "p = 0.002 vs constant_frequent, paired bootstrap)") in text
     assert text.count("data:image/png;base64,") == 3  # one figure per task
     # only result records: no tuning grid value, no analysis subset
     words = re.sub(r"data:image/png;base64,[^\"]+", "", text)

@@ -231,20 +231,61 @@ def headline_table(systems: dict[str, dict], metrics: Sequence[str], chosen: set
     return table(["system", "role", *present], rows, "headline", classes)
 
 
-def lead_sentence(systems: dict[str, dict], metric: str) -> str:
+def paired_differences(records: list[dict], task: str) -> dict[tuple, dict]:
+    """``{(dataset, split, system, metric): {"ref", "diff", "low", "high", "p"}}`` from the
+    analysis records ``subset="minus <reference>"`` / ``"p vs <reference>"`` of a task."""
+    out: dict[tuple, dict] = {}
+    for r in records:
+        sub = str(r.get("subset") or "")
+        if r.get("task") != task or _kind(r) != "analysis" or r.get("fold") is not None:
+            continue
+        key = (r.get("dataset"), r.get("split"), r.get("system"), r.get("metric"))
+        if sub.startswith("minus "):
+            out.setdefault(key, {"p": None}).update(
+                ref=sub[6:], diff=r["value"], low=r.get("ci_low"), high=r.get("ci_high"))
+        elif sub.startswith("p vs "):
+            out.setdefault(key, {"ref": sub[5:], "diff": None, "low": None, "high": None}
+                           )["p"] = r["value"]
+    return {k: v for k, v in out.items() if v.get("diff") is not None}
+
+
+def _diff_text(d: dict | None) -> str:
+    if not d:
+        return ""
+    txt = f"{d['diff']:+.3g}"
+    if d["low"] is not None and d["high"] is not None:
+        txt += f" [{d['low']:+.3g}, {d['high']:+.3g}]"
+    if d["p"] is not None:
+        txt += f", p = {fmt(d['p'])}"
+    return f" ({txt} vs {esc(d['ref'])}, paired bootstrap)"
+
+
+def lead_sentence(systems: dict[str, dict], metric: str, chosen: set[str] = frozenset(),
+                  diffs: dict[str, dict] | None = None) -> str:
+    """Who leads on ``metric`` (oracles and probes excluded), by how much, and the
+    val-chosen system with its paired difference to the reference baseline."""
+    diffs = diffs or {}
     ranked = [s for s in _order(systems, metric)
               if systems[s]["role"] not in SET_APART and metric in systems[s]]
     if not ranked:
         return ""
-    top = systems[ranked[0]][metric]
-    txt = f"Leads on {esc(metric)}: <b>{esc(ranked[0])}</b> {fmt(top['mean'])}"
-    if top["low"] is not None:
-        txt += f" [{fmt(top['low'])}, {fmt(top['high'])}]"
+
+    def cell(s: str) -> str:
+        c = systems[s][metric]
+        ci = f" [{fmt(c['low'])}, {fmt(c['high'])}]" if c["low"] is not None else ""
+        return f"<b>{esc(s)}</b> {fmt(c['mean'])}{ci}"
+
+    top = ranked[0]
+    txt = f"Highest {esc(metric)} on this split: {cell(top)}{_diff_text(diffs.get(top))}"
     if len(ranked) > 1:
-        second = systems[ranked[1]][metric]
-        txt += (f", {fmt(top['mean'] - second['mean'])} ahead of {esc(ranked[1])} "
-                f"({fmt(second['mean'])})")
-    return f"<p>{txt}.</p>"
+        gap = systems[ranked[0]][metric]["mean"] - systems[ranked[1]][metric]["mean"]
+        txt += f", {fmt(gap)} above {esc(ranked[1])}"
+    txt += "."
+    picked = [s for s in ranked if s in chosen]
+    if picked:
+        txt += (" Chosen on validation: " + "; ".join(
+            cell(s) + _diff_text(diffs.get(s)) for s in picked) + ".")
+    return f"<p>{txt}</p>"
 
 
 def dot_plot(tables: dict[tuple, dict[str, dict]], metrics: Sequence[str], title: str) -> str:
@@ -323,11 +364,14 @@ def task_sections(records: list[dict]) -> list[str]:
         if not tables:
             continue
         chosen = chosen_systems(records, task)
+        diffs = paired_differences(records, task)
         parts = [f'<h2 id="{esc(task)}">{esc(title)}</h2>']
         for (ds, split), systems in sorted(tables.items(), key=str):
             parts.append(f"<h3>{esc(split)} <small>({esc(ds)})</small></h3>")
-            parts.append(lead_sentence(systems, next(m for m in metrics if any(
-                m in e for e in systems.values()))))
+            metric = next(m for m in metrics if any(m in e for e in systems.values()))
+            split_diffs = {k[2]: v for k, v in diffs.items()
+                           if k[0] == ds and k[1] == split and k[3] == metric}
+            parts.append(lead_sentence(systems, metric, chosen, split_diffs))
             parts.append(headline_table(systems, metrics, chosen))
         try:
             parts.append(dot_plot(tables, metrics, title))
