@@ -180,7 +180,8 @@ def test_paired_table_and_seed_fold_summary():
     assert len(table) == 1
     row = table.iloc[0]
     assert row.system == "s" and row["diff"] == pytest.approx(0.1)
-    assert row.ci_low == pytest.approx(0.1) and row.p_value < 0.01
+    # 3 clusters: no cluster-level test can go below 2 / 2**3
+    assert row.ci_low == pytest.approx(0.1) and row.p_value == pytest.approx(0.25)
 
     summary = S.seed_fold_summary(a)
     fold_means = [0.2 + 0.1 + 0.005, 0.8 + 0.1 + 0.015]
@@ -188,3 +189,13 @@ def test_paired_table_and_seed_fold_summary():
     assert summary["std"] == pytest.approx(np.std(fold_means))  # population std
     assert summary["seed_std"] == pytest.approx(0.1)
     assert (summary["n_folds"], summary["n_seeds"]) == (2, 2)
+
+
+def test_paired_p_is_floored_by_the_number_of_clusters() -> None:
+    # A worse than B on both of 2 clusters: the bootstrap alone would say p = 2/1001.
+    a = np.array([0.0, 0.0, 0.0, 0.0])
+    b = np.array([1.0, 1.0, 1.0, 1.0])
+    res = S.paired_bootstrap(a, b, clusters=["q1", "q1", "q2", "q2"])
+    assert res.p_value == pytest.approx(0.5)
+    many = S.paired_bootstrap(np.zeros(40), np.ones(40), clusters=np.arange(40) // 2)
+    assert many.p_value == pytest.approx(2 / 1001)
