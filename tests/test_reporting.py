@@ -172,7 +172,7 @@ def test_index_is_a_headline_page(two_runs):
     assert rows["ensemble_bm25 ★ val-chosen"][2] == "0.255 (mean of 2*)"
     # generation rows come from a failed notebook: marked
     assert "seq2seq †" in rows and "compressed_selected †" in rows
-    assert "Highest accuracy on this split" in text and "Highest message_f1" in text
+    assert "Highest accuracy on this split" in text and "Highest content_f1" in text
     # by how much, with the CI of the paired difference to the reference baseline
     assert ("Chosen on validation: <b>feature_clf</b> 0.8 [0.78, 0.82] (+0.4 [+0.3, +0.5], "
             "p = 0.002 vs constant_frequent, paired bootstrap)") in text
