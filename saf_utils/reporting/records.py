@@ -175,7 +175,7 @@ def read_records(paths: Iterable[str | os.PathLike],
 def summarize(records: list[dict[str, Any]]) -> pd.DataFrame:
     """Mean ± std over seeds (and folds) per notebook/task/dataset/split/system/metric.
 
-    The std is the population std (ddof=0), as ``metrics.fold_summary`` and the official
+    The std is the population std (ddof=0), as ``stats.fold_summary`` and the official
     ArgSciChat script use, so the index and the notebooks' tables agree.
     """
     if not records:
