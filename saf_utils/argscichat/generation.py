@@ -247,36 +247,16 @@ def overlap_scores(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, list[f
             for name, fn in fns.items()}
 
 
-def _auto_device() -> str:
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 def reference_idf_moverscore(hyps: Sequence[str], refs: Sequence[str],
                              model: str | None = None,
                              idf_texts: Sequence[str] | None = None) -> list[float]:
-    """Per-reply MoverScore with the references' IDF on both sides, 0 for degenerate output.
+    """Per-reply MoverScore with the references' IDF on both sides, 0 for degenerate output
+    (:func:`saf_utils.metrics.embedding.moverscore_items`). ``idf_texts``: the reference
+    corpus of the IDF (default ``refs``); pass one fold's test replies to score several
+    systems' outputs in one call with the weights each system would get alone."""
+    from saf_utils.metrics.embedding import moverscore_items
 
-    ``idf_texts``: the reference corpus the IDF comes from (default ``refs``); pass one
-    fold's test replies to score several systems' outputs in one call (each text embedded
-    once) with the weights each system would get alone. Uses the metric layer's
-    ``moverscore_corpus`` when it exists and the IDF corpus is ``refs``; otherwise
-    ``moverscore`` with ``get_idf_dict`` for both sides, ``degenerate_score=0`` and device
-    "auto" (the same computation).
-    """
-    from saf_utils.encoders import minilm_path
-    from saf_utils.metrics import embedding as E
-
-    model = model or minilm_path()
-    if idf_texts is None and hasattr(E, "moverscore_corpus"):
-        out = E.moverscore_corpus(list(hyps), list(refs), model)
-        scores = out.get("per_pair", out.get("scores")) if isinstance(out, dict) else out
-        return [float(x) for x in scores]
-    device = _auto_device()
-    idf = E.get_idf_dict(list(refs if idf_texts is None else idf_texts), model, device=device)
-    return E.moverscore(list(refs), list(hyps), model=model, device=device, idf_dict_ref=idf,
-                        idf_dict_hyp=idf, degenerate_score=0.0)
+    return [float(x) for x in moverscore_items(hyps, refs, model, idf_texts=idf_texts)]
 
 
 def embedding_scores(hyps: Sequence[str], refs: Sequence[str],
@@ -290,11 +270,11 @@ def embedding_scores(hyps: Sequence[str], refs: Sequence[str],
     (default ``refs``), see :func:`reference_idf_moverscore`.
     """
     from saf_utils.metrics import check_pairs
-    from saf_utils.metrics.embedding import bertscore
+    from saf_utils.metrics.embedding import bertscore, resolve_device
 
     hyps, refs = check_pairs(hyps, refs)
     bs = bertscore(list(hyps), list(refs), model_type=bertscore_model,
-                   num_layers=bertscore_layers, device=_auto_device())
+                   num_layers=bertscore_layers, device=resolve_device())
     return {"bertscore_f1": [float(x) for x in bs["f1_per_pair"]],
             "moverscore": reference_idf_moverscore(hyps, refs, moverscore_model, idf_texts)}
 

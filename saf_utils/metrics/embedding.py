@@ -399,20 +399,28 @@ def bertscore_items(hyps: Sequence[str], refs: Sequence[str], model_type: str | 
 
 def moverscore_items(hyps: Sequence[str], refs: Sequence[str],
                      model: str | os.PathLike[str] | tuple[Any, Any] | None = None,
-                     device: str | None = "auto", batch_size: int = 64) -> list[float]:
+                     device: str | None = "auto", batch_size: int = 64,
+                     idf_texts: Sequence[str] | None = None) -> list[float]:
     """Per-pair MoverScore v2 with the collection's conventions.
 
     One IDF table from the *references* weights both sides: moverscore_v2's per-side IDF
     gives a system that always writes the same text weight 0 on every token (a perfect
     1.0 in the original), so a constant-output floor would beat every real system. A
     hypothesis without any weighted token (e.g. empty) scores 0. ``model=None`` is the
-    packaged MiniLM.
+    packaged MiniLM. ``idf_texts``: the reference corpus of the IDF (default ``refs``), so
+    that several systems' outputs on the same references can be scored in one call with the
+    weights each would get alone; each distinct (hyp, ref) pair is scored once.
     """
-    from saf_utils.metrics.checks import check_pairs
+    from saf_utils.metrics.checks import check_pairs, check_texts
 
     hyps, refs = check_pairs(hyps, refs)
+    corpus = refs if idf_texts is None else check_texts(idf_texts, "idf_texts")
     model = model or minilm_path()
     dev = resolve_device(device)
-    idf = get_idf_dict(refs, model, device=dev)
-    return moverscore(refs, hyps, model=model, device=dev, batch_size=batch_size,
-                      idf_dict_ref=idf, idf_dict_hyp=idf, degenerate_score=0.0)
+    idf = get_idf_dict(corpus, model, device=dev)
+    unique = list(dict.fromkeys(zip(hyps, refs, strict=True)))
+    scores = moverscore([r for _, r in unique], [h for h, _ in unique], model=model,
+                        device=dev, batch_size=batch_size, idf_dict_ref=idf,
+                        idf_dict_hyp=idf, degenerate_score=0.0)
+    lookup = dict(zip(unique, scores, strict=True))
+    return [lookup[p] for p in zip(hyps, refs, strict=True)]

@@ -174,20 +174,13 @@ def _moverscore_by_split(p: pd.DataFrame, hyps: list[str], refs: list[str],
     scored once (retrieval systems repeat many feedback texts): the same numbers as one
     ``moverscore_items`` call per (system, seed, split) table, at a fraction of the cost.
     """
-    from saf_utils.metrics.embedding import get_idf_dict, moverscore, resolve_device
+    from saf_utils.metrics.embedding import moverscore_items
 
-    device = resolve_device("auto")
     out = pd.Series(np.nan, index=p.index)
     for _, g in p.groupby("split", sort=False):
         first_table = g[(g.system == g.system.iloc[0]) & (seed_key(g) == seed_key(g).iloc[0])]
-        idf = get_idf_dict([refs[i] for i in first_table.index], model, device=device)
-        pairs = [(hyps[i], refs[i]) for i in g.index]
-        unique = list(dict.fromkeys(pairs))
-        scores = moverscore([r for _, r in unique], [h for h, _ in unique], model=model,
-                            device=device, idf_dict_ref=idf, idf_dict_hyp=idf,
-                            degenerate_score=0.0)
-        lookup = dict(zip(unique, scores, strict=True))
-        out[g.index] = [lookup[x] for x in pairs]
+        out[g.index] = moverscore_items([hyps[i] for i in g.index], [refs[i] for i in g.index],
+                                        model, idf_texts=[refs[i] for i in first_table.index])
     return out
 
 
