@@ -1,17 +1,26 @@
-"""Uncertainty and aggregation for both tasks: one resampling engine on sufficient statistics.
+"""Uncertainty primitives for both tasks, on per-item sufficient statistics.
 
 Every metric is written as per-item *sufficient statistics* (a row of counts per item) plus a
 vectorised function of their sums. Corpus metrics (BLEU, chrF, macro F1) are then exact, not
-averages of sentence scores, and one resample of thousands of items is a single matrix product:
-``counts [B, clusters] @ cluster_sums [clusters, d]``.
+averages of sentence scores, and one resample or permutation of thousands of items is a
+single matrix product.
 
-- Resampling unit = cluster (SAF question id, ArgSciChat paper id): items of one cluster are
-  correlated, so item-level resampling would understate the uncertainty.
-- Strata (ArgSciChat folds) are resampled separately, keeping each stratum's cluster count,
-  and the official aggregation (mean per fold, then mean over folds) is a statistic here.
-- Seeds are averaged within a (item, fold) first, then over items and folds.
-- Every std in this module is the *population* std (``ddof=0``), as in the official scripts.
-- CIs are 95% percentile intervals; ``n_resamples >= 1000`` is recommended.
+Three calibrated methods (which design uses which is :mod:`saf_utils.protocol`'s job; the
+coverage and type-I error of each are measured by ``benchmarks/stats_calibration.py``):
+
+- :func:`cluster_bootstrap` with ``strata`` = cluster ids and no clusters: items resampled
+  *within* their cluster (estimand: new items of these clusters, e.g. new answers to these
+  questions). Percentile interval.
+- :func:`cluster_t_interval`: new clusters (new questions, new papers); Student's t over
+  clusters, stratified (ArgSciChat folds), because with 6 or 10 clusters a percentile
+  bootstrap is too narrow (its variance is (n-1)/n of the unbiased one, with normal
+  quantiles).
+- :func:`paired_randomization`: A vs B by swapping the systems' outputs per unit (item or
+  cluster), exact when the assignments can be enumerated; its interval inverts the same
+  test, so CI and p never contradict.
+
+:func:`holm` adjusts a family of p-values. Every std here is the *population* std
+(``ddof=0``), as in the official scripts.
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ class BootstrapResult:
     n_items: int
     n_clusters: int
     n_resamples: int
+    method: str = "bootstrap"
 
 
 @dataclass(frozen=True)
@@ -44,6 +54,9 @@ class PairedResult:
     p_value: float
     estimate_a: float
     estimate_b: float
+    method: str = ""
+    n_units: int = 0
+    mde: float = float("nan")  # minimum detectable effect (80 % power)
 
 
 # ---------------------------------------------------------------- resampling engine
@@ -133,75 +146,159 @@ def cluster_bootstrap(
 
 
 def _paired_sums(stat_a: Any, stat_b: Any, statistic: Statistic | None,
-                 clusters: Sequence | None, strata: Sequence | None):
+                 clusters: Sequence | None):
     if statistic is None:
         (stat_a, statistic), (stat_b, _) = mean_stat(stat_a), mean_stat(stat_b)
     a, b = _as_matrix(stat_a, "stat_a"), _as_matrix(stat_b, "stat_b")
     if a.shape != b.shape:
         raise ValueError(f"stat_a {a.shape} and stat_b {b.shape} must be paired (same shape)")
-    cl, cs = _groups(a.shape[0], clusters, strata)
-    return _cluster_sums(a, cl), _cluster_sums(b, cl), cs, statistic
+    cl, _ = _groups(a.shape[0], clusters, None)
+    return _cluster_sums(a, cl), _cluster_sums(b, cl), statistic
 
 
-def paired_bootstrap(
+def _swap_matrix(n_units: int, n_resamples: int, seed: int, max_exact: int):
+    """Every 0/1 swap assignment of ``n_units`` (exact) or ``n_resamples`` random ones."""
+    if 2 ** n_units <= max_exact:
+        grid = (np.arange(2 ** n_units)[:, None] >> np.arange(n_units)[None, :]) & 1
+        return grid.astype(float), True
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples must be >= 1 (>= 1000 recommended), got {n_resamples}")
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, 2, size=(n_resamples, n_units)).astype(float), False
+
+
+def paired_randomization(
     stat_a: np.ndarray,
     stat_b: np.ndarray,
     statistic: Statistic | None = None,
-    clusters: Sequence | None = None,
-    strata: Sequence | None = None,
+    units: Sequence | None = None,
     n_resamples: int = 1000,
     seed: int = 0,
     alpha: float = 0.05,
+    max_exact: int = 4096,
 ) -> PairedResult:
-    """A - B on the *same* resamples; two-sided p from the bootstrap distribution of A - B.
+    """A - B with a paired randomization test; its CI inverts the same test.
 
-    p = min(1, 2 * min(P(d* <= 0), P(d* >= 0))) with +1 smoothing, so p < alpha roughly
-    iff the percentile CI excludes 0 (the two answers never contradict each other).
+    Under H0 "A and B are exchangeable" each sampling *unit* (``units=None``: every item,
+    else a cluster id per item) may have its two systems' outputs swapped (Dror et al.,
+    2018: approximate randomization; at the cluster level a sign-flip test). With at most
+    ``max_exact`` assignments (2**units) all of them are enumerated (exact p); otherwise
+    ``n_resamples`` random ones (p with +1 smoothing). Works for any statistic of summed
+    sufficient statistics (corpus BLEU, macro F1, stratified means).
+
+    The interval is ``diff +- q`` with ``q`` the randomization critical value, so that
+    ``p <= alpha`` exactly when it excludes 0: CI and p never contradict. At the null it is
+    the test's acceptance region; under an effect the swap distribution also spreads with
+    the effect, so it is conservative (coverage measured in ``benchmarks/stats_calibration``).
+    With too few units for any p <= alpha (2 clusters: min p = 0.5) nothing is significant
+    and the interval is the whole randomization range.
     """
-    sa, sb, cs, statistic = _paired_sums(stat_a, stat_b, statistic, clusters, strata)
-    diffs = np.concatenate(
-        [statistic(c @ sa) - statistic(c @ sb) for c in _resample_counts(cs, n_resamples, seed)]
-    )
-    est_a = float(statistic(sa.sum(0)[None, :])[0])
-    est_b = float(statistic(sb.sum(0)[None, :])[0])
-    low, high = _percentile_ci(diffs, alpha)
-    tail = min((diffs <= 0).sum(), (diffs >= 0).sum())
-    p = min(1.0, max(2 * (tail + 1) / (n_resamples + 1), sign_flip_floor(sa.shape[0])))
-    return PairedResult(est_a - est_b, low, high, float(p), est_a, est_b)
-
-
-def sign_flip_floor(n_clusters: int) -> float:
-    """The smallest two-sided p any test at the cluster level can give: 2 / 2**n_clusters.
-
-    With few clusters the bootstrap distribution has few distinct values (2 clusters: 3
-    resamples), so a system worse on both of 2 questions would get p = 0.002. No test that
-    treats clusters as the sampled unit can be that sure; the p-value is floored here.
-    """
-    return min(1.0, 2.0 ** (1 - n_clusters))
-
-
-def approximate_randomization(
-    stat_a: np.ndarray,
-    stat_b: np.ndarray,
-    statistic: Statistic | None = None,
-    clusters: Sequence | None = None,
-    n_permutations: int = 1000,
-    seed: int = 0,
-) -> float:
-    """Two-sided p of A vs B by swapping the systems' outputs per cluster at random.
-
-    p = (#{|d*| >= |d|} + 1) / (n_permutations + 1). Tests "A and B are exchangeable",
-    with no distributional assumption; complements the bootstrap CI.
-    """
-    if n_permutations < 1:
-        raise ValueError(f"n_permutations must be >= 1 (>= 1000 recommended), got {n_permutations}")
-    sa, sb, _, statistic = _paired_sums(stat_a, stat_b, statistic, clusters, None)
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    sa, sb, statistic = _paired_sums(stat_a, stat_b, statistic, units)
     ta, tb = sa.sum(0), sb.sum(0)
-    observed = abs(float(statistic(ta[None, :])[0] - statistic(tb[None, :])[0]))
-    swap = np.random.default_rng(seed).integers(0, 2, size=(n_permutations, sa.shape[0]))
-    delta = swap @ (sb - sa)  # moving a swapped cluster's stats from A to B and back
-    d = np.abs(statistic(ta + delta) - statistic(tb - delta))
-    return float(((d >= observed - 1e-12).sum() + 1) / (n_permutations + 1))
+    est_a = float(statistic(ta[None, :])[0])
+    est_b = float(statistic(tb[None, :])[0])
+    diff = est_a - est_b
+    swap, exact = _swap_matrix(sa.shape[0], n_resamples, seed, max_exact)
+    null = np.empty(swap.shape[0])
+    for start in range(0, swap.shape[0], 1000):
+        delta = swap[start:start + 1000] @ (sb - sa)  # swapped units' stats change sides
+        null[start:start + 1000] = statistic(ta + delta) - statistic(tb - delta)
+    u = np.sort(np.abs(null))[::-1]
+    tol = 1e-12 * max(1.0, abs(diff))
+    extra = 0 if exact else 1  # Monte Carlo: the observed assignment counts once more
+    n = u.size + extra
+    p = float(min(1.0, ((u >= abs(diff) - tol).sum() + extra) / n))
+    k = int(np.floor(alpha * n + 1e-9)) - extra  # p <= alpha  <=>  #{u >= |d|} <= k
+    q = float(u[k]) if 0 <= k < u.size else float(u[0])
+    if p <= alpha:  # ties at the boundary: make the two answers agree exactly
+        q = min(q, abs(diff) * (1 - 1e-12))
+    else:
+        q = max(q, abs(diff))
+    return PairedResult(diff, diff - q, diff + q, p, est_a, est_b,
+                        method="exact randomization" if exact else "randomization",
+                        n_units=int(sa.shape[0]), mde=_mde(null, alpha, sa.shape[0], p_min(
+                            sa.shape[0], exact, u.size)))
+
+
+def p_min(n_units: int, exact: bool = True, n_resamples: int | None = None) -> float:
+    """The smallest two-sided p a swap test over ``n_units`` can give (2 / 2**n exact)."""
+    if exact:
+        return min(1.0, 2.0 / 2 ** n_units)
+    return 1.0 / ((n_resamples or 0) + 1)
+
+
+def _mde(null: np.ndarray, alpha: float, n_units: int, pmin: float,
+         power: float = 0.8) -> float:
+    """Smallest effect detected with ``power`` at two-sided ``alpha``: (t_a + t_b) * SE.
+
+    SE is the spread of the randomization distribution (the difference's standard error
+    under H0); t quantiles with n_units - 1 df. Infinite when no p can reach ``alpha``.
+    """
+    from scipy.stats import t
+
+    if pmin > alpha:
+        return float("inf")
+    se = float(np.sqrt(np.mean(null ** 2)))
+    df = max(n_units - 1, 1)
+    return float((t.ppf(1 - alpha / 2, df) + t.ppf(power, df)) * se)
+
+
+def cluster_t_interval(
+    values: Sequence[float],
+    clusters: Sequence,
+    strata: Sequence | None = None,
+    alpha: float = 0.05,
+) -> BootstrapResult:
+    """Mean over strata of the per-stratum item mean, with a t-interval over clusters.
+
+    The estimand is the population of *new clusters* (new questions, new papers): the
+    variance is the linearised (ratio-estimator) variance of each stratum's mean over its
+    clusters, ``k/(k-1) * sum(r_c**2)`` with ``r_c = (sum_c - mean * n_c) / N``, summed
+    over strata / n_strata**2, and the quantile is Student's t with sum(k_s - 1) df (5 for
+    five folds of two papers). Needs >= 2 clusters in every stratum. With equal cluster
+    sizes and one stratum this is the textbook t-interval of the cluster means.
+    """
+    from scipy.stats import t
+
+    v = np.asarray(values, dtype=float).ravel()
+    if v.size == 0 or np.isnan(v).any():
+        raise ValueError("cluster_t_interval: need non-empty values without NaN")
+    cl, cs = _groups(v.size, clusters, strata)
+    sums = np.bincount(cl, weights=v)
+    counts = np.bincount(cl).astype(float)
+    means, var, df = [], 0.0, 0
+    for s in np.unique(cs):
+        mine = cs == s
+        k = int(mine.sum())
+        if k < 2:
+            raise ValueError(f"cluster_t_interval: stratum {s} has {k} cluster(s); need >= 2")
+        n_s = counts[mine].sum()
+        m = sums[mine].sum() / n_s
+        r = (sums[mine] - m * counts[mine]) / n_s
+        means.append(m)
+        var += k / (k - 1) * float((r ** 2).sum())
+        df += k - 1
+    n_strata = len(means)
+    est = float(np.mean(means))
+    half = float(t.ppf(1 - alpha / 2, df) * np.sqrt(var) / n_strata)
+    return BootstrapResult(est, est - half, est + half, int(v.size), int(cs.size),
+                           0, method=f"cluster t ({df} df)")
+
+
+def holm(p_values: Sequence[float]) -> np.ndarray:
+    """Holm's step-down adjustment (family-wise error), order kept; NaN stays NaN."""
+    p = np.asarray(p_values, dtype=float)
+    out = np.full(p.shape, np.nan)
+    ok = np.flatnonzero(~np.isnan(p))
+    if ok.size == 0:
+        return out
+    order = ok[np.argsort(p[ok], kind="stable")]
+    m = order.size
+    adj = np.maximum.accumulate((m - np.arange(m)) * p[order])
+    out[order] = np.minimum(adj, 1.0)
+    return out
 
 
 # ---------------------------------------------------------------- ready-made statistics
@@ -344,103 +441,3 @@ def seed_fold_summary(
     return {"mean": float(per_fold.mean()), "std": float(per_fold.std(ddof=0)),
             "per_fold": per_fold.to_dict(), "n_folds": int(per_fold.size),
             "seed_std": float(per_seed.std(ddof=0)), "n_seeds": int(per_seed.size)}
-
-
-# ---------------------------------------------------------------- tidy-frame convenience
-BY = ("task", "dataset", "split", "system", "metric")
-
-
-def _seed_average(g: pd.DataFrame, item: str, value: str, cluster: str | None,
-                  strata: str | None) -> pd.DataFrame:
-    """One row per (item, fold): seeds averaged within a fold first."""
-    keys = [item] + ([strata] if strata else [])
-    agg = {value: (value, "mean")}
-    if cluster:
-        agg["_cluster"] = (cluster, "first")
-    return g.groupby(keys, dropna=False, sort=True).agg(**agg).reset_index()
-
-
-def _require(items: pd.DataFrame, cols: Sequence[str]) -> None:
-    missing = [c for c in cols if c not in items]
-    if missing:
-        raise ValueError(f"items frame lacks columns {missing}; has {list(items.columns)}")
-
-
-def _resolve(items: pd.DataFrame, cluster: str | None, strata: str | None):
-    cluster = cluster if cluster and cluster in items else None
-    strata = strata if strata and strata in items and items[strata].notna().any() else None
-    if strata and items[strata].isna().any():
-        raise ValueError(f"{strata!r}: some rows have a fold and others do not")
-    return cluster, strata
-
-
-def _stats(df: pd.DataFrame, value: str, strata: str | None):
-    if strata:
-        return stratum_mean_stat(df[value].to_numpy(), df[strata].tolist())
-    return mean_stat(df[value].to_numpy())
-
-
-def ci_table(items: pd.DataFrame, by: Sequence[str] = BY, value: str = "value",
-             item: str = "item", cluster: str | None = "cluster", strata: str | None = "fold",
-             n_resamples: int = 1000, seed: int = 0, alpha: float = 0.05) -> pd.DataFrame:
-    """Headline mean + cluster-bootstrap CI per group of an items.jsonl-style frame.
-
-    Seeds are averaged per (item, fold) first; with folds present (``strata``), the mean is
-    the mean over folds of the per-fold mean and folds are resampled separately.
-    """
-    if items.empty:
-        raise ValueError("ci_table: empty items frame")
-    cluster, strata = _resolve(items, cluster, strata)
-    _require(items, [*by, item, value])
-    rows = []
-    for key, g in items.groupby(list(by), dropna=False, sort=True):
-        df = _seed_average(g, item, value, cluster, strata)
-        st, fn = _stats(df, value, strata)
-        res = cluster_bootstrap(st, fn, df["_cluster"].tolist() if cluster else None,
-                                df[strata].tolist() if strata else None,
-                                n_resamples, seed, alpha)
-        rows.append({**dict(zip(by, key, strict=True)), "mean": res.estimate,
-                     "ci_low": res.low, "ci_high": res.high,
-                     "n_items": res.n_items, "n_clusters": res.n_clusters})
-    return pd.DataFrame(rows)
-
-
-def paired_table(items: pd.DataFrame, reference_system: str,
-                 by: Sequence[str] = ("task", "dataset", "split", "metric"),
-                 system: str = "system", value: str = "value", item: str = "item",
-                 cluster: str | None = "cluster", strata: str | None = "fold",
-                 n_resamples: int = 1000, seed: int = 0, alpha: float = 0.05) -> pd.DataFrame:
-    """Each system minus ``reference_system`` on the items both scored (paired bootstrap).
-
-    Groups without the reference system are skipped. Items are inner-joined on (item, fold).
-    """
-    if items.empty:
-        raise ValueError("paired_table: empty items frame")
-    cluster, strata = _resolve(items, cluster, strata)
-    _require(items, [*by, system, item, value])
-    keys = [item] + ([strata] if strata else [])
-    rows = []
-    for key, g in items.groupby(list(by), dropna=False, sort=True):
-        ref = g[g[system] == reference_system]
-        if ref.empty:
-            continue
-        ref = _seed_average(ref, item, value, cluster, strata)
-        for name, other in g[g[system] != reference_system].groupby(system, sort=True):
-            df = ref.merge(_seed_average(other, item, value, cluster, strata), on=keys,
-                           suffixes=("_ref", ""))
-            if df.empty:
-                continue
-            if cluster and (df["_cluster"] != df["_cluster_ref"]).any():
-                raise ValueError(f"paired_table: {name!r} and the reference disagree on clusters")
-            a, fn = _stats(df, value, strata)
-            b, _ = _stats(df, value + "_ref", strata)
-            res = paired_bootstrap(a, b, fn, df["_cluster"].tolist() if cluster else None,
-                                   df[strata].tolist() if strata else None,
-                                   n_resamples, seed, alpha)
-            rows.append({**dict(zip(by, key, strict=True)), system: name,
-                         "reference": reference_system, "diff": res.diff, "ci_low": res.low,
-                         "ci_high": res.high, "p_value": res.p_value,
-                         "estimate": res.estimate_a, "estimate_ref": res.estimate_b,
-                         "n_items": len(df),
-                         "n_clusters": df["_cluster"].nunique() if cluster else len(df)})
-    return pd.DataFrame(rows)

@@ -11,6 +11,7 @@ import pytest
 from fakes import fake_embed
 from threadpoolctl import threadpool_limits
 
+from saf_utils import protocol as P
 from saf_utils.argscichat import dialogue as A
 from saf_utils.argscichat import evaluation as EV
 from saf_utils.argscichat import experiments as X
@@ -148,30 +149,41 @@ def test_no_history_features_drop_exactly_the_gold_history():
     assert "sbert_prev_reply" in FS.NO_HISTORY_FEATURES
 
 
-def test_evaluation_tables_choice_and_records(tmp_path, run):
+def test_evaluation_choices_tables_and_records(tmp_path, run):
     items = EV.fact_f1_items(run.predictions)
     assert set(items.split) == {"val", "test"} and items.value.notna().all()
     assert (items.cluster == run.predictions.set_index("pair_id").paper_id
             .groupby(level=0).first().reindex(items.item).to_numpy()).all()
     roles = X.roles(list(dict.fromkeys(run.predictions.system)))
-    chosen, v = EV.choose_on_val(items, roles)
-    assert roles[chosen] in ("baseline", "system")
-    val = EV.mean_over_folds(items, "val")
-    assert v == pytest.approx(val[[s for s in roles if roles[s] != "oracle"]].max())
-    base, _ = EV.choose_on_val(items, roles, allowed=("baseline",))
-    assert roles[base] == "baseline"
-    table = EV.summary_table(items, roles, base, n_resamples=50)
-    assert {"test", "ci_low", "ci_high", "val", f"diff vs {base}", "p"} <= set(table.columns)
-    assert (table.ci_low <= table.test + 1e-12).all()
-    assert (table.test <= table.ci_high + 1e-12).all()
+    an = EV.analyse(items, roles, {"ranker_no_history": "ranker"})
+    # one choice per fold, each among baselines and systems; the reference among baselines
+    assert set(an.chosen.per_fold) == {0, 1}
+    assert all(roles[s] in ("baseline", "system") for s in an.chosen.per_fold.values())
+    assert all(roles[s] == "baseline" for s in an.baseline.per_fold.values())
+    for f, s in an.chosen.per_fold.items():
+        val = items[(items.split == "val") & (items.fold == f)
+                    & (items.system.map(roles) != "oracle")]
+        per_sys = val.groupby(["system", "item"]).value.mean().groupby(level=0).mean()
+        assert per_sys[s] == pytest.approx(per_sys.max())
+    # the composite's fold f part is the system chosen on fold f
+    comp = an.items[(an.items.system == EV.CHOSEN) & (an.items.split == "test")]
+    for f, s in an.chosen.per_fold.items():
+        src = items[(items.system == s) & (items.fold == f) & (items.split == "test")]
+        assert sorted(comp[comp.fold == f].value) == sorted(src.value)
+    table = EV.summary_table(an, ["ranker"])
+    assert {"test", "ci_low", "ci_high", "val", f"minus {EV.BASELINE}", "p", "p_adj",
+            "inputs"} <= set(table.columns)
+    assert table.loc["ranker", "inputs"] == EV.GOLD_HISTORY_NOTE
     # official aggregation: mean over folds of the per-fold mean (random: seeds first)
     fm = items[(items.system == "random") & (items.split == "test")]
     per_fold = fm.groupby(["fold", "item"]).value.mean().groupby(level=0).mean()
     assert table.loc["random", "test"] == pytest.approx(per_fold.mean())
-    meta, per_fold_choice = EV.per_fold_choice(items, roles)
-    assert set(per_fold_choice) == {0, 1} and set(meta.system) == {"val_chosen_per_fold"}
-    abl = EV.ablation_table(items, {"ranker_no_history": "ranker"}, n_resamples=50)
-    assert list(abl.system) == ["ranker_no_history"] and (abl.reference == "ranker").all()
+    assert an.comparisons.primary.sum() == 1
+    p = an.primary()
+    assert (p.system, p.reference, p.split) == (EV.CHOSEN, EV.BASELINE, "test")
+    abl = an.comparisons[an.comparisons.system == "ranker_no_history"]
+    assert "ranker" in set(abl.reference)
+    assert len(EV.conclusions(an)) >= 2
 
     class Rec:
         def __init__(self):
@@ -184,44 +196,55 @@ def test_evaluation_tables_choice_and_records(tmp_path, run):
             self.items = frame
 
     rec = Rec()
-    EV.record(rec, items, roles, (chosen, v), (base, 0.0), run.tuning, abl, n_resamples=50)
+    EV.record(rec, an, run.tuning, ["ranker"])
     kinds = [kw.get("kind", "result") for _, kw in rec.rows]
     assert {"result", "analysis", "tuning"} <= set(kinds)
     headline = [(a, kw) for a, kw in rec.rows if kw.get("kind", "result") == "result"
                 and kw.get("fold") is None]
-    assert all(kw["ci_low"] is not None and kw.get("seed") is None for _, kw in headline)
+    assert all(kw.get("seed") is None and kw["estimand"] for _, kw in headline)
     # deterministic systems once per fold (seed None); random once per fold and seed
     tfidf = [kw for a, kw in rec.rows if a[3] == "tfidf" and kw.get("fold") is not None
              and kw.get("kind", "result") == "result"]
     assert all(kw["seed"] is None for kw in tfidf) and len(tfidf) == 4  # 2 folds x val/test
-    chosen_rec = [a for a, kw in rec.rows if kw.get("subset") == "chosen"]
-    assert chosen_rec[0][3] == chosen
+    chosen_rec = {kw.get("fold"): a[3] for a, kw in rec.rows if kw.get("subset") == "chosen"}
+    assert chosen_rec == {**an.chosen.per_fold, None: EV.CHOSEN}
+    assert any(kw.get("subset", "").startswith("primary p vs") for _, kw in rec.rows)
     assert list(rec.items.columns) == list(EV.ITEM_COLUMNS)
 
 
+def test_a_fold_choice_ignores_other_folds_val(run):
+    """Perturbing fold 1's val items never changes fold 0's choice (no pooled val)."""
+    items = EV.fact_f1_items(run.predictions)
+    roles = X.roles(list(dict.fromkeys(run.predictions.system)))
+    before = EV.analyse(items, roles).chosen.per_fold
+    for system in set(items.system):
+        bumped = items.copy()
+        mask = (bumped.fold == 1) & (bumped.split == "val") & (bumped.system == system)
+        bumped.loc[mask, "value"] = 1.0
+        after = EV.analyse(bumped, roles).chosen.per_fold
+        assert after[0] == before[0]
+
+
 def test_a_val_paper_of_two_folds_is_two_clusters():
-    """Real folds reuse val papers; the bootstrap must not see one cluster in two strata."""
+    """Real folds reuse val papers; the design must not see one cluster in two strata."""
     rows = [{"split": "val", "system": s, "fold": f, "pair_id": f"{f}_{i}", "paper_id": "P",
              "seed": None, "fact_f1": v, "role": "baseline"}
             for s, v in (("a", 0.5), ("b", 0.25)) for f in (0, 1) for i in range(3)]
     items = EV.fact_f1_items(pd.DataFrame(rows), splits=("val",))
-    head = EV.headline_table(items, "val", n_resamples=20)
-    assert head.set_index("system").loc["a", "mean"] == pytest.approx(0.5)
-    assert EV.paired_vs(items, "b", "val", n_resamples=20).iloc[0]["diff"] == pytest.approx(0.25)
+    head = P.headline_table(items, EV.DESIGN).set_index("system")
+    assert head.loc["a", "mean"] == pytest.approx(0.5)
+    assert head.loc["a", "n_units"] == 2  # "0:P" and "1:P"
+    diff = P.paired_table(items, "b", EV.DESIGN).iloc[0]
+    assert diff["diff"] == pytest.approx(0.25) and diff.n_units == 2
 
 
-def test_chosen_file_roundtrip(tmp_path, run):
-    A.write_predictions(run.predictions.to_dict("records"), tmp_path / A.PREDICTIONS_FILE)
-    with pytest.raises(FileNotFoundError, match="03_fact_selection"):
-        X.read_chosen(tmp_path)
-    X.write_chosen(tmp_path, {"system": "ranker", "val_fact_f1": 0.5})
-    assert X.read_chosen(tmp_path)["system"] == "ranker"
-    got = X.chosen_predictions(tmp_path)
-    assert set(got.system) == {"ranker"} and len(got) == (run.predictions.system == "ranker").sum()
-    lookup = A.selection_lookup(got)
-    assert all(len(v) == 2 for v in lookup.values())
-    with pytest.raises(ValueError, match="system"):
-        X.write_chosen(tmp_path, {"val": 1})
+def test_chosen_file_roundtrip(tmp_path):
+    with pytest.raises(ValueError, match="per_fold"):
+        X.write_chosen(tmp_path, {"system": "ranker"})
+    X.write_chosen(tmp_path, {"per_fold": {0: "ranker", 1: "tfidf"}})
+    assert A.chosen_selector(tmp_path, None, [0, 1]) == {0: "ranker", 1: "tfidf"}
+    with pytest.raises(ValueError, match="fold"):
+        A.chosen_selector(tmp_path, None, [0, 2])
 
 
 def test_data_overview_counts_skipped(ctx):

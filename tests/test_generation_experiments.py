@@ -208,32 +208,35 @@ def test_score_predictions_layout_and_empty_output() -> None:
 
 def test_choice_on_val_ignores_oracles_and_probes() -> None:
     items = GE.score_predictions(predictions(), splits=("val", "test"))
-    choice = GE.choose_on_val(items, "content_f1")
-    assert set(choice.system) == {"constant_frequent", "copy_selected", "seq2seq"}
-    assert choice[choice.chosen].system.tolist() == ["copy_selected", "copy_selected"]
-    comp = GE.val_chosen_items(items, choice)
-    assert set(comp.system) == {"val_chosen"} and set(comp.split) == {"test"}
-    assert comp.role.iloc[0] == "baseline" and len(comp) == 2 * 4 * 3
+    an = GE.analyse(items, "content_f1")
+    assert set(an.choice.table.system) == {"constant_frequent", "copy_selected", "seq2seq"}
+    assert an.choice.per_fold == {0: "copy_selected", 1: "copy_selected"}
+    comp = an.test_items[an.test_items.system == GE.CHOSEN]
+    assert set(comp.split) == {"test"} and comp.role.iloc[0] == "baseline"
+    assert len(comp) == 2 * 4 * 3
 
 
-def test_headline_ci_and_difference_to_the_floor() -> None:
-    items = GE.score_predictions(predictions(), splits=("test",))
-    head = GE.headline_table(items, n_resamples=200)
+def test_headline_and_difference_to_the_floor() -> None:
+    items = GE.score_predictions(predictions(), splits=("val", "test"))
+    an = GE.analyse(items, "content_f1")
+    head = an.headline
     row = head[(head.system == "copy_gold") & (head.metric == "content_f1")].iloc[0]
     assert row["mean"] == pytest.approx(1.0) and row.role == "oracle"
-    assert row.ci_low == pytest.approx(1.0) and row["diff"] == pytest.approx(1.0)
-    floor = head[(head.system == "constant_frequent")]
-    assert floor["diff"].isna().all()  # the floor has no difference to itself
     s2s = head[(head.system == "seq2seq") & (head.metric == "message_f1")].iloc[0]
     # seeds averaged per item first: item 0 of each fold is (0 + F1("parody", gold)) / 2
     f1 = 2 * (1 / 1) * (1 / 6) / (1 + 1 / 6)
     assert s2s["mean"] == pytest.approx((f1 / 2 + 3 * f1) / 4)
-    wins = GE.beats_floor(head, ["content_f1", "message_f1"])
-    assert set(wins.system) == {"copy_selected", "seq2seq"}  # not the oracle
-    # its CIs lie above the floor, but 4 papers allow no p below 2 / 2**4: not significant
-    copy = head[(head.system == "copy_selected") & (head.metric == "content_f1")].iloc[0]
-    assert copy.diff_low > 0 and copy.p_value == pytest.approx(0.125)
-    assert not wins.set_index("system").beats_floor["copy_selected"]
+    c = an.comparisons
+    assert GE.FLOOR not in set(c.system) and set(c.reference) == {GE.FLOOR}
+    primary = c[c.primary].iloc[0]
+    assert (primary.system, primary.metric) == (GE.CHOSEN, "content_f1")
+    # 4 test papers in 2 folds: an exact sign flip over 16 assignments, min p = 2/16
+    copy = c[(c.system == "copy_selected") & (c.metric == "content_f1")].iloc[0]
+    assert copy["diff"] > 0 and copy.p_value == pytest.approx(0.125)
+    assert copy.method == "exact randomization" and copy.n_units == 4
+    assert copy.ci_low <= 0  # consistent with p > 0.05
+    text = GE.conclusions(an)
+    assert text[0].startswith("Primary comparison") and "not distinguishable" in text[0]
 
 
 # --------------------------------------------------------------------------- analysis helpers
@@ -243,12 +246,13 @@ def test_chosen_selector_reads_03s_choice_or_falls_back(tmp_path) -> None:
         A.chosen_selector(tmp_path, None, [0])
     assert A.chosen_selector(tmp_path, "bm25", [0, 1]) == {0: "bm25", 1: "bm25"}
     rec = {"task": A.SELECTION_TASK, "kind": "tuning", "subset": "chosen", "fold": None,
-           "system": "ranker"}
+           "system": "val_chosen"}
     pd.DataFrame([rec, {**rec, "fold": 1, "system": "tfidf"}]).to_json(
         tmp_path / A.RECORDS_FILE, orient="records", lines=True)
-    assert A.chosen_selector(tmp_path, "bm25", [0, 1]) == {0: "ranker", 1: "tfidf"}
-    (tmp_path / A.CHOSEN_FILE).write_text('{"system": "sbert"}')
-    assert A.chosen_selector(tmp_path, "bm25", [0, 1]) == {0: "sbert", 1: "sbert"}
+    # per-fold records only: the fold-less composite record is never a selector
+    assert A.chosen_selector(tmp_path, "bm25", [0, 1]) == {0: "bm25", 1: "tfidf"}
+    (tmp_path / A.CHOSEN_FILE).write_text('{"per_fold": {"0": "sbert", "1": "first"}}')
+    assert A.chosen_selector(tmp_path, "bm25", [0, 1]) == {0: "sbert", 1: "first"}
 
 
 def test_generation_error_frame_joins_scores_and_flags_copies() -> None:

@@ -392,32 +392,39 @@ def test_corpus_stat_matches_point_metric(metric):
     assert float(fn(mat.sum(0)[None])[0]) == pytest.approx(point)
 
 
+def _designs(p):
+    return {s: evaluation.design_for(g.question.nunique(), n_resamples=200)
+            for s, g in p.groupby("split")}
+
+
 def test_headline_table_estimates_seed_means_and_cis():
     p = evaluation.collapse_identical_seeds(_two_systems(seeds=(1, 2)))
     items = evaluation.item_scores(p, embedding_metrics=False)
-    h = evaluation.headline_table(p, items, ("accuracy", "macro_f1", "sacrebleu"),
-                                  n_resamples=200)
+    h = evaluation.headline_table(p, items, _designs(p), ("accuracy", "macro_f1", "sacrebleu"))
     per_seed = evaluation.per_seed_table(p, items, ("accuracy", "macro_f1", "sacrebleu"))
     for r in h.itertuples():
         seeds = per_seed[(per_seed.system == r.system) & (per_seed.metric == r.metric)]
         assert r.mean == pytest.approx(seeds.value.mean())  # seeds averaged first
         assert r.seed_std == pytest.approx(np.std(seeds.value, ddof=0))
-        assert r.ci_low <= r.mean <= r.ci_high and r.n_clusters == 3 and r.n_seeds == 2
-    items_ci = evaluation.headline_table(p, items, ("accuracy",), clustered=False,
-                                         n_resamples=200)
-    assert (items_ci.n_clusters == 18).all() and items_ci.ci.str.contains("items").all()
+        assert r.ci_low <= r.mean <= r.ci_high and r.n_units == 18 and r.n_seeds == 2
+        assert "these 3 questions" in r.estimand  # 3 < FEW_QUESTIONS: conditional label
+    nq = evaluation.new_questions_table(items, ["test_unseen_answers"], ("accuracy",))
+    assert (nq.n_units == 3).all() and nq.method.str.startswith("cluster t").all()
+    assert (nq.estimand == evaluation.QUESTIONS.estimand).all()
 
 
 def test_paired_table_against_reference():
     p = evaluation.collapse_identical_seeds(_two_systems(seeds=(1, 2)))
     items = evaluation.item_scores(p, embedding_metrics=False)
-    h = evaluation.headline_table(p, items, ("accuracy", "macro_f1"), n_resamples=200)
-    d = evaluation.paired_table(p, items, "ref", ("accuracy", "macro_f1"), n_resamples=200)
+    designs = _designs(p)
+    h = evaluation.headline_table(p, items, designs, ("accuracy", "macro_f1"))
+    d = evaluation.paired_table(p, items, "ref", designs, ("accuracy", "macro_f1"))
     assert set(d.system) == {"sys"} and set(d.metric) == {"accuracy", "macro_f1"}
     for r in d.itertuples():
         est = h.set_index(["system", "metric"])["mean"]
         assert r.diff == pytest.approx(est["sys", r.metric] - est["ref", r.metric])
         assert r.ci_low <= r.diff <= r.ci_high and 0 < r.p_value <= 1
+        assert (r.p_value <= 0.05) == (r.ci_low > 0 or r.ci_high < 0)  # never contradict
     wide = evaluation.wide_table(d, "test_unseen_answers", value="diff")
     assert "p=" in wide.loc["sys", "accuracy"]
 
@@ -426,6 +433,7 @@ def test_per_question_table_and_ids():
     items = evaluation.item_scores(_preds(), embedding_metrics=False)
     pq = evaluation.per_question_table(items, ("accuracy",), n_resamples=100)
     assert set(pq.question_id) == {"q01", "q02"} and (pq.n_items == 3).all()
+    assert (pq.estimand == "new answers to this question").all()
     assert evaluation.question_ids(["b", "a", "b"]) == {"a": "q01", "b": "q02"}
 
 

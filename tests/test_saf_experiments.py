@@ -69,13 +69,19 @@ def test_experiments_end_to_end_on_fixtures(source, tmp_path):
     ev = E.evaluate(preds, embedding_metrics=False, n_resamples=100)
     assert ev.reference in ("majority", "nearest_neighbour")
     assert E.role_of(ev.chosen) in ("baseline", "system")
-    assert "test_unseen_questions" in ev.few_question_splits and len(ev.item_level)
+    assert "test_unseen_questions" in ev.few_question_splits and len(ev.per_question)
+    assert "conditional" in ev.designs["test_unseen_questions"].estimand
     h = ev.headline
     assert {"accuracy", "macro_f1", "weighted_f1", "mse", "sacrebleu", "chrf", "rouge2",
             "meteor"} <= set(h.metric)
     assert (h.ci_low <= h["mean"] + 1e-9).all() and (h["mean"] <= h.ci_high + 1e-9).all()
-    assert set(ev.paired.reference) == {ev.reference}
-    assert ev.reference not in set(ev.paired.system)
+    c = ev.comparisons
+    assert set(c.split) <= {"test_unseen_answers", "test_unseen_questions"}
+    vs_ref = c[c.reference == ev.reference]
+    assert len(vs_ref) and ev.reference not in set(vs_ref.system)
+    assert c.primary.sum() == (ev.chosen != ev.reference)
+    assert (c.p_adj >= c.p_value - 1e-12).all()  # Holm never lowers a p
+    assert E.conclusions(ev)
 
     rec = Recorder("02_baseline_finetuning", tmp_path)
     n = E.record(rec, ev, data.dataset, tuning, cv)
@@ -83,6 +89,7 @@ def test_experiments_end_to_end_on_fixtures(source, tmp_path):
     assert len(recs) == n
     head = recs[(recs.kind == "result") & recs.seed.isna()]
     assert head.ci_low.notna().all() and head.role.notna().all()
+    assert head.estimand.notna().all() and head.method.notna().all()
     chosen = recs[(recs.kind == "tuning") & (recs.subset == "chosen")]
     assert chosen.split.tolist() == ["validation"] and chosen.system.tolist() == [ev.chosen]
     assert not recs.metric.str.contains(r"_q\d|accuracy_").any()  # no groupings in names

@@ -63,9 +63,8 @@ def test_stratum_mean_is_official_fold_aggregation():
 def test_identical_systems_diff_zero_p_one():
     x = np.random.default_rng(0).random(100)
     clusters = np.arange(100) // 4
-    res = S.paired_bootstrap(x, x, clusters=clusters)
-    assert (res.diff, res.low, res.high, res.p_value) == (0.0, 0.0, 0.0, 1.0)
-    assert S.approximate_randomization(x, x, clusters=clusters) == 1.0
+    res = S.paired_randomization(x, x, units=clusters)
+    assert (res.diff, res.p_value) == (0.0, 1.0) and res.low <= 0 <= res.high
 
 
 def test_consistently_better_system_is_significant():
@@ -73,12 +72,72 @@ def test_consistently_better_system_is_significant():
     clusters = np.repeat(np.arange(30), 5)
     b = rng.random(clusters.size)
     a = b + 0.05 + 0.01 * rng.random(clusters.size)
-    res = S.paired_bootstrap(a, b, clusters=clusters)
+    res = S.paired_randomization(a, b, units=clusters)
     assert res.p_value < 0.01 and res.low > 0 and res.diff == pytest.approx(np.mean(a - b))
     assert res.estimate_a == pytest.approx(a.mean()) and res.estimate_b == pytest.approx(b.mean())
-    assert S.approximate_randomization(a, b, clusters=clusters) < 0.01
-    worse = S.paired_bootstrap(b, a, clusters=clusters)
+    assert res.method == "randomization"  # 2**30 assignments: Monte Carlo
+    worse = S.paired_randomization(b, a, units=clusters)
     assert worse.high < 0 and worse.p_value < 0.01
+
+
+def test_sign_flip_is_exact_and_matches_enumeration():
+    """6 clusters: all 64 sign assignments; p by hand, and CI consistent with p."""
+    d = np.array([0.3, 0.1, 0.2, -0.05, 0.15, 0.25])
+    res = S.paired_randomization(d, np.zeros(6), units=np.arange(6))
+    assert res.method == "exact randomization" and res.n_units == 6
+    signs = np.array([[1 - 2 * ((k >> j) & 1) for j in range(6)] for k in range(64)])
+    null = np.abs(signs @ d) / 6
+    assert res.p_value == pytest.approx(np.mean(null >= abs(d.mean()) - 1e-12))
+    assert (res.p_value <= 0.05) == (res.low > 0)
+    assert S.paired_randomization(d, np.zeros(6), units=np.arange(6), n_resamples=7,
+                                  seed=9) == res  # exact: no randomness
+
+
+def test_two_clusters_can_never_be_significant():
+    """The smallest p of a swap test over 2 clusters is 0.5: the CI must agree."""
+    a, b = np.zeros(4), np.ones(4)
+    res = S.paired_randomization(a, b, units=["q1", "q1", "q2", "q2"])
+    assert res.p_value == pytest.approx(1.0) or res.p_value >= 0.5
+    assert res.low <= 0 <= res.high and np.isinf(res.mde)
+    assert S.p_min(2) == 0.5 and S.p_min(10) == pytest.approx(2 / 1024)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_ci_and_p_never_contradict(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(3, 40))
+    units = rng.integers(0, max(2, n // 3), n)
+    a, b = rng.random(n), rng.random(n) + rng.normal(0, 0.2)
+    for u in (None, units):
+        r = S.paired_randomization(a, b, units=u, n_resamples=300, seed=seed)
+        assert (r.p_value <= 0.05) == (r.low > 0 or r.high < 0)
+        assert r.low <= r.diff <= r.high
+
+
+def test_cluster_t_interval_is_the_textbook_t_for_equal_clusters():
+    from scipy import stats as st
+
+    rng = np.random.default_rng(3)
+    v = rng.random(60)
+    cl = np.arange(60) // 10
+    res = S.cluster_t_interval(v, cl)
+    means = v.reshape(6, 10).mean(1)
+    lo, hi = st.t.interval(0.95, 5, loc=means.mean(), scale=st.sem(means))
+    assert (res.low, res.high) == (pytest.approx(lo), pytest.approx(hi))
+    assert res.method == "cluster t (5 df)" and res.n_clusters == 6
+    strat = S.cluster_t_interval(v, cl, strata=cl // 2)  # 3 strata of 2: 3 df
+    assert strat.method == "cluster t (3 df)"
+    assert strat.estimate == pytest.approx(np.mean([means[2 * k:2 * k + 2].mean()
+                                                    for k in range(3)]))
+    with pytest.raises(ValueError, match="need >= 2"):
+        S.cluster_t_interval(v, cl, strata=cl)
+
+
+def test_holm_matches_hand_computation():
+    adj = S.holm([0.01, 0.04, 0.03, np.nan, 0.5])
+    assert adj[:3] == pytest.approx([0.04, 0.09, 0.09]) and np.isnan(adj[3])
+    assert adj[4] == pytest.approx(0.5)
+    assert S.holm([0.9, 0.8]).tolist() == [1.0, 1.0]  # 2 * 0.8 capped at 1
 
 
 def test_macro_f1_and_accuracy_match_sklearn():
@@ -123,8 +182,7 @@ def test_seeded_results_are_reproducible():
     assert S.cluster_bootstrap(x, clusters=c, seed=5) == S.cluster_bootstrap(x, clusters=c, seed=5)
     assert S.cluster_bootstrap(x, clusters=c, seed=5) != S.cluster_bootstrap(x, clusters=c, seed=6)
     y = x + 0.01
-    assert S.paired_bootstrap(y, x, clusters=c, seed=1) == S.paired_bootstrap(y, x, clusters=c,
-                                                                              seed=1)
+    assert S.paired_randomization(y, x, seed=1) == S.paired_randomization(y, x, seed=1)
 
 
 @pytest.mark.parametrize("call, message", [
@@ -135,10 +193,10 @@ def test_seeded_results_are_reproducible():
      "nested in strata"),
     (lambda: S.cluster_bootstrap(np.ones(2), clusters=[1, None]), "missing"),
     (lambda: S.mean_stat([1.0, np.nan]), "NaN"),
-    (lambda: S.paired_bootstrap(np.ones(3), np.ones(4)), "paired"),
+    (lambda: S.paired_randomization(np.ones(3), np.ones(4)), "paired"),
+    (lambda: S.paired_randomization(np.ones(3), np.ones(3), alpha=5), "alpha"),
     (lambda: S.macro_f1_stat(["a"], ["z"], ["a", "b"]), "labels outside"),
     (lambda: S.bleu_stat(["a"], []), "parallel"),
-    (lambda: S.ci_table(pd.DataFrame({"value": [1.0]})), "lacks columns"),
     (lambda: S.fold_summary({}), "no folds"),
 ])
 def test_bad_input_raises_clear_value_error(call, message):
@@ -146,56 +204,16 @@ def test_bad_input_raises_clear_value_error(call, message):
         call()
 
 
-def _items() -> pd.DataFrame:
-    # fold 0: 2 items, fold 1: 4 items; seed 1 is better than seed 0 by 0.2 everywhere.
+def test_seed_fold_summary():
     rows = []
     for fold, n in ((0, 2), (1, 4)):
         for i in range(n):
             for seed in (0, 1):
                 base = 0.2 if fold == 0 else 0.8
-                rows.append({"task": "t", "dataset": "d", "split": "test", "system": "s",
-                             "metric": "m", "item": f"{fold}-{i}", "cluster": f"p{fold}{i // 2}",
-                             "fold": fold, "seed": seed, "value": base + 0.2 * seed + 0.01 * i})
-    return pd.DataFrame(rows)
-
-
-def test_ci_table_averages_seeds_within_fold_then_folds():
-    items = _items()
-    table = S.ci_table(items)
-    row = table.iloc[0]
-    per_fold = [items[items.fold == f].groupby("seed").value.mean().mean() for f in (0, 1)]
-    assert row["mean"] == pytest.approx(np.mean(per_fold))
-    assert row["mean"] == pytest.approx(S.seed_fold_summary(items)["mean"])
-    assert row["mean"] != pytest.approx(items.value.mean())  # pooling weighs folds by size
-    assert (row.n_items, row.n_clusters) == (6, 3)
-    assert row.ci_low <= row["mean"] <= row.ci_high
-    pooled = S.ci_table(items, strata=None).iloc[0]
-    assert pooled["mean"] == pytest.approx(items.value.mean())
-
-
-def test_paired_table_and_seed_fold_summary():
-    a = _items()
-    b = a.assign(system="ref", value=a.value - 0.1)
-    table = S.paired_table(pd.concat([a, b]), reference_system="ref")
-    assert len(table) == 1
-    row = table.iloc[0]
-    assert row.system == "s" and row["diff"] == pytest.approx(0.1)
-    # 3 clusters: no cluster-level test can go below 2 / 2**3
-    assert row.ci_low == pytest.approx(0.1) and row.p_value == pytest.approx(0.25)
-
-    summary = S.seed_fold_summary(a)
+                rows.append({"fold": fold, "seed": seed, "value": base + 0.2 * seed + 0.01 * i})
+    summary = S.seed_fold_summary(pd.DataFrame(rows))
     fold_means = [0.2 + 0.1 + 0.005, 0.8 + 0.1 + 0.015]
     assert summary["mean"] == pytest.approx(np.mean(fold_means))
     assert summary["std"] == pytest.approx(np.std(fold_means))  # population std
     assert summary["seed_std"] == pytest.approx(0.1)
     assert (summary["n_folds"], summary["n_seeds"]) == (2, 2)
-
-
-def test_paired_p_is_floored_by_the_number_of_clusters() -> None:
-    # A worse than B on both of 2 clusters: the bootstrap alone would say p = 2/1001.
-    a = np.array([0.0, 0.0, 0.0, 0.0])
-    b = np.array([1.0, 1.0, 1.0, 1.0])
-    res = S.paired_bootstrap(a, b, clusters=["q1", "q1", "q2", "q2"])
-    assert res.p_value == pytest.approx(0.5)
-    many = S.paired_bootstrap(np.zeros(40), np.ones(40), clusters=np.arange(40) // 2)
-    assert many.p_value == pytest.approx(2 / 1001)

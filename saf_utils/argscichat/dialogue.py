@@ -176,39 +176,39 @@ def read_generations(folder: str | os.PathLike) -> pd.DataFrame:
 
 def chosen_selector(folder: str | os.PathLike, fallback: str | None = None,
                     folds: Sequence[int] = ()) -> dict[int, str]:
-    """fold -> the fact selector 03 chose on val.
+    """fold -> the fact selector 03 chose on that fold's val.
 
-    03 writes its val-chosen selector to ``chosen.json`` (``{"system": ...}``, optionally
-    ``"per_fold": {fold: system}``) and as a record ``kind="tuning", subset="chosen"`` (per
-    fold when ``fold`` is set, else one for all folds); ``chosen.json`` wins. Without either,
-    ``fallback`` names the system for every fold (an error if it is None too).
+    03 writes its per-fold choices to ``chosen.json`` (``{"per_fold": {fold: system}}``)
+    and as records ``kind="tuning", subset="chosen"`` with ``fold`` set; ``chosen.json``
+    wins. Without either, ``fallback`` names the system for every fold (an error if it is
+    None too). A fold missing from a ``chosen.json`` is an error, never another fold's pick.
     """
     chosen_file = Path(folder) / CHOSEN_FILE
     if chosen_file.is_file():
-        chosen = json.loads(chosen_file.read_text(encoding="utf-8"))
-        per_fold = {int(k): str(v) for k, v in (chosen.get("per_fold") or {}).items()}
-        if "system" in chosen or per_fold:
-            return {int(f): per_fold.get(int(f), chosen.get("system")) for f in folds}
+        per_fold = {int(k): str(v) for k, v in
+                    (json.loads(chosen_file.read_text(encoding="utf-8")).get("per_fold")
+                     or {}).items()}
+        missing = [int(f) for f in folds if int(f) not in per_fold]
+        if per_fold and missing:
+            raise ValueError(f"{CHOSEN_FILE}: no chosen selector for fold(s) {missing}")
+        if per_fold:
+            return {int(f): per_fold[int(f)] for f in folds}
     recs = read_records(folder, "03_fact_selection") if (Path(folder) / RECORDS_FILE).is_file() \
         else pd.DataFrame()
-    if {"kind", "subset"} <= set(recs.columns):
+    if {"kind", "subset", "fold"} <= set(recs.columns):
         recs = recs[(recs.kind == "tuning") & (recs.subset == "chosen")
-                    & (recs.task == SELECTION_TASK)]
+                    & (recs.task == SELECTION_TASK) & recs.fold.notna()]
     else:
         recs = pd.DataFrame()
     out: dict[int, str] = {}
-    if not recs.empty:
-        overall = recs[recs.fold.isna()]
-        for f in folds:
-            mine = recs[recs.fold == f]
-            pick = mine if not mine.empty else overall
-            if not pick.empty:
-                out[int(f)] = str(pick.system.iloc[-1])
     for f in folds:
-        if int(f) not in out:
-            if fallback is None:
-                raise ValueError(f"{folder}: 03 marks no val-chosen selector for fold {f}; "
-                                 "name one with the `selector` parameter")
+        mine = recs[recs.fold == f] if not recs.empty else recs
+        if not mine.empty:
+            out[int(f)] = str(mine.system.iloc[-1])
+        elif fallback is None:
+            raise ValueError(f"03 marks no val-chosen selector for fold {f}; "
+                             "name one with the `selector` parameter")
+        else:
             out[int(f)] = fallback
     return out
 

@@ -1,28 +1,38 @@
-"""Evaluation of ArgSciChat fact selections: per-item Fact-F1, CIs, paired tests, val choice.
+"""Evaluation of ArgSciChat fact selections on top of :mod:`saf_utils.protocol`.
 
 Official aggregation: Fact-F1 per query (queries without gold fact sentences skipped), mean
-per fold, mean over folds; seeds (Random) are averaged per (query, fold) first. CIs are
-95 % percentile intervals of a bootstrap that resamples papers (clusters) within each fold
-(strata), 1000 resamples, from :mod:`saf_utils.stats`. Paired tests compare two systems on
-the same queries and resamples.
+per fold, mean over folds; seeds (Random) are averaged per (query, fold) first.
 
-The val-chosen system and the strongest baseline are chosen on the mean over folds of each
-fold's val Fact-F1; test never decides anything.
+Design (:data:`DESIGN`): papers are the sampled unit, 2 test papers in each of 5 folds.
+Intervals are stratified cluster t-intervals (5 df); comparisons are exact stratified
+sign-flip tests over the 10 test papers (1,024 assignments) on the mean-over-folds
+statistic, with the interval that inverts the same test. The estimand is new papers.
+
+Choices are per fold, on that fold's val only (:func:`saf_utils.protocol.choose`): the
+val-chosen selector and the val-strongest baseline of fold f are those best on fold f's val,
+and their test selections form the composites ``val_chosen`` and ``val_best_baseline``.
+The one primary comparison (pre-specified) is ``val_chosen`` minus ``val_best_baseline`` on
+test Fact-F1; every other p is Holm-adjusted.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from saf_utils import stats
+from saf_utils import protocol as P
 
 TASK, DATASET, METRIC = "argscichat_fact_selection", "argscichat", "fact_f1"
 ITEM_COLUMNS = ("task", "dataset", "split", "system", "metric", "item", "cluster", "value",
                 "seed", "fold")
+DESIGN = P.Design("papers within folds", "cluster", strata="fold",
+                  estimand="new papers (mean over folds)")
+CHOSEN, BASELINE = "val_chosen", "val_best_baseline"
+GOLD_HISTORY_NOTE = "reads earlier turns' gold facts"
 
 
 def fact_f1_items(preds: pd.DataFrame, splits: Sequence[str] = ("val", "test")) -> pd.DataFrame:
@@ -47,194 +57,130 @@ def fact_f1_items(preds: pd.DataFrame, splits: Sequence[str] = ("val", "test")) 
     return out.reset_index(drop=True)
 
 
-def fold_means(items: pd.DataFrame) -> pd.DataFrame:
-    """Mean Fact-F1 per (system, split, fold), seeds averaged per item first; + seed rows.
+@dataclass
+class Analysis:
+    """Everything 03 concludes: choices, composites, headline and comparisons."""
 
-    Returns columns system, split, fold, seed (None for the seed-averaged row), value, n.
+    items: pd.DataFrame  # with the composites
+    roles: dict[str, str]
+    chosen: P.Choice
+    baseline: P.Choice
+    headline: pd.DataFrame  # val and test, per system
+    comparisons: pd.DataFrame  # adjusted; the primary marked
+    leads: dict
+
+    def primary(self) -> pd.Series:
+        return self.comparisons[self.comparisons.primary].iloc[0]
+
+
+def analyse(items: pd.DataFrame, roles: Mapping[str, str],
+            ablations: Mapping[str, str] | None = None, design: P.Design = DESIGN) -> Analysis:
+    """Choose per fold on val, build the composites, estimate and compare on test.
+
+    Comparisons: the primary (``val_chosen`` - ``val_best_baseline``); every other system
+    and the oracle minus ``val_best_baseline``; each ablation minus its full system
+    (``ablations = {ablation: full}``); the test leader minus the runner-up.
     """
-    per_item = items.groupby(["system", "split", "fold", "item"], sort=True).value.mean()
-    folds = per_item.groupby(level=["system", "split", "fold"]).agg(["mean", "size"])
-    out = folds.reset_index().rename(columns={"mean": "value", "size": "n"})
-    out["seed"] = None
-    seeded = items[items.seed.notna()]
-    if not seeded.empty:
-        s = (seeded.groupby(["system", "split", "fold", "seed"]).value.agg(["mean", "size"])
-             .reset_index().rename(columns={"mean": "value", "size": "n"}))
-        out = pd.concat([out, s], ignore_index=True)
-    return out[["system", "split", "fold", "seed", "value", "n"]]
+    roles = dict(roles)
+    chosen = P.choose(items, METRIC, roles)
+    baseline = P.choose(items, METRIC, roles, allowed=("baseline",))
+    all_items = pd.concat([items, P.composite(items, chosen, CHOSEN),
+                           P.composite(items, baseline, BASELINE).assign(role="baseline")],
+                          ignore_index=True)
+    roles.update({CHOSEN: "system", BASELINE: "baseline"})
+    headline = P.headline_table(all_items, design)
+    test = all_items[all_items.split == "test"]
+    frames = [P.paired_table(test, BASELINE, design)]
+    for abl, full in (ablations or {}).items():
+        if {abl, full} <= set(test.system):
+            frames.append(P.paired_table(test[test.system.isin([abl, full])], full, design))
+    leads = P.leaders(headline[headline.split == "test"], roles)
+    for (_split, metric), (top, runner) in leads.items():
+        if BASELINE not in (top, runner):
+            pair = test[test.system.isin([top, runner]) & (test.metric == metric)]
+            frames.append(P.paired_table(pair, runner, design, systems=[top]))
+    comp = pd.concat([f for f in frames if not f.empty], ignore_index=True)
+    comp = comp.drop_duplicates(["split", "metric", "system", "reference"])
+    comp = P.adjust(comp, {"split": "test", "system": CHOSEN, "reference": BASELINE,
+                           "metric": METRIC})
+    comp["role"] = comp.system.map(roles)
+    return Analysis(all_items, roles, chosen, baseline, headline, comp, leads)
 
 
-def mean_over_folds(items: pd.DataFrame, split: str) -> pd.Series:
-    """system -> mean over folds of the per-fold mean (the official aggregation)."""
-    fm = fold_means(items)
-    fm = fm[(fm.split == split) & fm.seed.isna()]
-    return fm.groupby("system").value.mean()
-
-
-def choose_on_val(items: pd.DataFrame, roles: Mapping[str, str],
-                  allowed: Iterable[str] = ("baseline", "system"),
-                  order: Sequence[str] | None = None) -> tuple[str, float]:
-    """The system with the best mean-over-folds val Fact-F1 among ``allowed`` roles.
-
-    Ties: the first in ``order`` (default: ``roles``' order). Raises when nothing qualifies.
-    """
-    allowed = set(allowed)
-    val = mean_over_folds(items, "val")
-    order = list(order or roles)
-    cands = [s for s in order if roles.get(s) in allowed and s in val.index
-             and np.isfinite(val[s])]
-    if not cands:
-        raise ValueError(f"choose_on_val: no system with role in {sorted(allowed)} has val items")
-    best = max(cands, key=lambda s: (val[s], -cands.index(s)))
-    return best, float(val[best])
-
-
-def per_fold_choice(items: pd.DataFrame, roles: Mapping[str, str],
-                    allowed: Iterable[str] = ("baseline", "system"),
-                    name: str = "val_chosen_per_fold") -> tuple[pd.DataFrame, dict[int, str]]:
-    """Items of a meta-system that, in each fold, uses the system best on THAT fold's val.
-
-    Unlike :func:`choose_on_val` (one system for all folds, chosen on the mean over the
-    folds' val splits, which hold other folds' test papers) no fold's choice reads any other
-    fold's papers. Returns the meta-system's items (val and test) and fold -> system.
-    """
-    allowed = set(allowed)
-    fm = fold_means(items)
-    fm = fm[(fm.split == "val") & fm.seed.isna() & fm.system.map(roles).isin(allowed)]
-    order = list(roles)
-    chosen = {}
-    for f, g in fm.groupby("fold"):
-        g = g.assign(o=g.system.map(order.index)).sort_values(["value", "o"],
-                                                             ascending=[False, True])
-        chosen[int(f)] = g.system.iloc[0]
-    parts = [items[(items.fold == f) & (items.system == s)] for f, s in chosen.items()]
-    out = pd.concat(parts, ignore_index=True).assign(system=name)
-    if "role" in out:
-        out["role"] = "system"
-    return out, chosen
-
-
-def _fold_clusters(items: pd.DataFrame) -> pd.DataFrame:
-    """Clusters qualified by fold: a paper can be a val paper of two folds (two separate
-    evaluations), and the bootstrap resamples clusters within folds. Test papers belong to
-    one fold each, so this changes nothing there."""
-    return items.assign(cluster=items.fold.astype(str) + ":" + items.cluster.astype(str))
-
-
-def headline_table(items: pd.DataFrame, split: str = "test", n_resamples: int = 1000,
-                   seed: int = 0) -> pd.DataFrame:
-    """Per system: mean over folds with its 95 % CI (papers resampled within folds)."""
-    it = _fold_clusters(items[items.split == split])
-    if it.empty:
-        raise ValueError(f"headline_table: no items of split {split!r}")
-    cols = ["task", "dataset", "split", "system", "metric", "item", "cluster", "value", "seed",
-            "fold"]
-    t = stats.ci_table(it[cols], n_resamples=n_resamples, seed=seed)
-    if "role" in it:
-        t["role"] = t.system.map(it.drop_duplicates("system").set_index("system").role)
-    return t
-
-
-def paired_vs(items: pd.DataFrame, reference: str, split: str = "test",
-              systems: Sequence[str] | None = None, n_resamples: int = 1000,
-              seed: int = 0) -> pd.DataFrame:
-    """Each system minus ``reference`` on the same queries: diff, 95 % CI, two-sided p."""
-    it = _fold_clusters(items[items.split == split])
-    if systems is not None:
-        it = it[it.system.isin([*systems, reference])]
-    cols = ["task", "dataset", "split", "system", "metric", "item", "cluster", "value", "seed",
-            "fold"]
-    return stats.paired_table(it[cols], reference, n_resamples=n_resamples, seed=seed)
-
-
-def ablation_table(items: pd.DataFrame, ablations: Mapping[str, str], split: str = "test",
-                   n_resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
-    """Each ablation minus its full system (``{ablation: full}``), paired."""
-    frames = []
-    for abl, full in ablations.items():
-        have = set(items[items.split == split].system)
-        if abl in have and full in have:
-            frames.append(paired_vs(items, full, split, [abl], n_resamples, seed))
-    if not frames:
-        return pd.DataFrame(columns=["system", "reference", "diff", "ci_low", "ci_high",
-                                     "p_value"])
-    return pd.concat(frames, ignore_index=True)
-
-
-def summary_table(items: pd.DataFrame, roles: Mapping[str, str], reference: str,
-                  n_resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
-    """The headline table: role, val mean, test mean [CI], per-fold test means, and the
-    difference to ``reference`` (the val-strongest baseline) with CI and p."""
-    head = headline_table(items, "test", n_resamples, seed).set_index("system")
-    diff = paired_vs(items, reference, "test", n_resamples=n_resamples, seed=seed)
-    diff = diff.set_index("system") if not diff.empty else pd.DataFrame()
-    val = mean_over_folds(items, "val")
-    fm = fold_means(items)
-    fm = fm[(fm.split == "test") & fm.seed.isna()].pivot(index="system", columns="fold",
-                                                          values="value")
+def summary_table(an: Analysis, gold_history: Sequence[str] = ()) -> pd.DataFrame:
+    """Per system: role, inputs, val and test mean [CI], per-fold test means, and the
+    difference to ``val_best_baseline`` with CI, raw and adjusted p."""
+    h = an.headline
+    fm = P.fold_means(an.items)
+    fm = fm[fm.split == "test"].pivot(index="system", columns="fold", values="value")
+    diff = an.comparisons[an.comparisons.reference == BASELINE].set_index("system")
     rows = []
-    for system in [s for s in roles if s in head.index]:
-        h = head.loc[system]
-        row = {"system": system, "role": roles[system], "val": val.get(system, np.nan),
-               "test": h["mean"], "ci_low": h.ci_low, "ci_high": h.ci_high,
-               "std_folds": float(fm.loc[system].std(ddof=0)) if system in fm.index else np.nan}
-        row.update({f"fold {f}": fm.loc[system, f] for f in fm.columns})
+    for system in [s for s in an.roles if s in set(h.system)]:
+        t = h[(h.system == system) & (h.split == "test")]
+        v = h[(h.system == system) & (h.split == "val")]
+        row = {"system": system, "role": an.roles[system],
+               "inputs": GOLD_HISTORY_NOTE if system in gold_history else "",
+               "val": v["mean"].iloc[0] if len(v) else np.nan,
+               "test": t["mean"].iloc[0] if len(t) else np.nan,
+               "ci_low": t.ci_low.iloc[0] if len(t) else np.nan,
+               "ci_high": t.ci_high.iloc[0] if len(t) else np.nan}
+        if system in fm.index:
+            row["std_folds"] = float(fm.loc[system].std(ddof=0))
+            row.update({f"fold {f}": fm.loc[system, f] for f in fm.columns})
         if system in diff.index:
             d = diff.loc[system]
-            row.update({f"diff vs {reference}": d["diff"], "diff_low": d.ci_low,
-                        "diff_high": d.ci_high, "p": d.p_value})
+            row.update({f"minus {BASELINE}": d["diff"], "diff_low": d.ci_low,
+                        "diff_high": d.ci_high, "p": d.p_value, "p_adj": d.p_adj})
         rows.append(row)
     return pd.DataFrame(rows).set_index("system")
 
 
-def record(rec: Any, items: pd.DataFrame, roles: Mapping[str, str], chosen: tuple[str, float],
-           reference: tuple[str, float], tuning: pd.DataFrame | None = None,
-           ablations: pd.DataFrame | None = None, n_resamples: int = 1000,
-           seed: int = 0) -> None:
+def conclusions(an: Analysis) -> list[str]:
+    """The notebook's conclusions, from the tests (primary first, then the adjusted rest)."""
+    out = ["Primary comparison (pre-specified): " + P.verdict(an.primary())]
+    for r in an.comparisons[~an.comparisons.primary].to_dict("records"):
+        out.append(P.verdict(r))
+    for (_split, metric), (top, runner) in an.leads.items():
+        c = an.comparisons[(an.comparisons.system == top) & (an.comparisons.reference == runner)
+                           & (an.comparisons.metric == metric)]
+        out.append(P.lead_sentence(top, runner, c.iloc[0].to_dict() if len(c) else None,
+                                   metric))
+    return out
+
+
+def record(rec: Any, an: Analysis, tuning: pd.DataFrame | None = None,
+           gold_history: Sequence[str] = ()) -> None:
     """Record everything 03 reports (``rec``: a :class:`saf_utils.reporting.records.Recorder`).
 
     - per fold (and per seed for seeded systems) val and test Fact-F1 (kind result);
-    - headline per system and split: fold=None, seed=None, 95 % CI, role;
-    - difference to ``reference`` with CI (kind analysis, subset "minus <ref>") and its p
-      (subset "p vs <ref>"); ablations minus their full system likewise;
-    - the val-chosen system and reference baseline (kind tuning, subset "chosen" /
-      "reference baseline"); val grid points (kind tuning, subset "<param>=<value>");
+    - headline per system and split with CI, method and estimand;
+    - comparisons (kind analysis): ``minus <ref>`` with CI, ``p vs <ref>`` raw and
+      ``primary p`` / ``p_adj vs <ref>`` (Holm);
+    - the per-fold choices (kind tuning, ``chosen`` / ``candidate``; the baseline choice as
+      ``reference baseline``); val grid points (``<param>=<value>``);
     - per-item scores (items.jsonl).
     """
-    def role(s: str) -> str | None:
-        return roles.get(s, "system")
-
-    for r in fold_means(items).itertuples():
-        seeded = items[(items.system == r.system) & items.seed.notna()].shape[0] > 0
-        if seeded and r.seed is None:
+    items = an.items
+    seeded = set(items[items.seed.notna()].system)
+    for r in P.fold_means(items, per_seed=True).itertuples():
+        if r.system in seeded and pd.isna(r.seed):
             continue  # seeded systems: per (fold, seed); their fold mean is in the headline
         rec.add(TASK, DATASET, r.split, r.system, METRIC, r.value, fold=int(r.fold),
-                seed=None if r.seed is None or pd.isna(r.seed) else int(r.seed),
-                role=role(r.system))
-    for split in sorted(set(items.split)):
-        for r in headline_table(items, split, n_resamples, seed).itertuples():
-            rec.add(TASK, DATASET, split, r.system, METRIC, r.mean, role=role(r.system),
-                    ci_low=r.ci_low, ci_high=r.ci_high)
-    ref = reference[0]
-    for r in paired_vs(items, ref, "test", n_resamples=n_resamples, seed=seed).itertuples():
-        rec.add(TASK, DATASET, "test", r.system, METRIC, r.diff, kind="analysis",
-                subset=f"minus {ref}", role=role(r.system), ci_low=r.ci_low, ci_high=r.ci_high)
-        rec.add(TASK, DATASET, "test", r.system, METRIC, r.p_value, kind="analysis",
-                subset=f"p vs {ref}", role=role(r.system))
-    if ablations is not None:
-        for r in ablations.itertuples():
-            rec.add(TASK, DATASET, "test", r.system, METRIC, r.diff, kind="analysis",
-                    subset=f"minus {r.reference}", role=role(r.system), ci_low=r.ci_low,
-                    ci_high=r.ci_high)
-            rec.add(TASK, DATASET, "test", r.system, METRIC, r.p_value, kind="analysis",
-                    subset=f"p vs {r.reference}", role=role(r.system))
-    rec.add(TASK, DATASET, "val", chosen[0], METRIC, chosen[1], kind="tuning", subset="chosen",
-            role=role(chosen[0]))
-    rec.add(TASK, DATASET, "val", ref, METRIC, reference[1], kind="tuning",
-            subset="reference baseline", role="baseline")
+                seed=None if pd.isna(r.seed) else int(r.seed), role=an.roles.get(r.system))
+    notes = {s: GOLD_HISTORY_NOTE for s in gold_history}
+    for r in an.headline.itertuples():
+        rec.add(TASK, DATASET, r.split, r.system, METRIC, r.mean, role=an.roles.get(r.system),
+                ci_low=r.ci_low, ci_high=r.ci_high, method=r.method, estimand=r.estimand,
+                note=notes.get(r.system))
+    P.record(rec, TASK, DATASET, comparisons=an.comparisons, roles=an.roles)
+    P.record(rec, TASK, DATASET, choice=an.chosen, composite_name=CHOSEN)
+    for r in an.baseline.table[an.baseline.table.chosen].itertuples():
+        rec.add(TASK, DATASET, "val", r.system, METRIC, r.value, fold=int(r.fold),
+                kind="tuning", subset="reference baseline", role="baseline")
     if tuning is not None:
         for r in tuning.itertuples():
             if np.isfinite(r.val_fact_f1):
                 rec.add(TASK, DATASET, "val", r.system, METRIC, r.val_fact_f1, fold=int(r.fold),
-                        kind="tuning", subset=f"{r.param}={r.value}", role=role(r.system))
+                        kind="tuning", subset=f"{r.param}={r.value}",
+                        role=an.roles.get(r.system))
     rec.add_items(items[list(ITEM_COLUMNS)])

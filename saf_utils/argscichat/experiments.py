@@ -511,23 +511,10 @@ def combine(*runs: SelectionRun) -> SelectionRun:
 # --------------------------------------------------------------------------- chosen system
 
 def write_chosen(folder: str | os.PathLike, chosen: Mapping[str, Any]) -> Path:
-    """Save the val-chosen selector (``{"system": ..., ...}``) next to predictions.jsonl."""
-    if "system" not in chosen:
-        raise ValueError("write_chosen: need a 'system' entry")
+    """Save the per-fold val choices (``{"per_fold": {fold: system}, ...}``) next to
+    predictions.jsonl; :func:`saf_utils.argscichat.dialogue.chosen_selector` reads them."""
+    if not chosen.get("per_fold"):
+        raise ValueError("write_chosen: need a non-empty 'per_fold' entry {fold: system}")
     path = Path(folder) / CHOSEN_FILE
     path.write_text(json.dumps(dict(chosen), indent=1, default=float))
     return path
-
-
-def read_chosen(folder: str | os.PathLike) -> dict[str, Any]:
-    """03's val-chosen selector: ``{"system", "role", "criterion", "val_fact_f1", ...}``."""
-    path = Path(folder) / CHOSEN_FILE
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"{path} not found: run notebook 03_fact_selection first (same run folder)")
-    return json.loads(path.read_text())
-
-
-def chosen_predictions(folder: str | os.PathLike) -> pd.DataFrame:
-    """Selections of 03's val-chosen selector (``read_predictions`` of its name)."""
-    return A.read_predictions(folder, read_chosen(folder)["system"])

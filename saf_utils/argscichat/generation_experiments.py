@@ -17,13 +17,15 @@ list[SystemOutput]`` + one line in :data:`REPLY_SYSTEMS`.
 **Protocol.** Every choice a system makes (a word budget, a threshold, how many frequent
 words) uses *that* fold's val pairs only, never another fold's and never test. The
 reported "best" system is chosen per fold on val among baselines and systems
-(:func:`choose_on_val`), then shown on test (:func:`val_chosen_items`).
+(:func:`saf_utils.protocol.choose`), then shown on test as the composite ``val_chosen``
+(:func:`analyse`).
 
 **Rows.** :func:`run_reply_systems` returns tidy prediction rows ``fold, split, pair_id,
 paper_id, system, role, seed, output, gold`` (seed None for deterministic systems);
 :func:`score_predictions` turns them into per-item scores in the Recorder's ``items``
-layout, which :func:`headline_table` aggregates with cluster-bootstrap CIs (clusters =
-papers, strata = folds, seeds averaged within a fold first).
+layout, which :func:`analyse` aggregates under the ArgSciChat design
+(:data:`saf_utils.argscichat.evaluation.DESIGN`: papers within folds, cluster t-intervals,
+exact sign-flip tests; seeds averaged within a fold first).
 """
 
 from __future__ import annotations
@@ -38,9 +40,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from saf_utils import protocol as P
 from saf_utils.argscichat import generation as RG
 from saf_utils.argscichat.data import ArgSciChatFold, MessagePair
 from saf_utils.argscichat.dialogue import pair_index
+from saf_utils.argscichat.evaluation import DESIGN
 
 TASK, DATASET = "argscichat_generation", "argscichat"
 EVAL_SPLITS = ("val", "test")
@@ -450,88 +454,61 @@ def output_stat_table(preds: pd.DataFrame, split: str = "test") -> pd.DataFrame:
     return out
 
 
-def fold_means(items: pd.DataFrame) -> pd.DataFrame:
-    """Mean per (split, system, role, fold, seed, metric): the per-fold (per-seed) numbers."""
-    keys = ["split", "system", "role", "fold", "seed", "metric"]
-    out = items.groupby(keys, dropna=False, sort=False).value.mean().reset_index()
-    out["seed"] = seed_column(out.seed)
+# --------------------------------------------------------------------------- analysis
+
+CHOSEN = "val_chosen"
+PRIMARY_METRIC = "content_f1"  # 04's pre-specified primary comparison: val_chosen - FLOOR
+
+
+@dataclass
+class ReplyAnalysis:
+    """04's conclusions: the per-fold choice, test items with the composite, the headline
+    under the ArgSciChat design and the adjusted comparisons to the floor."""
+
+    choice: P.Choice
+    test_items: pd.DataFrame
+    headline: pd.DataFrame
+    comparisons: pd.DataFrame
+
+
+def analyse(items: pd.DataFrame, best_metric: str = PRIMARY_METRIC,
+            design: P.Design = DESIGN, eligible: Sequence[str] = BEST_ROLES) -> ReplyAnalysis:
+    """Choose per fold on that fold's val (``best_metric``; oracles and probes never), build
+    the composite ``val_chosen``, estimate every test metric and compare every system with
+    the floor. Primary: ``val_chosen`` - ``constant_frequent`` on content-word F1; the rest
+    Holm-adjusted."""
+    roles_ = items.drop_duplicates("system").set_index("system").role.to_dict()
+    order = {n: roles_[n] for n in REPLY_SYSTEMS if n in roles_}
+    order.update({n: r for n, r in roles_.items() if n not in order})
+    choice = P.choose(items, best_metric, order, allowed=eligible)
+    test = items[items.split == "test"]
+    test_items = pd.concat([test, P.composite(test, choice, CHOSEN)], ignore_index=True)
+    headline = P.headline_table(test_items, design)
+    comp = P.paired_table(test_items, FLOOR, design) if FLOOR in set(test.system) else None
+    if comp is None or comp.empty:
+        comp = P.adjust(pd.DataFrame(columns=["split", "metric", "system", "reference",
+                                              "p_value"]))
+    else:
+        primary = {"system": CHOSEN, "metric": PRIMARY_METRIC}
+        has = ((comp.system == CHOSEN) & (comp.metric == PRIMARY_METRIC)).any()
+        comp = P.adjust(comp, primary if has else None)
+        comp["role"] = comp.system.map(headline.drop_duplicates("system")
+                                       .set_index("system").role)
+    return ReplyAnalysis(choice, test_items, headline, comp)
+
+
+def conclusions(an: ReplyAnalysis, metrics: Sequence[str] = (PRIMARY_METRIC, "bertscore_f1")
+                ) -> list[str]:
+    """Sentences from the tests: the primary comparison, then each readable system
+    (baselines and systems) against the floor on ``metrics`` (Holm-adjusted)."""
+    c = an.comparisons
+    out = []
+    prim = c[c.primary] if len(c) else c
+    if len(prim):
+        out.append("Primary comparison (pre-specified): " + P.verdict(prim.iloc[0].to_dict()))
+    rest = c[~c.primary & c.metric.isin(metrics) & c.role.isin(BEST_ROLES)] if len(c) else c
+    out += [P.verdict(r) for r in rest.to_dict("records")]
     return out
-
-
-# --------------------------------------------------------------------------- choice on val
-
-def choose_on_val(items: pd.DataFrame, metric: str = "content_f1",
-                  eligible: Sequence[str] = BEST_ROLES) -> pd.DataFrame:
-    """Per fold, the eligible system with the best mean val ``metric`` (seeds averaged).
-
-    Returns one row per fold and candidate: ``fold, system, role, value, chosen``; ties go
-    to the system first in the registry. Oracles and probes are never candidates.
-    """
-    val = items[(items.split == "val") & (items.metric == metric)
-                & items.role.isin(list(eligible))]
-    if val.empty:
-        raise ValueError(f"choose_on_val: no val {metric!r} scores of roles {list(eligible)}")
-    order = {n: i for i, n in enumerate(REPLY_SYSTEMS)}
-    cell = val.groupby(["fold", "system", "role", "seed"], dropna=False).value.mean()
-    table = cell.groupby(["fold", "system", "role"]).mean().reset_index()
-    table["_o"] = table.system.map(order).fillna(len(order))
-    table = table.sort_values(["fold", "value", "_o"], ascending=[True, False, True])
-    table["chosen"] = ~table.fold.duplicated()
-    return table.drop(columns="_o").reset_index(drop=True)
-
-
-def val_chosen_items(items: pd.DataFrame, choice: pd.DataFrame, name: str = "val_chosen"
-                     ) -> pd.DataFrame:
-    """Test items of each fold's val-chosen system, renamed ``name`` (one composite system
-    whose fold ``f`` part is the system chosen on fold ``f``'s val)."""
-    chosen = choice[choice.chosen][["fold", "system"]]
-    test = items[items.split == "test"].merge(chosen, on=["fold", "system"])
-    if test.empty:
-        raise ValueError("val_chosen_items: no test items of the chosen systems")
-    roles_ = sorted(set(test.role))
-    return test.assign(system=name, role=roles_[0] if len(roles_) == 1 else "system")
-
-
-# --------------------------------------------------------------------------- headline
-
-def headline_table(items: pd.DataFrame, floor: str = FLOOR, split: str = "test",
-                   n_resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
-    """Per system and metric: mean over folds with its 95% cluster-bootstrap CI (clusters =
-    papers, strata = folds, seeds averaged within a fold first), and the paired difference
-    to ``floor`` with CI and p (same resamples, items joined on pair and fold).
-    """
-    from saf_utils.stats import ci_table, paired_table
-
-    sub = items[items.split == split]
-    ci = ci_table(sub, n_resamples=n_resamples, seed=seed)
-    role = sub.drop_duplicates("system").set_index("system").role
-    ci.insert(ci.columns.get_loc("system") + 1, "role", ci.system.map(role))
-    if floor not in set(sub.system):
-        return ci.assign(diff=np.nan, diff_low=np.nan, diff_high=np.nan, p_value=np.nan)
-    paired = paired_table(sub, floor, n_resamples=n_resamples, seed=seed)
-    paired = paired.rename(columns={"ci_low": "diff_low", "ci_high": "diff_high"})[
-        ["system", "metric", "diff", "diff_low", "diff_high", "p_value"]]
-    return ci.merge(paired, on=["system", "metric"], how="left")
-
-
-def beats_floor(headline: pd.DataFrame, metrics: Sequence[str] = ("content_f1",
-                                                                  "bertscore_f1"),
-                roles_: Sequence[str] = BEST_ROLES, alpha: float = 0.05) -> pd.DataFrame:
-    """Readable systems (``roles_``) whose difference to the floor has a CI above 0 on every
-    one of ``metrics``: one row per system with the differences, CIs and p-values."""
-    h = headline[headline.metric.isin(metrics) & headline.role.isin(roles_)
-                 & headline["diff"].notna()]
-    rows = []
-    for system, g in h.groupby("system", sort=False):
-        if set(g.metric) != set(metrics):
-            continue
-        ok = bool(((g.diff_low > 0) & (g.p_value < alpha)).all())
-        row: dict[str, Any] = {"system": system, "role": g.role.iloc[0], "beats_floor": ok}
-        for r in g.itertuples():
-            row[r.metric] = (f"{r.diff:+.3f} [{r.diff_low:+.3f}, {r.diff_high:+.3f}] "
-                             f"p={r.p_value:.3f}")
-        rows.append(row)
-    return pd.DataFrame(rows)
 
 
 def order_systems(names: Sequence[str]) -> list[str]:

@@ -3,9 +3,10 @@
 ``saf-run compare RUN_A RUN_B`` prints Markdown and writes an HTML page: the parameter,
 data-fingerprint and package differences of the two manifests; per (task, dataset, split,
 system, metric[, subset]) of the ``result`` records the two values and B - A, flagged where a
-paired cluster bootstrap on the per-item scores of both runs (``items.jsonl``,
-:func:`saf_utils.stats.paired_table`) finds the difference significant; and the records that
-appear or disappear.
+paired randomization test on the per-item scores of both runs (``items.jsonl``, item level:
+the same items scored twice; :func:`saf_utils.protocol.paired_table`) finds the difference
+significant after Holm's adjustment over all changed records; and the records that appear or
+disappear.
 """
 
 from __future__ import annotations
@@ -104,16 +105,24 @@ def _items(run: Path, manifest: dict):
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
+#: Two runs score the same items: the unit is the item ("these items"), folds as strata.
+RUN_DESIGN_ESTIMAND = "the same items, run B vs run A"
+
+
 def _significance(run_a: Path, man_a: dict, run_b: Path, man_b: dict, keys: list[tuple],
                   alpha: float, n_resamples: int) -> dict[tuple, dict]:
-    """Paired cluster bootstrap (B vs A) on the items both runs scored, per changed key."""
+    """Paired randomization (B vs A) on the items both runs scored, per changed key; the
+    p-values of all keys are Holm-adjusted together (``significant``: adjusted p < alpha)."""
     import pandas as pd
 
-    from saf_utils.stats import paired_table
+    from saf_utils import protocol as P
+    from saf_utils.stats import holm
 
     a, b = _items(run_a, man_a), _items(run_b, man_b)
     if a.empty or b.empty:
         return {}
+    design = P.Design("items", "item", estimand=RUN_DESIGN_ESTIMAND, strata="fold",
+                      n_resamples=n_resamples, alpha=alpha)
     by = ["task", "dataset", "split", "system", "metric"]
     wanted = {k[:5] for k in keys if k[5] is None}
     out: dict[tuple, dict] = {}
@@ -124,15 +133,18 @@ def _significance(run_a: Path, man_a: dict, run_b: Path, man_b: dict, keys: list
         if g["_run"].nunique() < 2:
             continue
         try:
-            res = paired_table(g, reference_system="A", by=by, system="_run",
-                               n_resamples=n_resamples, alpha=alpha)
+            res = P.paired_table(g.drop(columns="system").rename(columns={"_run": "system"}),
+                                 "A", design, by=["metric"])
         except ValueError as exc:
             out[tuple(key) + (None,)] = {"error": str(exc)}
             continue
         for row in res.to_dict(orient="records"):
             out[tuple(key) + (None,)] = {
                 "p": row["p_value"], "low": row["ci_low"], "high": row["ci_high"],
-                "n_items": row["n_items"], "significant": row["p_value"] < alpha}
+                "n_items": row["n_items"]}
+    tested = [k for k, v in out.items() if "p" in v]
+    for k, p_adj in zip(tested, holm([out[k]["p"] for k in tested]), strict=True):
+        out[k].update(p_adj=float(p_adj), significant=bool(p_adj < alpha))
     return out
 
 
@@ -208,7 +220,7 @@ def _test(c: dict) -> str:
     if "error" in t:
         return f"n/a ({t['error'][:60]})"
     return (f"{'**significant** ' if t['significant'] else ''}p={fmt(t['p'], 2)} "
-            f"[{fmt(t['low'])}, {fmt(t['high'])}] n={t['n_items']}")
+            f"(Holm {fmt(t['p_adj'], 2)}) [{fmt(t['low'])}, {fmt(t['high'])}] n={t['n_items']}")
 
 
 def to_markdown(cmp: dict) -> str:
@@ -264,8 +276,9 @@ def write_compare_html(cmp: dict, path: str | os.PathLike) -> Path:
 
     body = [f"<h1>{esc(cmp['b_name'])} compared with {esc(cmp['a_name'])}</h1>",
             f"<p class=meta>A = {esc(cmp['a'])}<br>B = {esc(cmp['b'])}<br>Differences are "
-            f"B - A; a paired cluster bootstrap on the per-item scores of both runs flags "
-            f"significant ones (p &lt; {cmp['alpha']}).</p>",
+            f"B - A; a paired randomization test on the per-item scores of both runs flags "
+            f"significant ones (Holm-adjusted over all changed records, p &lt; "
+            f"{cmp['alpha']}).</p>",
             sec("Setup", ["what", "A", "B"],
                 [[esc(s["what"]), esc(_v(s["a"])), esc(_v(s["b"]))] for s in cmp["setup"]],
                 "Same profile, commit and lock file."),

@@ -46,6 +46,9 @@ class MetricRecord:
     role: str | None = None
     ci_low: float | None = None
     ci_high: float | None = None
+    method: str | None = None  # how the interval / p was computed (saf_utils.protocol)
+    estimand: str | None = None  # what the number is about ("new questions", ...)
+    note: str | None = None  # a caveat shown beside the system (e.g. unequal inputs)
 
 
 def output_dir_for(notebook: str, output_dir: str | os.PathLike | None = None) -> Path:
@@ -81,6 +84,9 @@ class Recorder:
         role: str | None = None,
         ci_low: float | None = None,
         ci_high: float | None = None,
+        method: str | None = None,
+        estimand: str | None = None,
+        note: str | None = None,
     ) -> MetricRecord:
         """Append one number; NaN/inf are refused, so a broken metric cannot hide in a table.
 
@@ -95,10 +101,12 @@ class Recorder:
             raise ValueError(f"kind {kind!r} not one of {KINDS}")
         if role is not None and role not in ROLES:
             raise ValueError(f"role {role!r} not one of {ROLES}")
-        ci = [None if c is None else float(c) for c in (ci_low, ci_high)]
+        ci = [None if c is None or not math.isfinite(float(c)) else float(c)
+              for c in (ci_low, ci_high)]
         rec = MetricRecord(self.notebook, task, dataset, split, system, metric, value,
                            None if seed is None else int(seed), None if fold is None else int(fold),
-                           kind, None if subset is None else str(subset), role, *ci)
+                           kind, None if subset is None else str(subset), role, *ci,
+                           method, estimand, note)
         self.records.append(rec)
         with open(self.path, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(asdict(rec)) + "\n")

@@ -4,10 +4,17 @@ Conventions (the collection's, see the README's metrics notes): label metrics co
 unparseable output as wrong; MSE is over parseable rows (``mse_max_penalty`` charges the
 missing ones the worst error); feedback metrics score an empty output as ``""``; BERTScore
 and MoverScore come from :func:`saf_utils.metrics.embedding.bertscore_items` /
-:func:`~saf_utils.metrics.embedding.moverscore_items`. Uncertainty comes from
-:mod:`saf_utils.stats`: 95 % percentile CIs of a bootstrap that resamples *questions*
-(the cluster: answers to one question share reference, feedback templates and difficulty),
-seeds averaged within the split first, population std (ddof=0) for the seed spread.
+:func:`~saf_utils.metrics.embedding.moverscore_items`.
+
+Inference goes through :mod:`saf_utils.protocol` with one design per split
+(:func:`design_for`): the headline estimand is *new answers to these questions* (answers
+resampled within their question; paired randomization tests that swap single answers).
+Where a split has enough questions, mean metrics also get the *new questions* estimand
+(:data:`QUESTIONS`: t-interval over questions, exact sign-flip test over questions). A split
+with fewer than :data:`FEW_QUESTIONS` questions (test_unseen_questions: 2) gets no
+question-level interval or p at all: its numbers are labelled conditional on its questions
+and shown per question. Seeds are averaged within the split first; population std (ddof=0)
+for the seed spread.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from saf_utils import protocol as P
 from saf_utils import stats
 from saf_utils.saf.data import SAF_LABELS
 
@@ -32,6 +40,21 @@ HEADLINE_METRICS = ("accuracy", "macro_f1", "weighted_f1", "mse", "sacrebleu", "
                     "meteor", "bertscore_f1", "moverscore")
 #: Metrics where lower is better.
 LOWER_IS_BETTER = ("mse", "mse_max_penalty", "unparseable_rate")
+#: Designs (see the module docstring); a split with fewer questions gets no question-level
+#: inference (no interval with 2 or 3 clusters can be calibrated).
+ANSWERS = P.Design("answers within questions", "item",
+                   estimand="new answers to these questions")
+QUESTIONS = P.Design("questions", "cluster", estimand="new questions (answer-weighted)")
+FEW_QUESTIONS = 5
+
+
+def design_for(n_questions: int, n_resamples: int = 1000, seed: int = 0) -> P.Design:
+    """The headline design of a split with ``n_questions`` questions."""
+    d = ANSWERS.but(n_resamples=n_resamples, seed=seed)
+    if n_questions < FEW_QUESTIONS:
+        d = d.but(estimand=f"new answers to these {n_questions} questions (conditional on "
+                           "them; no claim about new questions)")
+    return d
 
 
 def _texts(preds: pd.DataFrame) -> tuple[list[str], list[str]]:
@@ -273,81 +296,71 @@ def per_seed_table(preds: pd.DataFrame, items: pd.DataFrame,
     return out
 
 
-def headline_table(preds: pd.DataFrame, items: pd.DataFrame,
-                   metrics: Sequence[str] = HEADLINE_METRICS, clustered: bool = True,
-                   n_resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
-    """Mean and 95 % bootstrap CI of every (split, system, metric), seeds averaged first.
+def _items(items: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame:
+    """:func:`item_scores` rows in the protocol's layout (item = id, cluster = question)."""
+    return items[items.metric.isin(metrics)].rename(columns={"id": "item",
+                                                             "question": "cluster"})
 
-    ``clustered=True`` resamples questions (the headline); ``False`` resamples items, which
-    ignores that answers to one question are correlated (reported only beside the
-    clustered CI, labelled, where there are too few questions). Also gives ``n_seeds`` and
-    ``seed_std`` (population std over the seeds' values).
+
+def headline_table(preds: pd.DataFrame, items: pd.DataFrame,
+                   designs: Mapping[str, P.Design], metrics: Sequence[str] = HEADLINE_METRICS
+                   ) -> pd.DataFrame:
+    """Mean and 95 % interval of every (split, system, metric) under its split's design.
+
+    Per-item metrics come from ``items``; corpus metrics (macro F1, BLEU, chrF) from their
+    sufficient statistics (exact, seeds side by side). Also ``n_seeds`` and ``seed_std``
+    (population std over the seeds' values), ``method`` and ``estimand``.
     """
     rows = []
-    it = items[items.metric.isin(metrics)].rename(columns={"id": "item", "question": "cluster"})
-    if len(it):
-        ci = stats.ci_table(it.assign(task="saf", dataset=""), by=("split", "system", "metric"),
-                            cluster="cluster" if clustered else None, strata=None,
-                            n_resamples=n_resamples, seed=seed)
-        rows += ci.to_dict("records")
+    it = _items(items, metrics)
+    for split, g in it.groupby("split", sort=False):
+        rows += P.headline_table(g, designs[split]).to_dict("records")
     for (split, system), g in preds.groupby(["split", "system"], sort=False):
         tables = _seed_tables(g)
+        frame = pd.DataFrame({"cluster": tables[0].question.to_numpy()})
         for metric in [m for m in CORPUS_METRICS if m in metrics]:
-            mat, fn = _seed_mean_stat(metric, tables)
-            res = stats.cluster_bootstrap(mat, fn, tables[0].question.tolist() if clustered
-                                          else None, n_resamples=n_resamples, seed=seed)
-            rows.append({"split": split, "system": system, "metric": metric,
-                         "mean": res.estimate, "ci_low": res.low, "ci_high": res.high,
-                         "n_items": res.n_items, "n_clusters": res.n_clusters})
+            est = P.estimate(frame, designs[split], corpus=_seed_mean_stat(metric, tables))
+            rows.append({"split": split, "system": system, "metric": metric, **est})
     out = pd.DataFrame(rows)
     spread = per_seed_table(preds, items, metrics).groupby(["split", "system", "metric"]).value
     out = out.merge(spread.agg(n_seeds="size", seed_std=lambda v: float(np.std(v, ddof=0)))
                     .reset_index(), on=["split", "system", "metric"], how="left")
-    out["ci"] = "questions" if clustered else "items (ignores question clustering)"
     return out[["split", "system", "metric", "mean", "ci_low", "ci_high", "n_items",
-                "n_clusters", "n_seeds", "seed_std", "ci"]]
+                "n_units", "n_seeds", "seed_std", "method", "estimand"]]
 
 
 def paired_table(preds: pd.DataFrame, items: pd.DataFrame, reference: str,
-                 metrics: Sequence[str] = HEADLINE_METRICS, n_resamples: int = 1000,
-                 seed: int = 0) -> pd.DataFrame:
-    """Every system minus ``reference`` per split and metric: diff, 95 % CI and p.
+                 designs: Mapping[str, P.Design], metrics: Sequence[str] = HEADLINE_METRICS,
+                 systems: Sequence[str] | None = None) -> pd.DataFrame:
+    """Systems minus ``reference`` per split (those in ``designs``) and metric.
 
-    Paired bootstrap over questions on the items both systems scored (seeds averaged
-    first); p is two-sided (:func:`saf_utils.stats.paired_bootstrap`). For ``mse`` a
-    negative difference is an improvement.
+    Paired randomization under the split's design on the items both systems scored (seeds
+    averaged first); the interval inverts the same test. For ``mse`` a negative difference
+    is an improvement.
     """
     rows = []
-    it = items[items.metric.isin(metrics)].rename(columns={"id": "item", "question": "cluster"})
-    if len(it):
-        pt = stats.paired_table(it.assign(task="saf", dataset=""), reference,
-                                by=("split", "metric"), strata=None, n_resamples=n_resamples,
-                                seed=seed)
-        rows += pt.drop(columns=["reference"], errors="ignore").to_dict("records")
-    for split, g in preds.groupby("split", sort=False):
+    it = _items(items, metrics)
+    it = it[it.split.isin(list(designs))]
+    for split, g in it.groupby("split", sort=False):
+        rows += P.paired_table(g, reference, designs[split], systems=systems).to_dict("records")
+    for split, g in preds[preds.split.isin(list(designs))].groupby("split", sort=False):
         if reference not in set(g.system):
             continue
         ref_tables = _seed_tables(g[g.system == reference])
         for system, gs in g[g.system != reference].groupby("system", sort=False):
+            if systems is not None and system not in systems:
+                continue
             tables = _seed_tables(gs)
             if tables[0]["id"].tolist() != ref_tables[0]["id"].tolist():
                 continue  # a system run on a subset of the split (e.g. unseen questions only)
+            frame = pd.DataFrame({"cluster": tables[0].question.to_numpy()})
             for metric in [m for m in CORPUS_METRICS if m in metrics]:
                 a, fn = _seed_mean_stat(metric, tables, reps=len(ref_tables))
                 b, _ = _seed_mean_stat(metric, ref_tables, reps=len(tables))
-                res = stats.paired_bootstrap(a, b, fn, tables[0].question.tolist(),
-                                             n_resamples=n_resamples, seed=seed)
                 rows.append({"split": split, "metric": metric, "system": system,
-                             "diff": res.diff, "ci_low": res.low, "ci_high": res.high,
-                             "p_value": res.p_value, "estimate": res.estimate_a,
-                             "estimate_ref": res.estimate_b, "n_items": len(tables[0]),
-                             "n_clusters": tables[0].question.nunique()})
-    out = pd.DataFrame(rows)
-    if out.empty:
-        return out
-    out.insert(3, "reference", reference)
-    return out[["split", "system", "reference", "metric", "diff", "ci_low", "ci_high",
-                "p_value", "estimate", "estimate_ref", "n_items", "n_clusters"]]
+                             "reference": reference,
+                             **P.compare(frame, frame, designs[split], corpus=(a, b, fn))})
+    return pd.DataFrame(rows)
 
 
 def wide_table(table: pd.DataFrame, split: str, value: str = "mean",
@@ -362,6 +375,8 @@ def wide_table(table: pd.DataFrame, split: str, value: str = "mean",
         text = f"{getattr(r, value):.{d}f} [{r.ci_low:.{d}f}, {r.ci_high:.{d}f}]"
         if value == "diff":
             text += f" p={r.p_value:.3f}"
+            if "p_adj" in sub and pd.notna(getattr(r, "p_adj", np.nan)):
+                text += f" (adj. {r.p_adj:.3f})"
         cells[(r.system, r.metric)] = text
     order = list(systems) if systems is not None else list(dict.fromkeys(sub.system))
     cols = [m for m in metrics if any(k[1] == m for k in cells)]
@@ -379,18 +394,24 @@ def question_ids(questions: Sequence[str]) -> dict[str, str]:
 
 def per_question_table(items: pd.DataFrame, metrics: Sequence[str] = ("accuracy", "mse"),
                        n_resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
-    """Per (split, system, question): mean of per-item metrics with an *item-level* CI.
-
-    Within one question there is nothing else to resample, so the CI resamples its answers
-    (seeds averaged per item first).
-    """
-    it = items[items.metric.isin(metrics)].rename(columns={"id": "item"})
-    ci = stats.ci_table(it.assign(task="saf", dataset=""),
-                        by=("split", "system", "question", "metric"), cluster=None,
-                        strata=None, n_resamples=n_resamples, seed=seed)
+    """Per (split, system, question): mean of per-item metrics with an interval for new
+    answers to *that* question (answers resampled; seeds averaged per item first)."""
+    it = _items(items, metrics).assign(question=lambda d: d.cluster)
+    design = ANSWERS.but(n_resamples=n_resamples, seed=seed,
+                         estimand="new answers to this question")
+    ci = P.headline_table(it, design, by=("split", "system", "question", "metric"))
     ids = question_ids(items.question)
     ci.insert(3, "question_id", ci.question.map(ids))
-    return ci.drop(columns=["n_clusters"])
+    return ci
+
+
+def new_questions_table(items: pd.DataFrame, splits: Sequence[str],
+                        metrics: Sequence[str] = ("accuracy", "mse")) -> pd.DataFrame:
+    """Mean metrics with the *new questions* estimand (t-interval over questions) on
+    ``splits`` (those with at least :data:`FEW_QUESTIONS` questions)."""
+    it = _items(items, metrics)
+    it = it[it.split.isin(list(splits))]
+    return P.headline_table(it, QUESTIONS) if len(it) else pd.DataFrame()
 
 
 # --------------------------------------------------------------------------- error analysis

@@ -12,10 +12,10 @@ family over the evaluation splits (and seeds) and returns a tidy prediction tabl
 - :func:`run_seq2seq`: seq2seq jobs over seeds through :mod:`saf_utils.train` (launcher
   ``"none"`` trains in the kernel; ``"torchrun:N"`` / ``"accelerate"`` scale out).
 
-:func:`evaluate` turns the predictions into per-item scores, headline tables with 95 %
-question-cluster bootstrap CIs, the val-chosen system and the paired difference of every
-system to the strongest baseline (chosen on validation); :func:`record` writes all of it
-with :class:`saf_utils.reporting.records.Recorder` conventions.
+:func:`evaluate` turns the predictions into per-item scores, headline tables under each
+split's design (:mod:`saf_utils.protocol`), the val-chosen system and the adjusted paired
+comparisons to the strongest baseline (chosen on validation); :func:`conclusions` states
+them and :func:`record` writes all of it with the Recorder conventions.
 
 Adding a system: a function ``(train, test, encoder) -> prediction table`` in
 :mod:`saf_utils.saf.systems` and one :func:`register` line here.
@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from saf_utils import protocol as P
 from saf_utils.saf import evaluation as EV
 from saf_utils.saf import formats as S
 from saf_utils.saf import systems as SY
@@ -358,96 +359,149 @@ class Evaluation:
 
     preds: pd.DataFrame
     items: pd.DataFrame
-    headline: pd.DataFrame  # question-cluster CIs
+    designs: dict[str, P.Design]  # the headline design of each split
+    headline: pd.DataFrame  # every split × system × metric under its design
     per_seed: pd.DataFrame
     reference: str  # strongest baseline on validation
     chosen: str  # val-chosen system (baselines and systems only)
+    choice: P.Choice  # the validation table behind ``chosen``
     selection_metric: str
-    paired: pd.DataFrame  # every system minus the reference
-    item_level: pd.DataFrame  # item-level CIs of splits with few questions (labelled)
+    comparisons: pd.DataFrame  # test splits: systems minus the reference, leads; adjusted
+    new_questions: pd.DataFrame  # mean metrics, estimand "new questions" (enough questions)
+    per_question: pd.DataFrame  # few-question splits: per question, item-level intervals
     few_question_splits: list[str]
 
     def roles(self) -> dict[str, str]:
         return {s: role_of(s) for s in dict.fromkeys(self.preds.system)}
 
 
+#: The pre-specified primary comparison of notebook 02 (the val-chosen system minus the
+#: val-strongest baseline); ``evaluate`` fills in the systems.
+PRIMARY = {"split": "test_unseen_answers", "metric": "accuracy"}
+
+
 def choose_on_validation(headline: pd.DataFrame, metric: str = "macro_f1",
                          roles: Sequence[str] = ("baseline", "system"),
-                         split: str = "validation") -> tuple[str, float]:
+                         split: str = "validation") -> P.Choice:
     """The system with the best validation ``metric`` among ``roles`` (ties: table order)."""
     v = headline[(headline.split == split) & (headline.metric == metric)]
-    v = v[v.system.map(role_of).isin(roles)]
-    if v.empty:
-        raise ValueError(f"no {metric} on {split} for roles {list(roles)}")
-    asc = metric in EV.LOWER_IS_BETTER
-    best = v.sort_values("mean", ascending=asc, kind="stable").iloc[0]
-    return str(best.system), float(best["mean"])
+    names = {s: role_of(s) for s in dict.fromkeys(v.system)}
+    return P.choose_from(v.rename(columns={"mean": "value"})[["system", "value"]], metric,
+                         names, roles, split, metric in EV.LOWER_IS_BETTER)
 
 
 def evaluate(preds: pd.DataFrame, bertscore_kwargs: Mapping[str, Any] | None = None,
              moverscore_model: Any = None, embedding_metrics: bool = True,
-             selection_metric: str = "macro_f1", n_resamples: int = 1000, seed: int = 0,
-             few_questions: int = 5) -> Evaluation:
-    """Per-item scores, headline CIs, val choices and paired differences of all predictions.
+             selection_metric: str = "macro_f1", n_resamples: int = 1000, seed: int = 0
+             ) -> Evaluation:
+    """Per-item scores, headline intervals, the val choices and the adjusted comparisons.
 
-    The reference for the paired tests is the baseline with the best validation
-    ``selection_metric``; the chosen system is the best baseline-or-system by the same
-    metric on validation (oracles and probes never). Splits with fewer than
-    ``few_questions`` questions also get item-level CIs, labelled as ignoring clustering.
+    The reference is the baseline with the best validation ``selection_metric``; the
+    chosen system is the best baseline-or-system by the same metric (oracles and probes
+    never). Comparisons (test splits only; eligible systems minus the reference on every
+    headline metric, each test leader minus its runner-up, and the chosen system minus the
+    reference with the *new questions* estimand where there are enough questions) are
+    Holm-adjusted except the primary one (:data:`PRIMARY`).
     """
     preds = EV.collapse_identical_seeds(preds)
     metrics = (*EV.HEADLINE_METRICS, "mse_max_penalty", "unparseable_rate")
     items = EV.item_scores(preds, bertscore_kwargs, moverscore_model, embedding_metrics)
-    headline = EV.headline_table(preds, items, metrics, True, n_resamples, seed)
-    reference, _ = choose_on_validation(headline, selection_metric, roles=("baseline",))
-    chosen, _ = choose_on_validation(headline, selection_metric)
-    paired = EV.paired_table(preds, items, reference, metrics, n_resamples, seed)
     n_q = preds.groupby("split").question.nunique()
-    few = [s for s in n_q.index if n_q[s] < few_questions]
-    sub = preds.split.isin(few)
-    item_level = (EV.headline_table(preds[sub], items[items.split.isin(few)], metrics, False,
-                                    n_resamples, seed) if few else pd.DataFrame())
-    return Evaluation(preds, items, headline, EV.per_seed_table(preds, items, metrics),
-                      reference, chosen, selection_metric, paired, item_level, few)
+    designs = {s: EV.design_for(int(n_q[s]), n_resamples, seed) for s in n_q.index}
+    headline = EV.headline_table(preds, items, designs, metrics)
+    reference = choose_on_validation(headline, selection_metric, roles=("baseline",))
+    choice = choose_on_validation(headline, selection_metric)
+    ref, chosen = reference.per_fold[None], choice.per_fold[None]
+    roles = {s: role_of(s) for s in dict.fromkeys(preds.system)}
+    eligible = [s for s in roles if roles[s] in P.ELIGIBLE]
+    tests = {s: d for s, d in designs.items() if s.startswith("test")}
+    frames = [EV.paired_table(preds, items, ref, tests, EV.HEADLINE_METRICS, eligible)]
+    lower = EV.LOWER_IS_BETTER
+    leads = P.leaders(headline[headline.split.isin(list(tests))
+                               & headline.metric.isin(EV.HEADLINE_METRICS)], roles, lower)
+    for (split, metric), (top, runner) in leads.items():
+        if ref not in (top, runner):
+            frames.append(EV.paired_table(preds, items, runner, {split: tests[split]},
+                                          (metric,), [top]))
+    many = [s for s in tests if n_q[s] >= EV.FEW_QUESTIONS]
+    if chosen != ref and many:
+        it = EV._items(items, ("accuracy",))
+        it = it[it.split.isin(many) & it.system.isin([chosen, ref])]
+        frames.append(P.paired_table(it, ref, EV.QUESTIONS.but(n_resamples=n_resamples,
+                                                                seed=seed)))
+    comp = pd.concat([f for f in frames if len(f)], ignore_index=True)
+    comp = comp.drop_duplicates(["split", "metric", "system", "reference", "estimand"])
+    primary = ({**PRIMARY, "system": chosen, "reference": ref,
+                "estimand": designs.get(PRIMARY["split"], EV.ANSWERS).estimand}
+               if chosen != ref and PRIMARY["split"] in designs else None)
+    comp = P.adjust(comp, primary)
+    few = [s for s in n_q.index if n_q[s] < EV.FEW_QUESTIONS]
+    per_question = (EV.per_question_table(items[items.split.isin(few)], ("accuracy", "mse"),
+                                          n_resamples, seed) if few else pd.DataFrame())
+    return Evaluation(preds, items, designs, headline, EV.per_seed_table(preds, items, metrics),
+                      ref, chosen, choice, selection_metric, comp,
+                      EV.new_questions_table(items, many), per_question, few)
+
+
+def conclusions(ev: Evaluation) -> list[str]:
+    """Sentences from the tests: the primary comparison first, then the leads per test
+    split and metric (accuracy, macro-F1, sacreBLEU), each with its adjusted p."""
+    c = ev.comparisons
+    lower = EV.LOWER_IS_BETTER
+    out = []
+    prim = c[c.primary]
+    if len(prim):
+        r = prim.iloc[0].to_dict()
+        out.append("Primary comparison (pre-specified): " + P.verdict(r))
+    else:
+        out.append(f"The val-chosen system `{ev.chosen}` is the strongest baseline itself: "
+                   "there is no primary comparison.")
+    for r in c[(c.system == ev.chosen) & (c.reference == ev.reference) & ~c.primary
+               & c.metric.isin(["accuracy", "macro_f1", "sacrebleu"])].to_dict("records"):
+        out.append(f"{r['split']}: " + P.verdict(r, lower_is_better=r["metric"] in lower))
+    h = ev.headline[ev.headline.split.isin(c.split.unique())]
+    for (split, metric), (top, runner) in P.leaders(h, ev.roles(), lower).items():
+        if metric not in ("accuracy", "macro_f1", "sacrebleu"):
+            continue
+        row = c[(c.split == split) & (c.metric == metric) & (c.system == top)
+                & (c.reference == runner)]
+        out.append(f"{split}: " + P.lead_sentence(top, runner, row.iloc[0].to_dict()
+                                                  if len(row) else None, metric))
+    return out
 
 
 def record(rec: Any, ev: Evaluation, dataset: str, tuning: FeatureClfTuning | None = None,
            unseen_cv: pd.DataFrame | None = None) -> int:
     """Write the evaluation with the Recorder conventions; returns the number of records.
 
-    Headline (seed None, CI, role), per-seed values (seeded systems only), the val choice
-    (kind tuning, subset ``chosen``), tuning grids (kind tuning), differences to the
-    reference (kind analysis, subset ``minus <reference>`` / ``p vs <reference>``),
-    item-level CIs of few-question splits (kind analysis, subset ``item-level CI``) and
-    per-item scores (``items.jsonl``).
+    Headline (seed None, interval, method, estimand, role), per-seed values (seeded systems
+    only), the val choice (kind tuning, subset ``chosen`` / ``candidate``; the reference as
+    ``reference baseline``), comparisons (kind analysis: ``minus <ref>``, ``p vs <ref>``,
+    ``primary p`` / ``p_adj vs <ref>``), *new questions* intervals (kind analysis, subset
+    ``new questions``), per-question rows of few-question splits (subset = question id),
+    tuning grids and per-item scores (``items.jsonl``).
     """
-    n = 0
-    for r in ev.headline.itertuples():
-        rec.add(TASK, dataset, r.split, r.system, r.metric, r.mean, role=role_of(r.system),
-                ci_low=r.ci_low, ci_high=r.ci_high)
-        n += 1
+    roles = ev.roles()
+    n = P.record(rec, TASK, dataset, headline=ev.headline, roles=roles)
     for r in ev.per_seed[ev.per_seed.seed.notna()].itertuples():
         rec.add(TASK, dataset, r.split, r.system, r.metric, r.value, seed=int(r.seed),
                 role=role_of(r.system))
         n += 1
-    val = ev.headline[(ev.headline.split == "validation")
-                      & (ev.headline.metric == ev.selection_metric)].set_index("system")["mean"]
-    rec.add(TASK, dataset, "validation", ev.chosen, ev.selection_metric, val[ev.chosen],
-            kind="tuning", subset="chosen", role=role_of(ev.chosen))
-    rec.add(TASK, dataset, "validation", ev.reference, ev.selection_metric, val[ev.reference],
-            kind="tuning", subset="reference baseline", role="baseline")
-    n += 2
-    for r in ev.paired.itertuples():
-        rec.add(TASK, dataset, r.split, r.system, r.metric, r.diff, kind="analysis",
-                subset=f"minus {ev.reference}", role=role_of(r.system), ci_low=r.ci_low,
-                ci_high=r.ci_high)
-        rec.add(TASK, dataset, r.split, r.system, r.metric, r.p_value, kind="analysis",
-                subset=f"p vs {ev.reference}", role=role_of(r.system))
-        n += 2
-    for r in ev.item_level.itertuples():
+    n += P.record(rec, TASK, dataset, comparisons=ev.comparisons, choice=ev.choice, roles=roles)
+    val = ev.choice.table.set_index("system").value
+    if ev.reference in val.index:
+        rec.add(TASK, dataset, ev.choice.split, ev.reference, ev.selection_metric,
+                val[ev.reference], kind="tuning", subset="reference baseline", role="baseline")
+        n += 1
+    for r in ev.new_questions.itertuples():
         rec.add(TASK, dataset, r.split, r.system, r.metric, r.mean, kind="analysis",
-                subset="item-level CI", role=role_of(r.system), ci_low=r.ci_low,
-                ci_high=r.ci_high)
+                subset="new questions", role=role_of(r.system), ci_low=r.ci_low,
+                ci_high=r.ci_high, method=r.method, estimand=r.estimand)
+        n += 1
+    for r in ev.per_question.itertuples():
+        rec.add(TASK, dataset, r.split, r.system, r.metric, r.mean, kind="analysis",
+                subset=r.question_id, role=role_of(r.system), ci_low=r.ci_low,
+                ci_high=r.ci_high, method=r.method, estimand=r.estimand)
         n += 1
     if tuning is not None:
         for r in tuning.grid.itertuples():

@@ -1,0 +1,456 @@
+"""The research protocol of both tasks: designs, headline tables, paired comparisons,
+choices on validation, multiplicity and the sentences that state conclusions.
+
+Tasks hand over a tidy *items* frame (``split, system, metric, item, cluster, value`` and
+optionally ``seed``, ``fold``, ``role``; one row per scored item, the layout of
+``items.jsonl``) plus a :class:`Design`: what was sampled and what a number is about.
+Everything a notebook concludes goes through here, so both tasks share one protocol:
+
+- **Estimates** (:func:`headline_table`): seeds averaged per (item, fold) first; the design
+  picks the interval (:func:`estimate`).
+- **Comparisons** (:func:`paired_table`): a paired randomization test at the design's unit,
+  whose interval inverts the same test (CI and p never contradict).
+- **Choices** (:func:`choose`): on the validation split, *per fold* wherever folds exist; no
+  function here pools validation across folds (a fold's val papers are other folds' test
+  papers).
+- **Multiplicity** (:func:`adjust`): one pre-specified primary comparison per notebook keeps
+  its raw p; every other p is Holm-adjusted within the notebook.
+- **Sentences** (:func:`verdict`, :func:`lead_sentence`): "higher than ... (adjusted p)" only
+  when the test says so, else "not distinguishable at this sample size" with the minimum
+  detectable effect.
+
+Calibration (coverage, type-I error, power of every design used here) is measured by
+``benchmarks/stats_calibration.py``; the README shows its table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from saf_utils import stats
+
+ELIGIBLE = ("baseline", "system")  # roles that may be chosen or called "best"
+BY = ("split", "system", "metric")
+
+
+@dataclass(frozen=True)
+class Design:
+    """How the test units were sampled, and so which inference fits.
+
+    - ``level="item"``: items resampled within their cluster (stratified bootstrap) and
+      paired tests that swap single items. Estimand: new items of *these* clusters.
+    - ``level="cluster"``: clusters are the sampled unit (t-interval over clusters, sign-flip
+      test over clusters), stratified by ``strata`` (a column, e.g. ``fold``) if given.
+      Estimand: new clusters. Needs >= 2 clusters per stratum; only for item means.
+    """
+
+    name: str
+    level: Literal["item", "cluster"]
+    estimand: str
+    strata: str | None = None
+    n_resamples: int = 1000
+    seed: int = 0
+    alpha: float = 0.05
+
+    def but(self, **changes: Any) -> Design:
+        """A copy with some fields changed (e.g. ``estimand`` for a 2-question split)."""
+        return replace(self, **changes)
+
+
+# --------------------------------------------------------------------------- estimates
+
+def _units(df: pd.DataFrame, design: Design) -> pd.Series | None:
+    """Cluster id per row, qualified by stratum (a paper can be val in two folds)."""
+    if design.strata and design.strata in df and df[design.strata].notna().any():
+        return df[design.strata].astype(str) + ":" + df["cluster"].astype(str)
+    return df["cluster"].astype(str)
+
+
+def _strata(df: pd.DataFrame, design: Design) -> list | None:
+    if design.strata and design.strata in df and df[design.strata].notna().any():
+        if df[design.strata].isna().any():
+            raise ValueError(f"{design.strata!r}: some rows have a value and others do not")
+        return df[design.strata].tolist()
+    return None
+
+
+def seed_average(g: pd.DataFrame, design: Design) -> pd.DataFrame:
+    """One row per (item, stratum): seeds averaged first, cluster kept."""
+    keys = ["item"] + ([design.strata] if _strata(g, design) is not None else [])
+    return (g.groupby(keys, dropna=False, sort=True)
+            .agg(value=("value", "mean"), cluster=("cluster", "first")).reset_index())
+
+
+def mean_stats(df: pd.DataFrame, design: Design,
+               value: str = "value") -> tuple[np.ndarray, stats.Statistic]:
+    """Sufficient statistics of the design's point estimate: the item mean, or with strata
+    the mean over strata of the per-stratum mean (official ArgSciChat aggregation)."""
+    strata = _strata(df, design)
+    if strata is not None:
+        return stats.stratum_mean_stat(df[value].to_numpy(), strata)
+    return stats.mean_stat(df[value].to_numpy())
+
+
+def estimate(df: pd.DataFrame, design: Design, corpus: tuple | None = None) -> dict[str, Any]:
+    """Point estimate and 95 % interval of one (split, system, metric) for ``design``.
+
+    ``df``: seed-averaged rows (:func:`seed_average`). ``corpus``: ``(stats, statistic)``
+    of a corpus metric (BLEU, macro F1) in ``df``'s row order; item level only.
+    """
+    units = _units(df, design)
+    if design.level == "item":
+        mat, fn = corpus if corpus is not None else mean_stats(df, design)
+        res = stats.cluster_bootstrap(mat, fn, clusters=None, strata=units.tolist(),
+                                      n_resamples=design.n_resamples, seed=design.seed,
+                                      alpha=design.alpha)
+        method = "bootstrap of items within clusters"
+    else:
+        if corpus is not None:
+            raise ValueError(f"{design.name}: cluster-level intervals are for item means only")
+        strata = _strata(df, design)
+        per_stratum = units.groupby(strata if strata is not None else [0] * len(df)).nunique()
+        if (per_stratum < 2).any():  # no variance between clusters to estimate
+            mat, fn = mean_stats(df, design)
+            return {"mean": float(fn(mat.sum(0)[None])[0]), "ci_low": np.nan,
+                    "ci_high": np.nan, "method": "no interval: a stratum has < 2 clusters",
+                    "estimand": design.estimand, "n_items": len(df),
+                    "n_units": int(units.nunique())}
+        res = stats.cluster_t_interval(df["value"].to_numpy(), units.tolist(), strata,
+                                       design.alpha)
+        method = res.method
+    return {"mean": res.estimate, "ci_low": res.low, "ci_high": res.high, "method": method,
+            "estimand": design.estimand, "n_items": res.n_items,
+            "n_units": res.n_items if design.level == "item" else res.n_clusters}
+
+
+def headline_table(items: pd.DataFrame, design: Design, by: Sequence[str] = BY) -> pd.DataFrame:
+    """Mean and 95 % interval per group (default split × system × metric) for ``design``.
+
+    Carries ``role`` when the items do, and the design's ``method`` and ``estimand``.
+    """
+    _require(items, [*by, "item", "cluster", "value"])
+    rows = []
+    for key, g in items.groupby(list(by), dropna=False, sort=True):
+        row = dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True))
+        row.update(estimate(seed_average(g, design), design))
+        if "role" in g:
+            row["role"] = g["role"].iloc[0]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def fold_means(items: pd.DataFrame, per_seed: bool = False, fold: str = "fold"
+               ) -> pd.DataFrame:
+    """Mean per (split, system, metric, fold): seeds averaged per item first (``seed`` None);
+    ``per_seed`` adds one row per seed of seeded systems. Carries ``role`` and ``n``."""
+    keys = ["split", "system", "metric", fold]
+    per_item = items.groupby([*keys, "item"], dropna=False, sort=True).value.mean()
+    out = (per_item.groupby(level=keys, dropna=False).agg(["mean", "size"]).reset_index()
+           .rename(columns={"mean": "value", "size": "n"}))
+    out["seed"] = None
+    if per_seed and "seed" in items:
+        seeded = items[items.seed.notna()]
+        if not seeded.empty:
+            s = (seeded.groupby([*keys, "seed"], dropna=False).value.agg(["mean", "size"])
+                 .reset_index().rename(columns={"mean": "value", "size": "n"}))
+            out = pd.concat([out, s], ignore_index=True)
+    out["seed"] = pd.array([None if pd.isna(x) else int(x) for x in out.seed], dtype="Int64")
+    if "role" in items:
+        out["role"] = out.system.map(items.drop_duplicates("system").set_index("system").role)
+    return out
+
+
+# --------------------------------------------------------------------------- comparisons
+
+def compare(a: pd.DataFrame, b: pd.DataFrame, design: Design,
+            corpus: tuple | None = None) -> dict[str, Any]:
+    """A minus B on paired, seed-averaged rows (same order): diff, CI, p, MDE.
+
+    ``corpus``: ``(stats_a, stats_b, statistic)`` of a corpus metric, item level only.
+    """
+    if corpus is not None:
+        sa, sb, fn = corpus
+    else:
+        (sa, fn), (sb, _) = mean_stats(a, design), mean_stats(b, design)
+    units = None if design.level == "item" else _units(a, design).tolist()
+    if units is not None and corpus is not None:
+        raise ValueError(f"{design.name}: cluster-level tests are for item means only")
+    r = stats.paired_randomization(sa, sb, fn, units, design.n_resamples, design.seed,
+                                   design.alpha)
+    return {"diff": r.diff, "ci_low": r.low, "ci_high": r.high, "p_value": r.p_value,
+            "estimate": r.estimate_a, "estimate_ref": r.estimate_b, "method": r.method,
+            "estimand": design.estimand, "mde": r.mde, "n_items": len(a), "n_units": r.n_units}
+
+
+def pair_rows(ref: pd.DataFrame, other: pd.DataFrame, design: Design
+              ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Seed-averaged rows of two systems joined on (item, stratum), in one order."""
+    keys = ["item"] + ([design.strata] if _strata(ref, design) is not None else [])
+    df = seed_average(other, design).merge(seed_average(ref, design), on=keys,
+                                           suffixes=("", "_ref"))
+    if (df["cluster"].astype(str) != df["cluster_ref"].astype(str)).any():
+        raise ValueError("paired rows disagree on clusters")
+    a = df[[*keys, "cluster", "value"]]
+    b = df[[*keys, "cluster", "value_ref"]].rename(columns={"value_ref": "value"})
+    return a, b
+
+
+def paired_table(items: pd.DataFrame, reference: str | Mapping[Any, str], design: Design,
+                 by: Sequence[str] = ("split", "metric"),
+                 systems: Sequence[str] | None = None) -> pd.DataFrame:
+    """Each system minus ``reference`` on the items both scored, per group of ``by``.
+
+    ``reference`` may map a group key (tuple of ``by`` values) to its reference system.
+    Groups without the reference are skipped.
+    """
+    _require(items, [*by, "system", "item", "cluster", "value"])
+    rows = []
+    for key, g in items.groupby(list(by), dropna=False, sort=True):
+        key = key if isinstance(key, tuple) else (key,)
+        ref_name = reference if isinstance(reference, str) else reference.get(key)
+        ref = g[g.system == ref_name]
+        if ref.empty:
+            continue
+        others = g[g.system != ref_name]
+        if systems is not None:
+            others = others[others.system.isin(systems)]
+        for name, other in others.groupby("system", sort=True):
+            a, b = pair_rows(ref, other, design)
+            if a.empty:
+                continue
+            row = {**dict(zip(by, key, strict=True)), "system": name, "reference": ref_name}
+            row.update(compare(a, b, design))
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def adjust(comparisons: pd.DataFrame, primary: Mapping[str, Any] | None = None,
+           p: str = "p_value") -> pd.DataFrame:
+    """Add ``primary`` (bool) and ``p_adj``: the primary comparison keeps its raw p, every
+    other p in the frame (one notebook's family) is Holm-adjusted.
+
+    ``primary``: column values identifying the one pre-specified comparison (e.g.
+    ``{"split": "test", "system": "val_chosen", "metric": "accuracy"}``); None: all are
+    adjusted.
+    """
+    out = comparisons.copy()
+    if out.empty:
+        return out.assign(primary=pd.Series(dtype=bool), p_adj=pd.Series(dtype=float))
+    is_primary = pd.Series(False, index=out.index)
+    if primary:
+        is_primary = np.logical_and.reduce([out[k] == v for k, v in primary.items()])
+        is_primary = pd.Series(is_primary, index=out.index)
+        if is_primary.sum() > 1:
+            raise ValueError(f"adjust: {int(is_primary.sum())} rows match the primary {primary}")
+    out["primary"] = is_primary.to_numpy()
+    out["p_adj"] = out[p].astype(float)
+    rest = ~out["primary"]
+    out.loc[rest, "p_adj"] = stats.holm(out.loc[rest, p].astype(float).to_numpy())
+    return out
+
+
+# --------------------------------------------------------------------------- choices
+
+@dataclass
+class Choice:
+    """A choice on validation: per fold (key None where there are no folds)."""
+
+    metric: str
+    split: str
+    per_fold: dict[Any, str]
+    table: pd.DataFrame = field(repr=False)  # fold, system, role, value, chosen
+
+    @property
+    def systems(self) -> list[str]:
+        return list(dict.fromkeys(self.per_fold.values()))
+
+
+def choose(items: pd.DataFrame, metric: str, roles: Mapping[str, str],
+           allowed: Sequence[str] = ELIGIBLE, split: str = "val",
+           lower_is_better: bool = False, fold: str = "fold") -> Choice:
+    """Per fold, the system (role in ``allowed``) with the best mean ``metric`` on ``split``.
+
+    Seeds are averaged per item first. Each fold's choice reads only that fold's rows; with
+    no fold column (or all None) there is one choice. Ties go to the first in ``roles``.
+    """
+    sub = items[(items.split == split) & (items.metric == metric)]
+    folded = fold in sub and sub[fold].notna().any()
+    f = sub[fold] if folded else pd.Series(None, index=sub.index, dtype=object)
+    per_item = (sub.assign(fold=f).groupby(["fold", "system", "item"], sort=True, dropna=False)
+                .value.mean())
+    table = (per_item.groupby(level=["fold", "system"], dropna=False).mean().rename("value")
+             .reset_index())
+    return choose_from(table, metric, roles, allowed, split, lower_is_better)
+
+
+def choose_from(table: pd.DataFrame, metric: str, roles: Mapping[str, str],
+                allowed: Sequence[str] = ELIGIBLE, split: str = "val",
+                lower_is_better: bool = False) -> Choice:
+    """:func:`choose` on a ready table ``system, value`` (+ ``fold``): e.g. corpus metrics
+    (macro F1) whose value is not a mean of items."""
+    t = table.copy()
+    if "fold" not in t:
+        t["fold"] = None
+    t = t[t.system.map(lambda s: roles.get(s) in set(allowed)) & np.isfinite(t.value)]
+    if t.empty:
+        raise ValueError(f"choose: no {split} {metric!r} values of roles {list(allowed)}")
+    order = {s: i for i, s in enumerate(roles)}
+    t["_f"] = t.fold.map(lambda x: -1 if x is None or pd.isna(x) else int(x))
+    t["_o"] = t.system.map(order)
+    t = t.sort_values(["_f", "value", "_o"], ascending=[True, lower_is_better, True],
+                      kind="stable")
+    t["chosen"] = ~t._f.duplicated()
+    t["role"] = t.system.map(roles)
+    t["fold"] = [None if x < 0 else x for x in t._f]
+    per_fold = {r.fold: r.system for r in t[t.chosen].itertuples()}
+    return Choice(metric, split, per_fold,
+                  t[["fold", "system", "role", "value", "chosen"]].reset_index(drop=True))
+
+
+def composite(items: pd.DataFrame, choice: Choice, name: str = "val_chosen",
+              fold: str = "fold") -> pd.DataFrame:
+    """Items of each fold's chosen system, renamed ``name`` (fold f's part is the system
+    chosen on fold f's val), every split and metric. Role: the chosen systems' common role,
+    else ``system``."""
+    if list(choice.per_fold) == [None]:
+        parts = [items[items.system == choice.per_fold[None]]]
+    else:
+        parts = [items[(items[fold] == f) & (items.system == s)]
+                 for f, s in choice.per_fold.items()]
+    out = pd.concat(parts, ignore_index=True)
+    if out.empty:
+        raise ValueError("composite: no items of the chosen systems")
+    out = out.assign(system=name)
+    if "role" in out:
+        r = sorted(set(out.role.dropna()))
+        out["role"] = r[0] if len(r) == 1 else "system"
+    return out
+
+
+# --------------------------------------------------------------------------- sentences
+
+def _f(x: float, d: int = 3) -> str:
+    return f"{x:.{d}f}" if abs(x) < 100 else f"{x:.1f}"
+
+
+def _p(p: float) -> str:
+    return "< 0.001" if p < 0.001 else f"= {p:.3f}"
+
+
+def verdict(row: Mapping[str, Any], metric: str | None = None, lower_is_better: bool = False,
+            alpha: float = 0.05) -> str:
+    """One sentence for one comparison row (:func:`paired_table` + :func:`adjust`).
+
+    Uses the adjusted p (``p_adj``) when present; states the estimand; without a
+    significant result says "not distinguishable at this sample size" and the MDE.
+    """
+    metric = metric or row.get("metric", "")
+    p = row.get("p_adj", row["p_value"])
+    p = row["p_value"] if p is None or (isinstance(p, float) and np.isnan(p)) else p
+    label = "p" if row.get("primary", False) or "p_adj" not in row else "Holm-adjusted p"
+    d, lo, hi = row["diff"], row["ci_low"], row["ci_high"]
+    diff = f"{d:+.3g} [{lo:+.3g}, {hi:+.3g}]"
+    est = f" (estimand: {row['estimand']})" if row.get("estimand") else ""
+    a, b = row["system"], row["reference"]
+    if p <= alpha:
+        better = (d < 0) if lower_is_better else (d > 0)
+        word = "better" if better else "worse"
+        return (f"{a} is {word} than {b} on {metric}: {diff}, {label} {_p(p)}, "
+                f"{row.get('method', '')}{est}.")
+    mde = row.get("mde", np.nan)
+    mde_txt = ("no p-value below alpha is possible with this few units" if not np.isfinite(mde)
+               else f"minimum detectable effect about {mde:.3g}")
+    return (f"{a} and {b} are not distinguishable on {metric} at this sample size: {diff}, "
+            f"{label} {_p(p)} ({mde_txt}){est}.")
+
+
+def leaders(headline: pd.DataFrame, roles: Mapping[str, str] | None = None,
+            lower_is_better: Sequence[str] = ()) -> dict[tuple, tuple[str, str]]:
+    """Per (split, metric): the top and runner-up system among eligible roles."""
+    out = {}
+    h = headline
+    if roles is not None:
+        h = h[h.system.map(lambda s: roles.get(s) in ELIGIBLE)]
+    elif "role" in h:
+        h = h[h.role.isin(ELIGIBLE)]
+    for (split, metric), g in h.groupby(["split", "metric"], sort=True):
+        g = g.sort_values("mean", ascending=metric in lower_is_better, kind="stable")
+        if len(g) >= 2:
+            out[(split, metric)] = (g.system.iloc[0], g.system.iloc[1])
+    return out
+
+
+def lead_sentence(top: str, runner_up: str, cmp_row: Mapping[str, Any] | None, metric: str,
+                  alpha: float = 0.05) -> str:
+    """"Highest <metric>: A; the gap to B is (not) resolved" from the A-vs-B comparison."""
+    if cmp_row is None:
+        return f"Highest {metric}: {top}; the gap to {runner_up} was not tested."
+    p = cmp_row.get("p_adj", cmp_row["p_value"])
+    gap = f"{cmp_row['diff']:+.3g} [{cmp_row['ci_low']:+.3g}, {cmp_row['ci_high']:+.3g}]"
+    if p <= alpha:
+        return (f"Highest {metric}: {top}, ahead of {runner_up} by {gap} "
+                f"(adjusted p {_p(p)}): the lead is resolved.")
+    return (f"Highest {metric}: {top} by its point estimate, but not distinguishable from "
+            f"{runner_up} at this sample size ({gap}, adjusted p {_p(p)}).")
+
+
+# --------------------------------------------------------------------------- records
+
+def record(rec: Any, task: str, dataset: str, headline: pd.DataFrame | None = None,
+           comparisons: pd.DataFrame | None = None, choice: Choice | None = None,
+           roles: Mapping[str, str] | None = None, kind: str = "result",
+           composite_name: str | None = None) -> int:
+    """Write headline rows (with CI, method, estimand), comparisons (``minus <ref>`` with
+    its CI; ``p vs <ref>`` raw; ``p_adj vs <ref>`` Holm-adjusted or primary) and a choice
+    (kind tuning, ``chosen`` / ``candidate`` per fold; ``composite_name`` adds one
+    fold-less ``chosen`` record for the composite, which index.html marks) through a
+    ``Recorder``. Returns the count."""
+    roles = roles or {}
+    n = 0
+
+    def role(r: Any) -> str | None:
+        given = getattr(r, "role", None)
+        return given if isinstance(given, str) else roles.get(r.system)
+
+    for r in (headline.itertuples() if headline is not None else ()):
+        rec.add(task, dataset, r.split, r.system, r.metric, r.mean, role=role(r), kind=kind,
+                ci_low=r.ci_low, ci_high=r.ci_high, method=r.method, estimand=r.estimand)
+        n += 1
+    for r in (comparisons.itertuples() if comparisons is not None else ()):
+        common = dict(kind="analysis", role=role(r), method=r.method, estimand=r.estimand)
+        rec.add(task, dataset, r.split, r.system, r.metric, r.diff, subset=f"minus {r.reference}",
+                ci_low=r.ci_low, ci_high=r.ci_high, **common)
+        rec.add(task, dataset, r.split, r.system, r.metric, r.p_value,
+                subset=f"p vs {r.reference}", **common)
+        n += 2
+        if hasattr(r, "p_adj"):
+            what = "primary p" if r.primary else "p_adj"
+            rec.add(task, dataset, r.split, r.system, r.metric, r.p_adj,
+                    subset=f"{what} vs {r.reference}", **common)
+            n += 1
+    if choice is not None:
+        for r in choice.table.itertuples():
+            fold = None if r.fold is None or pd.isna(r.fold) else int(r.fold)
+            rec.add(task, dataset, choice.split, r.system, choice.metric, r.value, fold=fold,
+                    kind="tuning",
+                    subset="chosen" if r.chosen else "candidate", role=r.role)
+            n += 1
+        if composite_name:
+            val = float(choice.table[choice.table.chosen].value.mean())
+            rec.add(task, dataset, choice.split, composite_name, choice.metric, val,
+                    kind="tuning", subset="chosen", role="system")
+            n += 1
+    return n
+
+
+def _require(items: pd.DataFrame, cols: Sequence[str]) -> None:
+    missing = [c for c in cols if c not in items]
+    if missing:
+        raise ValueError(f"items frame lacks columns {missing}; has {list(items.columns)}")
+    if items.empty:
+        raise ValueError("empty items frame")
