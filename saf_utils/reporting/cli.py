@@ -2,7 +2,7 @@
 
     saf-run [run] --profile cpu [-p key=value] [--only NB] [--run-dir DIR] [--dry-run]
                   [--baseline RUN]
-    saf-run compare RUN_A RUN_B [--html PATH]
+    saf-run compare RUN_A RUN_B [--html PATH] [--alpha A] [--resamples N]
     saf-run list [--reports-dir DIR]
 
 Plain ``saf-run --profile …`` (and ``python -m saf_utils.run``) is ``saf-run run``.
@@ -205,7 +205,7 @@ def list_main(argv: list[str]) -> int:
     for why in problems:  # one line each; the other runs are still listed
         _err(f"skipped a malformed run: {why}")
     if not runs:
-        print(f"no runs in {args.reports_dir or REPORTS_DIR}")
+        print(f"no {'readable ' if problems else ''}runs in {args.reports_dir or REPORTS_DIR}")
         return 0
     head = ["run", "profile", "commit", "status", "started", "duration", "notebooks"]
     rows = [[str(r.get("run") or ""), str(r.get("profile") or ""), r.get("commit") or "",

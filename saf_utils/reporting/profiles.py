@@ -278,7 +278,7 @@ def _element_ok(value: Any, default: list | tuple) -> bool:
 
 def _type_name(x: Any) -> str:
     return {bool: "bool", int: "int", float: "float", str: "str", list: "list", tuple: "list",
-            dict: "mapping"}.get(type(x), type(x).__name__)
+            dict: "mapping", type(None): "None"}.get(type(x), type(x).__name__)
 
 
 def check_types(notebook: str, params: dict[str, Any], declared: dict[str, Any],
@@ -288,12 +288,14 @@ def check_types(notebook: str, params: dict[str, Any], declared: dict[str, Any],
         known, default = declared_default(declared.get(key))
         if known and not _type_ok(value, default):
             what = (f"{_type_name(value)}, from {origins.get(key, '?')}")
+            want = _type_name(default)
             if isinstance(default, (list, tuple)) and isinstance(value, (list, tuple)):
                 bad = next(v for v in value if not _element_ok(v, default))
                 what = (f"element {bad!r} is {_type_name(bad)}, from {origins.get(key, '?')}")
+                want += " of " + " or ".join(sorted({_type_name(d) for d in default}))
             raise RunnerError(
                 f"{notebook}.{key} = {value!r} ({what}) does not match the notebook's default "
-                f"{default!r} ({_type_name(default)})")
+                f"{default!r} ({want})")
 
 
 def check_choices(notebook: str, params: dict[str, Any], choices: dict[str, list],

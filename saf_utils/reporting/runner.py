@@ -6,7 +6,8 @@ notebooks, one HTML page each (no network loads), ``index.html`` (headline table
 ``results.html`` (every result record), ``metrics.json`` (merged records) and
 ``manifest.json`` (commit, parameters, installed packages, lock hash, data files with
 SHA-256, timings, every execution). Everything is checked before the first notebook runs
-(profile, parameters and their types, dependencies, data sources). A failing notebook is
+(profile, names that become paths, parameters with their types and choices, dependencies,
+data sources, the ``--baseline`` run). A failing notebook is
 rendered with its error and marked failed; the others still run and the exit code is 1.
 Manifest and index are rewritten when the run starts and after each notebook; Ctrl-C or
 SIGTERM mark the run and the running notebook "interrupted" and still write them.
