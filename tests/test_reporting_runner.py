@@ -203,6 +203,7 @@ def test_run_dir_reruns_a_notebook_and_keeps_both_executions(project, capsys):
                             "--reports-dir", str(reports)]) == 0
     cmp = (reports / "r2" / "compare.html").read_text()
     assert "<b>value</b>" in cmp and "0.75" in cmp and "0.5" in cmp
+    assert "A = r1<br>B = r2" in cmp and str(tmp) not in cmp  # no absolute local path
     assert cli.main(["list", "--reports-dir", str(reports)]) == 0
     out = capsys.readouterr().out
     assert "r1" in out and "r2" in out and "2/2 ok" in out
@@ -250,3 +251,164 @@ def test_interrupt_marks_the_run_and_still_writes_reports(project, sig):
     time.sleep(0.5)
     with pytest.raises(ProcessLookupError):
         os.kill(kernel, 0)  # the kernel did not outlive the run
+
+
+def _fake_run(folder: Path, manifest: object = None, metrics: object = None) -> Path:
+    """A run folder as far as list/compare/--baseline read it (no kernel)."""
+    folder.mkdir(parents=True)
+    if manifest is None:
+        manifest = {"run": folder.name, "profile": "toy", "status": "ok",
+                    "started": "2026-01-01T00:00:00+00:00", "notebooks": [
+                        {"name": "a_first", "status": "ok", "parameters": {"value": 0.5}}]}
+    if metrics is None:
+        metrics = {"records": [{"notebook": "a_first", "task": "t", "dataset": "d",
+                                "split": "test", "system": "s", "metric": "m", "value": 0.5}]}
+    (folder / "manifest.json").write_text(
+        manifest if isinstance(manifest, str) else json.dumps(manifest))
+    if metrics is not False:
+        (folder / "metrics.json").write_text(json.dumps(metrics))
+    return folder
+
+
+def test_names_that_become_paths_stay_inside_the_reports_folder(project, capsys):
+    tmp, base, reports = project
+    args = ["--notebooks-dir", str(tmp / "notebooks"), "--reports-dir", str(reports)]
+    cases = {
+        "name: ../x\nnotebooks: [a_first]\n": "profile name '../x'",
+        "name: /tmp/x\nnotebooks: [a_first]\n": "profile name '/tmp/x'",
+        "notebooks: [a_first, ../t1x]\n": "notebook name '../t1x'",
+        "notebooks: [a_first]\ndepends_on: {a_first: [../b]}\n": "depends_on.a_first",
+        "notebooks: [a_first]\ndepends_on: {../c: [a_first]}\n": "depends_on notebook name",
+        "notebooks: [a_first]\nnotebook_parameters: {a/b: {n: 1}}\n": "'a/b'",
+    }
+    for text, expected in cases.items():
+        bad = tmp / "bad.yaml"
+        bad.write_text(text)
+        assert cli.main(["--config", str(bad), *args]) == 2, text
+        assert expected in _err_line(capsys), text
+    odd = tmp / "my profile.yaml"  # the file name becomes the run name
+    odd.write_text("notebooks: [a_first]\n")
+    assert cli.main(["--config", str(odd), *args]) == 2
+    assert "from the file name; set 'name:'" in _err_line(capsys)
+    odd.write_text("name: mine\nnotebooks: [a_first]\n")
+    assert cli.main(["--config", str(odd), *args, "--dry-run"]) == 0
+    assert "profile mine" in capsys.readouterr().out
+    with pytest.raises(run.RunnerError, match="one folder name"):
+        run.new_run_dir(reports, "../escaped")
+    assert not reports.exists() and not (tmp / "x").exists() and not (tmp / "escaped").exists()
+
+
+def test_planning_checks_unselected_notebooks_list_elements_choices_and_fields(project, capsys):
+    tmp, base, reports = project
+    a = ["--only", "a_first"]
+    cases = {  # -p NB.key for a notebook that is not selected is still checked
+        "unselected type": (a + ["-p", "b_reads_a.value=two"], "b_reads_a.value = 'two'"),
+        "unselected name": (a + ["-p", "b_reads_a.nope=1"], "['nope'] (-p b_reads_a)"),
+        "list element": (["-p", "a_first.folds=[0, x]"], "element 'x' is str"),
+        "list element float": (["-p", "a_first.folds=[1.5]"], "element 1.5 is float"),
+        "list element None": (["-p", "a_first.folds=[null]"], "default [0] (list of int)"),
+        "list for str": (["-p", "a_first.name=[1]"], "(list, from -p a_first)"),
+    }
+    for label, (args, expected) in cases.items():
+        assert cli.main(base + args) == 2, label
+        assert expected in _err_line(capsys), label
+    assert cli.main(base + a + ["--dry-run", "-p", "b_reads_a.value=0.1"]) == 0
+    assert "[2]" not in capsys.readouterr().out  # checked, not run
+
+    nbs = ["--notebooks-dir", str(tmp / "notebooks"), "--reports-dir", str(reports)]
+    profile = "notebooks: [a_first, b_reads_a]\n"
+    for text, extra, expected in (
+            ("timeout: ten minutes\n", [], "'timeout' must be a whole number of seconds"),
+            ("timeout: 0\n", [], "'timeout' must be"),
+            ("timeout: true\n", [], "'timeout' must be"),
+            ("hide_code: 3\n", [], "'hide_code' must be true or false"),
+            ("name: 5\n", [], "'name' must be a string"),
+            ("description: [a]\n", [], "'description' must be a string"),
+            ("choices: {folds: 3}\n", [], "choices.folds must be a non-empty list"),
+            ("choices: 3\n", [], "'choices' must be a mapping"),
+            ("choices: {folds: [0, 1, 2]}\n", ["-p", "folds=[7]"],
+             "a_first.folds = [7] (from -p): 7 is not one of the profile's choices.folds"),
+            ("choices: {folds: [0, 1]}\nparameters: {folds: [0, 2]}\n", [],
+             "2 is not one of the profile's choices.folds"),
+            ("choices: {name: [x, y]}\n", ["-p", "a_first.name=z"], "choices.name"),
+            ("notebook_parameters: {b_reads_a: {value: x}}\n", a,  # not selected, still checked
+             "b_reads_a.value = 'x'")):
+        bad = tmp / "bad.yaml"
+        bad.write_text(profile + text)
+        assert cli.main(["--config", str(bad), *nbs, *extra]) == 2, text
+        assert expected in _err_line(capsys), text
+    bad.write_text(profile + "choices: {folds: [0, 1, 2]}\ntimeout: 600\n")
+    assert cli.main(["--config", str(bad), *nbs, "--dry-run", "-p", "folds=[2, 0]"]) == 0
+    capsys.readouterr()
+    assert not reports.exists()
+
+
+def test_base_profile_limits_folds_to_the_official_ones():
+    cfg = run.load_profile("smoke")
+    assert cfg["choices"]["folds"] == [0, 1, 2, 3, 4]
+    with pytest.raises(run.RunnerError, match="7 is not one of the profile's choices.folds"):
+        run.plan_notebooks(cfg, ["01_data_exploration"], ROOT / "notebooks", ["folds=[7]"])
+    with pytest.raises(run.RunnerError, match=r"03_fact_selection.k = 'two'"):
+        run.plan_notebooks(cfg, ["01_data_exploration"], ROOT / "notebooks",
+                           ["03_fact_selection.k=two"])
+
+
+def test_baseline_must_be_a_readable_run(project, capsys):
+    tmp, base, reports = project
+    elsewhere = tmp / "runs"
+    cases = {
+        "list": ("[1, 2]", None, "a JSON list, not a run manifest"),
+        "bad json": ("{", None, "manifest.json: unreadable"),
+        "notebook name": ({"notebooks": [{"name": "../x"}]}, None, "notebooks[0] name '../x'"),
+        "notebooks": ({"notebooks": "a_first"}, None, "notebooks is str"),
+        "no metrics": (None, False, "metrics.json: missing"),
+        "metrics list": (None, [], "not the runner's metrics"),
+        "no value": (None, {"records": [{"task": "t", "system": "s", "metric": "m"}]},
+                     "records[0]: value None is not a finite number"),
+        "list key": (None, {"records": [{"system": ["s"], "value": 1}]}, "system is list"),
+    }
+    for i, (label, (manifest, metrics, expected)) in enumerate(cases.items()):
+        bad = _fake_run(elsewhere / f"b{i}", manifest, metrics)
+        assert cli.main(base + ["--baseline", str(bad), "--dry-run"]) == 2, label
+        assert expected in _err_line(capsys), label
+        assert cli.main(base + ["--baseline", str(bad)]) == 2, label
+        _err_line(capsys)
+    assert not reports.exists()  # nothing ran
+    good = _fake_run(elsewhere / "good")
+    assert cli.main(base + ["--baseline", str(good), "--dry-run"]) == 0
+    capsys.readouterr()
+
+
+def test_list_and_compare_report_a_malformed_run_in_one_line(tmp_path, capsys):
+    reports = tmp_path / "reports"
+    _fake_run(reports / "good")
+    _fake_run(reports / "good2")
+    _fake_run(reports / "listy", "[1]")
+    _fake_run(reports / "pid", {"pid": [1], "notebooks": []})
+    _fake_run(reports / "novalue", metrics={"records": [{"system": "s", "metric": "m"}]})
+    assert cli.main(["list", "--reports-dir", str(reports)]) == 0
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert len(err) == 2 and "Traceback" not in captured.err, err
+    assert "listy" in err[0] and "not a run manifest" in err[0] and "pid is list" in err[1]
+    assert all(name in captured.out for name in ("good", "good2", "novalue"))
+    with pytest.raises(run.RunnerError):
+        cli.list_runs(reports)  # without a problems list it raises
+
+    def compare(*args: str) -> int:
+        return cli.main(["compare", *args, "--reports-dir", str(reports)])
+
+    for args, expected in ((["good", "listy"], "not a run manifest"),
+                           (["novalue", "good"], "records[0]: value None"),
+                           (["good", "good2", "--alpha", "5"], "--alpha 5.0: must be"),
+                           (["good", "good2", "--alpha", "0"], "--alpha 0.0"),
+                           (["good", "good2", "--alpha", "nan"], "--alpha nan"),
+                           (["good", "good2", "--resamples", "0"], "--resamples 0: must be"),
+                           (["good", "good2", "--resamples", "99"], "at least 100")):
+        assert compare(*args) == 2, args
+        assert expected in _err_line(capsys), args
+    assert compare("good", "good2") == 0
+    captured = capsys.readouterr()
+    assert "A = good\nB = good2" in captured.out and str(tmp_path) not in captured.out
+    page = (reports / "good2" / "compare-good.html").read_text()
+    assert "A = good<br>B = good2" in page and str(tmp_path) not in page

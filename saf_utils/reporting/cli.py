@@ -2,7 +2,7 @@
 
     saf-run [run] --profile cpu [-p key=value] [--only NB] [--run-dir DIR] [--dry-run]
                   [--baseline RUN]
-    saf-run compare RUN_A RUN_B [--html PATH]
+    saf-run compare RUN_A RUN_B [--html PATH] [--alpha A] [--resamples N]
     saf-run list [--reports-dir DIR]
 
 Plain ``saf-run --profile …`` (and ``python -m saf_utils.run``) is ``saf-run run``.
@@ -97,6 +97,7 @@ def run_main(argv: list[str]) -> int:
 
 def compare_main(argv: list[str]) -> int:
     from saf_utils.reporting.compare import (
+        check_options,
         compare_runs,
         resolve_run,
         to_markdown,
@@ -110,10 +111,12 @@ def compare_main(argv: list[str]) -> int:
     ap.add_argument("run_b")
     ap.add_argument("--html", help="HTML output (default: RUN_B/compare-<RUN_A>.html)")
     ap.add_argument("--reports-dir", help="where run names are looked up (default: reports/)")
-    ap.add_argument("--alpha", type=float, default=0.05)
-    ap.add_argument("--resamples", type=int, default=1000)
+    ap.add_argument("--alpha", type=float, default=0.05, help="significance level, in (0, 1)")
+    ap.add_argument("--resamples", type=int, default=1000,
+                    help="paired-bootstrap resamples (at least 100)")
     args = ap.parse_args(argv)
     try:
+        check_options(args.alpha, args.resamples)
         a = resolve_run(args.run_a, args.reports_dir)
         b = resolve_run(args.run_b, args.reports_dir)
         cmp = compare_runs(a, b, alpha=args.alpha, n_resamples=args.resamples)
@@ -150,26 +153,40 @@ def _seconds(start: str | None, end: str | None) -> float | None:
         return None
 
 
-def list_runs(reports_dir: str | os.PathLike | None = None) -> list[dict]:
-    """Runs under the reports folder, oldest first, with profile, commit, status, times."""
+def list_runs(reports_dir: str | os.PathLike | None = None,
+              problems: list[str] | None = None) -> list[dict]:
+    """Runs under the reports folder, oldest first, with profile, commit, status, times.
+
+    A malformed run (unreadable or not a run manifest) raises :class:`RunnerError`, unless
+    ``problems`` is a list: then its one-line reason is appended and the others are listed.
+    """
+    from saf_utils.reporting.compare import check_manifest
+
     root = Path(reports_dir or REPORTS_DIR)
     runs = []
     for mpath in sorted(root.glob("*/manifest.json")):
         try:
-            m = json.loads(mpath.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            runs.append({"run": mpath.parent.name, "status": "unreadable manifest"})
+            try:
+                m = json.loads(mpath.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise RunnerError(f"{mpath}: unreadable ({' '.join(str(exc).split())[:200]})") \
+                    from None
+            check_manifest(m, mpath)
+        except RunnerError as exc:
+            if problems is None:
+                raise
+            problems.append(str(exc))
             continue
         status = m.get("status") or ("ok" if all(n.get("status") == "ok" for n in
-                                                  m.get("notebooks", [])) else "failed")
+                                                  m.get("notebooks") or []) else "failed")
         if status == "running" and m.get("host") == socket.gethostname() \
                 and not _pid_alive(m.get("pid")):
             status = "died (killed?)"
-        nbs = m.get("notebooks", [])
+        nbs = m.get("notebooks") or []
+        git = m.get("git") or {}
         runs.append({
-            "run": m.get("run", mpath.parent.name), "profile": m.get("profile"),
-            "commit": ((m.get("git") or {}).get("commit") or "")[:8]
-            + ("+" if (m.get("git") or {}).get("dirty") else ""),
+            "run": m.get("run") or mpath.parent.name, "profile": m.get("profile"),
+            "commit": str(git.get("commit") or "")[:8] + ("+" if git.get("dirty") else ""),
             "status": status, "started": m.get("started"),
             "seconds": _seconds(m.get("started"), m.get("finished")),
             "notebooks": f"{sum(n.get('status') == 'ok' for n in nbs)}/{len(nbs)} ok",
@@ -183,9 +200,12 @@ def list_main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="saf-run list", description="Runs in the reports folder.")
     ap.add_argument("--reports-dir", help="default: reports/")
     args = ap.parse_args(argv)
-    runs = list_runs(args.reports_dir)
+    problems: list[str] = []
+    runs = list_runs(args.reports_dir, problems)
+    for why in problems:  # one line each; the other runs are still listed
+        _err(f"skipped a malformed run: {why}")
     if not runs:
-        print(f"no runs in {args.reports_dir or REPORTS_DIR}")
+        print(f"no {'readable ' if problems else ''}runs in {args.reports_dir or REPORTS_DIR}")
         return 0
     head = ["run", "profile", "commit", "status", "started", "duration", "notebooks"]
     rows = [[str(r.get("run") or ""), str(r.get("profile") or ""), r.get("commit") or "",

@@ -18,13 +18,14 @@ import re
 from pathlib import Path
 from typing import Any
 
-from saf_utils.reporting.manifest import write_text
+from saf_utils.reporting.manifest import PROJECT_ROOT, write_text
 from saf_utils.reporting.pages import esc, fmt, page, table
-from saf_utils.reporting.profiles import REPORTS_DIR, RunnerError
+from saf_utils.reporting.profiles import REPORTS_DIR, RunnerError, check_folder_name
 from saf_utils.reporting.records import ITEMS_FILE
 
 KEY = ("task", "dataset", "split", "system", "metric", "subset")
 IGNORED_PARAMS = {"output_dir"}
+MIN_RESAMPLES = 100
 
 
 def resolve_run(name: str | os.PathLike, reports_dir: str | os.PathLike | None = None) -> Path:
@@ -37,15 +38,103 @@ def resolve_run(name: str | os.PathLike, reports_dir: str | os.PathLike | None =
                       f"{reports_dir or REPORTS_DIR}")
 
 
-def _load(run: Path) -> tuple[dict, list[dict]]:
+def check_options(alpha: Any, n_resamples: Any) -> None:
+    """``alpha`` in (0, 1); at least :data:`MIN_RESAMPLES` bootstrap resamples."""
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
+        raise RunnerError(f"--alpha {alpha!r}: must be a number between 0 and 1 (e.g. 0.05)")
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) \
+            or n_resamples < MIN_RESAMPLES:
+        raise RunnerError(f"--resamples {n_resamples!r}: must be a whole number of at least "
+                          f"{MIN_RESAMPLES}")
+
+
+def _read_json(path: Path) -> Any:
+    if not path.is_file():
+        raise RunnerError(f"{path}: missing (not a run folder the runner wrote)")
     try:
-        manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
-        metrics_path = run / "metrics.json"
-        metrics = json.loads(metrics_path.read_text(encoding="utf-8")) \
-            if metrics_path.is_file() else {"records": []}
+        return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise RunnerError(f"{run}: unreadable manifest or metrics ({exc})") from None
-    return manifest, list(metrics.get("records") or [])
+        raise RunnerError(f"{path}: unreadable ({' '.join(str(exc).split())[:200]})") from None
+
+
+def _typed(obj: dict, path: Path, where: str, types: tuple, keys: tuple[str, ...],
+           want: str) -> None:
+    for key in keys:
+        v = obj.get(key)
+        if v is not None and (isinstance(v, bool) and bool not in types
+                              or not isinstance(v, types)):
+            raise RunnerError(f"{path}: {where}{key} is {type(v).__name__} {str(v)[:60]!r}, "
+                              f"not {want}")
+
+
+def check_manifest(manifest: Any, path: Path) -> dict:
+    """The fields of a run manifest that ``list``, ``compare`` and ``--run-dir`` read, checked;
+    notebook names must be folder names (they are joined to the run folder)."""
+    if not isinstance(manifest, dict):
+        raise RunnerError(f"{path}: a JSON {type(manifest).__name__}, not a run manifest")
+    _typed(manifest, path, "", (str,), ("run", "profile", "profile_file", "status", "started",
+                                        "finished", "host"), "a string")
+    _typed(manifest, path, "", (int,), ("pid",), "a process id")
+    _typed(manifest, path, "", (dict,), ("git", "environment", "lock", "packages"), "a mapping")
+    _typed(manifest, path, "", (list,), ("notebooks", "installed", "data_sources",
+                                         "executions", "invocations"), "a list")
+    if not all(isinstance(x, str) for x in manifest.get("installed") or []):
+        raise RunnerError(f"{path}: installed must list name==version strings")
+    if not all(isinstance(x, dict) for x in manifest.get("data_sources") or []):
+        raise RunnerError(f"{path}: data_sources must list mappings")
+    for i, nb in enumerate(manifest.get("notebooks") or []):
+        if not isinstance(nb, dict):
+            raise RunnerError(f"{path}: notebooks[{i}] is {type(nb).__name__}, not a mapping")
+        check_folder_name(nb.get("name"), f"{path}: notebooks[{i}] name")
+        _typed(nb, path, f"notebooks[{i}].", (dict,), ("parameters",), "a mapping")
+        _typed(nb, path, f"notebooks[{i}].", (str,), ("status", "started", "finished"),
+               "a string")
+    return manifest
+
+
+def _check_record(r: Any) -> str | None:
+    """Why a metrics.json record cannot be compared (None: it can)."""
+    if not isinstance(r, dict):
+        return f"a JSON {type(r).__name__}, not an object"
+    for k in (*KEY, "kind", "seed", "fold", "notebook_status"):
+        v = r.get(k)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (str, int, float))):
+            return f"{k} is {type(v).__name__} {str(v)[:40]!r}"
+    if (r.get("kind") or "result") == "result":
+        v = r.get("value")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            return f"value {v!r} is not a finite number"
+    return None
+
+
+def load_run(run: str | os.PathLike) -> tuple[dict, list[dict]]:
+    """A run folder's checked manifest and ``metrics.json`` records; a malformed run raises
+    :class:`RunnerError` with one line naming the file and what is wrong."""
+    run = Path(run)
+    manifest = check_manifest(_read_json(run / "manifest.json"), run / "manifest.json")
+    mpath = run / "metrics.json"
+    metrics = _read_json(mpath)
+    records = metrics.get("records") if isinstance(metrics, dict) else None
+    if not isinstance(records, list):
+        raise RunnerError(f"{mpath}: not the runner's metrics (an object with a 'records' list)")
+    for i, r in enumerate(records):
+        why = _check_record(r)
+        if why:
+            raise RunnerError(f"{mpath}: records[{i}]: {why}")
+    return manifest, records
+
+
+def shown_path(run: Path, other: Path | None = None) -> str:
+    """How a page names a run folder: relative to the project, else to the folder it shares
+    with ``other`` (the reports folder), else its name; never an absolute local path."""
+    run = Path(run).resolve()
+    if run.is_relative_to(PROJECT_ROOT):
+        return run.relative_to(PROJECT_ROOT).as_posix()
+    if other is not None:
+        common = Path(os.path.commonpath([run, Path(other).resolve()]))
+        if common != run and common != Path(common.anchor):
+            return run.relative_to(common).as_posix()
+    return run.name
 
 
 def _params(manifest: dict) -> dict[tuple[str, str], Any]:
@@ -95,13 +184,16 @@ def _items(run: Path, manifest: dict):
     import pandas as pd
 
     frames = []
+    need = {"task", "dataset", "split", "system", "metric", "item", "value"}
     for n in manifest.get("notebooks", []):
         path = run / n["name"] / ITEMS_FILE
         if path.is_file() and path.stat().st_size:
             try:
-                frames.append(pd.read_json(path, lines=True, dtype=False))
+                frame = pd.read_json(path, lines=True, dtype=False)
             except ValueError:
                 continue
+            if need <= set(frame.columns):  # else no paired test for its records
+                frames.append(frame)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
@@ -150,10 +242,13 @@ def _significance(run_a: Path, man_a: dict, run_b: Path, man_b: dict, keys: list
 
 def compare_runs(run_a: str | os.PathLike, run_b: str | os.PathLike, alpha: float = 0.05,
                  n_resamples: int = 1000, tol: float = 1e-9) -> dict[str, Any]:
-    """Everything that differs between two run folders (B relative to A)."""
+    """Everything that differs between two run folders (B relative to A).
+
+    ``a`` / ``b`` of the result name the folders as :func:`shown_path` does."""
+    check_options(alpha, n_resamples)
     run_a, run_b = Path(run_a), Path(run_b)
-    man_a, rec_a = _load(run_a)
-    man_b, rec_b = _load(run_b)
+    man_a, rec_a = load_run(run_a)
+    man_b, rec_b = load_run(run_b)
     missing = object()
     pa, pb = _params(man_a), _params(man_b)
     params = [{"notebook": k[0], "parameter": k[1], "a": pa.get(k, missing),
@@ -195,8 +290,9 @@ def compare_runs(run_a: str | os.PathLike, run_b: str | os.PathLike, alpha: floa
                 for k in sorted(set(vb) - set(va), key=str)]
     disappeared = [{**dict(zip(KEY, k, strict=True)), "a": va[k]["value"]}
                    for k in sorted(set(va) - set(vb), key=str)]
-    return {"a": str(run_a), "b": str(run_b), "a_name": man_a.get("run", run_a.name),
-            "b_name": man_b.get("run", run_b.name), "alpha": alpha, "setup": setup,
+    return {"a": shown_path(run_a, run_b), "b": shown_path(run_b, run_a),
+            "a_name": man_a.get("run", run_a.name), "b_name": man_b.get("run", run_b.name),
+            "alpha": alpha, "setup": setup,
             "parameters": params, "data": data, "packages": packages, "changed": changed,
             "unchanged": same, "appeared": appeared, "disappeared": disappeared}
 

@@ -43,9 +43,58 @@ def yaml_load(text: str) -> Any:
     return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
 
 
+# ------------------------------------------------------------------ names that become paths
+RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,120}")
+
+
+def check_folder_name(name: Any, what: str) -> str:
+    """``name`` becomes one folder or file name inside the reports folder (a run, a notebook's
+    ``.ipynb`` / ``.html`` / folder): letters, digits and ``. _ + -``; no separators, no ``..``."""
+    if not isinstance(name, str) or not RUN_NAME.fullmatch(name) or ".." in name:
+        raise RunnerError(f"{what} {name!r}: use letters, digits and . _ + - only "
+                          "(one folder name inside the reports folder)")
+    return name
+
+
+def check_run_name(name: str) -> str:
+    """A run name is one folder inside the reports folder."""
+    return check_folder_name(name, "--run-name")
+
+
 # ------------------------------------------------------------------ profiles
 PROFILE_KEYS = {"name", "description", "extends", "notebooks", "depends_on", "parameters",
-                "notebook_parameters", "hide_code", "timeout"}
+                "notebook_parameters", "choices", "hide_code", "timeout"}
+
+
+def _check_fields(path: Path, cfg: dict) -> None:
+    """Types of the scalar profile fields, and every name that becomes a path."""
+    def bad(key: str, want: str) -> RunnerError:
+        v = cfg[key]
+        return RunnerError(f"{path}: '{key}' must be {want}, not {type(v).__name__} {v!r}")
+
+    for key in ("name", "description", "extends"):
+        if cfg.get(key) is not None and not isinstance(cfg[key], str):
+            raise bad(key, "a string")
+    if cfg.get("name") is not None:
+        check_folder_name(cfg["name"], f"{path}: profile name")
+    if cfg.get("hide_code") is not None and not isinstance(cfg["hide_code"], bool):
+        raise bad("hide_code", "true or false")
+    timeout = cfg.get("timeout")
+    if timeout is not None and (not isinstance(timeout, int) or isinstance(timeout, bool)
+                                or timeout <= 0):
+        raise bad("timeout", "a whole number of seconds per cell (or null)")
+    for nb in cfg.get("notebooks") or []:
+        check_folder_name(nb, f"{path}: notebook name")
+    for nb, deps in (cfg.get("depends_on") or {}).items():
+        check_folder_name(nb, f"{path}: depends_on notebook name")
+        for d in deps:
+            check_folder_name(d, f"{path}: depends_on.{nb} notebook name")
+    for nb in cfg.get("notebook_parameters") or {}:
+        check_folder_name(nb, f"{path}: notebook_parameters notebook name")
+    for key, allowed in (cfg.get("choices") or {}).items():
+        if not isinstance(allowed, list) or not allowed:
+            raise RunnerError(f"{path}: choices.{key} must be a non-empty list of the allowed "
+                              f"values, not {allowed!r}")
 
 
 def _read_yaml(path: Path) -> dict:
@@ -62,7 +111,7 @@ def _read_yaml(path: Path) -> dict:
     if unknown:
         raise RunnerError(f"{path}: unknown key(s) {sorted(unknown)}; allowed: "
                           f"{sorted(PROFILE_KEYS)}")
-    for key in ("parameters", "notebook_parameters", "depends_on"):
+    for key in ("parameters", "notebook_parameters", "depends_on", "choices"):
         if cfg.get(key) is not None and not isinstance(cfg[key], dict):
             raise RunnerError(f"{path}: '{key}' must be a mapping (key: value), "
                               f"not {type(cfg[key]).__name__} {cfg[key]!r}")
@@ -77,15 +126,16 @@ def _read_yaml(path: Path) -> dict:
             not isinstance(cfg["notebooks"], list)
             or not all(isinstance(n, str) for n in cfg["notebooks"])):
         raise RunnerError(f"{path}: 'notebooks' must be a list of notebook names")
+    _check_fields(path, cfg)
     return cfg
 
 
 def _merge_profiles(base: dict, child: dict) -> dict:
-    """``child`` over ``base``: scalars and lists replace; ``parameters`` and ``depends_on``
-    merge key by key; ``notebook_parameters`` merge per notebook, key by key."""
+    """``child`` over ``base``: scalars and lists replace; ``parameters``, ``depends_on`` and
+    ``choices`` merge key by key; ``notebook_parameters`` merge per notebook, key by key."""
     out = {k: v for k, v in base.items() if k not in ("name", "extends")}
     for key, value in child.items():
-        if key in ("parameters", "depends_on"):
+        if key in ("parameters", "depends_on", "choices"):
             out[key] = {**(base.get(key) or {}), **(value or {})}
         elif key == "notebook_parameters":
             merged = {nb: dict(b or {}) for nb, b in (base.get(key) or {}).items()}
@@ -136,13 +186,15 @@ def load_profile(profile: str | None = None, config: str | os.PathLike | None = 
         if bad:
             raise RunnerError(f"{path}: {nb} depends on {bad}, which must be listed in "
                               f"'notebooks' before it")
-    cfg["name"] = layers[0].get("name") or path.stem
+    cfg["name"] = layers[0].get("name") or check_folder_name(
+        path.stem, f"{path}: profile name (from the file name; set 'name:')")
     cfg.setdefault("parameters", {})
     cfg.setdefault("notebook_parameters", {})
     cfg.setdefault("depends_on", {})
     cfg["parameters"] = cfg["parameters"] or {}
     cfg["notebook_parameters"] = {k: v or {} for k, v in (cfg["notebook_parameters"] or {}).items()}
     cfg["depends_on"] = cfg["depends_on"] or {}
+    cfg["choices"] = cfg.get("choices") or {}
     cfg["path"] = str(path)
     cfg["extends_chain"] = [str(c) for c in chain[1:]]
     return cfg
@@ -209,15 +261,24 @@ def _type_ok(value: Any, default: Any) -> bool:
     if isinstance(default, str):
         return isinstance(value, str)
     if isinstance(default, (list, tuple)):
-        return isinstance(value, (list, tuple))
+        return isinstance(value, (list, tuple)) and all(_element_ok(v, default) for v in value)
     if isinstance(default, dict):
         return isinstance(value, dict)
     return True
 
 
+def _element_ok(value: Any, default: list | tuple) -> bool:
+    """A list element fits one of the default's elements (None only where the default has
+    one; an empty or all-None default fits anything)."""
+    kinds = [d for d in default if d is not None]
+    if value is None:
+        return not kinds or len(kinds) < len(default)
+    return not kinds or any(_type_ok(value, d) for d in kinds)
+
+
 def _type_name(x: Any) -> str:
     return {bool: "bool", int: "int", float: "float", str: "str", list: "list", tuple: "list",
-            dict: "mapping"}.get(type(x), type(x).__name__)
+            dict: "mapping", type(None): "None"}.get(type(x), type(x).__name__)
 
 
 def check_types(notebook: str, params: dict[str, Any], declared: dict[str, Any],
@@ -226,9 +287,30 @@ def check_types(notebook: str, params: dict[str, Any], declared: dict[str, Any],
     for key, value in params.items():
         known, default = declared_default(declared.get(key))
         if known and not _type_ok(value, default):
+            what = (f"{_type_name(value)}, from {origins.get(key, '?')}")
+            want = _type_name(default)
+            if isinstance(default, (list, tuple)) and isinstance(value, (list, tuple)):
+                bad = next(v for v in value if not _element_ok(v, default))
+                what = (f"element {bad!r} is {_type_name(bad)}, from {origins.get(key, '?')}")
+                want += " of " + " or ".join(sorted({_type_name(d) for d in default}))
             raise RunnerError(
-                f"{notebook}.{key} = {value!r} ({_type_name(value)}, from {origins.get(key, '?')})"
-                f" does not match the notebook's default {default!r} ({_type_name(default)})")
+                f"{notebook}.{key} = {value!r} ({what}) does not match the notebook's default "
+                f"{default!r} ({want})")
+
+
+def check_choices(notebook: str, params: dict[str, Any], choices: dict[str, list],
+                  origins: dict[str, str]) -> None:
+    """A value (each element of a list value) must be one of the profile's ``choices`` for
+    that parameter; None is the notebook's own default and always allowed."""
+    for key, value in params.items():
+        allowed = choices.get(key)
+        if allowed is None or value is None:
+            continue
+        values = value if isinstance(value, (list, tuple)) else [value]
+        bad = [v for v in values if v not in allowed]  # types were checked before
+        if bad:
+            raise RunnerError(f"{notebook}.{key} = {value!r} (from {origins.get(key, '?')}): "
+                              f"{bad[0]!r} is not one of the profile's choices.{key} {allowed}")
 
 
 @dataclass
@@ -240,43 +322,56 @@ class NotebookPlan:
     declared: dict[str, Any] = field(default_factory=dict)
 
 
+def _resolve(cfg: dict, name: str, path: Path, common: dict[str, Any],
+             per_nb: dict[str, dict[str, Any]]) -> NotebookPlan:
+    """One notebook's parameters from the profile and the overrides, names and types checked."""
+    declared = notebook_parameters(path)
+    layers = [("profile parameters", {k: v for k, v in cfg["parameters"].items()
+                                      if k in declared}),
+              (f"profile notebook_parameters.{name}", cfg["notebook_parameters"].get(name) or {}),
+              ("-p", {k: v for k, v in common.items() if k in declared}),
+              (f"-p {name}.", per_nb.get(name, {}))]
+    for origin, layer in (layers[1], layers[3]):
+        undeclared = sorted(set(layer) - set(declared))
+        if undeclared:
+            raise RunnerError(f"{name}: parameter(s) {undeclared} ({origin.rstrip('.')}) not in "
+                              f"its parameters cell (declared: {sorted(declared)})")
+    params: dict[str, Any] = {}
+    origins: dict[str, str] = {}
+    for origin, layer in layers:
+        for k, v in layer.items():
+            params[k] = v
+            origins[k] = origin.rstrip(".")
+    check_types(name, params, declared, origins)
+    check_choices(name, params, cfg.get("choices") or {}, origins)
+    return NotebookPlan(name, path, params, origins, declared)
+
+
 def plan_notebooks(cfg: dict, names: list[str], nb_dir: Path,
                    overrides: list[str]) -> list[NotebookPlan]:
-    """Resolve every selected notebook's parameters; check names and types.
+    """Resolve every selected notebook's parameters; check names, types and choices.
 
     Precedence (low to high): profile ``parameters`` (to notebooks that declare them),
-    ``notebook_parameters.<nb>``, ``-p key=value``, ``-p nb.key=value``.
+    ``notebook_parameters.<nb>``, ``-p key=value``, ``-p nb.key=value``. The profile's other
+    notebooks are checked too (without ``-p key=value``), so that a bad profile value or
+    ``-p nb.key=value`` fails whichever notebooks are selected; of those, only a notebook
+    named by ``-p nb.key`` must exist in ``nb_dir``.
     """
     common, per_nb = parse_overrides(overrides)
     for nb in per_nb:
         if nb not in cfg["notebooks"]:
             raise RunnerError(f"-p {nb}.…: no notebook {nb!r} in profile {cfg['name']}")
     plans: list[NotebookPlan] = []
-    for name in names:
+    for name in cfg["notebooks"]:
         path = nb_dir / f"{name}.ipynb"
+        selected = name in names
         if not path.is_file():
-            raise RunnerError(f"notebook {path} not found")
-        declared = notebook_parameters(path)
-        layers = [("profile parameters", {k: v for k, v in cfg["parameters"].items()
-                                          if k in declared}),
-                  (f"profile notebook_parameters.{name}", cfg["notebook_parameters"].get(name)
-                   or {}),
-                  ("-p", {k: v for k, v in common.items() if k in declared}),
-                  (f"-p {name}.", per_nb.get(name, {}))]
-        for origin, layer in layers[1:]:
-            if origin.startswith("-p ") or origin.startswith("profile notebook"):
-                undeclared = sorted(set(layer) - set(declared))
-                if undeclared:
-                    raise RunnerError(f"{name}: parameter(s) {undeclared} ({origin}) not in its "
-                                      f"parameters cell (declared: {sorted(declared)})")
-        params: dict[str, Any] = {}
-        origins: dict[str, str] = {}
-        for origin, layer in layers:
-            for k, v in layer.items():
-                params[k] = v
-                origins[k] = origin.rstrip(".")
-        check_types(name, params, declared, origins)
-        plans.append(NotebookPlan(name, path, params, origins, declared))
+            if selected or name in per_nb:
+                raise RunnerError(f"notebook {path} not found")
+            continue
+        plan = _resolve(cfg, name, path, common if selected else {}, per_nb)
+        if selected:
+            plans.append(plan)
     unused = set(common) - {k for p in plans for k in p.params}
     if unused:
         raise RunnerError(f"-p {sorted(unused)}: no selected notebook declares these parameters")
@@ -324,17 +419,6 @@ def check_dependencies(cfg: dict, selected: list[str], run_dir: Path | None,
             f"missing dependency: {'; '.join(missing)} ({where}); select it too (--only) or "
             "rerun inside a run that has it (--run-dir reports/<run>)")
     return found
-
-
-RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,120}")
-
-
-def check_run_name(name: str) -> str:
-    """A run name is one folder inside the reports folder: no separators, no ``..``."""
-    if not RUN_NAME.fullmatch(name) or ".." in name:
-        raise RunnerError(f"--run-name {name!r}: use letters, digits and . _ + - only "
-                          "(one folder name inside the reports folder)")
-    return name
 
 
 # ------------------------------------------------------------------ data sources

@@ -6,7 +6,8 @@ notebooks, one HTML page each (no network loads), ``index.html`` (headline table
 ``results.html`` (every result record), ``metrics.json`` (merged records) and
 ``manifest.json`` (commit, parameters, installed packages, lock hash, data files with
 SHA-256, timings, every execution). Everything is checked before the first notebook runs
-(profile, parameters and their types, dependencies, data sources). A failing notebook is
+(profile, names that become paths, parameters with their types and choices, dependencies,
+data sources, the ``--baseline`` run). A failing notebook is
 rendered with its error and marked failed; the others still run and the exit code is 1.
 Manifest and index are rewritten when the run starts and after each notebook; Ctrl-C or
 SIGTERM mark the run and the running notebook "interrupted" and still write them.
@@ -54,6 +55,7 @@ from saf_utils.reporting.profiles import (  # noqa: F401 - re-exported for calle
     RunnerError,
     check_data_sources,
     check_dependencies,
+    check_folder_name,
     check_run_name,
     load_profile,
     notebook_parameters,
@@ -115,6 +117,7 @@ def _absolute_if_path(key: str, value: Any) -> Any:
 
 def new_run_dir(reports_dir: Path, run_name: str) -> Path:
     """Create a fresh run folder; a taken name gets a numeric suffix, never reused."""
+    check_folder_name(run_name, "run name")  # the folder stays inside reports_dir
     try:
         reports_dir.mkdir(parents=True, exist_ok=True)
         for n in range(1, 1000):
@@ -133,16 +136,17 @@ def new_run_dir(reports_dir: Path, run_name: str) -> Path:
 
 
 def read_manifest(run_dir: Path) -> dict[str, Any]:
+    """The checked manifest of an existing run (see :func:`compare.check_manifest`)."""
+    from saf_utils.reporting.compare import check_manifest
+
     path = run_dir / "manifest.json"
     if not path.is_file():
         raise RunnerError(f"{run_dir}: not a run folder (no manifest.json)")
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise RunnerError(f"{path}: unreadable ({exc})") from None
-    if not isinstance(manifest, dict):
-        raise RunnerError(f"{path}: not a run manifest")
-    return manifest
+        raise RunnerError(f"{path}: unreadable ({' '.join(str(exc).split())[:200]})") from None
+    return check_manifest(manifest, path)
 
 
 # ------------------------------------------------------------------ one notebook
@@ -403,10 +407,11 @@ def prepare(req: RunRequest) -> dict[str, Any]:
         n["name"]: n.get("status") for n in (old_manifest or {}).get("notebooks", [])})
     plans = plan_notebooks(cfg, names, nb_dir, req.overrides or [])
     baseline = None
-    if req.baseline:
-        from saf_utils.reporting.compare import resolve_run
+    if req.baseline:  # a readable run: checked manifest and metrics
+        from saf_utils.reporting.compare import load_run, resolve_run
 
         baseline = resolve_run(req.baseline, req.reports_dir)
+        load_run(baseline)
     data = check_data_sources(plans)
     return {"cfg": cfg, "plans": plans, "deps": deps, "data": data, "existing": existing,
             "old_manifest": old_manifest, "run_name": run_name, "baseline": baseline}
