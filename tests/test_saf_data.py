@@ -502,12 +502,16 @@ def test_jsonl_row_with_a_key_twice_is_an_error(tmp_path):
     assert "train.jsonl: cannot be read as jsonl (line 3: duplicate key(s) ['score']" in msg
 
 
-def test_latin1_csv_is_an_error_naming_the_file(tmp_path):
-    root = tmp_path / "csv"
-    shutil.copytree(FIX / "saf_csv", root)
-    text = (root / "train.csv").read_text(encoding="utf-8")
-    (root / "train.csv").write_bytes(text.encode("latin-1"))
-    assert f"{root / 'train.csv'}: not UTF-8 text (byte 0xe4" in _error(root)
+@pytest.mark.parametrize("folder, name", [("saf_csv", "train.csv"),
+                                          ("saf_legal_jsonl", "validation.jsonl")])
+def test_latin1_file_is_an_error_naming_file_and_line(tmp_path, folder, name):
+    root = tmp_path / "latin1"
+    shutil.copytree(FIX / folder, root)
+    text = (root / name).read_text(encoding="utf-8")
+    (root / name).write_bytes(text.encode("latin-1"))
+    line = next(n for n, t in enumerate(text.split("\n"), 1) if not t.isascii())
+    msg = _error(root)
+    assert f"{root / name}: not UTF-8 text (byte 0x" in msg and f"on line {line}," in msg
 
 
 def test_csv_with_a_bom_loads(tmp_path):

@@ -28,6 +28,7 @@ files, and validates every row. Two kinds of findings:
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import os
@@ -113,21 +114,32 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return dict(pairs)
 
 
+def _utf8(path: Path) -> str:
+    """A text file's content as UTF-8 (a byte-order mark is dropped), or an error naming it."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise SAFDataError([f"{path}: not UTF-8 text (byte {data[exc.start]:#04x} on line "
+                            f"{line}, offset {exc.start}; e.g. Latin-1); save it as UTF-8"]
+                           ) from None
+
+
 def _read_jsonl(path: Path) -> pd.DataFrame:
     records = []
-    with open(path, encoding="utf-8-sig") as fh:
-        for line_no, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line, object_pairs_hook=_unique_keys)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"line {line_no}: not valid JSON ({exc})") from None
-            except ValueError as exc:
-                raise ValueError(f"line {line_no}: {exc}") from None
-            if not isinstance(rec, dict):
-                raise ValueError(f"line {line_no}: a JSON {type(rec).__name__}, not an object")
-            records.append(rec)
+    for line_no, line in enumerate(_utf8(path).split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line, object_pairs_hook=_unique_keys)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"line {line_no}: not valid JSON ({exc})") from None
+        except ValueError as exc:
+            raise ValueError(f"line {line_no}: {exc}") from None
+        if not isinstance(rec, dict):
+            raise ValueError(f"line {line_no}: a JSON {type(rec).__name__}, not an object")
+        records.append(rec)
     return pd.DataFrame.from_records(records) if records else pd.DataFrame()
 
 
@@ -137,8 +149,7 @@ def _header(path: Path) -> list[str]:
         import pyarrow.parquet as pq
 
         return list(pq.read_schema(path).names)
-    with open(path, encoding="utf-8-sig", newline="") as fh:
-        return next(csv.reader(fh), [])
+    return next(csv.reader(io.StringIO(_utf8(path), newline="")), [])
 
 
 def _read_table(path: Path) -> pd.DataFrame:
@@ -160,9 +171,6 @@ def _read_table(path: Path) -> pd.DataFrame:
         return pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
     except SAFDataError:
         raise
-    except UnicodeDecodeError as exc:
-        raise SAFDataError([f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at "
-                            f"offset {exc.start}); save it as UTF-8"]) from None
     except Exception as exc:  # pandas/arrow raise many types; the user needs the file name
         raise SAFDataError([f"{path}: cannot be read as {path.suffix[1:]} ({exc})"]) from None
 
