@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 _SOURCES: dict[str, dict[str, Any]] = {}
+_STATS: dict[str, tuple[int, ...]] = {}  # path -> stat of the file when it was hashed
 
 
 def sha256_file(path: str | Path) -> str:
@@ -22,18 +23,34 @@ def sha256_file(path: str | Path) -> str:
     return h.hexdigest()
 
 
+def _stat_key(path: Path) -> tuple[int, ...]:
+    st = path.stat()
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
 def register(dataset: str, source: str, path: str | Path, split: str | None = None) -> None:
+    """Record a file a loader read, hashed once per version of the file.
+
+    A file whose size, modification time (or inode) changed since it was hashed, e.g.
+    rewritten between two loads in one process, is hashed again; its entry then describes
+    the new content (what the loader just read), with the earlier hashes kept in
+    ``replaced_sha256``, and the annotations of the old content dropped.
+    """
     path = Path(path).resolve()
     key = str(path)
-    if key not in _SOURCES:
-        _SOURCES[key] = {
-            "dataset": dataset,
-            "source": source,
-            "split": split,
-            "path": key,
-            "bytes": path.stat().st_size,
-            "sha256": sha256_file(path),
-        }
+    stat = _stat_key(path)
+    if key in _SOURCES and _STATS.get(key) == stat:
+        return
+    entry = {"dataset": dataset, "source": source, "split": split, "path": key,
+             "bytes": stat[0], "sha256": sha256_file(path)}
+    old = _SOURCES.get(key)
+    if old is not None:
+        if old["sha256"] == entry["sha256"]:
+            _STATS[key] = stat  # touched, not changed: keep the entry and its annotations
+            return
+        entry["replaced_sha256"] = [*old.get("replaced_sha256", []), old["sha256"]]
+    _SOURCES[key] = entry
+    _STATS[key] = stat
 
 
 def data_sources() -> list[dict[str, Any]]:

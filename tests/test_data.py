@@ -1,6 +1,9 @@
 """ArgSciChat loader on shipped fixtures, malformed variants, and the real shared data.
 
-The SAF loader's tests are in test_saf_data.py.
+Issue 16: a paper copied across the splits of a fold under another key is a counted
+``leak_paper_content``; a key twice in a fold file, an unreadable or non-UTF-8 file, a
+broken ``intents.csv``, a fold that is not an int and a missing relative path are errors
+naming the file. The SAF loader's tests are in test_saf_data.py.
 """
 
 from __future__ import annotations
@@ -8,13 +11,17 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from saf_utils import provenance
 from saf_utils.argscichat import data as adata
 from saf_utils.argscichat.data import (
     ArgSciChatDataError,
+    ArgSciChatDataWarning,
     load_argscichat,
     load_intents,
     map_facts,
@@ -178,6 +185,161 @@ def test_argscichat_download_checks_sha256(tmp_path, monkeypatch):
     assert not (tmp_path / "fold_0_test.json").exists()
 
 
+# --------------------------------------------------------------------------- leakage by content
+
+
+def _copy_test_paper_into_train(root: Path, edit=lambda content: content) -> None:
+    test = json.loads((root / "fold_0_test.json").read_text())
+    paper = json.loads(json.dumps(next(iter(test.values()))))
+    paper.update(id=99, title="A Renamed Copy", content=edit(paper["content"]))
+    for n, mp in enumerate(paper["message_pairs"]):
+        mp["id"] = f"COPY_{n}"
+        mp["history_ids"] = [f"COPY_{k}" for k in range(len(mp["history_ids"]))]
+    _edit(root, "fold_0_train.json", lambda ps: ps.update({"A Renamed Copy": paper}))
+
+
+def test_test_paper_copied_into_train_under_another_key_is_a_counted_leak(tmp_path):
+    root = _fixture_copy(tmp_path)
+    _copy_test_paper_into_train(root)
+    with pytest.warns(ArgSciChatDataWarning, match="1 leak_paper_content"):
+        fold, report = load_argscichat(root, fold=0, return_report=True)
+    assert len(fold.train) == 5 + len(fold.test)  # loaded as it is
+    (leak,) = fold.anomalies
+    assert leak["split"] == "test" and leak["paper_id"] == "10"
+    assert ("fold 0: paper 'Question Answering over Tables' (id 10) in "
+            f"{root / 'fold_0_test.json'} shares 4 of its 4 content sentences with paper "
+            f"'A Renamed Copy' (id 99) in {root / 'fold_0_train.json'}") in leak["message"]
+    assert list(report.columns) == list(adata.ARGSCICHAT_REPORT_COLUMNS)
+    assert report.set_index("split")["count"].to_dict() == {"train": 0, "val": 0, "test": 1}
+    entry = next(s for s in provenance.data_sources()
+                 if s["path"] == str((root / "fold_0_test.json").resolve()))
+    assert entry["anomalies"] == {"leak_paper_content": 1}
+    assert entry["anomaly_ids"] == {"leak_paper_content": ["10"]}
+    with pytest.raises(ArgSciChatDataError, match=r"1 content anomaly\(ies\) \(strict=True\)"
+                       r":\n  - fold 0: paper 'Question Answering over Tables'"):
+        load_argscichat(root, fold=0, strict=True)
+
+
+def test_a_lightly_edited_copy_is_still_a_leak(tmp_path):
+    root = _fixture_copy(tmp_path)
+    _copy_test_paper_into_train(
+        root, lambda content: [c.upper() + " " for c in content[:-1]] + ["A new last line."])
+    with pytest.warns(ArgSciChatDataWarning):
+        fold = load_argscichat(root, fold=0)
+    assert [a["paper_id"] for a in fold.anomalies] == ["10"]
+
+
+def test_clean_fold_has_no_anomalies():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ArgSciChatDataWarning)
+        fold, report = load_argscichat(FIX / "argscichat", fold=1, return_report=True)
+    assert fold.anomalies == [] and report["count"].sum() == 0 and len(report) == 3
+
+
+# --------------------------------------------------------------------------- files and arguments
+
+
+def test_paper_key_twice_in_a_fold_file_is_an_error(tmp_path):
+    root = _fixture_copy(tmp_path)
+    path = root / "fold_0_train.json"
+    papers = json.loads(path.read_text())
+    first, second = (json.dumps({k: v}, indent=1)[1:-2] for k, v in papers.items())
+    path.write_text("{" + first + ",\n" + first + ",\n" + second + "\n}\n")
+    with pytest.raises(ArgSciChatDataError) as err:  # not a silently lost paper
+        load_argscichat(root, fold=0)
+    msg = str(err.value)
+    assert msg.startswith(f"{path}: duplicate key 'Memory Networks for Legal Argument Mining' "
+                          "in one JSON object (lines 2, ")
+
+
+def test_pair_key_twice_is_an_error(tmp_path):
+    root = _fixture_copy(tmp_path)
+    path = root / "fold_0_val.json"
+    path.write_text(path.read_text().replace('"P_Message":', '"P_Message": "x", "P_Message":', 1))
+    with pytest.raises(ArgSciChatDataError, match=r"fold_0_val\.json: duplicate key 'P_Message'"):
+        load_argscichat(root, fold=0)
+
+
+def test_unreadable_fold_file_is_an_error_naming_it(tmp_path, monkeypatch):
+    root = _fixture_copy(tmp_path)
+    locked = root / "fold_0_val.json"
+    read_bytes = Path.read_bytes
+
+    def deny(self):
+        if self == locked:
+            raise PermissionError(13, "Permission denied", str(self))
+        return read_bytes(self)
+
+    monkeypatch.setattr(Path, "read_bytes", deny)  # chmod is no barrier when tests run as root
+    with pytest.raises(ArgSciChatDataError, match=rf"{locked}: cannot be read \(Permission denied"):
+        load_argscichat(root, fold=0)
+
+
+def test_fold_file_encodings(tmp_path):
+    root = _fixture_copy(tmp_path)
+    path = root / "fold_0_test.json"
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text, encoding="utf-8-sig")
+    assert len(load_argscichat(root, fold=0).test) == 3  # a byte-order mark is accepted
+    path.write_bytes(json.dumps(json.loads(text), ensure_ascii=False)
+                     .replace("Tables", "Täbles").encode("latin-1"))
+    with pytest.raises(ArgSciChatDataError,
+                       match=rf"{path}: not UTF-8 text \(byte 0xe4 on line 1"):
+        load_argscichat(root, fold=0)
+
+
+INTENTS = ("Role,Message Number,Sentence Number,Sentence,Tag\n"
+           "Proponent,0,0,Grüß Gott!,Intro\n"
+           'Domain Expert,1,0,"Yes, we do.",Reply_Info\n')
+
+
+def test_intents_with_a_bom_load(tmp_path):
+    root = _fixture_copy(tmp_path)
+    (root / "intents.csv").write_text(INTENTS, encoding="utf-8-sig")
+    df = load_intents(root)
+    assert list(df.columns) == list(adata.INTENT_COLUMNS) and len(df) == 2
+    assert df.Sentence.tolist() == ["Grüß Gott!", "Yes, we do."]
+
+
+@pytest.mark.parametrize("content, message", [
+    (INTENTS.encode("latin-1"), r"intents\.csv: not UTF-8 text \(byte 0xfc on line 2"),
+    (INTENTS.replace("Role,", "Rolle,").encode(), r"intents\.csv: missing column\(s\) \['Role'\]"),
+    (INTENTS.replace(",Tag\n", ",Tag,Tag\n", 1).encode(),
+     r"intents\.csv: duplicate column name\(s\) \['Tag'\]"),
+    (INTENTS.replace("Grüß Gott!", "Grüß, Gott!").encode(),
+     r"1 problem\(s\) in .*intents\.csv:\n  - line 2: 6 cells for 5 columns"),
+    (INTENTS.replace(",Intro", ",").encode(), r"line 2, column 'Tag': empty"),
+    (b"", r"intents\.csv: empty file"),
+])
+def test_broken_intents_are_errors_naming_file_line_and_column(tmp_path, content, message):
+    root = _fixture_copy(tmp_path)
+    (root / "intents.csv").write_bytes(content)
+    with pytest.raises(ArgSciChatDataError, match=message):
+        load_intents(root)
+
+
+@pytest.mark.parametrize("fold", ["1", True, 1.0, None])
+def test_fold_must_be_an_int(fold):
+    with pytest.raises(TypeError, match=r"fold must be an int, one of \(0, 1, 2, 3, 4\); got"):
+        load_argscichat(FIX / "argscichat", fold=fold)
+
+
+def test_numpy_int_fold_loads():
+    assert load_argscichat(FIX / "argscichat", fold=np.int64(1)).fold == 1
+
+
+def test_relative_path_that_does_not_exist_says_so(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ArgSciChatDataError) as err:
+        load_argscichat("data/argscichat", fold=0)
+    assert str(err.value) == (
+        f"data/argscichat: ArgSciChat folder does not exist ({tmp_path.resolve()}/data/"
+        f"argscichat, from the working directory {Path.cwd()})")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ArgSciChatDataError, match="file: ArgSciChat folder is not a folder"):
+        load_argscichat("file", fold=0)
+
+
 # --------------------------------------------------------------------------- real data
 
 ARGSCICHAT_DATA = os.environ.get("ARGSCICHAT_DATA")
@@ -200,3 +362,14 @@ def test_real_argscichat_counts():
     assert test_sizes == [23, 35, 27, 10, 20]
     report = fold.fact_report()
     assert report["pairs_without_facts"] == 38 and report["dropped_not_found"] == 0
+
+
+@pytest.mark.realdata
+@pytest.mark.skipif(not ARGSCICHAT_DATA, reason="ARGSCICHAT_DATA not set")
+def test_real_argscichat_has_no_leakage_and_intents_load():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ArgSciChatDataWarning)
+        for k in range(5):
+            assert load_argscichat(ARGSCICHAT_DATA, fold=k, strict=True).anomalies == []
+    intents = load_intents(ARGSCICHAT_DATA)
+    assert intents.shape == (881, 5) and set(intents.Role) == {"Proponent", "Domain Expert"}

@@ -3,6 +3,9 @@
 Each SAF row of issue 10's table has a test here: a real release's content anomalies load
 and are counted; a missing, misnamed, partial (shard) or doubled split file, a 0-row split,
 blank required text, a CSV NA label and mixed-type ids are SAFDataErrors naming the place.
+Issue 16: leakage by content (a copied row, a seen "unseen" question) is a counted anomaly;
+a shard without a column, a column or JSON key twice, a non-UTF-8 file and a missing path
+are errors naming file and column; provenance re-hashes a rewritten file.
 """
 
 from __future__ import annotations
@@ -77,8 +80,7 @@ def test_load_saf_hub_layout_parquet(tmp_path):
                 if s["path"].startswith(str(tmp_path.resolve()))]
     assert len(recorded) == 4 and all(len(s["sha256"]) == 64 for s in recorded)
     assert {s["split"]: s["rows"] for s in recorded} == FIXTURE_SIZES
-    assert all(s["anomalies"] == {"empty_answer": 0, "label_score_mismatch": 0}
-               for s in recorded)
+    assert all(s["anomalies"] == dict.fromkeys(sdata.SAF_ANOMALY_KINDS, 0) for s in recorded)
 
 
 def test_complete_shards_load_in_order(tmp_path):
@@ -128,7 +130,8 @@ def test_real_release_anomalies_load_and_are_counted(tmp_path):
     entry = next(s for s in provenance.data_sources()
                  if s["path"] == str((root / "train.jsonl").resolve()))
     assert entry["rows"] == 5
-    assert entry["anomalies"] == {"empty_answer": 1, "label_score_mismatch": 1}
+    assert entry["anomalies"] == {"empty_answer": 1, "label_score_mismatch": 1,
+                                  "leak_answer_in_train": 0, "leak_question_seen": 0}
     assert entry["anomaly_ids"] == {"empty_answer": ["t2"], "label_score_mismatch": ["t4"]}
 
 
@@ -376,11 +379,173 @@ SAF_DATA = os.environ.get("SAF_DATA")
 
 @pytest.mark.realdata
 @pytest.mark.skipif(not SAF_DATA, reason="SAF_DATA not set")
-def test_real_saf_counts_and_no_anomalies():
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", SAFDataWarning)
+def test_real_saf_counts_and_anomalies():
+    with pytest.warns(SAFDataWarning, match="test_unseen_answers: 18 leak_answer_in_train"):
         ds, report = load_saf(SAF_DATA, return_report=True)
     assert {s: len(ds[s]) for s in ds} == {"train": 1228, "validation": 306,
                                             "test_unseen_answers": 271,
                                             "test_unseen_questions": 602}
+    # Only leakage by content: 18 unseen answers repeat a train answer to the same question
+    # word for word (short answers such as "Zu den Öffnungszeiten", from other students).
+    counts = report[report["count"] > 0].set_index(["split", "kind"])["count"].to_dict()
+    assert counts == {("test_unseen_answers", "leak_answer_in_train"): 18}
+
+
+# --------------------------------------------------------------------------- leakage by content
+
+
+def test_train_row_copied_into_a_test_split_under_a_new_id_is_a_counted_leak(tmp_path):
+    frames = _frames()
+    copy = frames["train"].iloc[[1]].assign(id="new1")
+    copy["provided_answer"] = "  wenn MAN krank ist "  # same text once normalised
+    frames["test_unseen_answers"] = pd.concat([frames["test_unseen_answers"], copy],
+                                              ignore_index=True)
+    root = _write_jsonl(tmp_path / "copied", frames)
+    with pytest.warns(SAFDataWarning, match="test_unseen_answers: 1 leak_answer_in_train"):
+        _, report = load_saf(root, return_report=True)
+    row = report.set_index(["split", "kind"]).loc[("test_unseen_answers", "leak_answer_in_train")]
+    assert row["count"] == 1 and row["ids"] == ["new1"] and row["rows"] == [4]
+    entry = next(s for s in provenance.data_sources()
+                 if s["path"] == str((root / "test_unseen_answers.jsonl").resolve()))
+    assert entry["anomalies"]["leak_answer_in_train"] == 1
+    assert entry["anomaly_ids"] == {"leak_answer_in_train": ["new1"]}
+    msg = _error(root, strict=True)
+    assert ("test_unseen_answers.jsonl [test_unseen_answers] row 4 (id=new1), column "
+            "'provided_answer': same answer to the same question as") in msg
+    assert "train.jsonl [train] row 2 (id=t2)" in msg
+
+
+def test_same_answer_to_another_question_is_no_leak(tmp_path):
+    frames = _frames()
+    frames["test_unseen_answers"].loc[0, "provided_answer"] = frames["train"].loc[3,
+                                                                                  "provided_answer"]
+    frames["test_unseen_answers"].loc[0, "question"] = "Frage 9: Etwas anderes?"
+    _, report = load_saf(_write_jsonl(tmp_path / "other", frames), return_report=True)
     assert report["count"].sum() == 0
+
+
+def test_unseen_question_answers_added_to_train_make_unseen_questions_seen(tmp_path):
+    frames = _frames()
+    added = frames["test_unseen_questions"].assign(
+        id=lambda df: [f"x{i}" for i in range(len(df))],
+        provided_answer=["Andere Antwort eins.", "Andere Antwort zwei."])
+    frames["train"] = pd.concat([frames["train"], added], ignore_index=True)
+    root = _write_jsonl(tmp_path / "seen", frames)
+    with pytest.warns(SAFDataWarning, match="test_unseen_questions: 2 leak_question_seen"):
+        _, report = load_saf(root, return_report=True)
+    counts = report.set_index(["split", "kind"])["count"]
+    assert counts[("test_unseen_questions", "leak_question_seen")] == 2
+    assert counts[("test_unseen_questions", "leak_answer_in_train")] == 0  # other answers
+    assert report["count"].sum() == 2
+    msg = _error(root, strict=True)
+    assert ("test_unseen_questions.jsonl [test_unseen_questions] row 1 (id=q1), column "
+            "'question': question also asked in") in msg and "[train] row 6 (id=x0)" in msg
+
+
+def test_unseen_question_in_validation_is_a_leak(tmp_path):
+    frames = _frames()
+    frames["validation"].loc[0, "question"] = frames["test_unseen_questions"].loc[0, "question"]
+    with pytest.warns(SAFDataWarning, match="2 leak_question_seen"):
+        _, report = load_saf(_write_jsonl(tmp_path / "val", frames), return_report=True)
+    row = report.set_index(["split", "kind"]).loc[("test_unseen_questions", "leak_question_seen")]
+    assert row["count"] == 2 and row["ids"] == ["q1", "q2"]
+
+
+# --------------------------------------------------------------------------- schemas per file
+
+
+def test_shard_with_a_renamed_column_is_an_error_naming_the_shard(tmp_path):
+    frames = _frames()
+    root = _write_hub(tmp_path / "hub", frames, shards=2)
+    shard = root / "data" / "train-00001-of-00002.parquet"
+    pd.read_parquet(shard).rename(columns={"provided_answer": "answer"}).to_parquet(shard)
+    msg = _error(root)  # not "loaded with blank answers"
+    assert (f"{shard} [train]: missing column 'provided_answer' (unexpected column(s) "
+            "['answer'])") in msg
+    assert "train-00000-of-00002" not in msg
+
+
+def test_optional_column_in_one_shard_only_is_an_error(tmp_path):
+    root = _write_hub(tmp_path / "hub", _frames(), shards=2)
+    shard = root / "data" / "train-00000-of-00002.parquet"
+    pd.read_parquet(shard).drop(columns=["error_class"]).to_parquet(shard)
+    assert "split 'train': column 'error_class' in ['train-00001-of-00002.parquet'] but not " \
+           "in ['train-00000-of-00002.parquet']" in _error(root)
+
+
+def test_csv_with_two_score_columns_is_an_error(tmp_path):
+    root = tmp_path / "csv"
+    shutil.copytree(FIX / "saf_csv", root)
+    lines = (root / "train.csv").read_text(encoding="utf-8").splitlines()
+    lines = [lines[0] + ",score"] + [line + ",0.0" for line in lines[1:]]
+    (root / "train.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    msg = _error(root)
+    assert f"{root / 'train.csv'}: duplicate column name(s) ['score']" in msg
+
+
+def test_parquet_with_two_columns_of_one_name_is_an_error(tmp_path):
+    import pyarrow.parquet as pq
+
+    root = _write_hub(tmp_path / "hub", _frames())
+    shard = root / "data" / "validation-00000-of-00001.parquet"
+    table = pq.read_table(shard)
+    pq.write_table(table.append_column("score", table.column("score")), shard)
+    assert f"{shard}: duplicate column name(s) ['score']" in _error(root)
+
+
+def test_jsonl_row_with_a_key_twice_is_an_error(tmp_path):
+    root = _write_jsonl(tmp_path / "keys", _frames())
+    lines = (root / "train.jsonl").read_text().splitlines()
+    lines[2] = lines[2][:-1] + ', "score": 0.0}'
+    (root / "train.jsonl").write_text("\n".join(lines) + "\n")
+    msg = _error(root)
+    assert "train.jsonl: cannot be read as jsonl (line 3: duplicate key(s) ['score']" in msg
+
+
+@pytest.mark.parametrize("folder, name", [("saf_csv", "train.csv"),
+                                          ("saf_legal_jsonl", "validation.jsonl")])
+def test_latin1_file_is_an_error_naming_file_and_line(tmp_path, folder, name):
+    root = tmp_path / "latin1"
+    shutil.copytree(FIX / folder, root)
+    text = (root / name).read_text(encoding="utf-8")
+    (root / name).write_bytes(text.encode("latin-1"))
+    line = next(n for n, t in enumerate(text.split("\n"), 1) if not t.isascii())
+    msg = _error(root)
+    assert f"{root / name}: not UTF-8 text (byte 0x" in msg and f"on line {line}," in msg
+
+
+def test_csv_with_a_bom_loads(tmp_path):
+    root = tmp_path / "csv"
+    shutil.copytree(FIX / "saf_csv", root)
+    text = (root / "train.csv").read_text(encoding="utf-8")
+    (root / "train.csv").write_text(text, encoding="utf-8-sig")
+    assert load_saf(root)["train"]["id"][:2] == ["t1", "t2"]
+
+
+@pytest.mark.parametrize("source", ["./no/such/folder", "../nowhere", "a/b/c", "~/no-saf-here"])
+def test_a_path_that_does_not_exist_says_so(source):
+    msg = _error(source)
+    assert f"{source}: folder does not exist" in msg and "working directory" in msg
+
+
+# --------------------------------------------------------------------------- provenance
+
+
+def test_provenance_rehashes_a_file_rewritten_between_two_loads(tmp_path):
+    root = _write_jsonl(tmp_path / "rewrite", _frames())
+    path = root / "validation.jsonl"
+    load_saf(root)
+    first = next(s for s in provenance.data_sources() if s["path"] == str(path.resolve()))
+    before = dict(first)
+    text = path.read_text()
+    path.write_text(text.replace("Frage", "FRAGE"))  # same size, new content
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))
+    load_saf(root)
+    after = next(s for s in provenance.data_sources() if s["path"] == str(path.resolve()))
+    assert after["bytes"] == before["bytes"] and after["sha256"] != before["sha256"]
+    assert after["sha256"] == provenance.sha256_file(path)
+    assert after["replaced_sha256"] == [before["sha256"]] and after["rows"] == 2
+    os.utime(path)  # touched, not changed: entry kept
+    load_saf(root)
+    again = next(s for s in provenance.data_sources() if s["path"] == str(path.resolve()))
+    assert again == after

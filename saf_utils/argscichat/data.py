@@ -3,28 +3,45 @@
 :func:`load_argscichat` returns one fold as :class:`ArgSciChatFold` of :class:`MessagePair`
 records; gold fact strings are mapped to content-sentence indexes as the official baseline
 script does (:func:`map_facts`), and what cannot be mapped is counted, not asserted.
+
+Every malformed or unreadable input (missing, unreadable or non-UTF-8 file, duplicate JSON
+key, missing key, wrong type, a paper or pair id in two splits) is an
+:class:`ArgSciChatDataError` naming file, paper and pair. Leakage by content, a paper whose
+content sentences (normalised with :func:`saf_utils.text.squash`) appear in an earlier split
+of the fold under another key or id (``leak_paper_content``, counted on the later split:
+train < val < test), is a counted anomaly (:data:`ARGSCICHAT_ANOMALY_KINDS`): listed in
+``ArgSciChatFold.anomalies``, written to the manifest's data sources, announced with an
+:class:`ArgSciChatDataWarning`, and an error with ``strict=True``.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import json
+import numbers
 import os
+import re
 import urllib.error
 import urllib.request
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
-from saf_utils.provenance import DataError, register, sha256_file
+from saf_utils.provenance import DataError, annotate, register, sha256_file
 from saf_utils.text import split_sentences, squash
 
 
 class ArgSciChatDataError(DataError):
     """A missing, unreadable or malformed ArgSciChat file."""
 
+
+class ArgSciChatDataWarning(UserWarning):
+    """An ArgSciChat fold loaded with content anomalies (leakage; see ``return_report``)."""
 
 
 ARGSCICHAT_REPO = "UKPLab/acl2023-argscichat"
@@ -50,6 +67,13 @@ ARGSCICHAT_SHA256 = {
     "fold_4_train.json": "25edf79cbbf46303a5d265e50dcca964ccc1dabab9314d8f2031a3d3416cdb08",
     "fold_4_val.json": "0ed87fb78ce9bc073673fa8ba56c547627427b4e4ca01caddde878be0c68171f",
 }
+#: Content anomalies that are loaded and counted (``strict=True``: errors).
+ARGSCICHAT_ANOMALY_KINDS = ("leak_paper_content",)
+#: Columns of the anomaly report (one row per split and kind, zero counts included).
+ARGSCICHAT_REPORT_COLUMNS = ("fold", "split", "kind", "count", "ids", "files")
+INTENT_COLUMNS = ("Role", "Message Number", "Sentence Number", "Sentence", "Tag")
+#: Share of a paper's distinct content sentences found in one other paper that makes a leak.
+LEAK_OVERLAP = 0.5
 _PAIR_KEYS = ("id", "P_Message", "DE_Message", "facts", "history", "history_ids", "history_facts")
 _PAPER_KEYS = ("id", "title", "content", "message_pairs")
 
@@ -91,6 +115,8 @@ class ArgSciChatFold:
     test: list[MessagePair]
     dropped_facts: list[DroppedFact] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)
+    #: Content anomalies: {kind, split, paper_id, title, file, message}.
+    anomalies: list[dict[str, Any]] = field(default_factory=list)
 
     def __getitem__(self, split: str) -> list[MessagePair]:
         if split not in ARGSCICHAT_SPLITS:
@@ -106,6 +132,17 @@ class ArgSciChatFold:
         for reason in ("title", "not_found", "empty"):
             report[f"dropped_{reason}"] = sum(d.reason == reason for d in self.dropped_facts)
         return report
+
+    def anomaly_report(self) -> pd.DataFrame:
+        """Content anomalies per split and kind (:data:`ARGSCICHAT_REPORT_COLUMNS`; zeros kept)."""
+        rows = []
+        for split in ARGSCICHAT_SPLITS:
+            for kind in ARGSCICHAT_ANOMALY_KINDS:
+                hits = [a for a in self.anomalies if a["split"] == split and a["kind"] == kind]
+                rows.append({"fold": self.fold, "split": split, "kind": kind,
+                             "count": len(hits), "ids": [a["paper_id"] for a in hits],
+                             "files": sorted({Path(a["file"]).name for a in hits})})
+        return pd.DataFrame(rows, columns=list(ARGSCICHAT_REPORT_COLUMNS))
 
 
 def map_facts(
@@ -240,13 +277,56 @@ def _check_pair(where: str, mp: dict) -> None:
                                   f"{len(mp['history_ids'])} history_ids")
 
 
+def _read_text(path: Path) -> str:
+    """A file's text as UTF-8 (a byte-order mark is dropped), or an error naming the file."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ArgSciChatDataError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise ArgSciChatDataError(
+            f"{path}: not UTF-8 text (byte {data[exc.start]:#04x} on line {line}, offset "
+            f"{exc.start}; e.g. Latin-1); save it as UTF-8") from None
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: set[str] = set()
+    for k, _ in pairs:
+        if k in seen:
+            raise _DuplicateKey(k)
+        seen.add(k)
+    return dict(pairs)
+
+
+def _load_json(path: Path) -> Any:
+    """Parse a JSON file, refusing a key twice in one object (a paper title, a pair key)."""
+    text = _read_text(path)
+    try:
+        return json.loads(text, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as exc:
+        key = exc.args[0]
+        pattern = re.compile("|".join(re.escape(json.dumps(key, ensure_ascii=a)) + r"\s*:"
+                                      for a in (False, True)))
+        lines = [n for n, line in enumerate(text.splitlines(), 1) if pattern.search(line)]
+        where = f" (lines {', '.join(map(str, lines[:5]))})" if lines else ""
+        raise ArgSciChatDataError(
+            f"{path}: duplicate key {key!r} in one JSON object{where}; the later value "
+            "would silently replace the earlier one") from None
+    except json.JSONDecodeError as exc:
+        raise ArgSciChatDataError(f"{path}: not valid JSON ({exc})") from None
+
+
 def _read_fold_file(path: Path, split: str) -> tuple[list[MessagePair], list[DroppedFact]]:
     if not path.is_file():
         raise ArgSciChatDataError(f"{path}: missing fold file")
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ArgSciChatDataError(f"{path}: not valid JSON ({exc})") from None
+    raw = _load_json(path)
     if not isinstance(raw, dict):
         raise ArgSciChatDataError(f"{path}: expected an object {{paper title: paper}}")
     if not raw:
@@ -319,25 +399,73 @@ def _check_fold(fold: int, splits: dict[str, list[MessagePair]], files: dict[str
             pair_owner[p.pair_id] = split
 
 
+def _paper_leaks(fold: int, splits: dict[str, list[MessagePair]], files: dict[str, str]
+                 ) -> list[dict[str, Any]]:
+    """Papers of a later split whose content is in a paper of an earlier split (other id)."""
+    papers: dict[str, dict[str, tuple[str, frozenset[str]]]] = {}
+    for split in ARGSCICHAT_SPLITS:
+        papers[split] = {}
+        for p in splits[split]:
+            if p.paper_id not in papers[split]:
+                sents = frozenset(k for k in map(squash, p.content) if k)
+                papers[split][p.paper_id] = (p.title, sents)
+    out = []
+    for j, split in enumerate(ARGSCICHAT_SPLITS):
+        for pid, (title, sents) in papers[split].items():
+            for earlier in ARGSCICHAT_SPLITS[:j]:
+                hit = next(((oid, otitle, len(sents & osents)) for oid, (otitle, osents)
+                            in papers[earlier].items()
+                            if sents and osents and len(sents & osents)
+                            >= LEAK_OVERLAP * min(len(sents), len(osents))), None)
+                if hit is None:
+                    continue
+                oid, otitle, shared = hit
+                out.append({
+                    "kind": "leak_paper_content", "split": split, "paper_id": pid,
+                    "title": title, "file": files[split],
+                    "message": (
+                        f"fold {fold}: paper {title!r} (id {pid}) in {files[split]} shares "
+                        f"{shared} of its {len(sents)} content sentences with paper {otitle!r} "
+                        f"(id {oid}) in {files[earlier]} (normalised text)")})
+                break
+    return out
+
+
 def _argscichat_root(source: str | os.PathLike | None) -> tuple[Path, str]:
     source = source or os.environ.get("ARGSCICHAT_DATA")
     if source:
         root = Path(source).expanduser()
         if not root.is_dir():
-            raise ArgSciChatDataError(f"{root}: ArgSciChat folder does not exist")
+            what = "is not a folder" if root.exists() else "does not exist"
+            rel = "" if root.is_absolute() else (
+                f" ({root.resolve()}, from the working directory {Path.cwd()})")
+            raise ArgSciChatDataError(f"{root}: ArgSciChat folder {what}{rel}")
         return root, str(source)
     return download_argscichat(), f"github:{ARGSCICHAT_REPO}@{ARGSCICHAT_COMMIT}"
 
 
-def load_argscichat(source: str | os.PathLike | None = None, fold: int = 0) -> ArgSciChatFold:
+def _check_fold_number(fold: object) -> int:
+    if isinstance(fold, bool) or not isinstance(fold, numbers.Integral):
+        raise TypeError(f"fold must be an int, one of {ARGSCICHAT_FOLDS}; got {fold!r} "
+                        f"({type(fold).__name__})")
+    if int(fold) not in ARGSCICHAT_FOLDS:
+        raise ArgSciChatDataError(f"unknown fold {fold}; folds are {ARGSCICHAT_FOLDS}")
+    return int(fold)
+
+
+def load_argscichat(source: str | os.PathLike | None = None, fold: int = 0, *,
+                    strict: bool = False, return_report: bool = False):
     """Load one official ArgSciChat fold as lists of :class:`MessagePair`.
 
     ``source``: a folder with ``fold_{k}_{split}.json`` (default: ``ARGSCICHAT_DATA``, else a
-    one-time download of the pinned commit). Gold facts are mapped to content-sentence
-    indexes with :func:`map_facts`; dropped facts are listed in ``dropped_facts``.
+    one-time download of the pinned commit). ``fold`` must be an int in
+    :data:`ARGSCICHAT_FOLDS` (a ``str`` or ``bool`` is a ``TypeError``). Gold facts are mapped
+    to content-sentence indexes with :func:`map_facts`; dropped facts are listed in
+    ``dropped_facts``. Leakage by content (:data:`ARGSCICHAT_ANOMALY_KINDS`) is counted in
+    ``anomalies`` and the manifest, or an error when ``strict``. ``return_report=True``
+    returns ``(fold, fold.anomaly_report())``.
     """
-    if fold not in ARGSCICHAT_FOLDS:
-        raise ArgSciChatDataError(f"unknown fold {fold}; folds are {ARGSCICHAT_FOLDS}")
+    fold = _check_fold_number(fold)
     root, label = _argscichat_root(source)
     splits: dict[str, list[MessagePair]] = {}
     dropped: list[DroppedFact] = []
@@ -347,23 +475,65 @@ def load_argscichat(source: str | os.PathLike | None = None, fold: int = 0) -> A
         splits[split], lost = _read_fold_file(path, split)
         dropped += lost
         files[split] = str(path)
-        register("argscichat", label, path, f"fold{fold}/{split}")
     _check_fold(fold, splits, files)
-    return ArgSciChatFold(fold=fold, dropped_facts=dropped, files=files, **splits)
+    anomalies = _paper_leaks(fold, splits, files)
+    if strict and anomalies:
+        raise ArgSciChatDataError(
+            f"{len(anomalies)} content anomaly(ies) (strict=True):\n  - "
+            + "\n  - ".join(a["message"] for a in anomalies))
+    for split in ARGSCICHAT_SPLITS:
+        register("argscichat", label, files[split], f"fold{fold}/{split}")
+        mine = [a for a in anomalies if a["split"] == split]
+        ids = {k: [a["paper_id"] for a in mine if a["kind"] == k]
+               for k in ARGSCICHAT_ANOMALY_KINDS}
+        annotate(files[split], rows=len(splits[split]),
+                 anomalies={k: len(v) for k, v in ids.items()},
+                 anomaly_ids={k: v for k, v in ids.items() if v})
+    data = ArgSciChatFold(fold=fold, dropped_facts=dropped, files=files, anomalies=anomalies,
+                          **splits)
+    if anomalies:
+        warnings.warn(ArgSciChatDataWarning(
+            f"fold {fold}: loaded with {len(anomalies)} leak_paper_content anomaly(ies): "
+            + "; ".join(a["message"] for a in anomalies[:3])
+            + ". load_argscichat(..., return_report=True) lists them, strict=True refuses "
+            "them"), stacklevel=2)
+    return (data, data.anomaly_report()) if return_report else data
 
 
 def load_intents(source: str | os.PathLike | None = None) -> pd.DataFrame | None:
-    """Sentence-level dialogue intents (``intents.csv``); ``None`` when the file is absent."""
+    """Sentence-level dialogue intents (``intents.csv``); ``None`` when the file is absent.
+
+    The file must be UTF-8 (a byte-order mark is accepted) with the :data:`INTENT_COLUMNS`,
+    each named once, and one cell per column on every row; anything else is an
+    :class:`ArgSciChatDataError` naming file, line and column.
+    """
     source = source or os.environ.get("ARGSCICHAT_DATA")
     if not source:
         return None
-    path = Path(source) / "intents.csv"
+    path = Path(source).expanduser() / "intents.csv"
     if not path.is_file():
         return None
-    with open(path, encoding="utf-8", newline="") as fh:
-        rows = list(csv.DictReader(fh))
-    need = {"Role", "Message Number", "Sentence Number", "Sentence", "Tag"}
-    if rows and not need <= set(rows[0]):
-        raise ArgSciChatDataError(f"{path}: missing column(s) {sorted(need - set(rows[0]))}")
+    reader = csv.reader(io.StringIO(_read_text(path), newline=""))
+    numbered = [(reader.line_num, r) for r in reader]
+    if not numbered:
+        raise ArgSciChatDataError(f"{path}: empty file (no header row)")
+    header = numbered[0][1]
+    twice = sorted({c for c in header if header.count(c) > 1})
+    if twice:
+        raise ArgSciChatDataError(f"{path}: duplicate column name(s) {twice}")
+    missing = [c for c in INTENT_COLUMNS if c not in header]
+    if missing:
+        raise ArgSciChatDataError(f"{path}: missing column(s) {missing} (header: {header})")
+    rows = [(n, r) for n, r in numbered[1:] if r]
+    bad = [f"line {n}: {len(r)} cells for {len(header)} columns"
+           for n, r in rows if len(r) != len(header)]
+    bad += [f"line {n}, column {c!r}: empty" for n, r in rows if len(r) == len(header)
+            for c in ("Role", "Tag") if not r[header.index(c)].strip()]
+    if bad:
+        more = f"\n  ... and {len(bad) - 20} more" if len(bad) > 20 else ""
+        raise ArgSciChatDataError(f"{len(bad)} problem(s) in {path}:\n  - "
+                                  + "\n  - ".join(bad[:20]) + more)
     register("argscichat", str(source), path, "intents")
-    return pd.DataFrame(rows)
+    df = pd.DataFrame([r for _, r in rows], columns=header)
+    annotate(path, rows=len(df))
+    return df

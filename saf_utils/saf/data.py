@@ -5,24 +5,30 @@ hub-layout folder ``data/{split}-0000k-of-0000n.parquet`` or ``{split}.jsonl|.cs
 files, and validates every row. Two kinds of findings:
 
 - **Problems** (structural; always an error): a missing expected split, an incomplete or
-  ambiguous set of split files, an unreadable file, a split with 0 rows, a missing column,
-  an empty or duplicate id, ids of mixed types, a label that is missing or not one of
+  ambiguous set of split files, an unreadable or non-UTF-8 file, a split with 0 rows, a file
+  (shard) without an expected column, a duplicate column name or JSON key, an empty or
+  duplicate id, ids of mixed types, a label that is missing or not one of
   :data:`SAF_LABELS`, a score that is not a number in [0, 1], a missing or blank
   ``question`` / ``reference_answer`` / ``answer_feedback``, a non-string text cell. All
   problems are raised together as one :class:`SAFDataError`, each naming file, split, row,
   id and column.
 - **Anomalies** (content that real releases contain; :data:`SAF_ANOMALY_KINDS`): a blank
-  student answer (``empty_answer``; graded, e.g. as an empty submission) and a label that
+  student answer (``empty_answer``; graded, e.g. as an empty submission), a label that
   disagrees with the score (``label_score_mismatch``; Correct <=> 1, Incorrect <=> 0,
-  Partially correct strictly between). They are loaded as they are (a missing answer
-  becomes ``""``), counted per split and kind (``load_saf(..., return_report=True)``),
-  written into the data-source entries of the run manifest (:func:`saf_utils.provenance.annotate`:
+  Partially correct strictly between), and **leakage by content** (text normalised with
+  :func:`saf_utils.text.squash`, whatever the ids): a test answer to the same question as a
+  train answer (``leak_answer_in_train``), a ``test_unseen_questions`` question also in
+  train or validation (``leak_question_seen``). They are loaded as they are (a missing
+  answer becomes ``""``), counted per split and kind (``return_report=True``), written into
+  the data-source entries of the run manifest (:func:`saf_utils.provenance.annotate`:
   ``rows``, ``anomalies`` and ``anomaly_ids`` per file), and announced with a
   :class:`SAFDataWarning`. ``strict=True`` makes them problems.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 import os
@@ -37,6 +43,7 @@ from typing import Any
 import pandas as pd
 
 from saf_utils.provenance import DataError, annotate, register
+from saf_utils.text import squash
 
 
 class SAFDataError(DataError):
@@ -69,7 +76,10 @@ SAF_COLUMNS = (
 )
 SAF_OPTIONAL_COLUMNS = ("error_class",)
 #: Content anomalies that are loaded and counted (``strict=True``: problems).
-SAF_ANOMALY_KINDS = ("empty_answer", "label_score_mismatch")
+SAF_ANOMALY_KINDS = ("empty_answer", "label_score_mismatch", "leak_answer_in_train",
+                     "leak_question_seen")
+#: Test splits checked for answers also in train; and the split whose questions must be unseen.
+SAF_TEST_SPLITS = ("test_unseen_answers", "test_unseen_questions")
 #: Columns of the anomaly report (one row per loaded split and kind, zero counts included).
 REPORT_COLUMNS = ("split", "kind", "count", "ids", "rows", "files")
 _SAF_SUFFIXES = (".parquet", ".jsonl", ".csv")
@@ -83,6 +93,11 @@ def saf_dataset_name(source: str | os.PathLike | None = None) -> str:
     return Path(source.rstrip("/")).name
 
 
+def looks_like_path(source: str) -> bool:
+    """A hub id is ``org/name``; anything else (``./x``, ``/x``, ``~/x``, ``a/b/c``) is a path."""
+    return source.startswith(("/", ".", "~")) or source.count("/") != 1 or "\\" in source
+
+
 # --------------------------------------------------------------------------- files
 
 
@@ -90,20 +105,51 @@ def _isna(value: Any) -> bool:
     return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` that refuses a key twice in one JSON object."""
+    keys = [k for k, _ in pairs]
+    twice = sorted({k for k in keys if keys.count(k) > 1})
+    if twice:
+        raise ValueError(f"duplicate key(s) {twice} in one JSON object")
+    return dict(pairs)
+
+
+def _utf8(path: Path) -> str:
+    """A text file's content as UTF-8 (a byte-order mark is dropped), or an error naming it."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise SAFDataError([f"{path}: not UTF-8 text (byte {data[exc.start]:#04x} on line "
+                            f"{line}, offset {exc.start}; e.g. Latin-1); save it as UTF-8"]
+                           ) from None
+
+
 def _read_jsonl(path: Path) -> pd.DataFrame:
     records = []
-    with open(path, encoding="utf-8") as fh:
-        for line_no, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"line {line_no}: not valid JSON ({exc})") from None
-            if not isinstance(rec, dict):
-                raise ValueError(f"line {line_no}: a JSON {type(rec).__name__}, not an object")
-            records.append(rec)
+    for line_no, line in enumerate(_utf8(path).split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line, object_pairs_hook=_unique_keys)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"line {line_no}: not valid JSON ({exc})") from None
+        except ValueError as exc:
+            raise ValueError(f"line {line_no}: {exc}") from None
+        if not isinstance(rec, dict):
+            raise ValueError(f"line {line_no}: a JSON {type(rec).__name__}, not an object")
+        records.append(rec)
     return pd.DataFrame.from_records(records) if records else pd.DataFrame()
+
+
+def _header(path: Path) -> list[str]:
+    """Column names as written in a CSV or parquet file (before pandas renames duplicates)."""
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        return list(pq.read_schema(path).names)
+    return next(csv.reader(io.StringIO(_utf8(path), newline="")), [])
 
 
 def _read_table(path: Path) -> pd.DataFrame:
@@ -111,14 +157,41 @@ def _read_table(path: Path) -> pd.DataFrame:
     if path.suffix not in _SAF_SUFFIXES:
         raise SAFDataError([f"{path}: unsupported file type (use .parquet, .jsonl or .csv)"])
     try:
+        if path.suffix != ".jsonl":
+            names = [c for c in _header(path) if c != "__index_level_0__"]
+            twice = sorted({c for c in names if names.count(c) > 1})
+            if twice:
+                raise SAFDataError([f"{path}: duplicate column name(s) {twice}; "
+                                    "every column must be named once"])
         if path.suffix == ".parquet":
             return pd.read_parquet(path)
         if path.suffix == ".jsonl":
             return _read_jsonl(path)
         # Every CSV cell as text (ids like "007" stay text); only empty cells are missing.
         return pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+    except SAFDataError:
+        raise
     except Exception as exc:  # pandas/arrow raise many types; the user needs the file name
         raise SAFDataError([f"{path}: cannot be read as {path.suffix[1:]} ({exc})"]) from None
+
+
+def _file_columns(split: str, parts: list[tuple[Path, pd.DataFrame]]) -> list[str]:
+    """Every file of a split has every expected column, and the same optional ones."""
+    problems = []
+    for path, df in parts:
+        if len(df) == 0 and len(parts) == 1:
+            continue  # a 0-row split is reported as such
+        missing = [c for c in SAF_COLUMNS if c not in df.columns]
+        extra = [c for c in df.columns if c not in SAF_COLUMNS + SAF_OPTIONAL_COLUMNS]
+        hint = f" (unexpected column(s) {extra})" if extra else ""
+        problems += [f"{path} [{split}]: missing column '{c}'{hint}" for c in missing]
+    for col in SAF_OPTIONAL_COLUMNS:
+        have = [p.name for p, df in parts if col in df.columns]
+        if have and len(have) < len(parts):
+            lack = [p.name for p, df in parts if col not in df.columns]
+            problems.append(f"split '{split}': column '{col}' in {have} but not in {lack}; "
+                            "the files of a split must have the same columns")
+    return problems
 
 
 @dataclass
@@ -338,6 +411,52 @@ def _id_type_problems(checked: dict[str, _Checked], where: dict[str, pd.DataFram
     return problems
 
 
+def _leak_anomalies(checked: dict[str, _Checked], frames: dict[str, pd.DataFrame]) -> None:
+    """Add leakage by normalised content to the test splits' anomalies (ids may differ).
+
+    ``leak_answer_in_train``: a test answer (not blank) to the same question as a train
+    answer with the same text. ``leak_question_seen``: a ``test_unseen_questions`` question
+    also asked in train or validation.
+    """
+    def places(split: str):
+        df = frames[split]
+        for i, r in enumerate(checked[split].rows):
+            q, a = r["question"], r["provided_answer"]
+            yield (squash(q) if isinstance(q, str) else None,
+                   squash(a) if isinstance(a, str) else "",
+                   str(df["_file"].iloc[i]), int(df["_row"].iloc[i]), r["id"])
+
+    def first(splits: Sequence[str], key) -> dict:
+        out: dict = {}
+        for s in splits:
+            for q, a, file, row, rid in places(s):
+                k = key(q, a)
+                if q and k is not None:
+                    out.setdefault(k, f"{file} [{s}] row {row} (id={rid})")
+        return out
+
+    if "train" in checked:
+        answers = first(["train"], lambda q, a: (q, a) if a else None)
+        for split in (s for s in SAF_TEST_SPLITS if s in checked):
+            for q, a, file, row, rid in places(split):
+                if a and (q, a) in answers:
+                    checked[split].anomalies.append({
+                        "kind": "leak_answer_in_train", "id": rid, "row": row, "file": file,
+                        "message": f"{_where(file, split, row, rid)}, column 'provided_answer': "
+                                   f"same answer to the same question as {answers[q, a]} "
+                                   "(normalised text)"})
+    seen_in = [s for s in ("train", "validation") if s in checked]
+    if "test_unseen_questions" in checked and seen_in:
+        questions = first(seen_in, lambda q, a: q)
+        split = "test_unseen_questions"
+        for q, _, file, row, rid in places(split):
+            if q and q in questions:
+                checked[split].anomalies.append({
+                    "kind": "leak_question_seen", "id": rid, "row": row, "file": file,
+                    "message": f"{_where(file, split, row, rid)}, column 'question': question "
+                               f"also asked in {questions[q]} (normalised text)"})
+
+
 def validate_saf_frame(df: pd.DataFrame, split: str, file: str, strict: bool = True
                        ) -> list[str]:
     """All problems of one split as messages (anomalies included when ``strict``).
@@ -423,19 +542,23 @@ def load_saf(source: str | os.PathLike | None = None, splits: Iterable[str] | No
             parts = []
             for p in found.files[split]:
                 try:
-                    df = _read_table(p)
+                    parts.append((p, _read_table(p)))
                 except SAFDataError as exc:
                     read_problems += exc.problems
-                    continue
-                parts.append(df.assign(_file=str(p), _row=range(1, len(df) + 1)))
+            read_problems += _file_columns(split, parts)
             if parts:
-                frames[split] = pd.concat(parts, ignore_index=True)
+                frames[split] = pd.concat(
+                    [df.assign(_file=str(p), _row=range(1, len(df) + 1)) for p, df in parts],
+                    ignore_index=True)
         if read_problems:
             raise SAFDataError(read_problems, source)
         for split in wanted:
             for p in found.files[split]:
                 register("saf", source, p, split)
             registered[split] = [(str(p), str(p)) for p in found.files[split]]
+    elif looks_like_path(source):
+        raise SAFDataError([f"{source}: folder does not exist ({root.resolve()}, from the "
+                            f"working directory {Path.cwd()})"], source)
     else:
         try:
             hub = datasets.load_dataset(source)
@@ -443,7 +566,8 @@ def load_saf(source: str | os.PathLike | None = None, splits: Iterable[str] | No
             raise SAFDataError(
                 [
                     f"cannot load '{source}' from the Hugging Face hub ({type(exc).__name__}: "
-                    f"{str(exc)[:300]}). Offline? Point SAF_DATA (or source=) to a local copy, "
+                    f"{str(exc)[:300]}); no folder {root.resolve()} either. Offline? Point "
+                    f"SAF_DATA (or source=) to a local copy, "
                     f"e.g. export SAF_DATA=../shared/data/saf_micro_job_german"
                 ],
                 source,
@@ -462,6 +586,7 @@ def load_saf(source: str | os.PathLike | None = None, splits: Iterable[str] | No
 
     checked = {split: _check_split(df, split, [label for label, _ in registered[split]])
                for split, df in frames.items()}
+    _leak_anomalies(checked, frames)
     problems = [p for c in checked.values() for p in c.problems]
     problems += _id_type_problems(checked, frames)
     if strict:
