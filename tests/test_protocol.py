@@ -38,7 +38,7 @@ def test_headline_method_follows_the_design():
     # new questions is the wider claim: between-question spread enters its interval
     assert (clus.ci_high - clus.ci_low).min() > (item.ci_high - item.ci_low).max()
     folded = P.headline_table(items(folds=True), FOLDED)
-    assert (folded.method == "cluster t (3 df)").all()
+    assert folded.method.str.startswith("cluster t (").all()  # Satterthwaite df <= 3
 
 
 def test_one_cluster_per_stratum_gives_no_interval():

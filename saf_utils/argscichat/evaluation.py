@@ -4,9 +4,10 @@ Official aggregation: Fact-F1 per query (queries without gold fact sentences ski
 per fold, mean over folds; seeds (Random) are averaged per (query, fold) first.
 
 Design (:data:`DESIGN`): papers are the sampled unit, 2 test papers in each of 5 folds.
-Intervals are stratified cluster t-intervals (5 df); comparisons are exact stratified
-sign-flip tests over the 10 test papers (1,024 assignments) on the mean-over-folds
-statistic, with the interval that inverts the same test. The estimand is new papers.
+Intervals are stratified cluster t-intervals (Welch-Satterthwaite df, at most 5);
+comparisons are exact stratified sign-flip tests over the 10 test papers (1,024
+assignments) on the mean-over-folds statistic, with the interval that inverts the same
+test. The estimand is new papers.
 
 Choices are per fold, on that fold's val only (:func:`saf_utils.protocol.choose`): the
 val-chosen selector and the val-strongest baseline of fold f are those best on fold f's val,
