@@ -7,14 +7,17 @@
   [95% CI], role, val-chosen system marked, oracles and probes set apart) and one figure.
 - :func:`write_results`: ``results.html``, every ``result`` record in one table that sorts
   and filters with a few lines of inline JavaScript.
+
+Pages are meant to be shared (:mod:`saf_utils.reporting.sharing`): every value is escaped,
+notebook outputs and page bodies are sanitised, and no absolute local path is shown.
 """
 
 from __future__ import annotations
 
 import base64
-import html
 import io
 import math
+import os
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -22,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from saf_utils.reporting.manifest import write_text
+from saf_utils.reporting.sharing import PathScrubber, clean_html, esc, md  # noqa: F401
 
 # task -> (title, main metrics); other tasks with result records get a generic table.
 HEADLINE_TASKS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -57,10 +61,6 @@ img{max-width:100%}
 
 
 # ------------------------------------------------------------------ helpers
-def esc(x: Any) -> str:
-    return html.escape("" if x is None else str(x))
-
-
 def fmt(x: float | None, digits: int = 3) -> str:
     """``digits`` significant digits (0.852, 48.5, 1.23e-05); integers stay integers."""
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
@@ -84,12 +84,17 @@ def table(head: Sequence[str], rows: Iterable[Sequence[str]], cls: str = "",
     return f"<table{attr}><thead><tr>{th}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def page(title: str, body: str, script: str = "") -> str:
+def page(title: str, body: str, script: str = "",
+         run_dir: str | os.PathLike | None = None) -> str:
+    """A whole page. The body is sanitised (:func:`clean_html`) and its absolute paths are
+    rewritten (:class:`PathScrubber`, ``$RUN`` for ``run_dir``); ``script`` is the project's
+    own trusted JavaScript and is added after sanitising."""
+    scrub = PathScrubber.for_run(run_dir)
     js = f"<script>{script}</script>" if script else ""
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>{esc(title)}</title><style>{CSS}</style></head><body>\n{body}\n{js}"
-            f"</body></html>\n")
+            f"<title>{esc(scrub(title))}</title><style>{CSS}</style></head><body>\n"
+            f"{clean_html(scrub(body))}\n{js}</body></html>\n")
 
 
 _EXTERNAL = re.compile(
@@ -115,6 +120,10 @@ OFFLINE_TEMPLATE = """{%- extends 'index.html.j2' -%}
 {%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
 {%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
 {% block jupyter_widgets %}{% endblock jupyter_widgets %}
+{%- block data_widget_view -%}{%- endblock data_widget_view -%}
+{% block data_mermaid -%}
+<pre>{{ output.data['text/vnd.mermaid'] | escape_html }}</pre>
+{%- endblock data_mermaid %}
 """
 
 
@@ -123,19 +132,30 @@ def render_notebook(ipynb: Path, hide_code: bool = False) -> Path:
 
     The ``lab`` template minus its CDN scripts (require.js, MathJax, mermaid, widgets):
     LaTeX in markdown stays as source text, which is how the notebooks read anyway.
+    Safe to share: nbconvert's ``sanitize_html`` runs every HTML and Markdown output and
+    Markdown cell through :func:`clean_html` (JavaScript outputs are dropped; PNG/JPEG
+    outputs stay embedded), and the absolute paths in sources and outputs are rewritten
+    (:class:`PathScrubber`: ``$RUN`` for the notebook's folder, ``$<parameter>`` for data
+    paths among its papermill parameters). The ``.ipynb`` itself is left as executed.
     """
     import jinja2
     import nbformat
     from nbconvert import HTMLExporter
 
-    exporter = HTMLExporter(template_name="lab", embed_images=True,
+    nb = nbformat.read(ipynb, as_version=4)
+    params = (nb.metadata.get("papermill") or {}).get("parameters") or {}
+    scrub = PathScrubber.for_run(ipynb.parent.absolute(), {
+        k: v for k, v in params.items() if k.endswith(("_source", "_path", "_dir"))})
+    exporter = HTMLExporter(template_name="lab", embed_images=True, sanitize_html=True,
+                            filters={"clean_html": clean_html},
                             extra_loaders=[jinja2.DictLoader({"offline.html.j2":
                                                               OFFLINE_TEMPLATE})],
                             template_file="offline.html.j2")
     exporter.exclude_input = hide_code
     exporter.exclude_input_prompt = hide_code
-    body, _ = exporter.from_notebook_node(nbformat.read(ipynb, as_version=4))
-    return write_text(ipynb.with_suffix(".html"), strip_external(body))
+    body, _ = exporter.from_notebook_node(scrub.notebook(nb),
+                                          resources={"metadata": {"name": ipynb.stem}})
+    return write_text(ipynb.with_suffix(".html"), scrub(strip_external(body), generic=False))
 
 
 # ------------------------------------------------------------------ headline tables
@@ -345,7 +365,34 @@ def dot_plot(tables: dict[tuple, dict[str, dict]], metrics: Sequence[str], title
     return f'<img alt="{esc(title)} dot plot" src="data:image/png;base64,{data}">'
 
 
-def task_sections(records: list[dict]) -> list[str]:
+def _source_matches(source: dict, task: Any, split: Any) -> bool:
+    """A data file of this task (dataset ``saf`` serves ``saf``, ``argscichat`` serves
+    ``argscichat_*``) and split (ArgSciChat files are ``fold<k>/<split>``)."""
+    ds, sp = str(source.get("dataset")), str(source.get("split"))
+    return (str(task) == ds or str(task).startswith(ds + "_")) \
+        and (sp == str(split) or sp.endswith("/" + str(split)))
+
+
+def leakage_note(sources: Sequence[dict], task: Any, split: Any) -> str:
+    """A warning naming the nonzero ``leak_*`` anomaly counts of the split's data files."""
+    hits: dict[str, int] = defaultdict(int)
+    files = set()
+    for src in sources:
+        if not _source_matches(src, task, split):
+            continue
+        for kind, n in (src.get("anomalies") or {}).items():
+            if str(kind).startswith("leak_") and isinstance(n, int | float) and n > 0:
+                hits[str(kind)] += int(n)
+                files.add(Path(str(src.get("path"))).name)
+    if not hits:
+        return ""
+    counts = ", ".join(f"{esc(k)} {v}" for k, v in sorted(hits.items()))
+    return (f'<p class="warn leak">⚠ Leakage: the data of this split has content shared with '
+            f"other data ({counts}; in {esc(', '.join(sorted(files)))}). These numbers may "
+            "overstate how the systems do on new data.</p>")
+
+
+def task_sections(records: list[dict], sources: Sequence[dict] = ()) -> list[str]:
     tasks = list(HEADLINE_TASKS)
     for r in records:
         t = r.get("task")
@@ -373,6 +420,7 @@ def task_sections(records: list[dict]) -> list[str]:
             split_diffs = {k[2]: v for k, v in diffs.items()
                            if k[0] == ds and k[1] == split and k[3] == metric}
             parts.append(lead_sentence(systems, metric, chosen, split_diffs))
+            parts.append(leakage_note(sources, task, split))
             parts.append(headline_table(systems, metrics, chosen))
         try:
             parts.append(dot_plot(tables, metrics, title))
@@ -429,7 +477,7 @@ def write_index(run_dir: Path, manifest: dict, records: list[dict]) -> Path:
     if (run_dir / "compare.html").is_file():
         links.insert(1, '<a href="compare.html">comparison with the baseline run</a>')
     commit = esc((git.get("commit") or "unknown")[:12]) + (" (dirty)" if git.get("dirty") else "")
-    sections = task_sections(records)
+    sections = task_sections(records, manifest.get("data_sources") or [])
     body = f"""<h1>Run {esc(manifest.get('run', run_dir.name))}
 <span class="{esc(status)}">{esc(status)}</span></h1>
 <p class="meta">Profile <b>{esc(manifest.get('profile'))}</b> · commit <code>{commit}</code> ·
@@ -445,7 +493,28 @@ significant digits. Bold: best baseline or system. Only <code>result</code> reco
 shown; analysis and tuning records are in metrics.json and the notebooks. Published numbers
 are quoted inside the notebooks, never here.</p>"""
     return write_text(run_dir / "index.html", page(f"Run {manifest.get('run', run_dir.name)}",
-                                                   body))
+                                                   body + data_table(manifest), run_dir=run_dir))
+
+
+def data_table(manifest: dict) -> str:
+    """The data files of the run by dataset, split, file name and SHA-256 (no paths)."""
+    rows = []
+    for s in manifest.get("data_sources") or []:
+        anomalies = ", ".join(f"{k} {v}" for k, v in sorted((s.get("anomalies") or {}).items())
+                              if v)
+        sha = str(s.get("sha256") or "")
+        cls = "warn" if any(k.startswith("leak_") and v for k, v in
+                            (s.get("anomalies") or {}).items()) else ""
+        rows.append([esc(s.get("dataset")), esc(s.get("split")),
+                     esc(Path(str(s.get("path"))).name),
+                     f'<td><code title="{esc(sha)}">{esc(sha[:16])}</code></td>',
+                     f'<td class="num">{esc(s.get("rows", ""))}</td>',
+                     f'<td class="{cls}">{esc(anomalies)}</td>'])
+    if not rows:
+        return ""
+    return ('<h2 id="data">Data files</h2>' + table(
+        ["dataset", "split", "file", "SHA-256", "rows", "content anomalies"], rows)
+        + '<p class="note">Full SHA-256 on hover and in manifest.json.</p>')
 
 
 # ------------------------------------------------------------------ results.html
@@ -493,4 +562,5 @@ def write_results(run_dir: Path, manifest: dict, records: list[dict]) -> Path:
                                          for c in row) + '</tr>' for row in rows)}</tbody>
 </table>"""
     return write_text(run_dir / "results.html",
-                      page(f"Results {manifest.get('run', run_dir.name)}", body, SORT_FILTER_JS))
+                      page(f"Results {manifest.get('run', run_dir.name)}", body, SORT_FILTER_JS,
+                           run_dir=run_dir))

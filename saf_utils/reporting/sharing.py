@@ -1,0 +1,186 @@
+"""Pages you can share: escape what comes from data or a run, sanitise HTML, hide local paths.
+
+- :func:`esc` (HTML) and :func:`md` (Markdown) escape every value that comes from the data or
+  a run (answers, feedback, questions, error classes, system, run and file names) where it
+  meets markup; notebooks use ``md`` inside ``Markdown(...)``.
+- :func:`clean_html` is the allowlist sanitiser (bleach, which nbconvert's own sanitiser
+  uses) applied as defence in depth to notebook outputs, Markdown cells and the bodies of the
+  runner's pages; it keeps tables, links and embedded PNG/JPEG images, escapes any other tag
+  and drops event handlers, ``style`` and ``javascript:`` URLs.
+- :class:`PathScrubber` rewrites absolute paths of the machine into ``$RUN``, ``$PROJECT``,
+  ``$SAF_DATA``, ``~``, ... (package files into their path below ``site-packages``).
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+# ------------------------------------------------------------------ escaping
+# ASCII punctuation that Markdown (CommonMark, GFM tables, nbconvert's $math$, autolinks) may
+# interpret.
+_MD_SPECIAL = set("\\`*_{}[]()#+-!|~$:")
+_HTML_SPECIAL = {"<": "&lt;", ">": "&gt;", "&": "&amp;", '"': "&quot;", "'": "&#39;"}
+
+
+def esc(x: Any) -> str:
+    """``x`` as HTML text (``None`` -> empty)."""
+    return html.escape("" if x is None else str(x))
+
+
+def md(x: Any, code: bool = False) -> str:
+    """``x`` as literal Markdown text: no tag, link, image, emphasis or new block from it.
+
+    HTML characters become entities, Markdown punctuation is backslash-escaped and line breaks
+    become spaces. ``code=True`` gives a code span instead (the renderer escapes its content).
+    """
+    text = " ".join(("" if x is None else str(x)).split())
+    if code:
+        fence = "`" * (max((len(r) for r in re.findall(r"`+", text)), default=0) + 1)
+        return f"{fence} {text} {fence}" if text else ""
+    return "".join(_HTML_SPECIAL.get(c) or (f"\\{c}" if c in _MD_SPECIAL else c) for c in text)
+
+
+# ------------------------------------------------------------------ sanitising
+ALLOWED_TAGS = frozenset({
+    "a", "abbr", "b", "blockquote", "br", "caption", "code", "col", "colgroup", "dd", "del",
+    "details", "div", "dl", "dt", "em", "figcaption", "figure", "h1", "h2", "h3", "h4", "h5",
+    "h6", "hr", "i", "img", "input", "kbd", "li", "mark", "ol", "p", "pre", "q", "s", "samp",
+    "small", "span", "strong", "sub", "summary", "sup", "table", "tbody", "td", "tfoot", "th",
+    "thead", "tr", "u", "ul", "var",
+})
+_COMMON_ATTRS = {"class", "id", "title", "lang", "dir"}
+_TAG_ATTRS = {
+    "a": {"href", "rel"}, "img": {"alt", "width", "height"},
+    "td": {"colspan", "rowspan", "align", "data-v"}, "th": {"colspan", "rowspan", "align"},
+    "table": {"border"}, "ol": {"start"}, "col": {"span"}, "colgroup": {"span"},
+    "input": {"size", "placeholder", "type", "disabled", "checked"},
+}
+_IMAGE_URI = re.compile(r"data:image/(?:png|jpeg|gif);base64,[A-Za-z0-9+/=\s]*\Z")
+_SAFE_HREF = re.compile(r"(?:https?:|mailto:|#|[^:]*(?:[/?#]|\Z))", re.I)
+_BARE_IMG = re.compile(r"<img(?![^>]*\ssrc=)[^>]*>")
+_STYLE_ELEMENT = re.compile(r"<style\b[^>]*>.*?</style\s*>", re.I | re.S)
+
+
+def _allow_attr(tag: str, name: str, value: str) -> bool:
+    if name in _COMMON_ATTRS or name in _TAG_ATTRS.get(tag, ()):
+        return name != "href" or bool(_SAFE_HREF.match(value.strip()))
+    return tag == "img" and name == "src" and bool(_IMAGE_URI.match(value.strip()))
+
+
+def clean_html(text: Any) -> str:
+    """Sanitise an HTML fragment with an allowlist: tags outside :data:`ALLOWED_TAGS`
+    (script, svg, iframe, style, object, ...) are escaped into visible text, attributes outside
+    the list (``on*`` handlers, ``style``, ``srcset``) are dropped, links keep http(s),
+    mailto and relative targets, images only ``data:image`` sources (an image without one is
+    shown as text). ``<style>`` elements
+    (pandas' scoped table CSS) are removed with their content. Also nbconvert's ``clean_html``
+    filter in :func:`saf_utils.reporting.pages.render_notebook`.
+    """
+    import bleach
+
+    text = text.decode() if isinstance(text, bytes) else str(text)
+    out = bleach.clean(_STYLE_ELEMENT.sub("", text), tags=ALLOWED_TAGS,
+                       attributes=_allow_attr, protocols={"http", "https", "mailto", "data"},
+                       strip=False, strip_comments=True)
+    return _BARE_IMG.sub("&lt;img&gt;", out)  # an image whose source was refused
+
+
+# ------------------------------------------------------------------ local paths
+_SITE_PACKAGES = re.compile(r"(?:[A-Za-z]:)?[/\\](?:[^\s'\"<>/\\]+[/\\])*?(?:site|dist)-packages"
+                            r"[/\\]")
+# an absolute path (two or more segments) that starts a word: after a space, quote, bracket,
+# '=' or '>' (so neither URLs, nor 'and/or', nor base64 data)
+_ABS_PATH = re.compile(r"(?:^|(?<=[\s'\"(\[{=>]))/[^\s'\"<>/:]+(?:/[^\s'\"<>/:]+)+/?", re.M)
+_END = r"(?=$|[/\\\s'\"<>),;:\]}&`])"
+
+
+class PathScrubber:
+    """Replace the machine's absolute paths in text with names.
+
+    Known prefixes (longest first): the run folder ``$RUN``, each data folder named by its
+    variable (``$SAF_DATA``, ``$ARGSCICHAT_DATA``) or parameter (``$saf_source``), the project
+    ``$PROJECT``, the virtualenv ``$VENV``, Python ``$PYTHON``, the temp folder ``$TMPDIR``,
+    the home folder ``~``; package files lose everything up to ``site-packages/``. Any other
+    absolute path keeps only its last part (``…/name``).
+    """
+
+    def __init__(self, prefixes: Mapping[str, str]):
+        pairs: dict[str, str] = {}
+        for path, name in prefixes.items():
+            if not path or not os.path.isabs(path) or path in ("/", "\\"):
+                continue
+            for form in {str(path).rstrip("/\\"), os.path.realpath(path)}:
+                if len(form) > 1 and form not in pairs:
+                    pairs[form] = name
+        self.prefixes = sorted(pairs.items(), key=lambda kv: -len(kv[0]))
+        self._known = [(re.compile(re.escape(p) + _END), n) for p, n in self.prefixes]
+
+    @classmethod
+    def for_run(cls, run_dir: str | os.PathLike | None = None,
+                sources: Mapping[str, Any] | None = None) -> PathScrubber:
+        """The prefixes of this machine, plus the run folder and named data sources
+        (``{"saf_source": "/data/saf"}``: values that are absolute paths)."""
+        from saf_utils.reporting.manifest import PROJECT_ROOT
+        from saf_utils.reporting.profiles import DATA_ENV_VARS
+
+        named: dict[str, str] = {}
+        run = str(Path(run_dir).absolute()) if run_dir is not None else None
+        if run:
+            named[run] = "$RUN"
+        for var in DATA_ENV_VARS:
+            if os.environ.get(var):
+                named.setdefault(str(Path(os.environ[var]).absolute()), f"${var}")
+        for key, value in (sources or {}).items():
+            if isinstance(value, str) and os.path.isabs(value) \
+                    and not (run and (value + "/").startswith(run + "/")):
+                named.setdefault(str(Path(value)), f"${key}")
+        named.setdefault(str(PROJECT_ROOT), "$PROJECT")
+        if sys.prefix != sys.base_prefix:
+            named.setdefault(sys.prefix, "$VENV")
+        named.setdefault(sys.base_prefix, "$PYTHON")
+        named.setdefault(tempfile.gettempdir(), "$TMPDIR")
+        named.setdefault(str(Path.home()), "~")
+        return cls(named)
+
+    def __call__(self, text: str, generic: bool = True) -> str:
+        """``text`` without absolute paths; ``generic=False`` replaces known prefixes only."""
+        if not text:
+            return text
+        text = _SITE_PACKAGES.sub("", text)
+        for pat, name in self._known:
+            text = pat.sub(name.replace("\\", "\\\\"), text)
+        if generic:
+            text = _ABS_PATH.sub(lambda m: "…/" + m.group(0).rstrip("/").rsplit("/", 1)[-1],
+                                 text)
+        return text
+
+    def leaks(self, text: str) -> list[str]:
+        """The known absolute prefixes still in ``text`` (for tests)."""
+        return [p for p, _ in self.prefixes if p in text]
+
+    def notebook(self, nb: Any) -> Any:
+        """Scrub a notebook node in place: cell sources and every text output."""
+        for cell in nb.cells:
+            cell.source = self(cell.source)
+            for out in cell.get("outputs", []):
+                if "text" in out:
+                    out["text"] = self(_joined(out["text"]))
+                if "traceback" in out:
+                    out["traceback"] = [self(line) for line in out["traceback"]]
+                if "evalue" in out:
+                    out["evalue"] = self(out["evalue"])
+                for mime, value in (out.get("data") or {}).items():
+                    if mime.startswith("text/") and isinstance(value, (str, list)):
+                        out["data"][mime] = self(_joined(value))
+        return nb
+
+
+def _joined(value: str | Iterable[str]) -> str:
+    return value if isinstance(value, str) else "".join(value)
