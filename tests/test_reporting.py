@@ -88,7 +88,8 @@ def make_run(root: Path, name: str, param: int = 1, shift: float = 0.0,
             a = acc + (shift if system == "feature_clf" else 0.0)
             for metric, v in (("accuracy", a), ("macro_f1", a - 0.05), ("bleu", 40 * a)):
                 saf.add("saf", "saf_micro", split, system, metric, v, role=role,
-                        ci_low=v - 0.02, ci_high=v + 0.02)
+                        ci_low=v - 0.02, ci_high=v + 0.02, method="bootstrap",
+                        estimand="new answers to these questions")
             saf.add("saf", "saf_micro", split, system, "accuracy", a, seed=1, role=role)
             saf.add("saf", "saf_micro", split, system, "accuracy", a, kind="analysis",
                     subset="q1")
@@ -98,6 +99,8 @@ def make_run(root: Path, name: str, param: int = 1, shift: float = 0.0,
                         ci_low=0.3, ci_high=0.5)
                 saf.add("saf", "saf_micro", split, system, "accuracy", 0.002, kind="analysis",
                         subset="p vs constant_frequent", role=role)
+                saf.add("saf", "saf_micro", split, system, "accuracy", 0.002, kind="analysis",
+                        subset="primary p vs constant_frequent", role=role)
             items = _items(np.random.default_rng(1), 60, 12, min(a, 1.0), task="saf",
                            dataset="saf_micro", split=split, system=system, metric="accuracy")
             saf.add_items(items)
@@ -173,9 +176,14 @@ def test_index_is_a_headline_page(two_runs):
     # generation rows come from a failed notebook: marked
     assert "seq2seq †" in rows and "compressed_selected †" in rows
     assert "Highest accuracy on this split" in text and "Highest content_f1" in text
-    # by how much, with the CI of the paired difference to the reference baseline
-    assert ("Chosen on validation: <b>feature_clf</b> 0.8 [0.78, 0.82] (+0.4 [+0.3, +0.5], "
-            "p = 0.002 vs constant_frequent, paired bootstrap)") in text
+    # the gap to the runner-up is judged by its test (here the primary comparison)
+    assert "its lead over constant_frequent is resolved (+0.4 [+0.3, +0.5]" in text
+    # generation has no test of its leader's gap: the page says so
+    assert "by its point estimate (that gap was not tested)" in text
+    # the val-chosen system with its difference to the reference, CI and (primary) p
+    assert ("Chosen on validation: <b>feature_clf</b> 0.8 [0.78, 0.82] (+0.4 [+0.3, +0.5] vs "
+            "constant_frequent, p = 0.002, the primary comparison)") in text
+    assert "estimand and method: new answers to these questions" in text
     assert text.count("data:image/png;base64,") == 3  # one figure per task
     # only result records: no tuning grid value, no analysis subset
     words = re.sub(r"data:image/png;base64,[^\"]+", "", text)

@@ -42,6 +42,7 @@ METRIC_ALIASES: dict[str, tuple[str, ...]] = {
     "macro_f1": ("macro_f1", "f1_macro"),
 }
 SET_APART = ("oracle", "probe")  # roles that are not comparable to systems
+LOWER_IS_BETTER = ("mse", "mse_max_penalty", "unparseable_rate")  # the rest: higher is better
 ROLE_ORDER = {"system": 0, "baseline": 1, None: 2, "oracle": 3, "probe": 4}
 
 CSS = """
@@ -185,13 +186,17 @@ def headline_cells(records: list[dict], task: str, metrics: Sequence[str]) -> di
         if head:
             r = head[-1]
             cell = {"mean": r["value"], "low": r.get("ci_low"), "high": r.get("ci_high"),
-                    "n": 1, "headline": True}
+                    "n": 1, "headline": True, "estimand": r.get("estimand"),
+                    "method": r.get("method")}
         else:
             vals = [r["value"] for r in rows]
             cell = {"mean": sum(vals) / len(vals), "low": None, "high": None, "n": len(vals),
                     "headline": False}
-        entry = out[(ds, split)].setdefault(system, {"role": None, "failed": False})
+        entry = out[(ds, split)].setdefault(system, {"role": None, "failed": False,
+                                                     "note": None})
         entry[metric] = cell
+        entry["note"] = entry["note"] or next((r.get("note") for r in rows if r.get("note")),
+                                              None)
         entry["role"] = entry["role"] or next((r.get("role") for r in rows if r.get("role")),
                                               None)
         entry["failed"] |= any(r.get("notebook_status") not in (None, "ok") for r in rows)
@@ -199,8 +204,10 @@ def headline_cells(records: list[dict], task: str, metrics: Sequence[str]) -> di
 
 
 def chosen_systems(records: list[dict], task: str) -> set[str]:
+    """The val-chosen system of a task: the fold-less ``chosen`` record (with folds, the
+    composite whose fold f part was chosen on fold f's val)."""
     return {r.get("system") for r in records if r.get("task") == task
-            and _kind(r) == "tuning" and r.get("subset") == "chosen"}
+            and _kind(r) == "tuning" and r.get("subset") == "chosen" and r.get("fold") is None}
 
 
 def _cell_html(cell: dict | None, best: bool) -> str:
@@ -215,12 +222,14 @@ def _cell_html(cell: dict | None, best: bool) -> str:
 
 
 def _order(systems: dict[str, dict], metric: str) -> list[str]:
+    sign = 1 if metric in LOWER_IS_BETTER else -1
+
     def key(s: str):
         e = systems[s]
         apart = e["role"] in SET_APART
         m = e.get(metric)
         return (apart, ROLE_ORDER.get(e["role"], 2) if apart else 0,
-                -(m["mean"] if m else -math.inf), s)
+                sign * m["mean"] if m else math.inf, s)
 
     return sorted(systems, key=key)
 
@@ -228,8 +237,9 @@ def _order(systems: dict[str, dict], metric: str) -> list[str]:
 def headline_table(systems: dict[str, dict], metrics: Sequence[str], chosen: set[str]) -> str:
     present = [m for m in metrics if any(m in e for e in systems.values())]
     comparable = [s for s in systems if systems[s]["role"] not in SET_APART]
-    best = {m: max((systems[s][m]["mean"] for s in comparable if m in systems[s]),
-                   default=None) for m in present}
+    best = {m: (min if m in LOWER_IS_BETTER else max)(
+        (systems[s][m]["mean"] for s in comparable if m in systems[s]), default=None)
+        for m in present}
     rows, classes = [], []
     separated = False
     for s in _order(systems, present[0]):
@@ -240,6 +250,8 @@ def headline_table(systems: dict[str, dict], metrics: Sequence[str], chosen: set
             classes.append("sep")
             separated = True
         name = esc(s)
+        if e.get("note"):
+            name += f' <small class="note">({esc(e["note"])})</small>'
         if s in chosen:
             name += ' <span title="chosen on validation">★ val-chosen</span>'
         if e["failed"]:
@@ -253,21 +265,36 @@ def headline_table(systems: dict[str, dict], metrics: Sequence[str], chosen: set
 
 
 def paired_differences(records: list[dict], task: str) -> dict[tuple, dict]:
-    """``{(dataset, split, system, metric): {"ref", "diff", "low", "high", "p"}}`` from the
-    analysis records ``subset="minus <reference>"`` / ``"p vs <reference>"`` of a task."""
+    """``{(dataset, split, system, metric, reference): {"diff", "low", "high", "p", "p_adj",
+    "primary"}}`` from a task's analysis records ``minus <ref>``, ``p vs <ref>`` and
+    ``p_adj vs <ref>`` / ``primary p vs <ref>`` (:func:`saf_utils.protocol.record`)."""
     out: dict[tuple, dict] = {}
     for r in records:
         sub = str(r.get("subset") or "")
         if r.get("task") != task or _kind(r) != "analysis" or r.get("fold") is not None:
             continue
-        key = (r.get("dataset"), r.get("split"), r.get("system"), r.get("metric"))
-        if sub.startswith("minus "):
-            out.setdefault(key, {"p": None}).update(
-                ref=sub[6:], diff=r["value"], low=r.get("ci_low"), high=r.get("ci_high"))
-        elif sub.startswith("p vs "):
-            out.setdefault(key, {"ref": sub[5:], "diff": None, "low": None, "high": None}
-                           )["p"] = r["value"]
+        for prefix, field in (("minus ", "diff"), ("p vs ", "p"), ("p_adj vs ", "p_adj"),
+                              ("primary p vs ", "p_adj")):
+            if sub.startswith(prefix):
+                ref = sub[len(prefix):]
+                key = (r.get("dataset"), r.get("split"), r.get("system"), r.get("metric"), ref)
+                d = out.setdefault(key, {"ref": ref, "diff": None, "low": None, "high": None,
+                                         "p": None, "p_adj": None, "primary": False})
+                d[field] = r["value"]
+                if field == "diff":
+                    d.update(low=r.get("ci_low"), high=r.get("ci_high"))
+                d["primary"] |= prefix == "primary p vs "
     return {k: v for k, v in out.items() if v.get("diff") is not None}
+
+
+def _p_text(d: dict) -> str:
+    if d["p"] is None:
+        return ""
+    if d["primary"]:
+        return f", p = {fmt(d['p'])}, the primary comparison"
+    if d["p_adj"] is not None:
+        return f", p = {fmt(d['p'])}, Holm-adjusted {fmt(d['p_adj'])}"
+    return f", p = {fmt(d['p'])}, unadjusted"
 
 
 def _diff_text(d: dict | None) -> str:
@@ -276,15 +303,19 @@ def _diff_text(d: dict | None) -> str:
     txt = f"{d['diff']:+.3g}"
     if d["low"] is not None and d["high"] is not None:
         txt += f" [{d['low']:+.3g}, {d['high']:+.3g}]"
-    if d["p"] is not None:
-        txt += f", p = {fmt(d['p'])}"
-    return f" ({txt} vs {esc(d['ref'])}, paired bootstrap)"
+    return f" ({txt} vs {esc(d['ref'])}{_p_text(d)})"
+
+
+def _significant(d: dict, alpha: float = 0.05) -> bool:
+    p = d["p"] if d["primary"] or d["p_adj"] is None else d["p_adj"]
+    return p is not None and p <= alpha
 
 
 def lead_sentence(systems: dict[str, dict], metric: str, chosen: set[str] = frozenset(),
-                  diffs: dict[str, dict] | None = None) -> str:
-    """Who leads on ``metric`` (oracles and probes excluded), by how much, and the
-    val-chosen system with its paired difference to the reference baseline."""
+                  diffs: dict[tuple, dict] | None = None) -> str:
+    """Who leads on ``metric`` (oracles and probes excluded) and whether a test resolves the
+    gap to the runner-up (``diffs`` keyed by (system, reference)); then the val-chosen system
+    with its difference to its reference (the primary comparison first)."""
     diffs = diffs or {}
     ranked = [s for s in _order(systems, metric)
               if systems[s]["role"] not in SET_APART and metric in systems[s]]
@@ -296,16 +327,26 @@ def lead_sentence(systems: dict[str, dict], metric: str, chosen: set[str] = froz
         ci = f" [{fmt(c['low'])}, {fmt(c['high'])}]" if c["low"] is not None else ""
         return f"<b>{esc(s)}</b> {fmt(c['mean'])}{ci}"
 
+    word = "Lowest" if metric in LOWER_IS_BETTER else "Highest"
     top = ranked[0]
-    txt = f"Highest {esc(metric)} on this split: {cell(top)}{_diff_text(diffs.get(top))}"
+    txt = f"{word} {esc(metric)} on this split: {cell(top)}"
     if len(ranked) > 1:
-        gap = systems[ranked[0]][metric]["mean"] - systems[ranked[1]][metric]["mean"]
-        txt += f", {fmt(gap)} above {esc(ranked[1])}"
+        runner = ranked[1]
+        d = diffs.get((top, runner))
+        if d is None:
+            gap = abs(systems[top][metric]["mean"] - systems[runner][metric]["mean"])
+            txt += (f", {fmt(gap)} ahead of {esc(runner)} by its point estimate (that gap was "
+                    "not tested)")
+        elif _significant(d):
+            txt += f"; its lead over {esc(runner)} is resolved{_diff_text(d)}"
+        else:
+            txt += (f"; not distinguishable from {esc(runner)} at this sample size"
+                    f"{_diff_text(d)}")
     txt += "."
-    picked = [s for s in ranked if s in chosen]
-    if picked:
-        txt += (" Chosen on validation: " + "; ".join(
-            cell(s) + _diff_text(diffs.get(s)) for s in picked) + ".")
+    for s in [s for s in ranked if s in chosen]:
+        mine = sorted((v for (system, _), v in diffs.items() if system == s),
+                      key=lambda v: not v["primary"])
+        txt += f" Chosen on validation: {cell(s)}{_diff_text(mine[0] if mine else None)}."
     return f"<p>{txt}</p>"
 
 
@@ -417,11 +458,17 @@ def task_sections(records: list[dict], sources: Sequence[dict] = ()) -> list[str
         for (ds, split), systems in sorted(tables.items(), key=str):
             parts.append(f"<h3>{esc(split)} <small>({esc(ds)})</small></h3>")
             metric = next(m for m in metrics if any(m in e for e in systems.values()))
-            split_diffs = {k[2]: v for k, v in diffs.items()
+            split_diffs = {(k[2], k[4]): v for k, v in diffs.items()
                            if k[0] == ds and k[1] == split and k[3] == metric}
             parts.append(lead_sentence(systems, metric, chosen, split_diffs))
             parts.append(leakage_note(sources, task, split))
             parts.append(headline_table(systems, metrics, chosen))
+            designs = sorted({f"{c['estimand']} ({c['method']})" for e in systems.values()
+                              for c in e.values() if isinstance(c, dict)
+                              and c.get("estimand") and e["role"] not in SET_APART})
+            if designs:
+                parts.append('<p class="note">95 % intervals; estimand and method: '
+                             + "; ".join(esc(d) for d in designs) + ".</p>")
         try:
             parts.append(dot_plot(tables, metrics, title))
         except Exception as exc:  # noqa: BLE001 - a figure must not cost the page
