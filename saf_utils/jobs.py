@@ -1,19 +1,23 @@
-"""Seq2seq training as a job that scales past one device.
+"""The jobs layer: one seq2seq training job, task-agnostic, in the kernel or under a launcher.
 
-``python -m saf_utils.train CONFIG`` (YAML or JSON, fields of :class:`TrainJob`) loads a task's
-data, trains with :func:`saf_utils.seq2seq.train_seq2seq`, generates for the evaluation
-splits and writes, under ``output_dir``: ``model/`` (unless ``save_model: false``),
-``predictions.jsonl`` (one row per example and split, input order) and ``train_log.json``
-(the summary of :func:`train_seq2seq` and the Trainer's ``log_history``).
+A task writes its examples (source, target and id per split; ``train`` for training) once
+with :func:`write_examples` (:func:`with_examples` puts the file beside the jobs' folders);
+a :class:`TrainJob` holds that file, the :class:`~saf_utils.seq2seq.Seq2SeqSettings`, a
+seed and an output folder, and reads nothing else. :func:`train_job` trains with
+:func:`saf_utils.seq2seq.train_seq2seq`, generates for every evaluation split and writes,
+under ``output_dir``: ``model/`` (unless ``save_model: false``), ``predictions.jsonl`` (one
+row per example and split, input order) and ``train_log.json``.
 
-The same command runs unchanged under ``torchrun --nproc_per_node N`` or ``accelerate launch``:
-each process trains one DDP replica (the Trainer does DDP by itself), generation is split over
-the ranks and gathered in input order, and only rank 0 writes. A failing rank writes its
-exception to ``<output_dir>/rank<k>.error`` so that the caller can report the root cause.
+``python -m saf_utils.train CONFIG`` (:func:`main`) runs one job and runs unchanged under
+``torchrun --nproc_per_node N`` or ``accelerate launch``: each process trains one DDP replica
+(the Trainer does DDP by itself), generation is split over the ranks and gathered in input
+order, and only rank 0 writes. A failing rank writes its exception to
+``<output_dir>/rank<k>.error`` so that the caller can report the root cause.
 
-The notebooks call :func:`run_job` / :func:`run_jobs`: ``launcher="none"`` trains in the
-kernel (bit-identical to calling ``train_seq2seq`` + ``generate`` directly), ``"torchrun:N"``
-or ``"accelerate[:N]"`` start the launcher as a subprocess and stream its log into the cell.
+Tasks call :func:`run_job` / :func:`run_jobs`: ``launcher="none"`` trains in the kernel
+(bit-identical to calling ``train_seq2seq`` + ``generate`` directly), ``"torchrun:N"`` or
+``"accelerate[:N]"`` start the launcher (:func:`launch_command`) as a subprocess and stream
+its log into the cell.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -35,16 +39,17 @@ import pandas as pd
 
 from saf_utils.seq2seq import Seq2SeqSettings, dist_rank_world, generate, train_seq2seq
 
-TASKS = ("saf", "argscichat")
 CONFIG_FILE = "job.json"
-PREDICTIONS_FILE = "predictions.jsonl"
+EXAMPLES_FILE = "examples.jsonl"
+OUTPUT_FILE = "predictions.jsonl"
 LOG_FILE = "train_log.json"
 LAUNCHER_LOG = "launcher.log"
 MODEL_DIR = "model"
 #: Test hook: the rank named here raises right after joining the process group.
 FAIL_ENV = "SAF_TRAIN_FAIL_RANK"
-PREDICTION_FIELDS = ("task", "system", "seed", "fold", "split", "id", "source", "output",
-                     "target")
+OUTPUT_FIELDS = ("task", "system", "seed", "fold", "split", "id", "source", "output",
+                 "target")
+TRAIN_SPLIT = "train"
 
 
 class TrainJobError(RuntimeError):
@@ -53,40 +58,23 @@ class TrainJobError(RuntimeError):
 
 @dataclass
 class TrainJob:
-    """One training run: a task, its data options, seq2seq settings, a seed and a folder.
+    """One training run: the examples file a task wrote, seq2seq settings, a seed, a folder.
 
     ``settings`` holds :class:`Seq2SeqSettings` fields; ``seed`` (when set) overrides
-    ``settings["seed"]``. ``eval_splits`` None means every evaluation split (SAF:
-    validation and both test splits present; ArgSciChat: val and test). ``max_rows`` caps
-    the rows per evaluation split exactly as notebooks 02/04 do (SAF: a fixed random
-    sample; ArgSciChat: the first rows, train included).
+    ``settings["seed"]``. ``task``, ``system`` and ``fold`` only label the output rows and
+    name the job's folder (:func:`job_grid`).
     """
 
-    task: str
+    examples: str  # JSON lines written by write_examples
     output_dir: str
     settings: dict[str, Any] = field(default_factory=dict)
     seed: int | None = None
-    source: str | None = None  # data folder / hub id; None: $SAF_DATA / $ARGSCICHAT_DATA
-    eval_splits: list[str] | None = None
-    max_rows: int | None = None
-    system: str = "seq2seq"  # the name in the prediction rows
+    task: str = ""
+    system: str = "seq2seq"
+    fold: int | None = None
     save_model: bool = True
-    # SAF (notebook 02)
-    mode: str = "verification"
-    language: str = "de"
-    prompt_words: dict[str, str] | None = None
-    include_question: bool = True
-    max_train_rows: int | None = None
-    # ArgSciChat (notebook 04)
-    fold: int = 0
-    inputs: list[str] = field(default_factory=lambda: ["query", "selected_facts"])
-    selected_facts: str | None = None  # folder (or file) of 03's predictions.jsonl
-    fact_system: str | None = None  # 03 system whose selections are used
-    train_with_gold_facts: bool = True
 
     def __post_init__(self) -> None:
-        if self.task not in TASKS:
-            raise ValueError(f"task {self.task!r} not one of {list(TASKS)}")
         known = {f.name for f in dataclasses.fields(Seq2SeqSettings)}
         unknown = sorted(set(self.settings) - known)
         if unknown:
@@ -147,69 +135,54 @@ class RunResults(NamedTuple):
     logs: pd.DataFrame
 
 
-# --------------------------------------------------------------------------- data
+# --------------------------------------------------------------------------- examples
 
 
-def task_examples(job: TrainJob) -> tuple[Examples, dict[str, Examples]]:
-    """Training examples and the evaluation splits' examples, as notebooks 02/04 build them."""
-    return _saf_examples(job) if job.task == "saf" else _argscichat_examples(job)
+def write_examples(path: str | os.PathLike, train: Examples,
+                   evals: Mapping[str, Examples]) -> Path:
+    """Write a task's examples as JSON lines ``{split, id, source, target}``: the training
+    rows (split ``train``) first, then each evaluation split in order."""
+    if TRAIN_SPLIT in evals:
+        raise ValueError(f"evaluation splits may not be named {TRAIN_SPLIT!r}")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        for split, ex in {TRAIN_SPLIT: train, **evals}.items():
+            for i, s, t in zip(ex.ids, ex.sources, ex.targets, strict=True):
+                fh.write(json.dumps({"split": split, "id": i, "source": s, "target": t},
+                                    ensure_ascii=False) + "\n")
+    return path
 
 
-def _saf_examples(job: TrainJob) -> tuple[Examples, dict[str, Examples]]:
-    from saf_utils.saf import formats as S
-    from saf_utils.saf.data import load_saf
+def read_examples(path: str | os.PathLike) -> tuple[Examples, dict[str, Examples]]:
+    """Training examples and the evaluation splits' examples of :func:`write_examples`."""
+    splits: dict[str, Examples] = {TRAIN_SPLIT: Examples([], [], [])}
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                row = json.loads(line)
+                ex = splits.setdefault(row["split"], Examples([], [], []))
+                ex.ids.append(row["id"])
+                ex.sources.append(row["source"])
+                ex.targets.append(row["target"])
+    train = splits.pop(TRAIN_SPLIT)
+    if not train.sources:
+        raise ValueError(f"{path}: no training examples")
+    return train, splits
 
-    words = S.prompt_words(job.language, job.prompt_words)
-    saf = load_saf(job.source)
-    splits = job.eval_splits or [s for s in S.EVAL_SPLITS if s in saf]
 
-    def examples(split: str, cap: int | None) -> Examples:
-        df = S.saf_frame(saf[split], split, cap)
-        src, tgt = S.format_examples(df, job.mode, job.include_question, words)
-        return Examples(df["id"].tolist(), src, tgt)
-
-    return examples("train", job.max_train_rows), {s: examples(s, job.max_rows) for s in splits}
+def _folder_name(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
 
 
-def _argscichat_examples(job: TrainJob) -> tuple[Examples, dict[str, Examples]]:
-    from saf_utils.argscichat.data import load_argscichat
-    from saf_utils.argscichat.dialogue import pair_index, read_predictions, selection_lookup
-    from saf_utils.argscichat.generation import build_source
-
-    data = load_argscichat(job.source, fold=job.fold)
-    index = pair_index(data.train + data.val + data.test)
-    splits = job.eval_splits or ["val", "test"]
-    selected: dict[tuple[int, str, str], list[int]] = {}
-    if job.selected_facts:
-        path = Path(job.selected_facts)
-        selected = selection_lookup(read_predictions(path.parent if path.is_file() else path,
-                                                     job.fact_system))
-    elif "selected_facts" in job.inputs:
-        raise ValueError("inputs use selected_facts: set selected_facts (03's predictions)")
-
-    def cap(pairs):
-        return pairs[:job.max_rows] if job.max_rows else pairs
-
-    def pick(split, pair):
-        if "selected_facts" not in job.inputs:
-            return None
-        key = (job.fold, split, pair.pair_id)
-        if key not in selected:
-            raise ValueError(f"03 predictions of {job.fact_system!r} lack {key}; rerun 03 "
-                             "with the same folds and max_rows")
-        return selected[key]
-
-    train = cap(data.train)
-    train_src = [build_source(p, job.inputs, p.fact_indexes if job.train_with_gold_facts else
-                              selected.get((job.fold, "train", p.pair_id), p.fact_indexes),
-                              index) for p in train]
-    evals = {}
-    for split in splits:
-        pairs = cap(data[split])
-        evals[split] = Examples([p.pair_id for p in pairs],
-                                [build_source(p, job.inputs, pick(split, p), index)
-                                 for p in pairs], [p.reply for p in pairs])
-    return Examples([p.pair_id for p in train], train_src, [p.reply for p in train]), evals
+def with_examples(base: TrainJob | dict[str, Any], train: Examples,
+                  evals: Mapping[str, Examples]) -> TrainJob:
+    """``base`` reading examples written once to
+    ``<output_dir>/<system>/[fold<f>-]examples.jsonl`` (shared by its seeds)."""
+    job = base if isinstance(base, TrainJob) else TrainJob.from_dict(base)
+    name = (f"fold{job.fold}-" if job.fold is not None else "") + EXAMPLES_FILE
+    path = write_examples(Path(job.output_dir) / _folder_name(job.system) / name, train, evals)
+    return dataclasses.replace(job, examples=str(path))
 
 
 # --------------------------------------------------------------------------- one process
@@ -240,7 +213,7 @@ def train_job(job: TrainJob, log: Callable[[str], None] = print) -> JobResult:
     rank, world = dist_rank_world()
     out = Path(job.output_dir)
     settings = job.seq2seq_settings()
-    train, evals = task_examples(job)
+    train, evals = read_examples(job.examples)
     if rank == 0:
         log(f"[train] {job.task} {job.system} seed {settings.seed}: {len(train.sources)} "
             f"training pairs, eval {({s: len(e.sources) for s, e in evals.items()})}, "
@@ -253,19 +226,19 @@ def train_job(job: TrainJob, log: Callable[[str], None] = print) -> JobResult:
         outputs = generate(model, tokenizer, ex.sources, settings, desc=f"{job.system} {split}",
                            distributed=world > 1)
         rows += [{"task": job.task, "system": job.system, "seed": settings.seed,
-                  "fold": job.fold if job.task == "argscichat" else None, "split": split,
-                  "id": i, "source": s, "output": o, "target": t}
+                  "fold": job.fold, "split": split, "id": i, "source": s, "output": o,
+                  "target": t}
                  for i, s, o, t in zip(ex.ids, ex.sources, outputs, ex.targets, strict=True)]
     history = summary.pop("log_history", [])
     record = {"job": job.to_dict(), "summary": summary, "log_history": history}
     if rank == 0:
         out.mkdir(parents=True, exist_ok=True)
-        with open(out / PREDICTIONS_FILE, "w", encoding="utf-8") as fh:
+        with open(out / OUTPUT_FILE, "w", encoding="utf-8") as fh:
             fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
         (out / LOG_FILE).write_text(json.dumps(record, indent=1, ensure_ascii=False))
         log(f"[train] train loss {summary['train_loss']:.4f} after {summary['train_steps']} "
-            f"steps; {len(rows)} predictions written to {out / PREDICTIONS_FILE}")
-    return JobResult(pd.DataFrame(rows, columns=list(PREDICTION_FIELDS)), record, out)
+            f"steps; {len(rows)} predictions written to {out / OUTPUT_FILE}")
+    return JobResult(pd.DataFrame(rows, columns=list(OUTPUT_FIELDS)), record, out)
 
 
 def _write_rank_error(out: Path, rank: int, exc: BaseException) -> None:
@@ -334,10 +307,10 @@ def launch_command(launcher: str, config_path: str | os.PathLike) -> list[str]:
 def load_result(output_dir: str | os.PathLike) -> JobResult:
     """Read a finished job's predictions and log back (ids keep their JSON types)."""
     out = Path(output_dir)
-    with open(out / PREDICTIONS_FILE, encoding="utf-8") as fh:
+    with open(out / OUTPUT_FILE, encoding="utf-8") as fh:
         rows = [json.loads(line) for line in fh if line.strip()]
     record = json.loads((out / LOG_FILE).read_text(encoding="utf-8"))
-    return JobResult(pd.DataFrame(rows, columns=list(PREDICTION_FIELDS)), record, out)
+    return JobResult(pd.DataFrame(rows, columns=list(OUTPUT_FIELDS)), record, out)
 
 
 def _failure_message(out: Path, returncode: int, tail: Sequence[str]) -> str:
@@ -368,7 +341,7 @@ def run_job(config: dict[str, Any] | TrainJob, launcher: str = "none",
     job = config if isinstance(config, TrainJob) else TrainJob.from_dict(config)
     out = Path(job.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    for stale in [*out.glob("rank*.error"), out / PREDICTIONS_FILE, out / LOG_FILE]:
+    for stale in [*out.glob("rank*.error"), out / OUTPUT_FILE, out / LOG_FILE]:
         stale.unlink(missing_ok=True)  # never read an earlier run's files as this run's
     if launcher == "none":
         return train_job(job, log)
@@ -398,19 +371,13 @@ def run_job(config: dict[str, Any] | TrainJob, launcher: str = "none",
     return load_result(out)
 
 
-def job_grid(base: dict[str, Any] | TrainJob, seeds: Sequence[int],
-             folds: Sequence[int | None] = (None,)) -> list[TrainJob]:
-    """One job per (fold, seed), each in ``<output_dir>/<system>/[fold<f>-]seed<s>``."""
+def job_grid(base: dict[str, Any] | TrainJob, seeds: Sequence[int]) -> list[TrainJob]:
+    """One job per seed, each in ``<output_dir>/<system>/[fold<f>-]seed<s>``."""
     job = base if isinstance(base, TrainJob) else TrainJob.from_dict(base)
-    system = "".join(c if c.isalnum() or c in "-_." else "_" for c in job.system)
-    jobs = []
-    for fold in folds:
-        for seed in seeds:
-            name = (f"fold{fold}-" if fold is not None else "") + f"seed{seed}"
-            jobs.append(dataclasses.replace(
-                job, seed=seed, fold=job.fold if fold is None else fold,
-                output_dir=str(Path(job.output_dir) / system / name)))
-    return jobs
+    prefix = f"fold{job.fold}-" if job.fold is not None else ""
+    return [dataclasses.replace(job, seed=seed, output_dir=str(
+        Path(job.output_dir) / _folder_name(job.system) / f"{prefix}seed{seed}"))
+        for seed in seeds]
 
 
 def run_jobs(jobs: Sequence[dict[str, Any] | TrainJob], launcher: str = "none",
@@ -423,14 +390,10 @@ def run_jobs(jobs: Sequence[dict[str, Any] | TrainJob], launcher: str = "none",
         summary = {k: v for k, v in result.log["summary"].items() if k != "settings"}
         job_d = result.log["job"]
         logs.append({"system": job_d["system"], "seed": result.log["summary"]["settings"]["seed"],
-                     "fold": job_d["fold"] if job_d["task"] == "argscichat" else None,
+                     "fold": job_d["fold"],
                      **summary, "seconds_total": round(time.perf_counter() - t0, 1),
                      "output_dir": str(result.output_dir)})
         preds.append(result.predictions)
     predictions = (pd.concat(preds, ignore_index=True) if preds
-                   else pd.DataFrame(columns=list(PREDICTION_FIELDS)))
+                   else pd.DataFrame(columns=list(OUTPUT_FIELDS)))
     return RunResults(predictions, pd.DataFrame(logs))
-
-
-if __name__ == "__main__":
-    sys.exit(main())
