@@ -33,8 +33,8 @@ import numpy as np
 import pandas as pd
 
 from saf_utils import stats
+from saf_utils.registry import ELIGIBLE  # roles that may be chosen or called "best"
 
-ELIGIBLE = ("baseline", "system")  # roles that may be chosen or called "best"
 BY = ("split", "system", "metric")
 
 

@@ -12,6 +12,7 @@ import pytest
 from fakes import fake_embed
 from threadpoolctl import threadpool_limits
 
+from saf_utils import artifacts as AR
 from saf_utils.argscichat import dialogue as A
 from saf_utils.argscichat import fact_selection as FS
 from saf_utils.argscichat import generation as RG
@@ -194,15 +195,15 @@ def test_prediction_rows_roundtrip(tmp_path) -> None:
         A.prediction_rows([P1], [[7]], fold=0, split="test", system="x")
     with pytest.raises(ValueError, match="selections"):
         A.prediction_rows([P1], [], fold=0, split="test", system="x")
-    A.write_predictions(rows, tmp_path / A.PREDICTIONS_FILE)
-    df = A.read_predictions(tmp_path, "first")
+    AR.write_selections(rows, tmp_path)
+    df = AR.read_selections(tmp_path, "first")
     assert len(df) == 3
     lookup = A.selection_lookup(df)
     assert lookup[(0, "test", "d_1")] == [2, 3]
     with pytest.raises(ValueError, match="no predictions of system"):
-        A.read_predictions(tmp_path, "bm25")
+        AR.read_selections(tmp_path, "bm25")
     with pytest.raises(FileNotFoundError, match="run notebook 03_fact_selection first"):
-        A.read_predictions(tmp_path / "nowhere")
+        AR.read_selections(tmp_path / "nowhere")
     with pytest.raises(ValueError, match="several systems"):
         A.selection_lookup(pd.concat([df, df.assign(system="other")]))
 

@@ -56,20 +56,23 @@ def run(ctx):
 
 
 def test_registry_roles_and_unknown_names():
-    assert X.roles(["tfidf", "ranker", "gold_k"]) == {"tfidf": "baseline", "ranker": "system",
-                                                      "gold_k": "oracle"}
+    assert X.SELECTORS.roles(["tfidf", "ranker", "gold_k"]) == {
+        "tfidf": "baseline", "ranker": "system", "gold_k": "oracle"}
     assert X.SELECTORS["ranker"].gold_history and not X.SELECTORS["ranker_no_history"].gold_history
     assert X.SELECTORS["ranker_own_history"].ablation_of == "ranker"
     with pytest.raises(ValueError, match="unknown selector"):
-        X.check_systems(["tfidf", "nope"])
+        X.SELECTORS.check(["tfidf", "nope"])
     with pytest.raises(ValueError, match="registered twice"):
-        X.selector("tfidf", role="baseline")(lambda p, k, env: [0])
-    with pytest.raises(ValueError, match="role"):
-        X.selector("x", role="probe")
+        X.SELECTORS.register("tfidf", "baseline")(lambda p, k, env: [0])
+    with pytest.raises(ValueError, match="unknown parameter"):
+        X.SELECTORS.register("x", "baseline", params=("kk",))
+    assert X.SELECTORS.names(["system"], ablation_of=None) == [
+        "ranker", "ranker_ensemble", "ensemble_bm25"]
+    assert X.SELECTORS["ensemble_bm25"].params[-1] == "mix_weights"
 
 
 def test_adding_a_selector_is_one_function_and_one_line(ctx):
-    @X.selector("last_k_test", role="baseline")
+    @X.SELECTORS.register("last_k_test", "baseline", params=("k",))
     def last_k(pair, k, env):
         """The last k sentences."""
         return list(range(len(pair.content)))[-k:]
@@ -79,7 +82,7 @@ def test_adding_a_selector_is_one_function_and_one_line(ctx):
         assert set(out.predictions.system) == {"last_k_test"}
         assert (out.predictions.role == "baseline").all()
     finally:
-        del X.SELECTORS["last_k_test"]
+        X.SELECTORS.unregister("last_k_test")
 
 
 def test_prediction_rows_schema_and_counts(ctx, run):
@@ -154,7 +157,7 @@ def test_evaluation_choices_tables_and_records(tmp_path, run):
     assert set(items.split) == {"val", "test"} and items.value.notna().all()
     assert (items.cluster == run.predictions.set_index("pair_id").paper_id
             .groupby(level=0).first().reindex(items.item).to_numpy()).all()
-    roles = X.roles(list(dict.fromkeys(run.predictions.system)))
+    roles = X.SELECTORS.roles(dict.fromkeys(run.predictions.system))
     an = EV.analyse(items, roles, {"ranker_no_history": "ranker"})
     # one choice per fold, each among baselines and systems; the reference among baselines
     assert set(an.chosen.per_fold) == {0, 1}
@@ -215,7 +218,7 @@ def test_evaluation_choices_tables_and_records(tmp_path, run):
 def test_a_fold_choice_ignores_other_folds_val(run):
     """Perturbing fold 1's val items never changes fold 0's choice (no pooled val)."""
     items = EV.fact_f1_items(run.predictions)
-    roles = X.roles(list(dict.fromkeys(run.predictions.system)))
+    roles = X.SELECTORS.roles(dict.fromkeys(run.predictions.system))
     before = EV.analyse(items, roles).chosen.per_fold
     for system in set(items.system):
         bumped = items.copy()
@@ -236,15 +239,6 @@ def test_a_val_paper_of_two_folds_is_two_clusters():
     assert head.loc["a", "n_units"] == 2  # "0:P" and "1:P"
     diff = P.paired_table(items, "b", EV.DESIGN).iloc[0]
     assert diff["diff"] == pytest.approx(0.25) and diff.n_units == 2
-
-
-def test_chosen_file_roundtrip(tmp_path):
-    with pytest.raises(ValueError, match="per_fold"):
-        X.write_chosen(tmp_path, {"system": "ranker"})
-    X.write_chosen(tmp_path, {"per_fold": {0: "ranker", 1: "tfidf"}})
-    assert A.chosen_selector(tmp_path, None, [0, 1]) == {0: "ranker", 1: "tfidf"}
-    with pytest.raises(ValueError, match="fold"):
-        A.chosen_selector(tmp_path, None, [0, 2])
 
 
 def test_data_overview_counts_skipped(ctx):

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from threadpoolctl import threadpool_limits
 
+from saf_utils import artifacts as AR
 from saf_utils.argscichat import dialogue as A
 from saf_utils.argscichat import generation_experiments as GE
 from saf_utils.argscichat.data import MessagePair, load_argscichat
@@ -71,20 +72,27 @@ def test_registry_roles_and_lookup() -> None:
     assert GE.REPLY_SYSTEMS["compressed_selected"].role == "probe"
     assert GE.REPLY_SYSTEMS["copy_gold"].role == "oracle"
     assert GE.REPLY_SYSTEMS["constant_frequent"].role == "baseline"
-    assert GE.by_role(["copy_gold", "seq2seq", "copy_selected"], "baseline", "system") == [
-        "copy_selected", "seq2seq"]
-    assert GE.roles(["copy_gold"]) == {"copy_gold": "oracle"}
+    assert GE.REPLY_SYSTEMS.by_role(["copy_gold", "seq2seq", "copy_selected"], "baseline",
+                                    "system") == ["copy_selected", "seq2seq"]
+    assert GE.REPLY_SYSTEMS.roles(["copy_gold"]) == {"copy_gold": "oracle"}
+    assert GE.REPLY_SYSTEMS["trimmed_selected"].params == ("tune_metric", "trim_lengths")
     with pytest.raises(ValueError, match="unknown reply system"):
         GE.run_reply_systems({}, ["gpt"])
 
 
-def test_adding_a_system_is_one_function_and_one_line(monkeypatch) -> None:
+def test_adding_a_system_is_one_function_and_one_registration() -> None:
+    @GE.REPLY_SYSTEMS.register("echo", "baseline")
     def echo_query(fold, params):
+        """The query itself."""
         return [GE.SystemOutput({s: [p.query for p in fold[s]] for s in GE.EVAL_SPLITS})]
 
-    monkeypatch.setitem(GE.REPLY_SYSTEMS, "echo", GE.ReplySystem("echo", "baseline", echo_query))
-    run = GE.run_reply_systems({0: make_fold(0, TRAIN, VAL, TEST)}, ["echo"], PARAMS)
-    assert run.predictions.output.tolist() == [VAL[0].query, TEST[0].query, TEST[1].query]
+    try:
+        run = GE.run_reply_systems({0: make_fold(0, TRAIN, VAL, TEST)}, ["echo"], PARAMS)
+        assert run.predictions.output.tolist() == [VAL[0].query, TEST[0].query, TEST[1].query]
+    finally:
+        GE.REPLY_SYSTEMS.unregister("echo")
+    with pytest.raises(ValueError, match="unknown parameter"):
+        GE.REPLY_SYSTEMS.register("x", "baseline", params=("source",))
 
 
 # --------------------------------------------------------------------------- systems
@@ -121,8 +129,8 @@ def test_run_reply_systems_rows_on_fixtures(tmp_path) -> None:
     data = {0: load_argscichat(FIXTURES, 0)}
     rows = [r for s in A.SPLITS for r in A.prediction_rows(
         data[0][s], [[0, 1]] * len(data[0][s]), fold=0, split=s, system="first")]
-    A.write_predictions(rows, tmp_path / A.PREDICTIONS_FILE)
-    folds = GE.reply_folds(data, A.selection_lookup(A.read_predictions(tmp_path, "first")),
+    AR.write_selections(rows, tmp_path)
+    folds = GE.reply_folds(data, A.selection_lookup(AR.read_selections(tmp_path, "first")),
                            fact_system="first")
     systems = [s for s in GE.REPLY_SYSTEMS if s != "seq2seq"]
     run = GE.run_reply_systems(folds, systems, PARAMS)
@@ -150,15 +158,14 @@ def test_seq2seq_runs_through_the_training_entry_point(tmp_path) -> None:
     data = {0: load_argscichat(FIXTURES, 0)}
     rows = [r for s in A.SPLITS for r in A.prediction_rows(
         data[0][s], [[0]] * len(data[0][s]), fold=0, split=s, system="first")]
-    A.write_predictions(rows, tmp_path / A.PREDICTIONS_FILE)
-    folds = GE.reply_folds(data, A.selection_lookup(A.read_predictions(tmp_path)), None,
+    AR.write_selections(rows, tmp_path)
+    folds = GE.reply_folds(data, A.selection_lookup(AR.read_selections(tmp_path)), None,
                            {0: "first"})
     params = GE.ReplyParams(
         seq2seq={"model": "scratch", "max_steps": 1, "batch_size": 2, "max_target_length": 4,
                  "scratch_vocab_size": 60, "scratch_d_model": 16, "scratch_layers": 1,
                  "scratch_heads": 2, "scratch_ff": 32},
-        seeds=(3,), source=str(FIXTURES), selections=str(tmp_path),
-        work_dir=str(tmp_path / "jobs"), log=lambda m: None)
+        seeds=(3,), work_dir=str(tmp_path / "jobs"), log=lambda m: None)
     run = GE.run_reply_systems(folds, ["seq2seq"], params)
     fold = folds[0]
     assert set(run.predictions.seed) == {3} and set(run.predictions.role) == {"system"}
@@ -240,20 +247,6 @@ def test_headline_and_difference_to_the_floor() -> None:
 
 
 # --------------------------------------------------------------------------- analysis helpers
-
-def test_chosen_selector_reads_03s_choice_or_falls_back(tmp_path) -> None:
-    with pytest.raises(ValueError, match="selector"):
-        A.chosen_selector(tmp_path, None, [0])
-    assert A.chosen_selector(tmp_path, "bm25", [0, 1]) == {0: "bm25", 1: "bm25"}
-    rec = {"task": A.SELECTION_TASK, "kind": "tuning", "subset": "chosen", "fold": None,
-           "system": "val_chosen"}
-    pd.DataFrame([rec, {**rec, "fold": 1, "system": "tfidf"}]).to_json(
-        tmp_path / A.RECORDS_FILE, orient="records", lines=True)
-    # per-fold records only: the fold-less composite record is never a selector
-    assert A.chosen_selector(tmp_path, "bm25", [0, 1]) == {0: "bm25", 1: "tfidf"}
-    (tmp_path / A.CHOSEN_FILE).write_text('{"per_fold": {"0": "sbert", "1": "first"}}')
-    assert A.chosen_selector(tmp_path, "bm25", [0, 1]) == {0: "sbert", 1: "first"}
-
 
 def test_generation_error_frame_joins_scores_and_flags_copies() -> None:
     preds = predictions()

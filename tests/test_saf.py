@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from saf_utils import artifacts as AR
 from saf_utils.saf import evaluation, systems
 from saf_utils.saf import formats as S
 from saf_utils.text import word_tokens
@@ -208,9 +209,8 @@ def test_parsed_prediction_table_keeps_unparseable(tmp_path):
     assert list(t.columns[: len(S.PREDICTION_COLUMNS)]) == list(S.PREDICTION_COLUMNS)
     assert t.parseable.tolist() == [True, False, True]
     assert pd.isna(t.pred_label.tolist()[1]) and t.raw_output.tolist()[1] == "blah"
-    path = tmp_path / "p.jsonl"
-    S.save_predictions(t, path)
-    back = S.load_predictions(path)
+    AR.write_saf_predictions(t, tmp_path)
+    back = AR.read_saf_predictions(tmp_path)
     assert len(back) == 3 and back.pred_label.isna().sum() == 1 and back.seed.iloc[0] == 3
     with pytest.raises(ValueError, match="labels"):
         S.prediction_table(gold, "m", labels=["Correct"], scores=[1.0] * 3, feedback=[""] * 3)

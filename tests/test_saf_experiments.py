@@ -9,6 +9,8 @@ import pandas as pd
 import pytest
 from test_saf import bow_encoder
 
+from saf_utils import artifacts as AR
+from saf_utils import jobs as J
 from saf_utils.reporting.records import Recorder
 from saf_utils.saf import experiments as E
 from saf_utils.saf import formats as S
@@ -21,27 +23,32 @@ def test_registry_roles_and_variants():
     assert E.role_of("majority") == "baseline" and E.role_of("nearest_neighbour") == "baseline"
     assert E.role_of("feature_clf") == "system" and E.role_of("label_oracle") == "oracle"
     assert E.role_of("seq2seq:mbart-large-cc25") == "system"  # prefix entry
-    assert E.system_info("feature_clf:transductive").transductive
-    assert not E.system_info("feature_clf").transductive
+    assert E.SYSTEMS["feature_clf:transductive"].transductive
+    assert not E.SYSTEMS["feature_clf"].transductive
+    assert E.SYSTEMS["feature_clf"].fn is E.run_feature_clf
+    assert E.SYSTEMS["seq2seq:x"].fn is E.run_seq2seq
+    assert E.SYSTEMS.names(["baseline"], kind="plain") == ["majority", "nearest_neighbour"]
     with pytest.raises(KeyError, match="not registered"):
         E.role_of("nope")
-    with pytest.raises(ValueError, match="role"):
-        E.register("x", "winner", "f", "d")
     roles = E.roles_table(["majority", "label_oracle"])
     assert roles.role.tolist() == ["baseline", "oracle"]
+    assert roles.params.tolist() == ["", "encoder"]
 
 
-def test_adding_a_system_is_one_register_line():
+def test_adding_a_system_is_one_function_and_one_registration():
+    @E.SYSTEMS.register("always_correct", "probe", family="probes")
+    def always_correct(train, test, encoder):
+        """always Correct"""
+        return S.prediction_table(test, "always_correct", labels=["Correct"] * len(test),
+                                  scores=[1.0] * len(test), feedback=[""] * len(test))
+
     try:
-        E.register("always_correct", "probe", "probes", "always Correct",
-                   lambda tr, te, enc: S.prediction_table(
-                       te, "always_correct", labels=["Correct"] * len(te),
-                       scores=[1.0] * len(te), feedback=[""] * len(te)))
         data = E.load_data(SOURCES[0])
         p = E.run_systems(data, ["always_correct"], bow_encoder)
         assert set(p.split) == set(data.evals) and (p.pred_label == "Correct").all()
+        assert E.roles_table(["always_correct"]).description.tolist() == ["always Correct"]
     finally:
-        E.SYSTEMS.pop("always_correct", None)
+        E.SYSTEMS.unregister("always_correct")
     with pytest.raises(ValueError, match="experiment function"):
         E.run_systems(E.load_data(SOURCES[0]), ["feature_clf"], bow_encoder)
 
@@ -95,8 +102,9 @@ def test_experiments_end_to_end_on_fixtures(source, tmp_path):
     assert not recs.metric.str.contains(r"_q\d|accuracy_").any()  # no groupings in names
     items = pd.read_json(tmp_path / "items.jsonl", lines=True)
     assert set(items.cluster) <= set(preds.question) and items.value.notna().all()
-    paths = E.save_predictions(ev.preds, tmp_path)
+    paths = AR.write_saf_predictions(ev.preds, tmp_path)
     assert sorted(p.name for p in paths) == sorted(f"predictions_{s}.jsonl" for s in data.evals)
+    assert len(AR.read_saf_predictions(tmp_path)) == len(ev.preds)
 
 
 def test_language_flows_to_prompt_words_jobs_and_bertscore(tmp_path):
@@ -105,9 +113,13 @@ def test_language_flows_to_prompt_words_jobs_and_bertscore(tmp_path):
                           {"scratch": {"scratch_d_model": 16}}, [1, 2], tmp_path)
     assert [j.seed for j in jobs] == [1, 2] and {j.system for j in jobs} == {"seq2seq:scratch"}
     job = jobs[0]
-    assert job.language == "en" and job.prompt_words == S.prompt_words("en")
+    assert jobs[1].examples == job.examples  # written once, read by every seed
+    train, evals = J.read_examples(job.examples)
+    words = S.prompt_words("en")
+    assert train.sources == S.format_examples(data.train, words=words)[0]
+    assert all(len(ex.ids) == 2 for ex in evals.values()) and list(evals) == list(data.evals)
+    assert f"{words['feedback']}:" in train.targets[0]
     assert job.settings["scratch_d_model"] == 16 and job.settings["max_steps"] == 2
-    assert job.source == data.source and job.max_rows == 2
     assert E.bertscore_settings("en")["lang"] == "en"
     assert E.bertscore_settings("en", lang="de")["lang"] == "de"
     s = E.seq2seq_settings({"model": "scratch", "learning_rate": 0.1}, {"learning_rate": 0.2})
@@ -116,24 +128,24 @@ def test_language_flows_to_prompt_words_jobs_and_bertscore(tmp_path):
         E.seq2seq_settings({"learning_rat": 0.1})
 
 
-def test_run_seq2seq_parses_and_aligns_outputs(monkeypatch, tmp_path):
-    import saf_utils.train as T
-
+def test_run_seq2seq_parses_outputs_in_example_order(monkeypatch, tmp_path):
     data = E.load_data(SOURCES[0], language="en")
     calls = {}
 
     def fake_run_jobs(jobs, launcher="none", log=print):
+        """Echo the examples file each job reads (its rows in input order)."""
         calls["launcher"] = launcher
         rows = []
         for job in jobs:
-            for split, df in data.evals.items():
-                for i in reversed(df["id"].tolist()):  # any order: aligned by id
-                    rows.append({"task": "saf", "system": job.system, "seed": job.seed,
-                                 "fold": None, "split": split, "id": i, "source": "s",
-                                 "output": f"Correct {data.words['feedback']}: gut {i}",
-                                 "target": "t"})
-        return T.RunResults(pd.DataFrame(rows), pd.DataFrame([{"system": "x"}]))
-    monkeypatch.setattr(T, "run_jobs", fake_run_jobs)
+            _, evals = J.read_examples(job.examples)
+            assert list(evals) == list(data.evals)
+            for split, ex in evals.items():
+                rows += [{"task": "saf", "system": job.system, "seed": job.seed, "fold": None,
+                          "split": split, "id": i, "source": s,
+                          "output": f"Correct {data.words['feedback']}: gut {i}", "target": t}
+                         for i, s, t in zip(ex.ids, ex.sources, ex.targets, strict=True)]
+        return J.RunResults(pd.DataFrame(rows), pd.DataFrame([{"system": "x"}]))
+    monkeypatch.setattr(J, "run_jobs", fake_run_jobs)
     preds, logs = E.run_seq2seq(data, {"model": "scratch"}, None, [3], tmp_path,
                                 launcher="torchrun:2")
     assert calls["launcher"] == "torchrun:2" and (preds.seed == 3).all()

@@ -79,3 +79,15 @@ def test_bad_input_is_reported():
         train_seq2seq(SOURCES[:3], TARGETS[:2], settings)
     with pytest.raises(ValueError, match=r"empty or non-string source at row\(s\) \[1\]"):
         train_seq2seq([SOURCES[0], "  ", SOURCES[2]], TARGETS[:3], settings)
+
+
+def test_shards_cover_every_input_once_in_order():
+    from saf_utils.seq2seq import shard_range
+
+    for n in range(8):
+        for world in (1, 2, 3):
+            parts = [list(shard_range(n, r, world)) for r in range(world)]
+            assert sum(parts, []) == list(range(n))
+            assert max(map(len, parts)) - min(map(len, parts)) <= 1
+    with pytest.raises(ValueError):
+        shard_range(3, 2, 2)

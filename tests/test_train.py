@@ -1,7 +1,9 @@
-"""The training entry point: in-process identity, both tasks, torchrun with 2 CPU processes.
+"""The training entry point ``python -m saf_utils.train``: in-process identity, torchrun with
+2 CPU processes, a failing rank.
 
 The torchrun tests start real launchers (gloo backend, no GPU) on the fixtures with a tiny
-scratch T5; each takes about 15 s on 2 shared cores.
+scratch T5; each takes about 15 s on 2 shared cores. The jobs layer's other parts:
+``tests/test_jobs.py``.
 """
 
 from __future__ import annotations
@@ -11,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from saf_utils import train as T
-from saf_utils.seq2seq import Seq2SeqSettings, generate, shard_range, train_seq2seq
+from saf_utils import jobs as T
+from saf_utils.seq2seq import Seq2SeqSettings, generate, train_seq2seq
 
 FIXTURES = Path(__file__).parent / "fixtures"
 # 40 steps at a high rate: enough for non-empty outputs on the 5 training rows.
@@ -39,19 +41,23 @@ def _cpu_offline(monkeypatch):
     torch.set_num_threads(threads)
 
 
+def saf_examples(path: Path) -> Path:
+    """The SAF fixtures' examples, as the SAF task writes them for its jobs."""
+    from saf_utils.saf import formats as S
+    from saf_utils.saf.data import load_saf
+
+    saf = load_saf(FIXTURES / "saf_csv")
+
+    def examples(split: str) -> T.Examples:
+        df = S.saf_frame(saf[split], split)
+        return T.Examples(df["id"].tolist(), *S.format_examples(df))
+
+    return T.write_examples(path, examples("train"), {s: examples(s) for s in SAF_SPLITS})
+
+
 def saf_job(out: Path, **extra) -> dict:
-    return {"task": "saf", "source": str(FIXTURES / "saf_csv"), "output_dir": str(out),
-            "seed": 3, "settings": dict(TINY), **extra}
-
-
-def test_shards_cover_every_input_once_in_order():
-    for n in range(8):
-        for world in (1, 2, 3):
-            parts = [list(shard_range(n, r, world)) for r in range(world)]
-            assert sum(parts, []) == list(range(n))
-            assert max(map(len, parts)) - min(map(len, parts)) <= 1
-    with pytest.raises(ValueError):
-        shard_range(3, 2, 2)
+    return {"task": "saf", "examples": str(saf_examples(out.parent / f"{out.name}.jsonl")),
+            "output_dir": str(out), "seed": 3, "settings": dict(TINY), **extra}
 
 
 def test_ranks_build_identical_scratch_tokenizers():
@@ -69,25 +75,6 @@ def test_ranks_build_identical_scratch_tokenizers():
     assert len({str(t(unseen)["input_ids"]) for t in toks}) == 1
 
 
-def test_config_errors_and_launch_commands(tmp_path):
-    with pytest.raises(ValueError, match="unknown job field"):
-        T.TrainJob.from_dict({"task": "saf", "output_dir": "x", "sede": 1})
-    with pytest.raises(ValueError, match="unknown Seq2SeqSettings"):
-        T.TrainJob(task="saf", output_dir="x", settings={"lr": 1})
-    with pytest.raises(ValueError, match="task"):
-        T.TrainJob(task="qa", output_dir="x")
-    cmd = T.launch_command("torchrun:2", "cfg.json")
-    assert cmd[1:] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                       "-m", "saf_utils.train", "cfg.json"]
-    assert "--multi_gpu" in T.launch_command("accelerate:4", "c")
-    assert "--multi_gpu" not in T.launch_command("accelerate", "c")
-    with pytest.raises(ValueError, match="launcher"):
-        T.launch_command("mpirun", "c")
-    path = tmp_path / "job.yaml"
-    path.write_text("task: argscichat\noutput_dir: o\nfold: 0\nsettings: {max_steps: 2}\n")
-    assert T.TrainJob.load(path).seq2seq_settings().max_steps == 2
-
-
 def test_main_in_process_equals_direct_calls(tmp_path):
     """``python -m saf_utils.train`` in one process = the notebook's direct calls, bit for bit."""
     from saf_utils.saf import formats as S
@@ -97,7 +84,7 @@ def test_main_in_process_equals_direct_calls(tmp_path):
     cfg = tmp_path / "job.json"
     cfg.write_text(json.dumps(saf_job(out, save_model=False)))
     assert T.main([str(cfg)]) == 0
-    rows = [json.loads(line) for line in open(out / T.PREDICTIONS_FILE, encoding="utf-8")]
+    rows = [json.loads(line) for line in open(out / T.OUTPUT_FILE, encoding="utf-8")]
     log = json.loads((out / T.LOG_FILE).read_text())
     assert not (out / T.MODEL_DIR).exists()
 
@@ -117,39 +104,6 @@ def test_main_in_process_equals_direct_calls(tmp_path):
     assert log["summary"]["train_loss"] == direct_log["train_loss"]
     assert log["summary"]["world_size"] == 1
     assert [h["step"] for h in log["log_history"] if "loss" in h] == [10, 20, 30, 40]
-
-
-def test_argscichat_jobs_over_seeds(tmp_path):
-    """Selected facts from a 03-style predictions file; run_jobs gives tidy rows and logs."""
-    from saf_utils.argscichat.data import load_argscichat
-
-    fold = load_argscichat(FIXTURES / "argscichat", fold=0)
-    facts = tmp_path / "03"
-    facts.mkdir()
-    with open(facts / "predictions.jsonl", "w") as fh:
-        for split in ("val", "test"):
-            for p in fold[split]:
-                fh.write(json.dumps({"fold": 0, "split": split, "pair_id": p.pair_id,
-                                     "system": "first", "seed": None, "selected": [0]}) + "\n")
-    base = {"task": "argscichat", "source": str(FIXTURES / "argscichat"), "fold": 0,
-            "output_dir": str(tmp_path / "runs"), "selected_facts": str(facts),
-            "fact_system": "first", "save_model": False,
-            "settings": {**TINY, "max_steps": 4}}
-    jobs = T.job_grid(base, seeds=[0, 1], folds=[0])
-    assert [Path(j.output_dir).name for j in jobs] == ["fold0-seed0", "fold0-seed1"]
-    lines: list[str] = []
-    preds, logs = T.run_jobs(jobs, log=lines.append)
-    assert list(logs.seed) == [0, 1] and list(logs.fold) == [0, 0]
-    assert {"train_loss", "train_steps", "seconds_total", "output_dir"} <= set(logs.columns)
-    for seed in (0, 1):
-        got = preds[preds.seed == seed]
-        want = [(s, p.pair_id) for s in ("val", "test") for p in fold[s]]
-        assert list(zip(got.split, got.id, strict=True)) == want
-    first = preds[(preds.seed == 0) & (preds.split == "test")].iloc[0]
-    pair = fold.test[0]
-    assert first.source == f"query: {pair.query} | facts: {pair.content[0]}"
-    assert first.target == pair.reply and first.fold == 0
-    assert any("[train] argscichat" in line for line in lines)
 
 
 def test_torchrun_two_processes_match_one(tmp_path):
@@ -183,4 +137,4 @@ def test_a_crashing_rank_fails_the_run_with_its_message(tmp_path, monkeypatch):
     with pytest.raises(T.TrainJobError, match=r"rank 1 failed: RuntimeError: injected failure"):
         T.run_job(saf_job(tmp_path / "crash"), launcher="torchrun:2", log=lambda line: None)
     assert (tmp_path / "crash" / "rank1.error").is_file()
-    assert not (tmp_path / "crash" / T.PREDICTIONS_FILE).exists()
+    assert not (tmp_path / "crash" / T.OUTPUT_FILE).exists()

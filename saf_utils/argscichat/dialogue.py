@@ -3,16 +3,14 @@
 Used by the fact-selection (:mod:`saf_utils.argscichat.fact_selection`) and reply-generation
 (:mod:`saf_utils.argscichat.generation`) modules and by notebooks 01, 03, 04 and 05. Predictions of
 notebook 03 are JSON lines (one selection per fold, split, system, seed and pair); the
-error-analysis helpers join them with dialogue properties and query intents.
+error-analysis helpers join them with dialogue properties and query intents. The files
+themselves are read and written by :mod:`saf_utils.artifacts`.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,12 +21,7 @@ from saf_utils.text import split_sentences, squash
 
 #: Message pairs are looked up by id; the fold objects list them per split.
 SPLITS = ("train", "val", "test")
-PREDICTIONS_FILE = "predictions.jsonl"  # 03's selections
-GENERATIONS_FILE = "generations.jsonl"  # 04's replies
-RECORDS_FILE = "records.jsonl"  # a notebook's metric records (reporting.records)
-ITEMS_FILE = "items.jsonl"  # a notebook's per-item scores (reporting.records)
 SELECTION_TASK = "argscichat_fact_selection"
-CHOSEN_FILE = "chosen.json"  # 03's val-chosen selector
 
 
 def pairs_frame(pairs: Iterable[MessagePair], **extra) -> pd.DataFrame:
@@ -98,7 +91,8 @@ def scored_pairs(pairs: Sequence[MessagePair]) -> tuple[list[MessagePair], int]:
 def prediction_rows(pairs: Sequence[MessagePair], selected: Sequence[Sequence[int]], *,
                     fold: int, split: str, system: str, seed: int | None = None
                     ) -> list[dict[str, Any]]:
-    """Rows for ``predictions.jsonl``, with Fact-F1 for pairs that have gold sentences."""
+    """03's selection rows (:func:`saf_utils.artifacts.write_selections`), with Fact-F1 for
+    pairs that have gold sentences."""
     from saf_utils.metrics import fact_f1
 
     if len(pairs) != len(selected):
@@ -116,101 +110,6 @@ def prediction_rows(pairs: Sequence[MessagePair], selected: Sequence[Sequence[in
             "fact_f1": fact_f1(sel, p.fact_indexes) if p.fact_indexes else None,
         })
     return rows
-
-
-def write_predictions(rows: Iterable[Mapping[str, Any]], path: str | os.PathLike) -> Path:
-    """Write prediction rows as JSON lines (one selection per pair, system, seed, fold)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as fh:
-        for r in rows:
-            fh.write(json.dumps(dict(r)) + "\n")
-    return path
-
-
-def read_predictions(folder: str | os.PathLike, system: str | None = None) -> pd.DataFrame:
-    """03's saved selections (optionally one system); a clear error if 03 has not run."""
-    path = Path(folder) / PREDICTIONS_FILE
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"{path} not found: run notebook 03_fact_selection first (same run / output folder), "
-            f"e.g. python -m saf_utils.run --profile cpu --only 03_fact_selection")
-    df = pd.read_json(path, lines=True, dtype=False)
-    if system is not None:
-        if system not in set(df.system):
-            raise ValueError(f"{path}: no predictions of system {system!r}; "
-                             f"available: {sorted(set(df.system))}")
-        df = df[df.system == system].reset_index(drop=True)
-    return df
-
-
-def _jsonl(path: Path, producer: str) -> pd.DataFrame:
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} not found: run notebook {producer} first (same run / "
-                                f"output folder)")
-    text = path.read_text(encoding="utf-8")
-    if not text.strip():
-        return pd.DataFrame()
-    return pd.read_json(path, lines=True, dtype=False)
-
-
-def read_records(folder: str | os.PathLike, producer: str = "the producing notebook"
-                 ) -> pd.DataFrame:
-    """A notebook's ``records.jsonl`` as a frame (``kind``/``subset``/``role`` included)."""
-    return _jsonl(Path(folder) / RECORDS_FILE, producer)
-
-
-def read_items(folder: str | os.PathLike, producer: str = "the producing notebook"
-               ) -> pd.DataFrame:
-    """A notebook's per-item scores (``items.jsonl``)."""
-    return _jsonl(Path(folder) / ITEMS_FILE, producer)
-
-
-def read_generations(folder: str | os.PathLike) -> pd.DataFrame:
-    """04's reply rows (fold, split, pair_id, paper_id, system, role, seed, output, gold)."""
-    df = _jsonl(Path(folder) / GENERATIONS_FILE, "04_generation")
-    if "seed" in df:
-        df["seed"] = pd.Series([None if pd.isna(x) else int(x) for x in df.seed], dtype=object)
-    return df
-
-
-def chosen_selector(folder: str | os.PathLike, fallback: str | None = None,
-                    folds: Sequence[int] = ()) -> dict[int, str]:
-    """fold -> the fact selector 03 chose on that fold's val.
-
-    03 writes its per-fold choices to ``chosen.json`` (``{"per_fold": {fold: system}}``)
-    and as records ``kind="tuning", subset="chosen"`` with ``fold`` set; ``chosen.json``
-    wins. Without either, ``fallback`` names the system for every fold (an error if it is
-    None too). A fold missing from a ``chosen.json`` is an error, never another fold's pick.
-    """
-    chosen_file = Path(folder) / CHOSEN_FILE
-    if chosen_file.is_file():
-        per_fold = {int(k): str(v) for k, v in
-                    (json.loads(chosen_file.read_text(encoding="utf-8")).get("per_fold")
-                     or {}).items()}
-        missing = [int(f) for f in folds if int(f) not in per_fold]
-        if per_fold and missing:
-            raise ValueError(f"{CHOSEN_FILE}: no chosen selector for fold(s) {missing}")
-        if per_fold:
-            return {int(f): per_fold[int(f)] for f in folds}
-    recs = read_records(folder, "03_fact_selection") if (Path(folder) / RECORDS_FILE).is_file() \
-        else pd.DataFrame()
-    if {"kind", "subset", "fold"} <= set(recs.columns):
-        recs = recs[(recs.kind == "tuning") & (recs.subset == "chosen")
-                    & (recs.task == SELECTION_TASK) & recs.fold.notna()]
-    else:
-        recs = pd.DataFrame()
-    out: dict[int, str] = {}
-    for f in folds:
-        mine = recs[recs.fold == f] if not recs.empty else recs
-        if not mine.empty:
-            out[int(f)] = str(mine.system.iloc[-1])
-        elif fallback is None:
-            raise ValueError(f"03 marks no val-chosen selector for fold {f}; "
-                             "name one with the `selector` parameter")
-        else:
-            out[int(f)] = fallback
-    return out
 
 
 def selection_lookup(preds: pd.DataFrame) -> dict[tuple[int, str, str], list[int]]:

@@ -11,11 +11,11 @@ Protocol (every choice inside a fold, never another fold's papers, never test):
   (``SelectionConfig.refit_on_train_val``).
 - Which system is "best" is decided later on val as well (:mod:`.evaluation`).
 
-Adding a selector = one function + one registry line::
+Adding a selector = one function + one registration (:class:`saf_utils.registry.Registry`)::
 
-    @selector("my_selector", role="baseline")
+    @SELECTORS.register("my_selector", "baseline", params=("k",))
     def select_mine(pair, k, env):  # env.embed, env.rng
-        return [...]  # k content-sentence indexes
+        return [...]  # k content-sentence indexes (description: the docstring's first line)
 
 A ``kind="fold"`` selector instead receives ``(ctx, fold)`` and returns a
 :class:`FoldSelection` (selections per split and its tuning rows).
@@ -24,11 +24,9 @@ A ``kind="fold"`` selector instead receives ``(ctx, fold)`` and returns a
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -37,10 +35,9 @@ import pandas as pd
 from saf_utils.argscichat import dialogue as A
 from saf_utils.argscichat import fact_selection as FS
 from saf_utils.argscichat.data import ArgSciChatFold, MessagePair
+from saf_utils.registry import Registry
 
 TASK, DATASET, METRIC = "argscichat_fact_selection", "argscichat", "fact_f1"
-CHOSEN_FILE = "chosen.json"
-ROLES = ("baseline", "system", "oracle")
 
 #: Candidate member sets of ``ranker_ensemble`` / ``ensemble_bm25``; one is chosen per fold on
 #: that fold's val Fact-F1 (train-only fits).
@@ -86,47 +83,13 @@ class FoldSelection:
     tuning: list[dict[str, Any]] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class Selector:
-    name: str
-    fn: Callable[..., Any]
-    role: str  # baseline | system | oracle
-    kind: str = "pair"  # "pair": one query at a time; "fold": fit and tuned per fold
-    seeded: bool = False  # run once per SelectionConfig.random_seeds
-    gold_history: bool = False  # reads earlier turns' gold facts (HISTORY_FEATURES)
-    ablation_of: str | None = None
-    description: str = ""
-
-
-SELECTORS: dict[str, Selector] = {}
-
-
-def selector(name: str, role: str, kind: str = "pair", **info: Any):
-    """Decorator: register ``fn`` as selector ``name`` (see the module docstring)."""
-    if role not in ROLES:
-        raise ValueError(f"role {role!r} not one of {ROLES}")
-
-    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
-        if name in SELECTORS:
-            raise ValueError(f"selector {name!r} registered twice")
-        doc = (fn.__doc__ or "").strip().split("\n")[0]
-        SELECTORS[name] = Selector(name, fn, role, kind, description=doc, **info)
-        return fn
-
-    return register
-
-
-def roles(names: Iterable[str] | None = None) -> dict[str, str]:
-    """system -> role for the given (default: all registered) selectors."""
-    return {n: SELECTORS[n].role for n in (names if names is not None else SELECTORS)}
-
-
-def check_systems(names: Iterable[str]) -> list[str]:
-    names = list(names)
-    unknown = sorted(set(names) - set(SELECTORS))
-    if unknown:
-        raise ValueError(f"unknown selector(s) {unknown}; known: {list(SELECTORS)}")
-    return names
+#: Fact selectors. ``kind="pair"``: ``fn(pair, k, env) -> k sentence indexes`` (``seeded``:
+#: once per ``SelectionConfig.random_seeds``); ``kind="fold"``: ``fn(ctx, fold) ->``
+#: :class:`FoldSelection`, fit and tuned per fold. ``gold_history``: reads earlier turns' gold
+#: facts; ``ablation_of``: the selector it ablates. ``params``: SelectionConfig fields read.
+SELECTORS = Registry("selector", defaults={"kind": "pair", "seeded": False,
+                                           "gold_history": False, "ablation_of": None},
+                     param_names=[f.name for f in fields(SelectionConfig)])
 
 
 # --------------------------------------------------------------------------- data helpers
@@ -348,37 +311,42 @@ def _run_spec(ctx: SelectionContext, fold: int, spec: ScorerSpec, tuning: list[d
 
 # --------------------------------------------------------------------------- registry
 
-@selector("random", role="baseline", seeded=True)
+_RANKER = ("k", "seed", "grid", "refit_on_train_val")
+_ENSEMBLE = ("k", "seed", "member_sets", "refit_on_train_val")
+_MIX = (*_ENSEMBLE, "mix_weights")
+
+
+@SELECTORS.register("random", "baseline", seeded=True, params=("k", "random_seeds"))
 def select_random(pair: MessagePair, k: int, env: SelectionEnv) -> list[int]:
     """k distinct sentences uniformly at random (official "Random"; mean over seeds)."""
     return FS.select_random(pair, k, env.rng)
 
 
-@selector("first", role="baseline")
+@SELECTORS.register("first", "baseline", params=("k",))
 def select_first(pair: MessagePair, k: int, env: SelectionEnv) -> list[int]:
     """The paper's first k sentences (official "First")."""
     return FS.select_first(pair, k)
 
 
-@selector("tfidf", role="baseline")
+@SELECTORS.register("tfidf", "baseline", params=("k",))
 def select_tfidf(pair: MessagePair, k: int, env: SelectionEnv) -> list[int]:
     """TF-IDF cosine to the query, vectoriser fit on the paper (official "TF-IDF")."""
     return FS.select_tfidf(pair, k)
 
 
-@selector("bm25", role="baseline")
+@SELECTORS.register("bm25", "baseline", params=("k",))
 def select_bm25(pair: MessagePair, k: int, env: SelectionEnv) -> list[int]:
     """BM25Okapi of the query over the paper's sentences."""
     return FS.select_bm25(pair, k)
 
 
-@selector("sbert", role="baseline")
+@SELECTORS.register("sbert", "baseline", params=("k",))
 def select_sbert(pair: MessagePair, k: int, env: SelectionEnv) -> list[int]:
     """Cosine of sentence-transformers embeddings (official "SBERT")."""
     return FS.select_sbert(pair, k, env.embed)
 
 
-@selector("gold_k", role="oracle")
+@SELECTORS.register("gold_k", "oracle", params=("k",))
 def select_gold_k(pair: MessagePair, k: int, env: SelectionEnv) -> list[int]:
     """Oracle: the gold sentences (first k), padded with the paper's first other sentences."""
     gold = list(pair.fact_indexes)[:k]
@@ -386,41 +354,47 @@ def select_gold_k(pair: MessagePair, k: int, env: SelectionEnv) -> list[int]:
     return gold + rest[: max(0, min(k, len(pair.content)) - len(gold))]
 
 
-@selector("ranker", role="system", kind="fold", gold_history=True)
+@SELECTORS.register("ranker", "system", kind="fold", gold_history=True,
+                    params=_RANKER)
 def run_ranker(ctx: SelectionContext, fold: int) -> FoldSelection:
     """Learned ranker: the grid candidate with the best val Fact-F1 of the fold."""
     spec, rows = ranker_choice(ctx, fold)
     return _run_spec(ctx, fold, spec, rows)
 
 
-@selector("ranker_ensemble", role="system", kind="fold", gold_history=True)
+@SELECTORS.register("ranker_ensemble", "system", kind="fold", gold_history=True,
+                    params=_ENSEMBLE)
 def run_ranker_ensemble(ctx: SelectionContext, fold: int) -> FoldSelection:
     """Mean within-paper rank of a member set chosen on the fold's val."""
     spec, rows = ensemble_choice(ctx, fold)
     return _run_spec(ctx, fold, spec, rows)
 
 
-@selector("ensemble_bm25", role="system", kind="fold", gold_history=True)
+@SELECTORS.register("ensemble_bm25", "system", kind="fold", gold_history=True,
+                    params=_MIX)
 def run_ensemble_bm25(ctx: SelectionContext, fold: int) -> FoldSelection:
     """ranker_ensemble's rank plus w x BM25's rank, w chosen on the fold's val."""
     spec, rows = mix_choice(ctx, fold, ensemble_choice(ctx, fold)[0], "ensemble_bm25")
     return _run_spec(ctx, fold, spec, rows)
 
 
-@selector("ranker_no_history", role="system", kind="fold", ablation_of="ranker")
+@SELECTORS.register("ranker_no_history", "system", kind="fold", ablation_of="ranker",
+                    params=_RANKER)
 def run_ranker_no_history(ctx: SelectionContext, fold: int) -> FoldSelection:
     """Ablation: ranker's chosen candidate refit without the gold-history features."""
     spec = replace(ranker_choice(ctx, fold)[0], features=FS.NO_HISTORY_FEATURES)
     return _run_spec(ctx, fold, spec, [])
 
 
-@selector("ranker_own_history", role="system", kind="fold", ablation_of="ranker")
+@SELECTORS.register("ranker_own_history", "system", kind="fold", ablation_of="ranker",
+                    params=_RANKER)
 def run_ranker_own_history(ctx: SelectionContext, fold: int) -> FoldSelection:
     """Ablation: ranker with its own earlier selections in place of earlier gold facts."""
     return _run_spec(ctx, fold, ranker_choice(ctx, fold)[0], [], history="own")
 
 
-@selector("ensemble_bm25_no_history", role="system", kind="fold", ablation_of="ensemble_bm25")
+@SELECTORS.register("ensemble_bm25_no_history", "system", kind="fold",
+                    ablation_of="ensemble_bm25", params=_MIX)
 def run_ensemble_bm25_no_history(ctx: SelectionContext, fold: int) -> FoldSelection:
     """Ablation: ensemble_bm25's member set without gold-history features (w re-chosen)."""
     base = replace(ensemble_choice(ctx, fold)[0], features=FS.NO_HISTORY_FEATURES)
@@ -428,7 +402,8 @@ def run_ensemble_bm25_no_history(ctx: SelectionContext, fold: int) -> FoldSelect
     return _run_spec(ctx, fold, spec, rows)
 
 
-@selector("ensemble_bm25_own_history", role="system", kind="fold", ablation_of="ensemble_bm25")
+@SELECTORS.register("ensemble_bm25_own_history", "system", kind="fold",
+                    ablation_of="ensemble_bm25", params=_MIX)
 def run_ensemble_bm25_own_history(ctx: SelectionContext, fold: int) -> FoldSelection:
     """Ablation: ensemble_bm25 with its own earlier selections as the fact history."""
     spec = mix_choice(ctx, fold, ensemble_choice(ctx, fold)[0], "ensemble_bm25")[0]
@@ -466,7 +441,7 @@ def run_selectors(ctx: SelectionContext, systems: Iterable[str]) -> SelectionRun
     without gold fact sentences, which the official protocol skips), the tuning rows of
     the per-fold val choices, and seconds per system.
     """
-    systems = check_systems(systems)
+    systems = SELECTORS.check(systems)
     cfg = ctx.config
     rows: list[dict[str, Any]] = []
     tuning: list[dict[str, Any]] = []
@@ -506,15 +481,3 @@ def combine(*runs: SelectionRun) -> SelectionRun:
                                                 or [r.tuning for r in runs[:1]],
                                                 ignore_index=True)),
                         {k: v for r in runs for k, v in r.seconds.items()})
-
-
-# --------------------------------------------------------------------------- chosen system
-
-def write_chosen(folder: str | os.PathLike, chosen: Mapping[str, Any]) -> Path:
-    """Save the per-fold val choices (``{"per_fold": {fold: system}, ...}``) next to
-    predictions.jsonl; :func:`saf_utils.argscichat.dialogue.chosen_selector` reads them."""
-    if not chosen.get("per_fold"):
-        raise ValueError("write_chosen: need a non-empty 'per_fold' entry {fold: system}")
-    path = Path(folder) / CHOSEN_FILE
-    path.write_text(json.dumps(dict(chosen), indent=1, default=float))
-    return path

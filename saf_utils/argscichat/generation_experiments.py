@@ -1,8 +1,9 @@
 """ArgSciChat reply generation as experiments: a registry of reply systems and the functions
 that run them over folds and seeds, score them and choose on validation.
 
-**Registry.** :data:`REPLY_SYSTEMS` maps a name to a :class:`ReplySystem`: the function that
-produces one fold's val and test replies, and its role
+**Registry.** :data:`REPLY_SYSTEMS` (:class:`saf_utils.registry.Registry`) holds each
+system's function, which produces one fold's val and test replies, the
+:class:`ReplyParams` fields it reads, and its role
 
 - ``baseline``: a floor or a simple reference (``constant_frequent``, ``nearest_reply``,
   ``copy_selected``, ``trimmed_selected``);
@@ -12,7 +13,7 @@ produces one fold's val and test replies, and its role
   rewards; it is never "best").
 
 Adding a system = one function ``fn(fold: ReplyFold, params: ReplyParams) ->
-list[SystemOutput]`` + one line in :data:`REPLY_SYSTEMS`.
+list[SystemOutput]`` decorated with ``@REPLY_SYSTEMS.register(name, role, params=...)``.
 
 **Protocol.** Every choice a system makes (a word budget, a threshold, how many frequent
 words) uses *that* fold's val pairs only, never another fold's and never test. The
@@ -33,25 +34,24 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from saf_utils import jobs as J
 from saf_utils import protocol as P
 from saf_utils.argscichat import generation as RG
 from saf_utils.argscichat.data import ArgSciChatFold, MessagePair
 from saf_utils.argscichat.dialogue import pair_index
 from saf_utils.argscichat.evaluation import DESIGN
+from saf_utils.registry import ELIGIBLE, Registry
 
 TASK, DATASET = "argscichat_generation", "argscichat"
 EVAL_SPLITS = ("val", "test")
 PREDICTION_COLUMNS = ("fold", "split", "pair_id", "paper_id", "system", "role", "seed",
                       "output", "gold")
-#: Roles that may be called "best" (never an oracle or a probe).
-BEST_ROLES = ("baseline", "system")
 FLOOR = "constant_frequent"
 
 
@@ -86,8 +86,8 @@ def reply_folds(data: Mapping[int, ArgSciChatFold],
                 selected: Mapping[tuple[int, str, str], Sequence[int]],
                 max_rows: int | None = None,
                 fact_system: str | Mapping[int, str] | None = None) -> dict[int, ReplyFold]:
-    """:class:`ReplyFold` per fold: the first ``max_rows`` pairs of every split (as 03 and
-    :mod:`saf_utils.train` cap them) and 03's selections (``(fold, split, pair_id) ->
+    """:class:`ReplyFold` per fold: the first ``max_rows`` pairs of every split (as 03 caps
+    them) and 03's selections (``(fold, split, pair_id) ->
     indexes``, :func:`saf_utils.argscichat.dialogue.selection_lookup`).
 
     Every val/test pair must have a selection: a missing one means 03 ran with other folds
@@ -121,15 +121,12 @@ class ReplyParams:
     compress_model: str = "hgb"
     encoder: str = "local:all-MiniLM-L6-v2"
     embed: Callable[[Sequence[str]], np.ndarray] | None = None  # overrides encoder (tests)
-    # seq2seq (through saf_utils.train: in-kernel or under a launcher)
+    # seq2seq (through saf_utils.jobs: in-kernel or under a launcher)
     seq2seq: Mapping[str, Any] = field(default_factory=dict)  # Seq2SeqSettings fields
     seeds: Sequence[int] = (0,)
     inputs: Sequence[str] = ("query", "selected_facts")
     train_with_gold_facts: bool = True
     launcher: str = "none"
-    source: str | None = None  # ArgSciChat folder (None: $ARGSCICHAT_DATA), read by jobs
-    selections: str | None = None  # 03's output folder (its predictions.jsonl)
-    max_rows: int | None = None
     work_dir: str | None = None  # where the training jobs write (model, predictions, log)
     save_model: bool = False
     log: Callable[[str], None] = print
@@ -182,6 +179,13 @@ def _mean_metric(params: ReplyParams, outs: Sequence[str], pairs: Sequence[Messa
     return float(np.mean([metric(o, p.reply) for o, p in zip(outs, pairs, strict=True)]))
 
 
+# --------------------------------------------------------------------------- registry
+
+#: Reply systems: ``fn(fold: ReplyFold, params: ReplyParams) -> list[SystemOutput]``;
+#: ``params`` names the :class:`ReplyParams` fields a system reads.
+REPLY_SYSTEMS = Registry("reply system", param_names=[f.name for f in fields(ReplyParams)])
+
+
 # --------------------------------------------------------------------------- baselines
 
 def frequent_words(replies: Sequence[str], n: int) -> str:
@@ -193,6 +197,8 @@ def frequent_words(replies: Sequence[str], n: int) -> str:
     return " ".join(sorted(df, key=lambda t: (-df[t], t))[:n])
 
 
+@REPLY_SYSTEMS.register("constant_frequent", "baseline",
+                        params=("tune_metric", "frequent_words"))
 def constant_frequent(fold: ReplyFold, params: ReplyParams) -> list[SystemOutput]:
     """The floor: the same string for every query, the ``n`` most frequent training-reply
     words of the fold, ``n`` from ``params.frequent_words`` chosen on the fold's val."""
@@ -205,6 +211,7 @@ def constant_frequent(fold: ReplyFold, params: ReplyParams) -> list[SystemOutput
                          tuning=_grid(scores, n, "n"), log={"n": n})]
 
 
+@REPLY_SYSTEMS.register("nearest_reply", "baseline", params=("encoder", "embed"))
 def nearest_reply(fold: ReplyFold, params: ReplyParams) -> list[SystemOutput]:
     """The reply of the training pair whose query embedding is most similar (cosine)."""
     emb = params.embedder()
@@ -214,12 +221,14 @@ def nearest_reply(fold: ReplyFold, params: ReplyParams) -> list[SystemOutput]:
                           for s in EVAL_SPLITS})]
 
 
+@REPLY_SYSTEMS.register("copy_selected", "baseline")
 def copy_selected(fold: ReplyFold, params: ReplyParams) -> list[SystemOutput]:
     """The selected fact sentences in paper order."""
     return [SystemOutput({s: [RG.facts_text(p, fold.sel(s, p)) for p in fold[s]]
                           for s in EVAL_SPLITS})]
 
 
+@REPLY_SYSTEMS.register("trimmed_selected", "baseline", params=("tune_metric", "trim_lengths"))
 def trimmed_selected(fold: ReplyFold, params: ReplyParams) -> list[SystemOutput]:
     """The selected facts cut after a word budget chosen on the fold's val."""
     texts = {s: [RG.facts_text(p, fold.sel(s, p)) for p in fold[s]] for s in EVAL_SPLITS}
@@ -229,14 +238,67 @@ def trimmed_selected(fold: ReplyFold, params: ReplyParams) -> list[SystemOutput]
                          tuning=_grid(scores, n, "words"), log={"words": n})]
 
 
+# --------------------------------------------------------------------------- systems
+
+@REPLY_SYSTEMS.register("seq2seq", "system", params=(
+    "seq2seq", "seeds", "inputs", "train_with_gold_facts", "launcher", "work_dir",
+    "save_model", "log"))
+def seq2seq(fold: ReplyFold, params: ReplyParams) -> list[SystemOutput]:
+    """A seq2seq model per seed, trained on the fold's train pairs (sources from
+    ``params.inputs``; gold facts in training unless ``train_with_gold_facts`` is False),
+    generating val/test replies from the selected facts.
+
+    The fold's examples are written once and trained through :func:`saf_utils.jobs.run_jobs`
+    (``params.launcher``: "none" trains in the kernel, "torchrun:N" / "accelerate" start a
+    launcher).
+    """
+    from saf_utils.seq2seq import Seq2SeqSettings
+
+    Seq2SeqSettings(**params.seq2seq)  # a typo fails here, before any training
+    inputs = list(params.inputs)
+    uses_selection = "selected_facts" in inputs
+
+    def examples(split: str) -> J.Examples:
+        pairs = fold[split]
+        if split == "train":
+            facts = [p.fact_indexes if params.train_with_gold_facts
+                     else fold.selected.get(("train", p.pair_id), p.fact_indexes)
+                     for p in pairs]
+        else:
+            facts = [fold.sel(split, p) if uses_selection else None for p in pairs]
+        return J.Examples([p.pair_id for p in pairs],
+                          [RG.build_source(p, inputs, f, fold.index)
+                           for p, f in zip(pairs, facts, strict=True)],
+                          [p.reply for p in pairs])
+
+    base = J.TrainJob(examples="", task="argscichat",
+                      output_dir=params.work_dir or "seq2seq_jobs",
+                      settings=dict(params.seq2seq), fold=fold.fold,
+                      save_model=params.save_model)
+    base = J.with_examples(base, examples("train"), {s: examples(s) for s in EVAL_SPLITS})
+    res = J.run_jobs(J.job_grid(base, list(params.seeds)), params.launcher, params.log)
+    out = []
+    for seed in params.seeds:
+        p = res.predictions[res.predictions.seed == seed]
+        logs = res.logs[res.logs.seed == seed].iloc[0].to_dict()
+        out.append(SystemOutput({s: p[p.split == s].output.tolist() for s in EVAL_SPLITS},
+                                seed=int(seed),
+                                log={k: logs[k] for k in ("train_loss", "train_steps",
+                                                          "train_seconds") if k in logs}))
+    return out
+
+
 # --------------------------------------------------------------------------- oracle, probe
 
+@REPLY_SYSTEMS.register("copy_gold", "oracle")
 def copy_gold(fold: ReplyFold, params: ReplyParams) -> list[SystemOutput]:
     """Oracle: the gold fact sentences in paper order ("" for a query without gold facts)."""
     return [SystemOutput({s: [RG.facts_text(p, p.fact_indexes) for p in fold[s]]
                           for s in EVAL_SPLITS})]
 
 
+@REPLY_SYSTEMS.register("compressed_selected", "probe", params=(
+    "tune_metric", "compress_thresholds", "compress_prior_words", "compress_model"))
 def compressed_selected(fold: ReplyFold, params: ReplyParams) -> list[SystemOutput]:
     """Probe: the fact and query tokens a boosted token classifier expects in the reply.
 
@@ -266,90 +328,6 @@ def compressed_selected(fold: ReplyFold, params: ReplyParams) -> list[SystemOutp
     return [SystemOutput(outs, tuning=tuning, log={"prior_words": n_prior, "threshold": th})]
 
 
-# --------------------------------------------------------------------------- systems
-
-def seq2seq(fold: ReplyFold, params: ReplyParams) -> list[SystemOutput]:
-    """A seq2seq model per seed, trained on the fold's train pairs (sources from
-    ``params.inputs``; gold facts in training unless ``train_with_gold_facts`` is False),
-    generating val/test replies from the selected facts.
-
-    Runs through :func:`saf_utils.train.run_jobs` (``params.launcher``: "none" trains in
-    the kernel, "torchrun:N" / "accelerate" start a launcher); the jobs read the data
-    (``params.source``) and 03's selections (``params.selections``) themselves.
-    """
-    from saf_utils.seq2seq import Seq2SeqSettings
-    from saf_utils.train import TrainJob, job_grid, run_jobs
-
-    Seq2SeqSettings(**params.seq2seq)  # a typo fails here, before any training
-    if "selected_facts" in params.inputs and not params.selections:
-        raise ValueError("seq2seq inputs use selected_facts: set ReplyParams.selections "
-                         "(03's output folder)")
-    work = Path(params.work_dir or "seq2seq_jobs")
-    base = TrainJob(task="argscichat", output_dir=str(work), settings=dict(params.seq2seq),
-                    source=params.source, eval_splits=list(EVAL_SPLITS),
-                    max_rows=params.max_rows, fold=fold.fold, inputs=list(params.inputs),
-                    selected_facts=params.selections, fact_system=fold.fact_system,
-                    train_with_gold_facts=params.train_with_gold_facts,
-                    save_model=params.save_model)
-    # ---- the single call site of the training entry point (launcher-aware) ----
-    res = run_jobs(job_grid(base, list(params.seeds), folds=[fold.fold]), params.launcher,
-                   params.log)
-    out = []
-    for seed in params.seeds:
-        p = res.predictions[res.predictions.seed == seed]
-        outputs = {}
-        for s in EVAL_SPLITS:
-            got = dict(zip(p[p.split == s].id, p[p.split == s].output, strict=True))
-            ids = [q.pair_id for q in fold[s]]
-            if sorted(got) != sorted(ids):
-                raise ValueError(f"seq2seq fold {fold.fold} seed {seed} {s}: job predicted "
-                                 f"{len(got)} pairs, the fold has {len(ids)} (max_rows?)")
-            outputs[s] = [got[i] for i in ids]
-        logs = res.logs[res.logs.seed == seed].iloc[0].to_dict()
-        out.append(SystemOutput(outputs, seed=int(seed),
-                                log={k: logs[k] for k in ("train_loss", "train_steps",
-                                                          "train_seconds") if k in logs}))
-    return out
-
-
-# --------------------------------------------------------------------------- registry
-
-@dataclass(frozen=True)
-class ReplySystem:
-    name: str
-    role: str  # baseline | system | oracle | probe
-    run: ReplyFn
-
-
-REPLY_SYSTEMS: dict[str, ReplySystem] = {s.name: s for s in (
-    ReplySystem("constant_frequent", "baseline", constant_frequent),
-    ReplySystem("nearest_reply", "baseline", nearest_reply),
-    ReplySystem("copy_selected", "baseline", copy_selected),
-    ReplySystem("trimmed_selected", "baseline", trimmed_selected),
-    ReplySystem("seq2seq", "system", seq2seq),
-    ReplySystem("copy_gold", "oracle", copy_gold),
-    ReplySystem("compressed_selected", "probe", compressed_selected),
-)}
-
-
-def roles(systems: Sequence[str] | None = None) -> dict[str, str]:
-    """name -> role of the registered systems (all, or ``systems`` in registry order)."""
-    check_systems(systems or [])
-    return {n: s.role for n, s in REPLY_SYSTEMS.items() if systems is None or n in systems}
-
-
-def check_systems(systems: Sequence[str]) -> None:
-    unknown = sorted(set(systems) - set(REPLY_SYSTEMS))
-    if unknown:
-        raise ValueError(f"unknown reply system(s) {unknown}; known: {list(REPLY_SYSTEMS)}")
-
-
-def by_role(systems: Sequence[str], *wanted: str) -> list[str]:
-    """The ``systems`` whose role is one of ``wanted``, in registry order."""
-    check_systems(systems)
-    return [n for n, s in REPLY_SYSTEMS.items() if n in systems and s.role in wanted]
-
-
 @dataclass
 class ReplyRun:
     """What :func:`run_reply_systems` returns."""
@@ -372,13 +350,13 @@ def run_reply_systems(folds: Mapping[int, ReplyFold], systems: Sequence[str],
                       params: ReplyParams | None = None) -> ReplyRun:
     """Run ``systems`` on every fold; tidy val/test prediction rows, val tuning grids, logs."""
     params = params or ReplyParams()
-    check_systems(systems)
+    REPLY_SYSTEMS.check(systems)
     rows, tuning, logs, secs = [], [], [], {}
     for name in [n for n in REPLY_SYSTEMS if n in systems]:
         sys_ = REPLY_SYSTEMS[name]
         t0 = time.perf_counter()
         for f, fold in folds.items():
-            for out in sys_.run(fold, params):
+            for out in sys_.fn(fold, params):
                 for split in EVAL_SPLITS:
                     pairs, outs = fold[split], out.outputs[split]
                     if len(outs) != len(pairs):
@@ -472,7 +450,7 @@ class ReplyAnalysis:
 
 
 def analyse(items: pd.DataFrame, best_metric: str = PRIMARY_METRIC,
-            design: P.Design = DESIGN, eligible: Sequence[str] = BEST_ROLES) -> ReplyAnalysis:
+            design: P.Design = DESIGN, eligible: Sequence[str] = ELIGIBLE) -> ReplyAnalysis:
     """Choose per fold on that fold's val (``best_metric``; oracles and probes never), build
     the composite ``val_chosen``, estimate every test metric and compare every system with
     the floor. Primary: ``val_chosen`` - ``constant_frequent`` on content-word F1; the rest
@@ -506,13 +484,6 @@ def conclusions(an: ReplyAnalysis, metrics: Sequence[str] = (PRIMARY_METRIC, "be
     prim = c[c.primary] if len(c) else c
     if len(prim):
         out.append("Primary comparison (pre-specified): " + P.verdict(prim.iloc[0].to_dict()))
-    rest = c[~c.primary & c.metric.isin(metrics) & c.role.isin(BEST_ROLES)] if len(c) else c
+    rest = c[~c.primary & c.metric.isin(metrics) & c.role.isin(ELIGIBLE)] if len(c) else c
     out += [P.verdict(r) for r in rest.to_dict("records")]
     return out
-
-
-def order_systems(names: Sequence[str]) -> list[str]:
-    """Registry order (baselines, systems, oracle, probe), unknown names (e.g. the composite
-    ``val_chosen``) last."""
-    known = [n for n in REPLY_SYSTEMS if n in set(names)]
-    return known + sorted(set(names) - set(known))

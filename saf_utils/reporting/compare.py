@@ -18,10 +18,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+from saf_utils.artifacts import ITEMS_FILE, read_items
 from saf_utils.reporting.manifest import PROJECT_ROOT, write_text
 from saf_utils.reporting.pages import esc, fmt, page, table
 from saf_utils.reporting.profiles import REPORTS_DIR, RunnerError, check_folder_name
-from saf_utils.reporting.records import ITEMS_FILE
 
 KEY = ("task", "dataset", "split", "system", "metric", "subset")
 IGNORED_PARAMS = {"output_dir"}
@@ -186,10 +186,9 @@ def _items(run: Path, manifest: dict):
     frames = []
     need = {"task", "dataset", "split", "system", "metric", "item", "value"}
     for n in manifest.get("notebooks", []):
-        path = run / n["name"] / ITEMS_FILE
-        if path.is_file() and path.stat().st_size:
+        if (run / n["name"] / ITEMS_FILE).is_file():
             try:
-                frame = pd.read_json(path, lines=True, dtype=False)
+                frame = read_items(run / n["name"], n["name"])
             except ValueError:
                 continue
             if need <= set(frame.columns):  # else no paired test for its records

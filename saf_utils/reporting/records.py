@@ -11,21 +11,21 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from saf_utils.artifacts import ITEMS_FILE, RECORDS_FILE
+from saf_utils.artifacts import record_rows as read_records  # noqa: F401  (the runner's name)
 from saf_utils.provenance import data_sources
+from saf_utils.registry import ROLES
 from saf_utils.reporting.manifest import PROJECT_ROOT
 
-RECORDS_FILE = "records.jsonl"
-ITEMS_FILE = "items.jsonl"
 SOURCES_FILE = "data_sources.json"
 KINDS = ("result", "analysis", "tuning")
-ROLES = ("baseline", "system", "oracle", "probe")
 ITEM_COLUMNS = ("task", "dataset", "split", "system", "metric", "item", "cluster", "value",
                 "seed", "fold")
 
@@ -142,42 +142,6 @@ class Recorder:
     def close(self) -> None:
         """Write the data-source list one last time (records are already on disk)."""
         self._write_sources()
-
-
-def read_records(paths: Iterable[str | os.PathLike],
-                 skipped: list[str] | None = None) -> list[dict[str, Any]]:
-    """Read ``records.jsonl`` files.
-
-    A bad line (not JSON, not an object, no finite ``value``) raises a ValueError naming file
-    and line, unless ``skipped`` is a list: then the line is skipped and ``"file:line: why"``
-    appended to it (the runner counts and shows them).
-    """
-    rows: list[dict[str, Any]] = []
-    for path in paths:
-        path = Path(path)
-        if not path.is_file():
-            continue
-        text = path.read_text(encoding="utf-8", errors="replace")
-        for n, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                if not isinstance(row, dict):
-                    raise ValueError(f"a JSON {type(row).__name__}, not an object")
-                missing = [k for k in ("task", "system", "metric", "value") if k not in row]
-                if missing:
-                    raise ValueError(f"missing {missing}")
-                if not isinstance(row["value"], (int, float)) or not math.isfinite(row["value"]):
-                    raise ValueError(f"value {row['value']!r} is not a finite number")
-            except ValueError as exc:  # JSONDecodeError is a ValueError
-                msg = f"{path}:{n}: bad record ({exc})"
-                if skipped is None:
-                    raise ValueError(msg) from None
-                skipped.append(msg)
-                continue
-            rows.append(row)
-    return rows
 
 
 def summarize(records: list[dict[str, Any]]) -> pd.DataFrame:

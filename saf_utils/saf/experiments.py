@@ -1,15 +1,17 @@
 """SAF experiments: the registry of systems and the functions notebook 02 calls.
 
-A system is a name in :data:`SYSTEMS` with a *role* (``baseline``, ``system``, ``oracle`` —
-sees gold —, ``probe`` — exploits a metric) and a family. Each experiment function runs one
-family over the evaluation splits (and seeds) and returns a tidy prediction table
-(:func:`saf_utils.saf.formats.prediction_table` rows, all splits and seeds stacked):
+A system is an entry of :data:`SYSTEMS` (:class:`saf_utils.registry.Registry`): a name, a
+*role* (:data:`saf_utils.registry.ROLES`), a family, its function and the parameters it
+reads. Each experiment function runs one family over the evaluation splits (and seeds)
+and returns a tidy prediction table (:func:`saf_utils.saf.formats.prediction_table` rows,
+all splits and seeds stacked):
 
-- :func:`run_systems`: registry systems with a plain ``run`` callable (baselines, oracles);
+- :func:`run_systems`: ``kind="plain"`` systems, ``fn(train, test, encoder)`` (baselines,
+  oracles);
 - :func:`tune_feature_clf` + :func:`run_feature_clf`: the feature classifier, every choice
   made on validation (seen questions) or by leave-one-question-out CV on train (unseen
   questions), never on a test split;
-- :func:`run_seq2seq`: seq2seq jobs over seeds through :mod:`saf_utils.train` (launcher
+- :func:`run_seq2seq`: seq2seq jobs over seeds through :mod:`saf_utils.jobs` (launcher
   ``"none"`` trains in the kernel; ``"torchrun:N"`` / ``"accelerate"`` scale out).
 
 :func:`evaluate` turns the predictions into per-item scores, headline tables under each
@@ -17,8 +19,9 @@ split's design (:mod:`saf_utils.protocol`), the val-chosen system and the adjust
 comparisons to the strongest baseline (chosen on validation); :func:`conclusions` states
 them and :func:`record` writes all of it with the Recorder conventions.
 
-Adding a system: a function ``(train, test, encoder) -> prediction table`` in
-:mod:`saf_utils.saf.systems` and one :func:`register` line here.
+Adding a system: a function ``(train, test, encoder) -> prediction table`` decorated with
+``@SYSTEMS.register(name, role, family=..., params=...)`` here (its logic in
+:mod:`saf_utils.saf.systems`).
 """
 
 from __future__ import annotations
@@ -33,82 +36,51 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from saf_utils import jobs as J
 from saf_utils import protocol as P
+from saf_utils.registry import Registry
 from saf_utils.saf import evaluation as EV
 from saf_utils.saf import formats as S
 from saf_utils.saf import systems as SY
 from saf_utils.saf.data import load_saf, saf_dataset_name
 
 TASK = "saf"
-ROLES = ("baseline", "system", "oracle", "probe")
 #: Splits the experiment functions evaluate on (those present in the dataset).
 EVAL_SPLITS = S.EVAL_SPLITS
-Runner = Callable[[pd.DataFrame, pd.DataFrame, Any], pd.DataFrame]
+
+#: SAF systems. ``kind="plain"``: ``fn(train, test, encoder) -> prediction table``
+#: (:func:`run_systems`); ``kind="experiment"``: ``fn`` is the family's experiment function,
+#: which tunes or trains first. ``seq2seq:`` covers every ``seq2seq:<model>``.
+SYSTEMS = Registry("SAF system", defaults={"family": None, "kind": "plain",
+                                           "transductive": False}, variants=True)
 
 
-@dataclass(frozen=True)
-class SAFSystem:
-    """One registry entry. ``run(train, test, encoder)`` -> prediction table, or None for
-    systems that need tuning or training first (their family's experiment function)."""
-
-    name: str
-    role: str
-    family: str
-    description: str
-    run: Runner | None = None
-    transductive: bool = False
+@SYSTEMS.register("majority", "baseline", family="baselines")
+def majority(train: pd.DataFrame, test: pd.DataFrame, encoder: Any) -> pd.DataFrame:
+    """per question: most frequent training label, score and feedback"""
+    return SY.majority_baseline(train, test)
 
 
-SYSTEMS: dict[str, SAFSystem] = {}
+@SYSTEMS.register("nearest_neighbour", "baseline", family="baselines", params=("encoder",),
+                  description="label, score and feedback of the most similar training answer "
+                  "to the same question; unseen questions: answer-reference cosine thresholds")
+def nearest_neighbour(train: pd.DataFrame, test: pd.DataFrame, encoder: Any) -> pd.DataFrame:
+    return SY.nearest_neighbour_baseline(train, test, encoder)
 
 
-def register(name: str, role: str, family: str, description: str, run: Runner | None = None,
-             transductive: bool = False) -> SAFSystem:
-    """Add a system to :data:`SYSTEMS` (a name prefix ending in ``:`` covers variants)."""
-    if role not in ROLES:
-        raise ValueError(f"role {role!r} not one of {ROLES}")
-    SYSTEMS[name] = SAFSystem(name, role, family, description, run, transductive)
-    return SYSTEMS[name]
-
-
-register("majority", "baseline", "baselines",
-         "per question: most frequent training label, score and feedback",
-         lambda tr, te, enc: SY.majority_baseline(tr, te))
-register("nearest_neighbour", "baseline", "baselines",
-         "label, score and feedback of the most similar training answer to the same question; "
-         "unseen questions: answer-reference cosine thresholds",
-         lambda tr, te, enc: SY.nearest_neighbour_baseline(tr, te, enc))
-register("label_oracle", "oracle", "oracles",
-         "gold label and score, feedback retrieved for the gold label (sees gold)",
-         lambda tr, te, enc: SY.label_oracle(tr, te, enc))
-register("feature_clf", "system", "feature_clf",
-         "feature classifier + retrieved feedback (inductive)")
-register("feature_clf:transductive", "system", "feature_clf",
-         "feature_clf whose unseen-question features are z-scored over the test batch "
-         "(transductive); unseen questions only", transductive=True)
-register("seq2seq:", "system", "seq2seq", "text2text model writing '<label> Feedback: <text>'")
-
-
-def system_info(name: str) -> SAFSystem:
-    """Registry entry of a system name (``seq2seq:<model>`` matches ``seq2seq:``)."""
-    if name in SYSTEMS:
-        return SYSTEMS[name]
-    for key, entry in SYSTEMS.items():
-        if key.endswith(":") and name.startswith(key):
-            return entry
-    raise KeyError(f"system {name!r} is not registered; known: {sorted(SYSTEMS)}")
+@SYSTEMS.register("label_oracle", "oracle", family="oracles", params=("encoder",))
+def label_oracle(train: pd.DataFrame, test: pd.DataFrame, encoder: Any) -> pd.DataFrame:
+    """gold label and score, feedback retrieved for the gold label (sees gold)"""
+    return SY.label_oracle(train, test, encoder)
 
 
 def role_of(name: str) -> str:
-    return system_info(name).role
+    return SYSTEMS[name].role
 
 
 def roles_table(names: Sequence[str]) -> pd.DataFrame:
-    """Role, family and description of systems, for the notebook's method table."""
-    return pd.DataFrame([{"system": n, "role": system_info(n).role,
-                          "family": system_info(n).family,
-                          "transductive": system_info(n).transductive,
-                          "description": system_info(n).description} for n in names])
+    """Role, family, parameters and description of systems, for the notebook's method table."""
+    return SYSTEMS.table(names)
 
 
 # --------------------------------------------------------------------------- data
@@ -143,7 +115,7 @@ def load_data(saf_source: str | None = None, language: str = "de",
               max_rows: int | None = None) -> SAFData:
     """Load any SAF-format dataset (hub id, hub-layout folder, split files) for the experiments.
 
-    ``max_rows`` / ``max_train_rows`` take fixed random samples (as :mod:`saf_utils.train`).
+    ``max_rows`` / ``max_train_rows`` take fixed random samples.
     """
     saf = load_saf(saf_source)
     train = S.saf_frame(saf["train"], "train", max_train_rows)
@@ -172,11 +144,11 @@ def run_systems(data: SAFData, names: Sequence[str], encoder: Any) -> pd.DataFra
     """Registry systems with a ``run`` callable (baselines, oracles) over every eval split."""
     out = []
     for name in names:
-        entry = system_info(name)
-        if entry.run is None:
+        entry = SYSTEMS[name]
+        if entry.kind != "plain":
             raise ValueError(f"{name!r} needs its family's experiment function "
                              f"({entry.family}), not run_systems")
-        out += [entry.run(data.train, df, encoder) for df in data.evals.values()]
+        out += [entry.fn(data.train, df, encoder) for df in data.evals.values()]
     return pd.concat(out, ignore_index=True)
 
 
@@ -246,6 +218,17 @@ def tune_feature_clf(data: SAFData, encoder: Any, models: Sequence[str] = ("logr
                             "validation: macro_f1 + sacrebleu/100")
 
 
+_CLF_PARAMS = ("encoder", "clf_models", "clf_Cs", "feedback_strategies",
+               "generic_feature_sets", "seeds")
+
+
+@SYSTEMS.register("feature_clf:transductive", "system", family="feature_clf",
+                  kind="experiment", transductive=True, params=_CLF_PARAMS,
+                  description="feature_clf whose unseen-question features are z-scored over "
+                  "the test batch (transductive); unseen questions only")
+@SYSTEMS.register("feature_clf", "system", family="feature_clf", kind="experiment",
+                  params=_CLF_PARAMS,
+                  description="feature classifier + retrieved feedback (inductive)")
 def run_feature_clf(data: SAFData, encoder: Any, tuning: FeatureClfTuning,
                     seeds: Sequence[int] = (0,)) -> pd.DataFrame:
     """``feature_clf`` (inductive) on every eval split per seed, plus
@@ -278,7 +261,7 @@ def unseen_question_cv(data: SAFData, encoder: Any, tuning: FeatureClfTuning) ->
                                        "macro_f1": sub.iloc[0].macro_f1}]))
     out = pd.concat(rows, ignore_index=True)
     out["role"] = out.system.map(role_of)
-    out["transductive"] = out.system.map(lambda s: system_info(s).transductive)
+    out["transductive"] = out.system.map(lambda s: SYSTEMS[s].transductive)
     return out
 
 
@@ -296,57 +279,59 @@ def seq2seq_settings(seq2seq: Mapping[str, Any], overrides: Mapping[str, Any] | 
 def seq2seq_jobs(data: SAFData, seq2seq: Mapping[str, Any],
                  seq2seq_models: Mapping[str, Mapping[str, Any]] | None, seeds: Sequence[int],
                  output_dir: str | Path, mode: str = "verification",
-                 include_question: bool = True) -> list[Any]:
-    """One :class:`saf_utils.train.TrainJob` per (model, seed).
+                 include_question: bool = True) -> list[J.TrainJob]:
+    """One :class:`saf_utils.jobs.TrainJob` per (model, seed), reading the examples of
+    ``data`` (written once per model, as :func:`saf_utils.saf.formats.format_examples` builds
+    them).
 
     ``seq2seq`` holds the :class:`~saf_utils.seq2seq.Seq2SeqSettings` fields shared by all
     models; ``seq2seq_models`` maps model name (hub id, folder, ``scratch``,
     ``bert2bert:ENCODER``) to its overrides (None: just ``seq2seq["model"]``). System name:
     ``seq2seq:<last part of the model name>``.
     """
-    from saf_utils.train import TrainJob, job_grid
+    def examples(df: pd.DataFrame) -> J.Examples:
+        src, tgt = S.format_examples(df, mode, include_question, data.words)
+        return J.Examples(df["id"].tolist(), src, tgt)
 
+    train, evals = examples(data.train), {s: examples(df) for s, df in data.evals.items()}
     models = dict(seq2seq_models or {seq2seq.get("model", "scratch"): {}})
     jobs = []
     for model, overrides in models.items():
         settings = dataclasses.asdict(seq2seq_settings(seq2seq, overrides, model=model))
         settings.pop("seed")
         system = "seq2seq:" + model.rstrip("/").split("/")[-1]
-        base = TrainJob(task=TASK, output_dir=str(output_dir), settings=settings,
-                        source=data.source, eval_splits=list(data.evals),
-                        max_rows=data.max_rows, system=system,
-                        save_model=False, mode=mode, language=data.language,
-                        prompt_words=data.words, include_question=include_question,
-                        max_train_rows=data.max_train_rows)
-        jobs += job_grid(base, seeds)
+        base = J.TrainJob(examples="", task=TASK, output_dir=str(output_dir),
+                          settings=settings, system=system, save_model=False)
+        jobs += J.job_grid(J.with_examples(base, train, evals), seeds)
     return jobs
 
 
+@SYSTEMS.register("seq2seq:", "system", family="seq2seq", kind="experiment",
+                  params=("seq2seq", "seq2seq_models", "seeds", "launcher", "mode",
+                          "include_question"),
+                  description="text2text model writing '<label> Feedback: <text>'")
 def run_seq2seq(data: SAFData, seq2seq: Mapping[str, Any],
                 seq2seq_models: Mapping[str, Mapping[str, Any]] | None, seeds: Sequence[int],
                 output_dir: str | Path, mode: str = "verification", include_question: bool = True,
                 launcher: str = "none", log: Callable[[str], None] = print
                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Train and generate per (model, seed) via :func:`saf_utils.train.run_jobs`; parse outputs.
+    """Train and generate per (model, seed) via :func:`saf_utils.jobs.run_jobs`; parse outputs.
 
     Returns the prediction table (every output parsed; unparseable ones kept and scored as
     wrong) and one training-log row per job.
     """
-    from saf_utils.train import run_jobs
-
     jobs = seq2seq_jobs(data, seq2seq, seq2seq_models, seeds, output_dir, mode,
                         include_question)
-    res = run_jobs(jobs, launcher=launcher, log=log)
+    res = J.run_jobs(jobs, launcher=launcher, log=log)
     out = []
     for (system, seed, split), rows in res.predictions.groupby(["system", "seed", "split"],
                                                                sort=False):
         gold = data.evals[split]
-        by_id = dict(zip(rows["id"].astype(str), rows.output, strict=True))
-        missing = [i for i in gold["id"].astype(str) if i not in by_id]
-        if missing:
-            raise ValueError(f"{system} seed {seed} {split}: no output for ids {missing[:5]}")
-        outputs = [by_id[i] for i in gold["id"].astype(str)]
-        out.append(S.parsed_prediction_table(gold, system, outputs, mode, data.words, int(seed)))
+        if len(rows) != len(gold):  # rows follow the examples file, written from gold
+            raise ValueError(f"{system} seed {seed} {split}: {len(rows)} outputs for "
+                             f"{len(gold)} examples")
+        out.append(S.parsed_prediction_table(gold, system, rows.output.tolist(), mode,
+                                             data.words, int(seed)))
     return pd.concat(out, ignore_index=True), res.logs
 
 
@@ -530,13 +515,3 @@ def record(rec: Any, ev: Evaluation, dataset: str, tuning: FeatureClfTuning | No
         n += 1
     rec.add_items(EV.recorder_items(ev.items, TASK, dataset))
     return n
-
-
-def save_predictions(preds: pd.DataFrame, out_dir: str | Path) -> list[Path]:
-    """One ``predictions_<split>.jsonl`` per split (every system and seed) in ``out_dir``."""
-    paths = []
-    for split, p in preds.groupby("split", sort=False):
-        path = Path(out_dir) / f"predictions_{split}.jsonl"
-        S.save_predictions(p, path)
-        paths.append(path)
-    return paths

@@ -328,13 +328,3 @@ def parsed_prediction_table(gold: pd.DataFrame, system: str, outputs: Sequence[s
         gold, system, labels=[p.label for p in parsed], scores=[p.score for p in parsed],
         feedback=[p.feedback for p in parsed], raw=list(outputs), seed=seed,
         parseable=[p.parseable for p in parsed], problems=[p.problem for p in parsed])
-
-
-def save_predictions(preds: pd.DataFrame, path: Any) -> None:
-    """Write a prediction table as JSON lines (one row per example, UTF-8)."""
-    preds.to_json(path, orient="records", lines=True, force_ascii=False)
-
-
-def load_predictions(path: Any) -> pd.DataFrame:
-    """Read a prediction table written by :func:`save_predictions`."""
-    return pd.read_json(path, lines=True, dtype={"id": str, "pred_label": object})

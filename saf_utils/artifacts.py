@@ -1,0 +1,232 @@
+"""The files notebooks hand to each other: their names, writers and typed readers.
+
+Every notebook writes ``records.jsonl`` (metric records, :class:`saf_utils.reporting.records.
+Recorder`) and ``items.jsonl`` (per-item scores) into its output folder; besides
+
+- 02 writes its SAF prediction table per split (``predictions_<split>.jsonl``), read by 05;
+- 03 writes its fact selections (``predictions.jsonl``) and the val-chosen selector per fold
+  (``chosen.json``), read by 04 and 06;
+- 04 writes its replies (``generations.jsonl``), read by 06.
+
+Readers raise :class:`FileNotFoundError` naming the notebook to run first. One dtype rule for
+all of them: values keep their JSON types, except ``id`` / ``item`` (strings) and ``seed`` /
+``fold`` (Python ints or None, never floats).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+RECORDS_FILE = "records.jsonl"
+ITEMS_FILE = "items.jsonl"
+SAF_PREDICTIONS_FILE = "predictions_{split}.jsonl"
+SELECTIONS_FILE = "predictions.jsonl"
+CHOSEN_FILE = "chosen.json"
+GENERATIONS_FILE = "generations.jsonl"
+
+SAF_NOTEBOOK = "02_baseline_finetuning"
+SELECTION_NOTEBOOK = "03_fact_selection"
+GENERATION_NOTEBOOK = "04_generation"
+
+
+# --------------------------------------------------------------------------- JSON lines
+
+def write_jsonl(rows: pd.DataFrame | Iterable[Mapping[str, Any]], path: str | os.PathLike
+                ) -> Path:
+    """Rows (a frame or dicts) as UTF-8 JSON lines; the folder is created."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(rows, pd.DataFrame):
+        rows.to_json(path, orient="records", lines=True, force_ascii=False)
+    else:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.writelines(json.dumps(dict(r), ensure_ascii=False) + "\n" for r in rows)
+    return path
+
+
+def _typed(df: pd.DataFrame) -> pd.DataFrame:
+    for col in ("id", "item"):
+        if col in df:
+            df[col] = df[col].astype(str)
+    for col in ("seed", "fold"):
+        if col in df:
+            df[col] = pd.Series([None if pd.isna(x) else int(x) for x in df[col]],
+                                dtype=object, index=df.index)
+    return df
+
+
+def read_jsonl(path: str | os.PathLike, producer: str) -> pd.DataFrame:
+    """A JSON-lines artifact as a typed frame (empty file: empty frame); a missing file
+    raises FileNotFoundError naming ``producer``, the notebook that writes it."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: run notebook {producer} first (same run / "
+                                f"output folder), e.g. python -m saf_utils.run --profile cpu "
+                                f"--only {producer}")
+    if not path.read_text(encoding="utf-8").strip():
+        return pd.DataFrame()
+    return _typed(pd.read_json(path, lines=True, dtype=False))
+
+
+# --------------------------------------------------------------------------- records, items
+
+def record_rows(paths: Iterable[str | os.PathLike],
+                skipped: list[str] | None = None) -> list[dict[str, Any]]:
+    """The rows of ``records.jsonl`` files (missing files are skipped).
+
+    A bad line (not JSON, not an object, no finite ``value``) raises a ValueError naming file
+    and line, unless ``skipped`` is a list: then the line is skipped and ``"file:line: why"``
+    appended to it (the runner counts and shows them).
+    """
+    rows: list[dict[str, Any]] = []
+    for path in paths:
+        path = Path(path)
+        if not path.is_file():
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                if not isinstance(row, dict):
+                    raise ValueError(f"a JSON {type(row).__name__}, not an object")
+                missing = [k for k in ("task", "system", "metric", "value") if k not in row]
+                if missing:
+                    raise ValueError(f"missing {missing}")
+                if not isinstance(row["value"], (int, float)) or not math.isfinite(row["value"]):
+                    raise ValueError(f"value {row['value']!r} is not a finite number")
+            except ValueError as exc:  # JSONDecodeError is a ValueError
+                msg = f"{path}:{n}: bad record ({exc})"
+                if skipped is None:
+                    raise ValueError(msg) from None
+                skipped.append(msg)
+                continue
+            rows.append(row)
+    return rows
+
+
+def read_records(folder: str | os.PathLike, producer: str) -> pd.DataFrame:
+    """One notebook's ``records.jsonl`` as a typed frame (every record field a column)."""
+    path = Path(folder) / RECORDS_FILE
+    read_jsonl(path, producer)  # the missing-file message
+    return _typed(pd.DataFrame(record_rows([path])))
+
+
+def read_items(folder: str | os.PathLike, producer: str) -> pd.DataFrame:
+    """One notebook's per-item scores (``items.jsonl``)."""
+    return read_jsonl(Path(folder) / ITEMS_FILE, producer)
+
+
+def chosen(records: pd.DataFrame, task: str | None = None, subset: str = "chosen"
+           ) -> dict[int | None, str]:
+    """fold (None: fold-less) -> system of the ``kind="tuning"`` records marked ``subset``
+    (``"chosen"``: the val-chosen system; SAF also marks ``"reference baseline"``). The
+    last record of a fold wins."""
+    if records.empty or not {"kind", "subset", "fold"} <= set(records.columns):
+        return {}
+    r = records[(records.kind == "tuning") & (records.subset == subset)]
+    if task is not None:
+        r = r[r.task == task]
+    return {f: str(s) for f, s in zip(r.fold, r.system, strict=True)}
+
+
+# --------------------------------------------------------------------------- 02: SAF predictions
+
+def write_saf_predictions(preds: pd.DataFrame, folder: str | os.PathLike) -> list[Path]:
+    """One ``predictions_<split>.jsonl`` per split (every system and seed) in ``folder``."""
+    return [write_jsonl(p, Path(folder) / SAF_PREDICTIONS_FILE.format(split=split))
+            for split, p in preds.groupby("split", sort=False)]
+
+
+def read_saf_predictions(folder: str | os.PathLike) -> pd.DataFrame:
+    """Every split's SAF prediction table of 02, stacked (``pred_label`` stays text)."""
+    files = sorted(Path(folder).glob(SAF_PREDICTIONS_FILE.format(split="*")))
+    if not files:
+        read_jsonl(Path(folder) / SAF_PREDICTIONS_FILE.format(split="<split>"), SAF_NOTEBOOK)
+    frames = [read_jsonl(f, SAF_NOTEBOOK) for f in files]
+    out = pd.concat(frames, ignore_index=True)
+    if "pred_label" in out:
+        out["pred_label"] = out.pred_label.astype(object)
+    return out
+
+
+# --------------------------------------------------------------------------- 03: selections
+
+def write_selections(rows: pd.DataFrame | Iterable[Mapping[str, Any]],
+                     folder: str | os.PathLike) -> Path:
+    """03's selection rows (one per fold, split, system, seed and pair)."""
+    return write_jsonl(rows, Path(folder) / SELECTIONS_FILE)
+
+
+def read_selections(folder: str | os.PathLike, system: str | None = None) -> pd.DataFrame:
+    """03's selections (optionally of one system)."""
+    path = Path(folder) / SELECTIONS_FILE
+    df = read_jsonl(path, SELECTION_NOTEBOOK)
+    if system is not None:
+        if system not in set(df.system):
+            raise ValueError(f"{path}: no predictions of system {system!r}; "
+                             f"available: {sorted(set(df.system))}")
+        df = df[df.system == system].reset_index(drop=True)
+    return df
+
+
+def write_chosen(folder: str | os.PathLike, choice: Mapping[str, Any]) -> Path:
+    """03's per-fold val choices (``{"per_fold": {fold: system}, ...}``)."""
+    if not choice.get("per_fold"):
+        raise ValueError("write_chosen: need a non-empty 'per_fold' entry {fold: system}")
+    path = Path(folder) / CHOSEN_FILE
+    path.write_text(json.dumps(dict(choice), indent=1, default=float))
+    return path
+
+
+def read_chosen(folder: str | os.PathLike, folds: Sequence[int], task: str | None = None,
+                fallback: str | None = None) -> dict[int, str]:
+    """fold -> the system a notebook chose on that fold's val.
+
+    ``chosen.json`` wins where it exists (a fold missing from it is an error, never another
+    fold's pick); else the records marked ``chosen`` (of ``task``); else ``fallback`` for
+    every fold (an error if it is None too).
+    """
+    path = Path(folder) / CHOSEN_FILE
+    if path.is_file():
+        per_fold = {int(k): str(v) for k, v in
+                    (json.loads(path.read_text(encoding="utf-8")).get("per_fold")
+                     or {}).items()}
+        missing = [int(f) for f in folds if int(f) not in per_fold]
+        if per_fold and missing:
+            raise ValueError(f"{CHOSEN_FILE}: no chosen system for fold(s) {missing}")
+        if per_fold:
+            return {int(f): per_fold[int(f)] for f in folds}
+    recs = (read_records(folder, "the producing notebook")
+            if (Path(folder) / RECORDS_FILE).is_file() else pd.DataFrame())
+    marked = chosen(recs, task)
+    out: dict[int, str] = {}
+    for f in folds:
+        if int(f) in marked:
+            out[int(f)] = marked[int(f)]
+        elif fallback is None:
+            raise ValueError(f"{folder}: no val-chosen system for fold {f}; name one with "
+                             "the `selector` parameter")
+        else:
+            out[int(f)] = fallback
+    return out
+
+
+# --------------------------------------------------------------------------- 04: replies
+
+def write_generations(preds: pd.DataFrame, folder: str | os.PathLike) -> Path:
+    """04's reply rows."""
+    return write_jsonl(preds, Path(folder) / GENERATIONS_FILE)
+
+
+def read_generations(folder: str | os.PathLike) -> pd.DataFrame:
+    """04's reply rows (fold, split, pair_id, paper_id, system, role, seed, output, gold)."""
+    return read_jsonl(Path(folder) / GENERATIONS_FILE, GENERATION_NOTEBOOK)

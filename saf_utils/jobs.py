@@ -1,0 +1,399 @@
+"""The jobs layer: one seq2seq training job, task-agnostic, in the kernel or under a launcher.
+
+A task writes its examples (source, target and id per split; ``train`` for training) once
+with :func:`write_examples` (:func:`with_examples` puts the file beside the jobs' folders);
+a :class:`TrainJob` holds that file, the :class:`~saf_utils.seq2seq.Seq2SeqSettings`, a
+seed and an output folder, and reads nothing else. :func:`train_job` trains with
+:func:`saf_utils.seq2seq.train_seq2seq`, generates for every evaluation split and writes,
+under ``output_dir``: ``model/`` (unless ``save_model: false``), ``predictions.jsonl`` (one
+row per example and split, input order) and ``train_log.json``.
+
+``python -m saf_utils.train CONFIG`` (:func:`main`) runs one job and runs unchanged under
+``torchrun --nproc_per_node N`` or ``accelerate launch``: each process trains one DDP replica
+(the Trainer does DDP by itself), generation is split over the ranks and gathered in input
+order, and only rank 0 writes. A failing rank writes its exception to
+``<output_dir>/rank<k>.error`` so that the caller can report the root cause.
+
+Tasks call :func:`run_job` / :func:`run_jobs`: ``launcher="none"`` trains in the kernel
+(bit-identical to calling ``train_seq2seq`` + ``generate`` directly), ``"torchrun:N"`` or
+``"accelerate[:N]"`` start the launcher (:func:`launch_command`) as a subprocess and stream
+its log into the cell.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pandas as pd
+
+from saf_utils.seq2seq import Seq2SeqSettings, dist_rank_world, generate, train_seq2seq
+
+CONFIG_FILE = "job.json"
+EXAMPLES_FILE = "examples.jsonl"
+OUTPUT_FILE = "predictions.jsonl"
+LOG_FILE = "train_log.json"
+LAUNCHER_LOG = "launcher.log"
+MODEL_DIR = "model"
+#: Test hook: the rank named here raises right after joining the process group.
+FAIL_ENV = "SAF_TRAIN_FAIL_RANK"
+OUTPUT_FIELDS = ("task", "system", "seed", "fold", "split", "id", "source", "output",
+                 "target")
+TRAIN_SPLIT = "train"
+
+
+class TrainJobError(RuntimeError):
+    """A launched job failed; the message carries the failing rank's exception."""
+
+
+@dataclass
+class TrainJob:
+    """One training run: the examples file a task wrote, seq2seq settings, a seed, a folder.
+
+    ``settings`` holds :class:`Seq2SeqSettings` fields; ``seed`` (when set) overrides
+    ``settings["seed"]``. ``task``, ``system`` and ``fold`` only label the output rows and
+    name the job's folder (:func:`job_grid`).
+    """
+
+    examples: str  # JSON lines written by write_examples
+    output_dir: str
+    settings: dict[str, Any] = field(default_factory=dict)
+    seed: int | None = None
+    task: str = ""
+    system: str = "seq2seq"
+    fold: int | None = None
+    save_model: bool = True
+
+    def __post_init__(self) -> None:
+        known = {f.name for f in dataclasses.fields(Seq2SeqSettings)}
+        unknown = sorted(set(self.settings) - known)
+        if unknown:
+            raise ValueError(f"unknown Seq2SeqSettings field(s) {unknown}")
+
+    @classmethod
+    def from_dict(cls, config: dict[str, Any]) -> TrainJob:
+        """A job from a config dict; unknown keys are an error (typos must not pass)."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(config) - known)
+        if unknown:
+            raise ValueError(f"unknown job field(s) {unknown}; known: {sorted(known)}")
+        return cls(**config)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> TrainJob:
+        """A job from a YAML or JSON file."""
+        import yaml  # YAML is a superset of JSON: one reader for both
+
+        with open(path, encoding="utf-8") as fh:
+            config = yaml.safe_load(fh)
+        if not isinstance(config, dict):
+            raise ValueError(f"{path}: a job config must be a mapping")
+        return cls.from_dict(config)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def seq2seq_settings(self) -> Seq2SeqSettings:
+        values = dict(self.settings)
+        if self.seed is not None:
+            values["seed"] = self.seed
+        return Seq2SeqSettings(**values)
+
+
+@dataclass
+class Examples:
+    """Model inputs of one split, in the split's order."""
+
+    ids: list[Any]
+    sources: list[str]
+    targets: list[str]
+
+
+@dataclass
+class JobResult:
+    """What a finished job left in its folder: prediction rows and the training log."""
+
+    predictions: pd.DataFrame
+    log: dict[str, Any]
+    output_dir: Path
+
+
+class RunResults(NamedTuple):
+    """All jobs of :func:`run_jobs`: predictions (tidy rows) and one log row per job."""
+
+    predictions: pd.DataFrame
+    logs: pd.DataFrame
+
+
+# --------------------------------------------------------------------------- examples
+
+
+def write_examples(path: str | os.PathLike, train: Examples,
+                   evals: Mapping[str, Examples]) -> Path:
+    """Write a task's examples as JSON lines ``{split, id, source, target}``: the training
+    rows (split ``train``) first, then each evaluation split in order."""
+    if TRAIN_SPLIT in evals:
+        raise ValueError(f"evaluation splits may not be named {TRAIN_SPLIT!r}")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        for split, ex in {TRAIN_SPLIT: train, **evals}.items():
+            for i, s, t in zip(ex.ids, ex.sources, ex.targets, strict=True):
+                fh.write(json.dumps({"split": split, "id": i, "source": s, "target": t},
+                                    ensure_ascii=False) + "\n")
+    return path
+
+
+def read_examples(path: str | os.PathLike) -> tuple[Examples, dict[str, Examples]]:
+    """Training examples and the evaluation splits' examples of :func:`write_examples`."""
+    splits: dict[str, Examples] = {TRAIN_SPLIT: Examples([], [], [])}
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                row = json.loads(line)
+                ex = splits.setdefault(row["split"], Examples([], [], []))
+                ex.ids.append(row["id"])
+                ex.sources.append(row["source"])
+                ex.targets.append(row["target"])
+    train = splits.pop(TRAIN_SPLIT)
+    if not train.sources:
+        raise ValueError(f"{path}: no training examples")
+    return train, splits
+
+
+def _folder_name(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
+
+
+def with_examples(base: TrainJob | dict[str, Any], train: Examples,
+                  evals: Mapping[str, Examples]) -> TrainJob:
+    """``base`` reading examples written once to
+    ``<output_dir>/<system>/[fold<f>-]examples.jsonl`` (shared by its seeds)."""
+    job = base if isinstance(base, TrainJob) else TrainJob.from_dict(base)
+    name = (f"fold{job.fold}-" if job.fold is not None else "") + EXAMPLES_FILE
+    path = write_examples(Path(job.output_dir) / _folder_name(job.system) / name, train, evals)
+    return dataclasses.replace(job, examples=str(path))
+
+
+# --------------------------------------------------------------------------- one process
+
+
+def _init_distributed() -> tuple[int, int]:
+    """Join the launcher's process group (NCCL on GPU, gloo on CPU); (rank, world size).
+
+    Joined here rather than left to the Trainer so that data loading and generation know the
+    rank; accelerate/transformers reuse an initialised group.
+    """
+    import torch
+    import torch.distributed as dist
+
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized():
+        if torch.cuda.is_available():
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    return dist_rank_world()
+
+
+def train_job(job: TrainJob, log: Callable[[str], None] = print) -> JobResult:
+    """Train, generate and (on rank 0) write the job's files; the in-process path.
+
+    In one process this is exactly ``train_seq2seq`` + ``generate`` per split (same
+    settings, same seed handling), so its outputs equal the notebook's direct calls.
+    """
+    rank, world = dist_rank_world()
+    out = Path(job.output_dir)
+    settings = job.seq2seq_settings()
+    train, evals = read_examples(job.examples)
+    if rank == 0:
+        log(f"[train] {job.task} {job.system} seed {settings.seed}: {len(train.sources)} "
+            f"training pairs, eval {({s: len(e.sources) for s, e in evals.items()})}, "
+            f"{world} process(es)")
+    model_dir = str(out / MODEL_DIR) if job.save_model else None
+    model, tokenizer, summary = train_seq2seq(train.sources, train.targets, settings,
+                                              output_dir=model_dir)
+    rows = []
+    for split, ex in evals.items():
+        outputs = generate(model, tokenizer, ex.sources, settings, desc=f"{job.system} {split}",
+                           distributed=world > 1)
+        rows += [{"task": job.task, "system": job.system, "seed": settings.seed,
+                  "fold": job.fold, "split": split, "id": i, "source": s, "output": o,
+                  "target": t}
+                 for i, s, o, t in zip(ex.ids, ex.sources, outputs, ex.targets, strict=True)]
+    history = summary.pop("log_history", [])
+    record = {"job": job.to_dict(), "summary": summary, "log_history": history}
+    if rank == 0:
+        out.mkdir(parents=True, exist_ok=True)
+        with open(out / OUTPUT_FILE, "w", encoding="utf-8") as fh:
+            fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+        (out / LOG_FILE).write_text(json.dumps(record, indent=1, ensure_ascii=False))
+        log(f"[train] train loss {summary['train_loss']:.4f} after {summary['train_steps']} "
+            f"steps; {len(rows)} predictions written to {out / OUTPUT_FILE}")
+    return JobResult(pd.DataFrame(rows, columns=list(OUTPUT_FIELDS)), record, out)
+
+
+def _write_rank_error(out: Path, rank: int, exc: BaseException) -> None:
+    """``rank<k>.error``: the launcher's caller reads the earliest one as the root cause."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"rank{rank}.error").write_text(json.dumps({
+            "rank": rank, "time": time.time(), "type": type(exc).__name__, "message": str(exc),
+            "traceback": "".join(traceback.format_exception(exc))}))
+    except OSError:
+        pass  # never hide the original exception behind a reporting problem
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m saf_utils.train", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("config", help="job config (YAML or JSON; fields of TrainJob)")
+    args = parser.parse_args(argv)
+    job = TrainJob.load(args.config)
+    rank = int(os.environ.get("RANK", "0"))
+    try:
+        rank, world = _init_distributed()
+        if os.environ.get(FAIL_ENV) == str(rank):
+            raise RuntimeError(f"injected failure on rank {rank} ({FAIL_ENV})")
+        train_job(job, log=lambda m: print(m, flush=True))
+        if world > 1:
+            import torch.distributed as dist
+
+            dist.barrier()  # rank 0 has written everything before any process exits
+            dist.destroy_process_group()
+    except BaseException as exc:
+        _write_rank_error(Path(job.output_dir), rank, exc)
+        raise
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI entry point; under torchrun ``record`` also puts the traceback in its summary."""
+    from torch.distributed.elastic.multiprocessing.errors import record
+
+    return record(_main)(argv)
+
+
+# --------------------------------------------------------------------------- launchers
+
+
+def launch_command(launcher: str, config_path: str | os.PathLike) -> list[str]:
+    """The command line of a launcher: ``torchrun:N``, ``torchrun:gpu``, ``accelerate``
+    (the machine's ``accelerate config``) or ``accelerate:N`` (N processes, multi-GPU).
+
+    The launchers are run as ``sys.executable -m ...`` so that they use the notebook's
+    environment, whatever is on PATH.
+    """
+    kind, _, n = launcher.partition(":")
+    target = ["-m", "saf_utils.train", str(config_path)]
+    if kind == "torchrun" and n:
+        return [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                "--nproc_per_node", n, *target]
+    if kind == "accelerate":
+        extra = ["--multi_gpu", "--num_processes", n, "--num_machines", "1"] if n else []
+        return [sys.executable, "-m", "accelerate.commands.launch", *extra, *target]
+    raise ValueError(f"launcher {launcher!r}: use none, torchrun:N, torchrun:gpu, accelerate "
+                     "or accelerate:N")
+
+
+def load_result(output_dir: str | os.PathLike) -> JobResult:
+    """Read a finished job's predictions and log back (ids keep their JSON types)."""
+    out = Path(output_dir)
+    with open(out / OUTPUT_FILE, encoding="utf-8") as fh:
+        rows = [json.loads(line) for line in fh if line.strip()]
+    record = json.loads((out / LOG_FILE).read_text(encoding="utf-8"))
+    return JobResult(pd.DataFrame(rows, columns=list(OUTPUT_FIELDS)), record, out)
+
+
+def _failure_message(out: Path, returncode: int, tail: Sequence[str]) -> str:
+    errors = []
+    for path in out.glob("rank*.error"):
+        try:
+            errors.append(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            continue
+    if errors:
+        first = min(errors, key=lambda e: e["time"])  # later ones are usually its fallout
+        others = sorted(e["rank"] for e in errors if e is not first)
+        return (f"rank {first['rank']} failed: {first['type']}: {first['message']}"
+                + (f" (ranks {others} failed after it)" if others else "")
+                + "\n" + first["traceback"][-3000:])
+    return (f"launcher exited with code {returncode} and no rank error file; last lines:\n"
+            + "".join(tail[-40:]))
+
+
+def run_job(config: dict[str, Any] | TrainJob, launcher: str = "none",
+            log: Callable[[str], None] = print) -> JobResult:
+    """Run one job in the kernel (``"none"``) or under a launcher, and return its results.
+
+    With a launcher the job is written to ``<output_dir>/job.json``, the launcher runs as a
+    subprocess, and its output goes to ``log`` line by line (and to ``launcher.log``); a
+    failure raises :class:`TrainJobError` with the failing rank's exception.
+    """
+    job = config if isinstance(config, TrainJob) else TrainJob.from_dict(config)
+    out = Path(job.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in [*out.glob("rank*.error"), out / OUTPUT_FILE, out / LOG_FILE]:
+        stale.unlink(missing_ok=True)  # never read an earlier run's files as this run's
+    if launcher == "none":
+        return train_job(job, log)
+    cfg = out / CONFIG_FILE
+    cfg.write_text(json.dumps(job.to_dict(), indent=1, ensure_ascii=False))
+    cmd = launch_command(launcher, cfg)
+    # Progress bars redraw with \r, which a line-by-line stream cannot show: the Trainer
+    # prints its loss lines instead.
+    env = {"PYTHONUNBUFFERED": "1", "TQDM_DISABLE": "1", **os.environ}
+    log("[run_job] " + " ".join(cmd))
+    tail: list[str] = []
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          bufsize=1, env=env) as proc, \
+            open(out / LAUNCHER_LOG, "w", encoding="utf-8") as fh:
+        assert proc.stdout is not None
+        try:
+            for line in proc.stdout:
+                fh.write(line)
+                tail = [*tail[-199:], line]
+                log(line.rstrip("\n"))
+        except BaseException:  # e.g. an interrupted cell: stop the launcher and its ranks
+            proc.terminate()  # torchrun forwards SIGTERM to its workers
+            raise
+        returncode = proc.wait()
+    if returncode != 0:
+        raise TrainJobError(_failure_message(out, returncode, tail))
+    return load_result(out)
+
+
+def job_grid(base: dict[str, Any] | TrainJob, seeds: Sequence[int]) -> list[TrainJob]:
+    """One job per seed, each in ``<output_dir>/<system>/[fold<f>-]seed<s>``."""
+    job = base if isinstance(base, TrainJob) else TrainJob.from_dict(base)
+    prefix = f"fold{job.fold}-" if job.fold is not None else ""
+    return [dataclasses.replace(job, seed=seed, output_dir=str(
+        Path(job.output_dir) / _folder_name(job.system) / f"{prefix}seed{seed}"))
+        for seed in seeds]
+
+
+def run_jobs(jobs: Sequence[dict[str, Any] | TrainJob], launcher: str = "none",
+             log: Callable[[str], None] = print) -> RunResults:
+    """Run jobs one after the other; all prediction rows and one log row per job."""
+    preds, logs = [], []
+    for job in jobs:
+        t0 = time.perf_counter()
+        result = run_job(job, launcher, log)
+        summary = {k: v for k, v in result.log["summary"].items() if k != "settings"}
+        job_d = result.log["job"]
+        logs.append({"system": job_d["system"], "seed": result.log["summary"]["settings"]["seed"],
+                     "fold": job_d["fold"],
+                     **summary, "seconds_total": round(time.perf_counter() - t0, 1),
+                     "output_dir": str(result.output_dir)})
+        preds.append(result.predictions)
+    predictions = (pd.concat(preds, ignore_index=True) if preds
+                   else pd.DataFrame(columns=list(OUTPUT_FIELDS)))
+    return RunResults(predictions, pd.DataFrame(logs))
