@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -46,6 +48,7 @@ from saf_utils.reporting.manifest import (
     write_json,
     write_text,
 )
+from saf_utils.reporting.pages import _duration
 from saf_utils.reporting.profiles import (  # noqa: F401 - re-exported for callers and tests
     CONFIG_DIR,
     DATA_ENV_VARS,
@@ -176,8 +179,12 @@ def _kill_kernel(km: Any) -> None:
         pass
 
 
-def execute_one(nb_path: Path, out_path: Path, params: dict, timeout: int | None) -> str | None:
+def execute_one(nb_path: Path, out_path: Path, params: dict, timeout: int | None,
+                on_section: Callable[[str], None] | None = None) -> str | None:
     """Run one notebook; returns None on success or the error text (the output is kept).
+
+    ``on_section(title)`` is called when the first code cell under a new Markdown heading
+    starts (:class:`SectionEngine`).
 
     papermill runs in a worker thread so that SIGINT/SIGTERM reach the runner (nbclient
     would otherwise install its own handlers on the main thread's event loop and reset them
@@ -187,21 +194,26 @@ def execute_one(nb_path: Path, out_path: Path, params: dict, timeout: int | None
     import papermill as pm
     from jupyter_client.manager import AsyncKernelManager
 
+    _register_section_engine()
     box: dict[str, Any] = {}
 
     class TrackedKernelManager(AsyncKernelManager):
-        """nbclient's own kernel manager (it shuts the kernel down), remembered here."""
+        """nbclient's own kernel manager (it shuts the kernel down), remembered here. The
+        kernel's sockets get CurveZMQ keys where pyzmq supports them (the kernelspec declares
+        it): no "running over TCP without encryption" warning per notebook."""
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
+            if _curve_available():
+                self.transport_encryption = "auto"
             box["km"] = self
 
     def work() -> None:
         try:
             pm.execute_notebook(
                 str(nb_path), str(out_path), parameters=params, kernel_name="python3",
-                cwd=str(nb_path.parent), progress_bar=sys.stderr.isatty(),
-                execution_timeout=timeout,
+                cwd=str(nb_path.parent), progress_bar=False, engine_name=SECTION_ENGINE,
+                on_section=on_section, execution_timeout=timeout,
                 kernel_manager_class=TrackedKernelManager,
             )
             box["error"] = None
@@ -227,6 +239,58 @@ def execute_one(nb_path: Path, out_path: Path, params: dict, timeout: int | None
         if _kernel_alive(box.get("km")):
             _kill_kernel(box["km"])
     return box.get("error", "the execution thread ended without a result")
+
+
+def _curve_available() -> bool:
+    try:
+        import zmq
+
+        return bool(zmq.has("curve"))
+    except Exception:  # noqa: BLE001 - no encryption then, and the kernel warns
+        return False
+
+
+SECTION_ENGINE = "saf-sections"
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$", re.M)
+
+
+def section_starts(nb: Any) -> dict[int, str]:
+    """``{cell index: heading}``: the first code cell under each Markdown heading (the last
+    heading of a Markdown cell counts; a heading without code below it is not listed)."""
+    out: dict[int, str] = {}
+    pending: str | None = None
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "markdown":
+            heads = _HEADING.findall(cell.source)
+            if heads:
+                pending = " ".join(re.sub(r"[*_`$]", "", heads[-1]).split())[:90]
+        elif cell.cell_type == "code" and pending:
+            out[i] = pending
+            pending = None
+    return out
+
+
+def _register_section_engine() -> None:
+    """papermill's nbclient engine that also reports each section as it starts."""
+    from papermill.engines import NBClientEngine, papermill_engines
+
+    class SectionEngine(NBClientEngine):
+        @classmethod
+        def execute_managed_notebook(cls, nb_man: Any, kernel_name: str, **kwargs: Any):
+            report = kwargs.pop("on_section", None)
+            if report is not None:
+                starts = section_starts(nb_man.nb)
+                cell_start = nb_man.cell_start
+
+                def hooked(cell: Any, cell_index: int | None = None, **kw: Any) -> Any:
+                    if cell_index in starts:
+                        report(starts[cell_index])
+                    return cell_start(cell, cell_index, **kw)
+
+                nb_man.cell_start = hooked
+            return super().execute_managed_notebook(nb_man, kernel_name, **kwargs)
+
+    papermill_engines.register(SECTION_ENGINE, SectionEngine)
 
 
 def _kernel_alive(km: Any) -> bool:
@@ -474,8 +538,9 @@ def run_profile(
         p.params = {k: _absolute_if_path(k, v) for k, v in p.params.items()}
     os.environ.setdefault("PYTHONHASHSEED", "0")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    # Progress bars inside a kernel only clutter the HTML; the runner shows progress per cell
-    # (on a terminal) and per notebook instead. Interactive JupyterLab sessions keep theirs.
+    # Progress bars inside a kernel only clutter the HTML; the runner prints a line per section
+    # (Markdown heading) with the elapsed time, and one per notebook, terminal or not.
+    # Interactive JupyterLab sessions keep theirs.
     os.environ.setdefault("TQDM_DISABLE", "1")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
@@ -550,8 +615,14 @@ def run_profile(
                 print(f"[{i}/{len(plans)}] {p.name} ...", flush=True)
                 t0 = time.perf_counter()
                 out_nb = out / f"{p.name}.ipynb"
+
+                def section(title: str, t0: float = t0, tag: str = f"[{i}/{len(plans)}]") -> None:
+                    print(f"{tag}   {_duration(time.perf_counter() - t0):>7}  § {title}",
+                          flush=True)
+
                 try:
-                    current.error = execute_one(p.path, out_nb, params, cfg.get("timeout"))
+                    current.error = execute_one(p.path, out_nb, params, cfg.get("timeout"),
+                                                section)
                 finally:
                     current.seconds = round(time.perf_counter() - t0, 1)
                     current.finished = now_iso()
