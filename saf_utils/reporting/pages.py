@@ -494,15 +494,24 @@ def write_index(run_dir: Path, manifest: dict, records: list[dict]) -> Path:
     latest = {n["name"]: n for n in manifest.get("notebooks", [])}
     for n in manifest.get("notebooks", []):
         name = esc(n["name"])
+        read_at = (n.get("reused") or {}).get("at") or n.get("started")
         newer = [d for d in (manifest.get("depends_on") or {}).get(n["name"], [])
-                 if n.get("started") and (latest.get(d) or {}).get("finished")
-                 and latest[d]["finished"] > n["started"]]
+                 if read_at and (latest.get(d) or {}).get("finished")
+                 and ((latest[d].get("reused") or {}).get("at") or latest[d]["finished"])
+                 > read_at]
         if newer:  # an input was rerun after this notebook read it
             name += f' <small class="warn">(stale: {esc(", ".join(newer))} rerun later)</small>'
 
         link = f'<a href="{esc(n["html"])}">{name}</a>' if n.get("html") else name
         err = esc((n.get("error") or "")[:300])
-        nb_rows.append([link, f'<span class="{esc(n["status"])}">{esc(n["status"])}</span>',
+        state = f'<span class="{esc(n["status"])}">{esc(n["status"])}</span>'
+        if n.get("reused"):
+            orig = n["reused"].get("original") or {}
+            state += (f' <small class="reused">reused from {esc(n["reused"].get("from"))}'
+                      f' (executed {esc(orig.get("started"))} at commit '
+                      f'<code>{esc(str(orig.get("commit") or "?")[:8])}</code>'
+                      f'{" dirty" if orig.get("dirty") else ""})</small>')
+        nb_rows.append([link, state,
                         f'<td class="num">{_duration(n.get("seconds"))}</td>',
                         esc(n.get("started") or ""), err])
     prev = [e for e in manifest.get("executions", []) if e.get("archived_to")]

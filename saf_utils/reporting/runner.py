@@ -84,6 +84,9 @@ class NotebookResult:
     html: str | None = None
     invocation: int = 1
     archived_to: str | None = None
+    inputs: dict[str, Any] | None = None  # reuse.notebook_inputs of this execution
+    outputs: str | None = None  # reuse.tree_digest of its output folder
+    reused: dict[str, Any] | None = None  # {"from": run, "at": time, "original": execution}
 
 
 class Interrupted(BaseException):  # noqa: N818 - like KeyboardInterrupt, not an error
@@ -427,6 +430,8 @@ class RunRequest:
     hide_code: bool | None = None
     baseline: str | None = None
     argv: list[str] | None = None
+    reuse: str | None = None
+    no_reuse: bool = False
 
 
 def _pid_alive(pid: Any) -> bool:
@@ -477,8 +482,21 @@ def prepare(req: RunRequest) -> dict[str, Any]:
         baseline = resolve_run(req.baseline, req.reports_dir)
         load_run(baseline)
     data = check_data_sources(plans)
+    reuse_from = None
+    if req.reuse and req.no_reuse:
+        raise RunnerError("--reuse and --no-reuse exclude each other")
+    if req.reuse:
+        from saf_utils.reporting.compare import resolve_run
+
+        reuse_from = resolve_run(req.reuse, req.reports_dir)
+    elif cfg.get("reuse") == "latest" and not req.no_reuse:
+        from saf_utils.reporting.reuse import latest_run
+
+        reuse_from = latest_run(Path(req.reports_dir or REPORTS_DIR), cfg["name"], existing)
+    reuse_manifest = read_manifest(reuse_from) if reuse_from else None
     return {"cfg": cfg, "plans": plans, "deps": deps, "data": data, "existing": existing,
-            "old_manifest": old_manifest, "run_name": run_name, "baseline": baseline}
+            "old_manifest": old_manifest, "run_name": run_name, "baseline": baseline,
+            "reuse_from": reuse_from, "reuse_manifest": reuse_manifest}
 
 
 def describe_plan(plan: dict[str, Any], req: RunRequest) -> str:
@@ -506,6 +524,8 @@ def describe_plan(plan: dict[str, Any], req: RunRequest) -> str:
         lines.append("  (no selected notebook declares a data source)")
     if plan["baseline"]:
         lines.append(f"Compare with {plan['baseline']} (compare.html)")
+    if plan["reuse_from"]:
+        lines.append(f"Reuse notebooks whose inputs are unchanged from {plan['reuse_from']}")
     return "\n".join(lines)
 
 
@@ -521,11 +541,13 @@ def run_profile(
     run_dir: str | os.PathLike | None = None,
     baseline: str | None = None,
     argv: list[str] | None = None,
+    reuse: str | None = None,
+    no_reuse: bool = False,
 ) -> tuple[Path, list[NotebookResult], str]:
-    """Run the notebooks of a profile; returns the run folder, one result per executed
-    notebook and the run status (ok | failed | interrupted:<SIGNAL>)."""
+    """Run the notebooks of a profile; returns the run folder, one result per executed or
+    reused notebook and the run status (ok | failed | interrupted:<SIGNAL>)."""
     req = RunRequest(profile, config, list(overrides or []), only, run_name, run_dir,
-                     reports_dir, notebooks_dir, hide_code, baseline, argv)
+                     reports_dir, notebooks_dir, hide_code, baseline, argv, reuse, no_reuse)
     plan = prepare(req)
     cfg, plans = plan["cfg"], plan["plans"]
     hide = cfg.get("hide_code", False) if hide_code is None else hide_code
@@ -598,6 +620,16 @@ def run_profile(
                     _record_result(manifest, res, order)
                     write_reports(out, manifest)
                     continue
+                latest = {n["name"]: n for n in manifest["notebooks"]}
+                deps_out = {d: (latest.get(d) or {}).get("outputs")
+                            for d in cfg["depends_on"].get(p.name, [])}
+                reused = _try_reuse(plan, p, out, deps_out, hide, n_inv, f"[{i}/{len(plans)}]",
+                                    manifest)
+                if reused is not None:
+                    results.append(reused)
+                    _record_result(manifest, reused, order)
+                    write_reports(out, manifest)
+                    continue
                 _archive_previous(out, p.name, manifest)
                 nb_out = out / p.name
                 try:
@@ -627,6 +659,8 @@ def run_profile(
                     current.seconds = round(time.perf_counter() - t0, 1)
                     current.finished = now_iso()
                 current.status = "failed" if current.error else "ok"
+                if current.status == "ok":
+                    _record_inputs(current, p, nb_out, deps_out)
                 _render(current, out_nb, hide)
                 print(f"[{i}/{len(plans)}] {p.name} {current.status} in {current.seconds:.1f} s"
                       + (f": {current.error}" if current.error else ""), flush=True)
@@ -667,6 +701,62 @@ def run_profile(
                 print(f"saf-run: compare with {plan['baseline']} failed: {exc}",
                       file=sys.stderr)
     return out, results, status
+
+
+def _record_inputs(res: NotebookResult, p: NotebookPlan, nb_out: Path,
+                   deps_out: dict[str, str | None]) -> None:
+    """The inputs and output digest of a successful execution (what --reuse compares)."""
+    from saf_utils.reporting import reuse
+
+    res.inputs = reuse.notebook_inputs(p.path, res.parameters, (lock_info() or {}).get("sha256"),
+                                       deps_out, reuse.read_sources(nb_out))
+    res.outputs = reuse.tree_digest(nb_out)
+
+
+def _try_reuse(plan: dict, p: NotebookPlan, out: Path, deps_out: dict[str, str | None],
+               hide: bool, n_inv: int, tag: str, manifest: dict) -> NotebookResult | None:
+    """Copy ``p``'s outputs from the reuse run when its inputs are unchanged (else None)."""
+    from saf_utils.reporting import reuse
+
+    src, old_manifest = plan.get("reuse_from"), plan.get("reuse_manifest")
+    if src is None or Path(src).resolve() == out.resolve():
+        return None
+    old = reuse.reusable_entry(src, old_manifest, p.name)
+    if old is None:
+        print(f"{tag} {p.name}: no successful execution to reuse in {src.name}", flush=True)
+        return None
+    params = dict(p.params)
+    if "output_dir" in p.declared:
+        params["output_dir"] = str((out / p.name).resolve())
+    now = reuse.notebook_inputs(p.path, params, (lock_info() or {}).get("sha256"), deps_out,
+                                reuse.data_digests(old["inputs"].get("data") or {}))
+    diff = reuse.changed(old["inputs"], now)
+    if None in deps_out.values():
+        diff.append("depends_on")
+    if diff:
+        print(f"{tag} {p.name}: changed since {src.name}: {', '.join(dict.fromkeys(diff))}",
+              flush=True)
+        return None
+    _archive_previous(out, p.name, manifest)
+    same_html = bool(old_manifest.get("hide_code", False)) == hide and old.get("html")
+    try:
+        reuse.copy_outputs(src, out, p.name, with_html=bool(same_html))
+    except OSError as exc:
+        raise ReportWriteError(exc.errno, f"cannot copy {p.name} from {src}: "
+                               f"{exc.strerror or exc}") from None
+    original = reuse.original_execution(old_manifest.get("run", src.name), old_manifest, old)
+    res = NotebookResult(p.name, "ok", started=old.get("started"), finished=old.get("finished"),
+                         seconds=old.get("seconds"), parameters=params, invocation=n_inv,
+                         html=old.get("html") if same_html else None, inputs=now,
+                         outputs=old.get("outputs"),
+                         reused={"from": old_manifest.get("run", src.name), "at": now_iso(),
+                                 "original": original})
+    if not same_html:
+        _render(res, out / f"{p.name}.ipynb", hide)
+    commit = str(original.get("commit") or "?")[:8]
+    print(f"{tag} {p.name} reused from {res.reused['from']} (executed {original.get('started')}"
+          f" at {commit}, {_duration(original.get('seconds'))})", flush=True)
+    return res
 
 
 def _render(res: NotebookResult, out_nb: Path, hide: bool) -> None:
