@@ -35,8 +35,7 @@ def _tables(b: Browser) -> dict:
 
 
 def _head(b: Browser, tid: str) -> list[str]:
-    return b.js(f"""window.safTables['{tid}'].dt.columns().header().toArray().map(
-        h => (h.querySelector('input') || {{}}).placeholder || h.textContent.trim())""")
+    return b.js(f"""window.safTables['{tid}'].dt.columns().titles().toArray()""")
 
 
 def _sort(b: Browser, tid: str, col: int) -> dict:
@@ -57,7 +56,7 @@ def _filter(b: Browser, tid: str, col: int, text: str) -> dict:
     """Type into a column's filter box; row counts before and after, the values left."""
     return b.js(f"""(async () => {{
         const t = window.safTables['{tid}'].dt, total = t.rows({{search: 'applied'}}).count();
-        const input = t.column({col}).header().querySelector('input');
+        const input = t.column({col}).footer().querySelector('input');
         input.value = {json.dumps(text)};
         input.dispatchEvent(new KeyboardEvent('keyup', {{bubbles: true}}));
         await new Promise(r => setTimeout(r, 400));
@@ -85,6 +84,9 @@ def test_results_page_default_view_sort_filter_and_columns(smoke_run, browser):
                   for r in records)
     shown = browser.js("window.safTables['results'].dt.rows({search: 'applied'}).count()")
     assert shown == default > 0  # the default view: result records of test splits
+    boxes = browser.js("""Array.from(document.querySelectorAll('#results tfoot input'))
+        .map(i => [i.placeholder, i.value]).filter(p => p[1])""")
+    assert sorted(boxes) == [["kind", "result"], ["split", "test"]]
     _check_sort(_sort(browser, "results", head.index("value")), head.index("value"))
     metric = next(r["metric"] for r in records if r.get("kind") == "result"
                   and str(r["split"]).startswith("test"))

@@ -202,8 +202,9 @@ def test_results_page_holds_every_record_with_a_default_view(two_runs):
     assert len(rows) == len(metrics["records"])  # every kind; the default view filters
     assert sum(r["kind"] == "result" for r in rows) == 39
     assert any(r["notebook_status"] == "failed" for r in rows)
-    assert spec["dt_args"]["searchBuilder"]["preDefined"] == pages.DEFAULT_VIEW
-    assert spec["dt_args"]["column_filters"] == "header"
+    search = [c and c["search"] for c in spec["dt_args"]["searchCols"]]
+    assert search[head.index("kind")] == "result" and search[head.index("split")] == "test"
+    assert spec["dt_args"]["column_filters"] == "footer"
     assert "colvis" in json.dumps(spec["dt_args"]["layout"])
     assert 'id="results"' in text and "new ITable(" in text  # the project's own script
 

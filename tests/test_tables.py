@@ -26,7 +26,7 @@ def test_table_spec_escapes_cells_header_and_caption_and_carries_no_code():
     assert "keys_to_be_evaluated" not in spec["dt_args"]
     rows = json.loads(spec["dt_args"]["data_json"])
     assert rows[0] == ["&lt;img src=x onerror=alert(1)&gt;", 0.1235]  # 4 significant digits
-    assert spec["dt_args"]["column_filters"] == "header" and spec["rows"] == len(PAYLOADS)
+    assert spec["dt_args"]["column_filters"] == "footer" and spec["rows"] == len(PAYLOADS)
     assert spec["dt_args"]["columnDefs"] == [{"targets": [0], "className": "saf-wrap"}]
 
 

@@ -593,11 +593,9 @@ def data_table(manifest: dict) -> str:
 RESULT_COLUMNS = ("system", "split", "metric", "value", "CI", "role", "subset", "fold", "seed",
                   "kind", "task", "dataset", "notebook", "notebook_status", "ci_low", "ci_high")
 HIDDEN_RESULT_COLUMNS = ("ci_low", "ci_high", "notebook_status")
-#: The default view: ``result`` records of test splits (a SearchBuilder condition the reader
-#: can edit or remove).
-DEFAULT_VIEW = {"criteria": [{"data": "kind", "condition": "=", "value": ["result"]},
-                             {"data": "split", "condition": "starts", "value": ["test"]}],
-                "logic": "AND"}
+#: The default view: ``result`` records of test splits (column filters, shown in their boxes;
+#: the reader clears them to see every record).
+DEFAULT_VIEW = {"kind": "result", "split": "test"}
 
 
 def results_frame(records: list[dict]) -> Any:
@@ -633,11 +631,7 @@ def write_results(run_dir: Path, manifest: dict, records: list[dict]) -> Path:
                      "visible": False},
                     {"targets": [cols.index(c) for c in ("value", "ci_low", "ci_high")],
                      "className": "dt-right"}],
-        layout={"top2Start": {"buttons": ["colvis"]}, "top2End": "searchBuilder",
-                "topStart": "pageLength", "topEnd": "search", "bottomStart": "info",
-                "bottomEnd": "paging"},
-        searchBuilder={"preDefined": DEFAULT_VIEW, "columns": [cols.index(c) for c in (
-            "kind", "split", "system", "metric", "role", "task", "notebook")]},
+        searchCols=[{"search": DEFAULT_VIEW[c]} if c in DEFAULT_VIEW else None for c in cols],
         order=[[cols.index("split"), "asc"], [cols.index("metric"), "asc"],
                [cols.index("value"), "desc"]])
     kinds = defaultdict(int)
@@ -646,8 +640,9 @@ def write_results(run_dir: Path, manifest: dict, records: list[dict]) -> Path:
     counts = ", ".join(f"{n} {esc(k)}" for k, n in sorted(kinds.items()))
     body = f"""<h1>Results of run {esc(manifest.get('run', run_dir.name))}</h1>
 <p><a href="index.html">headline page</a> · {len(frame)} records ({counts}). The default view
-shows <code>result</code> records of test splits: edit or remove the conditions above the
-table to see the rest. Type in a column's header to filter it, click a header to sort,
+shows <code>result</code> records of test splits (the boxes of <code>kind</code> and
+<code>split</code>): clear them to see the rest. Type in a column's box (below the table) to
+filter it, click a header to sort,
 <i>Column visibility</i> hides or shows columns (<code>ci_low</code>, <code>ci_high</code> and
 <code>notebook_status</code> start hidden).</p>
 {_tables_placeholder("results", spec)}"""

@@ -60,8 +60,8 @@ def _options(df: Any, caption: str | None, wrap: Iterable[str], filters: bool,
     }
     if hideable:
         opts["layout"]["top2Start"] = {"buttons": ["colvis"]}
-    if filters:
-        opts["column_filters"] = "header"
+    if filters:  # below the table: the header keeps the column names (sorting, colvis menu)
+        opts["column_filters"] = "footer"
     if wrap_idx:
         opts["columnDefs"] = [{"targets": wrap_idx, "className": "saf-wrap"}]
     opts.update(options)
@@ -154,7 +154,9 @@ for(const [id,spec] of Object.entries(specs)){
   const host=document.getElementById(id);if(!host)continue;
   const table=document.createElement('table');table.className=spec.classes||'display';
   host.replaceChildren(table);const args=spec.dt_args;delete args.keys_to_be_evaluated;
-  window.safTables[id]=new ITable(table,args);}
+  const it=new ITable(table,args);window.safTables[id]=it;
+  if(it.dt)it.dt.columns().every(function(){const q=this.search(),
+    box=this.footer()&&this.footer().querySelector('input');if(q&&box)box.value=q;});}
 document.documentElement.dataset.safTables='ready';
 """
 
@@ -173,7 +175,7 @@ def page_assets(specs: Mapping[str, Mapping[str, Any]],
     return (f'<div hidden id="saf-itables-data">{esc(data)}</div>'
             f'<div hidden id="saf-itables-src">{src}</div>'
             f"<style>{css}\n{WRAP_CSS}\n.saf-itable{{margin:.6em 0}}"
-            ".dt-container .dt-search input,thead input{max-width:10em}</style>"
+            ".dt-container .dt-search input,tfoot input{max-width:10em}</style>"
             f'<script type="module">{INIT_JS}</script>')
 
 
