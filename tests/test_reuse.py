@@ -87,3 +87,19 @@ def test_profile_reuse_setting_is_checked(tmp_path):
     bad.write_text("notebooks: [a]\nreuse: yesterday\n")
     with pytest.raises(run.RunnerError, match="'reuse' must be 'latest'"):
         run.load_profile(config=bad)
+
+
+@pytest.mark.slow
+def test_profile_reuse_latest_finds_each_notebook_in_the_latest_run_that_has_it(project, capfd):  # noqa: F811
+    tmp, base, reports = project
+    (tmp / "toy.yaml").write_text((tmp / "toy.yaml").read_text() + "reuse: latest\n")
+    assert cli.main(base + ["--run-name", "r1", "--no-reuse"]) == 0
+    assert cli.main(base + ["--run-name", "r2", "--only", "a_first"]) == 0
+    capfd.readouterr()
+    assert cli.main(base + ["--run-name", "r3"]) == 0
+    assert "a_first reused from r2" in capfd.readouterr().out
+    got = {n["name"]: (n["reused"]["from"], n["reused"]["original"]["run"])
+           for n in _manifest(reports / "r3")["notebooks"]}
+    assert got == {"a_first": ("r2", "r1"), "b_reads_a": ("r1", "r1")}
+    assert cli.main(base + ["--run-name", "r4", "--no-reuse", "--only", "a_first"]) == 0
+    assert not _manifest(reports / "r4")["notebooks"][0].get("reused")

@@ -1,8 +1,9 @@
 """Frozen notebooks: skip a notebook whose inputs are unchanged and copy its earlier outputs.
 
-``saf-run --reuse RUN`` (or ``reuse: latest`` in a profile) compares, per notebook, the inputs
-of its last successful execution in ``RUN`` (stored in that run's manifest under ``inputs``)
-with the inputs it would have now:
+``saf-run --reuse RUN`` (or ``reuse: latest`` in a profile: per notebook, the latest run of
+the profile with a successful execution of it) compares, per notebook, the inputs of its last
+successful execution there (stored in that run's manifest under ``inputs``) with the inputs it
+would have now:
 
 - ``notebook``: SHA-256 of the notebook file;
 - ``parameters``: SHA-256 of the resolved parameters (``output_dir`` left out);
@@ -90,9 +91,10 @@ def changed(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
             if old.get(k) != new.get(k)]
 
 
-def latest_run(reports_dir: Path, profile: str, exclude: Path | None = None) -> Path | None:
-    """The most recently started run of ``profile`` under ``reports_dir`` (not ``exclude``)."""
-    best: tuple[str, Path] | None = None
+def profile_runs(reports_dir: Path, profile: str, exclude: Path | None = None) -> list[Path]:
+    """Runs of ``profile`` under ``reports_dir``, most recently started first (not
+    ``exclude``, not a run still marked running)."""
+    found: list[tuple[str, Path]] = []
     for mpath in reports_dir.glob("*/manifest.json"):
         if exclude is not None and mpath.parent.resolve() == exclude.resolve():
             continue
@@ -101,10 +103,8 @@ def latest_run(reports_dir: Path, profile: str, exclude: Path | None = None) -> 
         except (OSError, ValueError):
             continue
         if isinstance(m, dict) and m.get("profile") == profile and m.get("status") != "running":
-            key = str(m.get("started") or "")
-            if best is None or key > best[0]:
-                best = (key, mpath.parent)
-    return best[1] if best else None
+            found.append((str(m.get("started") or ""), mpath.parent))
+    return [p for _, p in sorted(found, key=lambda t: t[0], reverse=True)]
 
 
 def reusable_entry(run: Path, manifest: dict, name: str) -> dict | None:

@@ -482,21 +482,25 @@ def prepare(req: RunRequest) -> dict[str, Any]:
         baseline = resolve_run(req.baseline, req.reports_dir)
         load_run(baseline)
     data = check_data_sources(plans)
-    reuse_from = None
+    reuse_from: list[tuple[Path, dict]] = []  # where to look, in order
     if req.reuse and req.no_reuse:
         raise RunnerError("--reuse and --no-reuse exclude each other")
     if req.reuse:
         from saf_utils.reporting.compare import resolve_run
 
-        reuse_from = resolve_run(req.reuse, req.reports_dir)
+        path = resolve_run(req.reuse, req.reports_dir)
+        reuse_from = [(path, read_manifest(path))]
     elif cfg.get("reuse") == "latest" and not req.no_reuse:
-        from saf_utils.reporting.reuse import latest_run
+        from saf_utils.reporting.reuse import profile_runs
 
-        reuse_from = latest_run(Path(req.reports_dir or REPORTS_DIR), cfg["name"], existing)
-    reuse_manifest = read_manifest(reuse_from) if reuse_from else None
+        for path in profile_runs(Path(req.reports_dir or REPORTS_DIR), cfg["name"], existing):
+            try:
+                reuse_from.append((path, read_manifest(path)))
+            except RunnerError:  # a malformed old run is no candidate
+                continue
     return {"cfg": cfg, "plans": plans, "deps": deps, "data": data, "existing": existing,
             "old_manifest": old_manifest, "run_name": run_name, "baseline": baseline,
-            "reuse_from": reuse_from, "reuse_manifest": reuse_manifest}
+            "reuse_from": reuse_from}
 
 
 def describe_plan(plan: dict[str, Any], req: RunRequest) -> str:
@@ -525,7 +529,9 @@ def describe_plan(plan: dict[str, Any], req: RunRequest) -> str:
     if plan["baseline"]:
         lines.append(f"Compare with {plan['baseline']} (compare.html)")
     if plan["reuse_from"]:
-        lines.append(f"Reuse notebooks whose inputs are unchanged from {plan['reuse_from']}")
+        where = (plan["reuse_from"][0][0] if len(plan["reuse_from"]) == 1 else
+                 f"the latest of {len(plan['reuse_from'])} {cfg['name']} runs that has it")
+        lines.append(f"Reuse each notebook whose inputs are unchanged from {where}")
     return "\n".join(lines)
 
 
@@ -718,13 +724,17 @@ def _try_reuse(plan: dict, p: NotebookPlan, out: Path, deps_out: dict[str, str |
     """Copy ``p``'s outputs from the reuse run when its inputs are unchanged (else None)."""
     from saf_utils.reporting import reuse
 
-    src, old_manifest = plan.get("reuse_from"), plan.get("reuse_manifest")
-    if src is None or Path(src).resolve() == out.resolve():
+    candidates = [(src, m) for src, m in plan.get("reuse_from") or []
+                  if Path(src).resolve() != out.resolve()]
+    if not candidates:
         return None
-    old = reuse.reusable_entry(src, old_manifest, p.name)
-    if old is None:
-        print(f"{tag} {p.name}: no successful execution to reuse in {src.name}", flush=True)
+    found = next(((src, m, e) for src, m in candidates
+                  if (e := reuse.reusable_entry(src, m, p.name)) is not None), None)
+    if found is None:
+        names = ", ".join(src.name for src, _ in candidates[:3])
+        print(f"{tag} {p.name}: no successful execution to reuse in {names}", flush=True)
         return None
+    src, old_manifest, old = found
     params = dict(p.params)
     if "output_dir" in p.declared:
         params["output_dir"] = str((out / p.name).resolve())
