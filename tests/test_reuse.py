@@ -103,3 +103,14 @@ def test_profile_reuse_latest_finds_each_notebook_in_the_latest_run_that_has_it(
     assert got == {"a_first": ("r2", "r1"), "b_reads_a": ("r1", "r1")}
     assert cli.main(base + ["--run-name", "r4", "--no-reuse", "--only", "a_first"]) == 0
     assert not _manifest(reports / "r4")["notebooks"][0].get("reused")
+
+
+def test_package_digest_covers_notebook_code_not_the_runner():
+    from saf_utils.reporting.manifest import PROJECT_ROOT
+
+    pkg = PROJECT_ROOT / "saf_utils"
+    for name in reuse.RUNNER_ONLY:
+        assert (pkg / name).is_file(), name
+    assert "reporting/records.py" not in reuse.RUNNER_ONLY  # notebooks import it
+    assert "reporting/pages.py" not in reuse.RUNNER_ONLY  # it renders the copied pages
+    assert len(reuse.package_digest()) == 64

@@ -10,7 +10,9 @@ would have now:
 - ``data``: SHA-256 of each data file the earlier execution read (its ``data_sources.json``),
   hashed again now;
 - ``lock``: SHA-256 of the lock file;
-- ``package``: SHA-256 of the package sources (``saf_utils/**/*.py``);
+- ``package``: SHA-256 of the package sources (``saf_utils/**/*.py``) except the runner's own
+  modules (:data:`RUNNER_ONLY`: they pick which notebooks run, they neither run inside a
+  notebook nor render its page), so that fixing the runner does not rerun every notebook;
 - ``depends_on``: the digest of the output folder of each notebook it depends on, in this run.
 
 Equal inputs: the notebook, its page and its folder are hard-linked (copied where links are
@@ -37,6 +39,8 @@ from saf_utils.provenance import sha256_file
 from saf_utils.reporting.manifest import PROJECT_ROOT
 
 IGNORED_PARAMETERS = ("output_dir",)
+RUNNER_ONLY = ("run.py", "reporting/cli.py", "reporting/compare.py", "reporting/profiles.py",
+               "reporting/reuse.py", "reporting/runner.py")
 
 
 def _sha(obj: Any) -> str:
@@ -52,9 +56,10 @@ def tree_digest(root: Path, files: Iterable[Path] | None = None) -> str:
 
 @lru_cache(maxsize=1)
 def package_digest() -> str:
-    """SHA-256 of the package sources (``saf_utils/**/*.py``), once per process."""
+    """SHA-256 of the package sources but :data:`RUNNER_ONLY`, once per process."""
     pkg = PROJECT_ROOT / "saf_utils"
-    return tree_digest(pkg, (p for p in pkg.rglob("*.py") if "__pycache__" not in p.parts))
+    return tree_digest(pkg, (p for p in pkg.rglob("*.py") if "__pycache__" not in p.parts
+                             and p.relative_to(pkg).as_posix() not in RUNNER_ONLY))
 
 
 def data_digests(paths: Iterable[str]) -> dict[str, str]:

@@ -631,10 +631,9 @@ def run_profile(
                             for d in cfg["depends_on"].get(p.name, [])}
                 reused = _try_reuse(plan, p, out, deps_out, hide, n_inv, f"[{i}/{len(plans)}]",
                                     manifest)
-                if reused is not None:
-                    results.append(reused)
+                if reused is not None:  # reports are written before the next execution
+                    results.append(reused)  # and at the end
                     _record_result(manifest, reused, order)
-                    write_reports(out, manifest)
                     continue
                 _archive_previous(out, p.name, manifest)
                 nb_out = out / p.name
