@@ -27,7 +27,8 @@ def test_table_spec_escapes_cells_header_and_caption_and_carries_no_code():
     rows = json.loads(spec["dt_args"]["data_json"])
     assert rows[0] == ["&lt;img src=x onerror=alert(1)&gt;", 0.1235]  # 4 significant digits
     assert spec["dt_args"]["column_filters"] == "footer" and spec["rows"] == len(PAYLOADS)
-    assert spec["dt_args"]["columnDefs"] == [{"targets": [0], "className": "saf-wrap"}]
+    assert spec["dt_args"]["columnDefs"] == [{"targets": [0], "className": "saf-wrap",
+                                              "width": "18em"}]
 
 
 def _notebook_with_table(path, run_dir) -> None:

@@ -31,8 +31,10 @@ from saf_utils.reporting.sharing import esc
 
 MIME = "application/vnd.saf-utils.itable+json"
 INIT_MIME = "application/vnd.saf-utils.itables-init+json"
-WRAP_CSS = (".saf-wrap{white-space:pre-wrap!important;min-width:16em;max-width:42em;"
-            "vertical-align:top}")
+WRAP_CSS = (".saf-wrap{white-space:pre-wrap!important;min-width:14em;max-width:42em}"
+            ".dataTable tbody td{vertical-align:top!important}"
+            ".dataTable tbody td:not(.dt-type-numeric),.dataTable thead th:not(.dt-type-numeric)"
+            "{text-align:left!important}")
 _INITIALISED = False
 
 
@@ -63,7 +65,7 @@ def _options(df: Any, caption: str | None, wrap: Iterable[str], filters: bool,
     if filters:  # below the table: the header keeps the column names (sorting, colvis menu)
         opts["column_filters"] = "footer"
     if wrap_idx:
-        opts["columnDefs"] = [{"targets": wrap_idx, "className": "saf-wrap"}]
+        opts["columnDefs"] = [{"targets": wrap_idx, "className": "saf-wrap", "width": "18em"}]
     opts.update(options)
     return opts
 
