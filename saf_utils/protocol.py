@@ -64,7 +64,7 @@ class Design:
 
 # --------------------------------------------------------------------------- estimates
 
-def _units(df: pd.DataFrame, design: Design) -> pd.Series | None:
+def _units(df: pd.DataFrame, design: Design) -> pd.Series:
     """Cluster id per row, qualified by stratum (a paper can be val in two folds)."""
     if design.strata and design.strata in df and df[design.strata].notna().any():
         return df[design.strata].astype(str) + ":" + df["cluster"].astype(str)

@@ -147,6 +147,9 @@ def test_data_sources_are_checked_before_anything_runs(project, capsys, monkeypa
     monkeypatch.delenv("HF_HUB_OFFLINE")
     assert cli.main(args) == 2
     _err_line(capsys)
+    assert cli.main(args + ["-p", "saf_source=data/nowhere"]) == 2  # relative, hub-id-like
+    err = _err_line(capsys)
+    assert "saf_source=data/nowhere is no folder (relative to" in err and "unset" not in err
     assert cli.main(args + ["-p", "saf_source=/no/such/folder"]) == 2
     assert "saf_source=/no/such/folder does not exist" in _err_line(capsys)
     monkeypatch.setenv("SAF_DATA", str(tmp))

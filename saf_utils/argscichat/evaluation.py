@@ -119,8 +119,11 @@ def summary_table(an: Analysis, gold_history: Sequence[str] = ()) -> pd.DataFram
     for system in [s for s in an.roles if s in set(h.system)]:
         t = h[(h.system == system) & (h.split == "test")]
         v = h[(h.system == system) & (h.split == "val")]
+        picks = {CHOSEN: an.chosen, BASELINE: an.baseline}.get(system)
+        reads = system in gold_history or (picks is not None and bool(
+            set(picks.per_fold.values()) & set(gold_history)))
         row = {"system": system, "role": an.roles[system],
-               "inputs": GOLD_HISTORY_NOTE if system in gold_history else "",
+               "inputs": GOLD_HISTORY_NOTE if reads else "",
                "val": v["mean"].iloc[0] if len(v) else np.nan,
                "test": t["mean"].iloc[0] if len(t) else np.nan,
                "ci_low": t.ci_low.iloc[0] if len(t) else np.nan,
@@ -169,6 +172,9 @@ def record(rec: Any, an: Analysis, tuning: pd.DataFrame | None = None,
         rec.add(TASK, DATASET, r.split, r.system, METRIC, r.value, fold=int(r.fold),
                 seed=None if pd.isna(r.seed) else int(r.seed), role=an.roles.get(r.system))
     notes = {s: GOLD_HISTORY_NOTE for s in gold_history}
+    for name, choice in ((CHOSEN, an.chosen), (BASELINE, an.baseline)):
+        if set(choice.per_fold.values()) & set(gold_history):  # a fold's pick reads them
+            notes[name] = f"{GOLD_HISTORY_NOTE} in some folds"
     for r in an.headline.itertuples():
         rec.add(TASK, DATASET, r.split, r.system, METRIC, r.mean, role=an.roles.get(r.system),
                 ci_low=r.ci_low, ci_high=r.ci_high, method=r.method, estimand=r.estimand,

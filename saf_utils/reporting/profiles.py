@@ -448,11 +448,6 @@ def _hf_cached(dataset_id: str) -> bool:
             or (ds / dataset_id.replace("/", "___")).is_dir())
 
 
-def _looks_like_path(s: str) -> bool:
-    """A hub id is ``org/name``; anything else that does not exist is a missing folder."""
-    return s.startswith(("/", ".", "~")) or s.count("/") != 1
-
-
 def check_data_sources(plans: list[NotebookPlan]) -> list[dict[str, Any]]:
     """Where each dataset will come from; one error naming every unavailable source.
 
@@ -461,7 +456,7 @@ def check_data_sources(plans: list[NotebookPlan]) -> list[dict[str, Any]]:
     neither, the hub copy must be cached or its host reachable.
     """
     from saf_utils.argscichat.data import ARGSCICHAT_FOLDS, ARGSCICHAT_SPLITS, _argscichat_cache_dir
-    from saf_utils.saf.data import SAF_HUB_ID
+    from saf_utils.saf.data import SAF_HUB_ID, looks_like_path
 
     needs: dict[str, list[str]] = {}
     for p in plans:
@@ -480,7 +475,7 @@ def check_data_sources(plans: list[NotebookPlan]) -> list[dict[str, Any]]:
                 local = Path(str(source)).expanduser()
                 if local.exists():
                     entry.update(kind="local", source=str(local.resolve()))
-                elif ds == "saf" and not _looks_like_path(str(source)):
+                elif ds == "saf" and not looks_like_path(str(source)):
                     entry.update(kind="hub", source=str(source))
                 else:
                     problems.append(f"{ds}: {via}={source} does not exist")
@@ -497,8 +492,11 @@ def check_data_sources(plans: list[NotebookPlan]) -> list[dict[str, Any]]:
                                  for k in ARGSCICHAT_FOLDS for s in ARGSCICHAT_SPLITS)
                 entry["cached"] = cached
                 if not cached and not reachable(HUB_HOSTS[ds]):
-                    problems.append(f"{ds}: no local source ({env} / {ds}_source unset) and "
-                                    f"{HUB_HOSTS[ds]} is unreachable; set {env}=<local copy>")
+                    given = (f"{via}={source} is no folder (relative to {Path.cwd()}) and, as "
+                             "a hub id," if source else f"no local source ({env} / {ds}_source "
+                             "unset) and")
+                    problems.append(f"{ds}: {given} {HUB_HOSTS[ds]} is unreachable; set "
+                                    f"{env}=<local copy>")
                     continue
             out.append(entry)
     if problems:

@@ -30,6 +30,7 @@ import socket
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -346,8 +347,8 @@ def write_reports(run_dir: Path, manifest: dict[str, Any]) -> None:
     records = read_records((run_dir / n["name"] / RECORDS_FILE for n in latest), skipped)
     for r in records:
         r["notebook_status"] = status.get(r.get("notebook"), "unknown")
-    sources: dict[str, dict] = {}
-    for n in latest:
+    sources: dict[tuple, dict] = {}  # (path, sha256): a file rewritten between notebooks
+    for n in latest:                   # appears once per version, flagged ``changed``
         src = run_dir / n["name"] / SOURCES_FILE
         try:
             rows = json.loads(src.read_text()) if src.is_file() else []
@@ -355,12 +356,17 @@ def write_reports(run_dir: Path, manifest: dict[str, Any]) -> None:
             rows = []
         for row in rows if isinstance(rows, list) else []:
             if isinstance(row, dict) and "path" in row:
-                entry = sources.setdefault(row["path"], {**row, "notebooks": []})
+                entry = sources.setdefault((row["path"], row.get("sha256")),
+                                           {**row, "notebooks": []})
                 entry["notebooks"].append(n["name"])
+    versions = Counter(path for path, _ in sources)
+    for (path, _), entry in sources.items():
+        entry["changed"] = versions[path] > 1
     summary = summarize(records)
     manifest["records"] = {"n": len(records), "skipped_lines": len(skipped),
                            "skipped": skipped[:50]}
-    manifest["data_sources"] = sorted(sources.values(), key=lambda s: s["path"])
+    manifest["data_sources"] = sorted(sources.values(),
+                                      key=lambda s: (s["path"], str(s.get("sha256"))))
     manifest["seeds"] = {n["name"]: {k: v for k, v in n.get("parameters", {}).items()
                                      if "seed" in k} for n in latest}
     write_json(run_dir / "metrics.json", {"records": records,
