@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from saf_utils.reporting import cli, pages
+from saf_utils.reporting import cli, pages, tables
 from saf_utils.reporting.compare import compare_runs, to_markdown, write_compare_html
 from saf_utils.reporting.records import Recorder
 from saf_utils.reporting.runner import write_reports
@@ -190,17 +190,24 @@ def test_index_is_a_headline_page(two_runs):
     assert "C=0.1" not in words and ">q1<" not in words and "<h3>validation" not in words
 
 
-def test_results_page_holds_every_result_record(two_runs):
+def test_results_page_holds_every_record_with_a_default_view(two_runs):
     _, run_a, _ = two_runs
-    parsed = check_page(run_a / "results.html")
+    check_page(run_a / "results.html")
     metrics = json.loads((run_a / "metrics.json").read_text())
-    results = [r for r in metrics["records"] if r["kind"] == "result"]
-    body = [r for r in parsed.rows if r and r[0] in {"02_baseline_finetuning",
-                                                    "03_fact_selection", "04_generation"}]
-    assert len(body) == len(results) == 39
-    assert any(r[1] == "failed" for r in body)
     text = (run_a / "results.html").read_text()
-    assert "addEventListener('input'" in text and 'id="q"' in text  # inline sort/filter JS
+    spec = tables.read_page_tables(text)["results"]
+    thead = spec["dt_args"]["table_html"].split("</thead>")[0]
+    head = re.findall(r"<th>(.*?)</th>", thead)
+    assert head[:6] == ["system", "split", "metric", "value", "CI", "role"]
+    rows = [dict(zip(head, r, strict=True)) for r in spec["data"]]
+    assert len(rows) == len(metrics["records"])  # every kind; the default view filters
+    assert sum(r["kind"] == "result" for r in rows) == 39
+    assert any(r["notebook_status"] == "failed" for r in rows)
+    search = [c and c["search"] for c in spec["dt_args"]["searchCols"]]
+    assert search[head.index("kind")] == "result" and search[head.index("split")] == "test"
+    assert spec["dt_args"]["column_filters"] == "footer"
+    assert "colvis" in json.dumps(spec["dt_args"]["layout"])
+    assert 'id="results"' in text and "new ITable(" in text  # the project's own script
 
 
 def test_compare_names_the_parameter_and_the_changed_records(two_runs, capsys):

@@ -143,9 +143,8 @@ def test_profiles_name_existing_notebooks_and_declared_parameters():
 @pytest.mark.slow
 @pytest.mark.skipif(not (os.environ.get("SAF_DATA") and os.environ.get("ARGSCICHAT_DATA")),
                     reason="needs SAF_DATA and ARGSCICHAT_DATA")
-def test_smoke_profile_end_to_end(tmp_path):
-    code = run.main(["--profile", "smoke", "--reports-dir", str(tmp_path), "--run-name", "s"])
-    out = tmp_path / "s"
+def test_smoke_profile_end_to_end(smoke_run):
+    out, code = smoke_run
     manifest = json.loads((out / "manifest.json").read_text())
     failed = [n["name"] + ": " + str(n["error"]) for n in manifest["notebooks"]
               if n["status"] != "ok"]

@@ -12,7 +12,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from saf_utils.reporting import pages
+from saf_utils.reporting import pages, tables
 from saf_utils.reporting.sharing import PathScrubber, clean_html, md
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -228,8 +228,12 @@ def test_results_page_keeps_its_script_and_escapes_records(tmp_path):
     run_dir = tmp_path / "r1"
     run_dir.mkdir()
     text = pages.write_results(run_dir, _manifest(tmp_path), _records()).read_text()
-    assert pages.SORT_FILTER_JS in text and '<input id="q"' in text
-    assert 'data-v="0.7"' in text and not unsafe_markup(text)
+    assert "new ITable(" in text and not unsafe_markup(text)
+    rows = tables.read_page_tables(text)["results"]["data"]
+    cells = {c for r in rows for c in r if isinstance(c, str)}
+    assert 0.7 in {r[3] for r in rows}
+    assert not any(p in c for p in PAYLOADS[:5] for c in cells)  # escaped for DataTables
+    assert "&lt;img src=x onerror=alert(1)&gt;" in cells
 
 
 # ------------------------------------------------------------------ a whole smoke run

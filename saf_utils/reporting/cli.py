@@ -54,6 +54,11 @@ def run_parser() -> argparse.ArgumentParser:
                     help="print the plan (notebooks, parameters, data sources); run nothing")
     ap.add_argument("--baseline", metavar="RUN",
                     help="compare with this run at the end (writes compare.html)")
+    ap.add_argument("--reuse", metavar="RUN",
+                    help="copy the outputs of notebooks whose inputs are unchanged since RUN "
+                         "instead of running them (frozen notebooks)")
+    ap.add_argument("--no-reuse", action="store_true",
+                    help="run every notebook, even where the profile says reuse: latest")
     return ap
 
 
@@ -63,7 +68,7 @@ def run_main(argv: list[str]) -> int:
     args = run_parser().parse_args(argv)
     req = runner.RunRequest(args.profile, args.config, args.param, args.only, args.run_name,
                             args.run_dir, args.reports_dir, args.notebooks_dir, args.hide_code,
-                            args.baseline, ["saf-run", *argv])
+                            args.baseline, ["saf-run", *argv], args.reuse, args.no_reuse)
     try:
         if args.dry_run:
             print(runner.describe_plan(runner.prepare(req), req))
@@ -72,7 +77,7 @@ def run_main(argv: list[str]) -> int:
             profile=args.profile, config=args.config, overrides=args.param, only=args.only,
             run_name=args.run_name, reports_dir=args.reports_dir,
             notebooks_dir=args.notebooks_dir, hide_code=args.hide_code, run_dir=args.run_dir,
-            baseline=args.baseline, argv=req.argv)
+            baseline=args.baseline, argv=req.argv, reuse=args.reuse, no_reuse=args.no_reuse)
     except RunnerError as exc:
         _err(exc)
         return 2

@@ -161,6 +161,20 @@ def _data(manifest: dict) -> dict[tuple, str]:
     return out
 
 
+def _origin(run: str, n: dict) -> tuple:
+    """The execution that made a notebook's outputs (the original one when it was reused)."""
+    orig = (n.get("reused") or {}).get("original")
+    return (orig.get("run"), orig.get("started")) if orig else (run, n.get("started"))
+
+
+def same_executions(man_a: dict, man_b: dict) -> list[str]:
+    """Notebooks whose outputs in both runs come from one execution (reused, identical)."""
+    a = {n["name"]: _origin(man_a.get("run"), n) for n in man_a.get("notebooks", [])
+         if n.get("status") == "ok"}
+    return [n["name"] for n in man_b.get("notebooks", []) if n.get("status") == "ok"
+            and a.get(n["name"]) == _origin(man_b.get("run"), n)]
+
+
 def _values(records: list[dict]) -> dict[tuple, dict]:
     """Per key: the headline record (fold and seed None) or else the mean of the records."""
     groups: dict[tuple, list[dict]] = {}
@@ -291,7 +305,7 @@ def compare_runs(run_a: str | os.PathLike, run_b: str | os.PathLike, alpha: floa
                    for k in sorted(set(va) - set(vb), key=str)]
     return {"a": shown_path(run_a, run_b), "b": shown_path(run_b, run_a),
             "a_name": man_a.get("run", run_a.name), "b_name": man_b.get("run", run_b.name),
-            "alpha": alpha, "setup": setup,
+            "alpha": alpha, "setup": setup, "identical": same_executions(man_a, man_b),
             "parameters": params, "data": data, "packages": packages, "changed": changed,
             "unchanged": same, "appeared": appeared, "disappeared": disappeared}
 
@@ -329,6 +343,9 @@ def to_markdown(cmp: dict) -> str:
     lines += ["## Setup", ""] + (md(["what", "A", "B"], [[s["what"], _v(s["a"]), _v(s["b"])]
                                                          for s in cmp["setup"]])
                                  if cmp["setup"] else ["same profile, commit and lock file", ""])
+    if cmp.get("identical"):
+        lines += ["Reused (one execution, identical outputs): " + ", ".join(cmp["identical"]),
+                  ""]
     lines += ["## Parameters", ""] + (md(["notebook", "parameter", "A", "B"],
                                          [[p["notebook"], p["parameter"], _v(p["a"]), _v(p["b"])]
                                           for p in cmp["parameters"]])
@@ -377,6 +394,8 @@ def write_compare_html(cmp: dict, path: str | os.PathLike) -> Path:
             sec("Setup", ["what", "A", "B"],
                 [[esc(s["what"]), esc(_v(s["a"])), esc(_v(s["b"]))] for s in cmp["setup"]],
                 "Same profile, commit and lock file."),
+            (f"<p>Reused (one execution, identical outputs): {esc(', '.join(cmp['identical']))}"
+             "</p>" if cmp.get("identical") else ""),
             sec("Parameters", ["notebook", "parameter", "A", "B"],
                 [[esc(p["notebook"]), f"<b>{esc(p['parameter'])}</b>", esc(_v(p["a"])),
                   esc(_v(p["b"]))] for p in cmp["parameters"]], "No parameter differs."),

@@ -86,12 +86,17 @@ def table(head: Sequence[str], rows: Iterable[Sequence[str]], cls: str = "",
 
 
 def page(title: str, body: str, script: str = "",
-         run_dir: str | os.PathLike | None = None) -> str:
+         run_dir: str | os.PathLike | None = None,
+         itables: dict[str, dict] | None = None) -> str:
     """A whole page. The body is sanitised (:func:`clean_html`) and its absolute paths are
     rewritten (:class:`PathScrubber`, ``$RUN`` for ``run_dir``); ``script`` is the project's
-    own trusted JavaScript and is added after sanitising."""
+    own trusted JavaScript and is added after sanitising, as are the interactive tables
+    ``itables`` (``{placeholder id: tables.table_spec}``, :func:`tables.page_assets`)."""
+    from saf_utils.reporting.tables import page_assets
+
     scrub = PathScrubber.for_run(run_dir)
     js = f"<script>{script}</script>" if script else ""
+    js += page_assets(itables or {}, scrub)
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>{esc(scrub(title))}</title><style>{CSS}</style></head><body>\n"
@@ -137,11 +142,16 @@ def render_notebook(ipynb: Path, hide_code: bool = False) -> Path:
     Markdown cell through :func:`clean_html` (JavaScript outputs are dropped; PNG/JPEG
     outputs stay embedded), and the absolute paths in sources and outputs are rewritten
     (:class:`PathScrubber`: ``$RUN`` for the notebook's folder, ``$<parameter>`` for data
-    paths among its papermill parameters). The ``.ipynb`` itself is left as executed.
+    paths among its papermill parameters). Interactive tables (:mod:`tables`) become
+    placeholders; their escaped data and the bundled DataTables script are added after
+    sanitising. The ``.ipynb`` itself is left as executed.
     """
     import jinja2
     import nbformat
     from nbconvert import HTMLExporter
+
+    from saf_utils.reporting.tables import extract as extract_tables
+    from saf_utils.reporting.tables import page_assets
 
     nb = nbformat.read(ipynb, as_version=4)
     params = (nb.metadata.get("papermill") or {}).get("parameters") or {}
@@ -154,9 +164,14 @@ def render_notebook(ipynb: Path, hide_code: bool = False) -> Path:
                             template_file="offline.html.j2")
     exporter.exclude_input = hide_code
     exporter.exclude_input_prompt = hide_code
+    specs = extract_tables(nb)
     body, _ = exporter.from_notebook_node(scrub.notebook(nb),
                                           resources={"metadata": {"name": ipynb.stem}})
-    return write_text(ipynb.with_suffix(".html"), scrub(strip_external(body), generic=False))
+    body = scrub(strip_external(body), generic=False)
+    if specs:  # the project's own table script and the escaped table data, after sanitising
+        head, tail = body.rsplit("</body>", 1)
+        body = head + page_assets(specs, scrub) + "</body>" + tail
+    return write_text(ipynb.with_suffix(".html"), body)
 
 
 # ------------------------------------------------------------------ headline tables
@@ -494,15 +509,24 @@ def write_index(run_dir: Path, manifest: dict, records: list[dict]) -> Path:
     latest = {n["name"]: n for n in manifest.get("notebooks", [])}
     for n in manifest.get("notebooks", []):
         name = esc(n["name"])
+        read_at = (n.get("reused") or {}).get("at") or n.get("started")
         newer = [d for d in (manifest.get("depends_on") or {}).get(n["name"], [])
-                 if n.get("started") and (latest.get(d) or {}).get("finished")
-                 and latest[d]["finished"] > n["started"]]
+                 if read_at and (latest.get(d) or {}).get("finished")
+                 and ((latest[d].get("reused") or {}).get("at") or latest[d]["finished"])
+                 > read_at]
         if newer:  # an input was rerun after this notebook read it
             name += f' <small class="warn">(stale: {esc(", ".join(newer))} rerun later)</small>'
 
         link = f'<a href="{esc(n["html"])}">{name}</a>' if n.get("html") else name
         err = esc((n.get("error") or "")[:300])
-        nb_rows.append([link, f'<span class="{esc(n["status"])}">{esc(n["status"])}</span>',
+        state = f'<span class="{esc(n["status"])}">{esc(n["status"])}</span>'
+        if n.get("reused"):
+            orig = n["reused"].get("original") or {}
+            state += (f' <small class="reused">reused from {esc(n["reused"].get("from"))}'
+                      f' (executed {esc(orig.get("started"))} at commit '
+                      f'<code>{esc(str(orig.get("commit") or "?")[:8])}</code>'
+                      f'{" dirty" if orig.get("dirty") else ""})</small>')
+        nb_rows.append([link, state,
                         f'<td class="num">{_duration(n.get("seconds"))}</td>',
                         esc(n.get("started") or ""), err])
     prev = [e for e in manifest.get("executions", []) if e.get("archived_to")]
@@ -565,49 +589,69 @@ def data_table(manifest: dict) -> str:
 
 
 # ------------------------------------------------------------------ results.html
-RESULT_COLUMNS = ("notebook", "notebook_status", "task", "dataset", "split", "system", "role",
-                  "metric", "subset", "fold", "seed", "value", "ci_low", "ci_high")
+# What a reader needs first; the columns that repeat on every row come last (hideable).
+RESULT_COLUMNS = ("system", "split", "metric", "value", "CI", "role", "subset", "fold", "seed",
+                  "kind", "task", "dataset", "notebook", "notebook_status", "ci_low", "ci_high")
+HIDDEN_RESULT_COLUMNS = ("ci_low", "ci_high", "notebook_status")
+#: The default view: ``result`` records of test splits (column filters, shown in their boxes;
+#: the reader clears them to see every record).
+DEFAULT_VIEW = {"kind": "result", "split": "test"}
 
-SORT_FILTER_JS = """
-const t=document.getElementById('results'),b=t.tBodies[0],q=document.getElementById('q');
-const rows=Array.from(b.rows);
-q.addEventListener('input',()=>{const w=q.value.toLowerCase().split(/\\s+/).filter(x=>x);
-let n=0;for(const r of rows){const s=r.textContent.toLowerCase();
-const ok=w.every(x=>s.includes(x));r.style.display=ok?'':'none';n+=ok;}
-document.getElementById('n').textContent=n;});
-Array.from(t.tHead.rows[0].cells).forEach((th,i)=>th.addEventListener('click',()=>{
-const d=th.dataset.d==='1'?-1:1;th.dataset.d=d===1?'1':'0';
-const v=r=>{const c=r.cells[i],x=c.dataset.v??c.textContent;const f=parseFloat(x);
-return isNaN(f)||!/^[-+0-9.eE]+$/.test(x)?x:f;};
-rows.sort((a,c)=>{const x=v(a),y=v(c);return (typeof x===typeof y?(x<y?-1:x>y?1:0):
-(typeof x==='number'?-1:1))*d;});rows.forEach(r=>b.appendChild(r));}));
-"""
+
+def results_frame(records: list[dict]) -> Any:
+    """Every record as one row of :data:`RESULT_COLUMNS` (CI as ``[low, high]`` text)."""
+    import pandas as pd
+
+    rows = []
+    for r in records:
+        lo, hi = r.get("ci_low"), r.get("ci_high")
+        ci = f"[{fmt(lo, 4)}, {fmt(hi, 4)}]" if lo is not None and hi is not None else ""
+        row = {c: r.get(c) for c in RESULT_COLUMNS}
+        row.update(kind=_kind(r), CI=ci,
+                   **{c: (None if r.get(c) is None else float(r[c]))
+                      for c in ("value", "ci_low", "ci_high")})
+        rows.append({c: ("" if v is None else v) if c not in ("value", "ci_low", "ci_high")
+                     else v for c, v in row.items()})
+    frame = pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
+    for c in ("fold", "seed"):
+        frame[c] = frame[c].astype(str)
+    return frame
 
 
 def write_results(run_dir: Path, manifest: dict, records: list[dict]) -> Path:
-    """``results.html``: every ``result`` record; click a header to sort, type to filter."""
-    rows = []
+    """``results.html``: every record in one interactive table (sort, search, per-column
+    filters, hideable columns); the default view shows ``result`` records of test splits."""
+    from saf_utils.reporting.tables import table_spec
+
+    frame = results_frame(records)
+    cols = list(frame.columns)
+    spec = table_spec(
+        frame, filters=True, hideable=True, page_length=25,
+        columnDefs=[{"targets": [cols.index(c) for c in HIDDEN_RESULT_COLUMNS],
+                     "visible": False},
+                    {"targets": [cols.index(c) for c in ("value", "ci_low", "ci_high")],
+                     "className": "dt-right"}],
+        searchCols=[{"search": DEFAULT_VIEW[c]} if c in DEFAULT_VIEW else None for c in cols],
+        order=[[cols.index("split"), "asc"], [cols.index("metric"), "asc"],
+               [cols.index("value"), "desc"]])
+    kinds = defaultdict(int)
     for r in records:
-        if _kind(r) != "result":
-            continue
-        cells = []
-        for c in RESULT_COLUMNS:
-            v = r.get(c)
-            if c in ("value", "ci_low", "ci_high") and v is not None:
-                cells.append(f'<td class="num" data-v="{esc(repr(float(v)))}">{fmt(v, 4)}</td>')
-            elif c == "notebook_status" and v not in (None, "ok"):
-                cells.append(f'<td class="failed">{esc(v)}</td>')
-            else:
-                cells.append(esc(v))
-        rows.append(cells)
+        kinds[_kind(r)] += 1
+    counts = ", ".join(f"{n} {esc(k)}" for k, n in sorted(kinds.items()))
     body = f"""<h1>Results of run {esc(manifest.get('run', run_dir.name))}</h1>
-<p><a href="index.html">headline page</a> · {len(rows)} result records
-(<span id="n">{len(rows)}</span> shown). Filter (all words must match):
-<input id="q" size="40" placeholder="e.g. test_unseen bleu"> · click a column to sort.</p>
-<table id="results"><thead><tr>{''.join(f'<th>{esc(c)}</th>' for c in RESULT_COLUMNS)}</tr>
-</thead><tbody>{''.join('<tr>' + ''.join(c if c.startswith('<td') else f'<td>{c}</td>'
-                                         for c in row) + '</tr>' for row in rows)}</tbody>
-</table>"""
+<p><a href="index.html">headline page</a> · {len(frame)} records ({counts}). The default view
+shows <code>result</code> records of test splits (the boxes of <code>kind</code> and
+<code>split</code>): clear them to see the rest. Type in a column's box (below the table) to
+filter it, click a header to sort,
+<i>Column visibility</i> hides or shows columns (<code>ci_low</code>, <code>ci_high</code> and
+<code>notebook_status</code> start hidden).</p>
+{_tables_placeholder("results", spec)}"""
     return write_text(run_dir / "results.html",
-                      page(f"Results {manifest.get('run', run_dir.name)}", body, SORT_FILTER_JS,
-                           run_dir=run_dir))
+                      page(f"Results {manifest.get('run', run_dir.name)}", body,
+                           run_dir=run_dir, itables={"results": spec}))
+
+
+def _tables_placeholder(table_id: str, spec: dict) -> str:
+    from saf_utils.reporting.tables import placeholder
+
+    return placeholder(table_id, spec)

@@ -63,7 +63,7 @@ def check_run_name(name: str) -> str:
 
 # ------------------------------------------------------------------ profiles
 PROFILE_KEYS = {"name", "description", "extends", "notebooks", "depends_on", "parameters",
-                "notebook_parameters", "choices", "hide_code", "timeout"}
+                "notebook_parameters", "choices", "hide_code", "timeout", "reuse"}
 
 
 def _check_fields(path: Path, cfg: dict) -> None:
@@ -79,6 +79,9 @@ def _check_fields(path: Path, cfg: dict) -> None:
         check_folder_name(cfg["name"], f"{path}: profile name")
     if cfg.get("hide_code") is not None and not isinstance(cfg["hide_code"], bool):
         raise bad("hide_code", "true or false")
+    if cfg.get("reuse") not in (None, False, "latest"):
+        raise bad("reuse", "'latest' (reuse unchanged notebooks of the profile's latest run) "
+                  "or null")
     timeout = cfg.get("timeout")
     if timeout is not None and (not isinstance(timeout, int) or isinstance(timeout, bool)
                                 or timeout <= 0):

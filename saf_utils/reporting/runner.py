@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -30,6 +31,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -47,6 +49,7 @@ from saf_utils.reporting.manifest import (
     write_json,
     write_text,
 )
+from saf_utils.reporting.pages import _duration
 from saf_utils.reporting.profiles import (  # noqa: F401 - re-exported for callers and tests
     CONFIG_DIR,
     DATA_ENV_VARS,
@@ -82,6 +85,9 @@ class NotebookResult:
     html: str | None = None
     invocation: int = 1
     archived_to: str | None = None
+    inputs: dict[str, Any] | None = None  # reuse.notebook_inputs of this execution
+    outputs: str | None = None  # reuse.tree_digest of its output folder
+    reused: dict[str, Any] | None = None  # {"from": run, "at": time, "original": execution}
 
 
 class Interrupted(BaseException):  # noqa: N818 - like KeyboardInterrupt, not an error
@@ -177,8 +183,12 @@ def _kill_kernel(km: Any) -> None:
         pass
 
 
-def execute_one(nb_path: Path, out_path: Path, params: dict, timeout: int | None) -> str | None:
+def execute_one(nb_path: Path, out_path: Path, params: dict, timeout: int | None,
+                on_section: Callable[[str], None] | None = None) -> str | None:
     """Run one notebook; returns None on success or the error text (the output is kept).
+
+    ``on_section(title)`` is called when the first code cell under a new Markdown heading
+    starts (:class:`SectionEngine`).
 
     papermill runs in a worker thread so that SIGINT/SIGTERM reach the runner (nbclient
     would otherwise install its own handlers on the main thread's event loop and reset them
@@ -188,21 +198,26 @@ def execute_one(nb_path: Path, out_path: Path, params: dict, timeout: int | None
     import papermill as pm
     from jupyter_client.manager import AsyncKernelManager
 
+    _register_section_engine()
     box: dict[str, Any] = {}
 
     class TrackedKernelManager(AsyncKernelManager):
-        """nbclient's own kernel manager (it shuts the kernel down), remembered here."""
+        """nbclient's own kernel manager (it shuts the kernel down), remembered here. The
+        kernel's sockets get CurveZMQ keys where pyzmq supports them (the kernelspec declares
+        it): no "running over TCP without encryption" warning per notebook."""
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
+            if _curve_available():
+                self.transport_encryption = "auto"
             box["km"] = self
 
     def work() -> None:
         try:
             pm.execute_notebook(
                 str(nb_path), str(out_path), parameters=params, kernel_name="python3",
-                cwd=str(nb_path.parent), progress_bar=sys.stderr.isatty(),
-                execution_timeout=timeout,
+                cwd=str(nb_path.parent), progress_bar=False, engine_name=SECTION_ENGINE,
+                on_section=on_section, execution_timeout=timeout,
                 kernel_manager_class=TrackedKernelManager,
             )
             box["error"] = None
@@ -228,6 +243,58 @@ def execute_one(nb_path: Path, out_path: Path, params: dict, timeout: int | None
         if _kernel_alive(box.get("km")):
             _kill_kernel(box["km"])
     return box.get("error", "the execution thread ended without a result")
+
+
+def _curve_available() -> bool:
+    try:
+        import zmq
+
+        return bool(zmq.has("curve"))
+    except Exception:  # noqa: BLE001 - no encryption then, and the kernel warns
+        return False
+
+
+SECTION_ENGINE = "saf-sections"
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$", re.M)
+
+
+def section_starts(nb: Any) -> dict[int, str]:
+    """``{cell index: heading}``: the first code cell under each Markdown heading (the last
+    heading of a Markdown cell counts; a heading without code below it is not listed)."""
+    out: dict[int, str] = {}
+    pending: str | None = None
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "markdown":
+            heads = _HEADING.findall(cell.source)
+            if heads:
+                pending = " ".join(re.sub(r"[*_`$]", "", heads[-1]).split())[:90]
+        elif cell.cell_type == "code" and pending:
+            out[i] = pending
+            pending = None
+    return out
+
+
+def _register_section_engine() -> None:
+    """papermill's nbclient engine that also reports each section as it starts."""
+    from papermill.engines import NBClientEngine, papermill_engines
+
+    class SectionEngine(NBClientEngine):
+        @classmethod
+        def execute_managed_notebook(cls, nb_man: Any, kernel_name: str, **kwargs: Any):
+            report = kwargs.pop("on_section", None)
+            if report is not None:
+                starts = section_starts(nb_man.nb)
+                cell_start = nb_man.cell_start
+
+                def hooked(cell: Any, cell_index: int | None = None, **kw: Any) -> Any:
+                    if cell_index in starts:
+                        report(starts[cell_index])
+                    return cell_start(cell, cell_index, **kw)
+
+                nb_man.cell_start = hooked
+            return super().execute_managed_notebook(nb_man, kernel_name, **kwargs)
+
+    papermill_engines.register(SECTION_ENGINE, SectionEngine)
 
 
 def _kernel_alive(km: Any) -> bool:
@@ -369,6 +436,8 @@ class RunRequest:
     hide_code: bool | None = None
     baseline: str | None = None
     argv: list[str] | None = None
+    reuse: str | None = None
+    no_reuse: bool = False
 
 
 def _pid_alive(pid: Any) -> bool:
@@ -419,8 +488,25 @@ def prepare(req: RunRequest) -> dict[str, Any]:
         baseline = resolve_run(req.baseline, req.reports_dir)
         load_run(baseline)
     data = check_data_sources(plans)
+    reuse_from: list[tuple[Path, dict]] = []  # where to look, in order
+    if req.reuse and req.no_reuse:
+        raise RunnerError("--reuse and --no-reuse exclude each other")
+    if req.reuse:
+        from saf_utils.reporting.compare import resolve_run
+
+        path = resolve_run(req.reuse, req.reports_dir)
+        reuse_from = [(path, read_manifest(path))]
+    elif cfg.get("reuse") == "latest" and not req.no_reuse:
+        from saf_utils.reporting.reuse import profile_runs
+
+        for path in profile_runs(Path(req.reports_dir or REPORTS_DIR), cfg["name"], existing):
+            try:
+                reuse_from.append((path, read_manifest(path)))
+            except RunnerError:  # a malformed old run is no candidate
+                continue
     return {"cfg": cfg, "plans": plans, "deps": deps, "data": data, "existing": existing,
-            "old_manifest": old_manifest, "run_name": run_name, "baseline": baseline}
+            "old_manifest": old_manifest, "run_name": run_name, "baseline": baseline,
+            "reuse_from": reuse_from}
 
 
 def describe_plan(plan: dict[str, Any], req: RunRequest) -> str:
@@ -448,6 +534,10 @@ def describe_plan(plan: dict[str, Any], req: RunRequest) -> str:
         lines.append("  (no selected notebook declares a data source)")
     if plan["baseline"]:
         lines.append(f"Compare with {plan['baseline']} (compare.html)")
+    if plan["reuse_from"]:
+        where = (plan["reuse_from"][0][0] if len(plan["reuse_from"]) == 1 else
+                 f"the latest of {len(plan['reuse_from'])} {cfg['name']} runs that has it")
+        lines.append(f"Reuse each notebook whose inputs are unchanged from {where}")
     return "\n".join(lines)
 
 
@@ -463,11 +553,13 @@ def run_profile(
     run_dir: str | os.PathLike | None = None,
     baseline: str | None = None,
     argv: list[str] | None = None,
+    reuse: str | None = None,
+    no_reuse: bool = False,
 ) -> tuple[Path, list[NotebookResult], str]:
-    """Run the notebooks of a profile; returns the run folder, one result per executed
-    notebook and the run status (ok | failed | interrupted:<SIGNAL>)."""
+    """Run the notebooks of a profile; returns the run folder, one result per executed or
+    reused notebook and the run status (ok | failed | interrupted:<SIGNAL>)."""
     req = RunRequest(profile, config, list(overrides or []), only, run_name, run_dir,
-                     reports_dir, notebooks_dir, hide_code, baseline, argv)
+                     reports_dir, notebooks_dir, hide_code, baseline, argv, reuse, no_reuse)
     plan = prepare(req)
     cfg, plans = plan["cfg"], plan["plans"]
     hide = cfg.get("hide_code", False) if hide_code is None else hide_code
@@ -480,8 +572,9 @@ def run_profile(
         p.params = {k: _absolute_if_path(k, v) for k, v in p.params.items()}
     os.environ.setdefault("PYTHONHASHSEED", "0")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    # Progress bars inside a kernel only clutter the HTML; the runner shows progress per cell
-    # (on a terminal) and per notebook instead. Interactive JupyterLab sessions keep theirs.
+    # Progress bars inside a kernel only clutter the HTML; the runner prints a line per section
+    # (Markdown heading) with the elapsed time, and one per notebook, terminal or not.
+    # Interactive JupyterLab sessions keep theirs.
     os.environ.setdefault("TQDM_DISABLE", "1")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
@@ -539,6 +632,15 @@ def run_profile(
                     _record_result(manifest, res, order)
                     write_reports(out, manifest)
                     continue
+                latest = {n["name"]: n for n in manifest["notebooks"]}
+                deps_out = {d: (latest.get(d) or {}).get("outputs")
+                            for d in cfg["depends_on"].get(p.name, [])}
+                reused = _try_reuse(plan, p, out, deps_out, hide, n_inv, f"[{i}/{len(plans)}]",
+                                    manifest)
+                if reused is not None:  # reports are written before the next execution
+                    results.append(reused)  # and at the end
+                    _record_result(manifest, reused, order)
+                    continue
                 _archive_previous(out, p.name, manifest)
                 nb_out = out / p.name
                 try:
@@ -556,12 +658,20 @@ def run_profile(
                 print(f"[{i}/{len(plans)}] {p.name} ...", flush=True)
                 t0 = time.perf_counter()
                 out_nb = out / f"{p.name}.ipynb"
+
+                def section(title: str, t0: float = t0, tag: str = f"[{i}/{len(plans)}]") -> None:
+                    print(f"{tag}   {_duration(time.perf_counter() - t0):>7}  § {title}",
+                          flush=True)
+
                 try:
-                    current.error = execute_one(p.path, out_nb, params, cfg.get("timeout"))
+                    current.error = execute_one(p.path, out_nb, params, cfg.get("timeout"),
+                                                section)
                 finally:
                     current.seconds = round(time.perf_counter() - t0, 1)
                     current.finished = now_iso()
                 current.status = "failed" if current.error else "ok"
+                if current.status == "ok":
+                    _record_inputs(current, p, nb_out, deps_out)
                 _render(current, out_nb, hide)
                 print(f"[{i}/{len(plans)}] {p.name} {current.status} in {current.seconds:.1f} s"
                       + (f": {current.error}" if current.error else ""), flush=True)
@@ -602,6 +712,66 @@ def run_profile(
                 print(f"saf-run: compare with {plan['baseline']} failed: {exc}",
                       file=sys.stderr)
     return out, results, status
+
+
+def _record_inputs(res: NotebookResult, p: NotebookPlan, nb_out: Path,
+                   deps_out: dict[str, str | None]) -> None:
+    """The inputs and output digest of a successful execution (what --reuse compares)."""
+    from saf_utils.reporting import reuse
+
+    res.inputs = reuse.notebook_inputs(p.path, res.parameters, (lock_info() or {}).get("sha256"),
+                                       deps_out, reuse.read_sources(nb_out))
+    res.outputs = reuse.tree_digest(nb_out)
+
+
+def _try_reuse(plan: dict, p: NotebookPlan, out: Path, deps_out: dict[str, str | None],
+               hide: bool, n_inv: int, tag: str, manifest: dict) -> NotebookResult | None:
+    """Copy ``p``'s outputs from the reuse run when its inputs are unchanged (else None)."""
+    from saf_utils.reporting import reuse
+
+    candidates = [(src, m) for src, m in plan.get("reuse_from") or []
+                  if Path(src).resolve() != out.resolve()]
+    if not candidates:
+        return None
+    found = next(((src, m, e) for src, m in candidates
+                  if (e := reuse.reusable_entry(src, m, p.name)) is not None), None)
+    if found is None:
+        names = ", ".join(src.name for src, _ in candidates[:3])
+        print(f"{tag} {p.name}: no successful execution to reuse in {names}", flush=True)
+        return None
+    src, old_manifest, old = found
+    params = dict(p.params)
+    if "output_dir" in p.declared:
+        params["output_dir"] = str((out / p.name).resolve())
+    now = reuse.notebook_inputs(p.path, params, (lock_info() or {}).get("sha256"), deps_out,
+                                reuse.data_digests(old["inputs"].get("data") or {}))
+    diff = reuse.changed(old["inputs"], now)
+    if None in deps_out.values():
+        diff.append("depends_on")
+    if diff:
+        print(f"{tag} {p.name}: changed since {src.name}: {', '.join(dict.fromkeys(diff))}",
+              flush=True)
+        return None
+    _archive_previous(out, p.name, manifest)
+    same_html = bool(old_manifest.get("hide_code", False)) == hide and old.get("html")
+    try:
+        reuse.copy_outputs(src, out, p.name, with_html=bool(same_html))
+    except OSError as exc:
+        raise ReportWriteError(exc.errno, f"cannot copy {p.name} from {src}: "
+                               f"{exc.strerror or exc}") from None
+    original = reuse.original_execution(old_manifest.get("run", src.name), old_manifest, old)
+    res = NotebookResult(p.name, "ok", started=old.get("started"), finished=old.get("finished"),
+                         seconds=old.get("seconds"), parameters=params, invocation=n_inv,
+                         html=old.get("html") if same_html else None, inputs=now,
+                         outputs=old.get("outputs"),
+                         reused={"from": old_manifest.get("run", src.name), "at": now_iso(),
+                                 "original": original})
+    if not same_html:
+        _render(res, out / f"{p.name}.ipynb", hide)
+    commit = str(original.get("commit") or "?")[:8]
+    print(f"{tag} {p.name} reused from {res.reused['from']} (executed {original.get('started')}"
+          f" at {commit}, {_duration(original.get('seconds'))})", flush=True)
+    return res
 
 
 def _render(res: NotebookResult, out_nb: Path, hide: bool) -> None:

@@ -1,0 +1,151 @@
+"""Frozen notebooks: skip a notebook whose inputs are unchanged and copy its earlier outputs.
+
+``saf-run --reuse RUN`` (or ``reuse: latest`` in a profile: per notebook, the latest run of
+the profile with a successful execution of it) compares, per notebook, the inputs of its last
+successful execution there (stored in that run's manifest under ``inputs``) with the inputs it
+would have now:
+
+- ``notebook``: SHA-256 of the notebook file;
+- ``parameters``: SHA-256 of the resolved parameters (``output_dir`` left out);
+- ``data``: SHA-256 of each data file the earlier execution read (its ``data_sources.json``),
+  hashed again now;
+- ``lock``: SHA-256 of the lock file;
+- ``package``: SHA-256 of the package sources (``saf_utils/**/*.py``) except the runner's own
+  modules (:data:`RUNNER_ONLY`: they pick which notebooks run, they neither run inside a
+  notebook nor render its page), so that fixing the runner does not rerun every notebook;
+- ``depends_on``: the digest of the output folder of each notebook it depends on, in this run.
+
+Equal inputs: the notebook, its page and its folder are hard-linked (copied where links are
+impossible) into the new run; the manifest says ``reused`` with the original execution.
+
+Why not jupyter-cache: its key is the notebook's code, not the data files a notebook reads,
+the package sources, the lock or upstream notebooks' outputs, and its store holds executed
+notebooks, not the artifact folders that notebooks 04-06 read. The key here is six hashes in
+the manifest the run writes anyway; no second store to keep in step.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Iterable
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from saf_utils.provenance import sha256_file
+from saf_utils.reporting.manifest import PROJECT_ROOT
+
+IGNORED_PARAMETERS = ("output_dir",)
+RUNNER_ONLY = ("run.py", "reporting/cli.py", "reporting/compare.py", "reporting/profiles.py",
+               "reporting/reuse.py", "reporting/runner.py")
+
+
+def _sha(obj: Any) -> str:
+    text = json.dumps(obj, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def tree_digest(root: Path, files: Iterable[Path] | None = None) -> str:
+    """SHA-256 over the relative paths and contents of the files under ``root``."""
+    files = sorted(p for p in root.rglob("*") if p.is_file()) if files is None else sorted(files)
+    return _sha([[str(p.relative_to(root)), sha256_file(p)] for p in files])
+
+
+@lru_cache(maxsize=1)
+def package_digest() -> str:
+    """SHA-256 of the package sources but :data:`RUNNER_ONLY`, once per process."""
+    pkg = PROJECT_ROOT / "saf_utils"
+    return tree_digest(pkg, (p for p in pkg.rglob("*.py") if "__pycache__" not in p.parts
+                             and p.relative_to(pkg).as_posix() not in RUNNER_ONLY))
+
+
+def data_digests(paths: Iterable[str]) -> dict[str, str]:
+    """``{path: sha256}`` of files now (``"missing"`` for a file that is gone)."""
+    return {p: sha256_file(p) if Path(p).is_file() else "missing" for p in sorted(set(paths))}
+
+
+def read_sources(folder: Path) -> dict[str, str]:
+    """``{path: sha256}`` of the data files a notebook's execution read (its data_sources)."""
+    try:
+        rows = json.loads((folder / "data_sources.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return {r["path"]: r.get("sha256") for r in rows if isinstance(r, dict) and "path" in r}
+
+
+def notebook_inputs(nb_path: Path, params: dict[str, Any], lock_sha: str | None,
+                    depends: dict[str, str | None], data: dict[str, str]) -> dict[str, Any]:
+    """The inputs of one execution (see the module docstring), with their ``key``."""
+    inputs = {
+        "notebook": sha256_file(nb_path),
+        "parameters": _sha({k: v for k, v in params.items() if k not in IGNORED_PARAMETERS}),
+        "data": dict(sorted(data.items())),
+        "lock": lock_sha,
+        "package": package_digest(),
+        "depends_on": dict(sorted(depends.items())),
+    }
+    return {**inputs, "key": _sha(inputs)}
+
+
+def changed(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """The names of the inputs that differ (``[]``: reuse)."""
+    return [k for k in ("notebook", "parameters", "data", "lock", "package", "depends_on")
+            if old.get(k) != new.get(k)]
+
+
+def profile_runs(reports_dir: Path, profile: str, exclude: Path | None = None) -> list[Path]:
+    """Runs of ``profile`` under ``reports_dir``, most recently started first (not
+    ``exclude``, not a run still marked running)."""
+    found: list[tuple[str, Path]] = []
+    for mpath in reports_dir.glob("*/manifest.json"):
+        if exclude is not None and mpath.parent.resolve() == exclude.resolve():
+            continue
+        try:
+            m = json.loads(mpath.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(m, dict) and m.get("profile") == profile and m.get("status") != "running":
+            found.append((str(m.get("started") or ""), mpath.parent))
+    return [p for _, p in sorted(found, key=lambda t: t[0], reverse=True)]
+
+
+def reusable_entry(run: Path, manifest: dict, name: str) -> dict | None:
+    """The latest execution of ``name`` in ``run`` that succeeded, has recorded inputs and
+    whose files are all still there."""
+    entry = next((n for n in manifest.get("notebooks", []) if n.get("name") == name), None)
+    if not entry or entry.get("status") != "ok" or not isinstance(entry.get("inputs"), dict):
+        return None
+    if not all(p.exists() for p in (run / name, run / f"{name}.ipynb")):
+        return None
+    return entry
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def copy_outputs(src_run: Path, dst_run: Path, name: str, with_html: bool) -> None:
+    """``<name>.ipynb``, ``<name>.html`` (``with_html``) and ``<name>/`` from one run into
+    another: hard links (run folders are never modified in place), copies across devices."""
+    shutil.copytree(src_run / name, dst_run / name, copy_function=_link_or_copy,
+                    dirs_exist_ok=True)
+    files = [f"{name}.ipynb"] + ([f"{name}.html"] if with_html else [])
+    for f in files:
+        if (src_run / f).is_file():
+            _link_or_copy(str(src_run / f), str(dst_run / f))
+
+
+def original_execution(run_name: str, manifest: dict, entry: dict) -> dict[str, Any]:
+    """Where and when the reused outputs were made: the first execution in a reuse chain."""
+    if isinstance(entry.get("reused"), dict):
+        return dict(entry["reused"]["original"])
+    return {"run": run_name, "started": entry.get("started"), "finished": entry.get("finished"),
+            "seconds": entry.get("seconds"),
+            "commit": (manifest.get("git") or {}).get("commit"),
+            "dirty": (manifest.get("git") or {}).get("dirty")}

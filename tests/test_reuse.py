@@ -1,0 +1,116 @@
+"""Frozen notebooks (--reuse) and the runner's log: one line per section, no kernel warning."""
+
+from __future__ import annotations
+
+import json
+
+import nbformat
+import pytest
+
+from saf_utils.reporting import cli, compare, reuse
+from saf_utils.reporting import runner as run
+from tests.test_reporting_runner import project  # noqa: F401 - the toy project fixture
+
+
+def _manifest(run_dir):
+    return json.loads((run_dir / "manifest.json").read_text())
+
+
+def test_section_starts_name_the_first_code_cell_under_each_heading():
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("# Title\n\nintro"),
+        nbformat.v4.new_code_cell("x = 1"),
+        nbformat.v4.new_markdown_cell("## 1. Load *data*\n### 1.1 `files`"),
+        nbformat.v4.new_code_cell("y = 2"), nbformat.v4.new_code_cell("z = 3"),
+        nbformat.v4.new_markdown_cell("## Without code below"),
+        nbformat.v4.new_markdown_cell("text, no heading"),
+        nbformat.v4.new_markdown_cell("## 2. Fit"), nbformat.v4.new_code_cell("w = 4")])
+    assert run.section_starts(nb) == {1: "Title", 3: "1.1 files", 8: "2. Fit"}
+
+
+@pytest.mark.slow
+def test_reuse_copies_unchanged_notebooks_and_reruns_changed_ones(project, capfd):  # noqa: F811
+    tmp, base, reports = project
+    assert cli.main(base + ["--run-name", "r1"]) == 0
+    out = capfd.readouterr()
+    assert "without encryption" not in out.err + out.out
+    assert "§ test x^2" in out.out  # a line per section, the output is not a terminal
+    # nothing changed: both notebooks reused, with the original execution
+    assert cli.main(base + ["--run-name", "r2", "--reuse", "r1"]) == 0
+    assert "reused from r1" in capfd.readouterr().out
+    m1, m2 = _manifest(reports / "r1"), _manifest(reports / "r2")
+    for n1, n2 in zip(m1["notebooks"], m2["notebooks"], strict=True):
+        assert n2["reused"]["from"] == "r1" and n2["status"] == "ok"
+        assert n2["reused"]["original"]["started"] == n1["started"]
+        assert n2["inputs"]["key"] == n1["inputs"]["key"] and n2["outputs"] == n1["outputs"]
+        assert (reports / "r2" / n2["name"] / "records.jsonl").read_bytes() == \
+            (reports / "r1" / n1["name"] / "records.jsonl").read_bytes()
+    index = (reports / "r2" / "index.html").read_text()
+    assert "reused from r1" in index and "stale" not in index
+    cmp = compare.compare_runs(reports / "r1", reports / "r2")
+    assert cmp["identical"] == ["a_first", "b_reads_a"] and not cmp["changed"]
+    # a chain: r3 reuses r2, whose outputs came from r1's execution
+    assert cli.main(base + ["--run-name", "r3", "--reuse", "r2"]) == 0
+    assert _manifest(reports / "r3")["notebooks"][0]["reused"]["original"]["run"] == "r1"
+    # a parameter of the first notebook changed: it and its dependent rerun
+    capfd.readouterr()
+    assert cli.main(base + ["--run-name", "r4", "--reuse", "r3", "-p",
+                            "a_first.value=0.125"]) == 0
+    log = capfd.readouterr().out
+    assert "a_first: changed since r3: parameters" in log
+    assert "b_reads_a: changed since r3: depends_on" in log
+    assert not any(n.get("reused") for n in _manifest(reports / "r4")["notebooks"])
+    # --only the dependent with the same inputs as r4: reused
+    assert cli.main(base + ["--run-name", "r5", "--reuse", "r4", "-p",
+                            "a_first.value=0.125"]) == 0
+    assert all(n.get("reused") for n in _manifest(reports / "r5")["notebooks"])
+
+
+def test_reuse_inputs_and_changes(tmp_path):
+    nb = tmp_path / "x.ipynb"
+    nb.write_text("{}")
+    data = tmp_path / "d.csv"
+    data.write_text("a\n1\n")
+    a = reuse.notebook_inputs(nb, {"k": 1, "output_dir": "/r1/x"}, "L", {"up": "u"},
+                              reuse.data_digests([str(data)]))
+    b = reuse.notebook_inputs(nb, {"k": 1, "output_dir": "/r2/x"}, "L", {"up": "u"},
+                              reuse.data_digests([str(data)]))
+    assert a == b and reuse.changed(a, b) == []
+    data.write_text("a\n2\n")
+    c = reuse.notebook_inputs(nb, {"k": 2}, "L", {"up": "v"}, reuse.data_digests([str(data)]))
+    assert reuse.changed(a, c) == ["parameters", "data", "depends_on"]
+    assert reuse.data_digests([str(tmp_path / "gone")]) == {str(tmp_path / "gone"): "missing"}
+
+
+def test_profile_reuse_setting_is_checked(tmp_path):
+    bad = tmp_path / "p.yaml"
+    bad.write_text("notebooks: [a]\nreuse: yesterday\n")
+    with pytest.raises(run.RunnerError, match="'reuse' must be 'latest'"):
+        run.load_profile(config=bad)
+
+
+@pytest.mark.slow
+def test_profile_reuse_latest_finds_each_notebook_in_the_latest_run_that_has_it(project, capfd):  # noqa: F811
+    tmp, base, reports = project
+    (tmp / "toy.yaml").write_text((tmp / "toy.yaml").read_text() + "reuse: latest\n")
+    assert cli.main(base + ["--run-name", "r1", "--no-reuse"]) == 0
+    assert cli.main(base + ["--run-name", "r2", "--only", "a_first"]) == 0
+    capfd.readouterr()
+    assert cli.main(base + ["--run-name", "r3"]) == 0
+    assert "a_first reused from r2" in capfd.readouterr().out
+    got = {n["name"]: (n["reused"]["from"], n["reused"]["original"]["run"])
+           for n in _manifest(reports / "r3")["notebooks"]}
+    assert got == {"a_first": ("r2", "r1"), "b_reads_a": ("r1", "r1")}
+    assert cli.main(base + ["--run-name", "r4", "--no-reuse", "--only", "a_first"]) == 0
+    assert not _manifest(reports / "r4")["notebooks"][0].get("reused")
+
+
+def test_package_digest_covers_notebook_code_not_the_runner():
+    from saf_utils.reporting.manifest import PROJECT_ROOT
+
+    pkg = PROJECT_ROOT / "saf_utils"
+    for name in reuse.RUNNER_ONLY:
+        assert (pkg / name).is_file(), name
+    assert "reporting/records.py" not in reuse.RUNNER_ONLY  # notebooks import it
+    assert "reporting/pages.py" not in reuse.RUNNER_ONLY  # it renders the copied pages
+    assert len(reuse.package_digest()) == 64

@@ -1,0 +1,105 @@
+"""Interactive tables: escaped JSON in notebooks and pages, only the project's own script."""
+
+from __future__ import annotations
+
+import json
+
+import nbformat
+import pandas as pd
+
+from saf_utils.argscichat import browse as AB
+from saf_utils.argscichat.data import MessagePair
+from saf_utils.reporting import pages, tables
+from saf_utils.saf import browse as SB
+from tests.test_sharing import PAYLOADS, unsafe_markup
+
+
+def _frame() -> pd.DataFrame:
+    return pd.DataFrame({"answer": list(PAYLOADS), "score": [0.123456] * len(PAYLOADS)})
+
+
+def test_table_spec_escapes_cells_header_and_caption_and_carries_no_code():
+    df = _frame().rename(columns={"answer": "<b>answer</b>"})
+    spec = tables.table_spec(df, caption=PAYLOADS[0], wrap=["<b>answer</b>"])
+    text = json.dumps(spec)
+    assert not any(p in text for p in PAYLOADS[:5])
+    assert "keys_to_be_evaluated" not in spec["dt_args"]
+    rows = json.loads(spec["dt_args"]["data_json"])
+    assert rows[0] == ["&lt;img src=x onerror=alert(1)&gt;", 0.1235]  # 4 significant digits
+    assert spec["dt_args"]["column_filters"] == "footer" and spec["rows"] == len(PAYLOADS)
+    assert spec["dt_args"]["columnDefs"] == [{"targets": [0], "className": "saf-wrap",
+                                              "width": "18em"}]
+
+
+def _notebook_with_table(path, run_dir) -> None:
+    spec = tables.table_spec(_frame().assign(path=f"{run_dir}/x.jsonl"), "payloads")
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("tables.show(df)")
+    cell.outputs = [
+        nbformat.v4.new_output("display_data", data={
+            "text/html": "<script>alert(1)</script>", "text/plain": "", tables.INIT_MIME: {}}),
+        nbformat.v4.new_output("display_data", data={
+            "text/html": "<table id='x'></table><script>alert(2)</script>",
+            "text/plain": "<interactive table>", tables.MIME: spec})]
+    nb.cells = [cell]
+    nbformat.write(nb, path)
+
+
+def test_notebook_page_keeps_the_table_drops_notebook_scripts_and_hides_paths(tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    ipynb = run_dir / "07_x.ipynb"
+    _notebook_with_table(ipynb, run_dir)
+    text = pages.render_notebook(ipynb).read_text(encoding="utf-8")
+    assert not unsafe_markup(text) and "alert(2)" not in text
+    assert text.count('<script type="module">') == 1 and "new ITable(" in text
+    assert 'id="saf-itable-1"' in text and not pages.external_resources(text)
+    specs = tables.read_page_tables(text)
+    assert list(specs) == ["saf-itable-1"]
+    cells = [c for r in specs["saf-itable-1"]["data"] for c in r if isinstance(c, str)]
+    assert "$RUN/x.jsonl" in cells and str(run_dir) not in text
+
+
+def test_extract_replaces_table_outputs_and_drops_the_bundle():
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("x")
+    cell.outputs = [nbformat.v4.new_output("display_data", data={tables.INIT_MIME: {}}),
+                    nbformat.v4.new_output("display_data", data={
+                        tables.MIME: {"rows": 3, "dt_args": {}}, "text/html": "<i>"})]
+    nb.cells = [cell]
+    assert list(tables.extract(nb)) == ["saf-itable-1"]
+    assert [o["data"] for o in cell.outputs] == [
+        {"text/html": tables.placeholder("saf-itable-1", {"rows": 3})}]
+
+
+def test_saf_browsers_keep_texts_whole_and_mark_errors():
+    long = "x " * 500
+    saf = pd.DataFrame({"split": ["train"], "question": [long], "reference_answer": ["r"],
+                        "provided_answer": [None], "verification_feedback": ["Correct"],
+                        "score": [1], "answer_feedback": ["f"], "id": [1]})
+    t = SB.answer_table(saf)
+    assert t.question[0] == long and t.error_class[0] == "(not annotated)"
+    preds = pd.DataFrame({
+        "system": ["s", "s", "s", "t"], "split": ["test"] * 4, "question": ["q"] * 4,
+        "gold_label": ["Correct"] * 4, "pred_label": ["Correct", "Incorrect", None, "x"],
+        "parseable": [True, True, False, True], "provided_answer": ["a"] * 4,
+        "gold_feedback": ["g"] * 4, "pred_feedback": ["p"] * 4, "gold_score": [1] * 4,
+        "pred_score": [1, 0, None, 0], "reference_answer": ["r"] * 4, "id": list("abcd")})
+    assert SB.prediction_table(preds, "s").verdict.tolist() == ["correct", "wrong",
+                                                                "unparseable"]
+
+
+def test_pair_browser_shows_history_facts_and_chosen_reply():
+    pair = MessagePair(pair_id="p1", paper_id="P", title="T", content=("s0", "s1", "s2"),
+                       dialogue_id="d", turn=1, query="why?", reply="because",
+                       history=("hi", "hello"), history_ids=("a", "b"), facts=("s1",),
+                       fact_indexes=(1,), history_fact_indexes=((),))
+    sel = pd.DataFrame({"fold": [0, 0], "system": ["bm25", "bm25"], "split": ["test"] * 2,
+                        "pair_id": ["p1", "p1"], "seed": [0.0, 1.0],
+                        "selected": [[1, 2], [0]], "fact_f1": [0.667, 0.0]})
+    gen = pd.DataFrame({"fold": [0], "system": ["copy"], "split": ["test"], "pair_id": ["p1"],
+                        "seed": [None], "output": ["s1 s2"]})
+    t = AB.pair_table([pair], sel, {0: "bm25"}, gen, {0: "copy"})
+    row = t.iloc[0]
+    assert row.history == "1. hi\n2. hello" and row.gold_facts == "[1] s1"
+    assert row.selected_facts.startswith("[1] s1\n[2] s2") and row.reply == "s1 s2"
