@@ -64,7 +64,8 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import brentq
 from scipy.special import expit
-from scipy.stats import norm, t as student_t
+from scipy.stats import norm
+from scipy.stats import t as student_t
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -238,7 +239,7 @@ class ArgPapers:
         cg = float(self.G_P @ (2 * np.minimum(2, g) / (2 + g)))  # E[2 min(2,g)/(2+g)]
         for f in range(5):
             z = rng.standard_normal(n)
-            va, vb = self.SD_S * rng.standard_normal(n), self.SD_S * rng.standard_normal(n)
+            va, _vb = self.SD_S * rng.standard_normal(n), self.SD_S * rng.standard_normal(n)
             h = self.mu[f] + self.sd[f] * z
             ta.append(ez * cg * f_e(h + va + self.delta, self.SD_E).mean())
             tb.append(ez * cg * f_e(h + va, self.SD_E).mean())  # CRN: va ~ vb
