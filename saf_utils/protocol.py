@@ -56,6 +56,7 @@ class Design:
     n_resamples: int = 1000
     seed: int = 0
     alpha: float = 0.05
+    label: str | None = None  # tags records of a secondary estimand ("new questions")
 
     def but(self, **changes: Any) -> Design:
         """A copy with some fields changed (e.g. ``estimand`` for a 2-question split)."""
@@ -184,7 +185,8 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, design: Design,
                                    design.alpha)
     return {"diff": r.diff, "ci_low": r.low, "ci_high": r.high, "p_value": r.p_value,
             "estimate": r.estimate_a, "estimate_ref": r.estimate_b, "method": r.method,
-            "estimand": design.estimand, "mde": r.mde, "n_items": len(a), "n_units": r.n_units}
+            "estimand": design.estimand, "label": design.label, "mde": r.mde,
+            "n_items": len(a), "n_units": r.n_units}
 
 
 def pair_rows(ref: pd.DataFrame, other: pd.DataFrame, design: Design
@@ -423,15 +425,17 @@ def record(rec: Any, task: str, dataset: str, headline: pd.DataFrame | None = No
         n += 1
     for r in (comparisons.itertuples() if comparisons is not None else ()):
         common = dict(kind="analysis", role=role(r), method=r.method, estimand=r.estimand)
-        rec.add(task, dataset, r.split, r.system, r.metric, r.diff, subset=f"minus {r.reference}",
+        label = getattr(r, "label", None)
+        ref = f"{r.reference} ({label})" if isinstance(label, str) and label else r.reference
+        rec.add(task, dataset, r.split, r.system, r.metric, r.diff, subset=f"minus {ref}",
                 ci_low=r.ci_low, ci_high=r.ci_high, **common)
-        rec.add(task, dataset, r.split, r.system, r.metric, r.p_value,
-                subset=f"p vs {r.reference}", **common)
+        rec.add(task, dataset, r.split, r.system, r.metric, r.p_value, subset=f"p vs {ref}",
+                **common)
         n += 2
         if hasattr(r, "p_adj"):
             what = "primary p" if r.primary else "p_adj"
             rec.add(task, dataset, r.split, r.system, r.metric, r.p_adj,
-                    subset=f"{what} vs {r.reference}", **common)
+                    subset=f"{what} vs {ref}", **common)
             n += 1
     if choice is not None:
         for r in choice.table.itertuples():

@@ -183,7 +183,7 @@ def test_index_is_a_headline_page(two_runs):
     # the val-chosen system with its difference to the reference, CI and (primary) p
     assert ("Chosen on validation: <b>feature_clf</b> 0.8 [0.78, 0.82] (+0.4 [+0.3, +0.5] vs "
             "constant_frequent, p = 0.002, the primary comparison)") in text
-    assert "estimand and method: new answers to these questions" in text
+    assert "estimand: new answers to these questions; method: bootstrap" in text
     assert text.count("data:image/png;base64,") == 3  # one figure per task
     # only result records: no tuning grid value, no analysis subset
     words = re.sub(r"data:image/png;base64,[^\"]+", "", text)

@@ -462,16 +462,25 @@ def analyse(items: pd.DataFrame, best_metric: str = PRIMARY_METRIC,
     test = items[items.split == "test"]
     test_items = pd.concat([test, P.composite(test, choice, CHOSEN)], ignore_index=True)
     headline = P.headline_table(test_items, design)
-    comp = P.paired_table(test_items, FLOOR, design) if FLOOR in set(test.system) else None
-    if comp is None or comp.empty:
+    roles_all = {**order, CHOSEN: test_items[test_items.system == CHOSEN].role.iloc[0]}
+    frames = [P.paired_table(test_items, FLOOR, design)] if FLOOR in set(test.system) else []
+    for (_split, metric), (top, runner) in P.leaders(headline, roles_all).items():
+        if FLOOR not in (top, runner):  # each test leader against its runner-up
+            pair = test_items[test_items.system.isin([top, runner])
+                              & (test_items.metric == metric)]
+            frames.append(P.paired_table(pair, runner, design, systems=[top]))
+    frames = [f for f in frames if len(f)]
+    if not frames:
         comp = P.adjust(pd.DataFrame(columns=["split", "metric", "system", "reference",
                                               "p_value"]))
     else:
-        primary = {"system": CHOSEN, "metric": PRIMARY_METRIC}
-        has = ((comp.system == CHOSEN) & (comp.metric == PRIMARY_METRIC)).any()
+        comp = pd.concat(frames, ignore_index=True).drop_duplicates(
+            ["split", "metric", "system", "reference"])
+        primary = {"system": CHOSEN, "reference": FLOOR, "metric": PRIMARY_METRIC}
+        has = ((comp.system == CHOSEN) & (comp.reference == FLOOR)
+               & (comp.metric == PRIMARY_METRIC)).any()
         comp = P.adjust(comp, primary if has else None)
-        comp["role"] = comp.system.map(headline.drop_duplicates("system")
-                                       .set_index("system").role)
+        comp["role"] = comp.system.map(roles_all)
     return ReplyAnalysis(choice, test_items, headline, comp)
 
 
@@ -484,6 +493,12 @@ def conclusions(an: ReplyAnalysis, metrics: Sequence[str] = (PRIMARY_METRIC, "be
     prim = c[c.primary] if len(c) else c
     if len(prim):
         out.append("Primary comparison (pre-specified): " + P.verdict(prim.iloc[0].to_dict()))
-    rest = c[~c.primary & c.metric.isin(metrics) & c.role.isin(ELIGIBLE)] if len(c) else c
+    rest = c[~c.primary & c.metric.isin(metrics) & c.role.isin(ELIGIBLE)
+             & (c.reference == FLOOR)] if len(c) else c
     out += [P.verdict(r) for r in rest.to_dict("records")]
+    for (_split, metric), (top, runner) in P.leaders(an.headline).items():
+        if metric in metrics:
+            row = c[(c.system == top) & (c.reference == runner) & (c.metric == metric)]
+            out.append(P.lead_sentence(top, runner, row.iloc[0].to_dict() if len(row) else
+                                       None, metric))
     return out

@@ -279,6 +279,22 @@ def headline_table(systems: dict[str, dict], metrics: Sequence[str], chosen: set
     return table(["system", "role", *present], rows, "headline", classes)
 
 
+def design_note(cells: Sequence[dict]) -> str:
+    """"estimand: …, method …" of a table's cells; t-interval df collapsed to their range."""
+    groups: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for c in cells:
+        m = re.match(r"(.*)\(([\d.]+) df\)$", str(c.get("method") or ""))
+        key = (c["estimand"], (m.group(1).strip() + " (df {})") if m else str(c.get("method")))
+        groups[key].extend([float(m.group(2))] if m else [])
+    parts = []
+    for (estimand, method), dfs in sorted(groups.items()):
+        if dfs:
+            lo, hi = min(dfs), max(dfs)
+            method = method.format(f"{lo:.3g}" if lo == hi else f"{lo:.3g}–{hi:.3g}")
+        parts.append(f"estimand: {estimand}; method: {method}")
+    return "; ".join(parts)
+
+
 def paired_differences(records: list[dict], task: str) -> dict[tuple, dict]:
     """``{(dataset, split, system, metric, reference): {"diff", "low", "high", "p", "p_adj",
     "primary"}}`` from a task's analysis records ``minus <ref>``, ``p vs <ref>`` and
@@ -478,12 +494,10 @@ def task_sections(records: list[dict], sources: Sequence[dict] = ()) -> list[str
             parts.append(lead_sentence(systems, metric, chosen, split_diffs))
             parts.append(leakage_note(sources, task, split))
             parts.append(headline_table(systems, metrics, chosen))
-            designs = sorted({f"{c['estimand']} ({c['method']})" for e in systems.values()
-                              for c in e.values() if isinstance(c, dict)
-                              and c.get("estimand") and e["role"] not in SET_APART})
+            designs = design_note([c for e in systems.values() for c in e.values()
+                                   if isinstance(c, dict) and c.get("estimand")])
             if designs:
-                parts.append('<p class="note">95 % intervals; estimand and method: '
-                             + "; ".join(esc(d) for d in designs) + ".</p>")
+                parts.append(f'<p class="note">95 % intervals; {esc(designs)}.</p>')
         try:
             parts.append(dot_plot(tables, metrics, title))
         except Exception as exc:  # noqa: BLE001 - a figure must not cost the page

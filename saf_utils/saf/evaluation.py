@@ -44,7 +44,8 @@ LOWER_IS_BETTER = ("mse", "mse_max_penalty", "unparseable_rate")
 #: inference (no interval with 2 or 3 clusters can be calibrated).
 ANSWERS = P.Design("answers within questions", "item",
                    estimand="new answers to these questions")
-QUESTIONS = P.Design("questions", "cluster", estimand="new questions (answer-weighted)")
+QUESTIONS = P.Design("questions", "cluster", estimand="new questions (answer-weighted)",
+                     label="new questions")
 FEW_QUESTIONS = 5
 
 
