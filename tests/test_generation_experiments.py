@@ -246,6 +246,14 @@ def test_headline_and_difference_to_the_floor() -> None:
     assert copy.ci_low <= 0  # consistent with p > 0.05
     text = GE.conclusions(an)
     assert text[0].startswith("Primary comparison") and "not distinguishable" in text[0]
+    # the notebook's two tables: a leader compared with the floor and with its runner-up
+    # keeps one cell per (system, metric) in each
+    metrics = ["content_f1", "message_f1"]
+    vs_floor, leads = GE.comparison_tables(an, metrics)
+    assert list(vs_floor.columns) == metrics and vs_floor.index.is_unique
+    assert GE.CHOSEN in vs_floor.index.get_level_values("system")
+    assert set(leads.index) <= set(metrics) and len(leads)
+    assert (leads.reference != GE.FLOOR).all()
 
 
 # --------------------------------------------------------------------------- analysis helpers

@@ -484,6 +484,28 @@ def analyse(items: pd.DataFrame, best_metric: str = PRIMARY_METRIC,
     return ReplyAnalysis(choice, test_items, headline, comp)
 
 
+def comparison_tables(an: ReplyAnalysis, metrics: Sequence[str]
+                      ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The two tables of 04's test section: every system minus the floor (system x metric)
+    and each test leader minus its runner-up (one row per metric). Kept apart because a
+    leader can also be compared with the floor, so one pivot would hold two cells."""
+    c = an.comparisons
+    if not len(c):
+        return pd.DataFrame(), pd.DataFrame()
+    c = c.assign(cell=[f"{x:+.3f} [{lo:+.3f}, {hi:+.3f}] p={p:.3f} (adj. {pa:.3f})"
+                       for x, lo, hi, p, pa in zip(c["diff"], c.ci_low, c.ci_high,
+                                                   c.p_value, c.p_adj, strict=True)])
+    floor = c[c.reference == FLOOR]
+    order = REPLY_SYSTEMS.order(floor.system.unique())
+    vs_floor = (floor.pivot(index=["system", "role"], columns="metric", values="cell")
+                .reindex(order, level="system")
+                .reindex(columns=[m for m in metrics if m in set(floor.metric)]))
+    leads = (c[(c.reference != FLOOR) & c.metric.isin(metrics)]
+             .set_index("metric")[["system", "reference", "cell"]]
+             .reindex([m for m in metrics if m in set(c.metric)]).dropna(how="all"))
+    return vs_floor, leads
+
+
 def conclusions(an: ReplyAnalysis, metrics: Sequence[str] = (PRIMARY_METRIC, "bertscore_f1")
                 ) -> list[str]:
     """Sentences from the tests: the primary comparison, then each readable system
