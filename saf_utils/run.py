@@ -6,7 +6,7 @@ runs; see :mod:`saf_utils.reporting.cli` and :mod:`saf_utils.reporting.runner`.
 
 import sys
 
-from saf_utils.reporting.runner import main
+from saf_utils.reporting.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -85,3 +85,33 @@ def test_the_walk_sees_function_level_and_relative_imports(tmp_path, monkeypatch
     assert len(found) == 2, found
     assert any("stats.py:2" in v and "saf_utils.saf.data" in v for v in found)
     assert any("saf/data.py:1" in v and "saf_utils.reporting.x" in v for v in found)
+
+
+def module_cycles() -> list[list[str]]:
+    """Cycles in the module import graph (any import, function-level included): a cycle makes
+    two modules one unit that can only be read, tested and changed together."""
+    graph: dict[str, set[str]] = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        here = module_name(path)
+        graph[here] = {t for _, t in imports(path) if t != here}
+    cycles, seen = [], set()
+
+    def walk(node: str, stack: list[str]) -> None:
+        for nxt in sorted(graph.get(node, ())):
+            if nxt in stack:
+                cyc = stack[stack.index(nxt):]
+                key = frozenset(cyc)
+                if key not in seen and not any(m.endswith(".__init__") for m in cyc):
+                    seen.add(key)
+                    cycles.append([*cyc, nxt])
+            elif len(stack) < 12:
+                walk(nxt, [*stack, nxt])
+
+    for start in sorted(graph):
+        walk(start, [start])
+    # a package imports its own submodules in __init__; that is no cycle between modules
+    return [c for c in cycles if not any(m == "saf_utils" or graph.get(m) is None for m in c)]
+
+
+def test_no_import_cycles_between_modules() -> None:
+    assert module_cycles() == []

@@ -10,6 +10,7 @@ import nbformat
 import pytest
 import yaml
 
+from saf_utils.reporting import cli
 from saf_utils.reporting import runner as run
 from saf_utils.reporting.records import Recorder, read_records, summarize
 
@@ -57,7 +58,7 @@ def test_runner_writes_reports_and_survives_a_failing_notebook(toy_project):
     tmp, nbs, profile = toy_project
     args = ["--config", str(profile), "--notebooks-dir", str(nbs),
             "--reports-dir", str(tmp / "reports"), "--run-name", "r1"]
-    assert run.main(args) == 1  # one notebook failed
+    assert cli.main(args) == 1  # one notebook failed
     out = tmp / "reports" / "r1"
     for name in ("a_ok", "b_fails", "c_after"):
         assert (out / f"{name}.ipynb").is_file() and (out / f"{name}.html").is_file()
@@ -88,7 +89,7 @@ def test_runner_writes_reports_and_survives_a_failing_notebook(toy_project):
 
     # A second run with the same name never touches the first one.
     before = (out / "manifest.json").read_text()
-    assert run.main(args + ["--only", "a_ok", "-p", "value=0.1"]) == 0
+    assert cli.main(args + ["--only", "a_ok", "-p", "value=0.1"]) == 0
     assert (out / "manifest.json").read_text() == before
     second = json.loads((tmp / "reports" / "r1-2" / "metrics.json").read_text())
     assert [r["value"] for r in second["records"]] == [0.1]
@@ -98,11 +99,11 @@ def test_runner_rejects_bad_parameters_before_running(toy_project, capsys):
     tmp, nbs, profile = toy_project
     base = ["--config", str(profile), "--notebooks-dir", str(nbs),
             "--reports-dir", str(tmp / "reports")]
-    assert run.main(base + ["-p", "a_ok.nope=1"]) == 2
+    assert cli.main(base + ["-p", "a_ok.nope=1"]) == 2
     assert "not in its parameters cell" in capsys.readouterr().err
-    assert run.main(base + ["--only", "zzz"]) == 2
-    assert run.main(base + ["-p", "novalue"]) == 2
-    assert run.main(["--profile", "no_such_profile"]) == 2
+    assert cli.main(base + ["--only", "zzz"]) == 2
+    assert cli.main(base + ["-p", "novalue"]) == 2
+    assert cli.main(["--profile", "no_such_profile"]) == 2
     assert not (tmp / "reports").exists()
 
 

@@ -255,12 +255,12 @@ def _payload_saf(src: Path, dst: Path) -> None:
 @pytest.mark.skipif(not (os.environ.get("SAF_DATA") and os.environ.get("ARGSCICHAT_DATA")),
                     reason="needs SAF_DATA and ARGSCICHAT_DATA")
 def test_smoke_run_on_payload_data_shares_safely(tmp_path, monkeypatch):
-    from saf_utils.reporting import runner as run
+    from saf_utils.reporting import cli
     from saf_utils.reporting.compare import compare_runs, write_compare_html
 
     _payload_saf(Path(os.environ["SAF_DATA"]), tmp_path / "saf")
     monkeypatch.setenv("SAF_DATA", str(tmp_path / "saf"))
-    code = run.main(["--profile", "smoke", "--reports-dir", str(tmp_path / "reports"),
+    code = cli.main(["--profile", "smoke", "--reports-dir", str(tmp_path / "reports"),
                      "--run-name", "p"])
     out = tmp_path / "reports" / "p"
     manifest = json.loads((out / "manifest.json").read_text())

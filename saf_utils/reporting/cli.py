@@ -20,7 +20,7 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from saf_utils.reporting.manifest import ReportWriteError
+from saf_utils.reporting.manifest import ReportWriteError, pid_alive
 from saf_utils.reporting.profiles import REPORTS_DIR, RunnerError
 
 EXIT_WRITE = 3
@@ -73,11 +73,7 @@ def run_main(argv: list[str]) -> int:
         if args.dry_run:
             print(runner.describe_plan(runner.prepare(req), req))
             return 0
-        run_dir, results, status = runner.run_profile(
-            profile=args.profile, config=args.config, overrides=args.param, only=args.only,
-            run_name=args.run_name, reports_dir=args.reports_dir,
-            notebooks_dir=args.notebooks_dir, hide_code=args.hide_code, run_dir=args.run_dir,
-            baseline=args.baseline, argv=req.argv, reuse=args.reuse, no_reuse=args.no_reuse)
+        run_dir, results, status = runner.run_profile(req)
     except RunnerError as exc:
         _err(exc)
         return 2
@@ -137,18 +133,6 @@ def compare_main(argv: list[str]) -> int:
     return 0
 
 
-def _pid_alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OSError, ValueError):
-        return True
-    return True
-
-
 def _seconds(start: str | None, end: str | None) -> float | None:
     try:
         t0 = datetime.fromisoformat(start)
@@ -185,7 +169,7 @@ def list_runs(reports_dir: str | os.PathLike | None = None,
         status = m.get("status") or ("ok" if all(n.get("status") == "ok" for n in
                                                   m.get("notebooks") or []) else "failed")
         if status == "running" and m.get("host") == socket.gethostname() \
-                and not _pid_alive(m.get("pid")):
+                and not pid_alive(m.get("pid")):
             status = "died (killed?)"
         nbs = m.get("notebooks") or []
         git = m.get("git") or {}

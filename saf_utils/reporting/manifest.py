@@ -142,3 +142,17 @@ def to_jsonable(obj: Any) -> Any:
     if isinstance(obj, float) and not np.isfinite(obj):
         return None
     return obj
+
+
+def pid_alive(pid: Any) -> bool:
+    """Whether a process with this id still runs (a manifest's ``pid`` of a run that never
+    finished): a run left ``running`` by a dead process was killed, not still going."""
+    if not pid:
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, TypeError, ValueError):
+        return bool(pid)
+    return True

@@ -46,6 +46,7 @@ from saf_utils.reporting.manifest import (
     lock_info,
     now_iso,
     package_versions,
+    pid_alive,
     write_json,
     write_text,
 )
@@ -440,16 +441,6 @@ class RunRequest:
     no_reuse: bool = False
 
 
-def _pid_alive(pid: Any) -> bool:
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except (OSError, TypeError, ValueError):
-        return pid is not None
-    return True
-
-
 def prepare(req: RunRequest) -> dict[str, Any]:
     """Everything checked before anything runs; returns the plan (nothing is written)."""
     existing = None
@@ -471,7 +462,7 @@ def prepare(req: RunRequest) -> dict[str, Any]:
                           f"not {cfg['name']!r}; omit --profile to reuse it")
     if old_manifest and old_manifest.get("status") == "running" \
             and old_manifest.get("host") == socket.gethostname() \
-            and _pid_alive(old_manifest.get("pid")) and old_manifest.get("pid") != os.getpid():
+            and pid_alive(old_manifest.get("pid")) and old_manifest.get("pid") != os.getpid():
         raise RunnerError(f"{existing} is still being run by process {old_manifest['pid']}")
     if req.run_name and existing:
         raise RunnerError("--run-name and --run-dir exclude each other")
@@ -541,28 +532,12 @@ def describe_plan(plan: dict[str, Any], req: RunRequest) -> str:
     return "\n".join(lines)
 
 
-def run_profile(
-    profile: str | None = None,
-    config: str | os.PathLike | None = None,
-    overrides: list[str] | None = None,
-    only: list[str] | None = None,
-    run_name: str | None = None,
-    reports_dir: str | os.PathLike | None = None,
-    notebooks_dir: str | os.PathLike | None = None,
-    hide_code: bool | None = None,
-    run_dir: str | os.PathLike | None = None,
-    baseline: str | None = None,
-    argv: list[str] | None = None,
-    reuse: str | None = None,
-    no_reuse: bool = False,
-) -> tuple[Path, list[NotebookResult], str]:
+def run_profile(req: RunRequest) -> tuple[Path, list[NotebookResult], str]:
     """Run the notebooks of a profile; returns the run folder, one result per executed or
     reused notebook and the run status (ok | failed | interrupted:<SIGNAL>)."""
-    req = RunRequest(profile, config, list(overrides or []), only, run_name, run_dir,
-                     reports_dir, notebooks_dir, hide_code, baseline, argv, reuse, no_reuse)
     plan = prepare(req)
     cfg, plans = plan["cfg"], plan["plans"]
-    hide = cfg.get("hide_code", False) if hide_code is None else hide_code
+    hide = cfg.get("hide_code", False) if req.hide_code is None else req.hide_code
 
     # Notebooks run with notebooks/ as working directory: make data paths absolute first.
     for var in DATA_ENV_VARS:
@@ -579,8 +554,8 @@ def run_profile(
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
     invocation = {
-        "started": now_iso(), "finished": None, "status": "running", "argv": argv,
-        "only": [p.name for p in plans], "overrides": list(overrides or []),
+        "started": now_iso(), "finished": None, "status": "running", "argv": req.argv,
+        "only": [p.name for p in plans], "overrides": list(req.overrides or []),
         "git": git_state(), "pid": os.getpid(), "host": socket.gethostname(),
     }
     if plan["existing"]:
@@ -590,7 +565,7 @@ def run_profile(
         manifest.setdefault("executions", list(manifest.get("notebooks", [])))
     else:
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-        out = new_run_dir(Path(reports_dir).resolve() if reports_dir else REPORTS_DIR,
+        out = new_run_dir(Path(req.reports_dir).resolve() if req.reports_dir else REPORTS_DIR,
                           plan["run_name"] or f"{cfg['name']}-{stamp}")
         manifest = {"run": out.name, "profile": cfg["name"], "profile_file": cfg["path"],
                     "extends": cfg["extends_chain"], "description": cfg.get("description"),
@@ -603,7 +578,7 @@ def run_profile(
         "pid": invocation["pid"], "host": invocation["host"],
         "environment": environment_info(), "packages": package_versions(),
         "installed": installed_packages(), "lock": lock_info(),
-        "overrides": list(overrides or []), "hide_code": hide,
+        "overrides": list(req.overrides or []), "hide_code": hide,
         "depends_on": cfg["depends_on"], "data_check": plan["data"],
     })
     order = list(cfg["notebooks"])
@@ -787,14 +762,3 @@ def _render(res: NotebookResult, out_nb: Path, hide: bool) -> None:
         res.error = (res.error or "") + f" | HTML rendering failed: {exc}"
         if res.status == "ok":
             res.status = "failed"
-
-
-def main(argv: list[str] | None = None) -> int:
-    """The ``saf-run`` command line (see :mod:`saf_utils.reporting.cli`)."""
-    from saf_utils.reporting.cli import main as cli_main
-
-    return cli_main(argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
