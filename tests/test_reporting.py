@@ -86,7 +86,7 @@ def make_run(root: Path, name: str, param: int = 1, shift: float = 0.0,
         for system, role, acc in (("feature_clf", "system", 0.80), ("constant_frequent",
                                   "baseline", 0.40), ("gold_feedback", "oracle", 1.0)):
             a = acc + (shift if system == "feature_clf" else 0.0)
-            for metric, v in (("accuracy", a), ("macro_f1", a - 0.05), ("bleu", 40 * a)):
+            for metric, v in (("accuracy", a), ("macro_f1", a - 0.05), ("sacrebleu", 40 * a)):
                 saf.add("saf", "saf_micro", split, system, metric, v, role=role,
                         ci_low=v - 0.02, ci_high=v + 0.02, method="bootstrap",
                         estimand="new answers to these questions")
@@ -124,7 +124,7 @@ def make_run(root: Path, name: str, param: int = 1, shift: float = 0.0,
     gen = Recorder("04_generation", run / "04_generation")
     for system, role, v in (("seq2seq", "system", 0.15), ("copy_selected", "baseline", 0.18),
                             ("compressed_selected", "probe", 0.3)):
-        for metric in ("message_f1", "content_f1", "bertscore"):
+        for metric in ("message_f1", "content_f1", "bertscore_f1"):
             gen.add("argscichat_generation", "argscichat", "test", system, metric, v, role=role,
                     ci_low=v - 0.01, ci_high=v + 0.01)
     gen.close()
@@ -163,8 +163,8 @@ def test_index_is_a_headline_page(two_runs):
     assert "Run run_a" in text and "<b>toy</b>" in text and "aaaaaaaaaaaa" in text
     assert rows["02_baseline_finetuning"][1:3] == ["ok", "1:01"]
     assert rows["04_generation"][1] == "failed" and "&lt;boom&gt;" in text
-    # SAF: one table per test split, systems x (accuracy, macro_f1, bleu), 3 significant digits
-    assert text.count("<th>accuracy</th><th>macro_f1</th><th>bleu</th>") == 2
+    # SAF: one table per test split, systems x (accuracy, macro_f1, sacrebleu), 3 significant digits
+    assert text.count("<th>accuracy</th><th>macro_f1</th><th>sacrebleu</th>") == 2
     assert rows["feature_clf ★ val-chosen"][1:] == ["system", "0.8 [0.78, 0.82]",
                                                      "0.75 [0.73, 0.77]", "32 [32, 32]"]
     assert rows["constant_frequent"][1] == "baseline"
@@ -218,10 +218,10 @@ def test_compare_names_the_parameter_and_the_changed_records(two_runs, capsys):
     changed = {(c["split"], c["system"], c["metric"]) for c in cmp["changed"]}
     assert changed == {(s, "feature_clf", m) for s in ("test_unseen_answers",
                                                         "test_unseen_questions")
-                       for m in ("accuracy", "macro_f1", "bleu")}
+                       for m in ("accuracy", "macro_f1", "sacrebleu")}
     acc = [c for c in cmp["changed"] if c["metric"] == "accuracy"]
     assert all(c["test"] and "p" in c["test"] for c in acc)  # items of both runs -> paired test
-    assert all(c["test"] is None for c in cmp["changed"] if c["metric"] == "bleu")
+    assert all(c["test"] is None for c in cmp["changed"] if c["metric"] == "sacrebleu")
     assert [r["system"] for r in cmp["appeared"]] == ["new_system"] and not cmp["disappeared"]
     assert cmp["packages"] == [{"package": "extra-pkg", "a": None, "b": "1.0"}]
     md = to_markdown(cmp)

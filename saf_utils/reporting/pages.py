@@ -24,25 +24,11 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from saf_utils.metrics.spec import lower_is_better
 from saf_utils.reporting.manifest import write_text
 from saf_utils.reporting.sharing import PathScrubber, clean_html, esc, md  # noqa: F401
 
-# task -> (title, main metrics); other tasks with result records get a generic table.
-HEADLINE_TASKS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "saf": ("SAF (short answer feedback)", ("accuracy", "macro_f1", "bleu")),
-    "argscichat_fact_selection": ("ArgSciChat fact selection", ("fact_f1",)),
-    # content-word F1 leads: a constant string of frequent words games Message-F1
-    "argscichat_generation": ("ArgSciChat generation", ("content_f1", "bertscore",
-                                                         "message_f1")),
-}
-# a main metric may be recorded under another name; the first name present is used
-METRIC_ALIASES: dict[str, tuple[str, ...]] = {
-    "bleu": ("bleu", "sacrebleu"),
-    "bertscore": ("bertscore", "bertscore_f1"),
-    "macro_f1": ("macro_f1", "f1_macro"),
-}
 SET_APART = ("oracle", "probe")  # roles that are not comparable to systems
-LOWER_IS_BETTER = ("mse", "mse_max_penalty", "unparseable_rate")  # the rest: higher is better
 ROLE_ORDER = {"system": 0, "baseline": 1, None: 2, "oracle": 3, "probe": 4}
 
 CSS = """
@@ -237,7 +223,7 @@ def _cell_html(cell: dict | None, best: bool) -> str:
 
 
 def _order(systems: dict[str, dict], metric: str) -> list[str]:
-    sign = 1 if metric in LOWER_IS_BETTER else -1
+    sign = 1 if lower_is_better(metric) else -1
 
     def key(s: str):
         e = systems[s]
@@ -252,7 +238,7 @@ def _order(systems: dict[str, dict], metric: str) -> list[str]:
 def headline_table(systems: dict[str, dict], metrics: Sequence[str], chosen: set[str]) -> str:
     present = [m for m in metrics if any(m in e for e in systems.values())]
     comparable = [s for s in systems if systems[s]["role"] not in SET_APART]
-    best = {m: (min if m in LOWER_IS_BETTER else max)(
+    best = {m: (min if lower_is_better(m) else max)(
         (systems[s][m]["mean"] for s in comparable if m in systems[s]), default=None)
         for m in present}
     rows, classes = [], []
@@ -358,7 +344,7 @@ def lead_sentence(systems: dict[str, dict], metric: str, chosen: set[str] = froz
         ci = f" [{fmt(c['low'])}, {fmt(c['high'])}]" if c["low"] is not None else ""
         return f"<b>{esc(s)}</b> {fmt(c['mean'])}{ci}"
 
-    word = "Lowest" if metric in LOWER_IS_BETTER else "Highest"
+    word = "Lowest" if lower_is_better(metric) else "Highest"
     top = ranked[0]
     txt = f"{word} {esc(metric)} on this split: {cell(top)}"
     if len(ranked) > 1:
@@ -438,11 +424,15 @@ def dot_plot(tables: dict[tuple, dict[str, dict]], metrics: Sequence[str], title
 
 
 def _source_matches(source: dict, task: Any, split: Any) -> bool:
-    """A data file of this task (dataset ``saf`` serves ``saf``, ``argscichat`` serves
-    ``argscichat_*``) and split (ArgSciChat files are ``fold<k>/<split>``)."""
-    ds, sp = str(source.get("dataset")), str(source.get("split"))
-    return (str(task) == ds or str(task).startswith(ds + "_")) \
-        and (sp == str(split) or sp.endswith("/" + str(split)))
+    """A data file of this task's data source and split (ArgSciChat files are
+    ``fold<k>/<split>``)."""
+    from saf_utils.tasks import spec
+
+    sp = spec(str(task))
+    ds = sp.source.name if sp else str(task)
+    split_of = str(source.get("split"))
+    return str(source.get("dataset")) == ds \
+        and (split_of == str(split) or split_of.endswith("/" + str(split)))
 
 
 def leakage_note(sources: Sequence[dict], task: Any, split: Any) -> str:
@@ -465,28 +455,32 @@ def leakage_note(sources: Sequence[dict], task: Any, split: Any) -> str:
 
 
 def task_sections(records: list[dict], sources: Sequence[dict] = ()) -> list[str]:
-    tasks = list(HEADLINE_TASKS)
+    """One section per registered task spec (:mod:`saf_utils.tasks`), then one per other task
+    with result records (its first few metrics)."""
+    from saf_utils.tasks import specs
+
+    known = {s.name: s for s in specs()}
+    tasks = list(known)
     for r in records:
         t = r.get("task")
         if _kind(r) == "result" and t not in tasks and r.get("system") != "data":
             tasks.append(t)
     sections = []
     for task in tasks:
-        title, metrics = HEADLINE_TASKS.get(task, (str(task), ()))
-        recorded = {r.get("metric") for r in records if r.get("task") == task
-                    and _kind(r) == "result"}
+        sp = known.get(task)
+        title, metrics = (sp.title, sp.headline) if sp else (str(task), ())
         if not metrics:  # an unknown task: its first few result metrics
             metrics = tuple(dict.fromkeys(r["metric"] for r in records if r.get("task") == task
                                           and _kind(r) == "result"))[:4]
-        metrics = tuple(next((a for a in METRIC_ALIASES.get(m, (m,)) if a in recorded), m)
-                        for m in metrics)
         tables = headline_cells(records, task, metrics)
         if not tables:
             continue
         chosen = chosen_systems(records, task)
         diffs = paired_differences(records, task)
         parts = [f'<h2 id="{esc(task)}">{esc(title)}</h2>']
-        for (ds, split), systems in sorted(tables.items(), key=str):
+        page_order = {sp_: i for i, sp_ in enumerate(sp.splits if sp else ())}
+        for (ds, split), systems in sorted(tables.items(), key=lambda kv: (
+                page_order.get(kv[0][1], len(page_order)), str(kv[0]))):
             parts.append(f"<h3>{esc(split)} <small>({esc(ds)})</small></h3>")
             metric = next(m for m in metrics if any(m in e for e in systems.values()))
             split_diffs = {(k[2], k[4]): v for k, v in diffs.items()

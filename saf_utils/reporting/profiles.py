@@ -21,7 +21,14 @@ from saf_utils.reporting.manifest import PROJECT_ROOT
 CONFIG_DIR = PROJECT_ROOT / "configs"
 NOTEBOOK_DIR = PROJECT_ROOT / "notebooks"
 REPORTS_DIR = PROJECT_ROOT / "reports"
-DATA_ENV_VARS = ("SAF_DATA", "ARGSCICHAT_DATA", "WORDNET_DIR")
+
+
+def data_env_vars() -> tuple[str, ...]:
+    """Environment variables that name local data folders: each task's data source, and
+    WordNet for METEOR."""
+    from saf_utils.tasks import data_sources
+
+    return (*(d.env for d in data_sources()), "WORDNET_DIR")
 
 
 class RunnerError(RuntimeError):
@@ -425,9 +432,6 @@ def check_dependencies(cfg: dict, selected: list[str], run_dir: Path | None,
 
 
 # ------------------------------------------------------------------ data sources
-HUB_HOSTS = {"saf": "huggingface.co", "argscichat": "raw.githubusercontent.com"}
-
-
 def reachable(host: str, timeout: float = 3.0) -> bool:
     """Can a TCP connection to ``host:443`` be opened (offline env variables say no)?"""
     offline = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE") if host == "huggingface.co" else ()
@@ -440,63 +444,43 @@ def reachable(host: str, timeout: float = 3.0) -> bool:
         return False
 
 
-def _hf_cached(dataset_id: str) -> bool:
-    home = Path(os.environ.get("HF_HOME") or Path.home() / ".cache" / "huggingface")
-    hub = Path(os.environ.get("HF_HUB_CACHE") or home / "hub")
-    ds = Path(os.environ.get("HF_DATASETS_CACHE") or home / "datasets")
-    return ((hub / f"datasets--{dataset_id.replace('/', '--')}").is_dir()
-            or (ds / dataset_id.replace("/", "___")).is_dir())
-
-
 def check_data_sources(plans: list[NotebookPlan]) -> list[dict[str, Any]]:
     """Where each dataset will come from; one error naming every unavailable source.
 
-    A notebook that declares ``saf_source`` / ``argscichat_source`` needs that dataset: a
-    local folder (the parameter, else ``SAF_DATA`` / ``ARGSCICHAT_DATA``) must exist; with
-    neither, the hub copy must be cached or its host reachable.
+    A notebook that declares a task's source parameter (``saf_source``, ...) needs that
+    dataset: a local folder (the parameter, else its environment variable) must exist; with
+    neither, the hub copy must be cached or its host reachable (:class:`DataSource`).
     """
-    from saf_utils.argscichat.data import ARGSCICHAT_FOLDS, ARGSCICHAT_SPLITS, _argscichat_cache_dir
-    from saf_utils.saf.data import SAF_HUB_ID, looks_like_path
+    from saf_utils.tasks import data_sources
 
-    needs: dict[str, list[str]] = {}
-    for p in plans:
-        for ds in ("saf", "argscichat"):
-            if f"{ds}_source" in p.declared:
-                needs.setdefault(ds, []).append(p.name)
     out: list[dict[str, Any]] = []
     problems: list[str] = []
-    for ds, notebooks in needs.items():
-        env = "SAF_DATA" if ds == "saf" else "ARGSCICHAT_DATA"
-        params = {p.params.get(f"{ds}_source") for p in plans if p.name in notebooks}
-        for value in sorted(params, key=str):
-            source, via = (value, f"{ds}_source") if value else (os.environ.get(env), env)
-            entry = {"dataset": ds, "notebooks": notebooks, "via": via if source else "hub"}
+    for src in data_sources():
+        notebooks = [p.name for p in plans if src.param in p.declared]
+        params = {p.params.get(src.param) for p in plans if p.name in notebooks}
+        for value in sorted(params, key=str) if notebooks else ():
+            source, via = (value, src.param) if value else (os.environ.get(src.env), src.env)
+            entry = {"dataset": src.name, "notebooks": notebooks,
+                     "via": via if source else "hub"}
             if source:
                 local = Path(str(source)).expanduser()
                 if local.exists():
                     entry.update(kind="local", source=str(local.resolve()))
-                elif ds == "saf" and not looks_like_path(str(source)):
+                elif src.is_hub_id is not None and src.is_hub_id(str(source)):
                     entry.update(kind="hub", source=str(source))
                 else:
-                    problems.append(f"{ds}: {via}={source} does not exist")
+                    problems.append(f"{src.name}: {via}={source} does not exist")
                     continue
             else:
-                entry["source"] = SAF_HUB_ID if ds == "saf" else "github (pinned commit)"
-                entry["kind"] = "hub"
+                entry.update(kind="hub", source=src.hub)
             if entry["kind"] == "hub":
-                if ds == "saf":
-                    cached = _hf_cached(entry["source"])
-                else:
-                    cache = _argscichat_cache_dir()
-                    cached = all((cache / f"fold_{k}_{s}.json").is_file()
-                                 for k in ARGSCICHAT_FOLDS for s in ARGSCICHAT_SPLITS)
-                entry["cached"] = cached
-                if not cached and not reachable(HUB_HOSTS[ds]):
+                entry["cached"] = cached = src.cached(entry["source"])
+                if not cached and not reachable(src.host):
                     given = (f"{via}={source} is no folder (relative to {Path.cwd()}) and, as "
-                             "a hub id," if source else f"no local source ({env} / {ds}_source "
-                             "unset) and")
-                    problems.append(f"{ds}: {given} {HUB_HOSTS[ds]} is unreachable; set "
-                                    f"{env}=<local copy>")
+                             "a hub id," if source else f"no local source ({src.env} / "
+                             f"{src.param} unset) and")
+                    problems.append(f"{src.name}: {given} {src.host} is unreachable; set "
+                                    f"{src.env}=<local copy>")
                     continue
             out.append(entry)
     if problems:

@@ -53,7 +53,6 @@ from saf_utils.reporting.manifest import (
 from saf_utils.reporting.pages import _duration
 from saf_utils.reporting.profiles import (  # noqa: F401 - re-exported for callers and tests
     CONFIG_DIR,
-    DATA_ENV_VARS,
     NOTEBOOK_DIR,
     REPORTS_DIR,
     NotebookPlan,
@@ -62,6 +61,7 @@ from saf_utils.reporting.profiles import (  # noqa: F401 - re-exported for calle
     check_dependencies,
     check_folder_name,
     check_run_name,
+    data_env_vars,
     load_profile,
     notebook_parameters,
     parse_overrides,
@@ -540,7 +540,7 @@ def run_profile(req: RunRequest) -> tuple[Path, list[NotebookResult], str]:
     hide = cfg.get("hide_code", False) if req.hide_code is None else req.hide_code
 
     # Notebooks run with notebooks/ as working directory: make data paths absolute first.
-    for var in DATA_ENV_VARS:
+    for var in data_env_vars():
         if os.environ.get(var) and Path(os.environ[var]).exists():
             os.environ[var] = str(Path(os.environ[var]).resolve())
     for p in plans:

@@ -128,13 +128,13 @@ class PathScrubber:
         """The prefixes of this machine, plus the run folder and named data sources
         (``{"saf_source": "/data/saf"}``: values that are absolute paths)."""
         from saf_utils.reporting.manifest import PROJECT_ROOT
-        from saf_utils.reporting.profiles import DATA_ENV_VARS
+        from saf_utils.reporting.profiles import data_env_vars
 
         named: dict[str, str] = {}
         run = str(Path(run_dir).absolute()) if run_dir is not None else None
         if run:
             named[run] = "$RUN"
-        for var in DATA_ENV_VARS:
+        for var in data_env_vars():
             if os.environ.get(var):
                 named.setdefault(str(Path(os.environ[var]).absolute()), f"${var}")
         for key, value in (sources or {}).items():

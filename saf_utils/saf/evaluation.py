@@ -28,6 +28,7 @@ import pandas as pd
 
 from saf_utils import protocol as P
 from saf_utils import stats
+from saf_utils.metrics.spec import lower_is_better
 from saf_utils.saf.data import SAF_LABELS
 
 #: Metrics with one score per item (the mean over items is the metric).
@@ -38,8 +39,8 @@ CORPUS_METRICS = ("macro_f1", "weighted_f1", "sacrebleu", "chrf")
 #: The headline metrics, in table order (sacreBLEU/chrF 0-100, the rest 0-1).
 HEADLINE_METRICS = ("accuracy", "macro_f1", "weighted_f1", "mse", "sacrebleu", "chrf", "rouge2",
                     "meteor", "bertscore_f1", "moverscore")
-#: Metrics where lower is better.
-LOWER_IS_BETTER = ("mse", "mse_max_penalty", "unparseable_rate")
+#: Metrics where lower is better (the direction lives in :mod:`saf_utils.metrics.spec`).
+LOWER_IS_BETTER = tuple(m for m in (*ITEM_METRICS, *CORPUS_METRICS) if lower_is_better(m))
 #: Designs (see the module docstring); a split with fewer questions gets no question-level
 #: inference (no interval with 2 or 3 clusters can be calibrated).
 ANSWERS = P.Design("answers within questions", "item",

@@ -1,0 +1,33 @@
+"""The registered tasks: the one place that names the task packages.
+
+``reporting/`` asks this module for specs (:class:`saf_utils.taskspec.TaskSpec`) and never
+names a task itself. A new task adds its ``spec`` module here.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from saf_utils.taskspec import DataSource, TaskSpec
+
+TASK_MODULES = ("saf_utils.saf.spec", "saf_utils.argscichat.spec")
+
+
+def specs() -> list[TaskSpec]:
+    """Every registered task spec, in page order."""
+    out: list[TaskSpec] = []
+    for name in TASK_MODULES:
+        out += list(importlib.import_module(name).SPECS)
+    return out
+
+
+def spec(task: str) -> TaskSpec | None:
+    return next((s for s in specs() if s.name == task), None)
+
+
+def data_sources() -> list[DataSource]:
+    """The distinct data sources of the registered tasks, in first-use order."""
+    seen: dict[str, DataSource] = {}
+    for s in specs():
+        seen.setdefault(s.source.name, s.source)
+    return list(seen.values())

@@ -1,0 +1,85 @@
+"""Task specs (saf_utils.taskspec / saf_utils.tasks) and metric metadata (metrics.spec): the
+registered specs are consistent with the notebooks and metrics, and a new task reaches the
+runner's data check and the index without a change in reporting/."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from saf_utils import tasks
+from saf_utils.metrics import spec as MS
+from saf_utils.reporting import pages, profiles
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_specs_name_registered_metrics_and_existing_notebooks() -> None:
+    specs = tasks.specs()
+    assert len({s.name for s in specs}) == len(specs)
+    for s in specs:
+        assert s.headline and all(m in MS.METRICS for m in s.headline), s.name
+        for nb in s.notebooks:
+            path = ROOT / "notebooks" / f"{nb}.ipynb"
+            assert path.is_file(), nb
+        declared = [nb for nb in s.notebooks if s.source.param in
+                    profiles.notebook_parameters(ROOT / "notebooks" / f"{nb}.ipynb")]
+        assert declared, f"no notebook of {s.name} declares {s.source.param}"
+
+
+def test_metric_direction_and_unknown_metrics() -> None:
+    assert MS.lower_is_better("mse") and not MS.lower_is_better("accuracy")
+    assert MS.metric("sacrebleu").scale == "0-100"
+    assert not MS.lower_is_better("some_new_metric")  # default, stated as not registered
+    assert MS.metric("some_new_metric").description == "not registered"
+    with pytest.raises(ValueError, match="already registered"):
+        MS.register_metric(MS.Metric("accuracy", higher_is_better=False))
+
+
+def _result(task, system, metric, value, split="test", role="system"):
+    return {"kind": "result", "task": task, "dataset": "toy", "split": split, "system": system,
+            "role": role, "metric": metric, "value": value, "ci_low": value - 0.1,
+            "ci_high": value + 0.1, "fold": None, "seed": None, "subset": None}
+
+
+@pytest.fixture
+def toy_task(tmp_path, monkeypatch):
+    """A task registered the documented way: a spec module listed in TASK_MODULES."""
+    pkg = tmp_path / "toy_task_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "spec.py").write_text(
+        "from saf_utils.taskspec import DataSource, TaskSpec\n"
+        "SOURCE = DataSource('toy', 'toy_source', 'TOY_DATA', 'toy/hub', 'toy.invalid',\n"
+        "                    cached=lambda hub: False)\n"
+        "SPECS = (TaskSpec('toy', 'Toy task', ('toy_error', 'accuracy'), ('val', 'test'),\n"
+        "                  ('99_toy',), SOURCE),)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(tasks, "TASK_MODULES", (*tasks.TASK_MODULES, "toy_task_pkg.spec"))
+    monkeypatch.setitem(MS.METRICS, "toy_error", MS.Metric("toy_error", False, "any"))
+    yield
+    sys.modules.pop("toy_task_pkg.spec", None)
+    sys.modules.pop("toy_task_pkg", None)
+
+
+def test_a_new_task_reaches_the_index_with_its_direction(toy_task) -> None:
+    records = [_result("toy", "good", "toy_error", 0.2), _result("toy", "bad", "toy_error", 0.5),
+               _result("toy", "good", "accuracy", 0.7), _result("toy", "bad", "accuracy", 0.6)]
+    html = "\n".join(pages.task_sections(records))
+    assert "Toy task" in html
+    assert "Lowest toy_error on this split: <b>good</b>" in html  # direction from the spec
+
+
+def test_a_new_task_source_is_checked_before_a_run(toy_task, tmp_path, monkeypatch) -> None:
+    plan = profiles.NotebookPlan("99_toy", tmp_path / "99_toy.ipynb", {"toy_source": None},
+                                 declared={"toy_source": None})
+    monkeypatch.delenv("TOY_DATA", raising=False)
+    monkeypatch.setattr(profiles, "reachable", lambda host: False)
+    with pytest.raises(profiles.RunnerError, match="toy: no local source .TOY_DATA"):
+        profiles.check_data_sources([plan])
+    monkeypatch.setenv("TOY_DATA", str(tmp_path))
+    (entry,) = profiles.check_data_sources([plan])
+    assert entry["dataset"] == "toy" and entry["kind"] == "local"
+    assert "TOY_DATA" in profiles.data_env_vars()
