@@ -143,6 +143,7 @@ def synthetic(n_pairs: int, seed: int):
     return pairs
 
 
+@pytest.mark.slow
 def test_val_chosen_ranker_and_ensemble_learn_a_lexical_signal() -> None:
     from saf_utils.argscichat import experiments as X
 
@@ -334,6 +335,7 @@ needs_data = pytest.mark.skipif(not os.environ.get("ARGSCICHAT_DATA"),
                                 reason="ARGSCICHAT_DATA not set")
 
 
+@pytest.mark.slow
 @pytest.mark.realdata
 @needs_data
 def test_official_first_and_tfidf_baselines_reproduce() -> None:
@@ -358,6 +360,7 @@ def test_slug() -> None:
     assert A.slug("0 (same)") == "0_same" and A.slug(">10") == "10" and A.slug("") == "none"
 
 
+@pytest.mark.slow
 def test_generation_metrics_with_a_tiny_local_encoder(tmp_path) -> None:
     """Embedding metrics through a tiny BERT saved to disk; empty outputs get MoverScore 0."""
     import torch

@@ -215,6 +215,7 @@ def test_evaluation_choices_tables_and_records(tmp_path, run):
     assert list(rec.items.columns) == list(EV.ITEM_COLUMNS)
 
 
+@pytest.mark.slow
 def test_a_fold_choice_ignores_other_folds_val(run):
     """Perturbing fold 1's val items never changes fold 0's choice (no pooled val)."""
     items = EV.fact_f1_items(run.predictions)

@@ -345,6 +345,7 @@ def test_relative_path_that_does_not_exist_says_so(tmp_path, monkeypatch):
 ARGSCICHAT_DATA = os.environ.get("ARGSCICHAT_DATA")
 
 
+@pytest.mark.slow
 @pytest.mark.realdata
 @pytest.mark.skipif(not ARGSCICHAT_DATA, reason="ARGSCICHAT_DATA not set")
 def test_real_argscichat_counts():
@@ -364,6 +365,7 @@ def test_real_argscichat_counts():
     assert report["pairs_without_facts"] == 38 and report["dropped_not_found"] == 0
 
 
+@pytest.mark.slow
 @pytest.mark.realdata
 @pytest.mark.skipif(not ARGSCICHAT_DATA, reason="ARGSCICHAT_DATA not set")
 def test_real_argscichat_has_no_leakage_and_intents_load():

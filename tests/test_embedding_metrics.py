@@ -249,6 +249,7 @@ REAL_HYPS = [
 ]
 
 
+@pytest.mark.slow
 @needs_minilm
 def test_moverscore_matches_reference_minilm() -> None:
     path = minilm_path()

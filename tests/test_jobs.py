@@ -70,6 +70,7 @@ def test_examples_written_once_per_system_and_fold_jobs_per_seed(tmp_path: Path)
     assert Path(plain.output_dir) == Path("o") / "seq2seq" / "seed5"
 
 
+@pytest.mark.slow
 def test_run_jobs_reads_only_the_examples_file(tmp_path: Path) -> None:
     job = J.with_examples(J.TrainJob(examples="", output_dir=str(tmp_path / "runs"),
                                      task="demo", fold=0, settings=dict(TINY),

@@ -177,6 +177,7 @@ def test_write_failures_are_one_line(project, capsys, monkeypatch):
     assert not list((reports / "full").glob("*.json"))  # no truncated file left behind
 
 
+@pytest.mark.slow
 def test_run_dir_reruns_a_notebook_and_keeps_both_executions(project, capsys):
     tmp, base, reports = project
     assert cli.main(base + ["--run-name", "r1"]) == 0
@@ -219,6 +220,7 @@ def test_run_dir_reruns_a_notebook_and_keeps_both_executions(project, capsys):
     assert "whose latest execution in r3 is failed" in _err_line(capsys)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_interrupt_marks_the_run_and_still_writes_reports(project, sig):
     tmp, base, reports = project

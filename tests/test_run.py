@@ -54,6 +54,7 @@ def toy_project(tmp_path):
     return tmp_path, nbs, profile
 
 
+@pytest.mark.slow
 def test_runner_writes_reports_and_survives_a_failing_notebook(toy_project):
     tmp, nbs, profile = toy_project
     args = ["--config", str(profile), "--notebooks-dir", str(nbs),

@@ -53,6 +53,7 @@ def test_adding_a_system_is_one_function_and_one_registration():
         E.run_systems(E.load_data(SOURCES[0]), ["feature_clf"], bow_encoder)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", SOURCES)
 def test_experiments_end_to_end_on_fixtures(source, tmp_path):
     data = E.load_data(source, language="en")

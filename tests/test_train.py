@@ -75,6 +75,7 @@ def test_ranks_build_identical_scratch_tokenizers():
     assert len({str(t(unseen)["input_ids"]) for t in toks}) == 1
 
 
+@pytest.mark.slow
 def test_main_in_process_equals_direct_calls(tmp_path):
     """``python -m saf_utils.train`` in one process = the notebook's direct calls, bit for bit."""
     from saf_utils.saf import formats as S
@@ -106,6 +107,7 @@ def test_main_in_process_equals_direct_calls(tmp_path):
     assert [h["step"] for h in log["log_history"] if "loss" in h] == [10, 20, 30, 40]
 
 
+@pytest.mark.slow
 def test_torchrun_two_processes_match_one(tmp_path):
     """Every input exactly once, in order; the gathered outputs are what the saved model
     generates in one process; train loss close to the single-process run."""
@@ -132,6 +134,7 @@ def test_torchrun_two_processes_match_one(tmp_path):
     assert abs(l2 - l1) / l1 < 0.25, (l1, l2)
 
 
+@pytest.mark.slow
 def test_a_crashing_rank_fails_the_run_with_its_message(tmp_path, monkeypatch):
     monkeypatch.setenv(T.FAIL_ENV, "1")
     with pytest.raises(T.TrainJobError, match=r"rank 1 failed: RuntimeError: injected failure"):
