@@ -13,7 +13,7 @@ import pytest
 
 from saf_utils.reporting import cli, pages, tables
 from saf_utils.reporting.compare import compare_runs, to_markdown, write_compare_html
-from saf_utils.reporting.records import Recorder
+from saf_utils.reporting.records import Recorder, read_records
 from saf_utils.reporting.runner import write_reports
 
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
@@ -262,3 +262,19 @@ def test_list_shows_runs_and_dead_running_ones(two_runs, tmp_path, capsys):
 def test_format_three_significant_digits():
     assert [pages.fmt(x) for x in (0.85234, 48.53, 0.000123456, 3.0, None)] == [
         "0.852", "48.5", "0.000123", "3", ""]
+
+
+def test_add_frame_records_each_row_nan_as_none_and_fixed_fields(tmp_path):
+    rec = Recorder("04_generation", tmp_path)
+    frame = pd.DataFrame({"system": ["a", "b"], "metric": ["m", "m"], "value": [0.5, 0.25],
+                          "seed": [1.0, float("nan")], "fold": [0, 1], "role": ["system", None],
+                          "extra": ["ignored", "ignored"]})
+    assert rec.add_frame(frame, "t", "d", split="test", kind="analysis") == 2
+    rows = read_records([rec.path])
+    assert [(r["system"], r["seed"], r["fold"], r["role"], r["kind"], r["split"])
+            for r in rows] == [("a", 1, 0, "system", "analysis", "test"),
+                               ("b", None, 1, None, "analysis", "test")]
+    with pytest.raises(ValueError, match="missing column"):
+        rec.add_frame(frame.drop(columns="value"), "t", "d", split="test")
+    with pytest.raises(ValueError, match="unknown field"):
+        rec.add_frame(frame, "t", "d", split="test", colour="red")

@@ -117,6 +117,32 @@ class Recorder:
         """Record several metrics sharing task/dataset/split/system/seed/fold."""
         return [self.add(metric=name, value=value, **keys) for name, value in metrics.items()]
 
+    def add_frame(self, frame: pd.DataFrame, task: str, dataset: str, **fixed: Any) -> int:
+        """Record every row of a tidy frame, the one way notebooks record tables.
+
+        Columns named like :meth:`add`'s arguments (split, system, metric, value, seed, fold,
+        kind, subset, role, ci_low, ci_high, method, estimand, note) are read per row, NaN as
+        None; ``fixed`` gives the same value to every row (``split="test"``) and wins over a
+        column. Other columns are ignored. Returns the number of records."""
+        fields = ("split", "system", "metric", "value", "seed", "fold", "kind", "subset",
+                  "role", "ci_low", "ci_high", "method", "estimand", "note")
+        unknown = set(fixed) - set(fields)
+        if unknown:
+            raise ValueError(f"add_frame: unknown field(s) {sorted(unknown)}")
+        missing = [c for c in ("split", "system", "metric", "value")
+                   if c not in frame.columns and c not in fixed]
+        if missing:
+            raise ValueError(f"add_frame: missing column(s) {missing}")
+        cols = [c for c in fields if c in frame.columns and c not in fixed]
+        for row in frame[cols].itertuples(index=False):
+            keys = {c: (None if not isinstance(v, str) and pd.isna(v) else v)
+                    for c, v in zip(cols, row, strict=True)}
+            keys.update(fixed)
+            if keys.get("kind") is None:
+                keys.pop("kind", None)
+            self.add(task, dataset, **keys)
+        return len(frame)
+
     def add_items(self, items: pd.DataFrame) -> int:
         """Append per-item scores (columns :data:`ITEM_COLUMNS`) to ``items.jsonl``.
 
