@@ -21,23 +21,22 @@ not be written, 130/143 interrupted by SIGINT/SIGTERM.
 
 from __future__ import annotations
 
-import json
 import os
-import re
-import shutil
-import signal
 import socket
 import sys
-import threading
 import time
-from collections import Counter
-from collections.abc import Callable
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from saf_utils.reporting.execute import (  # noqa: F401 - section_starts re-exported for tests
+    Interrupted,
+    _signals,
+    execute_one,
+    mark_interrupted,
+    section_starts,
+)
 from saf_utils.reporting.manifest import (
     ReportWriteError,
     environment_info,
@@ -47,8 +46,6 @@ from saf_utils.reporting.manifest import (
     now_iso,
     package_versions,
     pid_alive,
-    write_json,
-    write_text,
 )
 from saf_utils.reporting.pages import _duration
 from saf_utils.reporting.profiles import (  # noqa: F401 - re-exported for callers and tests
@@ -68,52 +65,16 @@ from saf_utils.reporting.profiles import (  # noqa: F401 - re-exported for calle
     plan_notebooks,
     select_notebooks,
 )
-from saf_utils.reporting.records import RECORDS_FILE, SOURCES_FILE, read_records, summarize
+from saf_utils.reporting.runs import (  # noqa: F401 - new_run_dir re-exported for tests
+    NotebookResult,
+    _archive_previous,
+    _record_result,
+    new_run_dir,
+    read_manifest,
+    write_reports,
+)
 
 EXIT_INTERRUPTED = {"SIGINT": 130, "SIGTERM": 143}
-PREVIOUS_DIR = "previous"
-
-
-@dataclass
-class NotebookResult:
-    name: str
-    status: str = "pending"  # pending | running | ok | failed | interrupted
-    started: str | None = None
-    finished: str | None = None
-    seconds: float | None = None
-    error: str | None = None
-    parameters: dict[str, Any] = field(default_factory=dict)
-    html: str | None = None
-    invocation: int = 1
-    archived_to: str | None = None
-    inputs: dict[str, Any] | None = None  # reuse.notebook_inputs of this execution
-    outputs: str | None = None  # reuse.tree_digest of its output folder
-    reused: dict[str, Any] | None = None  # {"from": run, "at": time, "original": execution}
-
-
-class Interrupted(BaseException):  # noqa: N818 - like KeyboardInterrupt, not an error
-    """SIGINT/SIGTERM arrived; carries the signal name."""
-
-
-@contextmanager
-def _signals(raise_on_signal: bool):
-    """Turn SIGINT/SIGTERM into :class:`Interrupted` (or ignore them while saving)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum, _frame):
-        raise Interrupted(signal.Signals(signum).name)
-
-    new = handler if raise_on_signal else signal.SIG_IGN
-    old = {s: signal.signal(s, new) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-
-
 def _absolute_if_path(key: str, value: Any) -> Any:
     """Resolve relative paths in *_source/*_path/*_dir parameters against the caller's cwd."""
     if isinstance(value, str) and key.endswith(("_source", "_path", "_dir")) and value:
@@ -121,306 +82,6 @@ def _absolute_if_path(key: str, value: Any) -> Any:
         if not path.is_absolute() and path.exists():
             return str(path.resolve())
     return value
-
-
-def new_run_dir(reports_dir: Path, run_name: str) -> Path:
-    """Create a fresh run folder; a taken name gets a numeric suffix, never reused."""
-    check_folder_name(run_name, "run name")  # the folder stays inside reports_dir
-    try:
-        reports_dir.mkdir(parents=True, exist_ok=True)
-        for n in range(1, 1000):
-            candidate = reports_dir / (run_name if n == 1 else f"{run_name}-{n}")
-            try:
-                candidate.mkdir()
-                return candidate
-            except FileExistsError:
-                continue
-    except OSError as exc:
-        if isinstance(exc, ReportWriteError):
-            raise
-        raise ReportWriteError(exc.errno, f"cannot create a run folder in {reports_dir}: "
-                               f"{exc.strerror or exc}") from None
-    raise RunnerError(f"no free run folder name for {run_name} in {reports_dir}")
-
-
-def read_manifest(run_dir: Path) -> dict[str, Any]:
-    """The checked manifest of an existing run (see :func:`compare.check_manifest`)."""
-    from saf_utils.reporting.compare import check_manifest
-
-    path = run_dir / "manifest.json"
-    if not path.is_file():
-        raise RunnerError(f"{run_dir}: not a run folder (no manifest.json)")
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise RunnerError(f"{path}: unreadable ({' '.join(str(exc).split())[:200]})") from None
-    return check_manifest(manifest, path)
-
-
-# ------------------------------------------------------------------ one notebook
-def _kill_kernel(km: Any) -> None:
-    """Stop a kernel (it runs in its own session) that no client will shut down."""
-    import subprocess
-
-    proc = getattr(getattr(km, "provisioner", None), "process", None)
-    if proc is None or proc.poll() is not None:
-        return
-    for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
-        try:
-            os.killpg(proc.pid, sig)
-        except OSError:
-            try:
-                proc.send_signal(sig)
-            except OSError:
-                return
-        try:
-            proc.wait(timeout=wait)
-            break
-        except subprocess.TimeoutExpired:
-            continue
-    try:
-        km.cleanup_connection_file()
-    except Exception:  # noqa: BLE001 - best effort
-        pass
-
-
-def execute_one(nb_path: Path, out_path: Path, params: dict, timeout: int | None,
-                on_section: Callable[[str], None] | None = None) -> str | None:
-    """Run one notebook; returns None on success or the error text (the output is kept).
-
-    ``on_section(title)`` is called when the first code cell under a new Markdown heading
-    starts (:class:`SectionEngine`).
-
-    papermill runs in a worker thread so that SIGINT/SIGTERM reach the runner (nbclient
-    would otherwise install its own handlers on the main thread's event loop and reset them
-    to the defaults afterwards). On :class:`Interrupted` the kernel is stopped, the worker
-    saves the partial notebook, and the exception propagates.
-    """
-    import papermill as pm
-    from jupyter_client.manager import AsyncKernelManager
-
-    _register_section_engine()
-    box: dict[str, Any] = {}
-
-    class TrackedKernelManager(AsyncKernelManager):
-        """nbclient's own kernel manager (it shuts the kernel down), remembered here. The
-        kernel's sockets get CurveZMQ keys where pyzmq supports them (the kernelspec declares
-        it): no "running over TCP without encryption" warning per notebook."""
-
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            if _curve_available():
-                self.transport_encryption = "auto"
-            box["km"] = self
-
-    def work() -> None:
-        try:
-            pm.execute_notebook(
-                str(nb_path), str(out_path), parameters=params, kernel_name="python3",
-                cwd=str(nb_path.parent), progress_bar=False, engine_name=SECTION_ENGINE,
-                on_section=on_section, execution_timeout=timeout,
-                kernel_manager_class=TrackedKernelManager,
-            )
-            box["error"] = None
-        except pm.PapermillExecutionError as exc:
-            box["error"] = f"{exc.ename}: {exc.evalue}"
-        except BaseException as exc:  # noqa: BLE001 - kernel death, timeout, bad notebook
-            box["error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:500]}"
-
-    worker = threading.Thread(target=work, name=f"papermill-{nb_path.stem}", daemon=True)
-    worker.start()
-    # Poll a flag instead of Thread.join: a signal handler raising inside join() makes
-    # Python 3.11 mark a live thread as stopped (bpo-45274), and a later join() returns at once.
-    try:
-        while "error" not in box:
-            time.sleep(0.1)
-    except Interrupted:
-        _kill_kernel(box.get("km"))
-        deadline = time.monotonic() + 60  # papermill saves the partial notebook when the
-        while "error" not in box and time.monotonic() < deadline:  # kernel is gone
-            time.sleep(0.1)
-        raise
-    finally:
-        if _kernel_alive(box.get("km")):
-            _kill_kernel(box["km"])
-    return box.get("error", "the execution thread ended without a result")
-
-
-def _curve_available() -> bool:
-    try:
-        import zmq
-
-        return bool(zmq.has("curve"))
-    except Exception:  # noqa: BLE001 - no encryption then, and the kernel warns
-        return False
-
-
-SECTION_ENGINE = "saf-sections"
-_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$", re.M)
-
-
-def section_starts(nb: Any) -> dict[int, str]:
-    """``{cell index: heading}``: the first code cell under each Markdown heading (the last
-    heading of a Markdown cell counts; a heading without code below it is not listed)."""
-    out: dict[int, str] = {}
-    pending: str | None = None
-    for i, cell in enumerate(nb.cells):
-        if cell.cell_type == "markdown":
-            heads = _HEADING.findall(cell.source)
-            if heads:
-                pending = " ".join(re.sub(r"[*_`$]", "", heads[-1]).split())[:90]
-        elif cell.cell_type == "code" and pending:
-            out[i] = pending
-            pending = None
-    return out
-
-
-def _register_section_engine() -> None:
-    """papermill's nbclient engine that also reports each section as it starts."""
-    from papermill.engines import NBClientEngine, papermill_engines
-
-    class SectionEngine(NBClientEngine):
-        @classmethod
-        def execute_managed_notebook(cls, nb_man: Any, kernel_name: str, **kwargs: Any):
-            report = kwargs.pop("on_section", None)
-            if report is not None:
-                starts = section_starts(nb_man.nb)
-                cell_start = nb_man.cell_start
-
-                def hooked(cell: Any, cell_index: int | None = None, **kw: Any) -> Any:
-                    if cell_index in starts:
-                        report(starts[cell_index])
-                    return cell_start(cell, cell_index, **kw)
-
-                nb_man.cell_start = hooked
-            return super().execute_managed_notebook(nb_man, kernel_name, **kwargs)
-
-    papermill_engines.register(SECTION_ENGINE, SectionEngine)
-
-
-def _kernel_alive(km: Any) -> bool:
-    prov = getattr(km, "provisioner", None)
-    proc = getattr(prov, "process", None)
-    return proc is not None and proc.poll() is None
-
-
-def mark_interrupted(ipynb: Path, why: str) -> None:
-    """Say so at the top of a partially executed notebook; cells that never ran stay pending
-    (papermill marks every cell "completed" when it is interrupted)."""
-    import nbformat
-
-    try:
-        nb = nbformat.read(ipynb, as_version=4)
-    except Exception as exc:  # noqa: BLE001 - nothing readable to mark
-        print(f"saf-run: could not mark {ipynb} interrupted: {exc}", file=sys.stderr)
-        return
-    for cell in nb.cells:
-        pm_meta = cell.get("metadata", {}).get("papermill")
-        if pm_meta is not None and not pm_meta.get("start_time"):
-            pm_meta["status"] = "pending"
-    banner = nbformat.v4.new_markdown_cell(
-        f"**Interrupted ({why}).** This notebook did not finish: the last cell with output is "
-        "where it stopped, and no cell after it ran.")
-    nb.cells.insert(0, banner)
-    nb.metadata.setdefault("papermill", {})["status"] = "interrupted"
-    try:
-        write_text(ipynb, nbformat.writes(nb))
-    except ReportWriteError as exc:
-        print(f"saf-run: could not mark {ipynb} interrupted: {exc}", file=sys.stderr)
-
-
-# ------------------------------------------------------------------ reports of a run
-def _latest(manifest: dict) -> list[dict]:
-    return list(manifest.get("notebooks", []))
-
-
-def write_reports(run_dir: Path, manifest: dict[str, Any]) -> None:
-    """metrics.json, manifest.json, index.html and results.html from what is on disk now.
-
-    Records come from each notebook's latest execution; a bad records line is skipped and
-    counted; every record carries ``notebook_status`` (its notebook's status).
-    """
-    from saf_utils.reporting import pages
-
-    latest = _latest(manifest)
-    status = {n["name"]: n["status"] for n in latest}
-    skipped: list[str] = []
-    records = read_records((run_dir / n["name"] / RECORDS_FILE for n in latest), skipped)
-    for r in records:
-        r["notebook_status"] = status.get(r.get("notebook"), "unknown")
-    sources: dict[tuple, dict] = {}  # (path, sha256): a file rewritten between notebooks
-    for n in latest:                   # appears once per version, flagged ``changed``
-        src = run_dir / n["name"] / SOURCES_FILE
-        try:
-            rows = json.loads(src.read_text()) if src.is_file() else []
-        except (OSError, ValueError):
-            rows = []
-        for row in rows if isinstance(rows, list) else []:
-            if isinstance(row, dict) and "path" in row:
-                entry = sources.setdefault((row["path"], row.get("sha256")),
-                                           {**row, "notebooks": []})
-                entry["notebooks"].append(n["name"])
-    versions = Counter(path for path, _ in sources)
-    for (path, _), entry in sources.items():
-        entry["changed"] = versions[path] > 1
-    summary = summarize(records)
-    manifest["records"] = {"n": len(records), "skipped_lines": len(skipped),
-                           "skipped": skipped[:50]}
-    manifest["data_sources"] = sorted(sources.values(),
-                                      key=lambda s: (s["path"], str(s.get("sha256"))))
-    manifest["seeds"] = {n["name"]: {k: v for k, v in n.get("parameters", {}).items()
-                                     if "seed" in k} for n in latest}
-    write_json(run_dir / "metrics.json", {"records": records,
-                                          "summary": summary.to_dict(orient="records"),
-                                          "skipped_record_lines": skipped})
-    write_json(run_dir / "manifest.json", manifest)
-    pages.write_index(run_dir, manifest, records)
-    pages.write_results(run_dir, manifest, records)
-
-
-def _archive_previous(run_dir: Path, name: str, manifest: dict) -> str | None:
-    """Move an earlier execution's files of ``name`` to ``previous/<name>-<k>/``."""
-    present = [p for p in (run_dir / f"{name}.ipynb", run_dir / f"{name}.html", run_dir / name)
-               if p.exists()]
-    if not present:
-        return None
-    k = 1 + sum(1 for e in manifest.get("executions", []) if e["name"] == name
-                and e.get("archived_to"))
-    target = run_dir / PREVIOUS_DIR / f"{name}-{k}"
-    while target.exists():
-        k += 1
-        target = run_dir / PREVIOUS_DIR / f"{name}-{k}"
-    try:
-        target.mkdir(parents=True)
-        for p in present:
-            shutil.move(str(p), str(target / p.name))
-    except OSError as exc:
-        raise ReportWriteError(exc.errno, f"cannot move the previous {name} to {target}: "
-                               f"{exc.strerror or exc}") from None
-    rel = str(target.relative_to(run_dir))
-    for e in manifest.get("executions", []):
-        if e["name"] == name and not e.get("archived_to"):
-            e["archived_to"] = rel
-    return rel
-
-
-def _record_result(manifest: dict, res: NotebookResult, order: list[str]) -> None:
-    """The latest entry of ``res.name`` in ``notebooks``; every started execution (not the
-    "pending" placeholders) in ``executions``."""
-    entry = asdict(res)
-    execs = manifest.setdefault("executions", [])
-    if res.started:
-        for i, e in enumerate(execs):
-            if e["name"] == res.name and e.get("invocation") == res.invocation \
-                    and e.get("started") == res.started:
-                execs[i] = entry
-                break
-        else:
-            execs.append(entry)
-    latest = {n["name"]: n for n in manifest.get("notebooks", [])}
-    latest[res.name] = entry
-    rank = {n: i for i, n in enumerate(order)}
-    manifest["notebooks"] = sorted(latest.values(), key=lambda n: rank.get(n["name"], 1e9))
 
 
 # ------------------------------------------------------------------ a run

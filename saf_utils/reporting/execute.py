@@ -1,0 +1,220 @@
+"""Executing one notebook: papermill with an engine that logs each section, the kernel's
+lifecycle (killed, not orphaned, on an interrupt) and SIGINT/SIGTERM as :class:`Interrupted`.
+
+Nothing here knows about run folders or manifests (:mod:`.runs`) or profiles
+(:mod:`.profiles`); :mod:`.runner` puts the three together.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from saf_utils.reporting.manifest import (
+    ReportWriteError,
+    write_text,
+)
+
+
+class Interrupted(BaseException):  # noqa: N818 - like KeyboardInterrupt, not an error
+    """SIGINT/SIGTERM arrived; carries the signal name."""
+
+
+@contextmanager
+def _signals(raise_on_signal: bool):
+    """Turn SIGINT/SIGTERM into :class:`Interrupted` (or ignore them while saving)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, _frame):
+        raise Interrupted(signal.Signals(signum).name)
+
+    new = handler if raise_on_signal else signal.SIG_IGN
+    old = {s: signal.signal(s, new) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def _kill_kernel(km: Any) -> None:
+    """Stop a kernel (it runs in its own session) that no client will shut down."""
+    import subprocess
+
+    proc = getattr(getattr(km, "provisioner", None), "process", None)
+    if proc is None or proc.poll() is not None:
+        return
+    for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(proc.pid, sig)
+        except OSError:
+            try:
+                proc.send_signal(sig)
+            except OSError:
+                return
+        try:
+            proc.wait(timeout=wait)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    try:
+        km.cleanup_connection_file()
+    except Exception:  # noqa: BLE001 - best effort
+        pass
+
+
+def execute_one(nb_path: Path, out_path: Path, params: dict, timeout: int | None,
+                on_section: Callable[[str], None] | None = None) -> str | None:
+    """Run one notebook; returns None on success or the error text (the output is kept).
+
+    ``on_section(title)`` is called when the first code cell under a new Markdown heading
+    starts (:class:`SectionEngine`).
+
+    papermill runs in a worker thread so that SIGINT/SIGTERM reach the runner (nbclient
+    would otherwise install its own handlers on the main thread's event loop and reset them
+    to the defaults afterwards). On :class:`Interrupted` the kernel is stopped, the worker
+    saves the partial notebook, and the exception propagates.
+    """
+    import papermill as pm
+    from jupyter_client.manager import AsyncKernelManager
+
+    _register_section_engine()
+    box: dict[str, Any] = {}
+
+    class TrackedKernelManager(AsyncKernelManager):
+        """nbclient's own kernel manager (it shuts the kernel down), remembered here. The
+        kernel's sockets get CurveZMQ keys where pyzmq supports them (the kernelspec declares
+        it): no "running over TCP without encryption" warning per notebook."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            if _curve_available():
+                self.transport_encryption = "auto"
+            box["km"] = self
+
+    def work() -> None:
+        try:
+            pm.execute_notebook(
+                str(nb_path), str(out_path), parameters=params, kernel_name="python3",
+                cwd=str(nb_path.parent), progress_bar=False, engine_name=SECTION_ENGINE,
+                on_section=on_section, execution_timeout=timeout,
+                kernel_manager_class=TrackedKernelManager,
+            )
+            box["error"] = None
+        except pm.PapermillExecutionError as exc:
+            box["error"] = f"{exc.ename}: {exc.evalue}"
+        except BaseException as exc:  # noqa: BLE001 - kernel death, timeout, bad notebook
+            box["error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:500]}"
+
+    worker = threading.Thread(target=work, name=f"papermill-{nb_path.stem}", daemon=True)
+    worker.start()
+    # Poll a flag instead of Thread.join: a signal handler raising inside join() makes
+    # Python 3.11 mark a live thread as stopped (bpo-45274), and a later join() returns at once.
+    try:
+        while "error" not in box:
+            time.sleep(0.1)
+    except Interrupted:
+        _kill_kernel(box.get("km"))
+        deadline = time.monotonic() + 60  # papermill saves the partial notebook when the
+        while "error" not in box and time.monotonic() < deadline:  # kernel is gone
+            time.sleep(0.1)
+        raise
+    finally:
+        if _kernel_alive(box.get("km")):
+            _kill_kernel(box["km"])
+    return box.get("error", "the execution thread ended without a result")
+
+
+def _curve_available() -> bool:
+    try:
+        import zmq
+
+        return bool(zmq.has("curve"))
+    except Exception:  # noqa: BLE001 - no encryption then, and the kernel warns
+        return False
+
+
+SECTION_ENGINE = "saf-sections"
+
+
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$", re.M)
+
+
+def section_starts(nb: Any) -> dict[int, str]:
+    """``{cell index: heading}``: the first code cell under each Markdown heading (the last
+    heading of a Markdown cell counts; a heading without code below it is not listed)."""
+    out: dict[int, str] = {}
+    pending: str | None = None
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "markdown":
+            heads = _HEADING.findall(cell.source)
+            if heads:
+                pending = " ".join(re.sub(r"[*_`$]", "", heads[-1]).split())[:90]
+        elif cell.cell_type == "code" and pending:
+            out[i] = pending
+            pending = None
+    return out
+
+
+def _register_section_engine() -> None:
+    """papermill's nbclient engine that also reports each section as it starts."""
+    from papermill.engines import NBClientEngine, papermill_engines
+
+    class SectionEngine(NBClientEngine):
+        @classmethod
+        def execute_managed_notebook(cls, nb_man: Any, kernel_name: str, **kwargs: Any):
+            report = kwargs.pop("on_section", None)
+            if report is not None:
+                starts = section_starts(nb_man.nb)
+                cell_start = nb_man.cell_start
+
+                def hooked(cell: Any, cell_index: int | None = None, **kw: Any) -> Any:
+                    if cell_index in starts:
+                        report(starts[cell_index])
+                    return cell_start(cell, cell_index, **kw)
+
+                nb_man.cell_start = hooked
+            return super().execute_managed_notebook(nb_man, kernel_name, **kwargs)
+
+    papermill_engines.register(SECTION_ENGINE, SectionEngine)
+
+
+def _kernel_alive(km: Any) -> bool:
+    prov = getattr(km, "provisioner", None)
+    proc = getattr(prov, "process", None)
+    return proc is not None and proc.poll() is None
+
+
+def mark_interrupted(ipynb: Path, why: str) -> None:
+    """Say so at the top of a partially executed notebook; cells that never ran stay pending
+    (papermill marks every cell "completed" when it is interrupted)."""
+    import nbformat
+
+    try:
+        nb = nbformat.read(ipynb, as_version=4)
+    except Exception as exc:  # noqa: BLE001 - nothing readable to mark
+        print(f"saf-run: could not mark {ipynb} interrupted: {exc}", file=sys.stderr)
+        return
+    for cell in nb.cells:
+        pm_meta = cell.get("metadata", {}).get("papermill")
+        if pm_meta is not None and not pm_meta.get("start_time"):
+            pm_meta["status"] = "pending"
+    banner = nbformat.v4.new_markdown_cell(
+        f"**Interrupted ({why}).** This notebook did not finish: the last cell with output is "
+        "where it stopped, and no cell after it ran.")
+    nb.cells.insert(0, banner)
+    nb.metadata.setdefault("papermill", {})["status"] = "interrupted"
+    try:
+        write_text(ipynb, nbformat.writes(nb))
+    except ReportWriteError as exc:
+        print(f"saf-run: could not mark {ipynb} interrupted: {exc}", file=sys.stderr)
