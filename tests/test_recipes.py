@@ -9,8 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fakes import fake_embed
-from test_saf import bow_encoder
+from fakes import bow_encoder, fake_embed
 from threadpoolctl import threadpool_limits
 
 from saf_utils.argscichat import dialogue as A

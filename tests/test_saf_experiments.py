@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from test_saf import bow_encoder
+from fakes import bow_encoder
 
 from saf_utils import artifacts as AR
 from saf_utils import jobs as J
