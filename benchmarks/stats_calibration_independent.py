@@ -4,8 +4,8 @@ from ``benchmarks/stats_calibration.py`` (whose DGP is logistic-normal throughou
 Functions under test (called exactly as the notebooks call them):
 ``protocol.headline_table`` (single-system 95 % CI) and ``protocol.paired_table`` (A - B:
 CI, p-value) with the designs ``saf.evaluation.design_for(6)`` (item level),
-``saf.evaluation.QUESTIONS`` (cluster level, new questions) and ``argscichat.evaluation.DESIGN``
-(cluster level stratified by fold, new papers).
+``saf.evaluation.QUESTIONS`` (cluster level, new questions) and
+``argscichat.selection_evaluation.DESIGN`` (cluster level stratified by fold, new papers).
 
 Data-generating processes (sizes: SAF questions 44, 54, 41, 52, 41, 39 answers; ArgSciChat
 5 folds x 2 papers with 12,9 / 19,13 / 5,18 / 4,6 / 7,11 scored queries):
@@ -71,7 +71,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from saf_utils import protocol as P  # noqa: E402
-from saf_utils.argscichat import evaluation as AEV  # noqa: E402
+from saf_utils.argscichat import selection_evaluation as AEV  # noqa: E402
 from saf_utils.saf import evaluation as SEV  # noqa: E402
 
 SAF_SIZES = np.array([44, 54, 41, 52, 41, 39])

@@ -73,7 +73,7 @@ def synthetic(n_pairs: int, seed: int):
 
 @pytest.mark.slow
 def test_val_chosen_ranker_and_ensemble_learn_a_lexical_signal() -> None:
-    from saf_utils.argscichat import experiments as X
+    from saf_utils.argscichat import selection_experiments as X
 
     train, val = synthetic(30, 0), synthetic(12, 1)
     grid = ({"kind": "logreg", "C": 1.0},

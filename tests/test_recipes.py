@@ -1,5 +1,5 @@
 """The README's "Add a system" recipe, followed as written, reaches the records, the index and
-its headline table (SAF and fact selection; reply systems: test_generation_experiments). The
+its headline table (SAF and fact selection; reply systems: test_reply_experiments). The
 "Add a task" and "Add a metric" recipes are followed in test_tasks.py, "Add a notebook" in
 test_run.py (a toy notebook recorded through Recorder reaches metrics.json and index.html).
 """
@@ -13,8 +13,8 @@ from fakes import bow_encoder, fake_embed
 from threadpoolctl import threadpool_limits
 
 from saf_utils.argscichat import dialogue as A
-from saf_utils.argscichat import evaluation as AEV
-from saf_utils.argscichat import experiments as X
+from saf_utils.argscichat import selection_evaluation as AEV
+from saf_utils.argscichat import selection_experiments as X
 from saf_utils.argscichat.data import load_argscichat
 from saf_utils.reporting import pages
 from saf_utils.reporting.records import Recorder, read_records

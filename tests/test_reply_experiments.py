@@ -1,4 +1,4 @@
-"""Reply-system registry and experiment functions (saf_utils.argscichat.generation_experiments)
+"""Reply systems and their evaluation (saf_utils.argscichat.reply_experiments, reply_evaluation)
 on tests/fixtures/argscichat and on small hand-made folds."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from threadpoolctl import threadpool_limits
 
 from saf_utils import artifacts as AR
 from saf_utils.argscichat import dialogue as A
-from saf_utils.argscichat import generation_experiments as GE
+from saf_utils.argscichat import reply_evaluation as REV
+from saf_utils.argscichat import reply_experiments as RX
 from saf_utils.argscichat.data import MessagePair, load_argscichat
 
 FIXTURES = Path(__file__).parent / "fixtures" / "argscichat"
@@ -44,10 +45,10 @@ def pair(pid: str, query: str, reply: str, facts=(), paper="paper") -> MessagePa
                        history_fact_indexes=())
 
 
-def make_fold(f: int, train, val, test, sel=(2,)) -> GE.ReplyFold:
+def make_fold(f: int, train, val, test, sel=(2,)) -> RX.ReplyFold:
     selected = {(s, p.pair_id): list(sel) for s, ps in (("val", val), ("test", test))
                 for p in ps}
-    return GE.ReplyFold(f, list(train), list(val), list(test),
+    return RX.ReplyFold(f, list(train), list(val), list(test),
                         A.pair_index([*train, *val, *test]), selected, "first")
 
 
@@ -57,52 +58,52 @@ TRAIN = [pair("t0", "What data?", "the data is the tweets ."),
 VAL = [pair("v0", "What do they collect?", "the tweets of parody accounts .", facts=(2,))]
 TEST = [pair("x0", "Which classifier?", "BERT is the best .", facts=(3,), paper="p2"),
         pair("x1", "Hello", "Hi .", paper="p3")]
-PARAMS = GE.ReplyParams(embed=fake_embed, compress_model="logreg",
+PARAMS = RX.ReplyParams(embed=fake_embed, compress_model="logreg",
                         compress_prior_words=(0, 2), log=lambda m: None)
 
 
 # --------------------------------------------------------------------------- registry
 
 def test_registry_roles_and_lookup() -> None:
-    assert set(GE.REPLY_SYSTEMS) >= {"constant_frequent", "nearest_reply", "copy_selected",
+    assert set(RX.REPLY_SYSTEMS) >= {"constant_frequent", "nearest_reply", "copy_selected",
                                      "trimmed_selected", "seq2seq", "copy_gold",
                                      "compressed_selected"}
-    assert {s.role for s in GE.REPLY_SYSTEMS.values()} <= {"baseline", "system", "oracle",
+    assert {s.role for s in RX.REPLY_SYSTEMS.values()} <= {"baseline", "system", "oracle",
                                                            "probe"}
-    assert GE.REPLY_SYSTEMS["compressed_selected"].role == "probe"
-    assert GE.REPLY_SYSTEMS["copy_gold"].role == "oracle"
-    assert GE.REPLY_SYSTEMS["constant_frequent"].role == "baseline"
-    assert GE.REPLY_SYSTEMS.by_role(["copy_gold", "seq2seq", "copy_selected"], "baseline",
+    assert RX.REPLY_SYSTEMS["compressed_selected"].role == "probe"
+    assert RX.REPLY_SYSTEMS["copy_gold"].role == "oracle"
+    assert RX.REPLY_SYSTEMS["constant_frequent"].role == "baseline"
+    assert RX.REPLY_SYSTEMS.by_role(["copy_gold", "seq2seq", "copy_selected"], "baseline",
                                     "system") == ["copy_selected", "seq2seq"]
-    assert GE.REPLY_SYSTEMS.roles(["copy_gold"]) == {"copy_gold": "oracle"}
-    assert GE.REPLY_SYSTEMS["trimmed_selected"].params == ("tune_metric", "trim_lengths")
+    assert RX.REPLY_SYSTEMS.roles(["copy_gold"]) == {"copy_gold": "oracle"}
+    assert RX.REPLY_SYSTEMS["trimmed_selected"].params == ("tune_metric", "trim_lengths")
     with pytest.raises(ValueError, match="unknown reply system"):
-        GE.run_reply_systems({}, ["gpt"])
+        RX.run_reply_systems({}, ["gpt"])
 
 
 def test_adding_a_system_is_one_function_and_one_registration() -> None:
-    @GE.REPLY_SYSTEMS.register("echo", "baseline")
+    @RX.REPLY_SYSTEMS.register("echo", "baseline")
     def echo_query(fold, params):
         """The query itself."""
-        return [GE.SystemOutput({s: [p.query for p in fold[s]] for s in GE.EVAL_SPLITS})]
+        return [RX.SystemOutput({s: [p.query for p in fold[s]] for s in RX.EVAL_SPLITS})]
 
     try:
-        run = GE.run_reply_systems({0: make_fold(0, TRAIN, VAL, TEST)}, ["echo"], PARAMS)
+        run = RX.run_reply_systems({0: make_fold(0, TRAIN, VAL, TEST)}, ["echo"], PARAMS)
         assert run.predictions.output.tolist() == [VAL[0].query, TEST[0].query, TEST[1].query]
     finally:
-        GE.REPLY_SYSTEMS.unregister("echo")
+        RX.REPLY_SYSTEMS.unregister("echo")
     with pytest.raises(ValueError, match="unknown parameter"):
-        GE.REPLY_SYSTEMS.register("x", "baseline", params=("source",))
+        RX.REPLY_SYSTEMS.register("x", "baseline", params=("source",))
 
 
 # --------------------------------------------------------------------------- systems
 
 def test_frequent_words_and_constant_floor_tuned_on_the_folds_val() -> None:
-    assert GE.frequent_words(["a b", "a c", "a b"], 2) == "a b"
-    assert GE.frequent_words(["x y", "y x"], 1) == "x"  # ties: alphabetical
-    params = GE.ReplyParams(frequent_words=(1, 2, 3))
+    assert RX.frequent_words(["a b", "a c", "a b"], 2) == "a b"
+    assert RX.frequent_words(["x y", "y x"], 1) == "x"  # ties: alphabetical
+    params = RX.ReplyParams(frequent_words=(1, 2, 3))
     fold = make_fold(0, TRAIN, VAL, TEST)
-    (out,) = GE.constant_frequent(fold, params)
+    (out,) = RX.constant_frequent(fold, params)
     # ".", "is", "the" are in every training reply (ties alphabetical); against the val
     # reply "the tweets of parody accounts ." n=1 scores 2/7, n=2 1/4, n=3 4/9
     assert out.log == {"n": 3} and out.outputs["test"] == [". is the", ". is the"]
@@ -110,15 +111,15 @@ def test_frequent_words_and_constant_floor_tuned_on_the_folds_val() -> None:
     assert out.tuning[0]["value"] == pytest.approx(2 / 7)
     # test replies never influence the choice
     other = make_fold(0, TRAIN, VAL, [pair("x0", "q", ".")])
-    assert GE.constant_frequent(other, params)[0].log == {"n": 3}
+    assert RX.constant_frequent(other, params)[0].log == {"n": 3}
 
 
 def test_each_fold_tunes_on_its_own_val() -> None:
     val_long = [pair("v1", "What?", " ".join(CONTENT[2].split()[:10]))]
     val_short = [pair("v2", "What?", " ".join(CONTENT[2].split()[:3]))]
-    params = GE.ReplyParams(trim_lengths=(3, 10, None))
+    params = RX.ReplyParams(trim_lengths=(3, 10, None))
     folds = {0: make_fold(0, TRAIN, val_long, TEST), 1: make_fold(1, TRAIN, val_short, TEST)}
-    run = GE.run_reply_systems(folds, ["trimmed_selected"], params)
+    run = RX.run_reply_systems(folds, ["trimmed_selected"], params)
     chosen = run.tuning[run.tuning.chosen].set_index("fold").subset.to_dict()
     assert chosen == {0: "words=10", 1: "words=3"}
     test_out = run.predictions[run.predictions.split == "test"].groupby("fold").output.first()
@@ -130,12 +131,12 @@ def test_run_reply_systems_rows_on_fixtures(tmp_path) -> None:
     rows = [r for s in A.SPLITS for r in A.prediction_rows(
         data[0][s], [[0, 1]] * len(data[0][s]), fold=0, split=s, system="first")]
     AR.write_selections(rows, tmp_path)
-    folds = GE.reply_folds(data, A.selection_lookup(AR.read_selections(tmp_path, "first")),
+    folds = RX.reply_folds(data, A.selection_lookup(AR.read_selections(tmp_path, "first")),
                            fact_system="first")
-    systems = [s for s in GE.REPLY_SYSTEMS if s != "seq2seq"]
-    run = GE.run_reply_systems(folds, systems, PARAMS)
+    systems = [s for s in RX.REPLY_SYSTEMS if s != "seq2seq"]
+    run = RX.run_reply_systems(folds, systems, PARAMS)
     p = run.predictions
-    assert list(p.columns) == list(GE.PREDICTION_COLUMNS)
+    assert list(p.columns) == list(RX.PREDICTION_COLUMNS)
     fold = folds[0]
     assert len(p) == len(systems) * (len(fold.val) + len(fold.test))
     assert p.seed.isna().all() and set(p.role) == {"baseline", "oracle", "probe"}
@@ -151,7 +152,7 @@ def test_run_reply_systems_rows_on_fixtures(tmp_path) -> None:
                                       "compressed_selected"}
     assert (run.tuning.groupby(["fold", "system"]).chosen.sum() == 1).all()
     with pytest.raises(ValueError, match=r"lack \d+ val/test pair"):
-        GE.reply_folds(data, {})
+        RX.reply_folds(data, {})
 
 
 def test_seq2seq_runs_through_the_training_entry_point(tmp_path) -> None:
@@ -159,20 +160,20 @@ def test_seq2seq_runs_through_the_training_entry_point(tmp_path) -> None:
     rows = [r for s in A.SPLITS for r in A.prediction_rows(
         data[0][s], [[0]] * len(data[0][s]), fold=0, split=s, system="first")]
     AR.write_selections(rows, tmp_path)
-    folds = GE.reply_folds(data, A.selection_lookup(AR.read_selections(tmp_path)), None,
+    folds = RX.reply_folds(data, A.selection_lookup(AR.read_selections(tmp_path)), None,
                            {0: "first"})
-    params = GE.ReplyParams(
+    params = RX.ReplyParams(
         seq2seq={"model": "scratch", "max_steps": 1, "batch_size": 2, "max_target_length": 4,
                  "scratch_vocab_size": 60, "scratch_d_model": 16, "scratch_layers": 1,
                  "scratch_heads": 2, "scratch_ff": 32},
         seeds=(3,), work_dir=str(tmp_path / "jobs"), log=lambda m: None)
-    run = GE.run_reply_systems(folds, ["seq2seq"], params)
+    run = RX.run_reply_systems(folds, ["seq2seq"], params)
     fold = folds[0]
     assert set(run.predictions.seed) == {3} and set(run.predictions.role) == {"system"}
     assert run.predictions.pair_id.tolist() == [q.pair_id for q in fold.val + fold.test]
     assert np.isfinite(run.logs.train_loss.iloc[0])
     with pytest.raises(TypeError):
-        GE.run_reply_systems(folds, ["seq2seq"], GE.ReplyParams(seq2seq={"lr": 1.0}))
+        RX.run_reply_systems(folds, ["seq2seq"], RX.ReplyParams(seq2seq={"lr": 1.0}))
 
 
 # --------------------------------------------------------------------------- scoring, choice
@@ -181,7 +182,7 @@ def predictions() -> pd.DataFrame:
     """Two folds, two papers each; 'good' copies the gold reply on every pair."""
     rows = []
     for f in (0, 1):
-        for split in GE.EVAL_SPLITS:
+        for split in RX.EVAL_SPLITS:
             for i in range(4):
                 gold = f"tweets parody accounts number {i} ."
                 for system, role, out, seed in (
@@ -194,38 +195,38 @@ def predictions() -> pd.DataFrame:
                                  "paper_id": f"paper{f}{i % 2}", "system": system,
                                  "role": role, "seed": seed, "output": out, "gold": gold})
     df = pd.DataFrame(rows)
-    df["seed"] = GE.seed_column(df.seed)
+    df["seed"] = RX.seed_column(df.seed)
     return df
 
 
 def test_score_predictions_layout_and_empty_output() -> None:
-    items = GE.score_predictions(predictions(), splits=("val", "test"))
+    items = REV.score_predictions(predictions(), splits=("val", "test"))
     assert {"task", "dataset", "split", "system", "metric", "item", "cluster", "value",
             "seed", "fold", "role"} <= set(items.columns)
-    assert set(items.metric) == set(GE.RG.OVERLAP_METRICS)
+    assert set(items.metric) == set(REV.RG.OVERLAP_METRICS)
     empty = items[(items.system == "seq2seq") & (items.seed == 0) & (items.item == "f0test0")]
     assert (empty.value == 0.0).all()  # "" is scored as "", not "."
     assert items[items.system == "copy_gold"].value.eq(1.0).all()
     assert set(items[items.system == "seq2seq"].seed) == {0, 1}
     assert items[items.system == "copy_selected"].seed.isna().all()
-    stats = GE.output_stat_table(predictions())
+    stats = REV.output_stat_table(predictions())
     row = stats[(stats.system == "constant_frequent") & (stats.fold == 0)].iloc[0]
     assert row.identical_outputs == 1.0 and row.seed is None
 
 
 def test_choice_on_val_ignores_oracles_and_probes() -> None:
-    items = GE.score_predictions(predictions(), splits=("val", "test"))
-    an = GE.analyse(items, "content_f1")
+    items = REV.score_predictions(predictions(), splits=("val", "test"))
+    an = REV.analyse(items, "content_f1")
     assert set(an.choice.table.system) == {"constant_frequent", "copy_selected", "seq2seq"}
     assert an.choice.per_fold == {0: "copy_selected", 1: "copy_selected"}
-    comp = an.test_items[an.test_items.system == GE.CHOSEN]
+    comp = an.test_items[an.test_items.system == REV.CHOSEN]
     assert set(comp.split) == {"test"} and comp.role.iloc[0] == "baseline"
     assert len(comp) == 2 * 4 * 3
 
 
 def test_headline_and_difference_to_the_floor() -> None:
-    items = GE.score_predictions(predictions(), splits=("val", "test"))
-    an = GE.analyse(items, "content_f1")
+    items = REV.score_predictions(predictions(), splits=("val", "test"))
+    an = REV.analyse(items, "content_f1")
     head = an.headline
     row = head[(head.system == "copy_gold") & (head.metric == "content_f1")].iloc[0]
     assert row["mean"] == pytest.approx(1.0) and row.role == "oracle"
@@ -234,33 +235,33 @@ def test_headline_and_difference_to_the_floor() -> None:
     f1 = 2 * (1 / 1) * (1 / 6) / (1 + 1 / 6)
     assert s2s["mean"] == pytest.approx((f1 / 2 + 3 * f1) / 4)
     c = an.comparisons
-    assert GE.FLOOR not in set(c.system) and GE.FLOOR in set(c.reference)
-    lead = c[c.reference != GE.FLOOR]  # each test leader against its runner-up
+    assert RX.FLOOR not in set(c.system) and RX.FLOOR in set(c.reference)
+    lead = c[c.reference != RX.FLOOR]  # each test leader against its runner-up
     assert len(lead) and set(lead.reference) <= set(an.headline.system)
     primary = c[c.primary].iloc[0]
-    assert (primary.system, primary.metric) == (GE.CHOSEN, "content_f1")
+    assert (primary.system, primary.metric) == (REV.CHOSEN, "content_f1")
     # 4 test papers in 2 folds: an exact sign flip over 16 assignments, min p = 2/16
     copy = c[(c.system == "copy_selected") & (c.metric == "content_f1")].iloc[0]
     assert copy["diff"] > 0 and copy.p_value == pytest.approx(0.125)
     assert copy.method == "exact randomization" and copy.n_units == 4
     assert copy.ci_low <= 0  # consistent with p > 0.05
-    text = GE.conclusions(an)
+    text = REV.conclusions(an)
     assert text[0].startswith("Primary comparison") and "not distinguishable" in text[0]
     # the notebook's two tables: a leader compared with the floor and with its runner-up
     # keeps one cell per (system, metric) in each
     metrics = ["content_f1", "message_f1"]
-    vs_floor, leads = GE.comparison_tables(an, metrics)
+    vs_floor, leads = REV.comparison_tables(an, metrics)
     assert list(vs_floor.columns) == metrics and vs_floor.index.is_unique
-    assert GE.CHOSEN in vs_floor.index.get_level_values("system")
+    assert REV.CHOSEN in vs_floor.index.get_level_values("system")
     assert set(leads.index) <= set(metrics) and len(leads)
-    assert (leads.reference != GE.FLOOR).all()
+    assert (leads.reference != RX.FLOOR).all()
 
 
 # --------------------------------------------------------------------------- analysis helpers
 
 def test_generation_error_frame_joins_scores_and_flags_copies() -> None:
     preds = predictions()
-    items = GE.score_predictions(preds, splits=("test",))
+    items = REV.score_predictions(preds, splits=("test",))
     pairs = [pair(pid, "q", "r") for pid in sorted(set(preds.pair_id))]
     train = {0: ["parody"], 1: []}
     frame = A.generation_error_frame(preds, pairs, train, items)

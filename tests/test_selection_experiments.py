@@ -13,9 +13,9 @@ from threadpoolctl import threadpool_limits
 
 from saf_utils import protocol as P
 from saf_utils.argscichat import dialogue as A
-from saf_utils.argscichat import evaluation as EV
-from saf_utils.argscichat import experiments as X
 from saf_utils.argscichat import fact_selection as FS
+from saf_utils.argscichat import selection_evaluation as EV
+from saf_utils.argscichat import selection_experiments as X
 from saf_utils.argscichat.data import load_argscichat
 
 FIX = Path(__file__).parent / "fixtures" / "argscichat"

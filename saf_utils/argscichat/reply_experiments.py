@@ -1,5 +1,6 @@
-"""ArgSciChat reply generation as experiments: a registry of reply systems and the functions
-that run them over folds and seeds, score them and choose on validation.
+"""ArgSciChat reply generation as experiments: a registry of reply systems and the function
+that runs them over folds and seeds (scoring and the choice on validation:
+:mod:`saf_utils.argscichat.reply_evaluation`).
 
 **Registry.** :data:`REPLY_SYSTEMS` (:class:`saf_utils.registry.Registry`) holds each
 system's function, which produces one fold's val and test replies, the
@@ -16,17 +17,10 @@ Adding a system = one function ``fn(fold: ReplyFold, params: ReplyParams) ->
 list[SystemOutput]`` decorated with ``@REPLY_SYSTEMS.register(name, role, params=...)``.
 
 **Protocol.** Every choice a system makes (a word budget, a threshold, how many frequent
-words) uses *that* fold's val pairs only, never another fold's and never test. The
-reported "best" system is chosen per fold on val among baselines and systems
-(:func:`saf_utils.protocol.choose`), then shown on test as the composite ``val_chosen``
-(:func:`analyse`).
+words) uses *that* fold's val pairs only, never another fold's and never test.
 
 **Rows.** :func:`run_reply_systems` returns tidy prediction rows ``fold, split, pair_id,
-paper_id, system, role, seed, output, gold`` (seed None for deterministic systems);
-:func:`score_predictions` turns them into per-item scores in the Recorder's ``items``
-layout, which :func:`analyse` aggregates under the ArgSciChat design
-(:data:`saf_utils.argscichat.evaluation.DESIGN`: papers within folds, cluster t-intervals,
-exact sign-flip tests; seeds averaged within a fold first).
+paper_id, system, role, seed, output, gold`` (seed None for deterministic systems).
 """
 
 from __future__ import annotations
@@ -41,12 +35,10 @@ import numpy as np
 import pandas as pd
 
 from saf_utils import jobs as J
-from saf_utils import protocol as P
 from saf_utils.argscichat import generation as RG
 from saf_utils.argscichat.data import ArgSciChatFold, MessagePair
 from saf_utils.argscichat.dialogue import pair_index
-from saf_utils.argscichat.evaluation import DESIGN
-from saf_utils.registry import ELIGIBLE, Registry
+from saf_utils.registry import Registry
 
 TASK, DATASET = "argscichat_generation", "argscichat"
 EVAL_SPLITS = ("val", "test")
@@ -375,152 +367,3 @@ def run_reply_systems(folds: Mapping[int, ReplyFold], systems: Sequence[str],
     return ReplyRun(preds, pd.DataFrame(tuning, columns=["fold", "system", "metric", "subset",
                                                          "value", "chosen"]),
                     pd.DataFrame(logs), secs)
-
-
-# --------------------------------------------------------------------------- scoring
-
-def score_predictions(preds: pd.DataFrame, splits: Sequence[str] = ("test",),
-                      embedding: bool = False, bertscore_model: str | None = None,
-                      bertscore_layers: int | None = None,
-                      moverscore_model: str | None = None) -> pd.DataFrame:
-    """Per-item scores in the Recorder's items layout (+ ``role``): one row per
-    (system, fold, seed, split, pair, metric), ``item`` = pair id, ``cluster`` = paper id.
-
-    Overlap metrics always; BERTScore and MoverScore with ``embedding``. MoverScore's IDF
-    comes from the references of each (fold, split), the same for every system; all
-    systems of a (fold, split) are scored in one call, so each text is embedded once.
-    """
-    sub = preds[preds.split.isin(splits)].reset_index(drop=True)
-    if sub.empty:
-        raise ValueError(f"score_predictions: no predictions for split(s) {list(splits)}")
-    scores = pd.DataFrame(RG.overlap_scores(list(sub.output), list(sub.gold)))
-    if embedding:
-        for _, g in sub.groupby(["fold", "split"], sort=False):
-            refs = g.drop_duplicates("pair_id").gold.tolist()
-            emb = RG.embedding_scores(list(g.output), list(g.gold), bertscore_model,
-                                      bertscore_layers, moverscore_model, idf_texts=refs)
-            for name, vals in emb.items():
-                scores.loc[g.index, name] = vals
-    keys = ["system", "role", "fold", "seed", "split"]
-    wide = pd.concat([sub[keys + ["pair_id", "paper_id"]], scores], axis=1)
-    out = wide.melt(id_vars=keys + ["pair_id", "paper_id"], var_name="metric",
-                    value_name="value").rename(columns={"pair_id": "item",
-                                                        "paper_id": "cluster"})
-    out.insert(0, "dataset", DATASET)
-    out.insert(0, "task", TASK)
-    out["seed"] = seed_column(out.seed)
-    out["value"] = out.value.astype(float)
-    return out
-
-
-def output_stat_table(preds: pd.DataFrame, split: str = "test") -> pd.DataFrame:
-    """Output statistics (length ratio, distinct-2, repetition, identical outputs, empty
-    share) per system, fold and seed."""
-    from saf_utils.metrics import output_stats
-
-    rows = []
-    sub = preds[preds.split == split]
-    for (system, role, fold, seed), g in sub.groupby(["system", "role", "fold", "seed"],
-                                                     dropna=False, sort=False):
-        rows.append({"system": system, "role": role, "fold": fold,
-                     "seed": None if pd.isna(seed) else int(seed),
-                     **output_stats(list(g.output), list(g.gold)),
-                     "empty_share": float(np.mean([not o.strip() for o in g.output]))})
-    out = pd.DataFrame(rows)
-    if not out.empty:
-        out["seed"] = seed_column(out.seed)
-    return out
-
-
-# --------------------------------------------------------------------------- analysis
-
-CHOSEN = "val_chosen"
-PRIMARY_METRIC = "content_f1"  # 04's pre-specified primary comparison: val_chosen - FLOOR
-
-
-@dataclass
-class ReplyAnalysis:
-    """04's conclusions: the per-fold choice, test items with the composite, the headline
-    under the ArgSciChat design and the adjusted comparisons to the floor."""
-
-    choice: P.Choice
-    test_items: pd.DataFrame
-    headline: pd.DataFrame
-    comparisons: pd.DataFrame
-
-
-def analyse(items: pd.DataFrame, best_metric: str = PRIMARY_METRIC,
-            design: P.Design = DESIGN, eligible: Sequence[str] = ELIGIBLE) -> ReplyAnalysis:
-    """Choose per fold on that fold's val (``best_metric``; oracles and probes never), build
-    the composite ``val_chosen``, estimate every test metric and compare every system with
-    the floor. Primary: ``val_chosen`` - ``constant_frequent`` on content-word F1; the rest
-    Holm-adjusted."""
-    roles_ = items.drop_duplicates("system").set_index("system").role.to_dict()
-    order = {n: roles_[n] for n in REPLY_SYSTEMS if n in roles_}
-    order.update({n: r for n, r in roles_.items() if n not in order})
-    choice = P.choose(items, best_metric, order, allowed=eligible)
-    test = items[items.split == "test"]
-    test_items = pd.concat([test, P.composite(test, choice, CHOSEN)], ignore_index=True)
-    headline = P.headline_table(test_items, design)
-    roles_all = {**order, CHOSEN: test_items[test_items.system == CHOSEN].role.iloc[0]}
-    frames = [P.paired_table(test_items, FLOOR, design)] if FLOOR in set(test.system) else []
-    for (_split, metric), (top, runner) in P.leaders(headline, roles_all).items():
-        if FLOOR not in (top, runner):  # each test leader against its runner-up
-            pair = test_items[test_items.system.isin([top, runner])
-                              & (test_items.metric == metric)]
-            frames.append(P.paired_table(pair, runner, design, systems=[top]))
-    frames = [f for f in frames if len(f)]
-    if not frames:
-        comp = P.adjust(pd.DataFrame(columns=["split", "metric", "system", "reference",
-                                              "p_value"]))
-    else:
-        comp = pd.concat(frames, ignore_index=True).drop_duplicates(
-            ["split", "metric", "system", "reference"])
-        primary = {"system": CHOSEN, "reference": FLOOR, "metric": PRIMARY_METRIC}
-        has = ((comp.system == CHOSEN) & (comp.reference == FLOOR)
-               & (comp.metric == PRIMARY_METRIC)).any()
-        comp = P.adjust(comp, primary if has else None)
-        comp["role"] = comp.system.map(roles_all)
-    return ReplyAnalysis(choice, test_items, headline, comp)
-
-
-def comparison_tables(an: ReplyAnalysis, metrics: Sequence[str]
-                      ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The two tables of 04's test section: every system minus the floor (system x metric)
-    and each test leader minus its runner-up (one row per metric). Kept apart because a
-    leader can also be compared with the floor, so one pivot would hold two cells."""
-    c = an.comparisons
-    if not len(c):
-        return pd.DataFrame(), pd.DataFrame()
-    c = c.assign(cell=[f"{x:+.3f} [{lo:+.3f}, {hi:+.3f}] p={p:.3f} (adj. {pa:.3f})"
-                       for x, lo, hi, p, pa in zip(c["diff"], c.ci_low, c.ci_high,
-                                                   c.p_value, c.p_adj, strict=True)])
-    floor = c[c.reference == FLOOR]
-    order = REPLY_SYSTEMS.order(floor.system.unique())
-    vs_floor = (floor.pivot(index=["system", "role"], columns="metric", values="cell")
-                .reindex(order, level="system")
-                .reindex(columns=[m for m in metrics if m in set(floor.metric)]))
-    leads = (c[(c.reference != FLOOR) & c.metric.isin(metrics)]
-             .set_index("metric")[["system", "reference", "cell"]]
-             .reindex([m for m in metrics if m in set(c.metric)]).dropna(how="all"))
-    return vs_floor, leads
-
-
-def conclusions(an: ReplyAnalysis, metrics: Sequence[str] = (PRIMARY_METRIC, "bertscore_f1")
-                ) -> list[str]:
-    """Sentences from the tests: the primary comparison, then each readable system
-    (baselines and systems) against the floor on ``metrics`` (Holm-adjusted)."""
-    c = an.comparisons
-    out = []
-    prim = c[c.primary] if len(c) else c
-    if len(prim):
-        out.append("Primary comparison (pre-specified): " + P.verdict(prim.iloc[0].to_dict()))
-    rest = c[~c.primary & c.metric.isin(metrics) & c.role.isin(ELIGIBLE)
-             & (c.reference == FLOOR)] if len(c) else c
-    out += [P.verdict(r) for r in rest.to_dict("records")]
-    for (_split, metric), (top, runner) in P.leaders(an.headline).items():
-        if metric in metrics:
-            row = c[(c.system == top) & (c.reference == runner) & (c.metric == metric)]
-            out.append(P.lead_sentence(top, runner, row.iloc[0].to_dict() if len(row) else
-                                       None, metric))
-    return out
