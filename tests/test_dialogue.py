@@ -1,5 +1,5 @@
-"""saf_utils.argscichat.dialogue: context of a turn, sentence features, prediction rows
-and the error-analysis frames, on hand-made dialogues."""
+"""saf_utils.argscichat.dialogue: the context of a turn, sentence features and prediction
+rows, on hand-made dialogues."""
 
 from __future__ import annotations
 
@@ -82,49 +82,3 @@ def test_prediction_rows_roundtrip(tmp_path) -> None:
         AR.read_selections(tmp_path / "nowhere")
     with pytest.raises(ValueError, match="several systems"):
         A.selection_lookup(pd.concat([df, df.assign(system="other")]))
-
-
-# --------------------------------------------------------------------------- error analysis
-
-
-INTENTS = pd.DataFrame({
-    "Role": ["Proponent", "Proponent", "Proponent", "Domain Expert"],
-    "Message Number": ["0", "2", "2", "1"], "Sentence Number": ["0", "0", "1", "0"],
-    "Sentence": ["Hi", "Interesting!", "Which classifier works best?", "Which data?"],
-    "Tag": ["Intro", "Give_Opinion", "Ask_Info", "Reply_Info"],
-})
-
-
-def test_split_sentences_and_query_intents() -> None:
-    assert A.split_sentences("Interesting! Which one? Fine.") == ["Interesting!", "Which one?",
-                                                                 "Fine."]
-    got = A.query_intents(["hi", "Interesting! Which classifier works best?", "Which data?",
-                           "Unknown"], INTENTS)
-    assert got == ["Intro", "Ask_Info", "unmatched", "unmatched"]  # expert rows are ignored
-    assert A.query_intents(["x"], None) == ["no intents file"]
-    with pytest.raises(ValueError, match="lacks column"):
-        A.query_intents(["x"], INTENTS.drop(columns="Tag"))
-
-
-def test_dialogue_properties_and_analysis_frame() -> None:
-    props = A.dialogue_properties(PAIRS)
-    assert props.gold_dist_last_facts.isna().tolist() == [True, True, False]
-    assert props.gold_dist_last_facts.iloc[2] == 1
-    rows = A.prediction_rows(PAIRS, [[0, 1], [2, 3], [3, 0]], fold=0, split="test",
-                             system="first")
-    frame = A.selection_analysis_frame(pd.DataFrame(rows), PAIRS, INTENTS)
-    assert len(frame) == 2  # P0 has no gold and is skipped
-    assert frame.dist_bucket.tolist() == ["n/a", "1"]
-    assert frame.turn_bucket.tolist() == ["1", "2"]
-    assert frame.intent.tolist() == ["unmatched", "Ask_Info"]
-    table = A.grouped_fact_f1(frame, "turn_bucket")
-    assert table.fact_f1.tolist() == pytest.approx([2 / 3, 2 / 3]) and table.n.tolist() == [1, 1]
-    with pytest.raises(KeyError):
-        A.grouped_fact_f1(frame, "nope")
-    with pytest.raises(ValueError, match="not in the given pairs"):
-        A.selection_analysis_frame(pd.DataFrame(rows), [P0], INTENTS)
-
-
-def test_slug() -> None:
-    assert A.slug("3-4") == "3_4" and A.slug("Ask_Info") == "ask_info"
-    assert A.slug("0 (same)") == "0_same" and A.slug(">10") == "10" and A.slug("") == "none"

@@ -12,6 +12,7 @@ from threadpoolctl import threadpool_limits
 
 from saf_utils import artifacts as AR
 from saf_utils.argscichat import dialogue as A
+from saf_utils.argscichat import error_analysis as EA
 from saf_utils.argscichat import reply_evaluation as REV
 from saf_utils.argscichat import reply_experiments as RX
 from saf_utils.argscichat.data import MessagePair, load_argscichat
@@ -264,7 +265,7 @@ def test_generation_error_frame_joins_scores_and_flags_copies() -> None:
     items = REV.score_predictions(preds, splits=("test",))
     pairs = [pair(pid, "q", "r") for pid in sorted(set(preds.pair_id))]
     train = {0: ["parody"], 1: []}
-    frame = A.generation_error_frame(preds, pairs, train, items)
+    frame = EA.generation_error_frame(preds, pairs, train, items)
     assert len(frame) == len(preds[preds.split == "test"])
     const = frame[frame.system == "constant_frequent"]
     assert const.generic.all() and not const.train_copy.any()
@@ -277,8 +278,8 @@ def test_generation_error_frame_joins_scores_and_flags_copies() -> None:
     # "tweets parody accounts number i": 1 of 4 bigrams ("parody accounts") is in CONTENT;
     # the one-word output "tweets" has no bigram
     assert copied.paper_bigram_share.tolist() == [0.0, 0.25, 0.0, 0.25] * 2
-    summary = A.generation_error_summary(frame)
+    summary = EA.generation_error_summary(frame)
     assert summary.loc["seq2seq", "empty_share"] == pytest.approx(1 / 8)
     assert summary.loc["constant_frequent", "generic_share"] == 1.0
     with pytest.raises(ValueError, match="not in the given pairs"):
-        A.generation_error_frame(preds, pairs[:1], train)
+        EA.generation_error_frame(preds, pairs[:1], train)
