@@ -6,8 +6,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from dialogues import CONTENT, INDEX, P1, P2
+from threadpoolctl import threadpool_limits
 
 from saf_utils.argscichat import generation as RG
+
+
+@pytest.fixture(autouse=True)
+def one_openmp_thread():
+    """Gradient boosting's OpenMP threads crawl on shared cores; one thread is fast here."""
+    with threadpool_limits(1, user_api="openmp"):
+        yield
 
 # --------------------------------------------------------------------------- generation
 

@@ -11,9 +11,18 @@ import pandas as pd
 import pytest
 from fakes import bow_encoder
 from saf_frames import toy_frame
+from threadpoolctl import threadpool_limits
 
 from saf_utils.saf import formats as S
 from saf_utils.saf import systems
+
+
+@pytest.fixture(autouse=True)
+def one_openmp_thread():
+    """Gradient boosting's OpenMP threads crawl on shared cores; one thread is fast here."""
+    with threadpool_limits(1, user_api="openmp"):
+        yield
+
 
 # --------------------------------------------------------------------------- baselines
 

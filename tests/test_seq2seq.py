@@ -6,6 +6,17 @@ import pytest
 
 from saf_utils.seq2seq import Seq2SeqSettings, generate, train_scratch_tokenizer, train_seq2seq
 
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """Tiny models gain nothing from two threads, and spin when the cores are shared."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
 SOURCES = [f"Antwort: die Zahl {i} ist {('un' if i % 2 else '') + 'gerade'}" for i in range(24)]
 TARGETS = [("Correct" if i % 3 else "Incorrect") + f" Feedback: {i} geprüft" for i in range(24)]
 TINY = dict(max_steps=4, batch_size=8, logging_steps=2, scratch_vocab_size=120,
