@@ -14,7 +14,12 @@ Why these choices:
 - ``freeze_layers`` freezes the embeddings and the lowest encoder layers: on 2 CPU cores
   the backward pass of the top layers only is what the budget allows;
 - tokenised pairs are cached per (model, max length, text pair) in the process, so seeds,
-  grid points and folds that share texts tokenise them once.
+  grid points and folds that share texts tokenise them once;
+- with ``cache_frozen`` (BERT-style models), the frozen part is run **once** per pair: its
+  output (the hidden states after the frozen layers, computed in eval mode, so without
+  dropout) is cached per process, and the Trainer fine-tunes only the top layers and the
+  head (:func:`top_layers`) on those states. On 2 cores this is what makes a grid, three
+  seeds and out-of-fold models affordable; the logits equal the full model's.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ class CrossEncoderSettings:
     eval_batch_size: int = 64
     weight_decay: float = 0.01
     freeze_layers: int = 0  # freeze the embeddings and this many lowest encoder layers
+    cache_frozen: bool = True  # run the frozen layers once per pair (BERT-style models)
     seed: int = 42
     predict_every_epoch: bool = False  # predict the eval splits after every epoch
     fp16: bool = False  # GPU only
@@ -101,6 +107,101 @@ def freeze_lower(model: Any, n_layers: int) -> int:
             for p in layer.parameters():
                 p.requires_grad = False
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+_HIDDEN: dict[tuple[str, int, int], dict[tuple[str, str], np.ndarray]] = {}
+
+
+def frozen_states(model: Any, tokenizer: Any, key: str, first: Sequence[str],
+                  second: Sequence[str], settings: CrossEncoderSettings) -> list[np.ndarray]:
+    """Hidden states after the ``freeze_layers`` lowest layers, one ``(tokens, hidden)``
+    array per pair, cached per (model, max length, layer, pair) in the process."""
+    import torch
+
+    cache = _HIDDEN.setdefault((key, settings.max_length, settings.freeze_layers), {})
+    pairs = list(zip(first, second, strict=True))
+    missing = list(dict.fromkeys(p for p in pairs if p not in cache))
+    if missing:
+        enc = tokenize_pairs(tokenizer, key, [a for a, _ in missing], [b for _, b in missing],
+                             settings.max_length)
+        order = np.argsort([len(x) for x in enc["input_ids"]], kind="stable")
+        base = model.base_model
+        was_training = base.training
+        base.eval()
+        device = next(base.parameters()).device
+        for start in range(0, len(order), settings.eval_batch_size):
+            idx = order[start:start + settings.eval_batch_size]
+            batch = tokenizer.pad({k: [enc[k][i] for i in idx] for k in enc},
+                                  return_tensors="pt").to(device)
+            with torch.no_grad():
+                hidden = base(**batch, output_hidden_states=True).hidden_states[
+                    settings.freeze_layers]
+            for row, i in enumerate(idx):
+                n = len(enc["input_ids"][i])
+                cache[missing[i]] = hidden[row, :n].float().cpu().numpy()
+        base.train(was_training)
+    return [cache[p] for p in pairs]
+
+
+def top_layers(model: Any, n_frozen: int) -> Any:
+    """The trainable top of a BERT-style classifier (layers above ``n_frozen``, pooler,
+    head) as a module over cached hidden states; it shares the classifier's weights."""
+    import torch
+    from torch import nn
+    from transformers.masking_utils import create_bidirectional_mask
+    from transformers.modeling_outputs import SequenceClassifierOutput
+
+    base = model.base_model
+    if getattr(base, "pooler", None) is None or not hasattr(model, "dropout"):
+        raise ValueError(f"cache_frozen needs a BERT-style classifier (pooler + dropout + "
+                         f"classifier), not {type(model).__name__}; set cache_frozen: false")
+
+    class _Top(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.config = model.config
+            self.layers = nn.ModuleList(base.encoder.layer[n_frozen:])
+            self.pooler, self.dropout = base.pooler, model.dropout
+            self.classifier = model.classifier
+
+        def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor,
+                    labels: torch.Tensor | None = None) -> SequenceClassifierOutput:
+            h = hidden_states
+            mask = create_bidirectional_mask(config=self.config, inputs_embeds=h,
+                                             attention_mask=attention_mask)
+            for layer in self.layers:
+                out = layer(h, attention_mask=mask)
+                h = out[0] if isinstance(out, tuple) else out
+            logits = self.classifier(self.dropout(self.pooler(h)))
+            loss = None
+            if labels is not None:
+                if self.config.num_labels == 1:
+                    loss = nn.functional.mse_loss(logits.view(-1), labels.float().view(-1))
+                else:
+                    loss = nn.functional.cross_entropy(logits, labels.long().view(-1))
+            return SequenceClassifierOutput(loss=loss, logits=logits)
+
+    return _Top()
+
+
+def _state_collator(states: list[np.ndarray]):
+    """Batches of cached states (padded) from dataset rows holding an index into them."""
+    import torch
+
+    def collate(rows: list[dict[str, Any]]) -> dict[str, Any]:
+        arrays = [states[r["idx"]] for r in rows]
+        n = max(len(a) for a in arrays)
+        hidden = torch.zeros(len(arrays), n, arrays[0].shape[1])
+        mask = torch.zeros(len(arrays), n, dtype=torch.long)
+        for i, a in enumerate(arrays):
+            hidden[i, :len(a)] = torch.from_numpy(a)
+            mask[i, :len(a)] = 1
+        batch = {"hidden_states": hidden, "attention_mask": mask}
+        if "labels" in rows[0]:
+            batch["labels"] = torch.tensor([r["labels"] for r in rows])
+        return batch
+
+    return collate
 
 
 def build_model(settings: CrossEncoderSettings, labels: Sequence[str]):
@@ -170,10 +271,27 @@ def train_and_predict(first: Sequence[str], second: Sequence[str], targets: Sequ
         y = [float(t) for t in targets]
     model, tokenizer = build_model(settings, labels)
     trainable = freeze_lower(model, settings.freeze_layers)
+    n_parameters = sum(p.numel() for p in model.parameters())
     key = resolve_model(settings.model)
-    train_ds = _dataset(tokenizer, key, first, second, settings.max_length, y)
-    eval_ds = {s: _dataset(tokenizer, key, a, b, settings.max_length)
-               for s, (a, b) in evals.items()}
+    collator = None
+    cached = settings.cache_frozen and settings.freeze_layers > 0
+    if cached:
+        import datasets
+
+        texts = [(list(first), list(second)), *[(list(a), list(b)) for a, b in evals.values()]]
+        states = frozen_states(model, tokenizer, key, [t for a, _ in texts for t in a],
+                               [t for _, b in texts for t in b], settings)
+        collator = _state_collator(states)
+        model = top_layers(model, settings.freeze_layers)
+        train_ds = datasets.Dataset.from_dict({"idx": list(range(len(first))), "labels": y})
+        eval_ds, pos = {}, len(first)
+        for s, (a, _) in evals.items():
+            eval_ds[s] = datasets.Dataset.from_dict({"idx": list(range(pos, pos + len(a)))})
+            pos += len(a)
+    else:
+        train_ds = _dataset(tokenizer, key, first, second, settings.max_length, y)
+        eval_ds = {s: _dataset(tokenizer, key, a, b, settings.max_length)
+                   for s, (a, b) in evals.items()}
     cuda = torch.cuda.is_available()
     results: dict[int, dict[str, tuple[list[str], list[Any]]]] = {}
 
@@ -199,10 +317,13 @@ def train_and_predict(first: Sequence[str], second: Sequence[str], targets: Sequ
             fp16=settings.fp16 and cuda, bf16=settings.bf16 and cuda, use_cpu=not cuda,
             save_strategy="no", eval_strategy="no", report_to=[],
             logging_steps=settings.logging_steps, dataloader_num_workers=0,
+            remove_unused_columns=not cached,
             disable_tqdm=os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true"))
         callback = _EveryEpoch()
         trainer = Trainer(model=model, args=args, train_dataset=train_ds,
-                          processing_class=tokenizer, callbacks=[callback])
+                          data_collator=collator,
+                          processing_class=None if cached else tokenizer,
+                          callbacks=[callback])
         callback.trainer = trainer
         t0 = time.perf_counter()
         out = trainer.train()
@@ -210,8 +331,8 @@ def train_and_predict(first: Sequence[str], second: Sequence[str], targets: Sequ
         results[settings.epochs] = predict_all(trainer)
         log: dict[str, Any] = {
             "settings": asdict(settings), "labels": labels,
-            "n_parameters": sum(p.numel() for p in model.parameters()),
-            "n_trainable": trainable, "n_train": len(first),
+            "n_parameters": n_parameters,
+            "n_trainable": trainable, "n_train": len(first), "cached_frozen": cached,
             "train_loss": float(out.training_loss), "train_steps": int(out.global_step),
             "train_seconds": round(train_seconds, 1),
             "seconds": round(time.perf_counter() - t0, 1),

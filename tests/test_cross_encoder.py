@@ -88,6 +88,7 @@ def test_cross_encoder_job_predicts_every_epoch_and_logs_cost(tiny_bert: str, tm
     row = logs.iloc[0]
     assert row.seed == 3 and row.train_steps == 2 and row.peak_rss_mb > 0
     assert 0 < row.n_trainable < row.n_parameters  # the embeddings and layer 0 are frozen
+    assert row.cached_frozen  # the frozen layer ran once per pair, the top was trained
     assert row.train_seconds >= 0 and row.seconds_total >= row.train_seconds
     key = (CE.resolve_model(tiny_bert), 32)
     assert ("a b", "a b") in CE._TOKENS[key]  # tokenised once, reused by later jobs
@@ -186,3 +187,20 @@ def test_score_mode_system_and_job_config_file(tiny_bert: str, tmp_path: Path) -
     job = json.loads(json.dumps(J.job_grid(J.TrainJob(examples="e", output_dir="o",
                                                       kind="cross_encoder"), [1])[0].to_dict()))
     assert J.TrainJob.from_dict(job).kind_settings().seed == 1
+
+
+def test_cached_frozen_states_give_the_full_models_logits(tiny_bert: str) -> None:
+    settings = CE.CrossEncoderSettings(model=tiny_bert, freeze_layers=1, max_length=16,
+                                       eval_batch_size=2)
+    model, tok = CE.build_model(settings, ["Correct", "Incorrect"])
+    model.eval()
+    first, second = ["a b c", "d", "a a a a b"], ["a", "c d c", "b"]
+    states = CE.frozen_states(model, tok, "tiny", first, second, settings)
+    assert [len(s) for s in states] == [len(x) for x in tok(first, second)["input_ids"]]
+    top = CE.top_layers(model, 1).eval()
+    batch = CE._state_collator(states)([{"idx": i} for i in range(3)])
+    with torch.no_grad():
+        full = model(**tok(first, second, padding=True, return_tensors="pt")).logits
+        got = top(**batch).logits
+    assert torch.allclose(full, got, atol=1e-5)
+    assert CE.frozen_states(model, tok, "tiny", first[:1], second[:1], settings)[0] is states[0]
