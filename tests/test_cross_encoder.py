@@ -113,7 +113,8 @@ def test_cross_encoder_examples_orders_and_question() -> None:
 def test_cross_encoder_system_oof_stacking_end_to_end(tiny_bert: str, tmp_path: Path) -> None:
     data = E.load_data(str(FIXTURES / "saf_csv"), language="en")
     assert data.train.question.nunique() >= 2
-    run = E.run_cross_encoder(data, {**TINY, "model": tiny_bert},
+    ce = {**TINY, "model": tiny_bert, "freeze_layers": 1}
+    run = E.run_cross_encoder(data, ce,
                               {"learning_rate": [1e-3], "epochs": [1, 2],
                                "include_question": [False, True]},
                               seeds=[1, 2], output_dir=tmp_path, encoder=bow_encoder, folds=2,
@@ -130,6 +131,16 @@ def test_cross_encoder_system_oof_stacking_end_to_end(tiny_bert: str, tmp_path: 
     unseen = p[p.split == "test_unseen_questions"]
     assert unseen.backoff.all() and (unseen.pred_feedback != "").all()
     assert set(run.logs.job) == {"grid", "seed", "oof"} and run.logs.peak_rss_mb.notna().all()
+    assert (run.logs[run.logs.job == "seed"].seed == 2).all()  # seed 1 is the grid's run
+    # ... and the grid's run after the chosen epoch is the model a fresh run would give
+    fresh = E._ce_job(data, ce, "verification", tmp_path / "fresh", "fresh", data.train,
+                      data.evals, run.config["order"], run.config["include_question"],
+                      learning_rate=run.config["learning_rate"], epochs=run.config["epochs"])
+    again = J.run_jobs(J.job_grid(fresh, [1]), log=lambda m: None).predictions
+    mine = run.outputs[run.outputs.seed == 1]
+    assert again.output.tolist() == mine.output.tolist()
+    assert np.allclose([E._ce_vector(r) for r in again.to_dict("records")],
+                       [E._ce_vector(r) for r in mine.to_dict("records")], atol=1e-6)
 
     # Out of fold: no training answer's feature came from a model that saw it (nor its
     # question): read back what each fold's job trained on.

@@ -496,8 +496,9 @@ def run_cross_encoder(data: SAFData, cross_encoder: Mapping[str, Any],
 
     Grid (``grid``: ``learning_rate``, ``epochs``, ``order``, ``include_question``): one
     fine-tune per setting at the first seed, scored on validation after every listed epoch
-    count (macro-F1; ties: grid order). Then one model per seed with the chosen setting, and
-    :func:`cross_encoder_oof` at the first seed. Every job goes through
+    count (macro-F1; ties: grid order); the grid runs predict every eval split, so the chosen
+    run is the first seed's model. Then one model per further seed with the chosen setting,
+    and :func:`cross_encoder_oof` at the first seed. Every job goes through
     :func:`saf_utils.jobs.run_jobs` (``launcher`` as for seq2seq).
     """
     import itertools
@@ -511,7 +512,7 @@ def run_cross_encoder(data: SAFData, cross_encoder: Mapping[str, Any],
     jobs = []
     for i, (lr, order, question) in enumerate(points):
         job = _ce_job(data, cross_encoder, mode, output_dir, f"cross_encoder-grid{i}",
-                      data.train, {"validation": val}, order, question, learning_rate=lr,
+                      data.train, data.evals, order, question, learning_rate=lr,
                       epochs=epochs[-1], predict_every_epoch=len(epochs) > 1)
         jobs += J.job_grid(job, seeds[:1])
     res = J.run_jobs(jobs, launcher=launcher, log=log)
@@ -520,23 +521,31 @@ def run_cross_encoder(data: SAFData, cross_encoder: Mapping[str, Any],
     for i, (lr, order, question) in enumerate(points):
         for e in epochs:
             r = res.predictions[(res.predictions.system == f"cross_encoder-grid{i}")
-                                & (res.predictions.epoch == e)]
+                                & (res.predictions.epoch == e)
+                                & (res.predictions.split == "validation")]
             pred = _ce_labels(r.output.tolist(), mode)
             y = gold.loc[r.id].tolist()
             rows.append({"learning_rate": lr, "order": order, "include_question": question,
                          "epochs": e, "accuracy": float(np.mean(np.array(pred) == np.array(y))),
-                         "macro_f1": _macro_f1(y, pred)})
+                         "macro_f1": _macro_f1(y, pred), "system": f"cross_encoder-grid{i}"})
     table = pd.DataFrame(rows)
     best = table.sort_values("macro_f1", ascending=False, kind="stable").iloc[0]
     config = {"learning_rate": float(best.learning_rate), "epochs": int(best.epochs),
               "order": best.order, "include_question": bool(best.include_question)}
     log(f"[cross_encoder] chosen on validation: {config}")
+    # The first seed's model is the chosen grid run after the chosen epoch (constant
+    # learning rate: the same model as a fresh run of that many epochs); only the other
+    # seeds are trained again.
+    first = res.predictions[(res.predictions.system == best.system)
+                            & (res.predictions.epoch == config["epochs"])]
     job = _ce_job(data, cross_encoder, mode, output_dir, CE_SYSTEM, data.train, data.evals,
                   config["order"], config["include_question"],
                   learning_rate=config["learning_rate"], epochs=config["epochs"])
-    seeded = J.run_jobs(J.job_grid(job, seeds), launcher=launcher, log=log)
+    seeded = J.run_jobs(J.job_grid(job, seeds[1:]), launcher=launcher, log=log)
+    outputs = pd.concat([first.assign(system=CE_SYSTEM), seeded.predictions],
+                        ignore_index=True)
     out = []
-    for (seed, split), r in seeded.predictions.groupby(["seed", "split"], sort=False):
+    for (seed, split), r in outputs.groupby(["seed", "split"], sort=False):
         gold_df = data.evals[split]
         r = r.set_index("id").loc[gold_df["id"]]
         labels = _ce_labels(r.output.tolist(), mode)
@@ -555,8 +564,8 @@ def run_cross_encoder(data: SAFData, cross_encoder: Mapping[str, Any],
                         "protocol": f"grouped {oof.fold.nunique()}-fold over questions"}])
     logs = pd.concat([res.logs.assign(job="grid"), seeded.logs.assign(job="seed"), oof_logs],
                      ignore_index=True)
-    return CrossEncoderRun(pd.concat(out, ignore_index=True), table, config,
-                           seeded.predictions, oof, cv, logs)
+    return CrossEncoderRun(pd.concat(out, ignore_index=True), table, config, outputs, oof,
+                           cv, logs)
 
 
 @SYSTEMS.register(STACKED_SYSTEM, "system", family="feature_clf", kind="experiment",
