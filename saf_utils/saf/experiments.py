@@ -587,6 +587,35 @@ def run_stacked_feature_clf(data: SAFData, encoder: Any, tuning: FeatureClfTunin
     return EV.collapse_identical_seeds(pd.concat(out, ignore_index=True))
 
 
+def cross_encoder_notes(ce: CrossEncoderRun, headline: pd.DataFrame,
+                        metric: str = "macro_f1") -> list[str]:
+    """Sentences for the closing note: the setting chosen on validation, whether stacking
+    won there, the unseen-question CV, and the cost (time per seed, peak memory)."""
+    stack = stacking_choice(headline, metric)
+    vals = stack.table.set_index("system").value
+    seeds = ce.logs[ce.logs.job.isin(["grid", "seed"])]
+    first = ce.grid.sort_values(metric, ascending=False, kind="stable").iloc[0]
+    per_seed = [float(first.epochs) / ce.grid.epochs.max()
+                * float(seeds[(seeds.job == "grid") & (seeds.system == first.system)]
+                        .train_seconds.iloc[0]),
+                *seeds[seeds.job == "seed"].train_seconds.astype(float)]
+    cv = ce.grouped_cv.iloc[0]
+    return [
+        f"cross_encoder: chosen on validation {ce.config} ({ce.selection}).",
+        f"Stacking chosen on validation ({metric}): `{stack.per_fold[None]}` "
+        f"(feature_clf {vals.get('feature_clf', float('nan')):.3f}, feature_clf:stacked "
+        f"{vals.get(STACKED_SYSTEM, float('nan')):.3f}).",
+        f"cross_encoder unseen-question path, {cv.protocol} on train: accuracy "
+        f"{cv.accuracy:.3f}, macro-F1 {cv.macro_f1:.3f}.",
+        f"Cost: training time per seed {np.mean(per_seed):.0f} s (first seed: its share of "
+        f"the grid run's epochs), all {len(ce.logs)} cross-encoder jobs "
+        f"{ce.logs.seconds_total.sum():.0f} s; peak resident memory "
+        f"{ce.logs.peak_rss_mb.max():.0f} MiB (process lifetime)"
+        + (f", peak GPU memory {ce.logs.peak_cuda_mb.max():.0f} MiB"
+           if "peak_cuda_mb" in ce.logs else "") + ".",
+    ]
+
+
 def stacking_choice(headline: pd.DataFrame, metric: str = "macro_f1") -> P.Choice:
     """Whether to stack, on validation: ``feature_clf`` against ``feature_clf:stacked``."""
     v = headline[(headline.split == "validation") & (headline.metric == metric)
@@ -717,7 +746,7 @@ def conclusions(ev: Evaluation) -> list[str]:
 
 
 def record(rec: Any, ev: Evaluation, dataset: str, tuning: FeatureClfTuning | None = None,
-           unseen_cv: pd.DataFrame | None = None) -> int:
+           unseen_cv: pd.DataFrame | None = None, ce: CrossEncoderRun | None = None) -> int:
     """Write the evaluation with the Recorder conventions; returns the number of records.
 
     Headline (seed None, interval, method, estimand, role), per-seed values (seeded systems
@@ -764,10 +793,19 @@ def record(rec: Any, ev: Evaluation, dataset: str, tuning: FeatureClfTuning | No
                                 f"normalize={r.normalize_unseen} "
                                 f"class_weight={r.generic_class_weight} C={r.generic_C}"))
                 n += 1
+    if ce is not None:
+        for r in ce.grid.itertuples():
+            for metric in ("accuracy", "macro_f1"):
+                rec.add(TASK, dataset, "validation", CE_SYSTEM, metric, getattr(r, metric),
+                        kind="tuning", role="system",
+                        subset=(f"lr={r.learning_rate} epochs={r.epochs} order={r.order} "
+                                f"question={r.include_question}"))
+                n += 1
     if unseen_cv is not None and len(unseen_cv):
         for r in unseen_cv.itertuples():
             rec.add(TASK, dataset, "train", r.system, "macro_f1", r.macro_f1, kind="tuning",
-                    subset="loqo unseen-question path", role=r.role)
+                    subset=("loqo unseen-question path" if r.protocol == "leave one question out"
+                            else f"{r.protocol} unseen-question path"), role=r.role)
             n += 1
         best = unseen_cv[~unseen_cv.transductive].sort_values("macro_f1", ascending=False,
                                                               kind="stable").iloc[0]
