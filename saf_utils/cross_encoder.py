@@ -207,16 +207,20 @@ def _state_collator(states: list[np.ndarray]):
 def build_model(settings: CrossEncoderSettings, labels: Sequence[str]):
     """Tokenizer and sequence-classification model (a new head) for ``settings.model``."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
     path = resolve_model(settings.model)
     tokenizer = AutoTokenizer.from_pretrained(path)
-    if settings.mode == "score":
-        model = AutoModelForSequenceClassification.from_pretrained(
-            path, num_labels=1, problem_type="regression")
-    else:
-        model = AutoModelForSequenceClassification.from_pretrained(
-            path, num_labels=len(labels), problem_type="single_label_classification",
-            id2label=dict(enumerate(labels)), label2id={lab: i for i, lab in enumerate(labels)})
+    head = ({"num_labels": 1, "problem_type": "regression"} if settings.mode == "score" else
+            {"num_labels": len(labels), "problem_type": "single_label_classification",
+             "id2label": dict(enumerate(labels)),
+             "label2id": {lab: i for i, lab in enumerate(labels)}})
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # the new head is always "missing": no report per job
+    try:
+        model = AutoModelForSequenceClassification.from_pretrained(path, **head)
+    finally:
+        hf_logging.set_verbosity(level)
     return model, tokenizer
 
 

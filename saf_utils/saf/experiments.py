@@ -601,7 +601,8 @@ def cross_encoder_notes(ce: CrossEncoderRun, headline: pd.DataFrame,
                 *seeds[seeds.job == "seed"].train_seconds.astype(float)]
     cv = ce.grouped_cv.iloc[0]
     return [
-        f"cross_encoder: chosen on validation {ce.config} ({ce.selection}).",
+        "cross_encoder: chosen on validation (" + ce.selection + "): "
+        + ", ".join(f"{k} {v}" for k, v in ce.config.items()) + ".",
         f"Stacking chosen on validation ({metric}): `{stack.per_fold[None]}` "
         f"(feature_clf {vals.get('feature_clf', float('nan')):.3f}, feature_clf:stacked "
         f"{vals.get(STACKED_SYSTEM, float('nan')):.3f}).",
