@@ -215,3 +215,27 @@ def test_cached_frozen_states_give_the_full_models_logits(tiny_bert: str) -> Non
         got = top(**batch).logits
     assert torch.allclose(full, got, atol=1e-5)
     assert CE.frozen_states(model, tok, "tiny", first[:1], second[:1], settings)[0] is states[0]
+
+
+def test_cross_encoder_job_under_torchrun_two_processes(tiny_bert: str, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``launcher=torchrun:2`` (gloo, CPU): every eval row exactly once per epoch, in order,
+    from 2 DDP replicas over cached frozen states."""
+    for key in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "TQDM_DISABLE"):
+        monkeypatch.setenv(key, "1")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    train, evals = pair_examples()
+    settings = {**TINY, "model": tiny_bert, "epochs": 2, "predict_every_epoch": True,
+                "freeze_layers": 1, "batch_size": 2}
+    job = J.with_examples(J.TrainJob(examples="", output_dir=str(tmp_path), task="t",
+                                     kind="cross_encoder", system="ce", settings=settings,
+                                     save_model=False, seed=5), train, evals)
+    lines: list[str] = []
+    res = J.run_job(job, launcher="torchrun:2", log=lines.append)
+    assert any("2 process(es)" in line for line in lines)
+    assert res.log["summary"]["world_size"] == 2
+    p = res.predictions
+    order = [("val", "v"), ("test", "t1"), ("test", "t2")]
+    assert list(zip(p.epoch, p.split, p.id, strict=True)) == [(e, s, i) for e in (1, 2)
+                                                              for s, i in order]
+    assert all(abs(sum(x.values()) - 1) < 1e-6 for x in p.probs)
