@@ -1,4 +1,10 @@
-"""The jobs layer: one seq2seq training job, task-agnostic, in the kernel or under a launcher.
+"""The jobs layer: one training job, task-agnostic, in the kernel or under a launcher.
+
+Two job kinds share everything below: ``"seq2seq"`` (:mod:`saf_utils.seq2seq`, generates
+text) and ``"cross_encoder"`` (:mod:`saf_utils.cross_encoder`, a pretrained encoder
+fine-tuned on text pairs: ``source`` and ``pair`` of the examples, ``target`` a label or a
+score; it writes the predicted label or score as ``output`` and the class probabilities as
+``probs``, per ``epoch`` when asked).
 
 A task writes its examples (source, target and id per split; ``train`` for training) once
 with :func:`write_examples` (:func:`with_examples` puts the file beside the jobs' folders);
@@ -49,7 +55,21 @@ MODEL_DIR = "model"
 FAIL_ENV = "SAF_TRAIN_FAIL_RANK"
 OUTPUT_FIELDS = ("task", "system", "seed", "fold", "split", "id", "source", "output",
                  "target")
+#: Extra output fields of cross-encoder jobs (class probabilities, epoch of the model).
+CROSS_ENCODER_FIELDS = ("pair", "probs", "epoch")
 TRAIN_SPLIT = "train"
+KINDS = ("seq2seq", "cross_encoder")
+
+
+def settings_class(kind: str) -> type:
+    """The settings dataclass of a job kind."""
+    if kind == "seq2seq":
+        return Seq2SeqSettings
+    if kind == "cross_encoder":
+        from saf_utils.cross_encoder import CrossEncoderSettings
+
+        return CrossEncoderSettings
+    raise ValueError(f"job kind {kind!r}: use one of {KINDS}")
 
 
 class TrainJobError(RuntimeError):
@@ -73,12 +93,14 @@ class TrainJob:
     system: str = "seq2seq"
     fold: int | None = None
     save_model: bool = True
+    kind: str = "seq2seq"  # seq2seq | cross_encoder
 
     def __post_init__(self) -> None:
-        known = {f.name for f in dataclasses.fields(Seq2SeqSettings)}
+        cls = settings_class(self.kind)
+        known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(self.settings) - known)
         if unknown:
-            raise ValueError(f"unknown Seq2SeqSettings field(s) {unknown}")
+            raise ValueError(f"unknown {cls.__name__} field(s) {unknown}")
 
     @classmethod
     def from_dict(cls, config: dict[str, Any]) -> TrainJob:
@@ -104,10 +126,16 @@ class TrainJob:
         return dataclasses.asdict(self)
 
     def seq2seq_settings(self) -> Seq2SeqSettings:
+        if self.kind != "seq2seq":
+            raise ValueError(f"a {self.kind} job has no Seq2SeqSettings")
+        return self.kind_settings()
+
+    def kind_settings(self) -> Any:
+        """The settings object of the job's kind, with the job's seed."""
         values = dict(self.settings)
         if self.seed is not None:
             values["seed"] = self.seed
-        return Seq2SeqSettings(**values)
+        return settings_class(self.kind)(**values)
 
 
 @dataclass
@@ -117,6 +145,7 @@ class Examples:
     ids: list[Any]
     sources: list[str]
     targets: list[str]
+    pairs: list[str] | None = None  # second text of each pair (cross-encoder jobs)
 
 
 @dataclass
@@ -148,25 +177,31 @@ def write_examples(path: str | os.PathLike, train: Examples,
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8") as fh:
         for split, ex in {TRAIN_SPLIT: train, **evals}.items():
-            for i, s, t in zip(ex.ids, ex.sources, ex.targets, strict=True):
-                fh.write(json.dumps({"split": split, "id": i, "source": s, "target": t},
-                                    ensure_ascii=False) + "\n")
+            pairs = ex.pairs if ex.pairs is not None else [None] * len(ex.ids)
+            for i, s, t, p in zip(ex.ids, ex.sources, ex.targets, pairs, strict=True):
+                row = {"split": split, "id": i, "source": s, "target": t}
+                if ex.pairs is not None:
+                    row["pair"] = p
+                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
     return path
 
 
 def read_examples(path: str | os.PathLike) -> tuple[Examples, dict[str, Examples]]:
     """Training examples and the evaluation splits' examples of :func:`write_examples`."""
-    splits: dict[str, Examples] = {TRAIN_SPLIT: Examples([], [], [])}
+    splits: dict[str, Examples] = {}
     with open(path, encoding="utf-8") as fh:
         for line in fh:
             if line.strip():
                 row = json.loads(line)
-                ex = splits.setdefault(row["split"], Examples([], [], []))
+                ex = splits.setdefault(row["split"], Examples(
+                    [], [], [], [] if "pair" in row else None))
                 ex.ids.append(row["id"])
                 ex.sources.append(row["source"])
                 ex.targets.append(row["target"])
-    train = splits.pop(TRAIN_SPLIT)
-    if not train.sources:
+                if ex.pairs is not None:
+                    ex.pairs.append(row["pair"])
+    train = splits.pop(TRAIN_SPLIT, None)
+    if train is None or not train.sources:
         raise ValueError(f"{path}: no training examples")
     return train, splits
 
@@ -210,6 +245,8 @@ def train_job(job: TrainJob, log: Callable[[str], None] = print) -> JobResult:
     In one process this is exactly ``train_seq2seq`` + ``generate`` per split (same
     settings, same seed handling), so its outputs equal the notebook's direct calls.
     """
+    if job.kind == "cross_encoder":
+        return _train_cross_encoder_job(job, log)
     rank, world = dist_rank_world()
     out = Path(job.output_dir)
     settings = job.seq2seq_settings()
@@ -232,13 +269,59 @@ def train_job(job: TrainJob, log: Callable[[str], None] = print) -> JobResult:
     history = summary.pop("log_history", [])
     record = {"job": job.to_dict(), "summary": summary, "log_history": history}
     if rank == 0:
-        out.mkdir(parents=True, exist_ok=True)
-        with open(out / OUTPUT_FILE, "w", encoding="utf-8") as fh:
-            fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
-        (out / LOG_FILE).write_text(json.dumps(record, indent=1, ensure_ascii=False))
+        _write_outputs(out, rows, record)
         log(f"[train] train loss {summary['train_loss']:.4f} after {summary['train_steps']} "
             f"steps; {len(rows)} predictions written to {out / OUTPUT_FILE}")
     return JobResult(pd.DataFrame(rows, columns=list(OUTPUT_FIELDS)), record, out)
+
+
+def _write_outputs(out: Path, rows: list[dict[str, Any]], record: dict[str, Any]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / OUTPUT_FILE, "w", encoding="utf-8") as fh:
+        fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    (out / LOG_FILE).write_text(json.dumps(record, indent=1, ensure_ascii=False))
+
+
+def _output_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    extra = [k for k in CROSS_ENCODER_FIELDS if rows and k in rows[0]]
+    return pd.DataFrame(rows, columns=[*OUTPUT_FIELDS, *extra])
+
+
+def _train_cross_encoder_job(job: TrainJob, log: Callable[[str], None]) -> JobResult:
+    """Fine-tune a cross-encoder on the examples' (source, pair) -> target, predict every
+    evaluation split (every epoch with ``predict_every_epoch``), write on rank 0."""
+    from saf_utils.cross_encoder import train_and_predict
+
+    rank, world = dist_rank_world()
+    out = Path(job.output_dir)
+    settings = job.kind_settings()
+    train, evals = read_examples(job.examples)
+    if train.pairs is None or any(e.pairs is None for e in evals.values()):
+        raise ValueError(f"{job.examples}: cross-encoder examples need a 'pair' per row")
+    if rank == 0:
+        log(f"[train] {job.task} {job.system} seed {settings.seed}: {len(train.sources)} "
+            f"training pairs, eval {({s: len(e.sources) for s, e in evals.items()})}, "
+            f"{world} process(es)")
+    by_epoch, summary = train_and_predict(
+        train.sources, train.pairs, train.targets,
+        {s: (e.sources, e.pairs) for s, e in evals.items()}, settings,
+        str(out / MODEL_DIR) if job.save_model else None)
+    rows = [{"task": job.task, "system": job.system, "seed": settings.seed, "fold": job.fold,
+             "split": split, "id": i, "source": s, "output": o, "target": t, "pair": p,
+             "probs": pr, "epoch": epoch}
+            for epoch, splits in sorted(by_epoch.items())
+            for split, (outputs, probs) in splits.items()
+            for i, s, p, t, o, pr in zip(evals[split].ids, evals[split].sources,
+                                         evals[split].pairs, evals[split].targets, outputs,
+                                         probs, strict=True)]
+    history = summary.pop("log_history", [])
+    record = {"job": job.to_dict(), "summary": summary, "log_history": history}
+    if rank == 0:
+        _write_outputs(out, rows, record)
+        log(f"[train] train loss {summary['train_loss']:.4f} after {summary['train_steps']} "
+            f"steps, {summary['train_seconds']} s, peak RSS {summary['peak_rss_mb']} MiB; "
+            f"{len(rows)} predictions written to {out / OUTPUT_FILE}")
+    return JobResult(_output_frame(rows), record, out)
 
 
 def _write_rank_error(out: Path, rank: int, exc: BaseException) -> None:
@@ -310,7 +393,7 @@ def load_result(output_dir: str | os.PathLike) -> JobResult:
     with open(out / OUTPUT_FILE, encoding="utf-8") as fh:
         rows = [json.loads(line) for line in fh if line.strip()]
     record = json.loads((out / LOG_FILE).read_text(encoding="utf-8"))
-    return JobResult(pd.DataFrame(rows, columns=list(OUTPUT_FIELDS)), record, out)
+    return JobResult(_output_frame(rows), record, out)
 
 
 def _failure_message(out: Path, returncode: int, tail: Sequence[str]) -> str:
@@ -387,7 +470,8 @@ def run_jobs(jobs: Sequence[dict[str, Any] | TrainJob], launcher: str = "none",
     for job in jobs:
         t0 = time.perf_counter()
         result = run_job(job, launcher, log)
-        summary = {k: v for k, v in result.log["summary"].items() if k != "settings"}
+        summary = {k: v for k, v in result.log["summary"].items()
+                   if k not in ("settings", "labels")}
         job_d = result.log["job"]
         logs.append({"system": job_d["system"], "seed": result.log["summary"]["settings"]["seed"],
                      "fold": job_d["fold"],

@@ -246,20 +246,27 @@ def run_feature_clf(data: SAFData, encoder: Any, tuning: FeatureClfTuning,
     return EV.collapse_identical_seeds(pd.concat(out, ignore_index=True))
 
 
-def unseen_question_cv(data: SAFData, encoder: Any, tuning: FeatureClfTuning) -> pd.DataFrame:
+def unseen_question_cv(data: SAFData, encoder: Any, tuning: FeatureClfTuning,
+                       extra: pd.DataFrame | None = None) -> pd.DataFrame:
     """Leave-one-question-out CV on train of every system's unseen-question path.
 
     The honest basis for choosing a system for unseen questions (validation has none).
+    ``extra``: rows of systems scored by a cheaper stated protocol (column ``protocol``,
+    e.g. the cross-encoder's grouped k-fold over questions).
     """
     base = SY.loqo_baselines(data.train, encoder)
     cv = tuning.cv
     rows = [base]
+    if extra is not None and len(extra):
+        rows.append(extra)
     for name, sub in (("feature_clf", cv[~cv.normalize_unseen]),
                       ("feature_clf:transductive", cv[cv.normalize_unseen])):
         if len(sub):
             rows.append(pd.DataFrame([{"system": name, "accuracy": sub.iloc[0].accuracy,
                                        "macro_f1": sub.iloc[0].macro_f1}]))
     out = pd.concat(rows, ignore_index=True)
+    out["protocol"] = (out["protocol"] if "protocol" in out else pd.Series(
+        index=out.index, dtype=object)).fillna("leave one question out")
     out["role"] = out.system.map(role_of)
     out["transductive"] = out.system.map(lambda s: SYSTEMS[s].transductive)
     return out
@@ -333,6 +340,290 @@ def run_seq2seq(data: SAFData, seq2seq: Mapping[str, Any],
         out.append(S.parsed_prediction_table(gold, system, rows.output.tolist(), mode,
                                              data.words, int(seed)))
     return pd.concat(out, ignore_index=True), res.logs
+
+
+# --------------------------------------------------------------------------- cross-encoder
+
+CE_ORDERS = ("answer_first", "reference_first")
+#: Grid of the cross-encoder, chosen on validation (``epochs``: the listed epoch counts are
+#: all scored from one run of the largest, see :mod:`saf_utils.cross_encoder`).
+CE_GRID = {"learning_rate": [5e-5], "epochs": [1, 2], "order": ["answer_first"],
+           "include_question": [False, True]}
+CE_SYSTEM = "cross_encoder"
+STACKED_SYSTEM = "feature_clf:stacked"
+
+
+def cross_encoder_examples(df: pd.DataFrame, order: str = "answer_first",
+                           include_question: bool = False, words: Mapping[str, str] | None = None,
+                           mode: str = "verification") -> J.Examples:
+    """Text pairs (answer, reference[ + question]) or the reverse order, and their targets
+    (the label, or the score as text in score mode)."""
+    if order not in CE_ORDERS:
+        raise ValueError(f"order {order!r}: use one of {CE_ORDERS}")
+    w = words or S.prompt_words()
+    answers = [" ".join(str(a).split()) for a in df.provided_answer]
+    refs = [" ".join(str(r).split()) for r in df.reference_answer]
+    if include_question:
+        refs = [f"{r} {w['question']}: {' '.join(str(q).split())}"
+                for r, q in zip(refs, df.question, strict=True)]
+    first, second = (answers, refs) if order == "answer_first" else (refs, answers)
+    targets = (df.verification_feedback.tolist() if mode == "verification"
+               else [S.format_score(x) for x in df.score])
+    return J.Examples(df["id"].tolist(), first, targets, second)
+
+
+def _ce_settings(cross_encoder: Mapping[str, Any], mode: str, **extra: Any) -> dict[str, Any]:
+    from saf_utils.cross_encoder import CrossEncoderSettings
+
+    values = {**dict(cross_encoder), **extra,
+              "mode": "label" if mode == "verification" else "score"}
+    if values["mode"] == "label":
+        values.setdefault("labels", list(S.SAF_LABELS))
+    values = dataclasses.asdict(CrossEncoderSettings(**values))  # checks the field names
+    values.pop("seed")
+    return values
+
+
+def _ce_labels(outputs: Sequence[str], mode: str) -> list[str]:
+    return (list(outputs) if mode == "verification"
+            else [S.score_to_label(float(o)) for o in outputs])
+
+
+def _ce_vector(row: Mapping[str, Any]) -> list[float]:
+    """Stacking features of one output row: class probabilities, or the score."""
+    probs = row.get("probs")
+    if isinstance(probs, Mapping):
+        return [float(probs[lab]) for lab in S.SAF_LABELS]
+    return [float(row["output"])]
+
+
+def _ce_job(data: SAFData, cross_encoder: Mapping[str, Any], mode: str, output_dir: str | Path,
+            system: str, train: pd.DataFrame, evals: Mapping[str, pd.DataFrame], order: str,
+            include_question: bool, fold: int | None = None, **extra: Any) -> J.TrainJob:
+    base = J.TrainJob(examples="", task=TASK, output_dir=str(output_dir), kind="cross_encoder",
+                      settings=_ce_settings(cross_encoder, mode, **extra), system=system,
+                      fold=fold, save_model=False)
+
+    def ex(df: pd.DataFrame) -> J.Examples:
+        return cross_encoder_examples(df, order, include_question, data.words, mode)
+
+    return J.with_examples(base, ex(train), {s: ex(df) for s, df in evals.items()})
+
+
+def question_folds(questions: Sequence[str], k: int) -> dict[str, int]:
+    """Grouped folds: each question in one of ``min(k, #questions)`` folds, round robin in
+    order of first appearance (deterministic, balanced in questions)."""
+    unique = list(dict.fromkeys(questions))
+    if len(unique) < 2:
+        raise ValueError("grouped folds need at least two questions")
+    k = min(k, len(unique))
+    return {q: i % k for i, q in enumerate(unique)}
+
+
+@dataclass
+class CrossEncoderRun:
+    """What :func:`run_cross_encoder` trained, chose and predicted."""
+
+    preds: pd.DataFrame  # prediction table of ``cross_encoder``, every eval split and seed
+    grid: pd.DataFrame  # validation grid (one row per setting and epoch count)
+    config: dict[str, Any]  # chosen learning rate, epochs, order, include_question
+    outputs: pd.DataFrame  # raw job rows of the seeds (split, id, seed, output, probs)
+    oof: pd.DataFrame  # train rows: id, question, fold, output, probs (out of fold)
+    grouped_cv: pd.DataFrame  # unseen-question path: accuracy / macro-F1 of the oof labels
+    logs: pd.DataFrame  # one row per job: kind of job, seconds, steps, peak memory
+    selection: str = "validation macro_f1"
+
+    def stack_features(self, seed: int) -> SY.StackFeatures:
+        """Out-of-fold features for train, the ``seed`` model's features for eval splits."""
+        table = {("train", r["id"]): _ce_vector(r) for r in self.oof.to_dict("records")}
+        mine = self.outputs[self.outputs.seed == seed]
+        table.update({(r["split"], r["id"]): _ce_vector(r) for r in mine.to_dict("records")})
+        names = ([f"ce_p_{lab}" for lab in S.SAF_LABELS]
+                 if isinstance(self.oof.probs.iloc[0], Mapping) else ["ce_score"])
+        return SY.StackFeatures(table, names)
+
+
+def _macro_f1(gold: Sequence[str], pred: Sequence[str]) -> float:
+    from sklearn.metrics import f1_score
+
+    return float(f1_score(list(gold), list(pred), average="macro", labels=list(S.SAF_LABELS),
+                          zero_division=0))
+
+
+def cross_encoder_oof(data: SAFData, cross_encoder: Mapping[str, Any], config: Mapping[str, Any],
+                      seed: int, output_dir: str | Path, mode: str = "verification",
+                      folds: int = 3, launcher: str = "none", log: Callable[[str], None] = print
+                      ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Out-of-fold cross-encoder outputs for every training answer: grouped k-fold over
+    questions, one fine-tune per fold on the other folds' answers.
+
+    No training answer's output comes from a model that saw it, nor any answer to its
+    question: the stacked classifier never learns from in-sample probabilities, and the
+    same outputs score the cross-encoder's unseen-question path (grouped CV, cheaper than
+    one fine-tune per left-out question). Returns the rows (``fold`` = the held-out fold,
+    ``trained_on`` = that job's examples file) and the jobs' logs.
+    """
+    tr = data.train
+    fold_of = question_folds(tr.question.tolist(), folds)
+    f = tr.question.map(fold_of)
+    jobs = []
+    for k in sorted(set(f)):
+        job = _ce_job(data, cross_encoder, mode, output_dir, "cross_encoder-oof", tr[f != k],
+                      {"heldout": tr[f == k]}, config["order"], config["include_question"],
+                      fold=k, learning_rate=config["learning_rate"], epochs=config["epochs"])
+        jobs += J.job_grid(job, [seed])
+    res = J.run_jobs(jobs, launcher=launcher, log=log)
+    oof = res.predictions.copy()
+    oof["trained_on"] = oof.fold.map({j.fold: j.examples for j in jobs})
+    oof = oof.merge(tr[["id", "question", "verification_feedback"]], on="id", how="left")
+    if len(oof) != len(tr) or oof.id.duplicated().any():
+        raise ValueError(f"{len(oof)} out-of-fold rows for {len(tr)} training answers")
+    return oof, res.logs.assign(job="oof")
+
+
+@SYSTEMS.register("cross_encoder", "system", family="cross_encoder", kind="experiment",
+                  params=("cross_encoder", "cross_encoder_grid", "cross_encoder_folds",
+                          "seeds", "launcher", "mode"),
+                  description="pretrained encoder fine-tuned on (answer, reference[, "
+                  "question]) pairs; feedback retrieved for the predicted label")
+def run_cross_encoder(data: SAFData, cross_encoder: Mapping[str, Any],
+                      grid: Mapping[str, Sequence[Any]] | None, seeds: Sequence[int],
+                      output_dir: str | Path, encoder: Any = None, mode: str = "verification",
+                      folds: int = 3, launcher: str = "none",
+                      log: Callable[[str], None] = print) -> CrossEncoderRun:
+    """Choose the cross-encoder's settings on validation, train one model per seed, and
+    compute out-of-fold outputs on train for stacking and the unseen-question CV.
+
+    Grid (``grid``: ``learning_rate``, ``epochs``, ``order``, ``include_question``): one
+    fine-tune per setting at the first seed, scored on validation after every listed epoch
+    count (macro-F1; ties: grid order); the grid runs predict every eval split, so the chosen
+    run is the first seed's model. Then one model per further seed with the chosen setting,
+    and :func:`cross_encoder_oof` at the first seed. Every job goes through
+    :func:`saf_utils.jobs.run_jobs` (``launcher`` as for seq2seq).
+    """
+    import itertools
+
+    if "validation" not in data.evals:
+        raise ValueError("run_cross_encoder needs a validation split")
+    g = {**CE_GRID, **dict(grid or {})}
+    epochs = sorted(int(e) for e in g["epochs"])
+    val = data.evals["validation"]
+    points = list(itertools.product(g["learning_rate"], g["order"], g["include_question"]))
+    jobs = []
+    for i, (lr, order, question) in enumerate(points):
+        job = _ce_job(data, cross_encoder, mode, output_dir, f"cross_encoder-grid{i}",
+                      data.train, data.evals, order, question, learning_rate=lr,
+                      epochs=epochs[-1], predict_every_epoch=len(epochs) > 1)
+        jobs += J.job_grid(job, seeds[:1])
+    res = J.run_jobs(jobs, launcher=launcher, log=log)
+    gold = val.set_index("id").verification_feedback
+    rows = []
+    for i, (lr, order, question) in enumerate(points):
+        for e in epochs:
+            r = res.predictions[(res.predictions.system == f"cross_encoder-grid{i}")
+                                & (res.predictions.epoch == e)
+                                & (res.predictions.split == "validation")]
+            pred = _ce_labels(r.output.tolist(), mode)
+            y = gold.loc[r.id].tolist()
+            rows.append({"learning_rate": lr, "order": order, "include_question": question,
+                         "epochs": e, "accuracy": float(np.mean(np.array(pred) == np.array(y))),
+                         "macro_f1": _macro_f1(y, pred), "system": f"cross_encoder-grid{i}"})
+    table = pd.DataFrame(rows)
+    best = table.sort_values("macro_f1", ascending=False, kind="stable").iloc[0]
+    config = {"learning_rate": float(best.learning_rate), "epochs": int(best.epochs),
+              "order": best.order, "include_question": bool(best.include_question)}
+    log(f"[cross_encoder] chosen on validation: {config}")
+    # The first seed's model is the chosen grid run after the chosen epoch (constant
+    # learning rate: the same model as a fresh run of that many epochs); only the other
+    # seeds are trained again.
+    first = res.predictions[(res.predictions.system == best.system)
+                            & (res.predictions.epoch == config["epochs"])]
+    job = _ce_job(data, cross_encoder, mode, output_dir, CE_SYSTEM, data.train, data.evals,
+                  config["order"], config["include_question"],
+                  learning_rate=config["learning_rate"], epochs=config["epochs"])
+    seeded = J.run_jobs(J.job_grid(job, seeds[1:]), launcher=launcher, log=log)
+    outputs = pd.concat([first.assign(system=CE_SYSTEM), seeded.predictions],
+                        ignore_index=True)
+    out = []
+    for (seed, split), r in outputs.groupby(["seed", "split"], sort=False):
+        gold_df = data.evals[split]
+        r = r.set_index("id").loc[gold_df["id"]]
+        labels = _ce_labels(r.output.tolist(), mode)
+        scores = ([min(max(float(o), 0.0), 1.0) for o in r.output] if mode == "score"
+                  else None)
+        out.append(SY.retrieved_feedback_table(data.train, gold_df, labels, CE_SYSTEM,
+                                               encoder, scores, int(seed),
+                                               raw=r.output.tolist()))
+    oof, oof_logs = cross_encoder_oof(data, cross_encoder, config, seeds[0], output_dir, mode,
+                                      folds, launcher, log)
+    pred = _ce_labels(oof.output.tolist(), mode)
+    y = oof.verification_feedback.tolist()
+    cv = pd.DataFrame([{"system": CE_SYSTEM,
+                        "accuracy": float(np.mean(np.array(pred) == np.array(y))),
+                        "macro_f1": _macro_f1(y, pred),
+                        "protocol": f"grouped {oof.fold.nunique()}-fold over questions"}])
+    logs = pd.concat([res.logs.assign(job="grid"), seeded.logs.assign(job="seed"), oof_logs],
+                     ignore_index=True)
+    return CrossEncoderRun(pd.concat(out, ignore_index=True), table, config, outputs, oof,
+                           cv, logs)
+
+
+@SYSTEMS.register(STACKED_SYSTEM, "system", family="feature_clf", kind="experiment",
+                  params=(*_CLF_PARAMS, "cross_encoder"),
+                  description="feature_clf whose seen-question model also takes the "
+                  "cross-encoder's class probabilities (out-of-fold on train)")
+def run_stacked_feature_clf(data: SAFData, encoder: Any, tuning: FeatureClfTuning,
+                            ce: CrossEncoderRun) -> pd.DataFrame:
+    """``feature_clf:stacked`` per cross-encoder seed: the chosen feature_clf settings, its
+    seen-question model fitted with the cross-encoder's out-of-fold outputs on train and
+    that seed's outputs on the eval splits (unseen questions: the unstacked generic model).
+    """
+    out = []
+    for seed in sorted(ce.outputs.seed.unique()):
+        clf = SY.FeatureClassifier(encoder, seed=int(seed), system=STACKED_SYSTEM,
+                                   stack=ce.stack_features(seed), **tuning.config)
+        clf.fit(data.train)
+        out += [clf.predict(df) for df in data.evals.values()]
+    return EV.collapse_identical_seeds(pd.concat(out, ignore_index=True))
+
+
+def cross_encoder_notes(ce: CrossEncoderRun, headline: pd.DataFrame,
+                        metric: str = "macro_f1") -> list[str]:
+    """Sentences for the closing note: the setting chosen on validation, whether stacking
+    won there, the unseen-question CV, and the cost (time per seed, peak memory)."""
+    stack = stacking_choice(headline, metric)
+    vals = stack.table.set_index("system").value
+    seeds = ce.logs[ce.logs.job.isin(["grid", "seed"])]
+    first = ce.grid.sort_values(metric, ascending=False, kind="stable").iloc[0]
+    per_seed = [float(first.epochs) / ce.grid.epochs.max()
+                * float(seeds[(seeds.job == "grid") & (seeds.system == first.system)]
+                        .train_seconds.iloc[0]),
+                *seeds[seeds.job == "seed"].train_seconds.astype(float)]
+    cv = ce.grouped_cv.iloc[0]
+    return [
+        "cross_encoder: chosen on validation (" + ce.selection + "): "
+        + ", ".join(f"{k} {v}" for k, v in ce.config.items()) + ".",
+        f"Stacking chosen on validation ({metric}): `{stack.per_fold[None]}` "
+        f"(feature_clf {vals.get('feature_clf', float('nan')):.3f}, feature_clf:stacked "
+        f"{vals.get(STACKED_SYSTEM, float('nan')):.3f}).",
+        f"cross_encoder unseen-question path, {cv.protocol} on train: accuracy "
+        f"{cv.accuracy:.3f}, macro-F1 {cv.macro_f1:.3f}.",
+        f"Cost: training time per seed {np.mean(per_seed):.0f} s (first seed: its share of "
+        f"the grid run's epochs), all {len(ce.logs)} cross-encoder jobs "
+        f"{ce.logs.seconds_total.sum():.0f} s; peak resident memory "
+        f"{ce.logs.peak_rss_mb.max():.0f} MiB (process lifetime)"
+        + (f", peak GPU memory {ce.logs.peak_cuda_mb.max():.0f} MiB"
+           if "peak_cuda_mb" in ce.logs else "") + ".",
+    ]
+
+
+def stacking_choice(headline: pd.DataFrame, metric: str = "macro_f1") -> P.Choice:
+    """Whether to stack, on validation: ``feature_clf`` against ``feature_clf:stacked``."""
+    v = headline[(headline.split == "validation") & (headline.metric == metric)
+                 & headline.system.isin(["feature_clf", STACKED_SYSTEM])]
+    return P.choose_from(v.rename(columns={"mean": "value"})[["system", "value"]], metric,
+                         {"feature_clf": "system", STACKED_SYSTEM: "system"}, ("system",),
+                         "validation", metric in EV.LOWER_IS_BETTER)
 
 
 # --------------------------------------------------------------------------- evaluation
@@ -456,7 +747,7 @@ def conclusions(ev: Evaluation) -> list[str]:
 
 
 def record(rec: Any, ev: Evaluation, dataset: str, tuning: FeatureClfTuning | None = None,
-           unseen_cv: pd.DataFrame | None = None) -> int:
+           unseen_cv: pd.DataFrame | None = None, ce: CrossEncoderRun | None = None) -> int:
     """Write the evaluation with the Recorder conventions; returns the number of records.
 
     Headline (seed None, interval, method, estimand, role), per-seed values (seeded systems
@@ -503,10 +794,19 @@ def record(rec: Any, ev: Evaluation, dataset: str, tuning: FeatureClfTuning | No
                                 f"normalize={r.normalize_unseen} "
                                 f"class_weight={r.generic_class_weight} C={r.generic_C}"))
                 n += 1
+    if ce is not None:
+        for r in ce.grid.itertuples():
+            for metric in ("accuracy", "macro_f1"):
+                rec.add(TASK, dataset, "validation", CE_SYSTEM, metric, getattr(r, metric),
+                        kind="tuning", role="system",
+                        subset=(f"lr={r.learning_rate} epochs={r.epochs} order={r.order} "
+                                f"question={r.include_question}"))
+                n += 1
     if unseen_cv is not None and len(unseen_cv):
         for r in unseen_cv.itertuples():
             rec.add(TASK, dataset, "train", r.system, "macro_f1", r.macro_f1, kind="tuning",
-                    subset="loqo unseen-question path", role=r.role)
+                    subset=("loqo unseen-question path" if r.protocol == "leave one question out"
+                            else f"{r.protocol} unseen-question path"), role=r.role)
             n += 1
         best = unseen_cv[~unseen_cv.transductive].sort_values("macro_f1", ascending=False,
                                                               kind="stable").iloc[0]

@@ -222,6 +222,62 @@ def label_oracle(train: pd.DataFrame, test: pd.DataFrame, encoder: Encoder | Non
                             backoff=list(~seen))
 
 
+def retrieved_feedback_table(train: pd.DataFrame, test: pd.DataFrame, labels: Sequence[str],
+                             system: str, encoder: Encoder | None = None,
+                             scores: Sequence[float] | None = None, seed: int | None = None,
+                             raw: Sequence[str] | None = None,
+                             unseen_feedback: str = "nearest_question") -> pd.DataFrame:
+    """Prediction table of a label predictor with feedback retrieved as ``feature_clf`` does.
+
+    Seen questions: the most frequent training feedback of (question, predicted label) and
+    the mean training score of that pair (unless ``scores`` are given); unseen questions:
+    :meth:`FeedbackBank.unseen` and the label's nominal score. Shared so that the feedback
+    metrics of label predictors differ only through their labels.
+    """
+    tr = train.reset_index(drop=True)
+    bank = FeedbackBank(tr, encoder)
+    mean_score = tr.groupby(["question", "verification_feedback"]).score.mean().to_dict()
+    seen_q = set(tr.question)
+    out_scores, fbs, back = [], [], []
+    for i, (q, ref, lab) in enumerate(zip(test.question, test.reference_answer, labels,
+                                          strict=True)):
+        seen = q in seen_q
+        back.append(not seen)
+        if seen:
+            fbs.append(bank.most_frequent(q, lab) or bank.by_label.get(lab, ""))
+            default = float(mean_score.get((q, lab), LABEL_SCORE[lab]))
+        else:
+            fbs.append(bank.unseen(q, ref, lab, unseen_feedback))
+            default = LABEL_SCORE[lab]
+        out_scores.append(float(scores[i]) if scores is not None else default)
+    return prediction_table(test, system, labels=list(labels), scores=out_scores,
+                            feedback=fbs, raw=raw, seed=seed, backoff=back)
+
+
+@dataclass
+class StackFeatures:
+    """Extra classifier features looked up by (split, id): a stacked model's inputs.
+
+    ``table`` maps ``(split, id)`` to one vector (e.g. a cross-encoder's class
+    probabilities); training rows must hold out-of-fold values (see
+    :func:`saf_utils.saf.experiments.cross_encoder_oof`). A row without an entry is an error:
+    silently filling it would hide a leak or a misaligned split.
+    """
+
+    table: Mapping[tuple[str, Any], Sequence[float]]
+    names: Sequence[str]
+
+    def __call__(self, df: pd.DataFrame) -> pd.DataFrame:
+        split = df["split"] if "split" in df else pd.Series(["train"] * len(df), index=df.index)
+        missing = [(s, i) for s, i in zip(split, df["id"], strict=True)
+                   if (s, i) not in self.table]
+        if missing:
+            raise KeyError(f"no stacked features for {len(missing)} row(s), e.g. {missing[:3]}")
+        return pd.DataFrame([list(self.table[(s, i)]) for s, i in zip(split, df["id"],
+                                                                       strict=True)],
+                            columns=list(self.names), index=df.index)
+
+
 def _ref_cos(df: pd.DataFrame, a: np.ndarray, encoder: Encoder) -> np.ndarray:
     r = l2_normalize(encoder([strip_points(t) for t in df.reference_answer]))
     return np.einsum("ij,ij->i", a, r)
@@ -348,6 +404,7 @@ class FeatureClassifier:
     unseen_feedback: str = "nearest_question"
     seed: int = 0
     system: str = "feature_clf"
+    stack: StackFeatures | None = None  # extra seen-question features (stacking)
     _fitted: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def _make(self, C: float, class_weight: str | None = "balanced", kind: str | None = None):
@@ -364,7 +421,8 @@ class FeatureClassifier:
         f = self._generic_of(df)
         knn = knn_features(self._train, self._a_train, df, a, self.k, leave_one_out=loo)
         qs = np.array([[float(q == u) for u in self._questions] for q in df.question])
-        return np.hstack([f.to_numpy(), knn.fillna(0).to_numpy(), qs])
+        extra = [self.stack(df).to_numpy()] if self.stack is not None else []
+        return np.hstack([f.to_numpy(), knn.fillna(0).to_numpy(), qs, *extra])
 
     def _generic_of(self, df: pd.DataFrame) -> pd.DataFrame:
         return generic_features(df, self.encoder)

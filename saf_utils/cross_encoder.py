@@ -1,0 +1,347 @@
+"""A pretrained encoder fine-tuned as a cross-encoder (text pair -> label or score).
+
+Built on transformers' ``Trainer`` and ``AutoModelForSequenceClassification``, so the same
+code runs on CPU, one GPU or several (under ``torchrun`` the Trainer runs DDP and
+``Trainer.predict`` gathers the ranks' predictions in input order). :mod:`saf_utils.jobs`
+runs it as the job kind ``"cross_encoder"``.
+
+Why these choices:
+
+- the learning rate is **constant** (no decay): the model after epoch ``e`` of an
+  ``E``-epoch run is the model of an ``e``-epoch run with the same seed, so one run scores
+  every epoch count on validation (``predict_every_epoch``), and the grid costs no extra
+  fine-tunes per epoch count;
+- ``freeze_layers`` freezes the embeddings and the lowest encoder layers: on 2 CPU cores
+  the backward pass of the top layers only is what the budget allows;
+- tokenised pairs are cached per (model, max length, text pair) in the process, so seeds,
+  grid points and folds that share texts tokenise them once;
+- with ``cache_frozen`` (BERT-style models), the frozen part is run **once** per pair: its
+  output (the hidden states after the frozen layers, computed in eval mode, so without
+  dropout) is cached per process, and the Trainer fine-tunes only the top layers and the
+  head (:func:`top_layers`) on those states. On 2 cores this is what makes a grid, three
+  seeds and out-of-fold models affordable; the logits equal the full model's.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from saf_utils.encoders import resolve_model
+
+MODES = ("label", "score")
+
+
+@dataclass
+class CrossEncoderSettings:
+    """Training settings of one cross-encoder fine-tune (the notebooks' parameters)."""
+
+    model: str = "local:all-MiniLM-L6-v2"
+    mode: str = "label"  # label: classification over ``labels``; score: regression
+    labels: list[str] | None = None  # label order of the head; None: sorted training labels
+    max_length: int = 128
+    epochs: int = 2
+    learning_rate: float = 5e-5
+    batch_size: int = 16
+    eval_batch_size: int = 64
+    weight_decay: float = 0.01
+    freeze_layers: int = 0  # freeze the embeddings and this many lowest encoder layers
+    cache_frozen: bool = True  # run the frozen layers once per pair (BERT-style models)
+    seed: int = 42
+    predict_every_epoch: bool = False  # predict the eval splits after every epoch
+    fp16: bool = False  # GPU only
+    bf16: bool = False  # GPU only
+    logging_steps: int = 50
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"mode {self.mode!r}: use one of {MODES}")
+        if self.epochs < 1:
+            raise ValueError("epochs must be a positive integer")
+
+
+_TOKENS: dict[tuple[str, int], dict[tuple[str, str], dict[str, list[int]]]] = {}
+
+
+def tokenize_pairs(tokenizer: Any, key: str, first: Sequence[str], second: Sequence[str],
+                   max_length: int) -> dict[str, list[list[int]]]:
+    """Tokenizer outputs of text pairs, cached per (``key``, max length, pair) in the process."""
+    cache = _TOKENS.setdefault((key, max_length), {})
+    pairs = list(zip(first, second, strict=True))
+    missing = list(dict.fromkeys(p for p in pairs if p not in cache))
+    if missing:
+        enc = tokenizer([a for a, _ in missing], [b for _, b in missing],
+                        max_length=max_length, truncation="longest_first")
+        names = list(enc.keys())
+        for i, pair in enumerate(missing):
+            cache[pair] = {k: enc[k][i] for k in names}
+    names = list(cache[pairs[0]]) if pairs else []
+    return {k: [cache[p][k] for p in pairs] for k in names}
+
+
+def _dataset(tokenizer: Any, key: str, first: Sequence[str], second: Sequence[str],
+             max_length: int, targets: Sequence[float | int] | None = None):
+    import datasets
+
+    rows: dict[str, list[Any]] = dict(tokenize_pairs(tokenizer, key, first, second,
+                                                     max_length))
+    if targets is not None:
+        rows["labels"] = list(targets)
+    return datasets.Dataset.from_dict(rows)
+
+
+def freeze_lower(model: Any, n_layers: int) -> int:
+    """Freeze the embeddings and the ``n_layers`` lowest encoder layers; trainable count."""
+    if n_layers > 0:
+        base = model.base_model
+        for p in base.embeddings.parameters():
+            p.requires_grad = False
+        for layer in base.encoder.layer[:n_layers]:
+            for p in layer.parameters():
+                p.requires_grad = False
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+_HIDDEN: dict[tuple[str, int, int], dict[tuple[str, str], np.ndarray]] = {}
+
+
+def frozen_states(model: Any, tokenizer: Any, key: str, first: Sequence[str],
+                  second: Sequence[str], settings: CrossEncoderSettings) -> list[np.ndarray]:
+    """Hidden states after the ``freeze_layers`` lowest layers, one ``(tokens, hidden)``
+    array per pair, cached per (model, max length, layer, pair) in the process."""
+    import torch
+
+    cache = _HIDDEN.setdefault((key, settings.max_length, settings.freeze_layers), {})
+    pairs = list(zip(first, second, strict=True))
+    missing = list(dict.fromkeys(p for p in pairs if p not in cache))
+    if missing:
+        enc = tokenize_pairs(tokenizer, key, [a for a, _ in missing], [b for _, b in missing],
+                             settings.max_length)
+        order = np.argsort([len(x) for x in enc["input_ids"]], kind="stable")
+        base = model.base_model
+        was_training = base.training
+        base.eval()
+        device = next(base.parameters()).device
+        for start in range(0, len(order), settings.eval_batch_size):
+            idx = order[start:start + settings.eval_batch_size]
+            batch = tokenizer.pad({k: [enc[k][i] for i in idx] for k in enc},
+                                  return_tensors="pt").to(device)
+            with torch.no_grad():
+                hidden = base(**batch, output_hidden_states=True).hidden_states[
+                    settings.freeze_layers]
+            for row, i in enumerate(idx):
+                n = len(enc["input_ids"][i])
+                cache[missing[i]] = hidden[row, :n].float().cpu().numpy()
+        base.train(was_training)
+    return [cache[p] for p in pairs]
+
+
+def top_layers(model: Any, n_frozen: int) -> Any:
+    """The trainable top of a BERT-style classifier (layers above ``n_frozen``, pooler,
+    head) as a module over cached hidden states; it shares the classifier's weights."""
+    import torch
+    from torch import nn
+    from transformers.masking_utils import create_bidirectional_mask
+    from transformers.modeling_outputs import SequenceClassifierOutput
+
+    base = model.base_model
+    if getattr(base, "pooler", None) is None or not hasattr(model, "dropout"):
+        raise ValueError(f"cache_frozen needs a BERT-style classifier (pooler + dropout + "
+                         f"classifier), not {type(model).__name__}; set cache_frozen: false")
+
+    class _Top(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.config = model.config
+            self.layers = nn.ModuleList(base.encoder.layer[n_frozen:])
+            self.pooler, self.dropout = base.pooler, model.dropout
+            self.classifier = model.classifier
+
+        def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor,
+                    labels: torch.Tensor | None = None) -> SequenceClassifierOutput:
+            h = hidden_states
+            mask = create_bidirectional_mask(config=self.config, inputs_embeds=h,
+                                             attention_mask=attention_mask)
+            for layer in self.layers:
+                out = layer(h, attention_mask=mask)
+                h = out[0] if isinstance(out, tuple) else out
+            logits = self.classifier(self.dropout(self.pooler(h)))
+            loss = None
+            if labels is not None:
+                if self.config.num_labels == 1:
+                    loss = nn.functional.mse_loss(logits.view(-1), labels.float().view(-1))
+                else:
+                    loss = nn.functional.cross_entropy(logits, labels.long().view(-1))
+            return SequenceClassifierOutput(loss=loss, logits=logits)
+
+    return _Top()
+
+
+def _state_collator(states: list[np.ndarray]):
+    """Batches of cached states (padded) from dataset rows holding an index into them."""
+    import torch
+
+    def collate(rows: list[dict[str, Any]]) -> dict[str, Any]:
+        arrays = [states[r["idx"]] for r in rows]
+        n = max(len(a) for a in arrays)
+        hidden = torch.zeros(len(arrays), n, arrays[0].shape[1])
+        mask = torch.zeros(len(arrays), n, dtype=torch.long)
+        for i, a in enumerate(arrays):
+            hidden[i, :len(a)] = torch.from_numpy(a)
+            mask[i, :len(a)] = 1
+        batch = {"hidden_states": hidden, "attention_mask": mask}
+        if "labels" in rows[0]:
+            batch["labels"] = torch.tensor([r["labels"] for r in rows])
+        return batch
+
+    return collate
+
+
+def build_model(settings: CrossEncoderSettings, labels: Sequence[str]):
+    """Tokenizer and sequence-classification model (a new head) for ``settings.model``."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    path = resolve_model(settings.model)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    head = ({"num_labels": 1, "problem_type": "regression"} if settings.mode == "score" else
+            {"num_labels": len(labels), "problem_type": "single_label_classification",
+             "id2label": dict(enumerate(labels)),
+             "label2id": {lab: i for i, lab in enumerate(labels)}})
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # the new head is always "missing": no report per job
+    try:
+        model = AutoModelForSequenceClassification.from_pretrained(path, **head)
+    finally:
+        hf_logging.set_verbosity(level)
+    return model, tokenizer
+
+
+def peak_memory_mb() -> dict[str, float]:
+    """Peak resident memory of this process (lifetime) and peak CUDA memory, in MiB."""
+    import torch
+
+    out = {"peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+    if torch.cuda.is_available():
+        out["peak_cuda_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
+    return out
+
+
+def _decode(settings: CrossEncoderSettings, labels: Sequence[str], logits: np.ndarray
+            ) -> tuple[list[str], list[dict[str, float] | None]]:
+    """Outputs (label, or score as text) and class probabilities (label mode) per row."""
+    logits = np.asarray(logits, dtype=float)
+    if settings.mode == "score":
+        return [f"{float(v):.6f}" for v in logits.reshape(-1)], [None] * len(logits)
+    z = np.exp(logits - logits.max(axis=1, keepdims=True))
+    probs = z / z.sum(axis=1, keepdims=True)
+    return ([labels[int(i)] for i in probs.argmax(axis=1)],
+            [dict(zip(labels, map(float, p), strict=True)) for p in probs])
+
+
+def train_and_predict(first: Sequence[str], second: Sequence[str], targets: Sequence[str],
+                      evals: dict[str, tuple[Sequence[str], Sequence[str]]],
+                      settings: CrossEncoderSettings, output_dir: str | None = None
+                      ) -> tuple[dict[int, dict[str, tuple[list[str], list[Any]]]],
+                                 dict[str, Any]]:
+    """Fine-tune on the training pairs and predict every eval split.
+
+    Returns ``{epoch: {split: (outputs, probabilities)}}`` (every epoch with
+    ``predict_every_epoch``, else the last) and a log with time, memory and losses.
+    Targets are label strings (label mode) or scores as text (score mode).
+    """
+    import torch
+    from transformers import Trainer, TrainerCallback, TrainingArguments, set_seed
+
+    if len(first) != len(targets) or not len(first):
+        raise ValueError(f"{len(first)} training pairs for {len(targets)} targets")
+    set_seed(settings.seed)
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
+    labels = list(settings.labels or sorted(set(targets)))
+    if settings.mode == "label":
+        unknown = sorted(set(targets) - set(labels))
+        if unknown:
+            raise ValueError(f"training labels {unknown} not in the head's labels {labels}")
+        y: list[float | int] = [labels.index(t) for t in targets]
+    else:
+        y = [float(t) for t in targets]
+    model, tokenizer = build_model(settings, labels)
+    trainable = freeze_lower(model, settings.freeze_layers)
+    n_parameters = sum(p.numel() for p in model.parameters())
+    key = resolve_model(settings.model)
+    collator = None
+    cached = settings.cache_frozen and settings.freeze_layers > 0
+    if cached:
+        import datasets
+
+        texts = [(list(first), list(second)), *[(list(a), list(b)) for a, b in evals.values()]]
+        states = frozen_states(model, tokenizer, key, [t for a, _ in texts for t in a],
+                               [t for _, b in texts for t in b], settings)
+        collator = _state_collator(states)
+        model = top_layers(model, settings.freeze_layers)
+        train_ds = datasets.Dataset.from_dict({"idx": list(range(len(first))), "labels": y})
+        eval_ds, pos = {}, len(first)
+        for s, (a, _) in evals.items():
+            eval_ds[s] = datasets.Dataset.from_dict({"idx": list(range(pos, pos + len(a)))})
+            pos += len(a)
+    else:
+        train_ds = _dataset(tokenizer, key, first, second, settings.max_length, y)
+        eval_ds = {s: _dataset(tokenizer, key, a, b, settings.max_length)
+                   for s, (a, b) in evals.items()}
+    cuda = torch.cuda.is_available()
+    results: dict[int, dict[str, tuple[list[str], list[Any]]]] = {}
+
+    class _EveryEpoch(TrainerCallback):
+        trainer: Any = None
+
+        def on_epoch_end(self, args, state, control, **kwargs):  # noqa: ANN001
+            epoch = round(state.epoch or 0)
+            if settings.predict_every_epoch and epoch < settings.epochs:
+                results[epoch] = predict_all(self.trainer)
+
+    def predict_all(trainer: Any) -> dict[str, tuple[list[str], list[Any]]]:
+        return {s: _decode(settings, labels, trainer.predict(ds).predictions)
+                for s, ds in eval_ds.items()}
+
+    with tempfile.TemporaryDirectory() as tmp:
+        args = TrainingArguments(
+            output_dir=output_dir or tmp, per_device_train_batch_size=settings.batch_size,
+            per_device_eval_batch_size=settings.eval_batch_size,
+            learning_rate=settings.learning_rate, weight_decay=settings.weight_decay,
+            lr_scheduler_type="constant", num_train_epochs=settings.epochs,
+            seed=settings.seed, data_seed=settings.seed, full_determinism=not cuda,
+            fp16=settings.fp16 and cuda, bf16=settings.bf16 and cuda, use_cpu=not cuda,
+            save_strategy="no", eval_strategy="no", report_to=[],
+            logging_steps=settings.logging_steps, dataloader_num_workers=0,
+            remove_unused_columns=not cached,
+            disable_tqdm=os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true"))
+        callback = _EveryEpoch()
+        trainer = Trainer(model=model, args=args, train_dataset=train_ds,
+                          data_collator=collator,
+                          processing_class=None if cached else tokenizer,
+                          callbacks=[callback])
+        callback.trainer = trainer
+        t0 = time.perf_counter()
+        out = trainer.train()
+        train_seconds = time.perf_counter() - t0
+        results[settings.epochs] = predict_all(trainer)
+        log: dict[str, Any] = {
+            "settings": asdict(settings), "labels": labels,
+            "n_parameters": n_parameters,
+            "n_trainable": trainable, "n_train": len(first), "cached_frozen": cached,
+            "train_loss": float(out.training_loss), "train_steps": int(out.global_step),
+            "train_seconds": round(train_seconds, 1),
+            "seconds": round(time.perf_counter() - t0, 1),
+            "world_size": int(args.world_size), **peak_memory_mb(),
+            "log_history": list(trainer.state.log_history)}
+        if output_dir:
+            trainer.save_model(output_dir)
+    return results, log

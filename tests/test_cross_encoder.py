@@ -1,0 +1,241 @@
+"""The cross-encoder: job kind, SAF system, out-of-fold stacking (tiny from-config BERT)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import transformers
+from test_saf import bow_encoder
+
+from saf_utils import cross_encoder as CE
+from saf_utils import jobs as J
+from saf_utils.saf import experiments as E
+from saf_utils.saf import formats as S
+from saf_utils.saf import systems as SY
+
+FIXTURES = Path(__file__).parent / "fixtures"
+WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c", "d", "wenn", "die",
+         "und", "der", "nie", "frage", "antwort", "lösung", "richtig", "falsch", ":", ".",
+         ",", "##s", "##en"]
+TINY = {"max_length": 32, "batch_size": 4, "eval_batch_size": 8, "learning_rate": 1e-3,
+        "logging_steps": 1}
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> str:
+    path = tmp_path_factory.mktemp("tiny_ce_bert")
+    tok = transformers.BertTokenizer({w: i for i, w in enumerate(WORDS)}, do_lower_case=True)
+    tok.save_pretrained(str(path))
+    torch.manual_seed(0)
+    config = transformers.BertConfig(vocab_size=len(WORDS), hidden_size=16,
+                                     num_hidden_layers=2, num_attention_heads=2,
+                                     intermediate_size=32, max_position_embeddings=64)
+    transformers.BertModel(config).save_pretrained(str(path))
+    return str(path)
+
+
+def pair_examples() -> tuple[J.Examples, dict[str, J.Examples]]:
+    train = J.Examples([1, 2, 3, 4], ["a b", "c d", "a a", "d d"],
+                       ["Correct", "Incorrect", "Correct", "Incorrect"], ["a b", "a b", "a", "a"])
+    return train, {"val": J.Examples(["v"], ["a b"], ["Correct"], ["a b"]),
+                   "test": J.Examples(["t1", "t2"], ["c", "a"], ["Incorrect", "Correct"],
+                                      ["a", "a"])}
+
+
+def test_pair_examples_roundtrip_and_settings_checked(tmp_path: Path) -> None:
+    train, evals = pair_examples()
+    back_train, back_evals = J.read_examples(J.write_examples(tmp_path / "e.jsonl", train,
+                                                              evals))
+    assert back_train == train and back_evals == evals
+    with pytest.raises(ValueError, match="unknown CrossEncoderSettings"):
+        J.TrainJob(examples="e", output_dir="o", kind="cross_encoder", settings={"lr": 1})
+    with pytest.raises(ValueError, match="job kind"):
+        J.TrainJob(examples="e", output_dir="o", kind="bogus")
+    with pytest.raises(ValueError, match="mode"):
+        CE.CrossEncoderSettings(mode="ranking")
+    plain = J.with_examples(J.TrainJob(examples="", output_dir=str(tmp_path), kind="cross_encoder",
+                                       settings={}), J.Examples([1], ["a"], ["Correct"]), {})
+    with pytest.raises(ValueError, match="'pair'"):
+        J.run_job(plain)
+
+
+@pytest.mark.parametrize("mode", ["label", "score"])
+def test_cross_encoder_job_predicts_every_epoch_and_logs_cost(tiny_bert: str, tmp_path: Path,
+                                                              mode: str) -> None:
+    train, evals = pair_examples()
+    if mode == "score":
+        train.targets = ["1", "0", "0.5", "0"]
+    settings = {**TINY, "model": tiny_bert, "mode": mode, "epochs": 2,
+                "predict_every_epoch": True, "freeze_layers": 1}
+    job = J.with_examples(J.TrainJob(examples="", output_dir=str(tmp_path), task="t",
+                                     kind="cross_encoder", system="ce", settings=settings,
+                                     save_model=False), train, evals)
+    preds, logs = J.run_jobs(J.job_grid(job, [3]), log=lambda m: None)
+    assert sorted(set(preds.epoch)) == [1, 2]
+    last = preds[preds.epoch == 2]
+    assert list(zip(last.split, last.id, strict=True)) == [("val", "v"), ("test", "t1"),
+                                                           ("test", "t2")]
+    if mode == "label":
+        assert set(preds.output) <= {"Correct", "Incorrect"}
+        assert all(abs(sum(p.values()) - 1) < 1e-6 for p in preds.probs)
+    else:
+        assert preds.probs.isna().all() and np.isfinite(preds.output.astype(float)).all()
+    row = logs.iloc[0]
+    assert row.seed == 3 and row.train_steps == 2 and row.peak_rss_mb > 0
+    assert 0 < row.n_trainable < row.n_parameters  # the embeddings and layer 0 are frozen
+    assert row.cached_frozen  # the frozen layer ran once per pair, the top was trained
+    assert row.train_seconds >= 0 and row.seconds_total >= row.train_seconds
+    key = (CE.resolve_model(tiny_bert), 32)
+    assert ("a b", "a b") in CE._TOKENS[key]  # tokenised once, reused by later jobs
+    back = J.load_result(row.output_dir)
+    assert back.predictions.equals(preds)
+
+
+def test_cross_encoder_examples_orders_and_question() -> None:
+    df = pd.DataFrame({"id": [1], "provided_answer": ["ans"], "reference_answer": ["ref"],
+                       "question": ["q?"], "verification_feedback": ["Correct"],
+                       "score": [1.0]})
+    words = S.prompt_words("en")
+    ex = E.cross_encoder_examples(df, "answer_first", False, words)
+    assert (ex.sources, ex.pairs, ex.targets) == (["ans"], ["ref"], ["Correct"])
+    ex = E.cross_encoder_examples(df, "reference_first", True, words, mode="score")
+    assert ex.sources == [f"ref {words['question']}: q?"] and ex.pairs == ["ans"]
+    assert ex.targets == ["1"]
+    with pytest.raises(ValueError, match="order"):
+        E.cross_encoder_examples(df, "sideways")
+
+
+def test_cross_encoder_system_oof_stacking_end_to_end(tiny_bert: str, tmp_path: Path) -> None:
+    data = E.load_data(str(FIXTURES / "saf_csv"), language="en")
+    assert data.train.question.nunique() >= 2
+    ce = {**TINY, "model": tiny_bert, "freeze_layers": 1}
+    run = E.run_cross_encoder(data, ce,
+                              {"learning_rate": [1e-3], "epochs": [1, 2],
+                               "include_question": [False, True]},
+                              seeds=[1, 2], output_dir=tmp_path, encoder=bow_encoder, folds=2,
+                              log=lambda m: None)
+    assert len(run.grid) == 4 and set(run.grid.epochs) == {1, 2}
+    best = run.grid.sort_values("macro_f1", ascending=False, kind="stable").iloc[0]
+    assert run.config["epochs"] == best.epochs
+    p = run.preds
+    assert set(p.system) == {"cross_encoder"} and set(p.seed) == {1, 2}
+    assert set(p.split) == set(data.evals)
+    for split, gold in data.evals.items():
+        got = p[(p.split == split) & (p.seed == 1)]
+        assert got.id.tolist() == gold.id.tolist()
+    unseen = p[p.split == "test_unseen_questions"]
+    assert unseen.backoff.all() and (unseen.pred_feedback != "").all()
+    assert set(run.logs.job) == {"grid", "seed", "oof"} and run.logs.peak_rss_mb.notna().all()
+    assert (run.logs[run.logs.job == "seed"].seed == 2).all()  # seed 1 is the grid's run
+    # ... and the grid's run after the chosen epoch is the model a fresh run would give
+    fresh = E._ce_job(data, ce, "verification", tmp_path / "fresh", "fresh", data.train,
+                      data.evals, run.config["order"], run.config["include_question"],
+                      learning_rate=run.config["learning_rate"], epochs=run.config["epochs"])
+    again = J.run_jobs(J.job_grid(fresh, [1]), log=lambda m: None).predictions
+    mine = run.outputs[run.outputs.seed == 1]
+    assert again.output.tolist() == mine.output.tolist()
+    assert np.allclose([E._ce_vector(r) for r in again.to_dict("records")],
+                       [E._ce_vector(r) for r in mine.to_dict("records")], atol=1e-6)
+
+    # Out of fold: no training answer's feature came from a model that saw it (nor its
+    # question): read back what each fold's job trained on.
+    oof = run.oof
+    assert sorted(oof.id) == sorted(data.train.id) and oof.fold.nunique() == 2
+    for r in oof.itertuples():
+        trained, _ = J.read_examples(r.trained_on)
+        seen_ids = set(trained.ids)
+        assert r.id not in seen_ids
+        seen_q = set(data.train.set_index("id").loc[list(seen_ids)].question)
+        assert r.question not in seen_q
+    feats = run.stack_features(1)
+    train_vecs = feats(data.train)
+    oof_vecs = pd.DataFrame([E._ce_vector(r) for r in oof.set_index("id")
+                             .loc[data.train.id].reset_index().to_dict("records")])
+    assert np.allclose(train_vecs.to_numpy(), oof_vecs.to_numpy())
+    seed2 = run.outputs[(run.outputs.seed == 2) & (run.outputs.split == "validation")]
+    assert np.allclose(run.stack_features(2)(data.evals["validation"]).to_numpy(),
+                       [E._ce_vector(r) for r in seed2.to_dict("records")])
+
+    tuning = E.tune_feature_clf(data, bow_encoder, ["logreg"], [1.0], ["most_frequent"],
+                                transductive=False)
+    stacked = E.run_stacked_feature_clf(data, bow_encoder, tuning, run)
+    assert set(stacked.system) == {"feature_clf:stacked"} and set(stacked.split) == set(
+        data.evals)
+    cv = E.unseen_question_cv(data, bow_encoder, tuning, run.grouped_cv)
+    ce_row = cv[cv.system == "cross_encoder"].iloc[0]
+    assert ce_row.protocol.startswith("grouped 2-fold") and ce_row.role == "system"
+    assert (cv[cv.system == "majority"].protocol == "leave one question out").all()
+
+    preds = pd.concat([E.run_systems(data, ["majority"], bow_encoder),
+                       E.run_feature_clf(data, bow_encoder, tuning), run.preds, stacked],
+                      ignore_index=True)
+    ev = E.evaluate(preds, embedding_metrics=False, n_resamples=100)
+    assert {"cross_encoder", "feature_clf:stacked"} <= set(ev.headline.system)
+    choice = E.stacking_choice(ev.headline)
+    assert choice.per_fold[None] in ("feature_clf", "feature_clf:stacked")
+
+
+def test_stack_features_refuse_missing_rows() -> None:
+    feats = SY.StackFeatures({("train", 1): [0.2]}, ["x"])
+    df = pd.DataFrame({"id": [1, 2], "split": ["train", "train"]})
+    with pytest.raises(KeyError, match="no stacked features"):
+        feats(df)
+    assert feats(df.iloc[:1]).x.tolist() == [0.2]
+
+
+def test_score_mode_system_and_job_config_file(tiny_bert: str, tmp_path: Path) -> None:
+    data = E.load_data(str(FIXTURES / "saf_csv"), language="en")
+    run = E.run_cross_encoder(data, {**TINY, "model": tiny_bert}, {"epochs": [1]}, seeds=[0],
+                              output_dir=tmp_path, mode="score", folds=2, log=lambda m: None)
+    assert run.preds.pred_score.between(0, 1).all()
+    assert run.preds.pred_label.isin(S.SAF_LABELS).all()
+    assert run.stack_features(0).names == ["ce_score"]
+    job = json.loads(json.dumps(J.job_grid(J.TrainJob(examples="e", output_dir="o",
+                                                      kind="cross_encoder"), [1])[0].to_dict()))
+    assert J.TrainJob.from_dict(job).kind_settings().seed == 1
+
+
+def test_cached_frozen_states_give_the_full_models_logits(tiny_bert: str) -> None:
+    settings = CE.CrossEncoderSettings(model=tiny_bert, freeze_layers=1, max_length=16,
+                                       eval_batch_size=2)
+    model, tok = CE.build_model(settings, ["Correct", "Incorrect"])
+    model.eval()
+    first, second = ["a b c", "d", "a a a a b"], ["a", "c d c", "b"]
+    states = CE.frozen_states(model, tok, "tiny", first, second, settings)
+    assert [len(s) for s in states] == [len(x) for x in tok(first, second)["input_ids"]]
+    top = CE.top_layers(model, 1).eval()
+    batch = CE._state_collator(states)([{"idx": i} for i in range(3)])
+    with torch.no_grad():
+        full = model(**tok(first, second, padding=True, return_tensors="pt")).logits
+        got = top(**batch).logits
+    assert torch.allclose(full, got, atol=1e-5)
+    assert CE.frozen_states(model, tok, "tiny", first[:1], second[:1], settings)[0] is states[0]
+
+
+def test_cross_encoder_job_under_torchrun_two_processes(tiny_bert: str, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``launcher=torchrun:2`` (gloo, CPU): every eval row exactly once per epoch, in order,
+    from 2 DDP replicas over cached frozen states."""
+    for key in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "TQDM_DISABLE"):
+        monkeypatch.setenv(key, "1")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    train, evals = pair_examples()
+    settings = {**TINY, "model": tiny_bert, "epochs": 2, "predict_every_epoch": True,
+                "freeze_layers": 1, "batch_size": 2}
+    job = J.with_examples(J.TrainJob(examples="", output_dir=str(tmp_path), task="t",
+                                     kind="cross_encoder", system="ce", settings=settings,
+                                     save_model=False, seed=5), train, evals)
+    lines: list[str] = []
+    res = J.run_job(job, launcher="torchrun:2", log=lines.append)
+    assert any("2 process(es)" in line for line in lines)
+    assert res.log["summary"]["world_size"] == 2
+    p = res.predictions
+    order = [("val", "v"), ("test", "t1"), ("test", "t2")]
+    assert list(zip(p.epoch, p.split, p.id, strict=True)) == [(e, s, i) for e in (1, 2)
+                                                              for s, i in order]
+    assert all(abs(sum(x.values()) - 1) < 1e-6 for x in p.probs)
