@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import torch
 import transformers
-from test_saf import bow_encoder
+from fakes import bow_encoder
 
 from saf_utils import cross_encoder as CE
 from saf_utils import jobs as J
@@ -110,6 +110,7 @@ def test_cross_encoder_examples_orders_and_question() -> None:
         E.cross_encoder_examples(df, "sideways")
 
 
+@pytest.mark.slow
 def test_cross_encoder_system_oof_stacking_end_to_end(tiny_bert: str, tmp_path: Path) -> None:
     data = E.load_data(str(FIXTURES / "saf_csv"), language="en")
     assert data.train.question.nunique() >= 2
@@ -188,6 +189,7 @@ def test_stack_features_refuse_missing_rows() -> None:
     assert feats(df.iloc[:1]).x.tolist() == [0.2]
 
 
+@pytest.mark.slow
 def test_score_mode_system_and_job_config_file(tiny_bert: str, tmp_path: Path) -> None:
     data = E.load_data(str(FIXTURES / "saf_csv"), language="en")
     run = E.run_cross_encoder(data, {**TINY, "model": tiny_bert}, {"epochs": [1]}, seeds=[0],
@@ -217,6 +219,7 @@ def test_cached_frozen_states_give_the_full_models_logits(tiny_bert: str) -> Non
     assert CE.frozen_states(model, tok, "tiny", first[:1], second[:1], settings)[0] is states[0]
 
 
+@pytest.mark.slow
 def test_cross_encoder_job_under_torchrun_two_processes(tiny_bert: str, tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """``launcher=torchrun:2`` (gloo, CPU): every eval row exactly once per epoch, in order,
