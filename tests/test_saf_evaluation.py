@@ -122,6 +122,10 @@ def test_per_question_table_and_ids():
     assert set(pq.question_id) == {"q01", "q02"} and (pq.n_items == 3).all()
     assert (pq.estimand == "new answers to this question").all()
     assert evaluation.question_ids(["b", "a", "b"]) == {"a": "q01", "b": "q02"}
+    # ids of all splits: a question keeps its id when the table holds a subset
+    ids = {q: f"x{i}" for i, q in enumerate(sorted(set(items.question)))}
+    sub = evaluation.per_question_table(items, ("accuracy",), n_resamples=100, ids=ids)
+    assert set(sub.question_id) == set(ids.values())
 
 
 def test_moverscore_by_split_matches_per_table_calls(monkeypatch):

@@ -395,14 +395,18 @@ def question_ids(questions: Sequence[str]) -> dict[str, str]:
 
 
 def per_question_table(items: pd.DataFrame, metrics: Sequence[str] = ("accuracy", "mse"),
-                       n_resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
+                       n_resamples: int = 1000, seed: int = 0,
+                       ids: Mapping[str, str] | None = None) -> pd.DataFrame:
     """Per (split, system, question): mean of per-item metrics with an interval for new
-    answers to *that* question (answers resampled; seeds averaged per item first)."""
+    answers to *that* question (answers resampled; seeds averaged per item first).
+
+    ``ids``: question text -> id; pass :func:`question_ids` of *all* splits so that a question
+    has the same id in every table and notebook (default: ids of these items only)."""
     it = _items(items, metrics).assign(question=lambda d: d.cluster)
     design = ANSWERS.but(n_resamples=n_resamples, seed=seed,
                          estimand="new answers to this question")
     ci = P.headline_table(it, design, by=("split", "system", "question", "metric"))
-    ids = question_ids(items.question)
+    ids = ids if ids is not None else question_ids(items.question)
     ci.insert(3, "question_id", ci.question.map(ids))
     return ci
 

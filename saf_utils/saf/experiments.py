@@ -713,7 +713,8 @@ def evaluate(preds: pd.DataFrame, bertscore_kwargs: Mapping[str, Any] | None = N
     comp = P.adjust(comp, primary)
     few = [s for s in n_q.index if n_q[s] < EV.FEW_QUESTIONS]
     per_question = (EV.per_question_table(items[items.split.isin(few)], ("accuracy", "mse"),
-                                          n_resamples, seed) if few else pd.DataFrame())
+                                          n_resamples, seed, EV.question_ids(items.question))
+                    if few else pd.DataFrame())  # ids over all splits, as in 05
     return Evaluation(preds, items, designs, headline, EV.per_seed_table(preds, items, metrics),
                       ref, chosen, choice, selection_metric, comp,
                       EV.new_questions_table(items, many), per_question, few)
