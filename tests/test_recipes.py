@@ -24,6 +24,15 @@ from saf_utils.saf import formats as S
 FIX = Path(__file__).parent / "fixtures"
 
 
+def _headline(path: Path, system: str, split: str) -> tuple[list[dict], str]:
+    """The system's headline records (kind result, no fold, no seed) on ``split`` and the
+    index sections rendered from all records of the file."""
+    rows = read_records([path])
+    mine = [r for r in rows if r["system"] == system and r["kind"] == "result"
+            and r["fold"] is None and r["seed"] is None and r["split"] == split]
+    return mine, "\n".join(pages.task_sections(rows))
+
+
 def _row(html: str, system: str) -> str:
     """The index table row of ``system`` (its name cell up to the end of the row)."""
     start = html.index(f"<td>{system}")
@@ -50,12 +59,9 @@ def test_a_registered_saf_system_reaches_records_and_the_index(tmp_path) -> None
         rec.close()
     finally:
         E.SYSTEMS.unregister("always_partial")
-    rows = read_records([rec.path])
-    mine = [r for r in rows if r["system"] == "always_partial" and r["kind"] == "result"
-            and r["seed"] is None and r["split"] == "test_unseen_answers"]
+    mine, html = _headline(rec.path, "always_partial", "test_unseen_answers")
     assert {r["metric"] for r in mine} >= {"accuracy", "macro_f1", "sacrebleu"}
     assert all(r["role"] == "baseline" and r["ci_low"] is not None for r in mine)
-    html = "\n".join(pages.task_sections(rows))
     row = _row(html, "always_partial")
     acc = next(r for r in mine if r["metric"] == "accuracy")
     assert "baseline" in row and pages.fmt(acc["value"]) in row
@@ -84,11 +90,8 @@ def test_a_registered_selector_reaches_records_and_the_index(tmp_path) -> None:
         rec.close()
     finally:
         X.SELECTORS.unregister("last_k_recipe")
-    rows = read_records([rec.path])
-    head = [r for r in rows if r["system"] == "last_k_recipe" and r["kind"] == "result"
-            and r["fold"] is None and r["split"] == "test"]
+    head, html = _headline(rec.path, "last_k_recipe", "test")
     assert len(head) == 1 and head[0]["role"] == "baseline"  # one test paper per fold: no CI
-    html = "\n".join(pages.task_sections(rows))
     assert "ArgSciChat fact selection" in html
     assert pages.fmt(head[0]["value"]) in _row(html, "last_k_recipe")
 
