@@ -1,4 +1,4 @@
-# Two commands do all the set-up: `make reports` and `make test` (see README.md).
+# Set-up and runs: `make smoke` (quick start), `make reports`, `make test` (see README.md).
 PYTHON      ?= python3
 VENV        ?= .venv
 PY          := $(VENV)/bin/python
