@@ -37,3 +37,31 @@ def test_bad_parts_are_named(wanted, message):
     with pytest.raises(RunnerError) as err:
         select_notebooks(NAMES, wanted)
     assert message in str(err.value)
+
+
+def test_saf_run_dry_run_takes_a_comma_list(tmp_path, capsys):
+    """The whole command, as a user types it: ``saf-run --only a,b --dry-run``."""
+    import nbformat
+    import yaml
+
+    from saf_utils.reporting import cli
+
+    nbs = tmp_path / "notebooks"
+    nbs.mkdir()
+    for name in ("a_first", "b_second", "c_third"):
+        nb = nbformat.v4.new_notebook()
+        cell = nbformat.v4.new_code_cell("value = 0.5\noutput_dir = None")
+        cell.metadata["tags"] = ["parameters"]
+        nb.cells = [cell]
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                     "language": "python"}
+        nbformat.write(nb, nbs / f"{name}.ipynb")
+    (tmp_path / "toy.yaml").write_text(yaml.safe_dump(
+        {"notebooks": ["a_first", "b_second", "c_third"]}))
+    base = ["--config", str(tmp_path / "toy.yaml"), "--notebooks-dir", str(nbs),
+            "--reports-dir", str(tmp_path / "reports"), "--dry-run"]
+    assert cli.main([*base, "--only", "c_third,a"]) == 0
+    out = capsys.readouterr().out
+    assert "[1] a_first" in out and "[2] c_third" in out and "b_second" not in out
+    assert cli.main([*base, "--only", "a,zzz"]) == 2
+    assert "--only 'zzz' matches nothing" in capsys.readouterr().err
