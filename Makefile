@@ -1,4 +1,4 @@
-# Two commands do all the set-up: `make reports` and `make test` (see README.md).
+# Set-up and runs: `make smoke` (quick start), `make reports`, `make test` (see README.md).
 PYTHON      ?= python3
 VENV        ?= .venv
 PY          := $(VENV)/bin/python
@@ -74,8 +74,10 @@ test: install
 lint: install
 	$(VENV)/bin/ruff check saf_utils tests benchmarks
 
+# JupyterLab on notebooks/ with the project's jupyter_server_config.py: saves of the tracked
+# notebooks are stripped to their committed form (saf_utils/reporting/lab.py).
 lab: install
-	$(VENV)/bin/jupyter lab notebooks/
+	$(VENV)/bin/jupyter lab --config=$(CURDIR)/jupyter_server_config.py notebooks/
 
 clean-venv:
 	rm -rf $(VENV)

@@ -20,7 +20,7 @@ Everything a notebook concludes goes through here, so both tasks share one proto
   detectable effect.
 
 Calibration (coverage, type-I error, power of every design used here) is measured by
-``benchmarks/stats_calibration.py``; the README shows its table.
+``benchmarks/stats_calibration.py``; docs/statistics.md shows its table.
 """
 
 from __future__ import annotations

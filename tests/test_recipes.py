@@ -1,5 +1,5 @@
-"""The README's "Add a system" recipe, followed as written, reaches the records, the index and
-its headline table (SAF and fact selection; reply systems: test_reply_experiments). The
+"""The "Add a system" recipe of docs/recipes.md, followed as written, reaches the records, the
+index and its headline table (SAF and fact selection; reply systems: test_reply_experiments). The
 "Add a task" and "Add a metric" recipes are followed in test_tasks.py, "Add a notebook" in
 test_run.py (a toy notebook recorded through Recorder reaches metrics.json and index.html).
 """

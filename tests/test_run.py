@@ -172,8 +172,8 @@ def test_smoke_profile_end_to_end(smoke_run):
 #: Headline values of the smoke profile on the shared data (SAF micro-job German, official
 #: ArgSciChat folds), measured at commit 331585ab on the 2-core CPU machine. Lexical and seeded
 #: systems must match to rounding; systems on MiniLM embeddings or trained models may move by
-#: last-digit float differences across CPUs (README, "Which numbers are identical"), which can
-#: flip a near-tie on 40 answers: two flips of 1/40 are allowed there.
+#: last-digit float differences across CPUs (docs/environment.md, "Which numbers are
+#: identical"), which can flip a near-tie on 40 answers: two flips of 1/40 are allowed there.
 SMOKE_EXPECTED = [
     # (task, split, system, metric, value, tolerance)
     ("saf", "test_unseen_answers", "majority", "accuracy", 0.575, 1e-9),

@@ -5,7 +5,7 @@
 - :mod:`.generation`: sacreBLEU, chrF, ROUGE-1/2/L, METEOR
 - :mod:`.embedding`: BERTScore and MoverScore (models load lazily, on first use)
 
-Conventions, the same in both tasks (README, "Metrics notes"): text inputs must be
+Conventions, the same in both tasks (docs/metrics.md): text inputs must be
 strings (``None`` raises naming its position); an empty generation is scored as ``""``;
 MoverScore weights both sides with the references' IDF; models run on ``device="auto"``.
 """

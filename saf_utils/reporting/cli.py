@@ -43,7 +43,9 @@ def run_parser() -> argparse.ArgumentParser:
                     help="override a parameter (all notebooks) or NOTEBOOK.KEY=VALUE; "
                          "values are YAML (5e-4 is a number), checked against the "
                          "notebook's default")
-    ap.add_argument("--only", action="append", metavar="NAME", help="run only these notebooks")
+    ap.add_argument("--only", action="append", metavar="NAME[,NAME]",
+                    help="run only these notebooks (names or unique prefixes such as 02; "
+                         "comma-separated or repeated)")
     ap.add_argument("--run-name", help="folder name under reports/ (default: <profile>-<time>)")
     ap.add_argument("--run-dir", help="rerun the chosen notebooks inside this existing run")
     ap.add_argument("--reports-dir", help="where run folders go (default: reports/)")

@@ -137,13 +137,74 @@ def shown_path(run: Path, other: Path | None = None) -> str:
     return run.name
 
 
-def _params(manifest: dict) -> dict[tuple[str, str], Any]:
+class Default:
+    """A parameter a notebook ran with without the profile or ``-p`` setting it: the value of
+    its ``parameters`` cell (``known`` False where the run keeps no readable copy of it)."""
+
+    def __init__(self, value: Any = None, known: bool = True) -> None:
+        self.value, self.known = value, known
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Default):
+            return self.known == other.known and self.value == other.value
+        return self.known and self.value == other
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _defaults(run: Path, name: str) -> dict[str, Default] | None:
+    """The parameters cell of the run's own copy of the notebook (``<run>/<name>.ipynb``: the
+    defaults it ran with, which the manifest does not repeat); None without a readable copy."""
+    from saf_utils.reporting.profiles import declared_default, notebook_parameters
+
+    path = run / f"{name}.ipynb"
+    if not path.is_file():
+        return None
+    try:
+        declared = notebook_parameters(path)
+    except RunnerError:
+        return None
     out = {}
+    for key, info in declared.items():
+        known, value = declared_default(info)
+        out[key] = Default(value, known)
+    return out
+
+
+def _params(manifest: dict, run: Path) -> dict[tuple[str, str], Any]:
+    """(notebook, parameter) -> value for every notebook of the run's manifest. A parameter the
+    manifest does not list ran with its default (a :class:`Default`); keys ``(notebook,
+    None)`` mark a notebook whose copy is missing, so its defaults are not known."""
+    out: dict[tuple[str, str | None], Any] = {}
     for n in manifest.get("notebooks", []):
-        for k, v in (n.get("parameters") or {}).items():
+        defaults = _defaults(run, n["name"])
+        if defaults is None:
+            out[(n["name"], None)] = Default(known=False)
+        for k, v in {**(defaults or {}), **(n.get("parameters") or {})}.items():
             if k not in IGNORED_PARAMS:
                 out[(n["name"], k)] = v
     return out
+
+
+def _param_value(params: dict, ran: set[str], key: tuple[str, str]) -> tuple[Any, str]:
+    """(value, note) of one side of a parameter row; the note says where a value came from
+    when it was not set (``default``) or why there is none."""
+    if key in params:
+        v = params[key]
+        return (v.value, "default") if isinstance(v, Default) else (v, "")
+    if key[0] not in ran:
+        return None, "not run"
+    if (key[0], None) in params:
+        return None, "default, not recorded"
+    return None, "not a parameter"
+
+
+def _param_text(row: dict, side: str) -> str:
+    """How the pages show one side of a parameter row (a default says so)."""
+    note = row.get(f"{side}_note")
+    if note == "default":
+        return f"{_v(row[side])} (default)"
+    return f"({note})" if note else _v(row[side])
 
 
 def _packages(manifest: dict) -> dict[str, str]:
@@ -262,15 +323,17 @@ def compare_runs(run_a: str | os.PathLike, run_b: str | os.PathLike, alpha: floa
     run_a, run_b = Path(run_a), Path(run_b)
     man_a, rec_a = load_run(run_a)
     man_b, rec_b = load_run(run_b)
-    missing = object()
-    pa, pb = _params(man_a), _params(man_b)
-    params = [{"notebook": k[0], "parameter": k[1], "a": pa.get(k, missing),
-               "b": pb.get(k, missing)} for k in sorted(set(pa) | set(pb), key=str)
-              if pa.get(k, missing) != pb.get(k, missing)]
-    for p in params:
-        for side in ("a", "b"):
-            if p[side] is missing:
-                p[side] = "(not run)"
+    pa, pb = _params(man_a, run_a), _params(man_b, run_b)
+    ran = ({n["name"] for n in man_a.get("notebooks", [])},
+           {n["name"] for n in man_b.get("notebooks", [])})
+    params = []
+    for key in sorted({k for k in set(pa) | set(pb) if k[1] is not None}, key=str):
+        if key in pa and key in pb and pa[key] == pb[key]:
+            continue
+        row: dict[str, Any] = {"notebook": key[0], "parameter": key[1]}
+        for side, vals, names in (("a", pa, ran[0]), ("b", pb, ran[1])):
+            row[side], row[f"{side}_note"] = _param_value(vals, names, key)
+        params.append(row)
     setup = []
     for label, get in (("profile", lambda m: m.get("profile")),
                        ("commit", lambda m: (m.get("git") or {}).get("commit")),
@@ -347,7 +410,8 @@ def to_markdown(cmp: dict) -> str:
         lines += ["Reused (one execution, identical outputs): " + ", ".join(cmp["identical"]),
                   ""]
     lines += ["## Parameters", ""] + (md(["notebook", "parameter", "A", "B"],
-                                         [[p["notebook"], p["parameter"], _v(p["a"]), _v(p["b"])]
+                                         [[p["notebook"], p["parameter"], _param_text(p, "a"),
+                                           _param_text(p, "b")]
                                           for p in cmp["parameters"]])
                                       if cmp["parameters"] else ["no difference", ""])
     lines += ["## Data", ""] + (md(["dataset", "split", "file", "A sha256", "B sha256"],
@@ -397,8 +461,8 @@ def write_compare_html(cmp: dict, path: str | os.PathLike) -> Path:
             (f"<p>Reused (one execution, identical outputs): {esc(', '.join(cmp['identical']))}"
              "</p>" if cmp.get("identical") else ""),
             sec("Parameters", ["notebook", "parameter", "A", "B"],
-                [[esc(p["notebook"]), f"<b>{esc(p['parameter'])}</b>", esc(_v(p["a"])),
-                  esc(_v(p["b"]))] for p in cmp["parameters"]], "No parameter differs."),
+                [[esc(p["notebook"]), f"<b>{esc(p['parameter'])}</b>", esc(_param_text(p, "a")),
+                  esc(_param_text(p, "b"))] for p in cmp["parameters"]], "No parameter differs."),
             sec("Data", ["dataset", "split", "file", "A sha256", "B sha256"],
                 [[esc(d["dataset"]), esc(d["split"]), esc(d["file"]), esc(_v(d["a"])),
                   esc(_v(d["b"]))] for d in cmp["data"]], "Same data files (SHA-256)."),

@@ -390,10 +390,14 @@ def plan_notebooks(cfg: dict, names: list[str], nb_dir: Path,
 
 # ------------------------------------------------------------------ selection, dependencies
 def select_notebooks(names: list[str], wanted: list[str] | None) -> list[str]:
+    """The notebooks ``--only`` names, in profile order: each entry a full name or a unique
+    prefix (``02``), repeated (``--only 02 --only 05``) or comma-separated (``--only 02,05``)."""
     if not wanted:
         return names
     chosen = []
-    for w in wanted:
+    for w in (part.strip() for entry in wanted for part in entry.split(",")):
+        if not w:
+            raise RunnerError(f"--only {','.join(wanted)!r}: an empty name")
         hits = [n for n in names if n == w] or [n for n in names if n.startswith(w)]
         if len(hits) != 1:
             raise RunnerError(f"--only {w!r} matches {hits or 'nothing'} in {names}")

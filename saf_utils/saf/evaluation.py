@@ -1,6 +1,6 @@
 """Evaluation of SAF prediction tables: metrics, per-item scores, CIs, paired tests, analysis.
 
-Conventions (the collection's, see the README's metrics notes): label metrics count an
+Conventions (the collection's, see docs/metrics.md): label metrics count an
 unparseable output as wrong; MSE is over parseable rows (``mse_max_penalty`` charges the
 missing ones the worst error); feedback metrics score an empty output as ``""``; BERTScore
 and MoverScore come from :func:`saf_utils.metrics.embedding.bertscore_items` /

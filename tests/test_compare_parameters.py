@@ -1,0 +1,69 @@
+"""``saf-run compare`` on parameters: a notebook that ran with its default value shows that
+value, marked "(default)", and "(not run)" is kept for a notebook the run did not run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nbformat
+
+from saf_utils.reporting.compare import compare_runs, to_markdown, write_compare_html
+
+
+def _run(root: Path, name: str, notebooks: dict[str, dict], copies: bool = True) -> Path:
+    """A minimal run folder: manifest (with the parameters the runner set), empty metrics and,
+    when ``copies``, each notebook's executed copy with its ``parameters`` cell."""
+    run = root / name
+    run.mkdir(parents=True)
+    entries = []
+    for nb_name, params in notebooks.items():
+        entries.append({"name": nb_name, "status": "ok", "parameters": params})
+        if copies:
+            nb = nbformat.v4.new_notebook()
+            nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                         "language": "python"}
+            cell = nbformat.v4.new_code_cell('launcher = "none"  # in the kernel\nseeds = [1, 2]')
+            cell.metadata["tags"] = ["parameters"]
+            nb.cells = [cell]
+            nbformat.write(nb, run / f"{nb_name}.ipynb")
+    (run / "manifest.json").write_text(json.dumps({"run": name, "notebooks": entries}))
+    (run / "metrics.json").write_text(json.dumps({"records": []}))
+    return run
+
+
+def test_a_default_value_is_shown_as_the_default_not_as_not_run(tmp_path):
+    a = _run(tmp_path, "a", {"02_baseline_finetuning": {"output_dir": "x"},
+                              "04_generation": {"seeds": [1, 2]}})
+    b = _run(tmp_path, "b", {"02_baseline_finetuning": {"launcher": "torchrun:2"},
+                              "04_generation": {"launcher": "none"}})
+    cmp = compare_runs(a, b, n_resamples=100)
+    rows = {(p["notebook"], p["parameter"]): p for p in cmp["parameters"]}
+    # 02 ran in A with its default launcher; 04's values are equal (explicit or default)
+    assert list(rows) == [("02_baseline_finetuning", "launcher")]
+    row = rows[("02_baseline_finetuning", "launcher")]
+    assert (row["a"], row["a_note"], row["b"], row["b_note"]) == ("none", "default",
+                                                                  "torchrun:2", "")
+    md = to_markdown(cmp)
+    assert "| 02_baseline_finetuning | launcher | none (default) | torchrun:2 |" in md
+    assert "(not run)" not in md
+    html = write_compare_html(cmp, tmp_path / "cmp.html").read_text()
+    assert "none (default)" in html and "(not run)" not in html
+
+
+def test_not_run_is_kept_for_a_notebook_the_run_did_not_run(tmp_path):
+    a = _run(tmp_path, "a", {"01_data_exploration": {}})
+    b = _run(tmp_path, "b", {"01_data_exploration": {},
+                              "02_baseline_finetuning": {"launcher": "torchrun:2"}})
+    rows = {(p["notebook"], p["parameter"]): p
+            for p in compare_runs(a, b, n_resamples=100)["parameters"]}
+    assert rows[("02_baseline_finetuning", "launcher")]["a_note"] == "not run"
+    assert rows[("02_baseline_finetuning", "seeds")]["b_note"] == "default"
+
+
+def test_without_the_run_copy_a_default_is_said_to_be_unrecorded(tmp_path):
+    a = _run(tmp_path, "a", {"02_baseline_finetuning": {}}, copies=False)
+    b = _run(tmp_path, "b", {"02_baseline_finetuning": {"launcher": "torchrun:2"}},
+             copies=False)
+    md = to_markdown(compare_runs(a, b, n_resamples=100))
+    assert "| 02_baseline_finetuning | launcher | (default, not recorded) | torchrun:2 |" in md
