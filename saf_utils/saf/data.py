@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import os
 import re
@@ -42,8 +41,21 @@ from typing import Any
 
 import pandas as pd
 
+from saf_utils.loading import (
+    DuplicateKey,
+    clash_message,
+    describe,
+    folder_problem,
+    id_clashes,
+    id_key,
+    is_int64,
+    load_json_text,
+    read_utf8,
+    show,
+    show_id,
+)
 from saf_utils.provenance import DataError, annotate, register
-from saf_utils.text import squash
+from saf_utils.text import is_blank, squash
 
 
 class SAFDataError(DataError):
@@ -105,42 +117,29 @@ def _isna(value: Any) -> bool:
     return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
 
 
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """``object_pairs_hook`` that refuses a key twice in one JSON object."""
-    keys = [k for k, _ in pairs]
-    twice = sorted({k for k in keys if keys.count(k) > 1})
-    if twice:
-        raise ValueError(f"duplicate key(s) {twice} in one JSON object")
-    return dict(pairs)
-
-
 def _utf8(path: Path) -> str:
-    """A text file's content as UTF-8 (a byte-order mark is dropped), or an error naming it."""
-    data = path.read_bytes()
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data[:exc.start].count(b"\n") + 1
-        raise SAFDataError([f"{path}: not UTF-8 text (byte {data[exc.start]:#04x} on line "
-                            f"{line}, offset {exc.start}; e.g. Latin-1); save it as UTF-8"]
-                           ) from None
+    return read_utf8(path, lambda msg: SAFDataError([msg]))
 
 
 def _read_jsonl(path: Path) -> pd.DataFrame:
+    """One object per line; every cell kept as parsed (object columns: no int64 overflow)."""
     records = []
     for line_no, line in enumerate(_utf8(path).split("\n"), 1):
         if not line.strip():
             continue
         try:
-            rec = json.loads(line, object_pairs_hook=_unique_keys)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"line {line_no}: not valid JSON ({exc})") from None
-        except ValueError as exc:
-            raise ValueError(f"line {line_no}: {exc}") from None
+            rec = load_json_text(line)
+        except DuplicateKey as exc:
+            raise ValueError(f"line {line_no}: duplicate key(s) {exc.args[0]} in one JSON "
+                             "object") from None
+        except ValueError as exc:  # JSONDecodeError, or an integer of > 4300 digits
+            raise ValueError(f"line {line_no}: not valid JSON ({show(str(exc), 200)})") from None
         if not isinstance(rec, dict):
             raise ValueError(f"line {line_no}: a JSON {type(rec).__name__}, not an object")
         records.append(rec)
-    return pd.DataFrame.from_records(records) if records else pd.DataFrame()
+    columns = list(dict.fromkeys(k for rec in records for k in rec))
+    return pd.DataFrame({c: pd.Series([rec.get(c) for rec in records], dtype=object)
+                         for c in columns}, index=range(len(records)))
 
 
 def _header(path: Path) -> list[str]:
@@ -303,107 +302,184 @@ def _missing_split_message(root: Path, missing: list[str], found: _SplitFiles) -
 
 @dataclass
 class _Checked:
-    """One split after validation: clean rows, problems, and counted anomalies."""
+    """One split after validation: clean columns, problems, and counted anomalies.
 
-    rows: list[dict[str, Any]]
+    ``columns`` maps each kept column to its values in file order; ``files`` and ``rows``
+    give each row's file and 1-based row number in it.
+    """
+
+    columns: dict[str, list[Any]]
+    files: list[str]
+    rows: list[int]
     problems: list[str]
     anomalies: list[dict[str, Any]]  # {kind, id, row, file, message}
 
+    def __len__(self) -> int:
+        return len(self.rows)
+
 
 def _where(file: str, split: str, row: int, rid: Any) -> str:
-    return f"{file} [{split}] row {row} (id={rid})"
+    return f"{file} [{split}] row {row} (id={show_id(rid)})"
+
+
+def _number(value: Any) -> float | None:
+    """A score cell as a float (text too, as CSV gives it); ``None`` when it is no number."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int | float) or type(value).__module__ == "numpy":
+        try:
+            return float(value)
+        except OverflowError:  # an integer beyond the float range: certainly outside [0, 1]
+            return math.inf if value > 0 else -math.inf
+        except (TypeError, ValueError):
+            return None
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _keys(values: list[Any], key) -> list[Any]:
+    """``key`` of each string value (``None`` otherwise), computed once per distinct value."""
+    cache: dict[str, Any] = {}
+    out = []
+    for v in values:
+        if isinstance(v, str):
+            k = cache.get(v)
+            if k is None:
+                k = cache[v] = key(v)
+            out.append(k)
+        else:
+            out.append(None)
+    return out
+
+
+def _text_problem(value: Any, col: str) -> str | None:
+    if value is None:
+        return "missing label" if col == "verification_feedback" else "missing value"
+    if not isinstance(value, str):
+        return f"{show(value)} is a {type(value).__name__}, not a string"
+    if is_blank(value):
+        return "empty (blank) text"
+    return None
 
 
 def _check_split(df: pd.DataFrame, split: str, files: Sequence[str]) -> _Checked:
-    """Validate one split read from ``files``; ``df`` carries ``_file`` and ``_row`` (1-based)."""
+    """Validate one split read from ``files``; ``df`` carries ``_file`` and ``_row`` (1-based).
+
+    Column-wise: every cell is looked at once (text keys once per distinct value), and a
+    message is made only for the rows that have a problem.
+    """
     where_split = f"{', '.join(files)} [{split}]"
     if len(df) == 0:
-        return _Checked([], [f"{where_split}: split has 0 rows"], [])
+        return _Checked({}, [], [], [f"{where_split}: split has 0 rows"], [])
     missing = [c for c in SAF_COLUMNS if c not in df.columns]
     if missing:
-        return _Checked([], [f"{where_split}: missing column '{c}'" for c in missing], [])
+        return _Checked({}, [], [], [f"{where_split}: missing column '{c}'" for c in missing],
+                        [])
     keep = [c for c in SAF_COLUMNS + SAF_OPTIONAL_COLUMNS if c in df.columns]
-    cells = {c: [None if _isna(v) else v for v in df[c].tolist()] for c in keep}
-    scores = pd.to_numeric(pd.Series(cells["score"], dtype=object), errors="coerce").tolist()
-    problems: list[str] = []
-    anomalies: list[dict[str, Any]] = []
-    rows: list[dict[str, Any]] = []
-    seen_ids: dict[Any, int] = {}
-    for i in range(len(df)):
-        file, row = str(df["_file"].iloc[i]), int(df["_row"].iloc[i])
-        rec = {c: cells[c][i] for c in keep}
-        rid = rec["id"]
-        at = _where(file, split, row, rid)
-        if rid is None or (isinstance(rid, str) and not rid.strip()):
-            problems.append(f"{at}, column 'id': empty id")
+    cells: dict[str, list[Any]] = {}
+    for c in keep:
+        values = df[c].tolist()
+        na = df[c].isna().to_numpy()
+        if na.any():
+            values = [None if n else v for v, n in zip(values, na, strict=True)]
+        cells[c] = values
+    file_of = [str(f) for f in df["_file"].tolist()]
+    row_of = [int(r) for r in df["_row"].tolist()]
+    ids = cells["id"]
+    problems: list[tuple[int, str]] = []  # (row index, message): sorted into file order
+    anomalies: list[tuple[int, dict[str, Any]]] = []  # (row index, anomaly)
+
+    def at(i: int) -> str:
+        return _where(file_of[i], split, row_of[i], ids[i])
+
+    good_id = []
+    for i, rid in enumerate(ids):
+        if rid is None or (isinstance(rid, str) and is_blank(rid)):
+            problems.append((i, f"{at(i)}, column 'id': empty id"))
         elif isinstance(rid, bool) or not isinstance(rid, str | int):
-            problems.append(f"{at}, column 'id': {rid!r} is a {type(rid).__name__}, "
-                            "not a string or integer")
-        elif rid in seen_ids:
-            problems.append(f"{at}, column 'id': duplicate id (first in row {seen_ids[rid]})")
+            problems.append((i, f"{at(i)}, column 'id': {describe(rid)} is not a string or "
+                                "integer"))
+        elif isinstance(rid, int) and not is_int64(rid):
+            problems.append((i, f"{at(i)}, column 'id': integer {show(rid)} beyond the 64-bit "
+                                "range; write such ids as strings"))
         else:
-            seen_ids[rid] = row
-        for col in _REQUIRED_TEXT + ("verification_feedback",):
-            value = rec[col]
-            if value is None:
-                what = "missing label" if col == "verification_feedback" else "missing value"
-                problems.append(f"{at}, column '{col}': {what}")
-            elif not isinstance(value, str):
-                problems.append(f"{at}, column '{col}': {value!r} is a "
-                                f"{type(value).__name__}, not a string")
-            elif not value.strip():
-                problems.append(f"{at}, column '{col}': empty (blank) text")
-        if rec.get("error_class") is not None and not isinstance(rec["error_class"], str):
-            problems.append(f"{at}, column 'error_class': {rec['error_class']!r} is not a string")
-        answer = rec["provided_answer"]
+            good_id.append(i)
+    for j, first, exact in id_clashes(ids[i] for i in good_id):
+        i, f = good_id[j], good_id[first]
+        what = "duplicate id" if exact else clash_message(ids[i], ids[f])
+        problems.append((i, f"{at(i)}, column 'id': {what} (first in row {row_of[f]}"
+                            + ("" if file_of[f] == file_of[i] else f" of {file_of[f]}") + ")"))
+    for col in _REQUIRED_TEXT + ("verification_feedback",):
+        for i, value in enumerate(cells[col]):
+            if not (isinstance(value, str) and value[:1].isalnum()):  # else: visibly not blank
+                what = _text_problem(value, col)
+                if what:
+                    problems.append((i, f"{at(i)}, column '{col}': {what}"))
+    if "error_class" in cells:
+        for i, value in enumerate(cells["error_class"]):
+            if value is not None and not isinstance(value, str):
+                problems.append((i, f"{at(i)}, column 'error_class': {describe(value)} is not "
+                                    "a string"))
+    answers = cells["provided_answer"]
+    for i, answer in enumerate(answers):
+        if isinstance(answer, str) and answer[:1].isalnum():
+            continue
         if answer is not None and not isinstance(answer, str):
-            problems.append(f"{at}, column 'provided_answer': {answer!r} is a "
-                            f"{type(answer).__name__}, not a string")
-        elif answer is None or not answer.strip():
-            anomalies.append({"kind": "empty_answer", "id": rid, "row": row, "file": file,
-                              "message": f"{at}, column 'provided_answer': empty answer"})
-            rec["provided_answer"] = answer or ""
-        raw_score, label = rec["score"], rec["verification_feedback"]
-        score = None if isinstance(raw_score, bool) else scores[i]
-        if score is None or _isna(score):
-            problems.append(f"{at}, column 'score': not a number ({raw_score!r})")
+            problems.append((i, f"{at(i)}, column 'provided_answer': {show(answer)} is a "
+                                f"{type(answer).__name__}, not a string"))
+        elif answer is None or is_blank(answer):
+            anomalies.append((i, {"kind": "empty_answer", "id": ids[i], "row": row_of[i],
+                                  "file": file_of[i],
+                                  "message": f"{at(i)}, column 'provided_answer': empty answer"}))
+            answers[i] = answer or ""
+    scores = [_number(v) for v in cells["score"]]
+    for i, (raw, score, label) in enumerate(zip(cells["score"], scores,
+                                                cells["verification_feedback"], strict=True)):
+        if score is None or math.isnan(score):
+            problems.append((i, f"{at(i)}, column 'score': not a number ({show(raw)})"))
+            scores[i] = None
+            score = None
         elif not 0.0 <= score <= 1.0:
-            problems.append(f"{at}, column 'score': {score} outside [0, 1]")
+            shown = show(raw if math.isinf(score) else score)
+            problems.append((i, f"{at(i)}, column 'score': {shown} outside [0, 1]"))
         if isinstance(label, str) and label not in SAF_LABELS:
-            problems.append(
-                f"{at}, column 'verification_feedback': {label!r} not one of {list(SAF_LABELS)}"
-            )
+            problems.append((i, f"{at(i)}, column 'verification_feedback': {show(label)} not "
+                                f"one of {list(SAF_LABELS)}"))
         elif label in SAF_LABELS and score is not None and 0.0 <= score <= 1.0:
-            expected = (
-                "Correct" if score == 1 else "Incorrect" if score == 0 else "Partially correct"
-            )
+            expected = ("Correct" if score == 1 else "Incorrect" if score == 0
+                        else "Partially correct")
             if label != expected:
-                anomalies.append({
-                    "kind": "label_score_mismatch", "id": rid, "row": row, "file": file,
-                    "message": f"{at}, column 'verification_feedback': label {label!r} "
-                               f"inconsistent with score {score} (expected {expected!r})"})
-        rec["score"] = float(score) if score is not None and not _isna(score) else None
-        rows.append(rec)
-    return _Checked(rows, problems, anomalies)
+                anomalies.append((i, {
+                    "kind": "label_score_mismatch", "id": ids[i], "row": row_of[i],
+                    "file": file_of[i],
+                    "message": f"{at(i)}, column 'verification_feedback': label {label!r} "
+                               f"inconsistent with score {score} (expected {expected!r})"}))
+    cells["score"] = scores
+    problems.sort(key=lambda t: t[0])  # stable: within a row, in column order
+    anomalies.sort(key=lambda t: t[0])
+    return _Checked(cells, file_of, row_of, [m for _, m in problems], [a for _, a in anomalies])
 
 
-def _id_type_problems(checked: dict[str, _Checked], where: dict[str, pd.DataFrame]) -> list[str]:
+def _id_type_problems(checked: dict[str, _Checked]) -> list[str]:
     """Ids must share one type (all strings or all integers) across the loaded splits."""
-    kinds = Counter(
-        type(r["id"]).__name__ for c in checked.values() for r in c.rows
-        if isinstance(r["id"], str | int) and not isinstance(r["id"], bool)
-    )
+    def kind(rid: Any) -> str | None:
+        if isinstance(rid, bool) or not isinstance(rid, str | int):
+            return None
+        return type(rid).__name__
+
+    kinds = Counter(k for c in checked.values() for k in map(kind, c.columns.get("id", [])) if k)
     if len(kinds) < 2:
         return []
     main = "str" if kinds["str"] >= kinds["int"] else "int"
     problems = []
     for split, c in checked.items():
-        df = where[split]
-        for i, r in enumerate(c.rows):
-            rid = r["id"]
-            if isinstance(rid, str | int) and not isinstance(rid, bool) \
-                    and type(rid).__name__ != main:
-                at = _where(str(df["_file"].iloc[i]), split, int(df["_row"].iloc[i]), repr(rid))
+        for i, rid in enumerate(c.columns.get("id", [])):
+            if kind(rid) not in (None, main):
+                at = _where(c.files[i], split, c.rows[i], repr(rid))
                 problems.append(
                     f"{at}, column 'id': {type(rid).__name__} id among {main} ids "
                     f"({kinds[main]} of them); write every id as a {main}"
@@ -411,28 +487,50 @@ def _id_type_problems(checked: dict[str, _Checked], where: dict[str, pd.DataFram
     return problems
 
 
-def _leak_anomalies(checked: dict[str, _Checked], frames: dict[str, pd.DataFrame]) -> None:
+def _cross_split_problems(checked: dict[str, _Checked]) -> list[str]:
+    """An id (once normalised) belongs to one split only; both places are named."""
+    places = [(split, i) for split, c in checked.items() for i in range(len(c))
+              if isinstance(c.columns["id"][i], str | int)]
+    ids = [checked[s].columns["id"][i] for s, i in places]
+    problems, reported = [], set()
+    for j, first, exact in id_clashes(ids):
+        (s, i), (fs, fi) = places[j], places[first]
+        if s == fs or (fs, s, id_key(ids[j])) in reported:
+            continue  # within a split: reported by _check_split
+        reported.add((fs, s, id_key(ids[j])))
+        a, b = checked[s], checked[fs]
+        both = f"({b.files[fi]} row {b.rows[fi]}; {a.files[i]} row {a.rows[i]})"
+        if exact:
+            problems.append(f"id {show_id(ids[j])} appears in splits {fs!r} and {s!r} {both}")
+        else:
+            problems.append(f"splits {fs!r} and {s!r}: {clash_message(ids[j], ids[first])} "
+                            f"{both}")
+    return problems
+
+
+def _leak_anomalies(checked: dict[str, _Checked]) -> None:
     """Add leakage by normalised content to the test splits' anomalies (ids may differ).
 
     ``leak_answer_in_train``: a test answer (not blank) to the same question as a train
     answer with the same text. ``leak_question_seen``: a ``test_unseen_questions`` question
-    also asked in train or validation.
+    also asked in train or validation. Texts are compared by :func:`squash`.
     """
+    keys = {s: (_keys(c.columns.get("question", []), squash),
+                _keys(c.columns.get("provided_answer", []), squash))
+            for s, c in checked.items()}
+
     def places(split: str):
-        df = frames[split]
-        for i, r in enumerate(checked[split].rows):
-            q, a = r["question"], r["provided_answer"]
-            yield (squash(q) if isinstance(q, str) else None,
-                   squash(a) if isinstance(a, str) else "",
-                   str(df["_file"].iloc[i]), int(df["_row"].iloc[i]), r["id"])
+        c = checked[split]
+        q, a = keys[split]
+        return zip(q, a, c.files, c.rows, c.columns.get("id", []), strict=True)
 
     def first(splits: Sequence[str], key) -> dict:
         out: dict = {}
         for s in splits:
             for q, a, file, row, rid in places(s):
                 k = key(q, a)
-                if q and k is not None:
-                    out.setdefault(k, f"{file} [{s}] row {row} (id={rid})")
+                if q and k is not None and k not in out:
+                    out[k] = _where(file, s, row, rid)
         return out
 
     if "train" in checked:
@@ -528,6 +626,8 @@ def load_saf(source: str | os.PathLike | None = None, splits: Iterable[str] | No
     frames: dict[str, pd.DataFrame] = {}
     registered: dict[str, list[tuple[str, str]]] = {}
     root = Path(source).expanduser()
+    if root.is_file():
+        raise SAFDataError([folder_problem(root, "SAF data source", source)], source)
     if root.exists():
         found = _local_saf_files(root, wanted)
         missing = [s for s in wanted if s not in found.files and not any(
@@ -586,18 +686,13 @@ def load_saf(source: str | os.PathLike | None = None, splits: Iterable[str] | No
 
     checked = {split: _check_split(df, split, [label for label, _ in registered[split]])
                for split, df in frames.items()}
-    _leak_anomalies(checked, frames)
+    _leak_anomalies(checked)
     problems = [p for c in checked.values() for p in c.problems]
-    problems += _id_type_problems(checked, frames)
+    problems += _id_type_problems(checked)
     if strict:
         problems += [a["message"] + " (content anomaly; strict=True)"
                      for c in checked.values() for a in c.anomalies]
-    split_of: dict[Any, str] = {}
-    for split, c in checked.items():
-        for rid in dict.fromkeys(r["id"] for r in c.rows if r["id"] is not None):
-            if rid in split_of:
-                problems.append(f"id {rid} appears in splits {split_of[rid]!r} and {split!r}")
-            split_of[rid] = split
+    problems += _cross_split_problems(checked)
     if problems:
         raise SAFDataError(problems, source)
 
@@ -611,14 +706,15 @@ def load_saf(source: str | os.PathLike | None = None, splits: Iterable[str] | No
             f"{source}: loaded with content anomalies ({summary}); "
             "load_saf(..., return_report=True) lists them, strict=True refuses them"),
             stacklevel=2)
-    ds = datasets.DatasetDict({s: _rows_to_dataset(c.rows) for s, c in checked.items()})
+    ds = datasets.DatasetDict({s: _to_dataset(c.columns) for s, c in checked.items()})
     return (ds, report) if return_report else ds
 
 
-def _rows_to_dataset(rows: list[dict[str, Any]]):
+def _to_dataset(columns: dict[str, list[Any]]):
+    """A ``datasets.Dataset`` straight from the checked columns (one Arrow array each)."""
     import datasets
+    import pyarrow as pa
 
-    df = pd.DataFrame(rows)
-    for col in df.columns:
-        df[col] = df[col].astype(float) if col == "score" else df[col].astype(object)
-    return datasets.Dataset.from_pandas(df, preserve_index=False)
+    table = pa.table({c: pa.array(v, type=pa.float64() if c == "score" else None)
+                      for c, v in columns.items()})
+    return datasets.Dataset(table)
