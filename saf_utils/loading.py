@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+import pandas as pd
 
 from saf_utils.text import identity_key
 
@@ -120,18 +122,46 @@ def id_key(value: Any) -> Any:
     return identity_key(value) if isinstance(value, str) else value
 
 
-def id_clashes(ids: Iterable[Any]) -> list[tuple[int, int, bool]]:
+def id_keys(ids: pd.Series) -> list[Any]:
+    """:func:`id_key` of every cell of an id column (``None`` for a cell that is neither a
+    string nor an integer).
+
+    Vectorised where it matters: in a text column, ids that are printable ASCII without
+    leading, trailing or double spaces (the common case) are their own key, found with one
+    Arrow pass; only the others go through :func:`identity_key`.
+    """
+    values = ids.tolist()
+    if isinstance(ids.dtype, pd.StringDtype):
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        arr = pa.array(ids)
+        spaced = pc.or_kleene(pc.or_kleene(pc.match_substring(arr, "  "), pc.starts_with(arr, " ")),
+                              pc.ends_with(arr, " "))
+        clean = pc.and_kleene(pc.and_kleene(pc.string_is_ascii(arr), pc.ascii_is_printable(arr)),
+                              pc.invert(spaced))
+        mask = clean.fill_null(False).to_numpy(zero_copy_only=False)
+        return [v if ok else (identity_key(v) if isinstance(v, str) else None)
+                for v, ok in zip(values, mask, strict=True)]
+    return [identity_key(v) if isinstance(v, str) else
+            v if isinstance(v, int) and not isinstance(v, bool) else None for v in values]
+
+
+def id_clashes(ids: Sequence[Any], keys: Sequence[Any] | None = None
+               ) -> list[tuple[int, int, bool]]:
     """``(i, first, exact)`` for every id equal to an earlier one (position ``first``).
 
     ``exact``: the same value (a plain duplicate); otherwise the two are written differently
     and equal only after :func:`identity_key` (NFC/NFD forms, extra spaces, zero-width
-    characters), which the loaders report as a data error naming both rows.
+    characters), which the loaders report as a data error naming both rows. ``keys``: the
+    ids' :func:`id_key` when already known.
     """
+    keys = [id_key(v) for v in ids] if keys is None else keys
     first_key: dict[Any, int] = {}
     first_value: dict[Any, int] = {}
     out = []
-    for i, value in enumerate(ids):
-        key = (type(value) is str, id_key(value))
+    for i, (value, key) in enumerate(zip(ids, keys, strict=True)):
+        key = (type(value) is str, key)
         if key in first_key:
             exact = (type(value), value) in first_value
             out.append((i, first_value[type(value), value] if exact else first_key[key], exact))

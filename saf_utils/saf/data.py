@@ -28,6 +28,8 @@ files, and validates every row. Two kinds of findings:
 from __future__ import annotations
 
 import csv
+import dataclasses
+import hashlib
 import io
 import math
 import os
@@ -39,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from saf_utils.loading import (
@@ -48,6 +51,7 @@ from saf_utils.loading import (
     folder_problem,
     id_clashes,
     id_key,
+    id_keys,
     is_int64,
     load_json_text,
     read_utf8,
@@ -121,10 +125,21 @@ def _utf8(path: Path) -> str:
     return read_utf8(path, lambda msg: SAFDataError([msg]))
 
 
+def _lines(text: str) -> Iterable[str]:
+    """The ``\n``-separated lines of a text, one at a time (no list of them all)."""
+    start = 0
+    while start <= len(text):
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end
+        yield text[start:end]
+        start = end + 1
+
+
 def _read_jsonl(path: Path) -> pd.DataFrame:
     """One object per line; every cell kept as parsed (object columns: no int64 overflow)."""
-    records = []
-    for line_no, line in enumerate(_utf8(path).split("\n"), 1):
+    columns: dict[str, list[Any]] = {}
+    n = 0
+    for line_no, line in enumerate(_lines(_utf8(path)), 1):
         if not line.strip():
             continue
         try:
@@ -136,10 +151,14 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
             raise ValueError(f"line {line_no}: not valid JSON ({show(str(exc), 200)})") from None
         if not isinstance(rec, dict):
             raise ValueError(f"line {line_no}: a JSON {type(rec).__name__}, not an object")
-        records.append(rec)
-    columns = list(dict.fromkeys(k for rec in records for k in rec))
-    return pd.DataFrame({c: pd.Series([rec.get(c) for rec in records], dtype=object)
-                         for c in columns}, index=range(len(records)))
+        for key in rec:
+            if key not in columns:
+                columns[key] = [None] * n
+        for key, values in columns.items():
+            values.append(rec.get(key))
+        n += 1
+    return pd.DataFrame({c: pd.Series(v, dtype=object) for c, v in columns.items()},
+                        index=range(n))
 
 
 def _header(path: Path) -> list[str]:
@@ -302,20 +321,22 @@ def _missing_split_message(root: Path, missing: list[str], found: _SplitFiles) -
 
 @dataclass
 class _Checked:
-    """One split after validation: clean columns, problems, and counted anomalies.
+    """One split after validation: its kept columns, problems, and counted anomalies.
 
-    ``columns`` maps each kept column to its values in file order; ``files`` and ``rows``
-    give each row's file and 1-based row number in it.
+    ``frame`` holds the kept columns (blank answers as ``""``, ``score`` as float); ``ids``,
+    ``files`` and ``rows`` give each row's id, file and 1-based row number in that file.
     """
 
-    columns: dict[str, list[Any]]
-    files: list[str]
-    rows: list[int]
+    frame: pd.DataFrame
+    ids: list[Any]
+    keys: list[Any]  # the ids' identity (saf_utils.loading.id_key)
+    files: np.ndarray
+    rows: np.ndarray
     problems: list[str]
     anomalies: list[dict[str, Any]]  # {kind, id, row, file, message}
 
     def __len__(self) -> int:
-        return len(self.rows)
+        return len(self.ids)
 
 
 def _where(file: str, split: str, row: int, rid: Any) -> str:
@@ -341,23 +362,26 @@ def _number(value: Any) -> float | None:
     return None
 
 
-def _keys(values: list[Any], key) -> list[Any]:
-    """``key`` of each string value (``None`` otherwise), computed once per distinct value."""
-    cache: dict[str, Any] = {}
-    out = []
-    for v in values:
-        if isinstance(v, str):
-            k = cache.get(v)
-            if k is None:
-                k = cache[v] = key(v)
-            out.append(k)
-        else:
-            out.append(None)
-    return out
+def _is_text(s: pd.Series) -> bool:
+    """A column whose every present cell is a string (pandas ``str`` dtype)."""
+    return isinstance(s.dtype, pd.StringDtype)
+
+
+def _suspects(s: pd.Series) -> np.ndarray:
+    """Positions of cells that may not be visibly non-blank strings (looked at one by one).
+
+    A string that starts with a letter or digit is not blank; every other cell (missing,
+    not a string, starting with a space, a mark or an invisible character) is a suspect.
+    """
+    if _is_text(s):
+        ok = s.str.slice(0, 1).str.isalnum().fillna(False).to_numpy(dtype=bool)
+        return np.flatnonzero(~ok)
+    return np.array([i for i, v in enumerate(s.tolist())
+                     if not (isinstance(v, str) and v[:1].isalnum())], dtype=int)
 
 
 def _text_problem(value: Any, col: str) -> str | None:
-    if value is None:
+    if _isna(value):
         return "missing label" if col == "verification_feedback" else "missing value"
     if not isinstance(value, str):
         return f"{show(value)} is a {type(value).__name__}, not a string"
@@ -366,39 +390,51 @@ def _text_problem(value: Any, col: str) -> str | None:
     return None
 
 
+def _scores(s: pd.Series) -> np.ndarray:
+    """The score column as floats (NaN where a cell is no number; booleans are none)."""
+    if pd.api.types.is_bool_dtype(s):
+        return np.full(len(s), np.nan)
+    if pd.api.types.is_numeric_dtype(s):
+        return s.to_numpy(dtype=float, na_value=np.nan)
+    if _is_text(s):
+        return pd.to_numeric(s, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    return np.array([np.nan if (x := _number(v)) is None else x for v in s.tolist()],
+                    dtype=float)
+
+
 def _check_split(df: pd.DataFrame, split: str, files: Sequence[str]) -> _Checked:
     """Validate one split read from ``files``; ``df`` carries ``_file`` and ``_row`` (1-based).
 
-    Column-wise: every cell is looked at once (text keys once per distinct value), and a
-    message is made only for the rows that have a problem.
+    Column-wise: whole columns are tested at once, cells are looked at one by one only where
+    a column is not plain text or a cell is a suspect, and messages are made only for rows
+    with a problem (a 100k-row split loads in seconds: benchmarks/loader_bench.py).
     """
     where_split = f"{', '.join(files)} [{split}]"
+    empty = _Checked(pd.DataFrame(), [], [], np.array([]), np.array([]), [], [])
     if len(df) == 0:
-        return _Checked({}, [], [], [f"{where_split}: split has 0 rows"], [])
+        return dataclasses.replace(empty, problems=[f"{where_split}: split has 0 rows"])
     missing = [c for c in SAF_COLUMNS if c not in df.columns]
     if missing:
-        return _Checked({}, [], [], [f"{where_split}: missing column '{c}'" for c in missing],
-                        [])
+        return dataclasses.replace(
+            empty, problems=[f"{where_split}: missing column '{c}'" for c in missing])
     keep = [c for c in SAF_COLUMNS + SAF_OPTIONAL_COLUMNS if c in df.columns]
-    cells: dict[str, list[Any]] = {}
-    for c in keep:
-        values = df[c].tolist()
-        na = df[c].isna().to_numpy()
-        if na.any():
-            values = [None if n else v for v, n in zip(values, na, strict=True)]
-        cells[c] = values
-    file_of = [str(f) for f in df["_file"].tolist()]
-    row_of = [int(r) for r in df["_row"].tolist()]
-    ids = cells["id"]
-    problems: list[tuple[int, str]] = []  # (row index, message): sorted into file order
-    anomalies: list[tuple[int, dict[str, Any]]] = []  # (row index, anomaly)
+    frame = df[keep].reset_index(drop=True)
+    file_of = df["_file"].astype(str).to_numpy()
+    row_of = df["_row"].to_numpy()
+    ids = [None if _isna(v) else v for v in frame["id"].tolist()]
+    keys = id_keys(frame["id"])
+    problems: list[tuple[int, str]] = []  # (row position, message): sorted into file order
+    anomalies: list[tuple[int, dict[str, Any]]] = []
 
     def at(i: int) -> str:
-        return _where(file_of[i], split, row_of[i], ids[i])
+        return _where(file_of[i], split, int(row_of[i]), ids[i])
+
+    def cell(col: str, i: int) -> Any:
+        return frame[col].iat[i]
 
     good_id = []
     for i, rid in enumerate(ids):
-        if rid is None or (isinstance(rid, str) and is_blank(rid)):
+        if rid is None or keys[i] == "":
             problems.append((i, f"{at(i)}, column 'id': empty id"))
         elif isinstance(rid, bool) or not isinstance(rid, str | int):
             problems.append((i, f"{at(i)}, column 'id': {describe(rid)} is not a string or "
@@ -408,78 +444,83 @@ def _check_split(df: pd.DataFrame, split: str, files: Sequence[str]) -> _Checked
                                 "range; write such ids as strings"))
         else:
             good_id.append(i)
-    for j, first, exact in id_clashes(ids[i] for i in good_id):
+    for j, first, exact in id_clashes([ids[i] for i in good_id], [keys[i] for i in good_id]):
         i, f = good_id[j], good_id[first]
         what = "duplicate id" if exact else clash_message(ids[i], ids[f])
-        problems.append((i, f"{at(i)}, column 'id': {what} (first in row {row_of[f]}"
-                            + ("" if file_of[f] == file_of[i] else f" of {file_of[f]}") + ")"))
+        where = "" if file_of[f] == file_of[i] else f" of {file_of[f]}"
+        problems.append((i, f"{at(i)}, column 'id': {what} (first in row {row_of[f]}{where})"))
     for col in _REQUIRED_TEXT + ("verification_feedback",):
-        for i, value in enumerate(cells[col]):
-            if not (isinstance(value, str) and value[:1].isalnum()):  # else: visibly not blank
-                what = _text_problem(value, col)
-                if what:
-                    problems.append((i, f"{at(i)}, column '{col}': {what}"))
-    if "error_class" in cells:
-        for i, value in enumerate(cells["error_class"]):
-            if value is not None and not isinstance(value, str):
+        for i in _suspects(frame[col]):
+            what = _text_problem(cell(col, i), col)
+            if what:
+                problems.append((i, f"{at(i)}, column '{col}': {what}"))
+    if "error_class" in frame and not _is_text(frame["error_class"]):
+        for i, value in enumerate(frame["error_class"].tolist()):
+            if not _isna(value) and not isinstance(value, str):
                 problems.append((i, f"{at(i)}, column 'error_class': {describe(value)} is not "
                                     "a string"))
-    answers = cells["provided_answer"]
-    for i, answer in enumerate(answers):
-        if isinstance(answer, str) and answer[:1].isalnum():
-            continue
-        if answer is not None and not isinstance(answer, str):
+    blank = []
+    for i in _suspects(frame["provided_answer"]):
+        answer = cell("provided_answer", i)
+        if not _isna(answer) and not isinstance(answer, str):
             problems.append((i, f"{at(i)}, column 'provided_answer': {show(answer)} is a "
                                 f"{type(answer).__name__}, not a string"))
-        elif answer is None or is_blank(answer):
-            anomalies.append((i, {"kind": "empty_answer", "id": ids[i], "row": row_of[i],
+        elif _isna(answer) or is_blank(answer):
+            anomalies.append((i, {"kind": "empty_answer", "id": ids[i], "row": int(row_of[i]),
                                   "file": file_of[i],
                                   "message": f"{at(i)}, column 'provided_answer': empty answer"}))
-            answers[i] = answer or ""
-    scores = [_number(v) for v in cells["score"]]
-    for i, (raw, score, label) in enumerate(zip(cells["score"], scores,
-                                                cells["verification_feedback"], strict=True)):
-        if score is None or math.isnan(score):
-            problems.append((i, f"{at(i)}, column 'score': not a number ({show(raw)})"))
-            scores[i] = None
-            score = None
-        elif not 0.0 <= score <= 1.0:
-            shown = show(raw if math.isinf(score) else score)
-            problems.append((i, f"{at(i)}, column 'score': {shown} outside [0, 1]"))
-        if isinstance(label, str) and label not in SAF_LABELS:
+            if _isna(answer):
+                blank.append(i)
+    if blank:  # a missing answer is loaded as ""
+        answers = frame["provided_answer"].astype(object)
+        answers.iloc[blank] = ""
+        frame["provided_answer"] = answers
+    scores = _scores(frame["score"])
+    for i in np.flatnonzero(np.isnan(scores)):
+        problems.append((i, f"{at(i)}, column 'score': not a number ({show(cell('score', i))})"))
+    outside = ~np.isnan(scores) & ((scores < 0) | (scores > 1))
+    for i in np.flatnonzero(outside):
+        shown = show(cell("score", i) if np.isinf(scores[i]) else float(scores[i]))
+        problems.append((i, f"{at(i)}, column 'score': {shown} outside [0, 1]"))
+    labels = frame["verification_feedback"]
+    known = labels.isin(SAF_LABELS).to_numpy(dtype=bool)
+    for i in np.flatnonzero(~known):
+        label = labels.iat[i]
+        if isinstance(label, str):
             problems.append((i, f"{at(i)}, column 'verification_feedback': {show(label)} not "
                                 f"one of {list(SAF_LABELS)}"))
-        elif label in SAF_LABELS and score is not None and 0.0 <= score <= 1.0:
-            expected = ("Correct" if score == 1 else "Incorrect" if score == 0
-                        else "Partially correct")
-            if label != expected:
-                anomalies.append((i, {
-                    "kind": "label_score_mismatch", "id": ids[i], "row": row_of[i],
-                    "file": file_of[i],
-                    "message": f"{at(i)}, column 'verification_feedback': label {label!r} "
-                               f"inconsistent with score {score} (expected {expected!r})"}))
-    cells["score"] = scores
+    expected = np.where(scores == 1, "Correct",
+                        np.where(scores == 0, "Incorrect", "Partially correct"))
+    valid = known & ~np.isnan(scores) & ~outside
+    for i in np.flatnonzero(valid & (labels.to_numpy(dtype=object) != expected)):
+        anomalies.append((i, {
+            "kind": "label_score_mismatch", "id": ids[i], "row": int(row_of[i]),
+            "file": file_of[i],
+            "message": f"{at(i)}, column 'verification_feedback': label {labels.iat[i]!r} "
+                       f"inconsistent with score {float(scores[i])} "
+                       f"(expected {expected[i]!r})"}))
+    frame["score"] = scores
     problems.sort(key=lambda t: t[0])  # stable: within a row, in column order
     anomalies.sort(key=lambda t: t[0])
-    return _Checked(cells, file_of, row_of, [m for _, m in problems], [a for _, a in anomalies])
+    return _Checked(frame, ids, keys, file_of, row_of, [m for _, m in problems],
+                    [a for _, a in anomalies])
 
 
 def _id_type_problems(checked: dict[str, _Checked]) -> list[str]:
     """Ids must share one type (all strings or all integers) across the loaded splits."""
-    def kind(rid: Any) -> str | None:
-        if isinstance(rid, bool) or not isinstance(rid, str | int):
-            return None
-        return type(rid).__name__
-
-    kinds = Counter(k for c in checked.values() for k in map(kind, c.columns.get("id", [])) if k)
-    if len(kinds) < 2:
+    types = Counter()
+    for c in checked.values():
+        types.update(map(type, c.ids))
+    kinds = {"str": types[str], "int": types[int]}
+    if not (kinds["str"] and kinds["int"]):
         return []
     main = "str" if kinds["str"] >= kinds["int"] else "int"
+    other = int if main == "str" else str
     problems = []
     for split, c in checked.items():
-        for i, rid in enumerate(c.columns.get("id", [])):
-            if kind(rid) not in (None, main):
-                at = _where(c.files[i], split, c.rows[i], repr(rid))
+        for i, rid in enumerate(c.ids):
+            if type(rid) is other:
+                at = _where(c.files[i], split, int(c.rows[i]), repr(rid))
                 problems.append(
                     f"{at}, column 'id': {type(rid).__name__} id among {main} ids "
                     f"({kinds[main]} of them); write every id as a {main}"
@@ -489,11 +530,15 @@ def _id_type_problems(checked: dict[str, _Checked]) -> list[str]:
 
 def _cross_split_problems(checked: dict[str, _Checked]) -> list[str]:
     """An id (once normalised) belongs to one split only; both places are named."""
-    places = [(split, i) for split, c in checked.items() for i in range(len(c))
-              if isinstance(c.columns["id"][i], str | int)]
-    ids = [checked[s].columns["id"][i] for s, i in places]
+    sets = [set(c.keys) - {None} for c in checked.values()]
+    shared = set().union(*(a & b for n, a in enumerate(sets) for b in sets[n + 1:]))
+    if not shared:
+        return []
+    places = [(split, i) for split, c in checked.items() for i, k in enumerate(c.keys)
+              if k in shared]
+    ids = [checked[s].ids[i] for s, i in places]
     problems, reported = [], set()
-    for j, first, exact in id_clashes(ids):
+    for j, first, exact in id_clashes(ids, [checked[s].keys[i] for s, i in places]):
         (s, i), (fs, fi) = places[j], places[first]
         if s == fs or (fs, s, id_key(ids[j])) in reported:
             continue  # within a split: reported by _check_split
@@ -508,51 +553,80 @@ def _cross_split_problems(checked: dict[str, _Checked]) -> list[str]:
     return problems
 
 
+class _Codes:
+    """Integer codes of normalised texts (:func:`squash`), shared by every split.
+
+    Each distinct cell value is normalised once; a missing or empty key is ``-1``.
+    """
+
+    def __init__(self) -> None:
+        self.vocab: dict[str, int] = {}
+
+    def __call__(self, s: pd.Series) -> np.ndarray:
+        codes, uniques = pd.factorize(s, use_na_sentinel=True)
+        ukeys = [squash(u) if isinstance(u, str) else "" for u in uniques]
+        table = np.array([self.vocab.setdefault(k, len(self.vocab)) if k else -1
+                          for k in ukeys] + [-1], dtype=np.int64)
+        return table[codes]  # the sentinel -1 picks the final -1
+
+
+def _first_places(codes: np.ndarray, split: str, c: _Checked) -> dict[int, str]:
+    """Code -> where it first occurs in a split (only for codes >= 0)."""
+    uniq, first = np.unique(codes, return_index=True)
+    return {int(k): _where(c.files[i], split, int(c.rows[i]), c.ids[i])
+            for k, i in zip(uniq, first, strict=True) if k >= 0}
+
+
 def _leak_anomalies(checked: dict[str, _Checked]) -> None:
     """Add leakage by normalised content to the test splits' anomalies (ids may differ).
 
     ``leak_answer_in_train``: a test answer (not blank) to the same question as a train
     answer with the same text. ``leak_question_seen``: a ``test_unseen_questions`` question
-    also asked in train or validation. Texts are compared by :func:`squash`.
+    also asked in train or validation. Texts are compared by :func:`squash`, on integer
+    codes (one per distinct text).
     """
-    keys = {s: (_keys(c.columns.get("question", []), squash),
-                _keys(c.columns.get("provided_answer", []), squash))
-            for s, c in checked.items()}
+    code = _Codes()
+    questions = {s: code(c.frame["question"]) for s, c in checked.items()}
+    tests = [s for s in SAF_TEST_SPLITS if s in checked]
+    if "train" in checked and tests:
+        answers = {s: code(checked[s].frame["provided_answer"]) for s in ["train", *tests]}
+        width = np.int64(len(code.vocab) + 1)
 
-    def places(split: str):
-        c = checked[split]
-        q, a = keys[split]
-        return zip(q, a, c.files, c.rows, c.columns.get("id", []), strict=True)
+        def pairs(s: str) -> np.ndarray:
+            q, a = questions[s], answers[s]
+            return np.where((q >= 0) & (a >= 0), q * width + a, -1)
 
-    def first(splits: Sequence[str], key) -> dict:
-        out: dict = {}
-        for s in splits:
-            for q, a, file, row, rid in places(s):
-                k = key(q, a)
-                if q and k is not None and k not in out:
-                    out[k] = _where(file, s, row, rid)
-        return out
-
-    if "train" in checked:
-        answers = first(["train"], lambda q, a: (q, a) if a else None)
-        for split in (s for s in SAF_TEST_SPLITS if s in checked):
-            for q, a, file, row, rid in places(split):
-                if a and (q, a) in answers:
-                    checked[split].anomalies.append({
-                        "kind": "leak_answer_in_train", "id": rid, "row": row, "file": file,
-                        "message": f"{_where(file, split, row, rid)}, column 'provided_answer': "
-                                   f"same answer to the same question as {answers[q, a]} "
-                                   "(normalised text)"})
-    seen_in = [s for s in ("train", "validation") if s in checked]
-    if "test_unseen_questions" in checked and seen_in:
-        questions = first(seen_in, lambda q, a: q)
-        split = "test_unseen_questions"
-        for q, _, file, row, rid in places(split):
-            if q and q in questions:
+        train = pairs("train")
+        where = None
+        for split in tests:
+            c, both = checked[split], pairs(split)
+            hits = np.flatnonzero((both >= 0) & np.isin(both, train))
+            if len(hits) and where is None:
+                where = _first_places(train, "train", checked["train"])
+            for i in hits:
                 checked[split].anomalies.append({
-                    "kind": "leak_question_seen", "id": rid, "row": row, "file": file,
-                    "message": f"{_where(file, split, row, rid)}, column 'question': question "
-                               f"also asked in {questions[q]} (normalised text)"})
+                    "kind": "leak_answer_in_train", "id": c.ids[i], "row": int(c.rows[i]),
+                    "file": c.files[i],
+                    "message": f"{_where(c.files[i], split, int(c.rows[i]), c.ids[i])}, column "
+                               f"'provided_answer': same answer to the same question as "
+                               f"{where[int(both[i])]} (normalised text)"})
+    seen_in = [s for s in ("train", "validation") if s in checked]
+    split = "test_unseen_questions"
+    if split in checked and seen_in:
+        c, q = checked[split], questions[split]
+        seen = np.concatenate([questions[s] for s in seen_in])
+        hits = np.flatnonzero((q >= 0) & np.isin(q, seen))
+        if len(hits):
+            where: dict[int, str] = {}
+            for s in reversed(seen_in):  # the first split wins
+                where.update(_first_places(questions[s], s, checked[s]))
+        for i in hits:
+            c.anomalies.append({
+                "kind": "leak_question_seen", "id": c.ids[i], "row": int(c.rows[i]),
+                "file": c.files[i],
+                "message": f"{_where(c.files[i], split, int(c.rows[i]), c.ids[i])}, column "
+                           f"'question': question also asked in {where[int(q[i])]} "
+                           "(normalised text)"})
 
 
 def validate_saf_frame(df: pd.DataFrame, split: str, file: str, strict: bool = True
@@ -686,9 +760,10 @@ def load_saf(source: str | os.PathLike | None = None, splits: Iterable[str] | No
 
     checked = {split: _check_split(df, split, [label for label, _ in registered[split]])
                for split, df in frames.items()}
-    _leak_anomalies(checked)
     problems = [p for c in checked.values() for p in c.problems]
     problems += _id_type_problems(checked)
+    if not problems:  # leakage compares clean texts only
+        _leak_anomalies(checked)
     if strict:
         problems += [a["message"] + " (content anomaly; strict=True)"
                      for c in checked.values() for a in c.anomalies]
@@ -706,15 +781,27 @@ def load_saf(source: str | os.PathLike | None = None, splits: Iterable[str] | No
             f"{source}: loaded with content anomalies ({summary}); "
             "load_saf(..., return_report=True) lists them, strict=True refuses them"),
             stacklevel=2)
-    ds = datasets.DatasetDict({s: _to_dataset(c.columns) for s, c in checked.items()})
+    ds = datasets.DatasetDict({s: _to_dataset(c.frame) for s, c in checked.items()})
     return (ds, report) if return_report else ds
 
 
-def _to_dataset(columns: dict[str, list[Any]]):
-    """A ``datasets.Dataset`` straight from the checked columns (one Arrow array each)."""
+def _to_dataset(frame: pd.DataFrame):
+    """A ``datasets.Dataset`` straight from the checked columns (Arrow ``string`` text).
+
+    The fingerprint is a BLAKE2 digest of the table's Arrow buffers: ``datasets``' default
+    pickles the whole table to hash it, which doubles the peak memory of a large split.
+    """
     import datasets
     import pyarrow as pa
 
-    table = pa.table({c: pa.array(v, type=pa.float64() if c == "score" else None)
-                      for c, v in columns.items()})
-    return datasets.Dataset(table)
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    fields = [pa.field(f.name, pa.string()) if pa.types.is_large_string(f.type) else f
+              for f in table.schema]
+    table = table.cast(pa.schema(fields))
+    digest = hashlib.blake2b(str(table.schema).encode(), digest_size=8)
+    for column in table.columns:
+        for chunk in column.chunks:
+            for buf in chunk.buffers():
+                if buf is not None:
+                    digest.update(memoryview(buf))
+    return datasets.Dataset(table, fingerprint=digest.hexdigest())
