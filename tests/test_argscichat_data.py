@@ -210,10 +210,13 @@ def test_test_paper_copied_into_train_under_another_key_is_a_counted_leak(tmp_pa
             f"{root / 'fold_0_test.json'} shares 4 of its 4 content sentences with paper "
             f"'A Renamed Copy' (id 99) in {root / 'fold_0_train.json'}") in leak["message"]
     assert list(report.columns) == list(adata.ARGSCICHAT_REPORT_COLUMNS)
-    assert report.set_index("split")["count"].to_dict() == {"train": 0, "val": 0, "test": 1}
+    leaks = report[report.kind == "leak_paper_content"]
+    assert leaks.set_index("split")["count"].to_dict() == {"train": 0, "val": 0, "test": 1}
+    assert report["count"].sum() == 1  # the copy is a clean paper otherwise
     entry = next(s for s in provenance.data_sources()
                  if s["path"] == str((root / "fold_0_test.json").resolve()))
-    assert entry["anomalies"] == {"leak_paper_content": 1}
+    assert entry["anomalies"] == {**dict.fromkeys(adata.ARGSCICHAT_ANOMALY_KINDS, 0),
+                                  "leak_paper_content": 1}
     assert entry["anomaly_ids"] == {"leak_paper_content": ["10"]}
     with pytest.raises(ArgSciChatDataError, match=r"1 content anomaly\(ies\) \(strict=True\)"
                        r":\n  - fold 0: paper 'Question Answering over Tables'"):
@@ -233,7 +236,8 @@ def test_clean_fold_has_no_anomalies():
     with warnings.catch_warnings():
         warnings.simplefilter("error", ArgSciChatDataWarning)
         fold, report = load_argscichat(FIX / "argscichat", fold=1, return_report=True)
-    assert fold.anomalies == [] and report["count"].sum() == 0 and len(report) == 3
+    assert fold.anomalies == [] and report["count"].sum() == 0
+    assert len(report) == 3 * len(adata.ARGSCICHAT_ANOMALY_KINDS)  # zeros included
 
 
 # --------------------------------------------------------------------------- files and arguments
