@@ -75,7 +75,6 @@ def _saf_frames():
 def make_saf(root: Path, rows: int, fmt: str) -> Path:
     """A SAF release with a ``rows``-row train split, written as ``fmt`` files."""
     import numpy as np
-    import pandas as pd
 
     frames = _saf_frames()
     train = frames["train"]

@@ -172,8 +172,15 @@ def id_clashes(ids: Sequence[Any], keys: Sequence[Any] | None = None
 
 
 def clash_message(a: Any, b: Any) -> str:
-    """Why two ids that are written differently are one id."""
-    return (f"id {show(a)} equals id {show(b)} once normalised (Unicode NFKC, whitespace "
+    """Why two ids that are written differently are one id (non-ASCII ids shown escaped,
+    so that NFC ``'Pr\\xfcfung'`` and NFD ``'Pru\\u0308fung'`` look different)."""
+    def shown(v: Any) -> str:
+        if not isinstance(v, str) or v.isascii():
+            return show(v)
+        text = ascii(v)
+        return text if len(text) <= SHOW_LIMIT else f"{text[:SHOW_LIMIT]}... ({len(v)} characters)"
+
+    return (f"id {shown(a)} equals id {shown(b)} once normalised (Unicode NFKC, whitespace "
             "trimmed and collapsed, invisible characters removed: "
             "saf_utils.text.identity_key); write each id one way")
 

@@ -2,14 +2,19 @@
 
 :func:`load_argscichat` returns one fold as :class:`ArgSciChatFold` of :class:`MessagePair`
 records; gold fact strings are mapped to content-sentence indexes as the official baseline
-script does (:func:`map_facts`), and what cannot be mapped is counted, not asserted.
+script does (:func:`map_facts`, through a per-paper :class:`ContentIndex`), and what cannot
+be mapped is counted, not asserted.
 
-Every malformed or unreadable input (missing, unreadable or non-UTF-8 file, duplicate JSON
-key, missing key, wrong type, a paper or pair id in two splits) is an
-:class:`ArgSciChatDataError` naming file, paper and pair. Leakage by content, a paper whose
-content sentences (normalised with :func:`saf_utils.text.squash`) appear in an earlier split
-of the fold under another key or id (``leak_paper_content``, counted on the later split:
-train < val < test), is a counted anomaly (:data:`ARGSCICHAT_ANOMALY_KINDS`): listed in
+Every malformed or unreadable input (missing, unreadable or non-UTF-8 file, a folder that is
+a file, duplicate JSON key, missing key, wrong type, a paper or pair id in two splits, two
+papers with one id, ids equal only once normalised by :func:`saf_utils.text.identity_key`)
+is an :class:`ArgSciChatDataError` naming file, paper and pair. Content anomalies
+(:data:`ARGSCICHAT_ANOMALY_KINDS`) are loaded and counted: leakage by content, a paper
+whose content sentences (normalised with :func:`saf_utils.text.squash`) appear in an
+earlier split of the fold under another key or id (``leak_paper_content``, counted on the
+later split: train < val < test); a paper key that is not its title; facts and history
+facts found nowhere in the paper; history entries beyond the turns named by
+``history_ids``; history ids that name no pair. They are listed in
 ``ArgSciChatFold.anomalies``, written to the manifest's data sources, announced with an
 :class:`ArgSciChatDataWarning`, and an error with ``strict=True``.
 """
@@ -380,9 +385,12 @@ def _history_anomalies(where: str, mp: dict, by_id: dict[str, dict], keys: dict[
     return out
 
 
-def _read_fold_file(path: Path, split: str
+def _read_fold_file(path: Path, split: str, norms: dict[tuple[str, str], list[str]]
                     ) -> tuple[list[MessagePair], list[DroppedFact], list[dict[str, Any]]]:
-    """The message pairs of one fold file, its dropped facts, and its content anomalies."""
+    """The message pairs of one fold file, its dropped facts, and its content anomalies.
+
+    ``norms`` receives each paper's normalised content sentences (for the leakage check).
+    """
     if not path.is_file():
         raise ArgSciChatDataError(f"{path}: missing fold file")
     raw = _load_json(path)
@@ -414,6 +422,7 @@ def _read_fold_file(path: Path, split: str
                 f"{at}: its key differs from its title {show(paper['title'], 120)}"))
         content = tuple(s.replace("\n", " ").strip() for s in paper["content"])
         index = ContentIndex(content, paper["title"])
+        norms[split, paper_id] = index.norm
         mps = paper["message_pairs"]
         for n, mp in enumerate(mps):
             missing = [k for k in _PAIR_KEYS if not isinstance(mp, dict) or k not in mp]
@@ -506,16 +515,20 @@ def _check_fold(fold: int, splits: dict[str, list[MessagePair]], files: dict[str
             pair_owner.setdefault(identity_key(p.pair_id), (split, p))
 
 
-def _paper_leaks(fold: int, splits: dict[str, list[MessagePair]], files: dict[str, str]
-                 ) -> list[dict[str, Any]]:
-    """Papers of a later split whose content is in a paper of an earlier split (other id)."""
+def _paper_leaks(fold: int, splits: dict[str, list[MessagePair]], files: dict[str, str],
+                 norms: dict[tuple[str, str], list[str]] | None = None) -> list[dict[str, Any]]:
+    """Papers of a later split whose content is in a paper of an earlier split (other id).
+
+    ``norms``: each (split, paper id)'s normalised content sentences, when already known.
+    """
+    norms = norms or {}
     papers: dict[str, dict[str, tuple[str, frozenset[str]]]] = {}
     for split in ARGSCICHAT_SPLITS:
         papers[split] = {}
         for p in splits[split]:
             if p.paper_id not in papers[split]:
-                sents = frozenset(k for k in map(squash, p.content) if k)
-                papers[split][p.paper_id] = (p.title, sents)
+                norm = norms.get((split, p.paper_id)) or map(squash, p.content)
+                papers[split][p.paper_id] = (p.title, frozenset(k for k in norm if k))
     out = []
     for j, split in enumerate(ARGSCICHAT_SPLITS):
         for pid, (title, sents) in papers[split].items():
@@ -576,14 +589,15 @@ def load_argscichat(source: str | os.PathLike | None = None, fold: int = 0, *,
     dropped: list[DroppedFact] = []
     anomalies: list[dict[str, Any]] = []
     files: dict[str, str] = {}
+    norms: dict[tuple[str, str], list[str]] = {}
     for split in ARGSCICHAT_SPLITS:
         path = root / f"fold_{fold}_{split}.json"
-        splits[split], lost, found = _read_fold_file(path, split)
+        splits[split], lost, found = _read_fold_file(path, split, norms)
         dropped += lost
         anomalies += found
         files[split] = str(path)
     _check_fold(fold, splits, files)
-    anomalies += _paper_leaks(fold, splits, files)
+    anomalies += _paper_leaks(fold, splits, files, norms)
     if strict and anomalies:
         raise ArgSciChatDataError(
             f"{len(anomalies)} content anomaly(ies) (strict=True):\n  - "
@@ -610,7 +624,8 @@ def load_argscichat(source: str | os.PathLike | None = None, fold: int = 0, *,
 
 
 def load_intents(source: str | os.PathLike | None = None) -> pd.DataFrame | None:
-    """Sentence-level dialogue intents (``intents.csv``); ``None`` when the file is absent.
+    """Sentence-level dialogue intents (``intents.csv``); ``None`` when the file is absent
+    from an existing folder (a ``source`` that is a file or does not exist is an error).
 
     The file must be UTF-8 (a byte-order mark is accepted) with the :data:`INTENT_COLUMNS`,
     each named once, and one cell per column on every row; anything else is an
@@ -619,6 +634,9 @@ def load_intents(source: str | os.PathLike | None = None) -> pd.DataFrame | None
     source = source or os.environ.get("ARGSCICHAT_DATA")
     if not source:
         return None
+    problem = folder_problem(Path(source).expanduser(), "ArgSciChat folder")
+    if problem:
+        raise ArgSciChatDataError(problem)
     path = Path(source).expanduser() / "intents.csv"
     if not path.is_file():
         return None

@@ -2,16 +2,21 @@
 
 :func:`load_saf` reads a hub id (``SAF_DATA`` overrides the legal-set default), a local
 hub-layout folder ``data/{split}-0000k-of-0000n.parquet`` or ``{split}.jsonl|.csv|.parquet``
-files, and validates every row. Two kinds of findings:
+files, and validates every row (column-wise: a 100k-row split in seconds, see
+benchmarks/loader_bench.py and docs/data.md). Two kinds of findings:
 
 - **Problems** (structural; always an error): a missing expected split, an incomplete or
-  ambiguous set of split files, an unreadable or non-UTF-8 file, a split with 0 rows, a file
-  (shard) without an expected column, a duplicate column name or JSON key, an empty or
-  duplicate id, ids of mixed types, a label that is missing or not one of
+  ambiguous set of split files, a data path that is a file, an unreadable or non-UTF-8 file,
+  a split with 0 rows, a file (shard) without an expected column, a duplicate column name or
+  JSON key, an empty or duplicate id (ids are compared by
+  :func:`saf_utils.text.identity_key`: two ids equal only once normalised name both rows),
+  an integer id beyond 64 bits, ids of mixed types, a label that is missing or not one of
   :data:`SAF_LABELS`, a score that is not a number in [0, 1], a missing or blank
-  ``question`` / ``reference_answer`` / ``answer_feedback``, a non-string text cell. All
-  problems are raised together as one :class:`SAFDataError`, each naming file, split, row,
-  id and column.
+  ``question`` / ``reference_answer`` / ``answer_feedback`` (blank:
+  :func:`saf_utils.text.is_blank`), a text cell that is not a string (a number, a list,
+  bytes). All problems are raised together as one :class:`SAFDataError`, each naming file,
+  split, row, id and column, with any value shown as a prefix and its size
+  (:func:`saf_utils.loading.show`).
 - **Anomalies** (content that real releases contain; :data:`SAF_ANOMALY_KINDS`): a blank
   student answer (``empty_answer``; graded, e.g. as an empty submission), a label that
   disagrees with the score (``label_score_mismatch``; Correct <=> 1, Incorrect <=> 0,
