@@ -11,8 +11,8 @@ Cases (each loaded in a fresh Python process, so that peak memory is the loader'
   spread over the paper.
 
 Reported per case: seconds of the ``load_*`` call alone (imports excluded), the process's
-peak resident memory (``ru_maxrss``, MiB: interpreter, pandas/pyarrow/datasets and the
-loaded data together), and the peak growth over the memory after imports. Also the
+peak resident memory (``VmHWM``, MiB: interpreter, pandas/pyarrow/datasets and the loaded
+data together; Linux), and the peak growth over the memory after imports. Also the
 anomaly counts, so that a faster loader is seen to find the same things.
 
 Usage: python benchmarks/loader_bench.py [--rows 100000] [--sentences 100000]
@@ -36,13 +36,21 @@ SAF_SPLITS = ("train", "validation", "test_unseen_answers", "test_unseen_questio
 CASES = ("saf-parquet", "saf-jsonl", "saf-csv", "argscichat-paper")
 
 CHILD = r"""
-import json, resource, sys, time, warnings
+import json, sys, time, warnings
 warnings.simplefilter("ignore")
+
+
+def hwm():  # peak resident memory of this process in KiB (VmHWM: reset by exec, unlike
+    # ru_maxrss, which a child inherits from the process that forked it)
+    with open("/proc/self/status") as f:
+        return int(next(line for line in f if line.startswith("VmHWM")).split()[1])
+
+
 import pandas, pyarrow, datasets  # noqa: F401  (imports are not the loader's cost)
 from saf_utils.saf.data import load_saf
 from saf_utils.argscichat.data import load_argscichat
 kind, path = sys.argv[1], sys.argv[2]
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+base = hwm()
 t = time.perf_counter()
 if kind == "saf":
     ds, report = load_saf(path, return_report=True)
@@ -51,7 +59,7 @@ else:
     fold, report = load_argscichat(path, fold=0, return_report=True)
     rows = {s: len(fold[s]) for s in ("train", "val", "test")}
 seconds = time.perf_counter() - t
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+peak = hwm()
 found = report[report["count"] > 0]
 print(json.dumps({"seconds": round(seconds, 2), "peak_mib": round(peak / 1024),
                   "growth_mib": round((peak - base) / 1024), "rows": rows,

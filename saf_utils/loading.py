@@ -157,6 +157,11 @@ def id_clashes(ids: Sequence[Any], keys: Sequence[Any] | None = None
     ids' :func:`id_key` when already known.
     """
     keys = [id_key(v) for v in ids] if keys is None else keys
+    try:
+        if len(set(keys)) == len(keys):
+            return []  # the common case, at C speed: no two keys alike
+    except TypeError:  # an unhashable id: the loop below says so
+        pass
     first_key: dict[Any, int] = {}
     first_value: dict[Any, int] = {}
     out = []

@@ -592,7 +592,7 @@ def test_ids_equal_only_once_normalised_are_an_error_naming_both_rows(tmp_path, 
     frames["train"]["id"] = [first, "t2", second, "t4", "t5"]
     msg = _error(_write_jsonl(tmp_path / "ids", frames))
     assert "train.jsonl [train] row 3 (id=" in msg
-    assert f"column 'id': id {second!r} equals id {first!r} once normalised" in msg
+    assert f"column 'id': id {ascii(second)} equals id {ascii(first)} once normalised" in msg
     assert "(first in row 1)" in msg
 
 

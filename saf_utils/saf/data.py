@@ -167,12 +167,19 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
 
 
 def _header(path: Path) -> list[str]:
-    """Column names as written in a CSV or parquet file (before pandas renames duplicates)."""
+    """Column names as written in a CSV or parquet file (before pandas renames duplicates).
+
+    A CSV file is decoded whole (a non-UTF-8 byte anywhere is an error naming its line); its
+    header is parsed from the first line (or the first record, if that line opens a quote).
+    """
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq
 
         return list(pq.read_schema(path).names)
-    return next(csv.reader(io.StringIO(_utf8(path), newline="")), [])
+    text = _utf8(path)
+    first = text.split("\n", 1)[0]
+    source = first if first.count('"') % 2 == 0 else text
+    return next(csv.reader(io.StringIO(source, newline="")), [])
 
 
 def _read_table(path: Path) -> pd.DataFrame:
@@ -191,7 +198,8 @@ def _read_table(path: Path) -> pd.DataFrame:
         if path.suffix == ".jsonl":
             return _read_jsonl(path)
         # Every CSV cell as text (ids like "007" stay text); only empty cells are missing.
-        return pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+        return pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""],
+                           encoding="utf-8-sig")
     except SAFDataError:
         raise
     except Exception as exc:  # pandas/arrow raise many types; the user needs the file name
@@ -434,8 +442,11 @@ def _check_split(df: pd.DataFrame, split: str, files: Sequence[str]) -> _Checked
     def at(i: int) -> str:
         return _where(file_of[i], split, int(row_of[i]), ids[i])
 
-    def cell(col: str, i: int) -> Any:
-        return frame[col].iat[i]
+    columns = {c: frame[c] for c in keep}
+
+    def cells(col: str, positions: np.ndarray) -> list[tuple[int, Any]]:
+        """(position, value) of a few cells of a column."""
+        return list(zip(positions.tolist(), columns[col].iloc[positions].tolist(), strict=True))
 
     good_id = []
     for i, rid in enumerate(ids):
@@ -455,8 +466,8 @@ def _check_split(df: pd.DataFrame, split: str, files: Sequence[str]) -> _Checked
         where = "" if file_of[f] == file_of[i] else f" of {file_of[f]}"
         problems.append((i, f"{at(i)}, column 'id': {what} (first in row {row_of[f]}{where})"))
     for col in _REQUIRED_TEXT + ("verification_feedback",):
-        for i in _suspects(frame[col]):
-            what = _text_problem(cell(col, i), col)
+        for i, value in cells(col, _suspects(columns[col])):
+            what = _text_problem(value, col)
             if what:
                 problems.append((i, f"{at(i)}, column '{col}': {what}"))
     if "error_class" in frame and not _is_text(frame["error_class"]):
@@ -465,8 +476,7 @@ def _check_split(df: pd.DataFrame, split: str, files: Sequence[str]) -> _Checked
                 problems.append((i, f"{at(i)}, column 'error_class': {describe(value)} is not "
                                     "a string"))
     blank = []
-    for i in _suspects(frame["provided_answer"]):
-        answer = cell("provided_answer", i)
+    for i, answer in cells("provided_answer", _suspects(columns["provided_answer"])):
         if not _isna(answer) and not isinstance(answer, str):
             problems.append((i, f"{at(i)}, column 'provided_answer': {show(answer)} is a "
                                 f"{type(answer).__name__}, not a string"))
@@ -481,11 +491,11 @@ def _check_split(df: pd.DataFrame, split: str, files: Sequence[str]) -> _Checked
         answers.iloc[blank] = ""
         frame["provided_answer"] = answers
     scores = _scores(frame["score"])
-    for i in np.flatnonzero(np.isnan(scores)):
-        problems.append((i, f"{at(i)}, column 'score': not a number ({show(cell('score', i))})"))
+    for i, raw in cells("score", np.flatnonzero(np.isnan(scores))):
+        problems.append((i, f"{at(i)}, column 'score': not a number ({show(raw)})"))
     outside = ~np.isnan(scores) & ((scores < 0) | (scores > 1))
-    for i in np.flatnonzero(outside):
-        shown = show(cell("score", i) if np.isinf(scores[i]) else float(scores[i]))
+    for i, raw in cells("score", np.flatnonzero(outside)):
+        shown = show(raw if np.isinf(scores[i]) else float(scores[i]))
         problems.append((i, f"{at(i)}, column 'score': {shown} outside [0, 1]"))
     labels = frame["verification_feedback"]
     known = labels.isin(SAF_LABELS).to_numpy(dtype=bool)
