@@ -98,6 +98,11 @@ def show(value: Any, limit: int = SHOW_LIMIT) -> str:
     return f"{text[:limit]}... ({size})"
 
 
+def clip(text: str, limit: int = 300) -> str:
+    """A message part (an exception's text) cut to ``limit`` characters, with its length."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
 def show_id(value: Any) -> str:
     """An id as written (``t1``, ``7``) when it is short and printable, else :func:`show`."""
     if isinstance(value, str) and len(value) <= SHOW_LIMIT and value.isprintable():

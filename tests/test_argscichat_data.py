@@ -555,3 +555,19 @@ def test_map_facts_on_a_content_index_is_map_facts_on_the_sentences():
     index = adata.ContentIndex(content, "A Great Title")
     assert map_facts(facts, index) == map_facts(facts, content, "A Great Title") == (
         (2, 3), [("Great Title", "title"), ("nothing", "not_found"), ("", "empty")])
+
+
+def test_a_huge_paper_key_is_shown_short(tmp_path):
+    root = _fixture_copy(tmp_path)
+
+    def rekey(ps):
+        paper = ps.pop("Analyzing Political Parody in Social Media")
+        paper["content"] = 5
+        ps["K" * 100_000] = paper
+
+    _edit(root, "fold_0_train.json", rekey)
+    with pytest.raises(ArgSciChatDataError) as err:
+        load_argscichat(root, fold=0)
+    assert "paper 'KKKK" in str(err.value) and "... (100000 characters) (id 8): content is 5 " \
+        "(int)" in str(err.value)
+    assert len(str(err.value)) < 500

@@ -42,6 +42,7 @@ import pandas as pd
 from saf_utils.loading import (
     DuplicateKey,
     clash_message,
+    clip,
     describe,
     folder_problem,
     load_json_text,
@@ -282,11 +283,11 @@ def _is_str_list(x: object) -> bool:
 
 def _check_paper(path: Path, title: str, paper: dict) -> str:
     """Type checks of one paper entry; returns its id as a string."""
-    where = f"{path}: paper {title!r}"
+    where = f"{path}: paper {show(title, 120)}"
     pid = paper["id"]
     if isinstance(pid, bool) or not isinstance(pid, (int, str)) or not str(pid).strip():
         raise ArgSciChatDataError(f"{where}: id is {describe(pid)}, expected an int or string")
-    where = f"{path}: paper {title!r} (id {pid})"
+    where = f"{path}: paper {show(title, 120)} (id {show_id(pid)})"
     if not isinstance(paper["title"], str) or not paper["title"].strip():
         raise ArgSciChatDataError(f"{where}: title is {describe(paper['title'])}, "
                                   f"expected a non-empty string")
@@ -348,7 +349,7 @@ def _load_json(path: Path) -> Any:
             f"{path}: duplicate key {show(key)} in one JSON object{where}; the later value "
             "would silently replace the earlier one") from None
     except ValueError as exc:  # JSONDecodeError, or an integer of > 4300 digits
-        raise ArgSciChatDataError(f"{path}: not valid JSON ({show(str(exc), 200)})") from None
+        raise ArgSciChatDataError(f"{path}: not valid JSON ({clip(str(exc))})") from None
 
 
 def _anomaly(kind: str, split: str, rid: str, paper_id: str, title: str, path: Path,
@@ -544,8 +545,9 @@ def _paper_leaks(fold: int, splits: dict[str, list[MessagePair]], files: dict[st
                     "kind": "leak_paper_content", "split": split, "id": pid, "paper_id": pid,
                     "title": title, "file": files[split],
                     "message": (
-                        f"fold {fold}: paper {title!r} (id {pid}) in {files[split]} shares "
-                        f"{shared} of its {len(sents)} content sentences with paper {otitle!r} "
+                        f"fold {fold}: paper {show(title, 120)} (id {show_id(pid)}) in "
+                        f"{files[split]} shares {shared} of its {len(sents)} content sentences "
+                        f"with paper {show(otitle, 120)} "
                         f"(id {oid}) in {files[earlier]} (normalised text)")})
                 break
     return out

@@ -52,6 +52,7 @@ import pandas as pd
 from saf_utils.loading import (
     DuplicateKey,
     clash_message,
+    clip,
     describe,
     folder_problem,
     id_clashes,
@@ -153,7 +154,7 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
             raise ValueError(f"line {line_no}: duplicate key(s) {exc.args[0]} in one JSON "
                              "object") from None
         except ValueError as exc:  # JSONDecodeError, or an integer of > 4300 digits
-            raise ValueError(f"line {line_no}: not valid JSON ({show(str(exc), 200)})") from None
+            raise ValueError(f"line {line_no}: not valid JSON ({clip(str(exc))})") from None
         if not isinstance(rec, dict):
             raise ValueError(f"line {line_no}: a JSON {type(rec).__name__}, not an object")
         for key in rec:
@@ -203,7 +204,8 @@ def _read_table(path: Path) -> pd.DataFrame:
     except SAFDataError:
         raise
     except Exception as exc:  # pandas/arrow raise many types; the user needs the file name
-        raise SAFDataError([f"{path}: cannot be read as {path.suffix[1:]} ({exc})"]) from None
+        raise SAFDataError([f"{path}: cannot be read as {path.suffix[1:]} "
+                            f"({clip(str(exc), 500)})"]) from None
 
 
 def _file_columns(split: str, parts: list[tuple[Path, pd.DataFrame]]) -> list[str]:
