@@ -1,16 +1,54 @@
 """Tokenise, normalise and split text: the one implementation of each, for both tasks.
 
 No nltk data or model is needed, so every caller (features, BM25, metrics, fact mapping)
-tokenises the same way on any machine.
+tokenises the same way on any machine. :func:`identity_key` is the one text identity of the
+package: every comparison of two ids or texts for identity goes through it (directly, or
+through :func:`squash`, the looser matching key built on it), and :func:`is_blank` is defined
+by it.
 """
 
 from __future__ import annotations
 
 import re
 import string
+import unicodedata
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _PUNCT_TABLE = str.maketrans("", "", string.punctuation)
+_PUNCT_OR_SPACE = re.compile(f"[ {re.escape(string.punctuation)}]+")
+#: Invisible characters: control characters that are not whitespace (C0, DEL, C1) and every
+#: format character (Unicode category Cf: zero-width space/joiners, soft hyphen, bidi marks,
+#: byte-order mark, tags, ...; tests/test_text.py checks this against ``unicodedata``).
+_INVISIBLE = re.compile(
+    "[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f"
+    "\u0890\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f"
+    "\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f]"
+)
+
+
+def identity_key(text: str) -> str:
+    """The one text identity: two ids or texts are "the same" iff their keys are equal.
+
+    Invisible characters are removed (control characters other than whitespace, and format
+    characters such as zero-width spaces and joiners, soft hyphens, bidi marks and byte-order
+    marks), the text is put in Unicode normal form **NFKC** (so NFD ``Prüfung`` as macOS
+    writes it, NFC ``Prüfung``, a non-breaking space and a plain one, a ligature and its
+    letters compare equal), and whitespace is trimmed and collapsed to one space. Case and
+    punctuation are kept: ``X`` and ``x`` are two ids. A text is blank (:func:`is_blank`)
+    when its key is empty.
+    """
+    if text.isascii() and text.isprintable():  # fast path: only plain spaces to collapse
+        if "  " in text or text[:1] == " " or text[-1:] == " ":
+            return " ".join(text.split())
+        return text
+    return " ".join(unicodedata.normalize("NFKC", _INVISIBLE.sub("", text)).split())
+
+
+def is_blank(text: str) -> bool:
+    """Empty after removing whitespace, control and zero-width characters (see
+    :func:`identity_key`)."""
+    return not identity_key(text)
 
 
 def word_tokens(text: str) -> list[str]:
@@ -24,8 +62,10 @@ def punctuation_filtering(text: str) -> str:
 
 
 def squash(text: str) -> str:
-    """Lower-cased :func:`punctuation_filtering`: a key for matching sentences across files."""
-    return punctuation_filtering(text.lower())
+    """Lower-cased :func:`punctuation_filtering` of :func:`identity_key`: the looser key for
+    matching content across files (leakage checks, facts to paper sentences, intents)."""
+    # = punctuation_filtering(identity_key(text).lower()): the key's only whitespace is " "
+    return _PUNCT_OR_SPACE.sub("", identity_key(text).lower())
 
 
 def split_sentences(text: str, enders: str = ".!?") -> list[str]:

@@ -210,10 +210,13 @@ def test_test_paper_copied_into_train_under_another_key_is_a_counted_leak(tmp_pa
             f"{root / 'fold_0_test.json'} shares 4 of its 4 content sentences with paper "
             f"'A Renamed Copy' (id 99) in {root / 'fold_0_train.json'}") in leak["message"]
     assert list(report.columns) == list(adata.ARGSCICHAT_REPORT_COLUMNS)
-    assert report.set_index("split")["count"].to_dict() == {"train": 0, "val": 0, "test": 1}
+    leaks = report[report.kind == "leak_paper_content"]
+    assert leaks.set_index("split")["count"].to_dict() == {"train": 0, "val": 0, "test": 1}
+    assert report["count"].sum() == 1  # the copy is a clean paper otherwise
     entry = next(s for s in provenance.data_sources()
                  if s["path"] == str((root / "fold_0_test.json").resolve()))
-    assert entry["anomalies"] == {"leak_paper_content": 1}
+    assert entry["anomalies"] == {**dict.fromkeys(adata.ARGSCICHAT_ANOMALY_KINDS, 0),
+                                  "leak_paper_content": 1}
     assert entry["anomaly_ids"] == {"leak_paper_content": ["10"]}
     with pytest.raises(ArgSciChatDataError, match=r"1 content anomaly\(ies\) \(strict=True\)"
                        r":\n  - fold 0: paper 'Question Answering over Tables'"):
@@ -233,7 +236,8 @@ def test_clean_fold_has_no_anomalies():
     with warnings.catch_warnings():
         warnings.simplefilter("error", ArgSciChatDataWarning)
         fold, report = load_argscichat(FIX / "argscichat", fold=1, return_report=True)
-    assert fold.anomalies == [] and report["count"].sum() == 0 and len(report) == 3
+    assert fold.anomalies == [] and report["count"].sum() == 0
+    assert len(report) == 3 * len(adata.ARGSCICHAT_ANOMALY_KINDS)  # zeros included
 
 
 # --------------------------------------------------------------------------- files and arguments
@@ -363,6 +367,8 @@ def test_real_argscichat_counts():
     assert test_sizes == [23, 35, 27, 10, 20]
     report = fold.fact_report()
     assert report["pairs_without_facts"] == 38 and report["dropped_not_found"] == 0
+    # Title facts (3) are dropped from fact_indexes; seen again in later turns, 18 times.
+    assert report["dropped_title"] == 3 and report["history_dropped_title"] == 18
 
 
 @pytest.mark.slow
@@ -375,3 +381,193 @@ def test_real_argscichat_has_no_leakage_and_intents_load():
             assert load_argscichat(ARGSCICHAT_DATA, fold=k, strict=True).anomalies == []
     intents = load_intents(ARGSCICHAT_DATA)
     assert intents.shape == (881, 5) and set(intents.Role) == {"Proponent", "Domain Expert"}
+
+
+# --------------------------------------------------------------------------- issue 22
+
+
+def _anomalies(root: Path, kind: str) -> tuple[list[dict], object]:
+    with pytest.warns(ArgSciChatDataWarning, match=f"1 {kind}"):
+        fold, report = load_argscichat(root, fold=0, return_report=True)
+    found = [a for a in fold.anomalies if a["kind"] == kind]
+    row = report[(report.kind == kind) & (report["count"] > 0)]
+    assert len(row) == 1 and row.iloc[0]["count"] == len(found) == 1
+    with pytest.raises(ArgSciChatDataError, match=r"\(strict=True\)"):
+        load_argscichat(root, fold=0, strict=True)
+    return found, row.iloc[0]
+
+
+def _manifest_entry(path: Path) -> dict:
+    return next(s for s in provenance.data_sources() if s["path"] == str(path.resolve()))
+
+
+def _train_pair(papers: dict, n: int) -> dict:
+    return papers["Memory Networks for Legal Argument Mining"]["message_pairs"][n]
+
+
+def test_history_fact_not_in_the_paper_is_a_counted_anomaly(tmp_path):
+    root = _fixture_copy(tmp_path)
+    _edit(root, "fold_0_train.json", lambda ps: _train_pair(ps, 1)["history_facts"][0].append(
+        "A sentence that the paper does not contain."))
+    (found,), row = _anomalies(root, "history_fact_not_found")
+    assert found["split"] == "train" and found["id"] == "P_1" and row.ids == ["P_1"]
+    assert ("(id 7), pair 'P_1', history_facts: 'A sentence that the paper does not contain.' "
+            "is found neither in the content nor in the title") in found["message"]
+    entry = _manifest_entry(root / "fold_0_train.json")
+    assert entry["anomalies"]["history_fact_not_found"] == 1
+    assert entry["anomaly_ids"] == {"history_fact_not_found": ["P_1"]}
+
+
+def test_fact_not_in_the_paper_is_a_counted_anomaly(tmp_path):
+    root = _fixture_copy(tmp_path)
+    _edit(root, "fold_0_train.json",
+          lambda ps: _train_pair(ps, 0)["facts"].append("Nowhere in this paper."))
+    (found,), _ = _anomalies(root, "fact_not_found")
+    assert found["id"] == "P_0"
+
+
+def test_history_facts_in_the_title_are_counted_in_the_fact_report(tmp_path):
+    root = _fixture_copy(tmp_path)
+    _edit(root, "fold_0_train.json", lambda ps: _train_pair(ps, 1)["history_facts"][0].append(
+        "Memory Networks for Legal Argument Mining"))
+    before = load_argscichat(FIX / "argscichat", fold=0).fact_report()
+    fold = load_argscichat(root, fold=0)
+    assert before["history_dropped_title"] == 2  # the fixture's title fact, in 2 later turns
+    assert fold.fact_report() == {**before, "history_dropped_title": 3}
+    assert fold.anomalies == []
+
+
+def test_history_longer_than_its_history_ids_is_a_counted_anomaly(tmp_path):
+    root = _fixture_copy(tmp_path)
+    _edit(root, "fold_0_train.json",
+          lambda ps: _train_pair(ps, 1)["history"].append("An entry of no earlier turn."))
+    (found,), _ = _anomalies(root, "history_longer_than_ids")
+    assert found["id"] == "P_1"
+    assert ("1 of 3 history entries are in none of the 1 earlier turn(s) named by history_ids "
+            "(first: 'An entry of no earlier turn.')") in found["message"]
+
+
+def test_history_on_a_first_turn_is_a_counted_anomaly(tmp_path):
+    root = _fixture_copy(tmp_path)
+    _edit(root, "fold_0_train.json",
+          lambda ps: _train_pair(ps, 0)["history"].append("Hello?"))
+    (found,), _ = _anomalies(root, "history_longer_than_ids")
+    assert found["id"] == "P_0" and "none of the 0 earlier turn(s)" in found["message"]
+
+
+def test_history_id_that_names_no_pair_is_a_counted_anomaly(tmp_path):
+    root = _fixture_copy(tmp_path)
+
+    def rename(ps):
+        _train_pair(ps, 1)["history_ids"] = ["P_9"]
+
+    _edit(root, "fold_0_train.json", rename)
+    with pytest.warns(ArgSciChatDataWarning, match="1 history_id_unknown, 1 history_longer"):
+        fold = load_argscichat(root, fold=0)
+    assert [a["kind"] for a in fold.anomalies] == ["history_id_unknown",
+                                                   "history_longer_than_ids"]
+
+
+def test_paper_key_that_differs_from_its_title_is_a_counted_anomaly(tmp_path):
+    root = _fixture_copy(tmp_path)
+
+    def rekey(ps):
+        ps["Another Key"] = ps.pop("Memory Networks for Legal Argument Mining")
+
+    _edit(root, "fold_0_train.json", rekey)
+    (found,), row = _anomalies(root, "paper_key_not_title")
+    assert found["id"] == "7" and row.ids == ["7"]
+    assert ("paper 'Another Key' (id 7): its key differs from its title 'Memory Networks for "
+            "Legal Argument Mining'") in found["message"]
+
+
+def test_paper_key_in_another_unicode_form_is_its_title(tmp_path):
+    import unicodedata
+
+    root = _fixture_copy(tmp_path)
+
+    def rekey(ps):
+        paper = ps.pop("Analyzing Political Parody in Social Media")
+        paper["title"] = "Analysing Parody: Ä Study"
+        ps[unicodedata.normalize("NFD", paper["title"]) + " "] = paper
+
+    _edit(root, "fold_0_train.json", rekey)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ArgSciChatDataWarning)
+        assert load_argscichat(root, fold=0).anomalies == []
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda ps: _train_pair(ps, 1).update(id="P_0 "),
+     r"pair 'P_0 ': pair id: id 'P_0 ' equals id 'P_0' once normalised .* \(also in paper "
+     r"'Memory Networks"),
+    (lambda ps: _train_pair(ps, 1).update(history_ids=["P_0\u200b"]),
+     r"pair 'P_1': history id: id 'P_0\\u200b' equals id 'P_0' once normalised"),
+    (lambda ps: ps["Analyzing Political Parody in Social Media"].update(id="7 "),
+     r"paper 'Analyzing Political Parody in Social Media' \(id 7 \): id '7 ' equals id '7' once "
+     r"normalised .* as paper 'Memory Networks for Legal Argument Mining'"),
+    (lambda ps: ps["Analyzing Political Parody in Social Media"].update(id=7),
+     r"\(id 7\): the same id as paper 'Memory Networks for Legal Argument Mining'"),
+])
+def test_ids_equal_once_normalised_in_a_fold_file_are_errors_naming_both(tmp_path, change,
+                                                                         message):
+    root = _fixture_copy(tmp_path)
+    _edit(root, "fold_0_train.json", change)
+    with pytest.raises(ArgSciChatDataError, match=message):
+        load_argscichat(root, fold=0)
+
+
+def test_pair_id_in_nfd_in_another_split_is_the_same_pair(tmp_path):
+    root = _fixture_copy(tmp_path)
+    _edit(root, "fold_0_train.json", lambda ps: _train_pair(ps, 0).update(id="Prüfung"))
+    _edit(root, "fold_0_train.json", lambda ps: _train_pair(ps, 1).update(history_ids=["Prüfung"]))
+    _edit(root, "fold_0_test.json", lambda ps: _first_pair(ps).update(id="Pru\u0308fung"))
+    with pytest.raises(ArgSciChatDataError, match=r"fold 0: pair id .* is in both "
+                       r".*fold_0_train\.json and .*fold_0_test\.json \(id 'Pru\\u0308fung' "
+                                     r"equals id 'Pr\\xfcfung' once"):
+        load_argscichat(root, fold=0)
+
+
+def test_a_fold_file_given_as_the_folder_says_give_its_folder(tmp_path):
+    root = _fixture_copy(tmp_path)
+    with pytest.raises(ArgSciChatDataError, match=rf"this is a file; give its folder \({root}\)"):
+        load_argscichat(root / "fold_0_train.json", fold=0)
+    with pytest.raises(ArgSciChatDataError, match="this is a file"):  # not None: "no intents"
+        load_intents(root / "fold_0_train.json")
+    with pytest.raises(ArgSciChatDataError, match="ArgSciChat folder does not exist"):
+        load_intents(root / "nowhere")
+
+
+def test_long_bad_values_are_shown_as_a_prefix_and_their_size(tmp_path):
+    root = _fixture_copy(tmp_path)
+    _edit(root, "fold_0_test.json",
+          lambda ps: _first_pair(ps).update(facts=[["nested"] * 5000]))
+    with pytest.raises(ArgSciChatDataError) as err:
+        load_argscichat(root, fold=0)
+    assert "facts is [['nested', 'nested'," in str(err.value)
+    assert "... (1 items) (list), expected a list of strings" in str(err.value)
+    assert len(str(err.value)) < 400
+
+
+def test_map_facts_on_a_content_index_is_map_facts_on_the_sentences():
+    content = ["We study argument mining.", "", "Our model uses memory networks.", "It works."]
+    facts = ["our MODEL uses memory", "It works. Great Title", "nothing", "  "]
+    index = adata.ContentIndex(content, "A Great Title")
+    assert map_facts(facts, index) == map_facts(facts, content, "A Great Title") == (
+        (2, 3), [("Great Title", "title"), ("nothing", "not_found"), ("", "empty")])
+
+
+def test_a_huge_paper_key_is_shown_short(tmp_path):
+    root = _fixture_copy(tmp_path)
+
+    def rekey(ps):
+        paper = ps.pop("Analyzing Political Parody in Social Media")
+        paper["content"] = 5
+        ps["K" * 100_000] = paper
+
+    _edit(root, "fold_0_train.json", rekey)
+    with pytest.raises(ArgSciChatDataError) as err:
+        load_argscichat(root, fold=0)
+    assert "paper 'KKKK" in str(err.value) and "... (100000 characters) (id 8): content is 5 " \
+        "(int)" in str(err.value)
+    assert len(str(err.value)) < 500

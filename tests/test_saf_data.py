@@ -549,3 +549,144 @@ def test_provenance_rehashes_a_file_rewritten_between_two_loads(tmp_path):
     load_saf(root)
     again = next(s for s in provenance.data_sources() if s["path"] == str(path.resolve()))
     assert again == after
+
+
+# --------------------------------------------------------------------------- issue 22
+
+NFD = "NFD"
+
+
+def _nfd(text: str) -> str:
+    import unicodedata
+
+    return unicodedata.normalize(NFD, text)
+
+
+def test_train_answer_copied_in_nfd_is_still_a_leak(tmp_path):
+    frames = _frames()
+    copy = frames["train"].iloc[[0]].assign(id="nfd1")
+    copy["provided_answer"] = _nfd("Bei Arbeitsunfähigkeit und Versicherung.")
+    assert copy["provided_answer"].iloc[0] != frames["train"].loc[0, "provided_answer"]
+    frames["test_unseen_answers"] = pd.concat([frames["test_unseen_answers"], copy],
+                                              ignore_index=True)
+    with pytest.warns(SAFDataWarning, match="1 leak_answer_in_train"):
+        _, report = load_saf(_write_jsonl(tmp_path / "nfd", frames), return_report=True)
+    row = report.set_index(["split", "kind"]).loc[("test_unseen_answers", "leak_answer_in_train")]
+    assert row["ids"] == ["nfd1"]
+
+
+def test_unseen_question_added_to_train_in_nfd_is_seen(tmp_path):
+    frames = _frames()
+    added = frames["test_unseen_questions"].iloc[[0]].assign(
+        id="x0", question=_nfd(frames["test_unseen_questions"].loc[0, "question"]),
+        provided_answer="Eine andere Antwort.")
+    frames["train"] = pd.concat([frames["train"], added], ignore_index=True)
+    with pytest.warns(SAFDataWarning, match="2 leak_question_seen"):
+        load_saf(_write_jsonl(tmp_path / "nfd", frames))
+
+
+@pytest.mark.parametrize("first, second", [("Prüfung-1", _nfd("Prüfung-1")), ("X", "X "),
+                                           ("X", "X\u200b")])
+def test_ids_equal_only_once_normalised_are_an_error_naming_both_rows(tmp_path, first, second):
+    frames = _frames()
+    frames["train"]["id"] = [first, "t2", second, "t4", "t5"]
+    msg = _error(_write_jsonl(tmp_path / "ids", frames))
+    assert "train.jsonl [train] row 3 (id=" in msg
+    assert f"column 'id': id {ascii(second)} equals id {ascii(first)} once normalised" in msg
+    assert "(first in row 1)" in msg
+
+
+def test_ids_equal_once_normalised_across_splits_name_both_rows(tmp_path):
+    frames = _frames()
+    frames["validation"].loc[1, "id"] = "t3 "
+    msg = _error(_write_jsonl(tmp_path / "ids", frames))
+    assert "splits 'train' and 'validation': id 't3 ' equals id 't3' once normalised" in msg
+    assert "train.jsonl row 3; " in msg and "validation.jsonl row 2)" in msg
+
+
+@pytest.mark.parametrize("blank", ["\u200b", "\x00\x07", " \ufeff\u2060 ", "\u00ad"])
+def test_answers_of_control_or_zero_width_characters_are_counted_blank(tmp_path, blank):
+    frames = _frames()
+    frames["train"].loc[1, "provided_answer"] = blank
+    with pytest.warns(SAFDataWarning, match="train: 1 empty_answer"):
+        ds, report = load_saf(_write_jsonl(tmp_path / "blank", frames), return_report=True)
+    assert report.set_index(["split", "kind"]).loc[("train", "empty_answer"), "ids"] == ["t2"]
+    assert ds["train"][1]["provided_answer"] == blank  # loaded as it is
+
+
+def test_zero_width_feedback_is_blank_text(tmp_path):
+    frames = _frames()
+    frames["train"].loc[3, "answer_feedback"] = "\u200b\u200c"
+    assert "row 4 (id=t4), column 'answer_feedback': empty (blank) text" in \
+        _error(_write_jsonl(tmp_path / "zw", frames))
+
+
+def test_jsonl_id_beyond_int64_is_a_data_error(tmp_path):
+    frames = _frames()
+    offset = 0
+    for df in frames.values():
+        df["id"] = range(offset, offset + len(df))
+        offset += len(df)
+    root = _write_jsonl(tmp_path / "big", frames)
+    lines = (root / "train.jsonl").read_text().splitlines()
+    lines[1] = lines[1].replace('"id":1,', f'"id":{2**64},')
+    (root / "train.jsonl").write_text("\n".join(lines) + "\n")
+    msg = _error(root)  # not OverflowError
+    assert (f"train.jsonl [train] row 2 (id={2**64}), column 'id': integer {2**64} beyond the "
+            "64-bit range; write such ids as strings") in msg
+
+
+@pytest.mark.parametrize("column, value, expected", [
+    ("question", ["a", "nested", "list"], "column 'question': ['a', 'nested', 'list'] is a "
+                                          "list, not a string"),
+    ("question", {"de": "Frage"}, "column 'question': {'de': 'Frage'} is a dict, not a string"),
+    ("answer_feedback", 10**30, "column 'answer_feedback': 1000000000000000000000000000000 is a "
+                                "int, not a string"),
+    ("score", 10**400, "column 'score': 10000000000000000000... (an integer of about 401 "
+                       "digits) outside [0, 1]"),
+    ("score", [0.5], "column 'score': not a number ([0.5])"),
+    ("verification_feedback", "x" * 5000, "column 'verification_feedback': '" + "x" * 59
+     + "... (5000 characters) not one of"),
+    ("provided_answer", list(range(10_000)), "column 'provided_answer': [0, 1, 2, 3"),
+])
+def test_any_bad_value_is_a_short_data_error_naming_file_row_and_column(tmp_path, column,
+                                                                        value, expected):
+    root = _write_jsonl(tmp_path / "bad", _frames())
+    recs = [json.loads(line) for line in (root / "train.jsonl").read_text().splitlines()]
+    recs[1][column] = value
+    (root / "train.jsonl").write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    msg = _error(root)
+    assert f"train.jsonl [train] row 2 (id=t2), {expected}" in msg
+    assert len(msg) < 2000
+
+
+def test_bytes_in_a_parquet_text_column_are_a_data_error(tmp_path):
+    frames = _frames()
+    frames["train"]["reference_answer"] = frames["train"]["reference_answer"].map(str.encode)
+    msg = _error(_write_hub(tmp_path / "hub", frames))
+    assert ("[train] row 1 (id=t1), column 'reference_answer': b'Wenn die Krankheit "
+            "arbeitsunf\\xc3\\xa4hig macht (0.5 P) und... (87 bytes) is a bytes, not a "
+            "string") in msg
+
+
+def test_a_data_path_that_is_a_file_says_give_its_folder(tmp_path):
+    root = _write_hub(tmp_path / "hub", _frames())
+    shard = root / "data" / "train-00000-of-00001.parquet"
+    msg = _error(str(shard))  # not "no file for split(s) ... Found: nothing"
+    assert f"{shard}: SAF data source is not a folder: this is a file; give its folder " \
+           f"({root})" in msg
+    single = _write_jsonl(tmp_path / "loose", _frames()) / "train.jsonl"
+    assert f"give its folder ({single.parent})" in _error(single)
+
+
+def test_checks_name_the_same_rows_in_every_format(tmp_path):
+    """Column-wise checks: a parquet (text dtype) and a JSONL (object) copy agree."""
+    frames = _frames()
+    frames["train"].loc[1, "provided_answer"] = None
+    frames["train"].loc[2, ["verification_feedback", "score"]] = ["Correct", 0.5]
+    frames["train"].loc[3, "question"] = " "
+    hub = _error(_write_hub(tmp_path / "hub", frames), strict=True)
+    jsonl = _error(_write_jsonl(tmp_path / "jsonl", frames), strict=True)
+    strip = [line.split("[train]", 1)[1] for line in hub.splitlines()[1:]]
+    assert strip == [line.split("[train]", 1)[1] for line in jsonl.splitlines()[1:]]
+    assert len(strip) == 3

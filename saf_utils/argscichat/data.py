@@ -2,20 +2,26 @@
 
 :func:`load_argscichat` returns one fold as :class:`ArgSciChatFold` of :class:`MessagePair`
 records; gold fact strings are mapped to content-sentence indexes as the official baseline
-script does (:func:`map_facts`), and what cannot be mapped is counted, not asserted.
+script does (:func:`map_facts`, through a per-paper :class:`ContentIndex`), and what cannot
+be mapped is counted, not asserted.
 
-Every malformed or unreadable input (missing, unreadable or non-UTF-8 file, duplicate JSON
-key, missing key, wrong type, a paper or pair id in two splits) is an
-:class:`ArgSciChatDataError` naming file, paper and pair. Leakage by content, a paper whose
-content sentences (normalised with :func:`saf_utils.text.squash`) appear in an earlier split
-of the fold under another key or id (``leak_paper_content``, counted on the later split:
-train < val < test), is a counted anomaly (:data:`ARGSCICHAT_ANOMALY_KINDS`): listed in
+Every malformed or unreadable input (missing, unreadable or non-UTF-8 file, a folder that is
+a file, duplicate JSON key, missing key, wrong type, a paper or pair id in two splits, two
+papers with one id, ids equal only once normalised by :func:`saf_utils.text.identity_key`)
+is an :class:`ArgSciChatDataError` naming file, paper and pair. Content anomalies
+(:data:`ARGSCICHAT_ANOMALY_KINDS`) are loaded and counted: leakage by content, a paper
+whose content sentences (normalised with :func:`saf_utils.text.squash`) appear in an
+earlier split of the fold under another key or id (``leak_paper_content``, counted on the
+later split: train < val < test); a paper key that is not its title; facts and history
+facts found nowhere in the paper; history entries beyond the turns named by
+``history_ids``; history ids that name no pair. They are listed in
 ``ArgSciChatFold.anomalies``, written to the manifest's data sources, announced with an
 :class:`ArgSciChatDataWarning`, and an error with ``strict=True``.
 """
 
 from __future__ import annotations
 
+import bisect
 import csv
 import io
 import json
@@ -25,6 +31,7 @@ import re
 import urllib.error
 import urllib.request
 import warnings
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,8 +39,19 @@ from typing import Any
 
 import pandas as pd
 
+from saf_utils.loading import (
+    DuplicateKey,
+    clash_message,
+    clip,
+    describe,
+    folder_problem,
+    load_json_text,
+    read_utf8,
+    show,
+    show_id,
+)
 from saf_utils.provenance import DataError, annotate, register, sha256_file
-from saf_utils.text import split_sentences, squash
+from saf_utils.text import identity_key, split_sentences, squash
 
 
 class ArgSciChatDataError(DataError):
@@ -67,8 +85,15 @@ ARGSCICHAT_SHA256 = {
     "fold_4_train.json": "25edf79cbbf46303a5d265e50dcca964ccc1dabab9314d8f2031a3d3416cdb08",
     "fold_4_val.json": "0ed87fb78ce9bc073673fa8ba56c547627427b4e4ca01caddde878be0c68171f",
 }
-#: Content anomalies that are loaded and counted (``strict=True``: errors).
-ARGSCICHAT_ANOMALY_KINDS = ("leak_paper_content",)
+#: Content anomalies that are loaded and counted (``strict=True``: errors): leakage by
+#: content; a paper whose key is not its title; a gold fact (``facts``) or an earlier turn's
+#: fact (``history_facts``) found neither in the content nor in the title, or blank (dropped
+#: from ``fact_indexes`` / ``history_fact_indexes``); history entries found in none of the
+#: earlier turns named by ``history_ids`` (their messages and facts); a history id that names
+#: no pair of the paper.
+ARGSCICHAT_ANOMALY_KINDS = ("leak_paper_content", "paper_key_not_title", "fact_not_found",
+                            "history_fact_not_found", "history_longer_than_ids",
+                            "history_id_unknown")
 #: Columns of the anomaly report (one row per split and kind, zero counts included).
 ARGSCICHAT_REPORT_COLUMNS = ("fold", "split", "kind", "count", "ids", "files")
 INTENT_COLUMNS = ("Role", "Message Number", "Sentence Number", "Sentence", "Tag")
@@ -99,10 +124,13 @@ class MessagePair:
 
 @dataclass(frozen=True)
 class DroppedFact:
+    """A fact (piece) not mapped to a content sentence: in the title, nowhere, or blank."""
+
     split: str
     pair_id: str
     fact: str
     reason: str  # "title" | "not_found" | "empty"
+    field: str = "facts"  # "facts" | "history_facts" (an earlier turn's facts)
 
 
 @dataclass
@@ -115,7 +143,8 @@ class ArgSciChatFold:
     test: list[MessagePair]
     dropped_facts: list[DroppedFact] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)
-    #: Content anomalies: {kind, split, paper_id, title, file, message}.
+    #: Content anomalies: {kind, split, id (paper id, or pair id for pair kinds), paper_id,
+    #: title, file, message}.
     anomalies: list[dict[str, Any]] = field(default_factory=list)
 
     def __getitem__(self, split: str) -> list[MessagePair]:
@@ -124,13 +153,16 @@ class ArgSciChatFold:
         return getattr(self, split)
 
     def fact_report(self) -> dict[str, int]:
-        """How many gold facts were mapped to sentences and how many dropped, by reason."""
+        """How many gold facts were mapped to sentences and how many dropped, by reason
+        (``history_dropped_*``: the same for the earlier turns' facts, ``history_facts``)."""
         pairs = self.train + self.val + self.test
         report = {"pairs": len(pairs), "facts": sum(len(p.facts) for p in pairs)}
         report["pairs_without_facts"] = sum(not p.facts for p in pairs)
         report["pairs_without_fact_sentences"] = sum(not p.fact_indexes for p in pairs)
-        for reason in ("title", "not_found", "empty"):
-            report[f"dropped_{reason}"] = sum(d.reason == reason for d in self.dropped_facts)
+        for prefix, fld in (("", "facts"), ("history_", "history_facts")):
+            for reason in ("title", "not_found", "empty"):
+                report[f"{prefix}dropped_{reason}"] = sum(
+                    d.reason == reason and d.field == fld for d in self.dropped_facts)
         return report
 
     def anomaly_report(self) -> pd.DataFrame:
@@ -140,42 +172,68 @@ class ArgSciChatFold:
             for kind in ARGSCICHAT_ANOMALY_KINDS:
                 hits = [a for a in self.anomalies if a["split"] == split and a["kind"] == kind]
                 rows.append({"fold": self.fold, "split": split, "kind": kind,
-                             "count": len(hits), "ids": [a["paper_id"] for a in hits],
+                             "count": len(hits), "ids": [a["id"] for a in hits],
                              "files": sorted({Path(a["file"]).name for a in hits})})
         return pd.DataFrame(rows, columns=list(ARGSCICHAT_REPORT_COLUMNS))
 
 
+class ContentIndex:
+    """A paper's content sentences, normalised once, for fact lookups (:func:`map_facts`).
+
+    The normalised sentences (:func:`squash`: no spaces, no punctuation, so never a newline)
+    are joined by newlines: "the first sentence that contains a piece" is one ``str.find``
+    over the joined text and a bisection of the sentence starts, so a paper of 100k
+    sentences maps each fact in microseconds instead of a scan per fact.
+    """
+
+    def __init__(self, content: Sequence[str], title: str):
+        self.norm = [squash(s) for s in content]
+        self.title = squash(title)
+        self.text = "\n".join(self.norm)
+        self.starts = []
+        pos = 0
+        for n in self.norm:
+            self.starts.append(pos)
+            pos += len(n) + 1
+
+    def find(self, key: str) -> int | None:
+        """Index of the first content sentence containing ``key`` (normalised), or None."""
+        at = self.text.find(key) if key else -1
+        return None if at < 0 else bisect.bisect_right(self.starts, at) - 1
+
+
 def map_facts(
-    facts: Sequence[str], content: Sequence[str], title: str
+    facts: Sequence[str], content: Sequence[str] | ContentIndex, title: str = ""
 ) -> tuple[tuple[int, ...], list[tuple[str, str]]]:
     """Map gold fact strings to content-sentence indexes, as the official baseline script.
 
     Like ``fact_selection_baselines.py`` of the ArgSciChat release: a fact is split into
     sentences, and each piece maps to the first content sentence that contains it after
-    lower-casing and ``punctuation_filtering``. A piece found only in the title, or nowhere,
-    is returned as dropped with the reason ("title", "not_found"; "empty" for blank facts)
-    where the official script would stop with an assertion.
+    lower-casing and ``punctuation_filtering`` (here :func:`squash`, which first applies the
+    package's one text identity, :func:`saf_utils.text.identity_key`). A piece found only in
+    the title, or nowhere, is returned as dropped with the reason ("title", "not_found";
+    "empty" for blank facts) where the official script would stop with an assertion.
+    ``content`` may be a :class:`ContentIndex` built once per paper (then ``title`` is its).
     """
-    norm_content = [squash(s) for s in content]
-    norm_title = squash(title)
+    index = content if isinstance(content, ContentIndex) else ContentIndex(content, title)
     indexes: set[int] = set()
     dropped: list[tuple[str, str]] = []
     for fact in facts:
         fact = fact.replace("\n", " ").strip()
-        if not squash(fact):
+        whole = squash(fact)
+        if not whole:
             dropped.append((fact, "empty"))
             continue
-        whole = squash(fact)
-        pieces = [fact] if any(whole in s for s in norm_content) else split_sentences(fact)
+        pieces = [fact] if index.find(whole) is not None else split_sentences(fact)
         for piece in pieces:
             npiece = squash(piece)
             if not npiece:
                 continue
-            hit = next((i for i, s in enumerate(norm_content) if npiece in s), None)
+            hit = index.find(npiece)
             if hit is not None:
                 indexes.add(hit)
             else:
-                dropped.append((piece, "title" if npiece in norm_title else "not_found"))
+                dropped.append((piece, "title" if npiece in index.title else "not_found"))
     return tuple(sorted(indexes)), dropped
 
 
@@ -223,33 +281,27 @@ def _is_str_list(x: object) -> bool:
     return isinstance(x, list) and all(isinstance(v, str) for v in x)
 
 
-def _describe(x: object) -> str:
-    text = repr(x)
-    kind = type(x).__name__
-    return f"{text[:60]}... ({kind})" if len(text) > 60 else f"{text} ({kind})"
-
-
 def _check_paper(path: Path, title: str, paper: dict) -> str:
     """Type checks of one paper entry; returns its id as a string."""
-    where = f"{path}: paper {title!r}"
+    where = f"{path}: paper {show(title, 120)}"
     pid = paper["id"]
     if isinstance(pid, bool) or not isinstance(pid, (int, str)) or not str(pid).strip():
-        raise ArgSciChatDataError(f"{where}: id is {_describe(pid)}, expected an int or string")
-    where = f"{path}: paper {title!r} (id {pid})"
+        raise ArgSciChatDataError(f"{where}: id is {describe(pid)}, expected an int or string")
+    where = f"{path}: paper {show(title, 120)} (id {show_id(pid)})"
     if not isinstance(paper["title"], str) or not paper["title"].strip():
-        raise ArgSciChatDataError(f"{where}: title is {_describe(paper['title'])}, "
+        raise ArgSciChatDataError(f"{where}: title is {describe(paper['title'])}, "
                                   f"expected a non-empty string")
     content = paper["content"]
     if not isinstance(content, list) or not content:
-        raise ArgSciChatDataError(f"{where}: content is {_describe(content)}, "
+        raise ArgSciChatDataError(f"{where}: content is {describe(content)}, "
                                   f"expected a non-empty list of sentence strings")
     bad = next((i for i, v in enumerate(content) if not isinstance(v, str)), None)
     if bad is not None:
         raise ArgSciChatDataError(f"{where}: content sentence {bad} is "
-                                  f"{_describe(content[bad])}, expected a string")
+                                  f"{describe(content[bad])}, expected a string")
     if not isinstance(paper["message_pairs"], list) or not paper["message_pairs"]:
         raise ArgSciChatDataError(
-            f"{where}: empty dialogue (message_pairs is {_describe(paper['message_pairs'])}, "
+            f"{where}: empty dialogue (message_pairs is {describe(paper['message_pairs'])}, "
             f"expected a non-empty list)")
     return str(pid)
 
@@ -258,19 +310,19 @@ def _check_pair(where: str, mp: dict) -> None:
     """Type checks of one message pair (``where`` names file, paper and pair)."""
     for key in ("P_Message", "DE_Message"):
         if not isinstance(mp[key], str):
-            raise ArgSciChatDataError(f"{where}: {key} is {_describe(mp[key])}, expected a string")
+            raise ArgSciChatDataError(f"{where}: {key} is {describe(mp[key])}, expected a string")
         if not mp[key].strip():
             raise ArgSciChatDataError(f"{where}: {key} is empty")
     for key in ("facts", "history", "history_ids"):
         if isinstance(mp[key], str):
-            raise ArgSciChatDataError(f"{where}: {key} is a string ({_describe(mp[key])}), "
+            raise ArgSciChatDataError(f"{where}: {key} is a string ({describe(mp[key])}), "
                                       f"expected a list of strings")
         if not _is_str_list(mp[key]):
-            raise ArgSciChatDataError(f"{where}: {key} is {_describe(mp[key])}, "
+            raise ArgSciChatDataError(f"{where}: {key} is {describe(mp[key])}, "
                                       f"expected a list of strings")
     hf = mp["history_facts"]
     if not isinstance(hf, list) or not all(_is_str_list(t) for t in hf):
-        raise ArgSciChatDataError(f"{where}: history_facts is {_describe(hf)}, expected one "
+        raise ArgSciChatDataError(f"{where}: history_facts is {describe(hf)}, expected one "
                                   f"list of fact strings per earlier turn")
     if len(hf) != len(mp["history_ids"]):
         raise ArgSciChatDataError(f"{where}: {len(hf)} history_facts entries for "
@@ -279,51 +331,67 @@ def _check_pair(where: str, mp: dict) -> None:
 
 def _read_text(path: Path) -> str:
     """A file's text as UTF-8 (a byte-order mark is dropped), or an error naming the file."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ArgSciChatDataError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data[:exc.start].count(b"\n") + 1
-        raise ArgSciChatDataError(
-            f"{path}: not UTF-8 text (byte {data[exc.start]:#04x} on line {line}, offset "
-            f"{exc.start}; e.g. Latin-1); save it as UTF-8") from None
-
-
-class _DuplicateKey(ValueError):
-    pass
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    seen: set[str] = set()
-    for k, _ in pairs:
-        if k in seen:
-            raise _DuplicateKey(k)
-        seen.add(k)
-    return dict(pairs)
+    return read_utf8(path, ArgSciChatDataError)
 
 
 def _load_json(path: Path) -> Any:
     """Parse a JSON file, refusing a key twice in one object (a paper title, a pair key)."""
     text = _read_text(path)
     try:
-        return json.loads(text, object_pairs_hook=_unique_keys)
-    except _DuplicateKey as exc:
-        key = exc.args[0]
+        return load_json_text(text)
+    except DuplicateKey as exc:
+        key = exc.args[0][0]
         pattern = re.compile("|".join(re.escape(json.dumps(key, ensure_ascii=a)) + r"\s*:"
                                       for a in (False, True)))
         lines = [n for n, line in enumerate(text.splitlines(), 1) if pattern.search(line)]
         where = f" (lines {', '.join(map(str, lines[:5]))})" if lines else ""
         raise ArgSciChatDataError(
-            f"{path}: duplicate key {key!r} in one JSON object{where}; the later value "
+            f"{path}: duplicate key {show(key)} in one JSON object{where}; the later value "
             "would silently replace the earlier one") from None
-    except json.JSONDecodeError as exc:
-        raise ArgSciChatDataError(f"{path}: not valid JSON ({exc})") from None
+    except ValueError as exc:  # JSONDecodeError, or an integer of > 4300 digits
+        raise ArgSciChatDataError(f"{path}: not valid JSON ({clip(str(exc))})") from None
 
 
-def _read_fold_file(path: Path, split: str) -> tuple[list[MessagePair], list[DroppedFact]]:
+def _anomaly(kind: str, split: str, rid: str, paper_id: str, title: str, path: Path,
+             message: str) -> dict[str, Any]:
+    return {"kind": kind, "split": split, "id": rid, "paper_id": paper_id, "title": title,
+            "file": str(path), "message": message}
+
+
+def _history_anomalies(where: str, mp: dict, by_id: dict[str, dict], keys: dict[str, str]
+                       ) -> list[tuple[str, str]]:
+    """(kind, message) for history ids naming no pair of the paper, and for history entries
+    found in none of the earlier turns they name (their messages and facts, :func:`squash`)."""
+    out = []
+    known = []
+    for hid in mp["history_ids"]:
+        if hid in by_id:
+            known.append(by_id[hid])
+        elif identity_key(hid) in keys:
+            raise ArgSciChatDataError(
+                f"{where}: history id: {clash_message(hid, keys[identity_key(hid)])}")
+        else:
+            out.append(("history_id_unknown", f"{where}: history id {show(hid)} names no "
+                                              "message pair of this paper"))
+    if not mp["history"]:
+        return out
+    earlier = "\n".join(squash(t) for e in known
+                        for t in (e["P_Message"], e["DE_Message"], *e["facts"]))
+    extra = [h for h in mp["history"] if squash(h) and squash(h) not in earlier]
+    if extra:
+        out.append(("history_longer_than_ids",
+                    f"{where}: {len(extra)} of {len(mp['history'])} history entries are in "
+                    f"none of the {len(known)} earlier turn(s) named by history_ids "
+                    f"(first: {show(extra[0])})"))
+    return out
+
+
+def _read_fold_file(path: Path, split: str, norms: dict[tuple[str, str], list[str]]
+                    ) -> tuple[list[MessagePair], list[DroppedFact], list[dict[str, Any]]]:
+    """The message pairs of one fold file, its dropped facts, and its content anomalies.
+
+    ``norms`` receives each paper's normalised content sentences (for the leakage check).
+    """
     if not path.is_file():
         raise ArgSciChatDataError(f"{path}: missing fold file")
     raw = _load_json(path)
@@ -333,32 +401,76 @@ def _read_fold_file(path: Path, split: str) -> tuple[list[MessagePair], list[Dro
         raise ArgSciChatDataError(f"{path}: no papers (empty object)")
     pairs: list[MessagePair] = []
     dropped: list[DroppedFact] = []
-    seen: dict[str, str] = {}
+    anomalies: list[dict[str, Any]] = []
+    seen: dict[str, tuple[str, str]] = {}  # pair id key -> (pair id, paper title)
+    paper_ids: dict[str, tuple[str, str]] = {}  # paper id key -> (paper id, paper key)
     for title, paper in raw.items():
         missing = [k for k in _PAPER_KEYS if not isinstance(paper, dict) or k not in paper]
         if missing:
-            raise ArgSciChatDataError(f"{path}: paper {title!r} lacks key(s) {missing}")
+            raise ArgSciChatDataError(f"{path}: paper {show(title, 120)} lacks key(s) {missing}")
         paper_id = _check_paper(path, title, paper)
+        at = f"{path}: paper {show(title, 120)} (id {show_id(paper_id)})"
+        pkey = identity_key(paper_id)
+        if pkey in paper_ids:
+            other_id, other = paper_ids[pkey]
+            what = ("the same id" if other_id == paper_id else clash_message(paper_id, other_id))
+            raise ArgSciChatDataError(f"{at}: {what} as paper {show(other, 120)}; every paper "
+                                      "has its own id")
+        paper_ids[pkey] = (paper_id, title)
+        if identity_key(title) != identity_key(paper["title"]):
+            anomalies.append(_anomaly(
+                "paper_key_not_title", split, paper_id, paper_id, paper["title"], path,
+                f"{at}: its key differs from its title {show(paper['title'], 120)}"))
         content = tuple(s.replace("\n", " ").strip() for s in paper["content"])
-        for n, mp in enumerate(paper["message_pairs"]):
+        index = ContentIndex(content, paper["title"])
+        norms[split, paper_id] = index.norm
+        mps = paper["message_pairs"]
+        for n, mp in enumerate(mps):
             missing = [k for k in _PAIR_KEYS if not isinstance(mp, dict) or k not in mp]
             if missing:
+                rid = mp.get("id") if isinstance(mp, dict) else None
                 raise ArgSciChatDataError(
-                    f"{path}: paper {title!r}, message pair {n} "
-                    f"(id={mp.get('id') if isinstance(mp, dict) else None}) lacks key(s) {missing}"
-                )
-            where = f"{path}: paper {title!r} (id {paper_id}), pair {mp['id']!r}"
-            if not isinstance(mp["id"], str) or not mp["id"].strip():
-                raise ArgSciChatDataError(f"{where}: id is {_describe(mp['id'])}, "
+                    f"{path}: paper {show(title, 120)}, message pair {n} (id={show(rid)}) "
+                    f"lacks key(s) {missing}")
+            where = f"{at}, pair {show(mp['id'])}"
+            if not isinstance(mp["id"], str) or not identity_key(mp["id"]):
+                raise ArgSciChatDataError(f"{where}: id is {describe(mp['id'])}, "
                                           f"expected a non-empty string")
-            if mp["id"] in seen:
-                raise ArgSciChatDataError(f"{where}: duplicate pair id (also in paper "
-                                          f"{seen[mp['id']]!r})")
-            seen[mp["id"]] = title
+            key = identity_key(mp["id"])
+            if key in seen:
+                other_id, other = seen[key]
+                what = ("duplicate pair id" if other_id == mp["id"]
+                        else f"pair id: {clash_message(mp['id'], other_id)}")
+                raise ArgSciChatDataError(f"{where}: {what} (also in paper {show(other, 120)})")
+            seen[key] = (mp["id"], title)
             _check_pair(where, mp)
-            indexes, lost = map_facts(mp["facts"], content, paper["title"])
+        by_id = {mp["id"]: mp for mp in mps}
+        keys = {identity_key(i): i for i in by_id}
+        for mp in mps:
+            where = f"{at}, pair {show(mp['id'])}"
+            indexes, lost = map_facts(mp["facts"], index)
             dropped += [DroppedFact(split, mp["id"], f, r) for f, r in lost]
-            hist_idx = tuple(map_facts(f, content, paper["title"])[0] for f in mp["history_facts"])
+            found = [(mp["facts"], "facts", indexes, lost)]
+            hist_idx = []
+            for turn in mp["history_facts"]:
+                idx, hlost = map_facts(turn, index)
+                hist_idx.append(idx)
+                dropped += [DroppedFact(split, mp["id"], f, r, "history_facts")
+                            for f, r in hlost]
+                found.append((turn, "history_facts", idx, hlost))
+            for _, field_name, _, lost_pieces in found:
+                for piece, reason in lost_pieces:
+                    if reason != "title":
+                        kind = ("fact_not_found" if field_name == "facts"
+                                else "history_fact_not_found")
+                        what = "blank" if reason == "empty" else \
+                            "found neither in the content nor in the title"
+                        anomalies.append(_anomaly(
+                            kind, split, mp["id"], paper_id, paper["title"], path,
+                            f"{where}, {field_name}: {show(piece)} is {what}"))
+            for kind, message in _history_anomalies(where, mp, by_id, keys):
+                anomalies.append(_anomaly(kind, split, mp["id"], paper_id, paper["title"],
+                                          path, message))
             pairs.append(
                 MessagePair(
                     pair_id=mp["id"],
@@ -373,42 +485,51 @@ def _read_fold_file(path: Path, split: str) -> tuple[list[MessagePair], list[Dro
                     history_ids=tuple(mp["history_ids"]),
                     facts=tuple(mp["facts"]),
                     fact_indexes=indexes,
-                    history_fact_indexes=hist_idx,
+                    history_fact_indexes=tuple(hist_idx),
                 )
             )
-    return pairs, dropped
+    return pairs, dropped, anomalies
 
 
 def _check_fold(fold: int, splits: dict[str, list[MessagePair]], files: dict[str, str]) -> None:
-    """Papers and pair ids never cross the splits of a fold."""
+    """Papers and pair ids (once normalised) never cross the splits of a fold."""
     owner: dict[str, tuple[str, MessagePair]] = {}
-    pair_owner: dict[str, str] = {}
+    pair_owner: dict[str, tuple[str, MessagePair]] = {}
     for split in ARGSCICHAT_SPLITS:
         for p in splits[split]:
-            prev = owner.get(p.paper_id)
+            prev = owner.get(identity_key(p.paper_id))
             if prev is not None and prev[0] != split:
+                same = "" if prev[1].paper_id == p.paper_id else \
+                    f" ({clash_message(p.paper_id, prev[1].paper_id)})"
                 raise ArgSciChatDataError(
-                    f"fold {fold}: paper {p.title!r} (id {p.paper_id}) is in both "
-                    f"{files[prev[0]]} (pair {prev[1].pair_id!r}) and {files[split]} "
-                    f"(pair {p.pair_id!r}); papers must not cross splits")
-            owner.setdefault(p.paper_id, (split, p))
-            if p.pair_id in pair_owner and pair_owner[p.pair_id] != split:
+                    f"fold {fold}: paper {show(p.title, 120)} (id {show_id(p.paper_id)}) is in "
+                    f"both {files[prev[0]]} (pair {show(prev[1].pair_id)}) and {files[split]} "
+                    f"(pair {show(p.pair_id)}); papers must not cross splits{same}")
+            owner.setdefault(identity_key(p.paper_id), (split, p))
+            prev = pair_owner.get(identity_key(p.pair_id))
+            if prev is not None and prev[0] != split:
+                same = "" if prev[1].pair_id == p.pair_id else \
+                    f" ({clash_message(p.pair_id, prev[1].pair_id)})"
                 raise ArgSciChatDataError(
-                    f"fold {fold}: pair id {p.pair_id!r} (paper {p.title!r}) is in both "
-                    f"{files[pair_owner[p.pair_id]]} and {files[split]}")
-            pair_owner[p.pair_id] = split
+                    f"fold {fold}: pair id {show(p.pair_id)} (paper {show(p.title, 120)}) is in "
+                    f"both {files[prev[0]]} and {files[split]}{same}")
+            pair_owner.setdefault(identity_key(p.pair_id), (split, p))
 
 
-def _paper_leaks(fold: int, splits: dict[str, list[MessagePair]], files: dict[str, str]
-                 ) -> list[dict[str, Any]]:
-    """Papers of a later split whose content is in a paper of an earlier split (other id)."""
+def _paper_leaks(fold: int, splits: dict[str, list[MessagePair]], files: dict[str, str],
+                 norms: dict[tuple[str, str], list[str]] | None = None) -> list[dict[str, Any]]:
+    """Papers of a later split whose content is in a paper of an earlier split (other id).
+
+    ``norms``: each (split, paper id)'s normalised content sentences, when already known.
+    """
+    norms = norms or {}
     papers: dict[str, dict[str, tuple[str, frozenset[str]]]] = {}
     for split in ARGSCICHAT_SPLITS:
         papers[split] = {}
         for p in splits[split]:
             if p.paper_id not in papers[split]:
-                sents = frozenset(k for k in map(squash, p.content) if k)
-                papers[split][p.paper_id] = (p.title, sents)
+                norm = norms.get((split, p.paper_id)) or map(squash, p.content)
+                papers[split][p.paper_id] = (p.title, frozenset(k for k in norm if k))
     out = []
     for j, split in enumerate(ARGSCICHAT_SPLITS):
         for pid, (title, sents) in papers[split].items():
@@ -421,11 +542,12 @@ def _paper_leaks(fold: int, splits: dict[str, list[MessagePair]], files: dict[st
                     continue
                 oid, otitle, shared = hit
                 out.append({
-                    "kind": "leak_paper_content", "split": split, "paper_id": pid,
+                    "kind": "leak_paper_content", "split": split, "id": pid, "paper_id": pid,
                     "title": title, "file": files[split],
                     "message": (
-                        f"fold {fold}: paper {title!r} (id {pid}) in {files[split]} shares "
-                        f"{shared} of its {len(sents)} content sentences with paper {otitle!r} "
+                        f"fold {fold}: paper {show(title, 120)} (id {show_id(pid)}) in "
+                        f"{files[split]} shares {shared} of its {len(sents)} content sentences "
+                        f"with paper {show(otitle, 120)} "
                         f"(id {oid}) in {files[earlier]} (normalised text)")})
                 break
     return out
@@ -435,11 +557,9 @@ def _argscichat_root(source: str | os.PathLike | None) -> tuple[Path, str]:
     source = source or os.environ.get("ARGSCICHAT_DATA")
     if source:
         root = Path(source).expanduser()
-        if not root.is_dir():
-            what = "is not a folder" if root.exists() else "does not exist"
-            rel = "" if root.is_absolute() else (
-                f" ({root.resolve()}, from the working directory {Path.cwd()})")
-            raise ArgSciChatDataError(f"{root}: ArgSciChat folder {what}{rel}")
+        problem = folder_problem(root, "ArgSciChat folder")
+        if problem:
+            raise ArgSciChatDataError(problem)
         return root, str(source)
     return download_argscichat(), f"github:{ARGSCICHAT_REPO}@{ARGSCICHAT_COMMIT}"
 
@@ -469,31 +589,36 @@ def load_argscichat(source: str | os.PathLike | None = None, fold: int = 0, *,
     root, label = _argscichat_root(source)
     splits: dict[str, list[MessagePair]] = {}
     dropped: list[DroppedFact] = []
+    anomalies: list[dict[str, Any]] = []
     files: dict[str, str] = {}
+    norms: dict[tuple[str, str], list[str]] = {}
     for split in ARGSCICHAT_SPLITS:
         path = root / f"fold_{fold}_{split}.json"
-        splits[split], lost = _read_fold_file(path, split)
+        splits[split], lost, found = _read_fold_file(path, split, norms)
         dropped += lost
+        anomalies += found
         files[split] = str(path)
     _check_fold(fold, splits, files)
-    anomalies = _paper_leaks(fold, splits, files)
+    anomalies += _paper_leaks(fold, splits, files, norms)
     if strict and anomalies:
         raise ArgSciChatDataError(
             f"{len(anomalies)} content anomaly(ies) (strict=True):\n  - "
-            + "\n  - ".join(a["message"] for a in anomalies))
+            + "\n  - ".join(a["message"] for a in anomalies[:20])
+            + (f"\n  ... and {len(anomalies) - 20} more" if len(anomalies) > 20 else ""))
     for split in ARGSCICHAT_SPLITS:
         register("argscichat", label, files[split], f"fold{fold}/{split}")
         mine = [a for a in anomalies if a["split"] == split]
-        ids = {k: [a["paper_id"] for a in mine if a["kind"] == k]
-               for k in ARGSCICHAT_ANOMALY_KINDS}
+        ids = {k: [a["id"] for a in mine if a["kind"] == k] for k in ARGSCICHAT_ANOMALY_KINDS}
         annotate(files[split], rows=len(splits[split]),
                  anomalies={k: len(v) for k, v in ids.items()},
                  anomaly_ids={k: v for k, v in ids.items() if v})
     data = ArgSciChatFold(fold=fold, dropped_facts=dropped, files=files, anomalies=anomalies,
                           **splits)
     if anomalies:
+        counts = Counter(a["kind"] for a in anomalies)
         warnings.warn(ArgSciChatDataWarning(
-            f"fold {fold}: loaded with {len(anomalies)} leak_paper_content anomaly(ies): "
+            f"fold {fold}: loaded with content anomalies ("
+            + ", ".join(f"{n} {k}" for k, n in counts.items()) + "): "
             + "; ".join(a["message"] for a in anomalies[:3])
             + ". load_argscichat(..., return_report=True) lists them, strict=True refuses "
             "them"), stacklevel=2)
@@ -501,7 +626,8 @@ def load_argscichat(source: str | os.PathLike | None = None, fold: int = 0, *,
 
 
 def load_intents(source: str | os.PathLike | None = None) -> pd.DataFrame | None:
-    """Sentence-level dialogue intents (``intents.csv``); ``None`` when the file is absent.
+    """Sentence-level dialogue intents (``intents.csv``); ``None`` when the file is absent
+    from an existing folder (a ``source`` that is a file or does not exist is an error).
 
     The file must be UTF-8 (a byte-order mark is accepted) with the :data:`INTENT_COLUMNS`,
     each named once, and one cell per column on every row; anything else is an
@@ -510,6 +636,9 @@ def load_intents(source: str | os.PathLike | None = None) -> pd.DataFrame | None
     source = source or os.environ.get("ARGSCICHAT_DATA")
     if not source:
         return None
+    problem = folder_problem(Path(source).expanduser(), "ArgSciChat folder")
+    if problem:
+        raise ArgSciChatDataError(problem)
     path = Path(source).expanduser() / "intents.csv"
     if not path.is_file():
         return None

@@ -2,16 +2,21 @@
 
 :func:`load_saf` reads a hub id (``SAF_DATA`` overrides the legal-set default), a local
 hub-layout folder ``data/{split}-0000k-of-0000n.parquet`` or ``{split}.jsonl|.csv|.parquet``
-files, and validates every row. Two kinds of findings:
+files, and validates every row (column-wise: a 100k-row split in seconds, see
+benchmarks/loader_bench.py and docs/data.md). Two kinds of findings:
 
 - **Problems** (structural; always an error): a missing expected split, an incomplete or
-  ambiguous set of split files, an unreadable or non-UTF-8 file, a split with 0 rows, a file
-  (shard) without an expected column, a duplicate column name or JSON key, an empty or
-  duplicate id, ids of mixed types, a label that is missing or not one of
+  ambiguous set of split files, a data path that is a file, an unreadable or non-UTF-8 file,
+  a split with 0 rows, a file (shard) without an expected column, a duplicate column name or
+  JSON key, an empty or duplicate id (ids are compared by
+  :func:`saf_utils.text.identity_key`: two ids equal only once normalised name both rows),
+  an integer id beyond 64 bits, ids of mixed types, a label that is missing or not one of
   :data:`SAF_LABELS`, a score that is not a number in [0, 1], a missing or blank
-  ``question`` / ``reference_answer`` / ``answer_feedback``, a non-string text cell. All
-  problems are raised together as one :class:`SAFDataError`, each naming file, split, row,
-  id and column.
+  ``question`` / ``reference_answer`` / ``answer_feedback`` (blank:
+  :func:`saf_utils.text.is_blank`), a text cell that is not a string (a number, a list,
+  bytes). All problems are raised together as one :class:`SAFDataError`, each naming file,
+  split, row, id and column, with any value shown as a prefix and its size
+  (:func:`saf_utils.loading.show`).
 - **Anomalies** (content that real releases contain; :data:`SAF_ANOMALY_KINDS`): a blank
   student answer (``empty_answer``; graded, e.g. as an empty submission), a label that
   disagrees with the score (``label_score_mismatch``; Correct <=> 1, Incorrect <=> 0,
@@ -28,8 +33,9 @@ files, and validates every row. Two kinds of findings:
 from __future__ import annotations
 
 import csv
+import dataclasses
+import hashlib
 import io
-import json
 import math
 import os
 import re
@@ -40,10 +46,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
+from saf_utils.loading import (
+    DuplicateKey,
+    clash_message,
+    clip,
+    describe,
+    folder_problem,
+    id_clashes,
+    id_key,
+    id_keys,
+    is_int64,
+    load_json_text,
+    read_utf8,
+    show,
+    show_id,
+)
 from saf_utils.provenance import DataError, annotate, register
-from saf_utils.text import squash
+from saf_utils.text import is_blank, squash
 
 
 class SAFDataError(DataError):
@@ -105,51 +127,60 @@ def _isna(value: Any) -> bool:
     return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
 
 
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """``object_pairs_hook`` that refuses a key twice in one JSON object."""
-    keys = [k for k, _ in pairs]
-    twice = sorted({k for k in keys if keys.count(k) > 1})
-    if twice:
-        raise ValueError(f"duplicate key(s) {twice} in one JSON object")
-    return dict(pairs)
-
-
 def _utf8(path: Path) -> str:
-    """A text file's content as UTF-8 (a byte-order mark is dropped), or an error naming it."""
-    data = path.read_bytes()
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data[:exc.start].count(b"\n") + 1
-        raise SAFDataError([f"{path}: not UTF-8 text (byte {data[exc.start]:#04x} on line "
-                            f"{line}, offset {exc.start}; e.g. Latin-1); save it as UTF-8"]
-                           ) from None
+    return read_utf8(path, lambda msg: SAFDataError([msg]))
+
+
+def _lines(text: str) -> Iterable[str]:
+    """The ``\n``-separated lines of a text, one at a time (no list of them all)."""
+    start = 0
+    while start <= len(text):
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end
+        yield text[start:end]
+        start = end + 1
 
 
 def _read_jsonl(path: Path) -> pd.DataFrame:
-    records = []
-    for line_no, line in enumerate(_utf8(path).split("\n"), 1):
+    """One object per line; every cell kept as parsed (object columns: no int64 overflow)."""
+    columns: dict[str, list[Any]] = {}
+    n = 0
+    for line_no, line in enumerate(_lines(_utf8(path)), 1):
         if not line.strip():
             continue
         try:
-            rec = json.loads(line, object_pairs_hook=_unique_keys)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"line {line_no}: not valid JSON ({exc})") from None
-        except ValueError as exc:
-            raise ValueError(f"line {line_no}: {exc}") from None
+            rec = load_json_text(line)
+        except DuplicateKey as exc:
+            raise ValueError(f"line {line_no}: duplicate key(s) {exc.args[0]} in one JSON "
+                             "object") from None
+        except ValueError as exc:  # JSONDecodeError, or an integer of > 4300 digits
+            raise ValueError(f"line {line_no}: not valid JSON ({clip(str(exc))})") from None
         if not isinstance(rec, dict):
             raise ValueError(f"line {line_no}: a JSON {type(rec).__name__}, not an object")
-        records.append(rec)
-    return pd.DataFrame.from_records(records) if records else pd.DataFrame()
+        for key in rec:
+            if key not in columns:
+                columns[key] = [None] * n
+        for key, values in columns.items():
+            values.append(rec.get(key))
+        n += 1
+    return pd.DataFrame({c: pd.Series(v, dtype=object) for c, v in columns.items()},
+                        index=range(n))
 
 
 def _header(path: Path) -> list[str]:
-    """Column names as written in a CSV or parquet file (before pandas renames duplicates)."""
+    """Column names as written in a CSV or parquet file (before pandas renames duplicates).
+
+    A CSV file is decoded whole (a non-UTF-8 byte anywhere is an error naming its line); its
+    header is parsed from the first line (or the first record, if that line opens a quote).
+    """
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq
 
         return list(pq.read_schema(path).names)
-    return next(csv.reader(io.StringIO(_utf8(path), newline="")), [])
+    text = _utf8(path)
+    first = text.split("\n", 1)[0]
+    source = first if first.count('"') % 2 == 0 else text
+    return next(csv.reader(io.StringIO(source, newline="")), [])
 
 
 def _read_table(path: Path) -> pd.DataFrame:
@@ -168,11 +199,13 @@ def _read_table(path: Path) -> pd.DataFrame:
         if path.suffix == ".jsonl":
             return _read_jsonl(path)
         # Every CSV cell as text (ids like "007" stay text); only empty cells are missing.
-        return pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+        return pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""],
+                           encoding="utf-8-sig")
     except SAFDataError:
         raise
     except Exception as exc:  # pandas/arrow raise many types; the user needs the file name
-        raise SAFDataError([f"{path}: cannot be read as {path.suffix[1:]} ({exc})"]) from None
+        raise SAFDataError([f"{path}: cannot be read as {path.suffix[1:]} "
+                            f"({clip(str(exc), 500)})"]) from None
 
 
 def _file_columns(split: str, parts: list[tuple[Path, pd.DataFrame]]) -> list[str]:
@@ -303,107 +336,208 @@ def _missing_split_message(root: Path, missing: list[str], found: _SplitFiles) -
 
 @dataclass
 class _Checked:
-    """One split after validation: clean rows, problems, and counted anomalies."""
+    """One split after validation: its kept columns, problems, and counted anomalies.
 
-    rows: list[dict[str, Any]]
+    ``frame`` holds the kept columns (blank answers as ``""``, ``score`` as float); ``ids``,
+    ``files`` and ``rows`` give each row's id, file and 1-based row number in that file.
+    """
+
+    frame: pd.DataFrame
+    ids: list[Any]
+    keys: list[Any]  # the ids' identity (saf_utils.loading.id_key)
+    files: np.ndarray
+    rows: np.ndarray
     problems: list[str]
     anomalies: list[dict[str, Any]]  # {kind, id, row, file, message}
 
+    def __len__(self) -> int:
+        return len(self.ids)
+
 
 def _where(file: str, split: str, row: int, rid: Any) -> str:
-    return f"{file} [{split}] row {row} (id={rid})"
+    return f"{file} [{split}] row {row} (id={show_id(rid)})"
+
+
+def _number(value: Any) -> float | None:
+    """A score cell as a float (text too, as CSV gives it); ``None`` when it is no number."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int | float) or type(value).__module__ == "numpy":
+        try:
+            return float(value)
+        except OverflowError:  # an integer beyond the float range: certainly outside [0, 1]
+            return math.inf if value > 0 else -math.inf
+        except (TypeError, ValueError):
+            return None
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _is_text(s: pd.Series) -> bool:
+    """A column whose every present cell is a string (pandas ``str`` dtype)."""
+    return isinstance(s.dtype, pd.StringDtype)
+
+
+def _suspects(s: pd.Series) -> np.ndarray:
+    """Positions of cells that may not be visibly non-blank strings (looked at one by one).
+
+    A string that starts with a letter or digit is not blank; every other cell (missing,
+    not a string, starting with a space, a mark or an invisible character) is a suspect.
+    """
+    if _is_text(s):
+        ok = s.str.slice(0, 1).str.isalnum().fillna(False).to_numpy(dtype=bool)
+        return np.flatnonzero(~ok)
+    return np.array([i for i, v in enumerate(s.tolist())
+                     if not (isinstance(v, str) and v[:1].isalnum())], dtype=int)
+
+
+def _text_problem(value: Any, col: str) -> str | None:
+    if _isna(value):
+        return "missing label" if col == "verification_feedback" else "missing value"
+    if not isinstance(value, str):
+        return f"{show(value)} is a {type(value).__name__}, not a string"
+    if is_blank(value):
+        return "empty (blank) text"
+    return None
+
+
+def _scores(s: pd.Series) -> np.ndarray:
+    """The score column as floats (NaN where a cell is no number; booleans are none)."""
+    if pd.api.types.is_bool_dtype(s):
+        return np.full(len(s), np.nan)
+    if pd.api.types.is_numeric_dtype(s):
+        return s.to_numpy(dtype=float, na_value=np.nan)
+    if _is_text(s):
+        return pd.to_numeric(s, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    return np.array([np.nan if (x := _number(v)) is None else x for v in s.tolist()],
+                    dtype=float)
 
 
 def _check_split(df: pd.DataFrame, split: str, files: Sequence[str]) -> _Checked:
-    """Validate one split read from ``files``; ``df`` carries ``_file`` and ``_row`` (1-based)."""
+    """Validate one split read from ``files``; ``df`` carries ``_file`` and ``_row`` (1-based).
+
+    Column-wise: whole columns are tested at once, cells are looked at one by one only where
+    a column is not plain text or a cell is a suspect, and messages are made only for rows
+    with a problem (a 100k-row split loads in seconds: benchmarks/loader_bench.py).
+    """
     where_split = f"{', '.join(files)} [{split}]"
+    empty = _Checked(pd.DataFrame(), [], [], np.array([]), np.array([]), [], [])
     if len(df) == 0:
-        return _Checked([], [f"{where_split}: split has 0 rows"], [])
+        return dataclasses.replace(empty, problems=[f"{where_split}: split has 0 rows"])
     missing = [c for c in SAF_COLUMNS if c not in df.columns]
     if missing:
-        return _Checked([], [f"{where_split}: missing column '{c}'" for c in missing], [])
+        return dataclasses.replace(
+            empty, problems=[f"{where_split}: missing column '{c}'" for c in missing])
     keep = [c for c in SAF_COLUMNS + SAF_OPTIONAL_COLUMNS if c in df.columns]
-    cells = {c: [None if _isna(v) else v for v in df[c].tolist()] for c in keep}
-    scores = pd.to_numeric(pd.Series(cells["score"], dtype=object), errors="coerce").tolist()
-    problems: list[str] = []
-    anomalies: list[dict[str, Any]] = []
-    rows: list[dict[str, Any]] = []
-    seen_ids: dict[Any, int] = {}
-    for i in range(len(df)):
-        file, row = str(df["_file"].iloc[i]), int(df["_row"].iloc[i])
-        rec = {c: cells[c][i] for c in keep}
-        rid = rec["id"]
-        at = _where(file, split, row, rid)
-        if rid is None or (isinstance(rid, str) and not rid.strip()):
-            problems.append(f"{at}, column 'id': empty id")
+    frame = df[keep].reset_index(drop=True)
+    file_of = df["_file"].astype(str).to_numpy()
+    row_of = df["_row"].to_numpy()
+    ids = [None if _isna(v) else v for v in frame["id"].tolist()]
+    keys = id_keys(frame["id"])
+    problems: list[tuple[int, str]] = []  # (row position, message): sorted into file order
+    anomalies: list[tuple[int, dict[str, Any]]] = []
+
+    def at(i: int) -> str:
+        return _where(file_of[i], split, int(row_of[i]), ids[i])
+
+    columns = {c: frame[c] for c in keep}
+
+    def cells(col: str, positions: np.ndarray) -> list[tuple[int, Any]]:
+        """(position, value) of a few cells of a column."""
+        return list(zip(positions.tolist(), columns[col].iloc[positions].tolist(), strict=True))
+
+    good_id = []
+    for i, rid in enumerate(ids):
+        if rid is None or keys[i] == "":
+            problems.append((i, f"{at(i)}, column 'id': empty id"))
         elif isinstance(rid, bool) or not isinstance(rid, str | int):
-            problems.append(f"{at}, column 'id': {rid!r} is a {type(rid).__name__}, "
-                            "not a string or integer")
-        elif rid in seen_ids:
-            problems.append(f"{at}, column 'id': duplicate id (first in row {seen_ids[rid]})")
+            problems.append((i, f"{at(i)}, column 'id': {describe(rid)} is not a string or "
+                                "integer"))
+        elif isinstance(rid, int) and not is_int64(rid):
+            problems.append((i, f"{at(i)}, column 'id': integer {show(rid)} beyond the 64-bit "
+                                "range; write such ids as strings"))
         else:
-            seen_ids[rid] = row
-        for col in _REQUIRED_TEXT + ("verification_feedback",):
-            value = rec[col]
-            if value is None:
-                what = "missing label" if col == "verification_feedback" else "missing value"
-                problems.append(f"{at}, column '{col}': {what}")
-            elif not isinstance(value, str):
-                problems.append(f"{at}, column '{col}': {value!r} is a "
-                                f"{type(value).__name__}, not a string")
-            elif not value.strip():
-                problems.append(f"{at}, column '{col}': empty (blank) text")
-        if rec.get("error_class") is not None and not isinstance(rec["error_class"], str):
-            problems.append(f"{at}, column 'error_class': {rec['error_class']!r} is not a string")
-        answer = rec["provided_answer"]
-        if answer is not None and not isinstance(answer, str):
-            problems.append(f"{at}, column 'provided_answer': {answer!r} is a "
-                            f"{type(answer).__name__}, not a string")
-        elif answer is None or not answer.strip():
-            anomalies.append({"kind": "empty_answer", "id": rid, "row": row, "file": file,
-                              "message": f"{at}, column 'provided_answer': empty answer"})
-            rec["provided_answer"] = answer or ""
-        raw_score, label = rec["score"], rec["verification_feedback"]
-        score = None if isinstance(raw_score, bool) else scores[i]
-        if score is None or _isna(score):
-            problems.append(f"{at}, column 'score': not a number ({raw_score!r})")
-        elif not 0.0 <= score <= 1.0:
-            problems.append(f"{at}, column 'score': {score} outside [0, 1]")
-        if isinstance(label, str) and label not in SAF_LABELS:
-            problems.append(
-                f"{at}, column 'verification_feedback': {label!r} not one of {list(SAF_LABELS)}"
-            )
-        elif label in SAF_LABELS and score is not None and 0.0 <= score <= 1.0:
-            expected = (
-                "Correct" if score == 1 else "Incorrect" if score == 0 else "Partially correct"
-            )
-            if label != expected:
-                anomalies.append({
-                    "kind": "label_score_mismatch", "id": rid, "row": row, "file": file,
-                    "message": f"{at}, column 'verification_feedback': label {label!r} "
-                               f"inconsistent with score {score} (expected {expected!r})"})
-        rec["score"] = float(score) if score is not None and not _isna(score) else None
-        rows.append(rec)
-    return _Checked(rows, problems, anomalies)
+            good_id.append(i)
+    for j, first, exact in id_clashes([ids[i] for i in good_id], [keys[i] for i in good_id]):
+        i, f = good_id[j], good_id[first]
+        what = "duplicate id" if exact else clash_message(ids[i], ids[f])
+        where = "" if file_of[f] == file_of[i] else f" of {file_of[f]}"
+        problems.append((i, f"{at(i)}, column 'id': {what} (first in row {row_of[f]}{where})"))
+    for col in _REQUIRED_TEXT + ("verification_feedback",):
+        for i, value in cells(col, _suspects(columns[col])):
+            what = _text_problem(value, col)
+            if what:
+                problems.append((i, f"{at(i)}, column '{col}': {what}"))
+    if "error_class" in frame and not _is_text(frame["error_class"]):
+        for i, value in enumerate(frame["error_class"].tolist()):
+            if not _isna(value) and not isinstance(value, str):
+                problems.append((i, f"{at(i)}, column 'error_class': {describe(value)} is not "
+                                    "a string"))
+    blank = []
+    for i, answer in cells("provided_answer", _suspects(columns["provided_answer"])):
+        if not _isna(answer) and not isinstance(answer, str):
+            problems.append((i, f"{at(i)}, column 'provided_answer': {show(answer)} is a "
+                                f"{type(answer).__name__}, not a string"))
+        elif _isna(answer) or is_blank(answer):
+            anomalies.append((i, {"kind": "empty_answer", "id": ids[i], "row": int(row_of[i]),
+                                  "file": file_of[i],
+                                  "message": f"{at(i)}, column 'provided_answer': empty answer"}))
+            if _isna(answer):
+                blank.append(i)
+    if blank:  # a missing answer is loaded as ""
+        answers = frame["provided_answer"].astype(object)
+        answers.iloc[blank] = ""
+        frame["provided_answer"] = answers
+    scores = _scores(frame["score"])
+    for i, raw in cells("score", np.flatnonzero(np.isnan(scores))):
+        problems.append((i, f"{at(i)}, column 'score': not a number ({show(raw)})"))
+    outside = ~np.isnan(scores) & ((scores < 0) | (scores > 1))
+    for i, raw in cells("score", np.flatnonzero(outside)):
+        shown = show(raw if np.isinf(scores[i]) else float(scores[i]))
+        problems.append((i, f"{at(i)}, column 'score': {shown} outside [0, 1]"))
+    labels = frame["verification_feedback"]
+    known = labels.isin(SAF_LABELS).to_numpy(dtype=bool)
+    for i in np.flatnonzero(~known):
+        label = labels.iat[i]
+        if isinstance(label, str):
+            problems.append((i, f"{at(i)}, column 'verification_feedback': {show(label)} not "
+                                f"one of {list(SAF_LABELS)}"))
+    expected = np.where(scores == 1, "Correct",
+                        np.where(scores == 0, "Incorrect", "Partially correct"))
+    valid = known & ~np.isnan(scores) & ~outside
+    for i in np.flatnonzero(valid & (labels.to_numpy(dtype=object) != expected)):
+        anomalies.append((i, {
+            "kind": "label_score_mismatch", "id": ids[i], "row": int(row_of[i]),
+            "file": file_of[i],
+            "message": f"{at(i)}, column 'verification_feedback': label {labels.iat[i]!r} "
+                       f"inconsistent with score {float(scores[i])} "
+                       f"(expected {expected[i]!r})"}))
+    frame["score"] = scores
+    problems.sort(key=lambda t: t[0])  # stable: within a row, in column order
+    anomalies.sort(key=lambda t: t[0])
+    return _Checked(frame, ids, keys, file_of, row_of, [m for _, m in problems],
+                    [a for _, a in anomalies])
 
 
-def _id_type_problems(checked: dict[str, _Checked], where: dict[str, pd.DataFrame]) -> list[str]:
+def _id_type_problems(checked: dict[str, _Checked]) -> list[str]:
     """Ids must share one type (all strings or all integers) across the loaded splits."""
-    kinds = Counter(
-        type(r["id"]).__name__ for c in checked.values() for r in c.rows
-        if isinstance(r["id"], str | int) and not isinstance(r["id"], bool)
-    )
-    if len(kinds) < 2:
+    types = Counter()
+    for c in checked.values():
+        types.update(map(type, c.ids))
+    kinds = {"str": types[str], "int": types[int]}
+    if not (kinds["str"] and kinds["int"]):
         return []
     main = "str" if kinds["str"] >= kinds["int"] else "int"
+    other = int if main == "str" else str
     problems = []
     for split, c in checked.items():
-        df = where[split]
-        for i, r in enumerate(c.rows):
-            rid = r["id"]
-            if isinstance(rid, str | int) and not isinstance(rid, bool) \
-                    and type(rid).__name__ != main:
-                at = _where(str(df["_file"].iloc[i]), split, int(df["_row"].iloc[i]), repr(rid))
+        for i, rid in enumerate(c.ids):
+            if type(rid) is other:
+                at = _where(c.files[i], split, int(c.rows[i]), repr(rid))
                 problems.append(
                     f"{at}, column 'id': {type(rid).__name__} id among {main} ids "
                     f"({kinds[main]} of them); write every id as a {main}"
@@ -411,50 +545,105 @@ def _id_type_problems(checked: dict[str, _Checked], where: dict[str, pd.DataFram
     return problems
 
 
-def _leak_anomalies(checked: dict[str, _Checked], frames: dict[str, pd.DataFrame]) -> None:
+def _cross_split_problems(checked: dict[str, _Checked]) -> list[str]:
+    """An id (once normalised) belongs to one split only; both places are named."""
+    sets = [set(c.keys) - {None} for c in checked.values()]
+    shared = set().union(*(a & b for n, a in enumerate(sets) for b in sets[n + 1:]))
+    if not shared:
+        return []
+    places = [(split, i) for split, c in checked.items() for i, k in enumerate(c.keys)
+              if k in shared]
+    ids = [checked[s].ids[i] for s, i in places]
+    problems, reported = [], set()
+    for j, first, exact in id_clashes(ids, [checked[s].keys[i] for s, i in places]):
+        (s, i), (fs, fi) = places[j], places[first]
+        if s == fs or (fs, s, id_key(ids[j])) in reported:
+            continue  # within a split: reported by _check_split
+        reported.add((fs, s, id_key(ids[j])))
+        a, b = checked[s], checked[fs]
+        both = f"({b.files[fi]} row {b.rows[fi]}; {a.files[i]} row {a.rows[i]})"
+        if exact:
+            problems.append(f"id {show_id(ids[j])} appears in splits {fs!r} and {s!r} {both}")
+        else:
+            problems.append(f"splits {fs!r} and {s!r}: {clash_message(ids[j], ids[first])} "
+                            f"{both}")
+    return problems
+
+
+class _Codes:
+    """Integer codes of normalised texts (:func:`squash`), shared by every split.
+
+    Each distinct cell value is normalised once; a missing or empty key is ``-1``.
+    """
+
+    def __init__(self) -> None:
+        self.vocab: dict[str, int] = {}
+
+    def __call__(self, s: pd.Series) -> np.ndarray:
+        codes, uniques = pd.factorize(s, use_na_sentinel=True)
+        ukeys = [squash(u) if isinstance(u, str) else "" for u in uniques]
+        table = np.array([self.vocab.setdefault(k, len(self.vocab)) if k else -1
+                          for k in ukeys] + [-1], dtype=np.int64)
+        return table[codes]  # the sentinel -1 picks the final -1
+
+
+def _first_places(codes: np.ndarray, split: str, c: _Checked) -> dict[int, str]:
+    """Code -> where it first occurs in a split (only for codes >= 0)."""
+    uniq, first = np.unique(codes, return_index=True)
+    return {int(k): _where(c.files[i], split, int(c.rows[i]), c.ids[i])
+            for k, i in zip(uniq, first, strict=True) if k >= 0}
+
+
+def _leak_anomalies(checked: dict[str, _Checked]) -> None:
     """Add leakage by normalised content to the test splits' anomalies (ids may differ).
 
     ``leak_answer_in_train``: a test answer (not blank) to the same question as a train
     answer with the same text. ``leak_question_seen``: a ``test_unseen_questions`` question
-    also asked in train or validation.
+    also asked in train or validation. Texts are compared by :func:`squash`, on integer
+    codes (one per distinct text).
     """
-    def places(split: str):
-        df = frames[split]
-        for i, r in enumerate(checked[split].rows):
-            q, a = r["question"], r["provided_answer"]
-            yield (squash(q) if isinstance(q, str) else None,
-                   squash(a) if isinstance(a, str) else "",
-                   str(df["_file"].iloc[i]), int(df["_row"].iloc[i]), r["id"])
+    code = _Codes()
+    questions = {s: code(c.frame["question"]) for s, c in checked.items()}
+    tests = [s for s in SAF_TEST_SPLITS if s in checked]
+    if "train" in checked and tests:
+        answers = {s: code(checked[s].frame["provided_answer"]) for s in ["train", *tests]}
+        width = np.int64(len(code.vocab) + 1)
 
-    def first(splits: Sequence[str], key) -> dict:
-        out: dict = {}
-        for s in splits:
-            for q, a, file, row, rid in places(s):
-                k = key(q, a)
-                if q and k is not None:
-                    out.setdefault(k, f"{file} [{s}] row {row} (id={rid})")
-        return out
+        def pairs(s: str) -> np.ndarray:
+            q, a = questions[s], answers[s]
+            return np.where((q >= 0) & (a >= 0), q * width + a, -1)
 
-    if "train" in checked:
-        answers = first(["train"], lambda q, a: (q, a) if a else None)
-        for split in (s for s in SAF_TEST_SPLITS if s in checked):
-            for q, a, file, row, rid in places(split):
-                if a and (q, a) in answers:
-                    checked[split].anomalies.append({
-                        "kind": "leak_answer_in_train", "id": rid, "row": row, "file": file,
-                        "message": f"{_where(file, split, row, rid)}, column 'provided_answer': "
-                                   f"same answer to the same question as {answers[q, a]} "
-                                   "(normalised text)"})
-    seen_in = [s for s in ("train", "validation") if s in checked]
-    if "test_unseen_questions" in checked and seen_in:
-        questions = first(seen_in, lambda q, a: q)
-        split = "test_unseen_questions"
-        for q, _, file, row, rid in places(split):
-            if q and q in questions:
+        train = pairs("train")
+        where = None
+        for split in tests:
+            c, both = checked[split], pairs(split)
+            hits = np.flatnonzero((both >= 0) & np.isin(both, train))
+            if len(hits) and where is None:
+                where = _first_places(train, "train", checked["train"])
+            for i in hits:
                 checked[split].anomalies.append({
-                    "kind": "leak_question_seen", "id": rid, "row": row, "file": file,
-                    "message": f"{_where(file, split, row, rid)}, column 'question': question "
-                               f"also asked in {questions[q]} (normalised text)"})
+                    "kind": "leak_answer_in_train", "id": c.ids[i], "row": int(c.rows[i]),
+                    "file": c.files[i],
+                    "message": f"{_where(c.files[i], split, int(c.rows[i]), c.ids[i])}, column "
+                               f"'provided_answer': same answer to the same question as "
+                               f"{where[int(both[i])]} (normalised text)"})
+    seen_in = [s for s in ("train", "validation") if s in checked]
+    split = "test_unseen_questions"
+    if split in checked and seen_in:
+        c, q = checked[split], questions[split]
+        seen = np.concatenate([questions[s] for s in seen_in])
+        hits = np.flatnonzero((q >= 0) & np.isin(q, seen))
+        if len(hits):
+            where: dict[int, str] = {}
+            for s in reversed(seen_in):  # the first split wins
+                where.update(_first_places(questions[s], s, checked[s]))
+        for i in hits:
+            c.anomalies.append({
+                "kind": "leak_question_seen", "id": c.ids[i], "row": int(c.rows[i]),
+                "file": c.files[i],
+                "message": f"{_where(c.files[i], split, int(c.rows[i]), c.ids[i])}, column "
+                           f"'question': question also asked in {where[int(q[i])]} "
+                           "(normalised text)"})
 
 
 def validate_saf_frame(df: pd.DataFrame, split: str, file: str, strict: bool = True
@@ -528,6 +717,8 @@ def load_saf(source: str | os.PathLike | None = None, splits: Iterable[str] | No
     frames: dict[str, pd.DataFrame] = {}
     registered: dict[str, list[tuple[str, str]]] = {}
     root = Path(source).expanduser()
+    if root.is_file():
+        raise SAFDataError([folder_problem(root, "SAF data source", source)], source)
     if root.exists():
         found = _local_saf_files(root, wanted)
         missing = [s for s in wanted if s not in found.files and not any(
@@ -586,18 +777,14 @@ def load_saf(source: str | os.PathLike | None = None, splits: Iterable[str] | No
 
     checked = {split: _check_split(df, split, [label for label, _ in registered[split]])
                for split, df in frames.items()}
-    _leak_anomalies(checked, frames)
     problems = [p for c in checked.values() for p in c.problems]
-    problems += _id_type_problems(checked, frames)
+    problems += _id_type_problems(checked)
+    if not problems:  # leakage compares clean texts only
+        _leak_anomalies(checked)
     if strict:
         problems += [a["message"] + " (content anomaly; strict=True)"
                      for c in checked.values() for a in c.anomalies]
-    split_of: dict[Any, str] = {}
-    for split, c in checked.items():
-        for rid in dict.fromkeys(r["id"] for r in c.rows if r["id"] is not None):
-            if rid in split_of:
-                problems.append(f"id {rid} appears in splits {split_of[rid]!r} and {split!r}")
-            split_of[rid] = split
+    problems += _cross_split_problems(checked)
     if problems:
         raise SAFDataError(problems, source)
 
@@ -611,14 +798,27 @@ def load_saf(source: str | os.PathLike | None = None, splits: Iterable[str] | No
             f"{source}: loaded with content anomalies ({summary}); "
             "load_saf(..., return_report=True) lists them, strict=True refuses them"),
             stacklevel=2)
-    ds = datasets.DatasetDict({s: _rows_to_dataset(c.rows) for s, c in checked.items()})
+    ds = datasets.DatasetDict({s: _to_dataset(c.frame) for s, c in checked.items()})
     return (ds, report) if return_report else ds
 
 
-def _rows_to_dataset(rows: list[dict[str, Any]]):
-    import datasets
+def _to_dataset(frame: pd.DataFrame):
+    """A ``datasets.Dataset`` straight from the checked columns (Arrow ``string`` text).
 
-    df = pd.DataFrame(rows)
-    for col in df.columns:
-        df[col] = df[col].astype(float) if col == "score" else df[col].astype(object)
-    return datasets.Dataset.from_pandas(df, preserve_index=False)
+    The fingerprint is a BLAKE2 digest of the table's Arrow buffers: ``datasets``' default
+    pickles the whole table to hash it, which doubles the peak memory of a large split.
+    """
+    import datasets
+    import pyarrow as pa
+
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    fields = [pa.field(f.name, pa.string()) if pa.types.is_large_string(f.type) else f
+              for f in table.schema]
+    table = table.cast(pa.schema(fields))
+    digest = hashlib.blake2b(str(table.schema).encode(), digest_size=8)
+    for column in table.columns:
+        for chunk in column.chunks:
+            for buf in chunk.buffers():
+                if buf is not None:
+                    digest.update(memoryview(buf))
+    return datasets.Dataset(table, fingerprint=digest.hexdigest())

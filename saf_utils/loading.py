@@ -1,0 +1,219 @@
+"""What both data loaders (SAF, ArgSciChat) share: reading files, showing values, matching ids.
+
+- :func:`read_utf8`: a file's text as UTF-8 (a byte-order mark is dropped); an unreadable or
+  non-UTF-8 file is an error naming file, line and byte offset.
+- :func:`unique_keys`: a ``json`` ``object_pairs_hook`` that refuses a key twice in one object
+  (the later value would silently replace the earlier one).
+- :func:`show` / :func:`describe`: any cell value, whatever its type or size (huge integers,
+  nested lists, bytes, long texts), in a few dozen characters: a prefix and the length.
+- :func:`id_clashes`: ids equal to an earlier id, exactly or only once normalised with
+  :func:`saf_utils.text.identity_key` (the latter is always a data error naming both rows).
+- :func:`folder_problem`: a data path that does not exist, or is a file where a folder is
+  expected, says so.
+
+Each loader raises its own :class:`saf_utils.provenance.DataError` subclass; the functions
+here take it as ``error``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from saf_utils.text import identity_key
+
+#: Characters of a value's ``repr`` shown in a message before it is cut (with its length).
+SHOW_LIMIT = 60
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+class DuplicateKey(ValueError):
+    """A key twice in one JSON object (``args[0]``: the sorted keys)."""
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` for :func:`json.loads` that refuses a key twice in one object."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        keys = [k for k, _ in pairs]
+        raise DuplicateKey(sorted({k for k in keys if keys.count(k) > 1}))
+    return out
+
+
+def read_utf8(path: Path, error: Callable[[str], Exception]) -> str:
+    """A file's text as UTF-8 (a byte-order mark is dropped), or ``error(message)`` naming it."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise error(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise error(f"{path}: not UTF-8 text (byte {data[exc.start]:#04x} on line {line}, "
+                    f"offset {exc.start}; e.g. Latin-1); save it as UTF-8") from None
+
+
+def load_json_text(text: str) -> Any:
+    """``json.loads`` with :func:`unique_keys`; raises :class:`DuplicateKey` or ValueError."""
+    return json.loads(text, object_pairs_hook=unique_keys)
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars and arrays (as parquet gives nested cells) as Python values."""
+    if hasattr(value, "tolist") and type(value).__module__ == "numpy":
+        return value.tolist()
+    return value
+
+
+def show(value: Any, limit: int = SHOW_LIMIT) -> str:
+    """``repr(value)``, or for a long one its first ``limit`` characters and its size.
+
+    Safe for any value: an integer of thousands of digits is described by its digit count
+    (``repr`` would fail beyond 4300 digits), a long text or byte string by its length, a
+    long list or mapping by its number of items.
+    """
+    value = _plain(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        digits = int(value.bit_length() * math.log10(2)) + 1
+        head = str(value)[:20] if digits < 4000 else "?"
+        return f"{head}... (an integer of about {digits} digits)"
+    try:
+        text = repr(value)
+    except Exception as exc:  # a broken __repr__ must not hide the data error
+        return f"<{type(value).__name__} that cannot be shown: {type(exc).__name__}>"
+    if len(text) <= limit:
+        return text
+    if isinstance(value, str | bytes):
+        size = f"{len(value)} {'characters' if isinstance(value, str) else 'bytes'}"
+    elif isinstance(value, list | tuple | dict | set):
+        size = f"{len(value)} items"
+    else:
+        size = f"{len(text)} characters as text"
+    return f"{text[:limit]}... ({size})"
+
+
+def clip(text: str, limit: int = 300) -> str:
+    """A message part (an exception's text) cut to ``limit`` characters, with its length."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def show_id(value: Any) -> str:
+    """An id as written (``t1``, ``7``) when it is short and printable, else :func:`show`."""
+    if isinstance(value, str) and len(value) <= SHOW_LIMIT and value.isprintable():
+        return value
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() <= 128:
+        return str(value)
+    return show(value)
+
+
+def describe(value: Any, limit: int = SHOW_LIMIT) -> str:
+    """:func:`show` with the value's type: ``5 (int)``, ``'abc...' (str)``."""
+    return f"{show(value, limit)} ({type(_plain(value)).__name__})"
+
+
+def is_int64(value: int) -> bool:
+    """Whether an integer fits the 64-bit column types of Arrow and parquet."""
+    return INT64_MIN <= value <= INT64_MAX
+
+
+def id_key(value: Any) -> Any:
+    """The identity of an id: :func:`identity_key` of a string id, an integer id as it is."""
+    return identity_key(value) if isinstance(value, str) else value
+
+
+def id_keys(ids: pd.Series) -> list[Any]:
+    """:func:`id_key` of every cell of an id column (``None`` for a cell that is neither a
+    string nor an integer).
+
+    Vectorised where it matters: in a text column, ids that are printable ASCII without
+    leading, trailing or double spaces (the common case) are their own key, found with one
+    Arrow pass; only the others go through :func:`identity_key`.
+    """
+    values = ids.tolist()
+    if isinstance(ids.dtype, pd.StringDtype):
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        arr = pa.array(ids)
+        spaced = pc.or_kleene(pc.or_kleene(pc.match_substring(arr, "  "), pc.starts_with(arr, " ")),
+                              pc.ends_with(arr, " "))
+        clean = pc.and_kleene(pc.and_kleene(pc.string_is_ascii(arr), pc.ascii_is_printable(arr)),
+                              pc.invert(spaced))
+        mask = clean.fill_null(False).to_numpy(zero_copy_only=False)
+        return [v if ok else (identity_key(v) if isinstance(v, str) else None)
+                for v, ok in zip(values, mask, strict=True)]
+    return [identity_key(v) if isinstance(v, str) else
+            v if isinstance(v, int) and not isinstance(v, bool) else None for v in values]
+
+
+def id_clashes(ids: Sequence[Any], keys: Sequence[Any] | None = None
+               ) -> list[tuple[int, int, bool]]:
+    """``(i, first, exact)`` for every id equal to an earlier one (position ``first``).
+
+    ``exact``: the same value (a plain duplicate); otherwise the two are written differently
+    and equal only after :func:`identity_key` (NFC/NFD forms, extra spaces, zero-width
+    characters), which the loaders report as a data error naming both rows. ``keys``: the
+    ids' :func:`id_key` when already known.
+    """
+    keys = [id_key(v) for v in ids] if keys is None else keys
+    try:
+        if len(set(keys)) == len(keys):
+            return []  # the common case, at C speed: no two keys alike
+    except TypeError:  # an unhashable id: the loop below says so
+        pass
+    first_key: dict[Any, int] = {}
+    first_value: dict[Any, int] = {}
+    out = []
+    for i, (value, key) in enumerate(zip(ids, keys, strict=True)):
+        key = (type(value) is str, key)
+        if key in first_key:
+            exact = (type(value), value) in first_value
+            out.append((i, first_value[type(value), value] if exact else first_key[key], exact))
+        else:
+            first_key[key] = i
+        first_value.setdefault((type(value), value), i)
+    return out
+
+
+def clash_message(a: Any, b: Any) -> str:
+    """Why two ids that are written differently are one id (non-ASCII ids shown escaped,
+    so that NFC ``'Pr\\xfcfung'`` and NFD ``'Pru\\u0308fung'`` look different)."""
+    def shown(v: Any) -> str:
+        if not isinstance(v, str) or v.isascii():
+            return show(v)
+        text = ascii(v)
+        return text if len(text) <= SHOW_LIMIT else f"{text[:SHOW_LIMIT]}... ({len(v)} characters)"
+
+    return (f"id {shown(a)} equals id {shown(b)} once normalised (Unicode NFKC, whitespace "
+            "trimmed and collapsed, invisible characters removed: "
+            "saf_utils.text.identity_key); write each id one way")
+
+
+def folder_problem(path: Path, what: str, label: str | None = None) -> str | None:
+    """A message when ``path`` is not an existing folder (missing, or a file), else ``None``.
+
+    ``what`` names the expected folder ("ArgSciChat folder"), ``label`` how the user wrote the
+    path (default: ``path``). A file is told to give its folder (for a file inside a
+    hub-layout ``data/`` folder, the folder above it).
+    """
+    if path.is_dir():
+        return None
+    label = str(path) if label is None else label
+    if path.exists():
+        parent = path.parent.parent if path.parent.name == "data" else path.parent
+        return f"{label}: {what} is not a folder: this is a file; give its folder ({parent})"
+    where = "" if label == str(path.resolve()) else (
+        f" ({path.resolve()}, from the working directory {Path.cwd()})")
+    return f"{label}: {what} does not exist{where}"
+
+
+def first_rows(rows: Sequence[int], limit: int = 5) -> str:
+    """Row numbers for a message: ``2, 5, 9`` or ``2, 5, 9, 11, 12 and 40 more``."""
+    head = ", ".join(map(str, rows[:limit]))
+    return head + (f" and {len(rows) - limit} more" if len(rows) > limit else "")

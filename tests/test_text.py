@@ -1,0 +1,85 @@
+"""The one text identity (issue 22): identity_key, is_blank and squash built on it, and the
+shared loader helpers that show any value in a few dozen characters."""
+
+from __future__ import annotations
+
+import sys
+import unicodedata
+
+import numpy as np
+import pytest
+
+from saf_utils import loading
+from saf_utils.text import _INVISIBLE, identity_key, is_blank, squash
+
+NFC = unicodedata.normalize("NFC", "Prüfung-1")
+NFD = unicodedata.normalize("NFD", "Prüfung-1")
+
+
+def test_nfc_and_nfd_are_one_identity():
+    assert NFC != NFD and identity_key(NFC) == identity_key(NFD) == NFC
+    assert squash(NFD) == squash(NFC) == "prüfung1"
+
+
+@pytest.mark.parametrize("variant", ["X ", " X", "X\u200b", "\ufeffX", "X\u00a0", "X\x00",
+                                     "X\u2060", "\u200dX"])
+def test_spaces_and_invisible_characters_do_not_change_an_identity(variant):
+    assert identity_key(variant) == "X"
+
+
+def test_whitespace_collapses_and_case_and_punctuation_stay():
+    assert identity_key(" a \t b\n\nc\u2003d ") == "a b c d"
+    assert identity_key("X") != identity_key("x")
+    assert identity_key("a-b") != identity_key("ab")
+    assert identity_key("ﬁ") == "fi"  # NFKC: a ligature is its letters
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\t\n", "\u200b", "\u200b\u200c\u200d\ufeff",
+                                  "\x00\x07\x1b", " \u00ad \u2060 ", "\u202e\u200e"])
+def test_blank_means_empty_after_whitespace_control_and_zero_width(text):
+    assert is_blank(text)
+
+
+@pytest.mark.parametrize("text", ["a", " . ", "\u200b0", "ä", "?"])
+def test_visible_text_is_not_blank(text):
+    assert not is_blank(text)
+
+
+def test_identity_key_is_idempotent_on_awkward_text():
+    for text in ["e\u200b\u0301", "a \u200b b", "¨", "\u2474 x", NFD + "\u00a0 "]:
+        once = identity_key(text)
+        assert identity_key(once) == once
+
+
+def test_invisible_characters_are_every_format_and_non_space_control_character():
+    """The hard-coded class equals Unicode's Cf plus the Cc that are not whitespace."""
+    wanted = {c for c in range(sys.maxunicode + 1)
+              if unicodedata.category(chr(c)) == "Cf"
+              or (unicodedata.category(chr(c)) == "Cc" and not chr(c).isspace())}
+    matched = {c for c in range(sys.maxunicode + 1) if _INVISIBLE.match(chr(c))}
+    assert wanted <= matched, sorted(map(hex, wanted - matched))[:10]
+    assert all(unicodedata.category(chr(c)) in ("Cf", "Cc", "Cn") for c in matched - wanted)
+
+
+# --------------------------------------------------------------------------- loading helpers
+
+
+@pytest.mark.parametrize("value, expected", [
+    (10**40, "10000000000000000000... (an integer of about 41 digits)"),
+    ("x" * 500, "'" + "x" * 59 + "... (500 characters)"),
+    (b"\x00" * 300, repr(b"\x00" * 300)[:60] + "... (300 bytes)"),
+    (list(range(1000)), repr(list(range(1000)))[:60] + "... (1000 items)"),
+    (np.arange(3), "[0, 1, 2]"),
+    (5, "5"),
+])
+def test_show_gives_a_prefix_and_the_size(value, expected):
+    assert loading.show(value) == expected
+
+
+def test_show_survives_integers_too_long_for_repr():
+    assert loading.show(10**5000).endswith("(an integer of about 5001 digits)")
+
+
+def test_id_clashes_tell_exact_duplicates_from_normalised_ones():
+    ids = ["a", NFC, "b", NFD, "a", "X ", "X", 7, 7]
+    assert loading.id_clashes(ids) == [(3, 1, False), (4, 0, True), (6, 5, False), (8, 7, True)]
