@@ -417,3 +417,76 @@ def test_list_and_compare_report_a_malformed_run_in_one_line(tmp_path, capsys):
     assert "A = good\nB = good2" in captured.out and str(tmp_path) not in captured.out
     page = (reports / "good2" / "compare-good.html").read_text()
     assert "A = good<br>B = good2" in page and str(tmp_path) not in page
+
+
+def _bomb(levels: int, width: int = 10) -> str:
+    """A YAML "billion laughs": ``levels`` anchors, each ``width`` aliases of the one before."""
+    lines = ['l0: &l0 "lol"']
+    for i in range(1, levels):
+        lines.append(f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * width)}]")
+    return "{" + ", ".join(lines) + "}"
+
+
+def test_planning_refuses_aliases_deep_values_and_non_plain_data(project, capsys):
+    """Issue 22 item 5: a value that cannot be planned is one line and rc 2, nothing written."""
+    tmp, base, reports = project
+    bomb = tmp / "bomb.yaml"  # inside a mapping parameter: 10^6 strings once expanded
+    bomb.write_text("extends: base\nnotebook_parameters:\n  a_first:\n"
+                    f"    output_dir: {_bomb(7)}\n")
+    t0 = time.perf_counter()
+    assert cli.main(["--config", str(bomb), *base[2:], "--dry-run"]) == 2
+    assert "anchors and aliases" in _err_line(capsys)
+    assert time.perf_counter() - t0 < 5
+    deep = "[" * 3000 + "]" * 3000
+    for value, expected in (("&a [*a]", "anchors and aliases"),  # a list that holds itself
+                            ("{a: &x 1, b: *x}", "anchors and aliases"),
+                            ("{<<: &m {a: 1}}", "anchors and aliases"),
+                            (deep, "nested deeper than 32 levels"),
+                            ("9" * 5000, "is not a valid value"),
+                            ("2020-01-01", "is a date, not plain data"),
+                            ("!!binary aGVsbG8=", "is a bytes"),
+                            ("[1, !!set {a: null}]", "output_dir[1] = {'a'} (from -p a_first)"),
+                            ("{[1]: 2}", "is not a valid value")):
+        for extra in ([], ["--dry-run"]):
+            assert cli.main(base + ["-p", f"a_first.output_dir={value}", *extra]) == 2, value
+            err = _err_line(capsys)
+            assert expected in err and len(err) < 700, (value, err)
+    assert not reports.exists()  # nothing was written
+    for text, expected in ((f"notebooks: [a_first]\nparameters: {_bomb(3)}\n", "aliases"),
+                           ("x: 1\n" * 250_000, "a profile is at most 1,000,000 bytes"),
+                           (b"notebooks: [a_first]\n\xff\n", "not UTF-8")):
+        bad = tmp / "bad.yaml"
+        (bad.write_bytes if isinstance(text, bytes) else bad.write_text)(text)
+        assert cli.main(["--config", str(bad), *base[2:]]) == 2
+        assert expected in _err_line(capsys)
+    cfg = run.load_profile(config=tmp / "toy.yaml")  # plain YAML still loads, 1.2 floats too
+    assert cfg["notebook_parameters"] == {"a_first": {"n": 4}}
+    assert run.parse_overrides(["lr=5e-4", "x=[1, {a: b}]"])[0] == {"lr": 5e-4,
+                                                                    "x": [1, {"a": "b"}]}
+
+
+def test_error_messages_echo_at_most_a_prefix_of_a_value(project, capsys):
+    tmp, base, reports = project
+    huge = "x" * 150_000
+    for args in (["-p", f"a_first.n={huge}"],  # a type error
+                 ["-p", f"a_first.folds=[0, {huge}]"],  # a bad list element
+                 ["-p", f"a_first.{huge}=1"],  # not a parameter name
+                 ["-p", f"{huge}"],  # no '='
+                 ["-p", f"a_first.folds=[{huge}"],  # not valid YAML
+                 ["-p", f"{'n' * 150_000}.value=1"],  # no such notebook
+                 ["--run-name", huge]):
+        assert cli.main(base + args) == 2
+        err = _err_line(capsys)
+        assert len(err) < 1000 and "(150,0" in err, err[:300]
+    bad = tmp / "bad.yaml"
+    for text in (f"notebooks: [a_first]\nchoices: {{folds: {huge}}}\n",
+                 f"notebooks: [a_first]\nextends: {huge}\n",
+                 f"notebooks: [a_first]\n{huge}: 1\n",
+                 f"notebooks: [a_first]\ntimeout: {huge}\n",
+                 "notebooks: [a_first]\nchoices: {name: [a]}\n"
+                 f"notebook_parameters: {{a_first: {{name: {huge}}}}}\n"):
+        bad.write_text(text)
+        assert cli.main(["--config", str(bad), *base[2:]]) == 2
+        err = _err_line(capsys)
+        assert len(err) < 1000, err[:300]
+    assert not reports.exists()

@@ -64,6 +64,7 @@ from saf_utils.reporting.profiles import (  # noqa: F401 - re-exported for calle
     parse_overrides,
     plan_notebooks,
     select_notebooks,
+    short,
 )
 from saf_utils.reporting.runs import (  # noqa: F401 - new_run_dir re-exported for tests
     NotebookResult,
@@ -175,7 +176,7 @@ def describe_plan(plan: dict[str, Any], req: RunRequest) -> str:
         dep_txt = ", ".join(f"{d} ({plan['deps'].get(d)})" for d in deps)
         lines.append(f"[{i}] {p.name}" + (f"  depends on {dep_txt}" if deps else ""))
         for k, v in p.params.items():
-            lines.append(f"      {k} = {v!r}    # {p.origins.get(k)}")
+            lines.append(f"      {k} = {short(v, 500)}    # {p.origins.get(k)}")
     lines.append("Data sources:")
     for d in plan["data"]:
         extra = "" if d["kind"] == "local" else (" (cached)" if d.get("cached") else
