@@ -432,8 +432,8 @@ def _resolve(cfg: dict, name: str, path: Path, common: dict[str, Any],
     for origin, layer in (layers[1], layers[3]):
         undeclared = sorted(set(layer) - set(declared))
         if undeclared:
-            raise RunnerError(f"{name}: parameter(s) {short(undeclared)} ({origin.rstrip('.')}) not in "
-                              f"its parameters cell (declared: {sorted(declared)})")
+            raise RunnerError(f"{name}: parameter(s) {short(undeclared)} ({origin.rstrip('.')}) "
+                              f"not in its parameters cell (declared: {sorted(declared)})")
     params: dict[str, Any] = {}
     origins: dict[str, str] = {}
     for origin, layer in layers:
@@ -460,7 +460,8 @@ def plan_notebooks(cfg: dict, names: list[str], nb_dir: Path,
     common, per_nb = parse_overrides(overrides)
     for nb in per_nb:
         if nb not in cfg["notebooks"]:
-            raise RunnerError(f"-p {short(nb)}.…: no notebook of that name in profile {cfg['name']}")
+            raise RunnerError(f"-p {short(nb)}.…: no notebook of that name in profile "
+                              f"{cfg['name']}")
     plans: list[NotebookPlan] = []
     for name in cfg["notebooks"]:
         path = nb_dir / f"{name}.ipynb"

@@ -269,9 +269,7 @@ def run_profile(req: RunRequest) -> tuple[Path, list[NotebookResult], str]:
                     _record_result(manifest, res, order)
                     write_reports(out, manifest)
                     continue
-                latest = {n["name"]: n for n in manifest["notebooks"]}
-                deps_out = {d: (latest.get(d) or {}).get("outputs")
-                            for d in cfg["depends_on"].get(p.name, [])}
+                deps_out = _upstream(out, cfg["depends_on"].get(p.name, []))
                 reused = _try_reuse(plan, p, out, deps_out, hide, n_inv, f"[{i}/{len(plans)}]",
                                     manifest)
                 if reused is not None:  # reports are written before the next execution
@@ -307,9 +305,9 @@ def run_profile(req: RunRequest) -> tuple[Path, list[NotebookResult], str]:
                     current.seconds = round(time.perf_counter() - t0, 1)
                     current.finished = now_iso()
                 current.status = "failed" if current.error else "ok"
-                if current.status == "ok":
-                    _record_inputs(current, p, nb_out, deps_out)
                 _render(current, out_nb, hide)
+                if current.status == "ok":
+                    _record_inputs(current, p, out, deps_out)
                 print(f"[{i}/{len(plans)}] {p.name} {current.status} in {current.seconds:.1f} s"
                       + (f": {current.error}" if current.error else ""), flush=True)
                 results.append(current)
@@ -351,14 +349,22 @@ def run_profile(req: RunRequest) -> tuple[Path, list[NotebookResult], str]:
     return out, results, status
 
 
-def _record_inputs(res: NotebookResult, p: NotebookPlan, nb_out: Path,
+def _upstream(out: Path, deps: list[str]) -> dict[str, str | None]:
+    from saf_utils.reporting.reuse import upstream_digests
+
+    return upstream_digests(out, deps)
+
+
+def _record_inputs(res: NotebookResult, p: NotebookPlan, out: Path,
                    deps_out: dict[str, str | None]) -> None:
-    """The inputs and output digest of a successful execution (what --reuse compares)."""
+    """The inputs, file digests and output digest of a successful execution, its page
+    rendered (what --reuse compares and verifies)."""
     from saf_utils.reporting import reuse
 
     res.inputs = reuse.notebook_inputs(p.path, res.parameters, (lock_info() or {}).get("sha256"),
-                                       deps_out, reuse.read_sources(nb_out))
-    res.outputs = reuse.tree_digest(nb_out)
+                                       deps_out, reuse.read_sources(out / p.name))
+    res.files = reuse.output_files(out, p.name)
+    res.outputs = reuse.folder_digest(res.files, p.name)
 
 
 def _try_reuse(plan: dict, p: NotebookPlan, out: Path, deps_out: dict[str, str | None],
@@ -396,15 +402,22 @@ def _try_reuse(plan: dict, p: NotebookPlan, out: Path, deps_out: dict[str, str |
     except OSError as exc:
         raise ReportWriteError(exc.errno, f"cannot copy {p.name} from {src}: "
                                f"{exc.strerror or exc}") from None
+    files = reuse.output_files(out, p.name)  # what was copied, hashed in this run
+    bad = reuse.mismatch(old.get("files"), files, () if same_html else [f"{p.name}.html"])
+    if bad:
+        reuse.remove_outputs(out, p.name)
+        print(f"{tag} {p.name}: not reused from {src.name}: {bad}; running it", flush=True)
+        return None
     original = reuse.original_execution(old_manifest.get("run", src.name), old_manifest, old)
     res = NotebookResult(p.name, "ok", started=old.get("started"), finished=old.get("finished"),
                          seconds=old.get("seconds"), parameters=params, invocation=n_inv,
                          html=old.get("html") if same_html else None, inputs=now,
-                         outputs=old.get("outputs"),
+                         outputs=reuse.folder_digest(files, p.name), files=files,
                          reused={"from": old_manifest.get("run", src.name), "at": now_iso(),
                                  "original": original})
     if not same_html:
         _render(res, out / f"{p.name}.ipynb", hide)
+        res.files = reuse.output_files(out, p.name)
     commit = str(original.get("commit") or "?")[:8]
     print(f"{tag} {p.name} reused from {res.reused['from']} (executed {original.get('started')}"
           f" at {commit}, {_duration(original.get('seconds'))})", flush=True)

@@ -39,6 +39,7 @@ class NotebookResult:
     archived_to: str | None = None
     inputs: dict[str, Any] | None = None  # reuse.notebook_inputs of this execution
     outputs: str | None = None  # reuse.tree_digest of its output folder
+    files: dict[str, str] | None = None  # reuse.output_files: what a reuse verifies
     reused: dict[str, Any] | None = None  # {"from": run, "at": time, "original": execution}
 
 
