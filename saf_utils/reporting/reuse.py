@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from saf_utils.provenance import sha256_file
-from saf_utils.reporting.manifest import PROJECT_ROOT
+from saf_utils.reporting.manifest import PROJECT_ROOT, died
 
 IGNORED_PARAMETERS = ("output_dir",)
 RUNNER_ONLY = ("run.py", "reporting/cli.py", "reporting/compare.py", "reporting/profiles.py",
@@ -151,7 +151,8 @@ def changed(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 def profile_runs(reports_dir: Path, profile: str, exclude: Path | None = None) -> list[Path]:
     """Runs of ``profile`` under ``reports_dir``, most recently started first (not
-    ``exclude``, not a run still marked running)."""
+    ``exclude``, not a run still going; a killed one is a candidate: what it copies is
+    verified)."""
     found: list[tuple[str, Path]] = []
     for mpath in reports_dir.glob("*/manifest.json"):
         if exclude is not None and mpath.parent.resolve() == exclude.resolve():
@@ -160,7 +161,8 @@ def profile_runs(reports_dir: Path, profile: str, exclude: Path | None = None) -
             m = json.loads(mpath.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-        if isinstance(m, dict) and m.get("profile") == profile and m.get("status") != "running":
+        if isinstance(m, dict) and m.get("profile") == profile \
+                and (m.get("status") != "running" or died(m)):
             found.append((str(m.get("started") or ""), mpath.parent))
     return [p for _, p in sorted(found, key=lambda t: t[0], reverse=True)]
 

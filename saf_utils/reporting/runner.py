@@ -70,9 +70,13 @@ from saf_utils.reporting.runs import (  # noqa: F401 - new_run_dir re-exported f
     NotebookResult,
     _archive_previous,
     _record_result,
+    mark_killed,
     new_run_dir,
     read_manifest,
+    release_space,
+    reserve_space,
     write_reports,
+    write_status,
 )
 
 EXIT_INTERRUPTED = {"SIGINT": 130, "SIGTERM": 143}
@@ -223,6 +227,7 @@ def run_profile(req: RunRequest) -> tuple[Path, list[NotebookResult], str]:
     if plan["existing"]:
         out = plan["existing"].resolve()
         manifest = plan["old_manifest"]
+        mark_killed(manifest)  # an earlier invocation whose process is gone
         manifest.setdefault("invocations", [])
         manifest.setdefault("executions", list(manifest.get("notebooks", [])))
     else:
@@ -247,9 +252,11 @@ def run_profile(req: RunRequest) -> tuple[Path, list[NotebookResult], str]:
     results: list[NotebookResult] = []
     current: NotebookResult | None = None
     status = "ok"
+    stop: BaseException | None = None  # what ended the run early, raised after its status
     print(f"Run {out.name}: {len(plans)} notebook(s) -> {out}", flush=True)
     try:
         with _signals(raise_on_signal=True):
+            reserve_space(out)
             for p in plans:  # the index lists what will run before anything does
                 if not any(n["name"] == p.name for n in manifest["notebooks"]):
                     _record_result(manifest, NotebookResult(p.name, parameters=p.params,
@@ -329,14 +336,21 @@ def run_profile(req: RunRequest) -> tuple[Path, list[NotebookResult], str]:
                 results.append(current)
                 _record_result(manifest, current, order)
             print(f"Run {out.name} interrupted by {sig}", file=sys.stderr, flush=True)
+    except BaseException as exc:  # noqa: BLE001 - a write error or a bug: recorded, re-raised
+        stop = exc
+        status = "write_error" if isinstance(exc, OSError) else "error"
+        with _signals(raise_on_signal=False):
+            if current is not None:  # it ran, or was about to: its result is not complete
+                current.status = "interrupted"
+                current.error = " | ".join(filter(None, [current.error, "the run stopped: "
+                                                         + _why(exc)]))
+                current.finished = current.finished or now_iso()
+                results.append(current)
+                _record_result(manifest, current, order)
     with _signals(raise_on_signal=False):
-        run_status = status.split(":")[0]
-        invocation.update(finished=now_iso(), status=run_status)
-        manifest["status"] = run_status
-        manifest["finished"] = invocation["finished"]
-        # notebooks that never started in an interrupted run stay "pending" in the manifest
-        write_reports(out, manifest)
-        if plan["baseline"] is not None:
+        # notebooks that never started in a stopped run stay "pending" in the manifest
+        stop = _close_run(out, manifest, invocation, status, results, stop)
+        if plan["baseline"] is not None and stop is None:
             from saf_utils.reporting.compare import compare_runs, write_compare_html
 
             try:
@@ -346,7 +360,52 @@ def run_profile(req: RunRequest) -> tuple[Path, list[NotebookResult], str]:
             except (RunnerError, ValueError) as exc:
                 print(f"saf-run: compare with {plan['baseline']} failed: {exc}",
                       file=sys.stderr)
+    if stop is not None:
+        raise stop
     return out, results, status
+
+
+def _why(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    text = text if len(text) <= 300 else f"{text[:300]}… ({len(text):,} characters)"
+    return text if isinstance(exc, OSError) else f"{type(exc).__name__}: {text}"
+
+
+def _close_run(out: Path, manifest: dict, invocation: dict, status: str,
+               results: list[NotebookResult], stop: BaseException | None) -> BaseException | None:
+    """Record how the run ended (``status``, ``status_reason``: runs.RUN_STATUSES) in the
+    manifest and the pages. When a write fails, the manifest alone is written into the space
+    kept for it (:func:`runs.write_status`). Returns the error to raise (None: none)."""
+    run_status, _, sig = status.partition(":")
+    bad = ", ".join(f"{r.name} ({r.status})" for r in results if r.status != "ok")
+    reason = _why(stop) if stop is not None else {"interrupted": sig,
+                                                  "failed": f"not ok: {bad}"}.get(run_status)
+
+    def record(s: str, why: str | None) -> None:
+        invocation.update(finished=now_iso(), status=s, status_reason=why)
+        manifest.update(status=s, status_reason=why, finished=invocation["finished"])
+
+    record(run_status, reason)
+    if run_status != "write_error":
+        try:
+            write_reports(out, manifest)
+            release_space(out)
+            return stop
+        except ReportWriteError as exc:
+            record("write_error", f"{exc} (while recording that the run ended {run_status})")
+            stop = exc
+    if write_status(out, manifest):
+        try:  # the pages too, if the freed space allows
+            write_reports(out, manifest)
+        except ReportWriteError:
+            pass
+    elif isinstance(stop, ReportWriteError):  # still one line for the CLI
+        stop = ReportWriteError(stop.errno, f"{stop}; the run's status could not be recorded "
+                                f"in {out / 'manifest.json'} either")
+    else:
+        print(f"saf-run: could not record the run's status ({manifest['status']}) in "
+              f"{out / 'manifest.json'}", file=sys.stderr)
+    return stop
 
 
 def _upstream(out: Path, deps: list[str]) -> dict[str, str | None]:
