@@ -10,7 +10,9 @@ SHA-256, timings, every execution). Everything is checked before the first noteb
 data sources, the ``--baseline`` run). A failing notebook is
 rendered with its error and marked failed; the others still run and the exit code is 1.
 Manifest and index are rewritten when the run starts and after each notebook; Ctrl-C or
-SIGTERM mark the run and the running notebook "interrupted" and still write them.
+SIGTERM mark the run and the running notebook "interrupted" and still write them; a write
+error or a runner error is recorded as the run's status too, into space kept for it
+(docs/runs.md: ``status`` and ``status_reason``).
 ``--run-dir reports/<run>`` reruns chosen notebooks inside an existing run (the previous
 execution's files move to ``previous/``, the manifest keeps both). A new run never touches an
 existing folder.
