@@ -334,7 +334,10 @@ def run_profile(req: RunRequest) -> tuple[Path, list[NotebookResult], str]:
                 out_nb = out / f"{current.name}.ipynb"
                 if out_nb.is_file():
                     mark_interrupted(out_nb, str(sig))
-                    _render(current, out_nb, hide)
+                    try:
+                        _render(current, out_nb, hide)
+                    except ReportWriteError as exc:  # the run's status is still written
+                        current.error += f" | page not written: {exc}"
                 results.append(current)
                 _record_result(manifest, current, order)
             print(f"Run {out.name} interrupted by {sig}", file=sys.stderr, flush=True)
