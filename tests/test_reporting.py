@@ -256,7 +256,8 @@ def test_list_shows_runs_and_dead_running_ones(two_runs, tmp_path, capsys):
         "run": "dead", "profile": "toy", "status": "running", "pid": 2 ** 22 + 7,
         "host": __import__("socket").gethostname(), "started": "2026-01-01T00:00:00+00:00"}))
     cli.main(["list", "--reports-dir", str(tmp_path)])
-    assert "died (killed?)" in capsys.readouterr().out
+    assert re.search(r"dead\s+toy\s+killed", capsys.readouterr().out)
+    assert json.loads((dead / "manifest.json").read_text())["status"] == "killed"
 
 
 def test_format_three_significant_digits():

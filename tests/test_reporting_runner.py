@@ -8,6 +8,8 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,7 +20,7 @@ import nbformat
 import pytest
 import yaml
 
-from saf_utils.reporting import cli, pages
+from saf_utils.reporting import cli, pages, runs
 from saf_utils.reporting import runner as run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -243,9 +245,12 @@ def test_interrupt_marks_the_run_and_still_writes_reports(project, sig):
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == (143 if sig == signal.SIGTERM else 130), out
     m = json.loads((reports / "s" / "manifest.json").read_text())
-    assert m["status"] == "interrupted"
+    assert m["status"] == "interrupted" and m["status_reason"] == sig.name
+    assert m["invocations"][-1]["status"] == "interrupted"
     assert [(n["name"], n["status"]) for n in m["notebooks"]] == [
         ("c_sleeps", "interrupted"), ("a_first", "pending")]
+    assert not (reports / "s" / runs.RESERVE_FILE).exists()
+    assert re.search(rf"\ns\s+sleep\s+\S*\s+interrupted \({sig.name}\)", _list(reports))
     index = (reports / "s" / "index.html").read_text()
     assert '<span class="interrupted">interrupted</span>' in index
     nb = nbformat.read(reports / "s" / "c_sleeps.ipynb", as_version=4)
@@ -417,3 +422,232 @@ def test_list_and_compare_report_a_malformed_run_in_one_line(tmp_path, capsys):
     assert "A = good\nB = good2" in captured.out and str(tmp_path) not in captured.out
     page = (reports / "good2" / "compare-good.html").read_text()
     assert "A = good<br>B = good2" in page and str(tmp_path) not in page
+
+
+def _bomb(levels: int, width: int = 10) -> str:
+    """A YAML "billion laughs": ``levels`` anchors, each ``width`` aliases of the one before."""
+    lines = ['l0: &l0 "lol"']
+    for i in range(1, levels):
+        lines.append(f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * width)}]")
+    return "{" + ", ".join(lines) + "}"
+
+
+def test_planning_refuses_aliases_deep_values_and_non_plain_data(project, capsys):
+    """Issue 22 item 5: a value that cannot be planned is one line and rc 2, nothing written."""
+    tmp, base, reports = project
+    bomb = tmp / "bomb.yaml"  # inside a mapping parameter: 10^6 strings once expanded
+    bomb.write_text("extends: base\nnotebook_parameters:\n  a_first:\n"
+                    f"    output_dir: {_bomb(7)}\n")
+    t0 = time.perf_counter()
+    assert cli.main(["--config", str(bomb), *base[2:], "--dry-run"]) == 2
+    assert "anchors and aliases" in _err_line(capsys)
+    assert time.perf_counter() - t0 < 5
+    deep = "[" * 3000 + "]" * 3000
+    for value, expected in (("&a [*a]", "anchors and aliases"),  # a list that holds itself
+                            ("{a: &x 1, b: *x}", "anchors and aliases"),
+                            ("{<<: &m {a: 1}}", "anchors and aliases"),
+                            (deep, "nested deeper than 32 levels"),
+                            ("9" * 5000, "is not a valid value"),
+                            ("2020-01-01", "is a date, not plain data"),
+                            ("!!binary aGVsbG8=", "is a bytes"),
+                            ("[1, !!set {a: null}]", "output_dir[1] = {'a'} (from -p a_first)"),
+                            ("{[1]: 2}", "is not a valid value")):
+        for extra in ([], ["--dry-run"]):
+            assert cli.main(base + ["-p", f"a_first.output_dir={value}", *extra]) == 2, value
+            err = _err_line(capsys)
+            assert expected in err and len(err) < 700, (value, err)
+    assert not reports.exists()  # nothing was written
+    for text, expected in ((f"notebooks: [a_first]\nparameters: {_bomb(3)}\n", "aliases"),
+                           ("x: 1\n" * 250_000, "a profile is at most 1,000,000 bytes"),
+                           (b"notebooks: [a_first]\n\xff\n", "not UTF-8")):
+        bad = tmp / "bad.yaml"
+        (bad.write_bytes if isinstance(text, bytes) else bad.write_text)(text)
+        assert cli.main(["--config", str(bad), *base[2:]]) == 2
+        assert expected in _err_line(capsys)
+    cfg = run.load_profile(config=tmp / "toy.yaml")  # plain YAML still loads, 1.2 floats too
+    assert cfg["notebook_parameters"] == {"a_first": {"n": 4}}
+    assert run.parse_overrides(["lr=5e-4", "x=[1, {a: b}]"])[0] == {"lr": 5e-4,
+                                                                    "x": [1, {"a": "b"}]}
+
+
+def test_error_messages_echo_at_most_a_prefix_of_a_value(project, capsys):
+    tmp, base, reports = project
+    huge = "x" * 150_000
+    for args in (["-p", f"a_first.n={huge}"],  # a type error
+                 ["-p", f"a_first.folds=[0, {huge}]"],  # a bad list element
+                 ["-p", f"a_first.{huge}=1"],  # not a parameter name
+                 ["-p", f"{huge}"],  # no '='
+                 ["-p", f"a_first.folds=[{huge}"],  # not valid YAML
+                 ["-p", f"{'n' * 150_000}.value=1"],  # no such notebook
+                 ["--run-name", huge]):
+        assert cli.main(base + args) == 2
+        err = _err_line(capsys)
+        assert len(err) < 1000 and "(150,0" in err, err[:300]
+    bad = tmp / "bad.yaml"
+    for text in (f"notebooks: [a_first]\nchoices: {{folds: {huge}}}\n",
+                 f"notebooks: [a_first]\nextends: {huge}\n",
+                 f"notebooks: [a_first]\n{huge}: 1\n",
+                 f"notebooks: [a_first]\ntimeout: {huge}\n",
+                 "notebooks: [a_first]\nchoices: {name: [a]}\n"
+                 f"notebook_parameters: {{a_first: {{name: {huge}}}}}\n"):
+        bad.write_text(text)
+        assert cli.main(["--config", str(bad), *base[2:]]) == 2
+        err = _err_line(capsys)
+        assert len(err) < 1000, err[:300]
+    assert not reports.exists()
+
+
+def _list(reports: Path) -> str:
+    """``saf-run list`` output (the header line first)."""
+    from contextlib import redirect_stdout
+    from io import StringIO
+
+    buf = StringIO()
+    with redirect_stdout(buf):
+        assert cli.main(["list", "--reports-dir", str(reports)]) == 0
+    return buf.getvalue()
+
+
+def _copy_notebook(nb_path: Path, out_path: Path, *args: object, **kwargs: object) -> None:
+    """execute_one without a kernel: the output notebook is the input (fast runner tests)."""
+    shutil.copy(nb_path, out_path)
+
+
+@pytest.mark.slow
+def test_a_full_disk_still_leaves_a_readable_status(project, capsys, monkeypatch):
+    """Issue 22 item 6: the disk fills while a notebook runs; the space kept at the start is
+    freed and the manifest says write_error (before: it stayed "running")."""
+    tmp, base, reports = project
+    disk = {"full": False}
+    real_replace = os.replace
+
+    def replace(src, dst):  # full until the run frees the space it kept
+        if disk["full"] and (reports / "w" / runs.RESERVE_FILE).exists():
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_replace(src, dst)
+
+    def execute(nb_path, out_path, *args, **kwargs):
+        assert (reports / "w" / runs.RESERVE_FILE).stat().st_size == runs.RESERVE_BYTES
+        _copy_notebook(nb_path, out_path)
+        disk["full"] = True
+
+    monkeypatch.setattr("saf_utils.reporting.manifest.os.replace", replace)
+    monkeypatch.setattr(run, "execute_one", execute)
+    assert cli.main(base + ["--run-name", "w"]) == 3
+    err = _err_line(capsys)
+    assert "cannot write" in err and "a_first.html: No space left on device" in err
+    m = json.loads((reports / "w" / "manifest.json").read_text())
+    assert m["status"] == "write_error" and m["invocations"][-1]["status"] == "write_error"
+    assert "a_first.html: No space left on device" in m["status_reason"] and m["finished"]
+    assert [(n["name"], n["status"]) for n in m["notebooks"]] == [
+        ("a_first", "interrupted"), ("b_reads_a", "pending")]
+    assert "the run stopped: cannot write" in m["notebooks"][0]["error"]
+    assert not (reports / "w" / runs.RESERVE_FILE).exists()
+    assert re.search(r"\nw\s+toy\s+\S*\s+write_error\s", _list(reports))
+    # the disk stays full even for the manifest: one line, and it says so
+    disk["full"] = False
+
+    def reserve_then_fill(run_dir):
+        real_reserve(run_dir)
+        disk["full"] = True
+
+    def always_full(src, dst):
+        if disk["full"]:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_replace(src, dst)
+
+    real_reserve = run.reserve_space
+    monkeypatch.setattr(run, "reserve_space", reserve_then_fill)
+    monkeypatch.setattr("saf_utils.reporting.manifest.os.replace", always_full)
+    assert cli.main(base + ["--run-name", "w2"]) == 3
+    assert "the run's status could not be recorded" in _err_line(capsys)
+
+
+@pytest.mark.slow
+def test_a_failed_notebook_and_a_runner_error_say_so_in_the_status(project, capsys,
+                                                                     monkeypatch):
+    tmp, base, reports = project
+    failing = {"a_first"}
+    monkeypatch.setattr(run, "execute_one", lambda nb, out, params, *a, **k: (
+        _copy_notebook(nb, out), "ValueError: bad" if nb.stem in failing else None)[1])
+    assert cli.main(base + ["--run-name", "f"]) == 1
+    failing.clear()
+    capsys.readouterr()
+    m = json.loads((reports / "f" / "manifest.json").read_text())
+    assert m["status"] == "failed"
+    assert m["status_reason"] == "not ok: a_first (failed), b_reads_a (skipped)"
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("a bug in the runner")
+
+    monkeypatch.setattr(run, "_record_inputs", boom)
+    with pytest.raises(RuntimeError, match="a bug"):
+        cli.main(base + ["--run-name", "e", "--only", "a_first", "-p", "a_first.n=1"])
+    m = json.loads((reports / "e" / "manifest.json").read_text())
+    assert m["status"] == "error" and m["status_reason"] == "RuntimeError: a bug in the runner"
+    assert m["notebooks"][0]["status"] == "interrupted"
+    out = _list(reports)
+    assert re.search(r"\nf\s+toy\s+\S*\s+failed\s", out)
+    assert re.search(r"\ne\s+toy\s+\S*\s+error\s", out)
+
+
+@pytest.mark.slow
+def test_a_killed_run_is_found_and_marked_killed(project):
+    tmp, base, reports = project
+    cfg = tmp / "sleep.yaml"
+    cfg.write_text("notebooks: [c_sleeps, a_first]\nparameters: {value: 0.1}\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "saf_utils.run", "--config", str(cfg), "--notebooks-dir",
+         str(tmp / "notebooks"), "--reports-dir", str(reports), "--run-name", "k"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pid_file = reports / "k" / "c_sleeps" / "kernel.pid"
+    deadline = time.time() + 90
+    while not pid_file.is_file() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    assert pid_file.is_file()
+    proc.kill()  # SIGKILL: nothing is written
+    proc.wait(timeout=30)
+    try:
+        os.kill(int(pid_file.read_text()), signal.SIGKILL)  # its orphaned kernel
+    except (ProcessLookupError, ValueError):
+        pass
+    assert json.loads((reports / "k" / "manifest.json").read_text())["status"] == "running"
+    assert re.search(r"\nk\s+sleep\s+\S*\s+killed\s", _list(reports))
+    m = json.loads((reports / "k" / "manifest.json").read_text())  # written down by list
+    assert m["status"] == "killed" and f"process {proc.pid}" in m["status_reason"]
+    assert m["invocations"][-1]["status"] == "killed"
+    assert [(n["name"], n["status"]) for n in m["notebooks"]] == [
+        ("c_sleeps", "interrupted"), ("a_first", "pending")]
+    assert "killed" in m["notebooks"][0]["error"]
+    assert '<span class="killed">killed</span>' in (reports / "k" / "index.html").read_text()
+    assert not (reports / "k" / runs.RESERVE_FILE).exists()
+
+
+@pytest.mark.slow
+def test_a_real_full_disk_still_leaves_a_readable_status(project, tmp_path):
+    """The same as above on a 3 MiB tmpfs that a notebook fills (root only)."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs",
+                                            str(mnt)], capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        tmp, base, _ = project
+        _notebook(tmp / "notebooks" / "e_fills.ipynb", "output_dir = None",
+                  "from pathlib import Path\n"
+                  "with open(Path(output_dir).parent.parent / 'filler', 'wb') as fh:\n"
+                  "    try:\n        while True:\n            fh.write(b'x' * 4096)\n"
+                  "            fh.flush()\n    except OSError:\n        pass")
+        cfg = tmp / "fill.yaml"
+        cfg.write_text("notebooks: [e_fills]\n")
+        proc = subprocess.run(
+            [sys.executable, "-m", "saf_utils.run", "--config", str(cfg), "--notebooks-dir",
+             str(tmp / "notebooks"), "--reports-dir", str(mnt / "reports"), "--run-name", "d"],
+            cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 3, proc.stdout + proc.stderr
+        assert "No space left on device" in proc.stderr.strip().splitlines()[-1]
+        m = json.loads((mnt / "reports" / "d" / "manifest.json").read_text())
+        assert m["status"] == "write_error" and "No space left" in m["status_reason"]
+        assert re.search(r"\nd\s+fill\s+\S*\s+write_error\s", _list(mnt / "reports"))
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)

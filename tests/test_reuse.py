@@ -114,3 +114,82 @@ def test_package_digest_covers_notebook_code_not_the_runner():
     assert "reporting/records.py" not in reuse.RUNNER_ONLY  # notebooks import it
     assert "reporting/pages.py" not in reuse.RUNNER_ONLY  # it renders the copied pages
     assert len(reuse.package_digest()) == 64
+
+
+def _reused(run_dir) -> dict[str, bool]:
+    return {n["name"]: bool(n.get("reused")) for n in _manifest(run_dir)["notebooks"]}
+
+
+@pytest.mark.slow
+def test_reuse_verifies_every_copied_file_and_rehashes_upstream_folders(project, capfd):  # noqa: F811
+    """Issue 22 item 1: edited records, pages and artifacts of a notebook and of a
+    dependency are never reused; the log names the file."""
+    tmp, base, reports = project
+    assert cli.main(base + ["--run-name", "r1"]) == 0
+    r1 = reports / "r1"
+    original = (r1 / "a_first" / "records.jsonl").read_text()
+    # the notebook's records edited: it runs again; its dependent reads the same bytes as
+    # before from the fresh execution and is reused
+    (r1 / "a_first" / "records.jsonl").write_text(original.replace("0.75", "0.99"))
+    capfd.readouterr()
+    assert cli.main(base + ["--run-name", "r2", "--reuse", "r1"]) == 0
+    log = capfd.readouterr().out
+    assert ("a_first: not reused from r1: a_first/records.jsonl differs from the file its "
+            "execution made") in log
+    assert (reports / "r2" / "a_first" / "records.jsonl").read_text() == original
+    assert _reused(reports / "r2") == {"a_first": False, "b_reads_a": True}
+    files = _manifest(reports / "r2")["notebooks"][0]["files"]
+    assert {"a_first.html", "a_first.ipynb", "a_first/records.jsonl"} <= set(files)
+    values = {r["notebook"]: r["value"] for r in
+              json.loads((reports / "r2" / "metrics.json").read_text())["records"]}
+    assert values == {"a_first": 0.75, "b_reads_a": 0.75}
+    # a page edited (r2's b_reads_a files are links to r1's)
+    page = reports / "r2" / "b_reads_a.html"
+    page.write_text(page.read_text().replace("</body>", "<p>edited</p></body>"))
+    assert cli.main(base + ["--run-name", "r3", "--reuse", "r2"]) == 0
+    assert "b_reads_a: not reused from r2: b_reads_a.html differs" in capfd.readouterr().out
+    assert _reused(reports / "r3") == {"a_first": True, "b_reads_a": False}
+    assert "edited" not in (reports / "r3" / "b_reads_a.html").read_text()
+    # an artifact added to the upstream folder: it reruns, its dependent is reused
+    (reports / "r3" / "a_first" / "model.bin").write_bytes(b"\0")
+    assert cli.main(base + ["--run-name", "r4", "--reuse", "r3"]) == 0
+    assert "a_first: not reused from r3: a_first/model.bin was not made by its execution" \
+        in capfd.readouterr().out
+    assert _reused(reports / "r4") == {"a_first": False, "b_reads_a": True}
+    assert not (reports / "r4" / "a_first" / "model.bin").exists()
+    # a dependency's artifact edited in the run itself: the dependent's key is computed from
+    # the files, not from the digest the manifest keeps
+    (reports / "r4" / "a_first" / "records.jsonl").write_text(original.replace("0.75", "0.5"))
+    assert cli.main(base + ["--run-dir", "r4", "--only", "b_reads_a", "--reuse", "r3"]) == 0
+    assert "b_reads_a: changed since r3: depends_on" in capfd.readouterr().out
+    assert _reused(reports / "r4") == {"a_first": False, "b_reads_a": False}
+    # an execution recorded before files were verified (no "files"): run again
+    m = _manifest(reports / "r3")
+    del m["notebooks"][0]["files"]
+    (reports / "r3" / "manifest.json").write_text(json.dumps(m))
+    assert cli.main(base + ["--run-name", "r5", "--reuse", "r3", "--only", "a_first"]) == 0
+    assert "a_first: not reused from r3: no digests of its files were recorded" \
+        in capfd.readouterr().out
+
+
+def test_reuse_file_digests_and_mismatches(tmp_path):
+    run_dir = tmp_path / "r"
+    (run_dir / "nb" / "sub").mkdir(parents=True)
+    (run_dir / "nb.ipynb").write_text("{}")
+    (run_dir / "nb" / "records.jsonl").write_text("{}\n")
+    (run_dir / "nb" / "sub" / "a").write_text("x")
+    (run_dir / "nb-b").mkdir()  # a sibling whose name starts like the notebook's: not its
+    (run_dir / "nb-b" / "z").write_text("z")
+    files = reuse.output_files(run_dir, "nb")
+    assert sorted(files) == ["nb.ipynb", "nb/records.jsonl", "nb/sub/a"]
+    assert reuse.folder_digest(files, "nb") == reuse.tree_digest(run_dir / "nb")
+    assert reuse.upstream_digests(run_dir, ["nb", "gone"]) == {
+        "nb": reuse.tree_digest(run_dir / "nb"), "gone": None}
+    assert reuse.mismatch(files, files) is None
+    assert reuse.mismatch({**files, "nb.html": "0"}, files) == "nb.html is missing"
+    assert reuse.mismatch({**files, "nb.html": "0"}, files, ["nb.html"]) is None
+    assert "nb/sub/a differs" in reuse.mismatch({**files, "nb/sub/a": "0"}, files)
+    assert "not made by its execution" in reuse.mismatch({"nb.ipynb": files["nb.ipynb"]}, files)
+    assert "no digests" in reuse.mismatch(None, files)
+    reuse.remove_outputs(run_dir, "nb")
+    assert sorted(p.name for p in run_dir.iterdir()) == ["nb-b"]

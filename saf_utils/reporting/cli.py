@@ -15,12 +15,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import sys
 from datetime import datetime
 from pathlib import Path
 
-from saf_utils.reporting.manifest import ReportWriteError, pid_alive
+from saf_utils.reporting.manifest import ReportWriteError
 from saf_utils.reporting.profiles import REPORTS_DIR, RunnerError
 
 EXIT_WRITE = 3
@@ -148,10 +147,14 @@ def list_runs(reports_dir: str | os.PathLike | None = None,
               problems: list[str] | None = None) -> list[dict]:
     """Runs under the reports folder, oldest first, with profile, commit, status, times.
 
+    A run left ``running`` by a process of this host that is gone is marked ``killed`` in its
+    manifest (:func:`runs.settle_killed`).
+
     A malformed run (unreadable or not a run manifest) raises :class:`RunnerError`, unless
     ``problems`` is a list: then its one-line reason is appended and the others are listed.
     """
     from saf_utils.reporting.compare import check_manifest
+    from saf_utils.reporting.runs import settle_killed
 
     root = Path(reports_dir or REPORTS_DIR)
     runs = []
@@ -168,18 +171,19 @@ def list_runs(reports_dir: str | os.PathLike | None = None,
                 raise
             problems.append(str(exc))
             continue
+        settle_killed(mpath.parent, m)  # a dead "running" run: "killed", written down
         status = m.get("status") or ("ok" if all(n.get("status") == "ok" for n in
                                                   m.get("notebooks") or []) else "failed")
-        if status == "running" and m.get("host") == socket.gethostname() \
-                and not pid_alive(m.get("pid")):
-            status = "died (killed?)"
+        if status == "interrupted" and m.get("status_reason"):
+            status += f" ({m['status_reason']})"  # the signal
         nbs = m.get("notebooks") or []
         git = m.get("git") or {}
         runs.append({
             "run": m.get("run") or mpath.parent.name, "profile": m.get("profile"),
             "commit": str(git.get("commit") or "")[:8] + ("+" if git.get("dirty") else ""),
             "status": status, "started": m.get("started"),
-            "seconds": _seconds(m.get("started"), m.get("finished")),
+            "seconds": _seconds(m.get("started"), m.get("finished"))
+            if m.get("finished") or m.get("status") == "running" else None,
             "notebooks": f"{sum(n.get('status') == 'ok' for n in nbs)}/{len(nbs)} ok",
         })
     return sorted(runs, key=lambda r: str(r.get("started")))

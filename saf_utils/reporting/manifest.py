@@ -156,3 +156,13 @@ def pid_alive(pid: Any) -> bool:
     except (OSError, TypeError, ValueError):
         return bool(pid)
     return True
+
+
+def died(manifest: Mapping[str, Any]) -> bool:
+    """A run still marked ``running`` whose process, on this host, is gone: it was killed
+    (SIGKILL, out of memory, power loss) before it could record how it ended. A run of
+    another host cannot be checked and stays ``running``."""
+    import socket
+
+    return (manifest.get("status") == "running" and manifest.get("host") == socket.gethostname()
+            and not pid_alive(manifest.get("pid")))

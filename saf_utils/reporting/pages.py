@@ -40,7 +40,7 @@ td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}
 th{background:#f0f0f0}td.num{text-align:right;font-variant-numeric:tabular-nums;
 white-space:nowrap}
 tr.apart td{color:#666;background:#fafafa}tr.sep td{background:#eee;font-style:italic}
-.ok{color:#060}.failed,.interrupted{color:#b00;font-weight:bold}
+.ok{color:#060}.failed,.interrupted,.killed,.write_error,.error{color:#b00;font-weight:bold}
 .running,.pending,.skipped{color:#a60}.meta{color:#444}.best{font-weight:bold}
 small,.note{color:#666}.warn{color:#a00}
 img{max-width:100%}

@@ -35,8 +35,47 @@ class RunnerError(RuntimeError):
     """A bad profile, parameter, notebook name or data source (raised before anything runs)."""
 
 
+# Planning limits (docs/runs.md): a profile is a small file, a value is plain data.
+MAX_PROFILE_BYTES = 1_000_000
+MAX_DEPTH = 32  # nesting of lists and mappings in one YAML document
+ECHO_LIMIT = 200  # characters of a value an error message shows
+
+
+def short(value: Any, limit: int = ECHO_LIMIT) -> str:
+    """``repr(value)`` cut to ``limit`` characters, with the full length said when cut: an
+    error message never echoes a 150 KB value back."""
+    try:
+        text = repr(value)
+    except (RecursionError, ValueError):  # a self-containing value, an int past 4300 digits
+        return f"<a {type(value).__name__} too large to print>"
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
+
+
 class _Loader(yaml.SafeLoader):
-    """YAML with 1.2 floats: ``5e-4`` and ``1E3`` are numbers (YAML 1.1 reads strings)."""
+    """YAML with 1.2 floats (``5e-4`` and ``1E3`` are numbers; YAML 1.1 reads strings), no
+    anchors or aliases and at most :data:`MAX_DEPTH` levels of nesting.
+
+    Why refuse aliases: PyYAML shares an aliased node instead of copying it, so nine lines of
+    ``&a``/``*a`` make a value of 10^9 elements that every later step (type checks, the dry
+    run, the manifest) walks, and ``&a [*a]`` is a list that contains itself. A profile needs
+    neither; refusing them keeps the planned value as large as its text.
+    """
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            raise yaml.composer.ComposerError(
+                None, None, "anchors and aliases (&name, *name, <<: *name) are not allowed; "
+                "write the value out", event.start_mark)
+        depth = getattr(self, "_depth", 0)
+        if depth >= MAX_DEPTH:
+            raise yaml.composer.ComposerError(
+                None, None, f"nested deeper than {MAX_DEPTH} levels", event.start_mark)
+        self._depth = depth + 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth = depth
 
 
 _Loader.add_implicit_resolver(
@@ -47,7 +86,38 @@ _Loader.add_implicit_resolver(
 
 
 def yaml_load(text: str) -> Any:
-    return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+    """Parse a profile or a ``-p`` value (:class:`_Loader`); every failure is a
+    :class:`yaml.YAMLError` (an integer past Python's 4300-digit limit included)."""
+    try:
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+    except ValueError as exc:  # int("9" * 5000) inside the constructor
+        raise yaml.YAMLError(" ".join(str(exc).split())[:ECHO_LIMIT]) from None
+
+
+PLAIN = (type(None), bool, int, float, str)
+
+
+def check_plain(where: str, value: Any, origin: str) -> None:
+    """A parameter value is JSON data (None, bool, number, string, lists, mappings with
+    string keys): what papermill injects and the manifest records. YAML also reads dates,
+    ``!!binary`` and ``!!set``; those would fail only after the run folder exists."""
+    stack = [(value, where)]
+    while stack:
+        v, at = stack.pop()
+        if isinstance(v, PLAIN):
+            continue
+        if isinstance(v, list):
+            stack.extend((x, f"{at}[{i}]") for i, x in enumerate(v))
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                if not isinstance(k, str):
+                    raise RunnerError(f"{at} (from {origin}): key {short(k)} is "
+                                      f"{type(k).__name__}; mapping keys are strings")
+                stack.append((x, f"{at}.{k[:40]}"))
+        else:
+            raise RunnerError(f"{at} = {short(v)} (from {origin}) is a {type(v).__name__}, "
+                              "not plain data (null, true/false, a number, a string, a list "
+                              "or a mapping); quote it to pass a string")
 
 
 # ------------------------------------------------------------------ names that become paths
@@ -58,7 +128,7 @@ def check_folder_name(name: Any, what: str) -> str:
     """``name`` becomes one folder or file name inside the reports folder (a run, a notebook's
     ``.ipynb`` / ``.html`` / folder): letters, digits and ``. _ + -``; no separators, no ``..``."""
     if not isinstance(name, str) or not RUN_NAME.fullmatch(name) or ".." in name:
-        raise RunnerError(f"{what} {name!r}: use letters, digits and . _ + - only "
+        raise RunnerError(f"{what} {short(name)}: use letters, digits and . _ + - only "
                           "(one folder name inside the reports folder)")
     return name
 
@@ -77,7 +147,7 @@ def _check_fields(path: Path, cfg: dict) -> None:
     """Types of the scalar profile fields, and every name that becomes a path."""
     def bad(key: str, want: str) -> RunnerError:
         v = cfg[key]
-        return RunnerError(f"{path}: '{key}' must be {want}, not {type(v).__name__} {v!r}")
+        return RunnerError(f"{path}: '{key}' must be {want}, not {type(v).__name__} {short(v)}")
 
     for key in ("name", "description", "extends"):
         if cfg.get(key) is not None and not isinstance(cfg[key], str):
@@ -104,14 +174,21 @@ def _check_fields(path: Path, cfg: dict) -> None:
     for key, allowed in (cfg.get("choices") or {}).items():
         if not isinstance(allowed, list) or not allowed:
             raise RunnerError(f"{path}: choices.{key} must be a non-empty list of the allowed "
-                              f"values, not {allowed!r}")
+                              f"values, not {short(allowed)}")
 
 
 def _read_yaml(path: Path) -> dict:
     try:
+        size = path.stat().st_size
+        if size > MAX_PROFILE_BYTES:
+            raise RunnerError(f"{path}: {size:,} bytes; a profile is at most "
+                              f"{MAX_PROFILE_BYTES:,} bytes")
         cfg = yaml_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
-        raise RunnerError(f"{path}: not valid YAML ({' '.join(str(exc).split())})") from None
+        why = " ".join(str(exc).split())
+        raise RunnerError(f"{path}: not valid YAML ({why[:2 * ECHO_LIMIT]})") from None
+    except UnicodeDecodeError as exc:
+        raise RunnerError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     except OSError as exc:
         raise RunnerError(f"{path}: cannot read ({exc.strerror})") from None
     cfg = {} if cfg is None else cfg
@@ -119,16 +196,16 @@ def _read_yaml(path: Path) -> dict:
         raise RunnerError(f"{path}: a profile is a mapping of keys, not {type(cfg).__name__}")
     unknown = set(cfg) - PROFILE_KEYS
     if unknown:
-        raise RunnerError(f"{path}: unknown key(s) {sorted(unknown)}; allowed: "
+        raise RunnerError(f"{path}: unknown key(s) {short(sorted(map(str, unknown)))}; allowed: "
                           f"{sorted(PROFILE_KEYS)}")
     for key in ("parameters", "notebook_parameters", "depends_on", "choices"):
         if cfg.get(key) is not None and not isinstance(cfg[key], dict):
             raise RunnerError(f"{path}: '{key}' must be a mapping (key: value), "
-                              f"not {type(cfg[key]).__name__} {cfg[key]!r}")
+                              f"not {type(cfg[key]).__name__} {short(cfg[key])}")
     for nb, block in (cfg.get("notebook_parameters") or {}).items():
         if block is not None and not isinstance(block, dict):
             raise RunnerError(f"{path}: notebook_parameters.{nb} must be a mapping, "
-                              f"not {type(block).__name__} {block!r}")
+                              f"not {type(block).__name__} {short(block)}")
     for nb, deps in (cfg.get("depends_on") or {}).items():
         if not isinstance(deps, list) or not all(isinstance(d, str) for d in deps):
             raise RunnerError(f"{path}: depends_on.{nb} must be a list of notebook names")
@@ -138,6 +215,14 @@ def _read_yaml(path: Path) -> dict:
         raise RunnerError(f"{path}: 'notebooks' must be a list of notebook names")
     _check_fields(path, cfg)
     return cfg
+
+
+def _is_file(path: Path) -> bool:
+    """``path.is_file()``, False for a name the file system refuses (too long, ...)."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
 
 
 def _merge_profiles(base: dict, child: dict) -> dict:
@@ -165,20 +250,21 @@ def load_profile(profile: str | None = None, config: str | os.PathLike | None = 
     notebooks whose outputs it reads.
     """
     path = Path(config) if config else CONFIG_DIR / f"{profile}.yaml"
-    if not path.is_file():
+    if not _is_file(path):
         known = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
-        raise RunnerError(f"profile file {path} not found; known profiles: {known}")
+        raise RunnerError(f"profile file {short(str(path))} not found; known profiles: {known}")
     chain = [path]
     cfg = _read_yaml(path)
     layers = [cfg]
     while layers[-1].get("extends"):
         parent = layers[-1]["extends"]
         if not isinstance(parent, str):
-            raise RunnerError(f"{chain[-1]}: 'extends' must name a profile, not {parent!r}")
+            raise RunnerError(f"{chain[-1]}: 'extends' must name a profile, not {short(parent)}")
         ppath = Path(parent) if parent.endswith((".yaml", ".yml")) else Path(f"{parent}.yaml")
         ppath = ppath if ppath.is_absolute() else chain[-1].parent / ppath
-        if not ppath.is_file():
-            raise RunnerError(f"{chain[-1]}: extends {parent!r}, but {ppath} does not exist")
+        if not _is_file(ppath):
+            raise RunnerError(f"{chain[-1]}: extends {short(parent)}, but "
+                              f"{short(str(ppath))} does not exist")
         if ppath.resolve() in [c.resolve() for c in chain]:
             raise RunnerError(f"{path}: 'extends' loops through {ppath}")
         chain.append(ppath)
@@ -212,22 +298,23 @@ def load_profile(profile: str | None = None, config: str | os.PathLike | None = 
 
 # ------------------------------------------------------------------ parameters
 def parse_overrides(items: list[str]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """``key=value`` (all notebooks) or ``notebook.key=value``; values are YAML (1.2 floats)."""
+    """``key=value`` (all notebooks) or ``notebook.key=value``; values are YAML (1.2 floats, no
+    anchors or aliases: :class:`_Loader`)."""
     common: dict[str, Any] = {}
     per_nb: dict[str, dict[str, Any]] = {}
     for item in items:
         if "=" not in item:
-            raise RunnerError(f"-p {item!r}: expected key=value")
+            raise RunnerError(f"-p {short(item)}: expected key=value")
         key, raw = item.split("=", 1)
         key = key.strip()
         if not key or not re.fullmatch(r"(?:[\w-]+\.)?[A-Za-z_]\w*", key):
-            raise RunnerError(f"-p {item!r}: {key!r} is not a parameter name "
+            raise RunnerError(f"-p {short(item)}: {short(key)} is not a parameter name "
                               "(key or notebook.key)")
         try:
             value = yaml_load(raw) if raw.strip() else ""
         except yaml.YAMLError as exc:
-            why = " ".join(str(getattr(exc, "problem", None) or exc).split())
-            raise RunnerError(f"-p {item!r}: {raw!r} is not a valid value ({why}); "
+            why = " ".join(str(getattr(exc, "problem", None) or exc).split())[:ECHO_LIMIT]
+            raise RunnerError(f"-p {short(key)}=…: {short(raw)} is not a valid value ({why}); "
                               "lists are written [0, 1], strings with spaces in quotes") from None
         if "." in key:
             nb, key = key.split(".", 1)
@@ -301,11 +388,11 @@ def check_types(notebook: str, params: dict[str, Any], declared: dict[str, Any],
             want = _type_name(default)
             if isinstance(default, (list, tuple)) and isinstance(value, (list, tuple)):
                 bad = next(v for v in value if not _element_ok(v, default))
-                what = (f"element {bad!r} is {_type_name(bad)}, from {origins.get(key, '?')}")
+                what = (f"element {short(bad)} is {_type_name(bad)}, from {origins.get(key, '?')}")
                 want += " of " + " or ".join(sorted({_type_name(d) for d in default}))
             raise RunnerError(
-                f"{notebook}.{key} = {value!r} ({what}) does not match the notebook's default "
-                f"{default!r} ({want})")
+                f"{notebook}.{key} = {short(value)} ({what}) does not match the notebook's "
+                f"default {short(default)} ({want})")
 
 
 def check_choices(notebook: str, params: dict[str, Any], choices: dict[str, list],
@@ -319,8 +406,9 @@ def check_choices(notebook: str, params: dict[str, Any], choices: dict[str, list
         values = value if isinstance(value, (list, tuple)) else [value]
         bad = [v for v in values if v not in allowed]  # types were checked before
         if bad:
-            raise RunnerError(f"{notebook}.{key} = {value!r} (from {origins.get(key, '?')}): "
-                              f"{bad[0]!r} is not one of the profile's choices.{key} {allowed}")
+            raise RunnerError(f"{notebook}.{key} = {short(value)} (from {origins.get(key, '?')}): "
+                              f"{short(bad[0])} is not one of the profile's choices.{key} "
+                              f"{short(allowed)}")
 
 
 @dataclass
@@ -344,14 +432,16 @@ def _resolve(cfg: dict, name: str, path: Path, common: dict[str, Any],
     for origin, layer in (layers[1], layers[3]):
         undeclared = sorted(set(layer) - set(declared))
         if undeclared:
-            raise RunnerError(f"{name}: parameter(s) {undeclared} ({origin.rstrip('.')}) not in "
-                              f"its parameters cell (declared: {sorted(declared)})")
+            raise RunnerError(f"{name}: parameter(s) {short(undeclared)} ({origin.rstrip('.')}) "
+                              f"not in its parameters cell (declared: {sorted(declared)})")
     params: dict[str, Any] = {}
     origins: dict[str, str] = {}
     for origin, layer in layers:
         for k, v in layer.items():
             params[k] = v
             origins[k] = origin.rstrip(".")
+    for k, v in params.items():
+        check_plain(f"{name}.{k}", v, origins[k])
     check_types(name, params, declared, origins)
     check_choices(name, params, cfg.get("choices") or {}, origins)
     return NotebookPlan(name, path, params, origins, declared)
@@ -370,7 +460,8 @@ def plan_notebooks(cfg: dict, names: list[str], nb_dir: Path,
     common, per_nb = parse_overrides(overrides)
     for nb in per_nb:
         if nb not in cfg["notebooks"]:
-            raise RunnerError(f"-p {nb}.…: no notebook {nb!r} in profile {cfg['name']}")
+            raise RunnerError(f"-p {short(nb)}.…: no notebook of that name in profile "
+                              f"{cfg['name']}")
     plans: list[NotebookPlan] = []
     for name in cfg["notebooks"]:
         path = nb_dir / f"{name}.ipynb"
@@ -384,7 +475,8 @@ def plan_notebooks(cfg: dict, names: list[str], nb_dir: Path,
             plans.append(plan)
     unused = set(common) - {k for p in plans for k in p.params}
     if unused:
-        raise RunnerError(f"-p {sorted(unused)}: no selected notebook declares these parameters")
+        raise RunnerError(f"-p {short(sorted(unused))}: no selected notebook declares these "
+                          "parameters")
     return plans
 
 

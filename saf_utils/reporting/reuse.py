@@ -16,7 +16,14 @@ would have now:
 - ``depends_on``: the digest of the output folder of each notebook it depends on, in this run.
 
 Equal inputs: the notebook, its page and its folder are hard-linked (copied where links are
-impossible) into the new run; the manifest says ``reused`` with the original execution.
+impossible) into the new run and verified there: every copied file is hashed and compared with
+``files``, the ``{path: sha256}`` that its execution recorded (after its page was rendered). A
+file that differs, is missing or was not made by that execution (an edited ``records.jsonl``,
+page or artifact) undoes the copy and the notebook runs again, with one log line naming the
+file; an execution recorded before files were verified has no ``files`` and runs again too.
+The ``depends_on`` digests are recomputed from the upstream folders in the new run, never read
+from a manifest, so an edited upstream artifact changes the key of every notebook reading it.
+The manifest says ``reused`` with the original execution.
 
 Why not jupyter-cache: its key is the notebook's code, not the data files a notebook reads,
 the package sources, the lock or upstream notebooks' outputs, and its store holds executed
@@ -36,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from saf_utils.provenance import sha256_file
-from saf_utils.reporting.manifest import PROJECT_ROOT
+from saf_utils.reporting.manifest import PROJECT_ROOT, died
 
 IGNORED_PARAMETERS = ("output_dir",)
 RUNNER_ONLY = ("run.py", "reporting/cli.py", "reporting/compare.py", "reporting/profiles.py",
@@ -53,6 +60,51 @@ def tree_digest(root: Path, files: Iterable[Path] | None = None) -> str:
     """SHA-256 over the relative paths and contents of the files under ``root``."""
     files = sorted(p for p in root.rglob("*") if p.is_file()) if files is None else sorted(files)
     return _sha([[str(p.relative_to(root)), sha256_file(p)] for p in files])
+
+
+def output_files(run: Path, name: str) -> dict[str, str]:
+    """``{path relative to the run: sha256}`` of one notebook's outputs in a run:
+    ``<name>.ipynb``, ``<name>.html`` and every file under ``<name>/``."""
+    found = [p for p in (run / f"{name}.ipynb", run / f"{name}.html") if p.is_file()]
+    if (run / name).is_dir():
+        found += sorted(p for p in (run / name).rglob("*") if p.is_file())
+    return {p.relative_to(run).as_posix(): sha256_file(p) for p in found}
+
+
+def folder_digest(files: dict[str, str], name: str) -> str:
+    """:func:`tree_digest` of ``<name>/`` from :func:`output_files` (no second read)."""
+    pairs = sorted((Path(k[len(name) + 1:]), v) for k, v in files.items()
+                   if k.startswith(f"{name}/"))
+    return _sha([[str(p), v] for p, v in pairs])
+
+
+def upstream_digests(run: Path, deps: Iterable[str]) -> dict[str, str | None]:
+    """``{dependency: tree_digest}`` of the dependencies' folders in ``run``, hashed now
+    (None: no folder), for the ``depends_on`` input."""
+    return {d: tree_digest(run / d) if (run / d).is_dir() else None for d in deps}
+
+
+def mismatch(recorded: Any, now: dict[str, str], skip: Iterable[str] = ()) -> str | None:
+    """The first file of ``now`` (:func:`output_files`) that is not the one its execution
+    recorded, in words; None when every file matches (``skip``: files not compared)."""
+    if not isinstance(recorded, dict) or not recorded:
+        return "no digests of its files were recorded (executed before reuse verified files)"
+    skip = set(skip)
+    for f in sorted((set(recorded) | set(now)) - skip):
+        if f not in now:
+            return f"{f} is missing"
+        if f not in recorded:
+            return f"{f} was not made by its execution"
+        if recorded[f] != now[f]:
+            return f"{f} differs from the file its execution made (edited?)"
+    return None
+
+
+def remove_outputs(run: Path, name: str) -> None:
+    """Undo :func:`copy_outputs` (links only: the source run keeps its files)."""
+    shutil.rmtree(run / name, ignore_errors=True)
+    for f in (run / f"{name}.ipynb", run / f"{name}.html"):
+        f.unlink(missing_ok=True)
 
 
 @lru_cache(maxsize=1)
@@ -99,7 +151,8 @@ def changed(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 def profile_runs(reports_dir: Path, profile: str, exclude: Path | None = None) -> list[Path]:
     """Runs of ``profile`` under ``reports_dir``, most recently started first (not
-    ``exclude``, not a run still marked running)."""
+    ``exclude``, not a run still going; a killed one is a candidate: what it copies is
+    verified)."""
     found: list[tuple[str, Path]] = []
     for mpath in reports_dir.glob("*/manifest.json"):
         if exclude is not None and mpath.parent.resolve() == exclude.resolve():
@@ -108,7 +161,8 @@ def profile_runs(reports_dir: Path, profile: str, exclude: Path | None = None) -
             m = json.loads(mpath.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-        if isinstance(m, dict) and m.get("profile") == profile and m.get("status") != "running":
+        if isinstance(m, dict) and m.get("profile") == profile \
+                and (m.get("status") != "running" or died(m)):
             found.append((str(m.get("started") or ""), mpath.parent))
     return [p for _, p in sorted(found, key=lambda t: t[0], reverse=True)]
 

@@ -10,7 +10,9 @@ SHA-256, timings, every execution). Everything is checked before the first noteb
 data sources, the ``--baseline`` run). A failing notebook is
 rendered with its error and marked failed; the others still run and the exit code is 1.
 Manifest and index are rewritten when the run starts and after each notebook; Ctrl-C or
-SIGTERM mark the run and the running notebook "interrupted" and still write them.
+SIGTERM mark the run and the running notebook "interrupted" and still write them; a write
+error or a runner error is recorded as the run's status too, into space kept for it
+(docs/runs.md: ``status`` and ``status_reason``).
 ``--run-dir reports/<run>`` reruns chosen notebooks inside an existing run (the previous
 execution's files move to ``previous/``, the manifest keeps both). A new run never touches an
 existing folder.
@@ -64,14 +66,19 @@ from saf_utils.reporting.profiles import (  # noqa: F401 - re-exported for calle
     parse_overrides,
     plan_notebooks,
     select_notebooks,
+    short,
 )
 from saf_utils.reporting.runs import (  # noqa: F401 - new_run_dir re-exported for tests
     NotebookResult,
     _archive_previous,
     _record_result,
+    mark_killed,
     new_run_dir,
     read_manifest,
+    release_space,
+    reserve_space,
     write_reports,
+    write_status,
 )
 
 EXIT_INTERRUPTED = {"SIGINT": 130, "SIGTERM": 143}
@@ -175,7 +182,7 @@ def describe_plan(plan: dict[str, Any], req: RunRequest) -> str:
         dep_txt = ", ".join(f"{d} ({plan['deps'].get(d)})" for d in deps)
         lines.append(f"[{i}] {p.name}" + (f"  depends on {dep_txt}" if deps else ""))
         for k, v in p.params.items():
-            lines.append(f"      {k} = {v!r}    # {p.origins.get(k)}")
+            lines.append(f"      {k} = {short(v, 500)}    # {p.origins.get(k)}")
     lines.append("Data sources:")
     for d in plan["data"]:
         extra = "" if d["kind"] == "local" else (" (cached)" if d.get("cached") else
@@ -222,6 +229,7 @@ def run_profile(req: RunRequest) -> tuple[Path, list[NotebookResult], str]:
     if plan["existing"]:
         out = plan["existing"].resolve()
         manifest = plan["old_manifest"]
+        mark_killed(manifest)  # an earlier invocation whose process is gone
         manifest.setdefault("invocations", [])
         manifest.setdefault("executions", list(manifest.get("notebooks", [])))
     else:
@@ -246,9 +254,11 @@ def run_profile(req: RunRequest) -> tuple[Path, list[NotebookResult], str]:
     results: list[NotebookResult] = []
     current: NotebookResult | None = None
     status = "ok"
+    stop: BaseException | None = None  # what ended the run early, raised after its status
     print(f"Run {out.name}: {len(plans)} notebook(s) -> {out}", flush=True)
     try:
         with _signals(raise_on_signal=True):
+            reserve_space(out)
             for p in plans:  # the index lists what will run before anything does
                 if not any(n["name"] == p.name for n in manifest["notebooks"]):
                     _record_result(manifest, NotebookResult(p.name, parameters=p.params,
@@ -268,9 +278,7 @@ def run_profile(req: RunRequest) -> tuple[Path, list[NotebookResult], str]:
                     _record_result(manifest, res, order)
                     write_reports(out, manifest)
                     continue
-                latest = {n["name"]: n for n in manifest["notebooks"]}
-                deps_out = {d: (latest.get(d) or {}).get("outputs")
-                            for d in cfg["depends_on"].get(p.name, [])}
+                deps_out = _upstream(out, cfg["depends_on"].get(p.name, []))
                 reused = _try_reuse(plan, p, out, deps_out, hide, n_inv, f"[{i}/{len(plans)}]",
                                     manifest)
                 if reused is not None:  # reports are written before the next execution
@@ -306,9 +314,9 @@ def run_profile(req: RunRequest) -> tuple[Path, list[NotebookResult], str]:
                     current.seconds = round(time.perf_counter() - t0, 1)
                     current.finished = now_iso()
                 current.status = "failed" if current.error else "ok"
-                if current.status == "ok":
-                    _record_inputs(current, p, nb_out, deps_out)
                 _render(current, out_nb, hide)
+                if current.status == "ok":
+                    _record_inputs(current, p, out, deps_out)
                 print(f"[{i}/{len(plans)}] {p.name} {current.status} in {current.seconds:.1f} s"
                       + (f": {current.error}" if current.error else ""), flush=True)
                 results.append(current)
@@ -326,18 +334,28 @@ def run_profile(req: RunRequest) -> tuple[Path, list[NotebookResult], str]:
                 out_nb = out / f"{current.name}.ipynb"
                 if out_nb.is_file():
                     mark_interrupted(out_nb, str(sig))
-                    _render(current, out_nb, hide)
+                    try:
+                        _render(current, out_nb, hide)
+                    except ReportWriteError as exc:  # the run's status is still written
+                        current.error += f" | page not written: {exc}"
                 results.append(current)
                 _record_result(manifest, current, order)
             print(f"Run {out.name} interrupted by {sig}", file=sys.stderr, flush=True)
+    except BaseException as exc:  # noqa: BLE001 - a write error or a bug: recorded, re-raised
+        stop = exc
+        status = "write_error" if isinstance(exc, OSError) else "error"
+        with _signals(raise_on_signal=False):
+            if current is not None:  # it ran, or was about to: its result is not complete
+                current.status = "interrupted"
+                current.error = " | ".join(filter(None, [current.error, "the run stopped: "
+                                                         + _why(exc)]))
+                current.finished = current.finished or now_iso()
+                results.append(current)
+                _record_result(manifest, current, order)
     with _signals(raise_on_signal=False):
-        run_status = status.split(":")[0]
-        invocation.update(finished=now_iso(), status=run_status)
-        manifest["status"] = run_status
-        manifest["finished"] = invocation["finished"]
-        # notebooks that never started in an interrupted run stay "pending" in the manifest
-        write_reports(out, manifest)
-        if plan["baseline"] is not None:
+        # notebooks that never started in a stopped run stay "pending" in the manifest
+        stop = _close_run(out, manifest, invocation, status, results, stop)
+        if plan["baseline"] is not None and stop is None:
             from saf_utils.reporting.compare import compare_runs, write_compare_html
 
             try:
@@ -347,17 +365,70 @@ def run_profile(req: RunRequest) -> tuple[Path, list[NotebookResult], str]:
             except (RunnerError, ValueError) as exc:
                 print(f"saf-run: compare with {plan['baseline']} failed: {exc}",
                       file=sys.stderr)
+    if stop is not None:
+        raise stop
     return out, results, status
 
 
-def _record_inputs(res: NotebookResult, p: NotebookPlan, nb_out: Path,
+def _why(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    text = text if len(text) <= 300 else f"{text[:300]}… ({len(text):,} characters)"
+    return text if isinstance(exc, OSError) else f"{type(exc).__name__}: {text}"
+
+
+def _close_run(out: Path, manifest: dict, invocation: dict, status: str,
+               results: list[NotebookResult], stop: BaseException | None) -> BaseException | None:
+    """Record how the run ended (``status``, ``status_reason``: runs.RUN_STATUSES) in the
+    manifest and the pages. When a write fails, the manifest alone is written into the space
+    kept for it (:func:`runs.write_status`). Returns the error to raise (None: none)."""
+    run_status, _, sig = status.partition(":")
+    bad = ", ".join(f"{r.name} ({r.status})" for r in results if r.status != "ok")
+    reason = _why(stop) if stop is not None else {"interrupted": sig,
+                                                  "failed": f"not ok: {bad}"}.get(run_status)
+
+    def record(s: str, why: str | None) -> None:
+        invocation.update(finished=now_iso(), status=s, status_reason=why)
+        manifest.update(status=s, status_reason=why, finished=invocation["finished"])
+
+    record(run_status, reason)
+    if run_status != "write_error":
+        try:
+            write_reports(out, manifest)
+            release_space(out)
+            return stop
+        except ReportWriteError as exc:
+            record("write_error", f"{exc} (while recording that the run ended {run_status})")
+            stop = exc
+    if write_status(out, manifest):
+        try:  # the pages too, if the freed space allows
+            write_reports(out, manifest)
+        except ReportWriteError:
+            pass
+    elif isinstance(stop, ReportWriteError):  # still one line for the CLI
+        stop = ReportWriteError(stop.errno, f"{stop}; the run's status could not be recorded "
+                                f"in {out / 'manifest.json'} either")
+    else:
+        print(f"saf-run: could not record the run's status ({manifest['status']}) in "
+              f"{out / 'manifest.json'}", file=sys.stderr)
+    return stop
+
+
+def _upstream(out: Path, deps: list[str]) -> dict[str, str | None]:
+    from saf_utils.reporting.reuse import upstream_digests
+
+    return upstream_digests(out, deps)
+
+
+def _record_inputs(res: NotebookResult, p: NotebookPlan, out: Path,
                    deps_out: dict[str, str | None]) -> None:
-    """The inputs and output digest of a successful execution (what --reuse compares)."""
+    """The inputs, file digests and output digest of a successful execution, its page
+    rendered (what --reuse compares and verifies)."""
     from saf_utils.reporting import reuse
 
     res.inputs = reuse.notebook_inputs(p.path, res.parameters, (lock_info() or {}).get("sha256"),
-                                       deps_out, reuse.read_sources(nb_out))
-    res.outputs = reuse.tree_digest(nb_out)
+                                       deps_out, reuse.read_sources(out / p.name))
+    res.files = reuse.output_files(out, p.name)
+    res.outputs = reuse.folder_digest(res.files, p.name)
 
 
 def _try_reuse(plan: dict, p: NotebookPlan, out: Path, deps_out: dict[str, str | None],
@@ -395,15 +466,22 @@ def _try_reuse(plan: dict, p: NotebookPlan, out: Path, deps_out: dict[str, str |
     except OSError as exc:
         raise ReportWriteError(exc.errno, f"cannot copy {p.name} from {src}: "
                                f"{exc.strerror or exc}") from None
+    files = reuse.output_files(out, p.name)  # what was copied, hashed in this run
+    bad = reuse.mismatch(old.get("files"), files, () if same_html else [f"{p.name}.html"])
+    if bad:
+        reuse.remove_outputs(out, p.name)
+        print(f"{tag} {p.name}: not reused from {src.name}: {bad}; running it", flush=True)
+        return None
     original = reuse.original_execution(old_manifest.get("run", src.name), old_manifest, old)
     res = NotebookResult(p.name, "ok", started=old.get("started"), finished=old.get("finished"),
                          seconds=old.get("seconds"), parameters=params, invocation=n_inv,
                          html=old.get("html") if same_html else None, inputs=now,
-                         outputs=old.get("outputs"),
+                         outputs=reuse.folder_digest(files, p.name), files=files,
                          reused={"from": old_manifest.get("run", src.name), "at": now_iso(),
                                  "original": original})
     if not same_html:
         _render(res, out / f"{p.name}.ipynb", hide)
+        res.files = reuse.output_files(out, p.name)
     commit = str(original.get("commit") or "?")[:8]
     print(f"{tag} {p.name} reused from {res.reused['from']} (executed {original.get('started')}"
           f" at {commit}, {_duration(original.get('seconds'))})", flush=True)

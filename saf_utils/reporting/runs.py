@@ -6,6 +6,7 @@ manifest and the records.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -14,6 +15,8 @@ from typing import Any
 
 from saf_utils.reporting.manifest import (
     ReportWriteError,
+    died,
+    now_iso,
     write_json,
 )
 from saf_utils.reporting.profiles import (
@@ -23,6 +26,15 @@ from saf_utils.reporting.profiles import (
 from saf_utils.reporting.records import RECORDS_FILE, SOURCES_FILE, read_records, summarize
 
 PREVIOUS_DIR = "previous"
+
+# How a run ended (manifest ``status``; ``status_reason`` says more): ok; failed (a notebook
+# failed or was skipped); interrupted (SIGINT/SIGTERM); write_error (a report file could not
+# be written: disk full, read-only folder); error (the runner itself raised); killed (found
+# later: its process is gone and it never recorded an end); running (still going, or of
+# another host).
+RUN_STATUSES = ("running", "ok", "failed", "interrupted", "write_error", "error", "killed")
+RESERVE_FILE = ".saf-run-reserve"
+RESERVE_BYTES = 1 << 20  # freed to write the final status on a full disk (manifest < 1 MiB)
 
 
 @dataclass
@@ -39,6 +51,7 @@ class NotebookResult:
     archived_to: str | None = None
     inputs: dict[str, Any] | None = None  # reuse.notebook_inputs of this execution
     outputs: str | None = None  # reuse.tree_digest of its output folder
+    files: dict[str, str] | None = None  # reuse.output_files: what a reuse verifies
     reused: dict[str, Any] | None = None  # {"from": run, "at": time, "original": execution}
 
 
@@ -62,6 +75,73 @@ def new_run_dir(reports_dir: Path, run_name: str) -> Path:
     raise RunnerError(f"no free run folder name for {run_name} in {reports_dir}")
 
 
+def reserve_space(run_dir: Path) -> None:
+    """Keep :data:`RESERVE_BYTES` of disk for the run's final status (:func:`write_status`).
+
+    Random bytes, not zeros or a sparse file: a compressing or sparse-aware file system would
+    not keep the space for those."""
+    path = run_dir / RESERVE_FILE
+    try:
+        with open(path, "wb") as fh:
+            fh.write(os.urandom(RESERVE_BYTES))
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError as exc:
+        path.unlink(missing_ok=True)
+        raise ReportWriteError(exc.errno, f"cannot keep space for the run's status in "
+                               f"{run_dir}: {exc.strerror or exc}") from None
+
+
+def release_space(run_dir: Path) -> None:
+    try:
+        (run_dir / RESERVE_FILE).unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
+def write_status(run_dir: Path, manifest: dict[str, Any]) -> bool:
+    """After a write error: free the reserved space and write ``manifest.json`` alone (the
+    run's status first; the pages may then lag behind). False when even that failed."""
+    release_space(run_dir)
+    try:
+        write_json(run_dir / "manifest.json", manifest)
+        return True
+    except ReportWriteError:
+        return False
+
+
+def mark_killed(manifest: dict[str, Any]) -> bool:
+    """A run whose process :func:`~manifest.died`: status ``killed``, its open invocation
+    too, a notebook it was running ``interrupted``. True when the manifest changed."""
+    if not died(manifest):
+        return False
+    why = (f"process {manifest.get('pid')} on {manifest.get('host')} ended without recording "
+           f"how the run ended (killed: SIGKILL, out of memory, power loss); found {now_iso()}")
+    manifest.update(status="killed", status_reason=why)
+    for inv in manifest.get("invocations") or []:
+        if isinstance(inv, dict) and inv.get("status") == "running":
+            inv.update(status="killed", status_reason=why)
+    for key in ("notebooks", "executions"):
+        for n in manifest.get(key) or []:
+            if isinstance(n, dict) and n.get("status") == "running":
+                n.update(status="interrupted", error="killed: the run's process ended while "
+                                                     "this notebook ran")
+    return True
+
+
+def settle_killed(run_dir: Path, manifest: dict[str, Any]) -> bool:
+    """:func:`mark_killed` and write it down (manifest first, then the pages; best effort: a
+    read-only reports folder keeps the old files and readers still see :func:`died`)."""
+    if not mark_killed(manifest):
+        return False
+    if write_status(run_dir, manifest):
+        try:
+            write_reports(run_dir, manifest)
+        except Exception:  # noqa: BLE001 - the manifest already says killed
+            pass
+    return True
+
+
 def read_manifest(run_dir: Path) -> dict[str, Any]:
     """The checked manifest of an existing run (see :func:`compare.check_manifest`)."""
     from saf_utils.reporting.compare import check_manifest
@@ -81,7 +161,7 @@ def _latest(manifest: dict) -> list[dict]:
 
 
 def write_reports(run_dir: Path, manifest: dict[str, Any]) -> None:
-    """metrics.json, manifest.json, index.html and results.html from what is on disk now.
+    """manifest.json, metrics.json, index.html and results.html from what is on disk now.
 
     Records come from each notebook's latest execution; a bad records line is skipped and
     counted; every record carries ``notebook_status`` (its notebook's status).
@@ -116,10 +196,10 @@ def write_reports(run_dir: Path, manifest: dict[str, Any]) -> None:
                                       key=lambda s: (s["path"], str(s.get("sha256"))))
     manifest["seeds"] = {n["name"]: {k: v for k, v in n.get("parameters", {}).items()
                                      if "seed" in k} for n in latest}
+    write_json(run_dir / "manifest.json", manifest)  # the status first: it is small
     write_json(run_dir / "metrics.json", {"records": records,
                                           "summary": summary.to_dict(orient="records"),
                                           "skipped_record_lines": skipped})
-    write_json(run_dir / "manifest.json", manifest)
     pages.write_index(run_dir, manifest, records)
     pages.write_results(run_dir, manifest, records)
 
