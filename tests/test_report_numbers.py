@@ -159,10 +159,10 @@ def test_the_first_screen_names_best_runner_up_and_verdict_per_split():
     html = pages.glance_table(_choice_records())
     rows = re.findall(r"<tr>(.*?)</tr>", html, re.S)[1:]
     text = [re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", r)).strip() for r in rows]
-    assert text[0].startswith("SAF (short answer feedback) test_unseen_answers accuracy")
-    assert "feature_clf 0.8 [0.7, 0.9] nearest_neighbour not tested" in text[0]
+    assert text[0].startswith("SAF (short answer feedback) test_unseen_answers accuracy ↑ 0–1")
+    assert "feature_clf 0.8 [0.7, 0.9] nearest_neighbour: not tested" in text[0]
     assert "nearest_neighbour 0.55" in text[1]
-    assert "no, not at this sample size (Holm-adjusted p = 1.00)" in text[1]
+    assert "no (not at this sample size) Holm-adjusted p = 1.00" in text[1]
     assert text[1].endswith("nearest_neighbour (chosen on train by macro_f1)")
 
 

@@ -67,10 +67,10 @@ filter();
 CSS = """
 .example{display:none;border-top:2px solid #888;margin-top:1.5em}
 .example:target{display:block}
-table.ex-list td{max-width:32em}.texts dt{font-weight:bold;margin-top:.5em}
+table.ex-list td{max-width:32em;overflow-wrap:anywhere}.texts dt{font-weight:bold;margin-top:.5em}
 .texts dd{margin:0 0 0 1em;white-space:pre-wrap;max-width:60em}
 td.text{white-space:pre-wrap;min-width:14em;max-width:40em}
-.gold{background:#eef7ee}.miss{color:#a00}.hit{color:#060}
+.scroll{overflow-x:auto}.gold{background:#eef7ee}.miss{color:#a00}.hit{color:#060}
 """
 
 
@@ -126,7 +126,7 @@ def _page(title: str, run_dir: Path, intro: str, list_head: Sequence[str],
             + '<h2 id="ex-list">All examples</h2><p><input id="ex-search" type="search" '
             'size="40" placeholder="search the list (any text)"> <small id="ex-count"></small>'
             f"</p>{table(list_head, list_rows, 'ex-list')}\n")
-    return page(title, body, script=SEARCH_JS, run_dir=run_dir).replace(
+    return page(title, body, script=SEARCH_JS, run_dir=run_dir, wide=True).replace(
         "</style>", CSS + "</style>", 1)
 
 
@@ -233,7 +233,7 @@ def saf_page(run_dir: Path, manifest: Mapping[str, Any], records: Sequence[dict]
 def _table(head: Sequence[str], rows: list[list[str]]) -> str:
     from saf_utils.reporting.pages import table
 
-    return table(head, rows)
+    return f'<div class="scroll">{table(head, rows)}</div>'
 
 
 def _seed(x: Any) -> str:

@@ -47,7 +47,8 @@ tr.apart td{color:#666;background:#fafafa}tr.sep td{background:#eee;font-style:i
 small,.note{color:#666}.warn{color:#a00}
 img{max-width:100%}
 body.wide{max-width:none;margin:1.5em 1em}
-p.lead small.stats{color:#555}th.metric small.scale{color:#555;font-weight:normal;
+table.glance{width:100%}
+p.lead small.stats{color:#555}small.scale{color:#555;font-weight:normal;
 white-space:nowrap}
 """
 
@@ -238,6 +239,10 @@ def metric_head(metric: str) -> str:
         f"; {m.description}" if m.description else "")
     return (f'<th class="metric" title="{esc(title)}">{esc(metric)} '
             f'<small class="scale">{esc(scale_label(metric))}</small></th>')
+
+
+def _direction(metric: str) -> str:
+    return f"{'lower' if lower_is_better(metric) else 'higher'} is better"
 
 
 def metric_words(metric: str) -> str:
@@ -657,8 +662,8 @@ def _distinguishable(v: dict) -> str:
         return "not tested"
     p = d["p"] if d["primary"] or d["p_adj"] is None else d["p_adj"]
     which = "" if d["primary"] or d["p_adj"] is None else "Holm-adjusted "
-    word = "<b>yes</b>" if v["status"] == "resolved" else "<b>no,</b> not at this sample size"
-    return f"{word} <small>({which}{p_text(p)})</small>"
+    word = "<b>yes</b>" if v["status"] == "resolved" else "<b>no</b> (not at this sample size)"
+    return f"{word} <small>{which}{p_text(p)}</small>"
 
 
 def glance_table(records: list[dict]) -> str:
@@ -681,15 +686,18 @@ def glance_table(records: list[dict]) -> str:
             f'{"; " + esc(_composition(h)) if _composition(h) else ""})</small>'
             for s, h in t["chosen"].items() if s in systems and metric in systems[s]) or "—"
         split_id = f"{t['task']}-{t['split']}"
-        rows.append([f'<a href="#{esc(t["task"])}">{esc(t["title"])}</a>',
-                     f'<a href="#{esc(split_id)}">{esc(t["split"])}</a>',
-                     metric_words(metric), best, esc(v["runner"] or "—"), _distinguishable(v),
-                     star])
+        rows.append([f'<a href="#{esc(split_id)}">{esc(t["title"])}<br>'
+                     f'<small>{esc(t["split"])}</small></a>',
+                     f'{esc(metric)} <small class="scale" title="{esc(_direction(metric))}">'
+                     f"{esc(scale_label(metric))}</small>",
+                     best, (f"{esc(v['runner'])}: " if v["runner"] else "")
+                     + _distinguishable(v), star])
     if not rows:
         return ""
     return ('<h2 id="at-a-glance">At a glance</h2>' + table(
-        ["task", "split", "leading metric", "best system [95 % interval]", "runner-up",
-         "distinguishable from the runner-up?", "★ chosen for this split"], rows, "glance")
+        ["task and split", "metric", "best system [95 % interval]",
+         "runner-up: distinguishable from the best?", "★ chosen for this split"], rows,
+        "glance")
         + '<p class="note">Best and runner-up among baselines and systems (oracles and '
         "probes excluded), by the point estimate of the task's first headline metric; "
         "whether their gap is distinguishable comes from the notebook's paired test of that "
@@ -875,7 +883,9 @@ def record_what(r: dict) -> tuple[str, bool]:
 def results_frame(records: list[dict]) -> Any:
     """Every record as one row of :data:`RESULT_COLUMNS`: what the number is (``what``), the
     metric's direction and range (``scale``), a p-value in ``p`` (never in ``value``), the
-    interval as ``[low, high]`` text, clipped to the metric's range (:func:`clip_record`)."""
+    interval as ``[low, high]`` text, clipped to the metric's range (:func:`clip_record`).
+    Numbers are text of 4 significant digits, a missing one empty (not "NaN"); the table
+    still sorts them as numbers (DataTables detects numeric columns)."""
     import pandas as pd
 
     rows = []
@@ -890,8 +900,8 @@ def results_frame(records: list[dict]) -> Any:
                    value=None if is_p else value, p=value if is_p else None,
                    **{c: (None if r.get(c) is None else float(r[c]))
                       for c in ("ci_low", "ci_high")})
-        rows.append({c: ("" if v is None else v) if c not in NUMERIC_RESULT_COLUMNS
-                     else v for c, v in row.items()})
+        rows.append({c: fmt(v, 4) if c in NUMERIC_RESULT_COLUMNS else "" if v is None else v
+                     for c, v in row.items()})
     frame = pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
     for c in ("fold", "seed"):
         frame[c] = frame[c].astype(str)

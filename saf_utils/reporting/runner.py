@@ -337,6 +337,7 @@ def run_profile(req: RunRequest) -> tuple[Path, list[NotebookResult], str]:
         manifest["finished"] = invocation["finished"]
         # notebooks that never started in an interrupted run stay "pending" in the manifest
         write_reports(out, manifest)
+        _write_overview(out.parent)
         if plan["baseline"] is not None:
             from saf_utils.reporting.compare import compare_runs, write_compare_html
 
@@ -348,6 +349,17 @@ def run_profile(req: RunRequest) -> tuple[Path, list[NotebookResult], str]:
                 print(f"saf-run: compare with {plan['baseline']} failed: {exc}",
                       file=sys.stderr)
     return out, results, status
+
+
+def _write_overview(reports_dir: Path) -> None:
+    """The reports folder's runs.html (:mod:`overview`); a failure is one line, never the
+    run's exit status."""
+    from saf_utils.reporting.overview import write_overview
+
+    try:
+        write_overview(reports_dir)
+    except (OSError, ValueError, RunnerError) as exc:
+        print(f"saf-run: runs.html not written: {exc}", file=sys.stderr)
 
 
 def _record_inputs(res: NotebookResult, p: NotebookPlan, nb_out: Path,
