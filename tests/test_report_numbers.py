@@ -152,7 +152,7 @@ def test_lead_sentences_say_it_in_plain_words_first():
     assert "It is also the system chosen on train by macro_f1" in lead
     assert "[" not in lead and "p =" not in lead  # the statistics come after, in small print
     stats = re.search(r'<small class="stats">(.*?)</small></p>', uq, re.S).group(1)
-    assert "+0.05 [-0.2, +0.3]" in stats and "p = 0.62, Holm-adjusted = 1.00" in stats
+    assert "+0.05 [-0.2, +0.3]" in stats and "p = 0.62, Holm-adjusted p = 1.00" in stats
 
 
 def test_the_first_screen_names_best_runner_up_and_verdict_per_split():
@@ -163,7 +163,7 @@ def test_the_first_screen_names_best_runner_up_and_verdict_per_split():
     assert "feature_clf 0.8 [0.7, 0.9] nearest_neighbour: not tested" in text[0]
     assert "nearest_neighbour 0.55" in text[1]
     assert "no (not at this sample size) Holm-adjusted p = 1.00" in text[1]
-    assert text[1].endswith("nearest_neighbour (chosen on train by macro_f1)")
+    assert text[1].endswith("nearest_neighbour 0.55 (chosen on train by macro_f1)")
 
 
 def test_metric_headers_carry_direction_and_range_and_p_values_read_as_p():

@@ -191,7 +191,7 @@ def test_index_is_a_headline_page(two_runs):
     assert text.count("data:image/png;base64,") == 3  # one figure per task
     # only result records: no tuning grid value, no analysis subset
     words = re.sub(r"data:image/png;base64,[^\"]+", "", text)
-    assert "C=0.1" not in words and ">q1<" not in words and "<h3>validation" not in words
+    assert "C=0.1" not in words and ">q1<" not in words and "validation <small>" not in words
 
 
 def test_results_page_holds_every_record_with_a_default_view(two_runs):
