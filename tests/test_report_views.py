@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from test_reporting import check_page
+from test_sharing import PAYLOADS, absolute_prefixes, unsafe_markup
 
 from saf_utils import artifacts as AR
 from saf_utils.argscichat.data import load_argscichat
@@ -33,7 +34,8 @@ def _saf(run: Path) -> None:
                              "gold_label": "Correct", "gold_score": 1.0,
                              "gold_feedback": f"gold feedback {k}", "system": system,
                              "seed": seed, "pred_label": label if seed != 2 else "Incorrect",
-                             "pred_score": 1.0, "pred_feedback": f"{system} says {k}/{seed}",
+                             "pred_score": 1.0,
+                             "pred_feedback": f"{system} says {k}/{seed} {PAYLOADS[k]}",
                              "parseable": True})
                 items.append({"task": "saf", "dataset": "toy", "split": "test_unseen_answers",
                               "system": system, "metric": "accuracy", "item": ex,
@@ -126,6 +128,8 @@ def test_saf_example_page_follows_one_answer_through_every_system(toy_run):
     assert "feature_clf says 1/2" not in detail  # seeded systems: the first seed
     assert "✗ Incorrect" in detail and "✓ Correct" in detail
     assert "accuracy" in detail and "↑ 0–1" in detail  # per-item score with its scale
+    assert not unsafe_markup(text) and "&lt;img src=x onerror=alert(1)&gt;" in text
+    assert not absolute_prefixes(text, [str(run.parent), str(FIX)])  # no local path
 
 
 def test_argscichat_example_page_shows_history_facts_selections_and_replies(toy_run):
@@ -145,6 +149,7 @@ def test_argscichat_example_page_shows_history_facts_selections_and_replies(toy_
     assert "bm25 ★" in detail and "first" in detail and esc(p.content[2]) in detail
     assert "copy_selected" in detail and "reply to &lt;" in detail
     assert "content_f1" in detail and "fact_f1" in detail
+    assert not unsafe_markup(text) and not absolute_prefixes(text, [str(run.parent), str(FIX)])
 
 
 @pytest.mark.slow
@@ -185,3 +190,16 @@ def test_runs_overview_lists_every_run_with_headlines_and_a_chart(tmp_path, caps
     assert "data:image/png;base64," in text  # the chart over runs
     saf = head.index("SAF (short answer feedback): accuracy")
     assert body[0][saf].startswith("0.5 feature_clf")
+
+
+def test_example_pages_are_rebuilt_only_when_their_inputs_change(toy_run):
+    run, _ = toy_run
+    manifest = json.loads((run / "manifest.json").read_text())
+    page = run / examples.SAF_PAGE
+    before = page.stat().st_mtime_ns
+    examples.write_examples(run, manifest, [])
+    assert page.stat().st_mtime_ns == before  # unchanged inputs: not redrawn
+    preds = run / AR.SAF_NOTEBOOK / "predictions_test_unseen_answers.jsonl"
+    preds.write_text(preds.read_text().replace("gold feedback 1", "new gold feedback 1"))
+    examples.write_examples(run, manifest, [])
+    assert "new gold feedback 1" in page.read_text()

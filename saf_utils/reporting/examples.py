@@ -141,10 +141,19 @@ def write_examples(run_dir: Path, manifest: Mapping[str, Any], records: Sequence
     """The example pages whose inputs the run has (02's predictions; 03's selections or 04's
     replies); a page that cannot be built says why on the page instead of costing the run's
     other pages."""
+    from saf_utils import artifacts as AR
+
+    run_dir = Path(run_dir)
     out = []
+    inputs = {SAF_PAGE: (AR.SAF_NOTEBOOK,),
+              ARGSCICHAT_PAGE: (AR.SELECTION_NOTEBOOK, AR.GENERATION_NOTEBOOK)}
     for name, build in ((SAF_PAGE, saf_page), (ARGSCICHAT_PAGE, argscichat_page)):
+        sig = _signature(run_dir, inputs[name], manifest)
+        if (run_dir / name).is_file() and _read_signature(run_dir).get(name) == sig:
+            out.append(run_dir / name)  # its inputs did not change since it was written
+            continue
         try:
-            text = build(Path(run_dir), manifest, records)
+            text = build(run_dir, manifest, records)
         except (OSError, ValueError, KeyError, TypeError) as exc:
             from saf_utils.reporting.pages import page
 
@@ -152,7 +161,47 @@ def write_examples(run_dir: Path, manifest: Mapping[str, Any], records: Sequence
                         f"built: {esc(type(exc).__name__)}: {esc(exc)}</p>", run_dir=run_dir)
         if text is not None:
             out.append(_write(run_dir, name, text))
+            _write_signature(run_dir, name, sig)
     return out
+
+
+SIGNATURE_FILE = ".examples.json"
+
+
+def _signature(run_dir: Path, notebooks: Sequence[str], manifest: Mapping[str, Any]) -> str:
+    """What a page is drawn from: its notebooks' files (size, time), the data folders the
+    run read and this module; the runner rewrites the pages after every notebook, and an
+    example page is rebuilt only when one of these changed."""
+    import hashlib
+    import json
+
+    parts: list[Any] = [[s.get("dataset"), s.get("source")] for s in
+                        manifest.get("data_sources") or []]
+    for nb in notebooks:
+        folder = run_dir / nb
+        for f in sorted(folder.glob("*.jsonl")) if folder.is_dir() else []:
+            st = f.stat()
+            parts.append([f.name, nb, st.st_size, st.st_mtime_ns])
+    st = Path(__file__).stat()
+    parts.append([st.st_size, st.st_mtime_ns])
+    return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()
+
+
+def _read_signature(run_dir: Path) -> dict[str, str]:
+    import json
+
+    try:
+        return dict(json.loads((run_dir / SIGNATURE_FILE).read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError):
+        return {}
+
+
+def _write_signature(run_dir: Path, name: str, sig: str) -> None:
+    import json
+
+    from saf_utils.reporting.manifest import write_text
+
+    write_text(run_dir / SIGNATURE_FILE, json.dumps({**_read_signature(run_dir), name: sig}))
 
 
 # ------------------------------------------------------------------ SAF
@@ -186,21 +235,22 @@ def saf_page(run_dir: Path, manifest: Mapping[str, Any], records: Sequence[dict]
     systems = _ordered(preds.system, roles)
     split_rank = {s: (not str(s).startswith("test"), str(s)) for s in set(preds.split)}
     rows, details = [], []
-    groups = preds.groupby(["split", "id"], sort=False)
-    for split, ex_id in sorted(groups.groups, key=lambda k: (split_rank[k[0]], _natural(k[1]))):
-        g = groups.get_group((split, ex_id)).set_index("system")
-        first = g.iloc[0]
+    by_example: dict[tuple, dict[str, dict]] = {}  # plain dicts: pandas per cell is slow
+    for r in preds.to_dict("records"):
+        by_example.setdefault((r["split"], r["id"]), {})[str(r["system"])] = r
+    for split, ex_id in sorted(by_example, key=lambda k: (split_rank[k[0]], _natural(k[1]))):
+        g = by_example[(split, ex_id)]
+        first = pd.Series(next(iter(g.values())))
         aid = anchor("saf", split, ex_id)
-        comparable = [s for s in systems if s in g.index and roles.get(s) not in
-                      ("oracle", "probe")]
-        right = sum(str(g.loc[s, "pred_label"]) == str(first.gold_label) for s in comparable)
+        comparable = [s for s in systems if s in g and roles.get(s) not in ("oracle", "probe")]
+        right = sum(str(g[s]["pred_label"]) == str(first.gold_label) for s in comparable)
         rows.append([esc(split), f'<a href="#{aid}">{esc(ex_id)}</a>', esc(first.question),
                      esc(first.provided_answer), esc(first.gold_label),
                      f'<td class="num">{_num(first.gold_score)}</td>',
                      f'<td class="num">{right}/{len(comparable)}</td>'])
         sys_rows = []
-        for s in [s for s in systems if s in g.index]:
-            r = g.loc[s]
+        for s in [s for s in systems if s in g]:
+            r = g[s]
             sc = scores.get((str(split), str(ex_id), s), {})
             sys_rows.append([esc(s), esc(roles.get(s, "")), esc(_seed(r.get("seed"))),
                              _label_cell(r.get("pred_label"), first.gold_label,
@@ -310,16 +360,19 @@ def argscichat_page(run_dir: Path, manifest: Mapping[str, Any], records: Sequenc
                   | {(int(f), str(p)) for f, p in zip(gen.get("fold", []),
                                                       gen.get("pair_id", []), strict=True)})
     pairs, note = _argscichat_pairs(manifest, sorted({k[0] for k in keys}))
-    sel_by = {k: g for k, g in sel.groupby(["fold", "pair_id"])} if len(sel) else {}
-    gen_by = {k: g for k, g in gen.groupby(["fold", "pair_id"])} if len(gen) else {}
+    sel_by: dict[tuple, dict[str, dict]] = {}  # plain dicts: pandas per cell is slow
+    for r in (sel.to_dict("records") if len(sel) else []):
+        sel_by.setdefault((int(r["fold"]), str(r["pair_id"])), {})[str(r["system"])] = r
+    gen_by: dict[tuple, dict[str, dict]] = {}
+    for r in (gen.to_dict("records") if len(gen) else []):
+        gen_by.setdefault((int(r["fold"]), str(r["pair_id"])), {})[str(r["system"])] = r
     rows, details = [], []
     for f, pid in keys:
         p = pairs.get((f, pid))
-        s_rows = sel_by.get((f, pid), pd.DataFrame(columns=["system"]))
-        g_rows = gen_by.get((f, pid), pd.DataFrame(columns=["system"]))
+        s_rows, g_rows = sel_by.get((f, pid), {}), gen_by.get((f, pid), {})
         aid = anchor("argscichat", f"f{f}", pid)
         query = p.query if p else ""
-        gold_reply = p.reply if p else (g_rows.gold.iloc[0] if len(g_rows) else "")
+        gold_reply = p.reply if p else next((r["gold"] for r in g_rows.values()), "")
         cs = chosen.get((AR_SEL_TASK, f))
         cs_f1 = scores.get((str(f), pid, cs), {}).get("fact_f1") if cs else None
         rows.append([f'<td class="num">{f}</td>', f'<a href="#{aid}">{esc(pid)}</a>',
@@ -327,22 +380,22 @@ def argscichat_page(run_dir: Path, manifest: Mapping[str, Any], records: Sequenc
                      f'{esc(cs or "")} <span class="num">{_num(cs_f1)}</span>'])
         gold = set(p.fact_indexes) if p else set()
         sel_html = []
-        for s in _ordered(s_rows.system, sel_roles):
-            r = s_rows[s_rows.system == s].iloc[0]
+        for s in _ordered(s_rows, sel_roles):
+            r = s_rows[s]
             sc = scores.get((str(f), pid, s), {})
-            facts = (_facts_list(p.content, r.selected, gold) if p else
-                     "<ul>" + "".join(f"<li>{esc(t)}</li>" for t in r.selected_sentences)
+            facts = (_facts_list(p.content, r["selected"], gold) if p else
+                     "<ul>" + "".join(f"<li>{esc(t)}</li>" for t in r["selected_sentences"])
                      + "</ul>")
             star = " ★" if chosen.get((AR_SEL_TASK, f)) == s else ""
             sel_html.append([esc(s) + star, esc(sel_roles.get(s, "")), f"<td>{facts}</td>",
                              *[f'<td class="num">{_num(sc.get(m))}</td>' for m in sel_metrics]])
         gen_html = []
-        for s in _ordered(g_rows.system, gen_roles):
-            r = g_rows[g_rows.system == s].iloc[0]
+        for s in _ordered(g_rows, gen_roles):
+            r = g_rows[s]
             sc = scores.get((str(f), pid, s), {})
             star = " ★" if chosen.get((AR_GEN_TASK, f)) == s else ""
             gen_html.append([esc(s) + star, esc(gen_roles.get(s, "")),
-                             f'<td class="text">{esc(r.output or "")}</td>',
+                             f'<td class="text">{esc(r.get("output") or "")}</td>',
                              *[f'<td class="num">{_num(sc.get(m))}</td>' for m in gen_metrics]])
         texts = ""
         if p:
