@@ -171,3 +171,10 @@ def test_metric_headers_carry_direction_and_range_and_p_values_read_as_p():
     assert "mse" in head and "↓ ≥ 0" in head and "lower is better" in head
     assert [pages.p_text(p) for p in (0.0004, 0.0042, 0.31, 1.0)] == [
         "p < 0.001", "p = 0.004", "p = 0.31", "p = 1.00"]
+
+
+def test_a_tie_is_called_a_tie():
+    recs = [_result("A", "test", "accuracy", 0.5), _result("B", "test", "accuracy", 0.5,
+                                                           role="baseline")]
+    html = "\n".join(pages.task_sections(recs))
+    assert "<b>A</b> is best: highest accuracy" in html and "tied with <b>B</b>" in html

@@ -498,8 +498,12 @@ def lead_sentence(systems: dict[str, dict], metric: str,
     word = "lowest" if lower_is_better(metric) else "highest"
     txt = f"<b>{esc(top)}</b> is best: {word} {metric_words(metric)}"
     stats = [_value_text(systems, top, metric)]
+    tie = runner is not None and systems[top][metric]["mean"] == systems[runner][metric]["mean"]
     if v["status"] == "alone":
         txt += " (no other comparable system)"
+    elif tie:
+        txt += f", tied with <b>{esc(runner)}</b> (the same estimate)"
+        stats.append(f"difference {_diff_text(d)}" if d else _value_text(systems, runner, metric))
     elif v["status"] == "not tested":
         gap = abs(systems[top][metric]["mean"] - systems[runner][metric]["mean"])
         txt += (f"; it is {fmt(gap)} ahead of <b>{esc(runner)}</b> by the point estimate, "
