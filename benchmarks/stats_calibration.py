@@ -185,7 +185,8 @@ class World:
 
 
 def items_frame(d: pd.DataFrame, folds: np.ndarray | None = None) -> pd.DataFrame:
-    base = {"split": "test", "metric": "m", "item": d["item"], "cluster": d["cluster"],
+    # a 0-1 metric: intervals are clipped to its range, as in the reports
+    base = {"split": "test", "metric": "accuracy", "item": d["item"], "cluster": d["cluster"],
             "seed": None, "fold": folds if folds is not None else None}
     return pd.concat([pd.DataFrame({**base, "system": "A", "value": d.a}),
                       pd.DataFrame({**base, "system": "B", "value": d.b})], ignore_index=True)

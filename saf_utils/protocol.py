@@ -7,7 +7,9 @@ optionally ``seed``, ``fold``, ``role``; one row per scored item, the layout of
 Everything a notebook concludes goes through here, so both tasks share one protocol:
 
 - **Estimates** (:func:`headline_table`): seeds averaged per (item, fold) first; the design
-  picks the interval (:func:`estimate`).
+  picks the interval (:func:`estimate`). An interval that reaches past the metric's range
+  (a cluster t over few clusters can) is clipped to it and says so in its ``method``
+  (:func:`clip_interval`); clipping to the parameter space never loses coverage.
 - **Comparisons** (:func:`paired_table`): a paired randomization test at the design's unit,
   whose interval inverts the same test (CI and p never contradict).
 - **Choices** (:func:`choose`): on the validation split, *per fold* wherever folds exist; no
@@ -33,9 +35,19 @@ import numpy as np
 import pandas as pd
 
 from saf_utils import stats
+from saf_utils.metrics.spec import bounds
 from saf_utils.registry import ELIGIBLE  # roles that may be chosen or called "best"
 
 BY = ("split", "system", "metric")
+CLIPPED = "clipped to the metric's range"  # the mark in ``method`` of a clipped interval
+CHOSEN = "chosen"  # subset of the tuning record of the system a notebook chose (all splits)
+
+
+def chosen_for(split: str) -> str:
+    """Subset of a tuning record naming the system chosen for one split only, where that
+    split's choice is not the validation one (SAF's unseen questions: CV on train). The
+    index stars it on that split instead of the fold-less ``chosen`` record."""
+    return f"{CHOSEN} for {split}"
 
 
 @dataclass(frozen=True)
@@ -129,16 +141,51 @@ def estimate(df: pd.DataFrame, design: Design, corpus: tuple | None = None) -> d
             "n_units": res.n_items if design.level == "item" else res.n_clusters}
 
 
+def _fmt_bound(x: float) -> str:
+    return "inf" if np.isinf(x) else f"{x:g}"
+
+
+def clip_interval(est: Mapping[str, Any], limits: tuple[float, float] | None,
+                  point: str = "mean") -> dict[str, Any]:
+    """``est`` with ``ci_low`` / ``ci_high`` clipped to ``limits`` (the metric's range, or for
+    a difference the range of a difference) and ``; clipped to the metric's range [a, b]``
+    added to its ``method`` when that changed them. The true value lies in the range, so an
+    interval that covers it still does after clipping: coverage is unchanged. Nothing is
+    clipped without limits or when the point estimate itself lies outside them (then the
+    declared range is wrong, and hiding that would be worse)."""
+    out = dict(est)
+    lo, hi, x = out.get("ci_low"), out.get("ci_high"), out.get(point)
+    if limits is None or lo is None or hi is None or x is None \
+            or not np.isfinite([lo, hi, x]).all() or not limits[0] <= x <= limits[1]:
+        return out
+    new_lo, new_hi = max(float(lo), limits[0]), min(float(hi), limits[1])
+    if (new_lo, new_hi) != (lo, hi):
+        out.update(ci_low=new_lo, ci_high=new_hi, method=f"{out.get('method') or ''}; "
+                   f"{CLIPPED} [{_fmt_bound(limits[0])}, {_fmt_bound(limits[1])}]")
+    return out
+
+
+def diff_bounds(metric: str) -> tuple[float, float] | None:
+    """The range of a difference of two values of ``metric`` (``[lo - hi, hi - lo]``)."""
+    b = bounds(metric)
+    if b is None or not np.isfinite(b).all():
+        return None
+    return (b[0] - b[1], b[1] - b[0])
+
+
 def headline_table(items: pd.DataFrame, design: Design, by: Sequence[str] = BY) -> pd.DataFrame:
     """Mean and 95 % interval per group (default split × system × metric) for ``design``.
 
-    Carries ``role`` when the items do, and the design's ``method`` and ``estimand``.
+    Carries ``role`` when the items do, and the design's ``method`` and ``estimand``. With a
+    ``metric`` among ``by`` the interval is clipped to the metric's range
+    (:func:`clip_interval`).
     """
     _require(items, [*by, "item", "cluster", "value"])
     rows = []
     for key, g in items.groupby(list(by), dropna=False, sort=True):
         row = dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True))
-        row.update(estimate(seed_average(g, design), design))
+        est = estimate(seed_average(g, design), design)
+        row.update(clip_interval(est, bounds(row["metric"])) if "metric" in row else est)
         if "role" in g:
             row["role"] = g["role"].iloc[0]
         rows.append(row)
@@ -208,7 +255,8 @@ def paired_table(items: pd.DataFrame, reference: str | Mapping[Any, str], design
     """Each system minus ``reference`` on the items both scored, per group of ``by``.
 
     ``reference`` may map a group key (tuple of ``by`` values) to its reference system.
-    Groups without the reference are skipped.
+    Groups without the reference are skipped. With ``metric`` among ``by`` the interval is
+    clipped to the range of a difference (:func:`diff_bounds`).
     """
     _require(items, [*by, "system", "item", "cluster", "value"])
     rows = []
@@ -226,7 +274,9 @@ def paired_table(items: pd.DataFrame, reference: str | Mapping[Any, str], design
             if a.empty:
                 continue
             row = {**dict(zip(by, key, strict=True)), "system": name, "reference": ref_name}
-            row.update(compare(a, b, design))
+            cmp = compare(a, b, design)
+            row.update(clip_interval(cmp, diff_bounds(row["metric"]), point="diff")
+                       if "metric" in row else cmp)
             rows.append(row)
     return pd.DataFrame(rows)
 

@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from saf_utils.reporting import pages
 from tests.browser import Browser, find_chromium
 
 CHROMIUM = find_chromium()
@@ -69,7 +70,11 @@ def _filter(b: Browser, tid: str, col: int, text: str) -> dict:
 def _check_sort(res: dict, col: int) -> None:
     assert res["rows"] > 0 and res["order"][0][0] == col, res["order"]
     vals = res["values"]
-    assert vals == sorted(vals, reverse=res["order"][0][1] == "desc"), vals[:10]
+    try:  # numbers (results.html keeps them as text) sort as numbers
+        key = [float(v) if v else float("-inf") for v in vals]
+    except ValueError:
+        key = vals
+    assert key == sorted(key, reverse=res["order"][0][1] == "desc"), vals[:10]
 
 
 def test_results_page_default_view_sort_filter_and_columns(smoke_run, browser):
@@ -79,14 +84,14 @@ def test_results_page_default_view_sort_filter_and_columns(smoke_run, browser):
     assert _tables(browser)["rendered"] == 1
     records = json.loads((run / "metrics.json").read_text())["records"]
     head = _head(browser, "results")
-    assert head[:6] == ["system", "split", "metric", "value", "CI", "role"]
+    assert head[:8] == ["system", "split", "metric", "scale", "what", "value", "CI", "p"]
     default = sum(r.get("kind", "result") == "result" and str(r["split"]).startswith("test")
-                  for r in records)
+                  and pages.record_what(r)[0] == "headline" for r in records)
     shown = browser.js("window.safTables['results'].dt.rows({search: 'applied'}).count()")
-    assert shown == default > 0  # the default view: result records of test splits
+    assert shown == default > 0  # the default view: each headline of the test splits once
     boxes = browser.js("""Array.from(document.querySelectorAll('#results tfoot input'))
         .map(i => [i.placeholder, i.value]).filter(p => p[1])""")
-    assert sorted(boxes) == [["kind", "result"], ["split", "test"]]
+    assert sorted(boxes) == [["kind", "result"], ["split", "test"], ["what", "headline"]]
     _check_sort(_sort(browser, "results", head.index("value")), head.index("value"))
     metric = next(r["metric"] for r in records if r.get("kind") == "result"
                   and str(r["split"]).startswith("test"))

@@ -244,7 +244,7 @@ def test_headline_and_difference_to_the_floor() -> None:
     # 4 test papers in 2 folds: an exact sign flip over 16 assignments, min p = 2/16
     copy = c[(c.system == "copy_selected") & (c.metric == "content_f1")].iloc[0]
     assert copy["diff"] > 0 and copy.p_value == pytest.approx(0.125)
-    assert copy.method == "exact randomization" and copy.n_units == 4
+    assert copy.method.startswith("exact randomization") and copy.n_units == 4
     assert copy.ci_low <= 0  # consistent with p > 0.05
     text = REV.conclusions(an)
     assert text[0].startswith("Primary comparison") and "not distinguishable" in text[0]

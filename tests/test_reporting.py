@@ -164,7 +164,9 @@ def test_index_is_a_headline_page(two_runs):
     assert rows["02_baseline_finetuning"][1:3] == ["ok", "1:01"]
     assert rows["04_generation"][1] == "failed" and "&lt;boom&gt;" in text
     # SAF: one table per test split, systems x (accuracy, macro_f1, sacrebleu), 3 significant digits
-    assert text.count("<th>accuracy</th><th>macro_f1</th><th>sacrebleu</th>") == 2
+    assert len(re.findall(r">accuracy <small[^>]*>↑ 0–1</small></th><th[^>]*>macro_f1 <small"
+                          r"[^>]*>↑ 0–1</small></th><th[^>]*>sacrebleu <small[^>]*>↑ 0–100",
+                          text)) == 2
     assert rows["feature_clf ★ val-chosen"][1:] == ["system", "0.8 [0.78, 0.82]",
                                                      "0.75 [0.73, 0.77]", "32 [32, 32]"]
     assert rows["constant_frequent"][1] == "baseline"
@@ -175,19 +177,21 @@ def test_index_is_a_headline_page(two_runs):
     assert rows["ensemble_bm25 ★ val-chosen"][2] == "0.255 (mean of 2*)"
     # generation rows come from a failed notebook: marked
     assert "seq2seq †" in rows and "compressed_selected †" in rows
-    assert "Highest accuracy on this split" in text and "Highest content_f1" in text
+    assert "<b>feature_clf</b> is best: highest accuracy" in text
+    assert "<b>copy_selected</b> is best: highest content_f1" in text
     # the gap to the runner-up is judged by its test (here the primary comparison)
-    assert "its lead over constant_frequent is resolved (+0.4 [+0.3, +0.5]" in text
+    assert "it is ahead of the runner-up <b>constant_frequent</b> beyond chance" in text
     # generation has no test of its leader's gap: the page says so
-    assert "by its point estimate (that gap was not tested)" in text
-    # the val-chosen system with its difference to the reference, CI and (primary) p
-    assert ("Chosen on validation: <b>feature_clf</b> 0.8 [0.78, 0.82] (+0.4 [+0.3, +0.5] vs "
-            "constant_frequent, p = 0.002, the primary comparison)") in text
+    assert "by the point estimate, a gap that was not tested" in text
+    # the val-chosen system, then the statistics: difference, CI and (primary) p
+    assert "It is also the system chosen on validation by macro_f1 (★)." in text
+    assert ("feature_clf 0.8 [0.78, 0.82]; difference +0.4 [+0.3, +0.5] vs constant_frequent, "
+            "p = 0.002, the primary comparison.") in text
     assert "estimand: new answers to these questions; method: bootstrap" in text
     assert text.count("data:image/png;base64,") == 3  # one figure per task
     # only result records: no tuning grid value, no analysis subset
     words = re.sub(r"data:image/png;base64,[^\"]+", "", text)
-    assert "C=0.1" not in words and ">q1<" not in words and "<h3>validation" not in words
+    assert "C=0.1" not in words and ">q1<" not in words and "validation <small>" not in words
 
 
 def test_results_page_holds_every_record_with_a_default_view(two_runs):
@@ -198,13 +202,26 @@ def test_results_page_holds_every_record_with_a_default_view(two_runs):
     spec = tables.read_page_tables(text)["results"]
     thead = spec["dt_args"]["table_html"].split("</thead>")[0]
     head = re.findall(r"<th>(.*?)</th>", thead)
-    assert head[:6] == ["system", "split", "metric", "value", "CI", "role"]
+    assert head[:8] == ["system", "split", "metric", "scale", "what", "value", "CI", "p"]
     rows = [dict(zip(head, r, strict=True)) for r in spec["data"]]
     assert len(rows) == len(metrics["records"])  # every kind; the default view filters
     assert sum(r["kind"] == "result" for r in rows) == 39
     assert any(r["notebook_status"] == "failed" for r in rows)
     search = [c and c["search"] for c in spec["dt_args"]["searchCols"]]
     assert search[head.index("kind")] == "result" and search[head.index("split")] == "test"
+    # each headline once by default: per-seed and per-fold values say what they are
+    assert search[head.index("what")] == "headline"
+    heads = [r for r in rows if r["kind"] == "result" and r["what"] == "headline"
+             and r["split"].startswith("test")]
+    keys = [(r["task"], r["split"], r["system"], r["metric"]) for r in heads]
+    assert len(keys) == len(set(keys))
+    assert {r["what"] for r in rows if r["seed"] == "1"} == {"per seed 1"}
+    # p-values sit in the p column, never in value; differences say so
+    pv = [r for r in rows if r["what"].startswith(("p vs", "Holm", "p_adj"))]
+    assert pv and all(r["value"] == "" and r["p"] == "0.002" for r in pv)
+    assert any(r["what"] == "difference vs constant_frequent" for r in rows)
+    assert rows[0]["scale"] in ("↑ 0–1", "↑ 0–100", "↓ ≥ 0", "↑", "↓")
+    assert '<body class="wide">' in text  # not capped at the reading width
     assert spec["dt_args"]["column_filters"] == "footer"
     assert "colvis" in json.dumps(spec["dt_args"]["layout"])
     assert 'id="results"' in text and "new ITable(" in text  # the project's own script

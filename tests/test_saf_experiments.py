@@ -100,6 +100,10 @@ def test_experiments_end_to_end_on_fixtures(source, tmp_path):
     assert head.estimand.notna().all() and head.method.notna().all()
     chosen = recs[(recs.kind == "tuning") & (recs.subset == "chosen")]
     assert chosen.split.tolist() == ["validation"] and chosen.system.tolist() == [ev.chosen]
+    # unseen questions have their own choice (CV on train), which index.html stars there
+    uq = recs[(recs.kind == "tuning") & (recs.subset == "chosen for test_unseen_questions")]
+    best_cv = cv[~cv.transductive].sort_values("macro_f1", ascending=False, kind="stable")
+    assert uq.split.tolist() == ["train"] and uq.system.tolist() == [best_cv.system.iloc[0]]
     assert not recs.metric.str.contains(r"_q\d|accuracy_").any()  # no groupings in names
     items = pd.read_json(tmp_path / "items.jsonl", lines=True)
     assert set(items.cluster) <= set(preds.question) and items.value.notna().all()

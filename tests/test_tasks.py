@@ -69,7 +69,7 @@ def test_a_new_task_reaches_the_index_with_its_direction(toy_task) -> None:
                _result("toy", "good", "accuracy", 0.7), _result("toy", "bad", "accuracy", 0.6)]
     html = "\n".join(pages.task_sections(records))
     assert "Toy task" in html
-    assert "Lowest toy_error on this split: <b>good</b>" in html  # direction from the spec
+    assert "<b>good</b> is best: lowest toy_error" in html  # direction from the spec
 
 
 def test_a_new_task_source_is_checked_before_a_run(toy_task, tmp_path, monkeypatch) -> None:

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Metric:
-    """``scale``: "0-1", "0-100" (sacreBLEU, chrF), "count" or "any" (no fixed range)."""
+    """``scale``: "0-1", "0-100" (sacreBLEU, chrF), ">=0" (squared errors, losses), "count" or
+    "any" (no fixed range); :func:`bounds` reads it."""
 
     name: str
     higher_is_better: bool = True
@@ -40,12 +41,37 @@ def lower_is_better(name: str) -> bool:
     return not metric(name).higher_is_better
 
 
+def bounds(name: str) -> tuple[float, float] | None:
+    """The range a value of the metric lies in, from its scale ("0-1" -> (0, 1); ">=0" and
+    "count" -> (0, inf)); None where the scale fixes none. Intervals are clipped to it."""
+    scale = metric(name).scale
+    if scale in (">=0", "count"):
+        return (0.0, float("inf"))
+    lo, sep, hi = scale.partition("-")
+    try:
+        return (float(lo), float(hi)) if sep else None
+    except ValueError:
+        return None
+
+
+def scale_label(name: str) -> str:
+    """Direction and range for a reader: "↑ 0–1", "↓ ≥ 0", "↑" (no fixed range)."""
+    m = metric(name)
+    arrow = "↑" if m.higher_is_better else "↓"
+    b = bounds(name)
+    if b is None:
+        return arrow
+    if b[1] == float("inf"):
+        return f"{arrow} ≥ {b[0]:g}"
+    return f"{arrow} {b[0]:g}–{b[1]:g}"
+
+
 for _m in (
     Metric("accuracy", description="share of exact labels"),
     Metric("macro_f1", description="F1 per label, unweighted mean"),
     Metric("weighted_f1", description="F1 per label, weighted by support"),
-    Metric("mse", False, "any", "squared error of the score"),
-    Metric("mse_max_penalty", False, "any", "MSE with unparseable scores set to the worst"),
+    Metric("mse", False, ">=0", "squared error of the score"),
+    Metric("mse_max_penalty", False, ">=0", "MSE with unparseable scores set to the worst"),
     Metric("unparseable_rate", False, description="share of outputs without a label"),
     Metric("sacrebleu", scale="0-100", description="corpus BLEU (sacreBLEU)"),
     Metric("chrf", scale="0-100", description="character n-gram F-score (sacreBLEU)"),

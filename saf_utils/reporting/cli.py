@@ -3,7 +3,7 @@
     saf-run [run] --profile cpu [-p key=value] [--only NB] [--run-dir DIR] [--dry-run]
                   [--baseline RUN]
     saf-run compare RUN_A RUN_B [--html PATH] [--alpha A] [--resamples N]
-    saf-run list [--reports-dir DIR]
+    saf-run list [--reports-dir DIR] [--html [PATH]]
 
 Plain ``saf-run --profile …`` (and ``python -m saf_utils.run``) is ``saf-run run``.
 Exit codes: 0 ok, 1 a notebook failed, 2 bad invocation (nothing ran), 3 a report file could
@@ -194,7 +194,18 @@ def list_main(argv: list[str]) -> int:
 
     ap = argparse.ArgumentParser(prog="saf-run list", description="Runs in the reports folder.")
     ap.add_argument("--reports-dir", help="default: reports/")
+    ap.add_argument("--html", nargs="?", const="", metavar="PATH",
+                    help="also write the runs overview page (default: <reports-dir>/runs.html)")
     args = ap.parse_args(argv)
+    if args.html is not None:
+        from saf_utils.reporting.overview import write_overview
+
+        try:
+            out = write_overview(args.reports_dir, args.html or None)
+        except ReportWriteError as exc:
+            _err(exc)
+            return EXIT_WRITE
+        print(f"HTML: {out}", file=sys.stderr)
     problems: list[str] = []
     runs = list_runs(args.reports_dir, problems)
     for why in problems:  # one line each; the other runs are still listed

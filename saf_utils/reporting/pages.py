@@ -24,10 +24,12 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from saf_utils.metrics.spec import lower_is_better
+from saf_utils.metrics.spec import bounds, lower_is_better, scale_label
+from saf_utils.metrics.spec import metric as metric_spec
 from saf_utils.reporting.manifest import write_text
 from saf_utils.reporting.sharing import PathScrubber, clean_html, esc, md  # noqa: F401
 
+BODY_WIDE = ' class="wide"'
 SET_APART = ("oracle", "probe")  # roles that are not comparable to systems
 ROLE_ORDER = {"system": 0, "baseline": 1, None: 2, "oracle": 3, "probe": 4}
 
@@ -44,6 +46,10 @@ tr.apart td{color:#666;background:#fafafa}tr.sep td{background:#eee;font-style:i
 .running,.pending,.skipped{color:#a60}.meta{color:#444}.best{font-weight:bold}
 small,.note{color:#666}.warn{color:#a00}
 img{max-width:100%}
+body.wide{max-width:none;margin:1.5em 1em}
+table.glance{width:100%}
+p.lead small.stats{color:#555}small.scale{color:#555;font-weight:normal;
+white-space:nowrap}
 """
 
 
@@ -60,8 +66,9 @@ def fmt(x: float | None, digits: int = 3) -> str:
 
 def table(head: Sequence[str], rows: Iterable[Sequence[str]], cls: str = "",
           row_classes: Sequence[str] | None = None) -> str:
-    """Cells are already HTML; header names are escaped."""
-    th = "".join(f"<th>{esc(h)}</th>" for h in head)
+    """Cells are already HTML; header names are escaped unless they are a whole ``<th…>``
+    element (:func:`metric_head`)."""
+    th = "".join(h if h.startswith("<th") else f"<th>{esc(h)}</th>" for h in head)
     body = []
     for i, row in enumerate(rows):
         rc = row_classes[i] if row_classes else ""
@@ -73,11 +80,12 @@ def table(head: Sequence[str], rows: Iterable[Sequence[str]], cls: str = "",
 
 def page(title: str, body: str, script: str = "",
          run_dir: str | os.PathLike | None = None,
-         itables: dict[str, dict] | None = None) -> str:
+         itables: dict[str, dict] | None = None, wide: bool = False) -> str:
     """A whole page. The body is sanitised (:func:`clean_html`) and its absolute paths are
     rewritten (:class:`PathScrubber`, ``$RUN`` for ``run_dir``); ``script`` is the project's
     own trusted JavaScript and is added after sanitising, as are the interactive tables
-    ``itables`` (``{placeholder id: tables.table_spec}``, :func:`tables.page_assets`)."""
+    ``itables`` (``{placeholder id: tables.table_spec}``, :func:`tables.page_assets`).
+    ``wide``: the page uses the window's width (wide tables), not the reading width."""
     from saf_utils.reporting.tables import page_assets
 
     scrub = PathScrubber.for_run(run_dir)
@@ -85,7 +93,8 @@ def page(title: str, body: str, script: str = "",
     js += page_assets(itables or {}, scrub)
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>{esc(scrub(title))}</title><style>{CSS}</style></head><body>\n"
+            f"<title>{esc(scrub(title))}</title><style>{CSS}</style></head>"
+            f"<body{BODY_WIDE if wide else ''}>\n"
             f"{clean_html(scrub(body))}\n{js}</body></html>\n")
 
 
@@ -165,6 +174,22 @@ def _kind(r: dict) -> str:
     return r.get("kind") or "result"
 
 
+def clip_record(r: dict) -> dict:
+    """A record whose interval stays inside its metric's range (a difference ``minus <ref>``
+    inside the range of a difference): :func:`saf_utils.protocol.clip_interval`, so records
+    of older runs, or written outside the protocol, read right too."""
+    from saf_utils.protocol import clip_interval, diff_bounds
+
+    if r.get("ci_low") is None or r.get("ci_high") is None:
+        return r
+    sub = str(r.get("subset") or "")
+    if sub.startswith(("p vs ", "p_adj vs ", "primary p vs ")):
+        return r
+    metric = str(r.get("metric"))
+    limits = diff_bounds(metric) if sub.startswith("minus ") else bounds(metric)
+    return clip_interval(r, limits, point="value")
+
+
 def headline_cells(records: list[dict], task: str, metrics: Sequence[str]) -> dict:
     """``{(dataset, split): {system: {metric: cell, "role":…, "failed": bool}}}`` for a task.
 
@@ -185,7 +210,7 @@ def headline_cells(records: list[dict], task: str, metrics: Sequence[str]) -> di
             continue
         head = [r for r in rows if r.get("fold") is None and r.get("seed") is None]
         if head:
-            r = head[-1]
+            r = clip_record(head[-1])
             cell = {"mean": r["value"], "low": r.get("ci_low"), "high": r.get("ci_high"),
                     "n": 1, "headline": True, "estimand": r.get("estimand"),
                     "method": r.get("method")}
@@ -204,11 +229,91 @@ def headline_cells(records: list[dict], task: str, metrics: Sequence[str]) -> di
     return dict(out)
 
 
+def metric_head(metric: str) -> str:
+    """A table header of a metric with its direction and range ("accuracy ↑ 0–1")."""
+    m = metric_spec(metric)
+    b = bounds(metric)
+    rng = ("no fixed range" if b is None else f"range {b[0]:g} to "
+           + ("∞" if math.isinf(b[1]) else f"{b[1]:g}"))
+    title = f"{'higher' if m.higher_is_better else 'lower'} is better; {rng}" + (
+        f"; {m.description}" if m.description else "")
+    return (f'<th class="metric" title="{esc(title)}">{esc(metric)} '
+            f'<small class="scale">{esc(scale_label(metric))}</small></th>')
+
+
+def _direction(metric: str) -> str:
+    return f"{'lower' if lower_is_better(metric) else 'higher'} is better"
+
+
+def metric_words(metric: str) -> str:
+    """A metric for a sentence: "accuracy (higher is better, 0–1)"."""
+    b = bounds(metric)
+    rng = "" if b is None else (f", ≥ {b[0]:g}" if math.isinf(b[1]) else f", {b[0]:g}–{b[1]:g}")
+    return (f"{esc(metric)} <small>({'lower' if lower_is_better(metric) else 'higher'} is "
+            f"better{rng})</small>")
+
+
+def _choice_words(r: dict, folded: bool = False) -> str:
+    """How a tuning record's system was chosen: "chosen on validation by macro_f1"."""
+    split = str(r.get("split") or "")
+    how = (f"chosen on each fold's {split} split" if folded else f"chosen on {split}") \
+        if split else "chosen"
+    if r.get("metric"):
+        how += f" by {r['metric']}"
+
+    if r.get("method"):
+        how += f" ({r['method']})"
+    return how
+
+
+def chosen_by_split(records: list[dict], task: str) -> dict[Any, dict[str, str]]:
+    """``{split or None: {system: how it was chosen}}`` from a task's tuning records.
+
+    ``None`` holds the fold-less ``chosen`` record (with folds, the composite whose fold f
+    part was chosen on fold f's val), which applies to every split without a choice of its
+    own; a record ``chosen for <split>`` (:func:`saf_utils.protocol.chosen_for`, e.g. SAF's
+    unseen questions, chosen by CV on train) replaces it on that split."""
+    out: dict[Any, dict[str, str]] = {}
+    mine = [r for r in records if r.get("task") == task and _kind(r) == "tuning"
+            and r.get("fold") is None]
+    parts: dict[str, list] = defaultdict(list)  # per-fold choices: system -> folds
+    for r in records:
+        if r.get("task") == task and _kind(r) == "tuning" and r.get("subset") == "chosen" \
+                and r.get("fold") is not None:
+            parts[str(r.get("system"))].append(r["fold"])
+    for r in mine:
+        sub = str(r.get("subset") or "")
+        if sub == "chosen":
+            how = _choice_words(r, bool(parts))
+            if parts and str(r.get("system")) not in parts:  # a composite: say what it is
+                how += "; it is " + ", ".join(
+                    f"{s} on fold{'s' if len(f) > 1 else ''} "
+                    f"{', '.join(map(str, sorted(f)))}" for s, f in sorted(parts.items()))
+            out.setdefault(None, {})[str(r.get("system"))] = how
+        elif sub.startswith("chosen for "):
+            out.setdefault(sub[len("chosen for "):], {})[str(r.get("system"))] = \
+                _choice_words(r)
+    return out
+
+
+def chosen_on(chosen: dict[Any, dict[str, str]], split: Any) -> dict[str, str]:
+    """The systems starred on ``split``: its own choice, else the general one."""
+    return chosen.get(split, chosen.get(None, {}))
+
+
 def chosen_systems(records: list[dict], task: str) -> set[str]:
-    """The val-chosen system of a task: the fold-less ``chosen`` record (with folds, the
-    composite whose fold f part was chosen on fold f's val)."""
-    return {r.get("system") for r in records if r.get("task") == task
-            and _kind(r) == "tuning" and r.get("subset") == "chosen" and r.get("fold") is None}
+    """The val-chosen system(s) of a task (the fold-less ``chosen`` record)."""
+    return set(chosen_by_split(records, task).get(None, {}))
+
+
+def _star(how: str) -> str:
+    return f'<span class="chosen" title="{esc(how)}">★ {esc(_star_words(how))}</span>'
+
+
+def _clipped(cell: dict) -> bool:
+    from saf_utils.protocol import CLIPPED
+
+    return CLIPPED in str(cell.get("method") or "")
 
 
 def _cell_html(cell: dict | None, best: bool) -> str:
@@ -216,7 +321,9 @@ def _cell_html(cell: dict | None, best: bool) -> str:
         return '<td class="num"></td>'
     txt = fmt(cell["mean"])
     if cell["low"] is not None and cell["high"] is not None:
-        txt += f" <small>[{fmt(cell['low'])}, {fmt(cell['high'])}]</small>"
+        mark = (' <span title="interval clipped to the metric\'s range">‡</span>'
+                if _clipped(cell) else "")
+        txt += f" <small>[{fmt(cell['low'])}, {fmt(cell['high'])}]{mark}</small>"
     elif not cell["headline"]:
         txt += f" <small>(mean of {cell['n']}*)</small>" if cell["n"] > 1 else " <small>*</small>"
     return f'<td class="num{" best" if best else ""}">{txt}</td>'
@@ -235,7 +342,13 @@ def _order(systems: dict[str, dict], metric: str) -> list[str]:
     return sorted(systems, key=key)
 
 
-def headline_table(systems: dict[str, dict], metrics: Sequence[str], chosen: set[str]) -> str:
+def headline_table(systems: dict[str, dict], metrics: Sequence[str],
+                   chosen: dict[str, str] | set[str]) -> str:
+    """Systems × metrics (mean [95 % interval]), best comparable value bold, the systems
+    chosen for this split starred (``chosen``: system -> how it was chosen), oracles and
+    probes after a separator; metric headers carry direction and range."""
+    if not isinstance(chosen, dict):
+        chosen = dict.fromkeys(chosen, "chosen on validation")
     present = [m for m in metrics if any(m in e for e in systems.values())]
     comparable = [s for s in systems if systems[s]["role"] not in SET_APART]
     best = {m: (min if lower_is_better(m) else max)(
@@ -254,7 +367,7 @@ def headline_table(systems: dict[str, dict], metrics: Sequence[str], chosen: set
         if e.get("note"):
             name += f' <small class="note">({esc(e["note"])})</small>'
         if s in chosen:
-            name += ' <span title="chosen on validation">★ val-chosen</span>'
+            name += " " + _star(chosen[s])
         if e["failed"]:
             name += ' <span class="failed" title="from a notebook that did not finish">†</span>'
         cells = [name, esc(e["role"] or "")]
@@ -262,15 +375,19 @@ def headline_table(systems: dict[str, dict], metrics: Sequence[str], chosen: set
                              and m in e and e[m]["mean"] == best[m]) for m in present]
         rows.append(cells)
         classes.append("apart" if e["role"] in SET_APART else "")
-    return table(["system", "role", *present], rows, "headline", classes)
+    return table(["system", "role", *[metric_head(m) for m in present]], rows, "headline",
+                 classes)
 
 
 def design_note(cells: Sequence[dict]) -> str:
     """"estimand: …, method …" of a table's cells; t-interval df collapsed to their range."""
+    from saf_utils.protocol import CLIPPED
+
     groups: dict[tuple[str, str], list[float]] = defaultdict(list)
     for c in cells:
-        m = re.match(r"(.*)\(([\d.]+) df\)$", str(c.get("method") or ""))
-        key = (c["estimand"], (m.group(1).strip() + " (df {})") if m else str(c.get("method")))
+        method = str(c.get("method") or "").split(f"; {CLIPPED}")[0]
+        m = re.match(r"(.*)\(([\d.]+) df\)$", method)
+        key = (c["estimand"], (m.group(1).strip() + " (df {})") if m else method)
         groups[key].extend([float(m.group(2))] if m else [])
     parts = []
     for (estimand, method), dfs in sorted(groups.items()):
@@ -293,6 +410,7 @@ def paired_differences(records: list[dict], task: str) -> dict[tuple, dict]:
         for prefix, field in (("minus ", "diff"), ("p vs ", "p"), ("p_adj vs ", "p_adj"),
                               ("primary p vs ", "p_adj")):
             if sub.startswith(prefix):
+                r = clip_record(r)
                 ref = sub[len(prefix):]
                 key = (r.get("dataset"), r.get("split"), r.get("system"), r.get("metric"), ref)
                 d = out.setdefault(key, {"ref": ref, "diff": None, "low": None, "high": None,
@@ -304,14 +422,23 @@ def paired_differences(records: list[dict], task: str) -> dict[tuple, dict]:
     return {k: v for k, v in out.items() if v.get("diff") is not None}
 
 
+def p_text(p: float | None) -> str:
+    """A p-value as a reader expects it: "p = 0.31", "p = 0.004", "p < 0.001"."""
+    if p is None or not math.isfinite(p):
+        return ""
+    if p < 0.001:
+        return "p < 0.001"
+    return f"p = {p:.3f}" if p < 0.01 else f"p = {p:.2f}"
+
+
 def _p_text(d: dict) -> str:
     if d["p"] is None:
         return ""
     if d["primary"]:
-        return f", p = {fmt(d['p'])}, the primary comparison"
+        return f", {p_text(d['p'])}, the primary comparison"
     if d["p_adj"] is not None:
-        return f", p = {fmt(d['p'])}, Holm-adjusted {fmt(d['p_adj'])}"
-    return f", p = {fmt(d['p'])}, unadjusted"
+        return f", {p_text(d['p'])}, Holm-adjusted {p_text(d['p_adj'])}"
+    return f", {p_text(d['p'])}, unadjusted"
 
 
 def _diff_text(d: dict | None) -> str:
@@ -320,7 +447,7 @@ def _diff_text(d: dict | None) -> str:
     txt = f"{d['diff']:+.3g}"
     if d["low"] is not None and d["high"] is not None:
         txt += f" [{d['low']:+.3g}, {d['high']:+.3g}]"
-    return f" ({txt} vs {esc(d['ref'])}{_p_text(d)})"
+    return f"{txt} vs {esc(d['ref'])}{_p_text(d)}"
 
 
 def _significant(d: dict, alpha: float = 0.05) -> bool:
@@ -328,43 +455,80 @@ def _significant(d: dict, alpha: float = 0.05) -> bool:
     return p is not None and p <= alpha
 
 
-def lead_sentence(systems: dict[str, dict], metric: str, chosen: set[str] = frozenset(),
-                  diffs: dict[tuple, dict] | None = None) -> str:
-    """Who leads on ``metric`` (oracles and probes excluded) and whether a test resolves the
-    gap to the runner-up (``diffs`` keyed by (system, reference)); then the val-chosen system
-    with its difference to its reference (the primary comparison first)."""
+def split_verdict(systems: dict[str, dict], metric: str,
+                  diffs: dict[tuple, dict] | None = None) -> dict[str, Any] | None:
+    """The leader on ``metric`` among comparable systems (oracles and probes excluded), the
+    runner-up and what the test of their gap says: ``status`` is ``resolved``,
+    ``not distinguishable``, ``not tested`` (no test of that pair) or ``alone``."""
     diffs = diffs or {}
     ranked = [s for s in _order(systems, metric)
               if systems[s]["role"] not in SET_APART and metric in systems[s]]
     if not ranked:
-        return ""
-
-    def cell(s: str) -> str:
-        c = systems[s][metric]
-        ci = f" [{fmt(c['low'])}, {fmt(c['high'])}]" if c["low"] is not None else ""
-        return f"<b>{esc(s)}</b> {fmt(c['mean'])}{ci}"
-
-    word = "Lowest" if lower_is_better(metric) else "Highest"
-    top = ranked[0]
-    txt = f"{word} {esc(metric)} on this split: {cell(top)}"
+        return None
+    out: dict[str, Any] = {"top": ranked[0], "runner": None, "diff": None, "status": "alone"}
     if len(ranked) > 1:
-        runner = ranked[1]
-        d = diffs.get((top, runner))
-        if d is None:
-            gap = abs(systems[top][metric]["mean"] - systems[runner][metric]["mean"])
-            txt += (f", {fmt(gap)} ahead of {esc(runner)} by its point estimate (that gap was "
-                    "not tested)")
-        elif _significant(d):
-            txt += f"; its lead over {esc(runner)} is resolved{_diff_text(d)}"
-        else:
-            txt += (f"; not distinguishable from {esc(runner)} at this sample size"
-                    f"{_diff_text(d)}")
+        out["runner"] = ranked[1]
+        d = diffs.get((ranked[0], ranked[1]))
+        out["diff"] = d
+        out["status"] = ("not tested" if d is None else "resolved" if _significant(d)
+                         else "not distinguishable")
+    return out
+
+
+def _value_text(systems: dict[str, dict], s: str, metric: str) -> str:
+    c = systems[s][metric]
+    ci = f" [{fmt(c['low'])}, {fmt(c['high'])}]" if c["low"] is not None else ""
+    return f"{esc(s)} {fmt(c['mean'])}{ci}"
+
+
+def lead_sentence(systems: dict[str, dict], metric: str,
+                  chosen: dict[str, str] | set[str] = frozenset(),
+                  diffs: dict[tuple, dict] | None = None) -> str:
+    """Plain words first: which system is best on ``metric`` and whether it is
+    distinguishable from the runner-up (``diffs`` keyed by (system, reference)), and which
+    system the notebook chose for this split; the statistics (estimates, intervals, the
+    difference with its p) follow in a smaller line."""
+    if not isinstance(chosen, dict):
+        chosen = dict.fromkeys(chosen, "chosen on validation")
+    diffs = diffs or {}
+    v = split_verdict(systems, metric, diffs)
+    if v is None:
+        return ""
+    top, runner, d = v["top"], v["runner"], v["diff"]
+    word = "lowest" if lower_is_better(metric) else "highest"
+    txt = f"<b>{esc(top)}</b> is best: {word} {metric_words(metric)}"
+    stats = [_value_text(systems, top, metric)]
+    tie = runner is not None and systems[top][metric]["mean"] == systems[runner][metric]["mean"]
+    if v["status"] == "alone":
+        txt += " (no other comparable system)"
+    elif tie:
+        txt += f", tied with <b>{esc(runner)}</b> (the same estimate)"
+        stats.append(f"difference {_diff_text(d)}" if d else _value_text(systems, runner, metric))
+    elif v["status"] == "not tested":
+        gap = abs(systems[top][metric]["mean"] - systems[runner][metric]["mean"])
+        txt += (f"; it is {fmt(gap)} ahead of <b>{esc(runner)}</b> by the point estimate, "
+                "a gap that was not tested")
+        stats.append(_value_text(systems, runner, metric))
+    elif v["status"] == "resolved":
+        txt += f"; it is ahead of the runner-up <b>{esc(runner)}</b> beyond chance"
+        stats.append(f"difference {_diff_text(d)}")
+    else:
+        txt += (f"; it is <b>not distinguishable</b> from the runner-up <b>{esc(runner)}</b> "
+                "at this sample size")
+        stats.append(f"difference {_diff_text(d)}")
     txt += "."
-    for s in [s for s in ranked if s in chosen]:
-        mine = sorted((v for (system, _), v in diffs.items() if system == s),
-                      key=lambda v: not v["primary"])
-        txt += f" Chosen on validation: {cell(s)}{_diff_text(mine[0] if mine else None)}."
-    return f"<p>{txt}</p>"
+    for s in [s for s in _order(systems, metric) if s in chosen and metric in systems[s]]:
+        how = chosen[s]
+        if s == top:
+            txt += f" It is also the system {esc(how)} (★)."
+        else:
+            txt += f" The system {esc(how)} (★) is <b>{esc(s)}</b>."
+            stats.append(_value_text(systems, s, metric))
+        mine = sorted((x for (system, _), x in diffs.items() if system == s),
+                      key=lambda x: not x["primary"])
+        if mine and mine[0] is not d:
+            stats.append(f"{esc(s)}: {_diff_text(mine[0])}")
+    return (f'<p class="lead">{txt}<br><small class="stats">{"; ".join(stats)}.</small></p>')
 
 
 def dot_plot(tables: dict[tuple, dict[str, dict]], metrics: Sequence[str], title: str) -> str:
@@ -403,7 +567,12 @@ def dot_plot(tables: dict[tuple, dict[str, dict]], metrics: Sequence[str], title
                 apart = t[s]["role"] in SET_APART
                 ax.errorbar(cell["mean"], y + off, xerr=err, fmt=markers[k % len(markers)],
                             color=f"C{k}", alpha=0.45 if apart else 1.0, capsize=2, ms=4)
-        ax.set_title(metric, fontsize=9)
+        ax.set_title(f"{metric} ({scale_label(metric)})", fontsize=9)
+        b = bounds(metric)
+        if b is not None:  # the axis stays inside the metric's range (plus a margin)
+            lo, hi = ax.get_xlim()
+            pad = 0.02 * ((b[1] - b[0]) if math.isfinite(b[1]) else (hi - lo))
+            ax.set_xlim(max(lo, b[0] - pad), min(hi, b[1] + pad))
         ax.grid(axis="x", alpha=0.3)
         ax.tick_params(labelsize=8)
     axes[0].set_yticks(range(len(systems)))
@@ -454,9 +623,10 @@ def leakage_note(sources: Sequence[dict], task: Any, split: Any) -> str:
             "overstate how the systems do on new data.</p>")
 
 
-def task_sections(records: list[dict], sources: Sequence[dict] = ()) -> list[str]:
-    """One section per registered task spec (:mod:`saf_utils.tasks`), then one per other task
-    with result records (its first few metrics)."""
+def _task_splits(records: list[dict]) -> Iterable[dict[str, Any]]:
+    """Per task (registered specs first, then other tasks with result records) and per split
+    in page order: title, headline metrics, the systems' cells, the starred systems and the
+    paired differences on the leading metric."""
     from saf_utils.tasks import specs
 
     known = {s.name: s for s in specs()}
@@ -465,7 +635,6 @@ def task_sections(records: list[dict], sources: Sequence[dict] = ()) -> list[str
         t = r.get("task")
         if _kind(r) == "result" and t not in tasks and r.get("system") != "data":
             tasks.append(t)
-    sections = []
     for task in tasks:
         sp = known.get(task)
         title, metrics = (sp.title, sp.headline) if sp else (str(task), ())
@@ -475,28 +644,109 @@ def task_sections(records: list[dict], sources: Sequence[dict] = ()) -> list[str
         tables = headline_cells(records, task, metrics)
         if not tables:
             continue
-        chosen = chosen_systems(records, task)
+        chosen = chosen_by_split(records, task)
         diffs = paired_differences(records, task)
-        parts = [f'<h2 id="{esc(task)}">{esc(title)}</h2>']
         page_order = {sp_: i for i, sp_ in enumerate(sp.splits if sp else ())}
-        for (ds, split), systems in sorted(tables.items(), key=lambda kv: (
-                page_order.get(kv[0][1], len(page_order)), str(kv[0]))):
-            parts.append(f"<h3>{esc(split)} <small>({esc(ds)})</small></h3>")
+        for i, ((ds, split), systems) in enumerate(sorted(tables.items(), key=lambda kv: (
+                page_order.get(kv[0][1], len(page_order)), str(kv[0])))):
             metric = next(m for m in metrics if any(m in e for e in systems.values()))
-            split_diffs = {(k[2], k[4]): v for k, v in diffs.items()
-                           if k[0] == ds and k[1] == split and k[3] == metric}
-            parts.append(lead_sentence(systems, metric, chosen, split_diffs))
-            parts.append(leakage_note(sources, task, split))
-            parts.append(headline_table(systems, metrics, chosen))
-            designs = design_note([c for e in systems.values() for c in e.values()
-                                   if isinstance(c, dict) and c.get("estimand")])
-            if designs:
-                parts.append(f'<p class="note">95 % intervals; {esc(designs)}.</p>')
-        try:
-            parts.append(dot_plot(tables, metrics, title))
-        except Exception as exc:  # noqa: BLE001 - a figure must not cost the page
-            parts.append(f'<p class="warn">figure failed: {esc(exc)}</p>')
-        sections.append("\n".join(parts))
+            yield {"task": task, "title": title, "metrics": metrics, "tables": tables,
+                   "first": i == 0, "last": i == len(tables) - 1, "dataset": ds,
+                   "split": split, "systems": systems, "metric": metric,
+                   "chosen": chosen_on(chosen, split),
+                   "diffs": {(k[2], k[4]): v for k, v in diffs.items()
+                             if k[0] == ds and k[1] == split and k[3] == metric}}
+
+
+def _distinguishable(v: dict) -> str:
+    d = v["diff"]
+    if v["status"] == "alone":
+        return "—"
+    if v["status"] == "not tested":
+        return "not tested"
+    p = d["p"] if d["primary"] or d["p_adj"] is None else d["p_adj"]
+    which = "" if d["primary"] or d["p_adj"] is None else "Holm-adjusted "
+    word = "<b>yes</b>" if v["status"] == "resolved" else "<b>no</b> (not at this sample size)"
+    return f"{word} <small>{which}{p_text(p)}</small>"
+
+
+def glance_table(records: list[dict]) -> str:
+    """The first screen of the index: per task and split the best comparable system on the
+    leading metric, the runner-up, whether their gap is distinguishable, and the system the
+    notebook chose for that split (★). Empty without result records."""
+    rows = []
+    for t in _task_splits(records):
+        systems, metric = t["systems"], t["metric"]
+        v = split_verdict(systems, metric, t["diffs"])
+        if v is None:
+            continue
+        cell = systems[v["top"]][metric]
+        best = (f'<b>{esc(v["top"])}</b> <span class="num">{fmt(cell["mean"])}'
+                + (f' <small>[{fmt(cell["low"])}, {fmt(cell["high"])}]</small>'
+                   if cell["low"] is not None else "") + "</span>")
+        star = "; ".join(
+            f'{esc(s)} <span class="num">{fmt(systems[s][metric]["mean"])}</span> '
+            f'<small title="{esc(h)}">({esc(_star_words(h))}'
+            f'{"; " + esc(_composition(h)) if _composition(h) else ""})</small>'
+            for s, h in t["chosen"].items() if s in systems and metric in systems[s]) or "—"
+        split_id = f"{t['task']}-{t['split']}"
+        rows.append([f'<a href="#{esc(split_id)}">{esc(t["title"])}<br>'
+                     f'<small>{esc(t["split"])}</small></a>',
+                     f'{esc(metric)} <small class="scale" title="{esc(_direction(metric))}">'
+                     f"{esc(scale_label(metric))}</small>",
+                     best, (f"{esc(v['runner'])}: " if v["runner"] else "")
+                     + _distinguishable(v), star])
+    if not rows:
+        return ""
+    return ('<h2 id="at-a-glance">At a glance</h2>' + table(
+        ["task and split", "metric", "best system [95 % interval]",
+         "runner-up: distinguishable from the best?", "★ chosen for this split"], rows,
+        "glance")
+        + '<p class="note">Best and runner-up among baselines and systems (oracles and '
+        "probes excluded), by the point estimate of the task's first headline metric; "
+        "whether their gap is distinguishable comes from the notebook's paired test of that "
+        "pair (Holm-adjusted unless it is the primary comparison). Every metric and interval "
+        "is in the task sections below.</p>")
+
+
+def _star_words(how: str) -> str:
+    return "val-chosen" if how.startswith(("chosen on validation", "chosen on val ",
+                                           "chosen on each fold's val")) \
+        else how.split(" (")[0].split("; ")[0]
+
+
+def _composition(how: str) -> str:
+    """What a composite chosen system is made of ("A on folds 0, 1, B on fold 2"), or ""."""
+    return how.split("; it is ", 1)[1] if "; it is " in how else ""
+
+
+def task_sections(records: list[dict], sources: Sequence[dict] = ()) -> list[str]:
+    """One section per registered task spec (:mod:`saf_utils.tasks`), then one per other task
+    with result records (its first few metrics): per split the plain-words lead sentence,
+    the headline table and its design note; one dot plot per task."""
+    sections, parts = [], []
+    for t in _task_splits(records):
+        task, split, systems = t["task"], t["split"], t["systems"]
+        if t["first"]:
+            parts = [f'<h2 id="{esc(task)}">{esc(t["title"])}</h2>']
+        parts.append(f'<h3 id="{esc(task)}-{esc(split)}">{esc(split)} '
+                     f'<small>({esc(t["dataset"])})</small></h3>')
+        parts.append(lead_sentence(systems, t["metric"], t["chosen"], t["diffs"]))
+        parts.append(leakage_note(sources, task, split))
+        parts.append(headline_table(systems, t["metrics"], t["chosen"]))
+        cells = [c for e in systems.values() for c in e.values()
+                 if isinstance(c, dict) and c.get("estimand")]
+        designs = design_note(cells)
+        if designs:
+            clip = (" ‡: the interval reached past the metric's range and is clipped to it."
+                    if any(_clipped(c) for c in cells) else "")
+            parts.append(f'<p class="note">95 % intervals; {esc(designs)}.{clip}</p>')
+        if t["last"]:
+            try:
+                parts.append(dot_plot(t["tables"], t["metrics"], t["title"]))
+            except Exception as exc:  # noqa: BLE001 - a figure must not cost the page
+                parts.append(f'<p class="warn">figure failed: {esc(exc)}</p>')
+            sections.append("\n".join(parts))
     return sections
 
 
@@ -555,6 +805,10 @@ def write_index(run_dir: Path, manifest: dict, records: list[dict]) -> Path:
              '<a href="manifest.json">manifest.json</a>', '<a href="metrics.json">metrics.json</a>']
     if (run_dir / "compare.html").is_file():
         links.insert(1, '<a href="compare.html">comparison with the baseline run</a>')
+    from saf_utils.reporting.examples import example_pages
+
+    links[1:1] = [f'<a href="{esc(name)}">{esc(what)}</a>'
+                  for name, what in example_pages(run_dir)]
     commit = esc((git.get("commit") or "unknown")[:12]) + (" (dirty)" if git.get("dirty") else "")
     sections = task_sections(records, manifest.get("data_sources") or [])
     body = f"""<h1>Run {esc(manifest.get('run', run_dir.name))}
@@ -562,13 +816,17 @@ def write_index(run_dir: Path, manifest: dict, records: list[dict]) -> Path:
 <p class="meta">Profile <b>{esc(manifest.get('profile'))}</b> · commit <code>{commit}</code> ·
 started {esc(manifest.get('started'))} · finished {esc(manifest.get('finished') or '—')}<br>
 {esc(manifest.get('description') or '')}</p>
+{glance_table(records)}
 {table(['notebook', 'status', 'time', 'started', 'error'], nb_rows)}
 {prev_html}{warn}
 <p>{' · '.join(links)}</p>
 {''.join(sections) or '<p>No result record yet.</p>'}
-<p class="note">Cells: mean [95% cluster-bootstrap CI] of the headline record (fold and seed
-null); * = no headline record, mean over the per-seed/per-fold records without CI. 3
-significant digits. Bold: best baseline or system. Only <code>result</code> records are
+<p class="note">Cells: mean [95 % interval] of the headline record (fold and seed null);
+the note under each table names the interval's method and estimand; ‡ marks an interval
+clipped to the metric's range. * = no headline record, mean over the per-seed/per-fold
+records without an interval. 3 significant digits. Beside each metric: ↑ higher or ↓ lower
+is better, and its range. Bold: best baseline or system. ★: the system the notebook chose
+for that split (hover for how). Only <code>result</code> records are
 shown; analysis and tuning records are in metrics.json and the notebooks. Published numbers
 are quoted inside the notebooks, never here.</p>"""
     return write_text(run_dir / "index.html", page(f"Run {manifest.get('run', run_dir.name)}",
@@ -598,28 +856,56 @@ def data_table(manifest: dict) -> str:
 
 # ------------------------------------------------------------------ results.html
 # What a reader needs first; the columns that repeat on every row come last (hideable).
-RESULT_COLUMNS = ("system", "split", "metric", "value", "CI", "role", "subset", "fold", "seed",
-                  "kind", "task", "dataset", "notebook", "notebook_status", "ci_low", "ci_high")
-HIDDEN_RESULT_COLUMNS = ("ci_low", "ci_high", "notebook_status")
-#: The default view: ``result`` records of test splits (column filters, shown in their boxes;
-#: the reader clears them to see every record).
-DEFAULT_VIEW = {"kind": "result", "split": "test"}
+RESULT_COLUMNS = ("system", "split", "metric", "scale", "what", "value", "CI", "p", "role",
+                  "kind", "fold", "seed", "subset", "task", "dataset", "notebook",
+                  "notebook_status", "ci_low", "ci_high")
+HIDDEN_RESULT_COLUMNS = ("subset", "ci_low", "ci_high", "notebook_status")
+NUMERIC_RESULT_COLUMNS = ("value", "p", "ci_low", "ci_high")
+#: The default view: headline ``result`` records of test splits, each once (column filters,
+#: shown in their boxes; the reader clears them to see every record).
+DEFAULT_VIEW = {"kind": "result", "split": "test", "what": "headline"}
+_P_PREFIXES = (("primary p vs ", "p vs {} (primary comparison)"),
+               ("p_adj vs ", "Holm-adjusted p vs {}"), ("p vs ", "p vs {} (unadjusted)"))
+
+
+def record_what(r: dict) -> tuple[str, bool]:
+    """What a record's number is, for a reader, and whether it is a p-value: ``headline``
+    (fold and seed null), ``per fold 2``, ``difference vs B``, ``Holm-adjusted p vs B``,
+    ``chosen``, or its subset."""
+    sub = str(r.get("subset") or "")
+    for prefix, words in _P_PREFIXES:
+        if sub.startswith(prefix):
+            return words.format(sub[len(prefix):]), True
+    if sub.startswith("minus "):
+        return f"difference vs {sub[len('minus '):]}", False
+    if sub:
+        return sub, False
+    parts = [f"per {k} {r[k]}" for k in ("fold", "seed") if r.get(k) is not None]
+    return (" ".join(parts) if parts else "headline"), False
 
 
 def results_frame(records: list[dict]) -> Any:
-    """Every record as one row of :data:`RESULT_COLUMNS` (CI as ``[low, high]`` text)."""
+    """Every record as one row of :data:`RESULT_COLUMNS`: what the number is (``what``), the
+    metric's direction and range (``scale``), a p-value in ``p`` (never in ``value``), the
+    interval as ``[low, high]`` text, clipped to the metric's range (:func:`clip_record`).
+    Numbers are text of 4 significant digits, a missing one empty (not "NaN"); the table
+    still sorts them as numbers (DataTables detects numeric columns)."""
     import pandas as pd
 
     rows = []
     for r in records:
+        r = clip_record(r)
+        what, is_p = record_what(r)
         lo, hi = r.get("ci_low"), r.get("ci_high")
         ci = f"[{fmt(lo, 4)}, {fmt(hi, 4)}]" if lo is not None and hi is not None else ""
+        value = None if r.get("value") is None else float(r["value"])
         row = {c: r.get(c) for c in RESULT_COLUMNS}
-        row.update(kind=_kind(r), CI=ci,
+        row.update(kind=_kind(r), CI=ci, what=what, scale=scale_label(str(r.get("metric"))),
+                   value=None if is_p else value, p=value if is_p else None,
                    **{c: (None if r.get(c) is None else float(r[c]))
-                      for c in ("value", "ci_low", "ci_high")})
-        rows.append({c: ("" if v is None else v) if c not in ("value", "ci_low", "ci_high")
-                     else v for c, v in row.items()})
+                      for c in ("ci_low", "ci_high")})
+        rows.append({c: fmt(v, 4) if c in NUMERIC_RESULT_COLUMNS else "" if v is None else v
+                     for c, v in row.items()})
     frame = pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
     for c in ("fold", "seed"):
         frame[c] = frame[c].astype(str)
@@ -637,7 +923,7 @@ def write_results(run_dir: Path, manifest: dict, records: list[dict]) -> Path:
         frame, filters=True, hideable=True, page_length=25,
         columnDefs=[{"targets": [cols.index(c) for c in HIDDEN_RESULT_COLUMNS],
                      "visible": False},
-                    {"targets": [cols.index(c) for c in ("value", "ci_low", "ci_high")],
+                    {"targets": [cols.index(c) for c in NUMERIC_RESULT_COLUMNS],
                      "className": "dt-right"}],
         searchCols=[{"search": DEFAULT_VIEW[c]} if c in DEFAULT_VIEW else None for c in cols],
         order=[[cols.index("split"), "asc"], [cols.index("metric"), "asc"],
@@ -648,15 +934,18 @@ def write_results(run_dir: Path, manifest: dict, records: list[dict]) -> Path:
     counts = ", ".join(f"{n} {esc(k)}" for k, n in sorted(kinds.items()))
     body = f"""<h1>Results of run {esc(manifest.get('run', run_dir.name))}</h1>
 <p><a href="index.html">headline page</a> · {len(frame)} records ({counts}). The default view
-shows <code>result</code> records of test splits (the boxes of <code>kind</code> and
-<code>split</code>): clear them to see the rest. Type in a column's box (below the table) to
-filter it, click a header to sort,
-<i>Column visibility</i> hides or shows columns (<code>ci_low</code>, <code>ci_high</code> and
+shows each headline number of the test splits once (the boxes of <code>kind</code>,
+<code>split</code> and <code>what</code>): clear them to see per-fold and per-seed values,
+differences, p-values and tuning records. <code>what</code> says what a number is;
+p-values are in the <code>p</code> column, never in <code>value</code>; <code>scale</code>
+is the metric's direction (↑ higher or ↓ lower is better) and range. Type in a column's box
+(below the table) to filter it, click a header to sort, <i>Column visibility</i> hides or
+shows columns (<code>subset</code>, <code>ci_low</code>, <code>ci_high</code> and
 <code>notebook_status</code> start hidden).</p>
 {_tables_placeholder("results", spec)}"""
     return write_text(run_dir / "results.html",
                       page(f"Results {manifest.get('run', run_dir.name)}", body,
-                           run_dir=run_dir, itables={"results": spec}))
+                           run_dir=run_dir, itables={"results": spec}, wide=True))
 
 
 def _tables_placeholder(table_id: str, spec: dict) -> str:

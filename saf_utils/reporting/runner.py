@@ -355,6 +355,7 @@ def run_profile(req: RunRequest) -> tuple[Path, list[NotebookResult], str]:
     with _signals(raise_on_signal=False):
         # notebooks that never started in a stopped run stay "pending" in the manifest
         stop = _close_run(out, manifest, invocation, status, results, stop)
+        _write_overview(out.parent)
         if plan["baseline"] is not None and stop is None:
             from saf_utils.reporting.compare import compare_runs, write_compare_html
 
@@ -417,6 +418,17 @@ def _upstream(out: Path, deps: list[str]) -> dict[str, str | None]:
     from saf_utils.reporting.reuse import upstream_digests
 
     return upstream_digests(out, deps)
+
+
+def _write_overview(reports_dir: Path) -> None:
+    """The reports folder's runs.html (:mod:`overview`); a failure is one line, never the
+    run's exit status."""
+    from saf_utils.reporting.overview import write_overview
+
+    try:
+        write_overview(reports_dir)
+    except (OSError, ValueError, RunnerError) as exc:
+        print(f"saf-run: runs.html not written: {exc}", file=sys.stderr)
 
 
 def _record_inputs(res: NotebookResult, p: NotebookPlan, out: Path,

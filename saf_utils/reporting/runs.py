@@ -161,12 +161,13 @@ def _latest(manifest: dict) -> list[dict]:
 
 
 def write_reports(run_dir: Path, manifest: dict[str, Any]) -> None:
-    """manifest.json, metrics.json, index.html and results.html from what is on disk now.
+    """manifest.json, metrics.json, index.html, results.html and the example pages
+    (:mod:`saf_utils.reporting.examples`) from what is on disk now.
 
     Records come from each notebook's latest execution; a bad records line is skipped and
     counted; every record carries ``notebook_status`` (its notebook's status).
     """
-    from saf_utils.reporting import pages
+    from saf_utils.reporting import examples, pages
 
     latest = _latest(manifest)
     status = {n["name"]: n["status"] for n in latest}
@@ -200,6 +201,7 @@ def write_reports(run_dir: Path, manifest: dict[str, Any]) -> None:
     write_json(run_dir / "metrics.json", {"records": records,
                                           "summary": summary.to_dict(orient="records"),
                                           "skipped_record_lines": skipped})
+    examples.write_examples(run_dir, manifest, records)  # before the index, which links them
     pages.write_index(run_dir, manifest, records)
     pages.write_results(run_dir, manifest, records)
 

@@ -47,6 +47,7 @@ from saf_utils.saf.data import load_saf, saf_dataset_name
 TASK = "saf"
 #: Splits the experiment functions evaluate on (those present in the dataset).
 EVAL_SPLITS = S.EVAL_SPLITS
+UNSEEN_QUESTIONS = "test_unseen_questions"  # its system is chosen by CV on train, not on val
 
 #: SAF systems. ``kind="plain"``: ``fn(train, test, encoder) -> prediction table``
 #: (:func:`run_systems`); ``kind="experiment"``: ``fn`` is the family's experiment function,
@@ -755,7 +756,9 @@ def record(rec: Any, ev: Evaluation, dataset: str, tuning: FeatureClfTuning | No
     only), the val choice (kind tuning, subset ``chosen`` / ``candidate``; the reference as
     ``reference baseline``), comparisons (kind analysis: ``minus <ref>``, ``p vs <ref>``,
     ``primary p`` / ``p_adj vs <ref>``), *new questions* intervals (kind analysis, subset
-    ``new questions``), per-question rows of few-question splits (subset = question id),
+    ``new questions``), per-question rows of few-question splits (subset = question id), the
+    system chosen for unseen questions by leave-one-question-out CV on train (subset
+    ``chosen for test_unseen_questions``, :func:`saf_utils.protocol.chosen_for`),
     tuning grids and per-item scores (``items.jsonl``).
     """
     roles = ev.roles()
@@ -812,7 +815,9 @@ def record(rec: Any, ev: Evaluation, dataset: str, tuning: FeatureClfTuning | No
         best = unseen_cv[~unseen_cv.transductive].sort_values("macro_f1", ascending=False,
                                                               kind="stable").iloc[0]
         rec.add(TASK, dataset, "train", best.system, "macro_f1", best.macro_f1, kind="tuning",
-                subset="chosen for unseen questions (loqo)", role=best.role)
+                subset=P.chosen_for(UNSEEN_QUESTIONS), role=best.role,
+                method="leave-one-question-out CV on train; validation has no unseen "
+                       "questions")
         n += 1
     rec.add_items(EV.recorder_items(ev.items, TASK, dataset))
     return n

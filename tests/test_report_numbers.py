@@ -1,0 +1,180 @@
+"""Numbers that read right on index.html: intervals inside the metric's range, the method
+named as used, the star on the system each split's choice made, scale and direction beside
+each metric, plain-words lead sentences (issue 24, item 3)."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from saf_utils import protocol as P
+from saf_utils.metrics import spec as MS
+from saf_utils.reporting import pages
+
+
+def _result(system, split, metric, value, role="system", **kw):
+    return {"task": "saf", "dataset": "saf_micro", "split": split, "system": system,
+            "metric": metric, "value": value, "role": role, "kind": "result", "seed": None,
+            "fold": None, "subset": None, **kw}
+
+
+def _items(values_by_cluster: dict[str, list[float]], system="A", metric="fact_f1"):
+    rows = [{"split": "test", "system": system, "metric": metric, "item": f"{c}-{i}",
+             "cluster": c, "value": v}
+            for c, vals in values_by_cluster.items() for i, v in enumerate(vals)]
+    return pd.DataFrame(rows)
+
+
+def test_bounds_come_from_the_metric_scale():
+    assert MS.bounds("accuracy") == (0.0, 1.0) and MS.bounds("sacrebleu") == (0.0, 100.0)
+    assert MS.bounds("mse") == (0.0, math.inf) and MS.bounds("train_loss") is None
+    assert MS.bounds("not_registered") is None
+    assert MS.scale_label("accuracy") == "↑ 0–1" and MS.scale_label("mse") == "↓ ≥ 0"
+    assert MS.scale_label("sacrebleu") == "↑ 0–100" and MS.scale_label("train_loss") == "↓"
+
+
+def test_a_cluster_t_interval_past_the_range_is_clipped_and_says_so():
+    # three papers, one perfect and two near zero: the t interval over 3 clusters is wide
+    items = _items({"p1": [1.0, 1.0, 1.0], "p2": [0.0, 0.0, 0.5], "p3": [0.0, 0.0, 0.0]})
+    design = P.Design("papers", "cluster", "new papers")
+    raw = P.estimate(P.seed_average(items, design), design)
+    assert raw["ci_low"] < 0  # what the index showed before ("0.157 [-0.862, 1.18]")
+    (row,) = P.headline_table(items, design).itertuples()
+    assert raw["ci_high"] > 1
+    assert (row.ci_low, row.ci_high) == (0.0, 1.0)
+    assert row.mean == pytest.approx(raw["mean"])
+    assert row.method.startswith("cluster t (") and P.CLIPPED in row.method
+    # an interval inside the range is left as it is, method unmarked
+    inside = _items({f"p{k}": [0.4, 0.5, 0.6] for k in range(6)})
+    (row,) = P.headline_table(inside, design).itertuples()
+    assert P.CLIPPED not in row.method
+
+
+def test_clip_interval_leaves_unbounded_and_out_of_range_estimates_alone():
+    est = {"mean": 0.5, "ci_low": -0.2, "ci_high": 1.3, "method": "m"}
+    assert P.clip_interval(est, (0.0, 1.0)) == {
+        "mean": 0.5, "ci_low": 0.0, "ci_high": 1.0, "method": f"m; {P.CLIPPED} [0, 1]"}
+    assert P.clip_interval(est, None) == est
+    wrong_range = {"mean": -0.1, "ci_low": -0.3, "ci_high": 0.1, "method": "m"}
+    assert P.clip_interval(wrong_range, (0.0, 1.0)) == wrong_range  # never hides a bad range
+    assert P.diff_bounds("accuracy") == (-1.0, 1.0) and P.diff_bounds("mse") is None
+
+
+@pytest.mark.slow
+def test_clipping_never_costs_coverage():
+    """The truth lies in the range, so a clipped interval covers it exactly when the raw one
+    does: coverage of the clipped t interval equals the raw one on skewed 0/1 clusters."""
+    rng = np.random.default_rng(0)
+    design = P.Design("papers", "cluster", "new papers")
+    raw_hits = clipped_hits = clipped_any = 0
+    truth = 0.1
+    for _ in range(200):
+        p = rng.beta(0.3, 2.7, size=4)  # mean 0.1, very skewed between clusters
+        items = _items({f"c{k}": list((rng.random(5) < p[k]).astype(float))
+                        for k in range(4)})
+        raw = P.estimate(P.seed_average(items, design), design)
+        (row,) = P.headline_table(items, design).itertuples()
+        if not np.isfinite(raw["ci_low"]):
+            continue
+        raw_hits += raw["ci_low"] <= truth <= raw["ci_high"]
+        clipped_hits += row.ci_low <= truth <= row.ci_high
+        clipped_any += P.CLIPPED in row.method
+        assert 0.0 <= row.ci_low <= row.ci_high <= 1.0
+    assert clipped_any > 20 and raw_hits == clipped_hits
+
+
+def test_paired_differences_stay_inside_the_range_of_a_difference():
+    a = _items({f"c{k}": [1.0] * 3 for k in range(3)}, system="A")
+    b = _items({"c0": [0.0] * 3, "c1": [0.0] * 3, "c2": [1.0] * 3}, system="B")
+    design = P.Design("papers", "cluster", "new papers")
+    (row,) = P.paired_table(pd.concat([a, b]), "B", design).itertuples()
+    assert -1.0 <= row.ci_low <= row.ci_high <= 1.0
+
+
+def test_the_index_clips_old_records_and_marks_them():
+    recs = [_result("A", "test_unseen_answers", "accuracy", 0.157, ci_low=-0.862, ci_high=1.18,
+                    method="cluster t (2 df)", estimand="new questions"),
+            _result("B", "test_unseen_answers", "accuracy", 0.1, role="baseline")]
+    html = "\n".join(pages.task_sections(recs))
+    assert "-0.862" not in html and "0.157 <small>[0, 1]" in html and "‡" in html
+    assert "clipped to it" in html and "method: cluster t (df 2)" in html
+
+
+def _choice_records():
+    recs = []
+    for split, (a, b) in {"test_unseen_answers": (0.8, 0.6),
+                          "test_unseen_questions": (0.5, 0.55)}.items():
+        recs += [_result("feature_clf", split, "accuracy", a, ci_low=a - 0.1, ci_high=a + 0.1,
+                         method="bootstrap of items within clusters", estimand="e"),
+                 _result("nearest_neighbour", split, "accuracy", b, role="baseline",
+                         ci_low=b - 0.1, ci_high=b + 0.1,
+                         method="bootstrap of items within clusters", estimand="e")]
+    recs.append({**_result("feature_clf", "validation", "macro_f1", 0.7), "kind": "tuning",
+                 "subset": "chosen"})
+    recs.append({**_result("nearest_neighbour", "train", "macro_f1", 0.5), "kind": "tuning",
+                 "subset": P.chosen_for("test_unseen_questions"),
+                 "method": "leave-one-question-out CV on train"})
+    # the gap on unseen questions is tested: not distinguishable
+    for sub, v in (("minus feature_clf", 0.05), ("p vs feature_clf", 0.62),
+                   ("p_adj vs feature_clf", 1.0)):
+        recs.append({**_result("nearest_neighbour", "test_unseen_questions", "accuracy", v),
+                     "kind": "analysis", "subset": sub,
+                     **({"ci_low": -0.2, "ci_high": 0.3} if sub.startswith("minus") else {})})
+    return recs
+
+
+def test_the_star_marks_the_choice_made_for_each_split():
+    recs = _choice_records()
+    chosen = pages.chosen_by_split(recs, "saf")
+    assert pages.chosen_on(chosen, "test_unseen_answers") == {
+        "feature_clf": "chosen on validation by macro_f1"}
+    assert list(pages.chosen_on(chosen, "test_unseen_questions")) == ["nearest_neighbour"]
+    html = "\n".join(pages.task_sections(recs))
+    ua, uq = html.split('id="saf-test_unseen_questions"')
+    assert "feature_clf ★" not in re.sub(r"<[^>]+>", "", uq)
+    assert re.search(r"nearest_neighbour <span class=\"chosen\"[^>]*>★ chosen on train",
+                     uq)
+    assert "leave-one-question-out CV on train" in uq
+    assert re.search(r"feature_clf <span class=\"chosen\"[^>]*>★ val-chosen", ua)
+
+
+def test_lead_sentences_say_it_in_plain_words_first():
+    html = "\n".join(pages.task_sections(_choice_records()))
+    uq = html.split('id="saf-test_unseen_questions"')[1]
+    lead = re.search(r'<p class="lead">(.*?)<br>', uq, re.S).group(1)
+    assert lead.startswith("<b>nearest_neighbour</b> is best")
+    assert "<b>not distinguishable</b> from the runner-up <b>feature_clf</b> at this sample " \
+           "size" in lead
+    assert "It is also the system chosen on train by macro_f1" in lead
+    assert "[" not in lead and "p =" not in lead  # the statistics come after, in small print
+    stats = re.search(r'<small class="stats">(.*?)</small></p>', uq, re.S).group(1)
+    assert "+0.05 [-0.2, +0.3]" in stats and "p = 0.62, Holm-adjusted p = 1.00" in stats
+
+
+def test_the_first_screen_names_best_runner_up_and_verdict_per_split():
+    html = pages.glance_table(_choice_records())
+    rows = re.findall(r"<tr>(.*?)</tr>", html, re.S)[1:]
+    text = [re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", r)).strip() for r in rows]
+    assert text[0].startswith("SAF (short answer feedback) test_unseen_answers accuracy ↑ 0–1")
+    assert "feature_clf 0.8 [0.7, 0.9] nearest_neighbour: not tested" in text[0]
+    assert "nearest_neighbour 0.55" in text[1]
+    assert "no (not at this sample size) Holm-adjusted p = 1.00" in text[1]
+    assert text[1].endswith("nearest_neighbour 0.55 (chosen on train by macro_f1)")
+
+
+def test_metric_headers_carry_direction_and_range_and_p_values_read_as_p():
+    head = pages.metric_head("mse")
+    assert "mse" in head and "↓ ≥ 0" in head and "lower is better" in head
+    assert [pages.p_text(p) for p in (0.0004, 0.0042, 0.31, 1.0)] == [
+        "p < 0.001", "p = 0.004", "p = 0.31", "p = 1.00"]
+
+
+def test_a_tie_is_called_a_tie():
+    recs = [_result("A", "test", "accuracy", 0.5), _result("B", "test", "accuracy", 0.5,
+                                                           role="baseline")]
+    html = "\n".join(pages.task_sections(recs))
+    assert "<b>A</b> is best: highest accuracy" in html and "tied with <b>B</b>" in html
