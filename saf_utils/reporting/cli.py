@@ -13,14 +13,11 @@ not be written, 130/143 interrupted (SIGINT/SIGTERM).
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
-from datetime import datetime
-from pathlib import Path
 
 from saf_utils.reporting.manifest import ReportWriteError
 from saf_utils.reporting.profiles import REPORTS_DIR, RunnerError
+from saf_utils.reporting.runs import list_runs
 
 EXIT_WRITE = 3
 
@@ -132,61 +129,6 @@ def compare_main(argv: list[str]) -> int:
         return EXIT_WRITE
     print(f"\nHTML: {out}", file=sys.stderr)
     return 0
-
-
-def _seconds(start: str | None, end: str | None) -> float | None:
-    try:
-        t0 = datetime.fromisoformat(start)
-        t1 = datetime.fromisoformat(end) if end else datetime.now(t0.tzinfo)
-        return (t1 - t0).total_seconds()
-    except (TypeError, ValueError):
-        return None
-
-
-def list_runs(reports_dir: str | os.PathLike | None = None,
-              problems: list[str] | None = None) -> list[dict]:
-    """Runs under the reports folder, oldest first, with profile, commit, status, times.
-
-    A run left ``running`` by a process of this host that is gone is marked ``killed`` in its
-    manifest (:func:`runs.settle_killed`).
-
-    A malformed run (unreadable or not a run manifest) raises :class:`RunnerError`, unless
-    ``problems`` is a list: then its one-line reason is appended and the others are listed.
-    """
-    from saf_utils.reporting.compare import check_manifest
-    from saf_utils.reporting.runs import settle_killed
-
-    root = Path(reports_dir or REPORTS_DIR)
-    runs = []
-    for mpath in sorted(root.glob("*/manifest.json")):
-        try:
-            try:
-                m = json.loads(mpath.read_text(encoding="utf-8"))
-            except (OSError, ValueError) as exc:
-                raise RunnerError(f"{mpath}: unreadable ({' '.join(str(exc).split())[:200]})") \
-                    from None
-            check_manifest(m, mpath)
-        except RunnerError as exc:
-            if problems is None:
-                raise
-            problems.append(str(exc))
-            continue
-        settle_killed(mpath.parent, m)  # a dead "running" run: "killed", written down
-        status = m.get("status") or ("ok" if all(n.get("status") == "ok" for n in
-                                                  m.get("notebooks") or []) else "failed")
-        if status == "interrupted" and m.get("status_reason"):
-            status += f" ({m['status_reason']})"  # the signal
-        nbs = m.get("notebooks") or []
-        git = m.get("git") or {}
-        runs.append({
-            "run": m.get("run") or mpath.parent.name, "profile": m.get("profile"),
-            "commit": str(git.get("commit") or "")[:8] + ("+" if git.get("dirty") else ""),
-            "status": status, "started": m.get("started"),
-            "seconds": _seconds(m.get("started"), m.get("finished"))
-            if m.get("finished") or m.get("status") == "running" else None,
-            "notebooks": f"{sum(n.get('status') == 'ok' for n in nbs)}/{len(nbs)} ok",
-        })
-    return sorted(runs, key=lambda r: str(r.get("started")))
 
 
 def list_main(argv: list[str]) -> int:

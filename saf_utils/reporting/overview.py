@@ -104,10 +104,10 @@ def write_overview(reports_dir: str | os.PathLike | None = None,
                    path: str | os.PathLike | None = None) -> Path:
     """``runs.html`` (or ``path``) over every run in the reports folder; runs that cannot be
     read are named under the table, not dropped silently."""
-    from saf_utils.reporting.cli import list_runs
     from saf_utils.reporting.manifest import write_text
     from saf_utils.reporting.pages import _duration, fmt, page, table
     from saf_utils.reporting.profiles import REPORTS_DIR
+    from saf_utils.reporting.runs import list_runs
 
     root = Path(reports_dir or REPORTS_DIR)
     problems: list[str] = []

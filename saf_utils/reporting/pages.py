@@ -759,8 +759,10 @@ def _duration(seconds: float | None) -> str:
         f"{s // 60}:{s % 60:02d}" if s >= 60 else f"{seconds:.1f} s"
 
 
-def write_index(run_dir: Path, manifest: dict, records: list[dict]) -> Path:
-    """``index.html``: the headline page of a run (result records only)."""
+def write_index(run_dir: Path, manifest: dict, records: list[dict],
+                example_links: list[tuple[str, str]] = ()) -> Path:
+    """``index.html``: the headline page of a run (result records only); ``example_links``:
+    ``(file, what)`` of the run's example pages."""
     git = manifest.get("git") or {}
     status = manifest.get("status", "?")
     nb_rows = []
@@ -805,10 +807,7 @@ def write_index(run_dir: Path, manifest: dict, records: list[dict]) -> Path:
              '<a href="manifest.json">manifest.json</a>', '<a href="metrics.json">metrics.json</a>']
     if (run_dir / "compare.html").is_file():
         links.insert(1, '<a href="compare.html">comparison with the baseline run</a>')
-    from saf_utils.reporting.examples import example_pages
-
-    links[1:1] = [f'<a href="{esc(name)}">{esc(what)}</a>'
-                  for name, what in example_pages(run_dir)]
+    links[1:1] = [f'<a href="{esc(name)}">{esc(what)}</a>' for name, what in example_links]
     commit = esc((git.get("commit") or "unknown")[:12]) + (" (dirty)" if git.get("dirty") else "")
     sections = task_sections(records, manifest.get("data_sources") or [])
     body = f"""<h1>Run {esc(manifest.get('run', run_dir.name))}

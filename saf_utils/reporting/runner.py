@@ -355,7 +355,8 @@ def run_profile(req: RunRequest) -> tuple[Path, list[NotebookResult], str]:
     with _signals(raise_on_signal=False):
         # notebooks that never started in a stopped run stay "pending" in the manifest
         stop = _close_run(out, manifest, invocation, status, results, stop)
-        _write_overview(out.parent)
+        if stop is None:  # after a write error the status line is the one line said
+            _write_overview(out.parent)
         if plan["baseline"] is not None and stop is None:
             from saf_utils.reporting.compare import compare_runs, write_compare_html
 

@@ -10,6 +10,7 @@ import os
 import shutil
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from saf_utils.reporting.manifest import (
     write_json,
 )
 from saf_utils.reporting.profiles import (
+    REPORTS_DIR,
     RunnerError,
     check_folder_name,
 )
@@ -202,7 +204,7 @@ def write_reports(run_dir: Path, manifest: dict[str, Any]) -> None:
                                           "summary": summary.to_dict(orient="records"),
                                           "skipped_record_lines": skipped})
     examples.write_examples(run_dir, manifest, records)  # before the index, which links them
-    pages.write_index(run_dir, manifest, records)
+    pages.write_index(run_dir, manifest, records, examples.example_pages(run_dir))
     pages.write_results(run_dir, manifest, records)
 
 
@@ -249,3 +251,57 @@ def _record_result(manifest: dict, res: NotebookResult, order: list[str]) -> Non
     latest[res.name] = entry
     rank = {n: i for i, n in enumerate(order)}
     manifest["notebooks"] = sorted(latest.values(), key=lambda n: rank.get(n["name"], 1e9))
+
+
+def _seconds(start: str | None, end: str | None) -> float | None:
+    try:
+        t0 = datetime.fromisoformat(start)
+        t1 = datetime.fromisoformat(end) if end else datetime.now(t0.tzinfo)
+        return (t1 - t0).total_seconds()
+    except (TypeError, ValueError):
+        return None
+
+
+def list_runs(reports_dir: str | os.PathLike | None = None,
+              problems: list[str] | None = None) -> list[dict]:
+    """Runs under the reports folder, oldest first, with profile, commit, status, times.
+
+    A run left ``running`` by a process of this host that is gone is marked ``killed`` in its
+    manifest (:func:`runs.settle_killed`).
+
+    A malformed run (unreadable or not a run manifest) raises :class:`RunnerError`, unless
+    ``problems`` is a list: then its one-line reason is appended and the others are listed.
+    """
+    from saf_utils.reporting.compare import check_manifest
+
+    root = Path(reports_dir or REPORTS_DIR)
+    runs = []
+    for mpath in sorted(root.glob("*/manifest.json")):
+        try:
+            try:
+                m = json.loads(mpath.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise RunnerError(f"{mpath}: unreadable ({' '.join(str(exc).split())[:200]})") \
+                    from None
+            check_manifest(m, mpath)
+        except RunnerError as exc:
+            if problems is None:
+                raise
+            problems.append(str(exc))
+            continue
+        settle_killed(mpath.parent, m)  # a dead "running" run: "killed", written down
+        status = m.get("status") or ("ok" if all(n.get("status") == "ok" for n in
+                                                  m.get("notebooks") or []) else "failed")
+        if status == "interrupted" and m.get("status_reason"):
+            status += f" ({m['status_reason']})"  # the signal
+        nbs = m.get("notebooks") or []
+        git = m.get("git") or {}
+        runs.append({
+            "run": m.get("run") or mpath.parent.name, "profile": m.get("profile"),
+            "commit": str(git.get("commit") or "")[:8] + ("+" if git.get("dirty") else ""),
+            "status": status, "started": m.get("started"),
+            "seconds": _seconds(m.get("started"), m.get("finished"))
+            if m.get("finished") or m.get("status") == "running" else None,
+            "notebooks": f"{sum(n.get('status') == 'ok' for n in nbs)}/{len(nbs)} ok",
+        })
+    return sorted(runs, key=lambda r: str(r.get("started")))
