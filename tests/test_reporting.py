@@ -164,7 +164,9 @@ def test_index_is_a_headline_page(two_runs):
     assert rows["02_baseline_finetuning"][1:3] == ["ok", "1:01"]
     assert rows["04_generation"][1] == "failed" and "&lt;boom&gt;" in text
     # SAF: one table per test split, systems x (accuracy, macro_f1, sacrebleu), 3 significant digits
-    assert text.count("<th>accuracy</th><th>macro_f1</th><th>sacrebleu</th>") == 2
+    plain = re.sub(r"</?a\b[^>]*>", "", text)  # metric names in headers link to their cards
+    assert plain.count("<th>accuracy</th><th>macro_f1</th><th>sacrebleu</th>") == 2
+    assert text.count('<a class="saf-metric" href="metric-cards.html#accuracy"') == 2
     assert rows["feature_clf ★ val-chosen"][1:] == ["system", "0.8 [0.78, 0.82]",
                                                      "0.75 [0.73, 0.77]", "32 [32, 32]"]
     assert rows["constant_frequent"][1] == "baseline"

@@ -86,7 +86,7 @@ def write_reports(run_dir: Path, manifest: dict[str, Any]) -> None:
     Records come from each notebook's latest execution; a bad records line is skipped and
     counted; every record carries ``notebook_status`` (its notebook's status).
     """
-    from saf_utils.reporting import pages
+    from saf_utils.reporting import chrome, pages
 
     latest = _latest(manifest)
     status = {n["name"]: n["status"] for n in latest}
@@ -122,6 +122,7 @@ def write_reports(run_dir: Path, manifest: dict[str, Any]) -> None:
     write_json(run_dir / "manifest.json", manifest)
     pages.write_index(run_dir, manifest, records)
     pages.write_results(run_dir, manifest, records)
+    chrome.refresh(run_dir)  # every page's navigation bar lists the pages there are now
 
 
 def _archive_previous(run_dir: Path, name: str, manifest: dict) -> str | None:

@@ -89,7 +89,7 @@ def csv_button(caption: str | None) -> dict[str, Any]:
     filters leave, every column, the file named after the caption."""
     name = re.sub(r"[^a-z0-9]+", "-", html.unescape(caption or "table").lower()).strip("-")
     return {"extend": "csvHtml5", "text": "Download CSV", "filename": name[:60] or "table",
-            "titleAttr": "the rows shown by the filters, all columns"}
+            "titleAttr": "the rows shown by the filters, all columns", "footer": False}
 
 
 def wrap_width(values: Iterable[Any], header: str, chars: int = WRAP_CHARS) -> str:
