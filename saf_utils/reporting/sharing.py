@@ -1,5 +1,6 @@
 """Pages you can share: escape what comes from data or a run, sanitise HTML, hide local paths.
 
+- :func:`listing` writes a dict or list as plain text (``a 1, b 2``) for printed output.
 - :func:`esc` (HTML) and :func:`md` (Markdown) escape every value that comes from the data or
   a run (answers, feedback, questions, error classes, system, run and file names) where it
   meets markup; notebooks use ``md`` inside ``Markdown(...)``.
@@ -45,6 +46,18 @@ def md(x: Any, code: bool = False) -> str:
         fence = "`" * (max((len(r) for r in re.findall(r"`+", text)), default=0) + 1)
         return f"{fence} {text} {fence}" if text else ""
     return "".join(_HTML_SPECIAL.get(c) or (f"\\{c}" if c in _MD_SPECIAL else c) for c in text)
+
+
+def listing(x: Mapping[Any, Any] | Iterable[Any], sep: str = ", ") -> str:
+    """A mapping as ``key value, key value`` and any other collection as ``a, b, c``: how a
+    notebook prints a dict or list for people (never its ``repr`` with braces and quotes).
+    Floats get 3 significant digits."""
+    def one(v: Any) -> str:
+        return f"{v:.3g}" if isinstance(v, float) else str(v)
+
+    if isinstance(x, Mapping):
+        return sep.join(f"{one(k)} {one(v)}" for k, v in x.items())
+    return sep.join(one(v) for v in x)
 
 
 # ------------------------------------------------------------------ sanitising
