@@ -105,7 +105,7 @@ def _manifest(run_dir: Path) -> dict:
 
 # ------------------------------------------------------------------ headings
 _HEADING = re.compile(r"<h([1-3])(\s[^>]*)?>(.*?)</h\1>", re.S | re.I)
-_ID = re.compile(r'\sid="([^"]*)"')
+_ID = re.compile(r"""\sid=(["'])(.*?)\1""")
 
 
 def _text(fragment: str) -> str:
@@ -120,7 +120,7 @@ def headings(text: str) -> list[tuple[int, str, str]]:
     for m in _HEADING.finditer(text):
         ident = _ID.search(m.group(2) or "")
         if ident:
-            found.append((int(m.group(1)), html.unescape(ident.group(1)), _text(m.group(3))))
+            found.append((int(m.group(1)), html.unescape(ident.group(2)), _text(m.group(3))))
     return found
 
 
