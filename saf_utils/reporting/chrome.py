@@ -9,6 +9,8 @@ folded code, one folded box of warnings, and links from metric names to their ca
   its card (:mod:`saf_utils.reporting.metric_cards`).
 - :func:`refresh` decorates every page of a run folder again (a notebook page written before
   its siblings or a compare page existed gets their links) and writes the metric cards page.
+- notebook tables (pandas HTML) are laid out by their content, cells on one line (a
+  difference with its interval and p-value reads in one line), scrolling inside the output;
 - :data:`TEMPLATE_BLOCKS` folds each code cell of a notebook page into a ``<details>``
   (nbconvert's ``--hide-code`` still removes it); :func:`collect_warnings` takes the stderr
   outputs (library warnings, logging) out of the cells for :func:`warnings_box`.
@@ -54,6 +56,9 @@ details.saf-warnings pre{white-space:pre-wrap;font-size:12px;margin:.3em 0;color
 details.saf-warnings .where{color:#666}
 th a.saf-metric{color:inherit;text-decoration:underline dotted}
 h1[id],h2[id],h3[id]{scroll-margin-top:3em}
+.jp-RenderedHTMLCommon table:not(.dataTable){table-layout:auto}
+.jp-RenderedHTMLCommon table:not(.dataTable) td{white-space:nowrap}
+.jp-RenderedHTMLCommon:has(>table:not(.dataTable)){overflow-x:auto}
 """
 
 JS = """
