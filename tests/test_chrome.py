@@ -114,4 +114,5 @@ def test_downloads_link_each_tasks_predictions_and_item_scores(tmp_path):
 
 def test_listing_prints_collections_for_people():
     assert listing({"fold 0": "bm25", "n": 0.123456}) == "fold 0 bm25, n 0.123"
-    assert listing(["a", "b"]) == "a, b" and listing([]) == ""
+    assert listing(["a", "b"]) == "a, b" and listing([]) == "" and listing(None) == "none"
+    assert listing({"names": ["x", "y"], "C": 1.0}) == "names [x, y], C 1"

@@ -48,13 +48,20 @@ def md(x: Any, code: bool = False) -> str:
     return "".join(_HTML_SPECIAL.get(c) or (f"\\{c}" if c in _MD_SPECIAL else c) for c in text)
 
 
-def listing(x: Mapping[Any, Any] | Iterable[Any], sep: str = ", ") -> str:
+def listing(x: Mapping[Any, Any] | Iterable[Any] | None, sep: str = ", ") -> str:
     """A mapping as ``key value, key value`` and any other collection as ``a, b, c``: how a
     notebook prints a dict or list for people (never its ``repr`` with braces and quotes).
-    Floats get 3 significant digits."""
+    Floats get 3 significant digits; a nested collection is shown in brackets; ``None`` is
+    ``none``."""
     def one(v: Any) -> str:
-        return f"{v:.3g}" if isinstance(v, float) else str(v)
+        if isinstance(v, float):
+            return f"{v:.3g}"
+        if isinstance(v, Mapping) or (isinstance(v, Iterable) and not isinstance(v, str)):
+            return f"[{listing(v)}]"
+        return str(v)
 
+    if x is None:
+        return "none"
     if isinstance(x, Mapping):
         return sep.join(f"{one(k)} {one(v)}" for k, v in x.items())
     return sep.join(one(v) for v in x)
