@@ -42,6 +42,7 @@ WRAP_CSS = (".dataTable{table-layout:auto!important;width:auto!important;margin:
             ".dataTable thead th,.dataTable tbody td,.dataTable tfoot th{white-space:nowrap}"
             ".dataTable td.saf-wrap{white-space:pre-wrap!important;overflow-wrap:anywhere}"
             ".dataTable tbody td{vertical-align:top!important}"
+            ".dataTable caption{text-align:left!important;font-weight:600}"
             ".dataTable tbody td:not(.dt-type-numeric),.dataTable thead th:not(.dt-type-numeric)"
             "{text-align:left!important}")
 #: Line length (characters) of a wrapped column: at most this, fewer for shorter texts.
