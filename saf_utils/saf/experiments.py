@@ -39,6 +39,7 @@ import pandas as pd
 from saf_utils import jobs as J
 from saf_utils import protocol as P
 from saf_utils.registry import Registry
+from saf_utils.reporting.sharing import listing
 from saf_utils.saf import evaluation as EV
 from saf_utils.saf import formats as S
 from saf_utils.saf import systems as SY
@@ -532,7 +533,7 @@ def run_cross_encoder(data: SAFData, cross_encoder: Mapping[str, Any],
     best = table.sort_values("macro_f1", ascending=False, kind="stable").iloc[0]
     config = {"learning_rate": float(best.learning_rate), "epochs": int(best.epochs),
               "order": best.order, "include_question": bool(best.include_question)}
-    log(f"[cross_encoder] chosen on validation: {config}")
+    log(f"[cross_encoder] chosen on validation: {listing(config)}")
     # The first seed's model is the chosen grid run after the chosen epoch (constant
     # learning rate: the same model as a fresh run of that many epochs); only the other
     # seeds are trained again.
