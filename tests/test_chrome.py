@@ -105,11 +105,16 @@ def test_downloads_link_each_tasks_predictions_and_item_scores(tmp_path):
     (run / "02_b").mkdir()
     for f in ("predictions_test.jsonl", "items.jsonl", "records.jsonl"):
         (run / "02_b" / f).write_text("{}\n")
+    (run / "01_a").mkdir()
+    (run / "01_a" / "items.jsonl").write_text("{}\n")
     records = [{"task": "saf", "notebook": "02_b", "kind": "result"},
-               {"task": "other", "notebook": "01_a", "kind": "result"}]
+               {"task": "other", "notebook": "01_a", "kind": "result"},
+               {"task": "saf", "notebook": "01_a", "kind": "result", "system": "data"}]
     html = chrome.downloads_section(run, records)
     assert '<a href="02_b/predictions_test.jsonl">' in html and "02_b/items.jsonl" in html
-    assert "records.jsonl" not in html and "other" not in html  # nothing to download there
+    assert "records.jsonl" not in html
+    assert "01_a" not in html  # 01's data counts are not predictions
+    assert "<td>other</td>" in html  # a task with per-item scores only
 
 
 def test_listing_prints_collections_for_people():

@@ -293,7 +293,8 @@ def downloads_section(run_dir: Path, records: Sequence[dict]) -> str:
 
     by_task: dict[str, set[str]] = {}
     for r in records:
-        if (r.get("kind") or "result") == "result" and r.get("task") and r.get("notebook"):
+        if (r.get("kind") or "result") == "result" and r.get("task") and r.get("notebook") \
+                and r.get("system") != "data":  # 01's data counts are no predictions
             by_task.setdefault(str(r["task"]), set()).add(str(r["notebook"]))
     pred_globs = (SAF_PREDICTIONS_FILE.format(split="*"), SELECTIONS_FILE, GENERATIONS_FILE)
     rows = []
