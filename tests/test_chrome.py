@@ -113,7 +113,8 @@ def test_downloads_link_each_tasks_predictions_and_item_scores(tmp_path):
     html = chrome.downloads_section(run, records)
     assert '<a href="02_b/predictions_test.jsonl">' in html and "02_b/items.jsonl" in html
     assert "records.jsonl" not in html
-    assert "01_a" not in html  # 01's data counts are not predictions
+    saf_row = html.split("<td>saf</td>")[1].split("</tr>")[0]
+    assert "01_a" not in saf_row  # 01's data counts are not the task's predictions
     assert "<td>other</td>" in html  # a task with per-item scores only
 
 
