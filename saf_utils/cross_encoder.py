@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from saf_utils.encoders import resolve_model
+from saf_utils.seq2seq import quiet_trainer
 
 MODES = ("label", "score")
 
@@ -328,6 +329,7 @@ def train_and_predict(first: Sequence[str], second: Sequence[str], targets: Sequ
                           data_collator=collator,
                           processing_class=None if cached else tokenizer,
                           callbacks=[callback])
+        quiet_trainer(trainer)
         callback.trainer = trainer
         t0 = time.perf_counter()
         out = trainer.train()

@@ -44,6 +44,7 @@ from typing import Any, NamedTuple
 import pandas as pd
 
 from saf_utils.seq2seq import Seq2SeqSettings, dist_rank_world, generate, train_seq2seq
+from saf_utils.text import listing
 
 CONFIG_FILE = "job.json"
 EXAMPLES_FILE = "examples.jsonl"
@@ -253,7 +254,7 @@ def train_job(job: TrainJob, log: Callable[[str], None] = print) -> JobResult:
     train, evals = read_examples(job.examples)
     if rank == 0:
         log(f"[train] {job.task} {job.system} seed {settings.seed}: {len(train.sources)} "
-            f"training pairs, eval {({s: len(e.sources) for s, e in evals.items()})}, "
+            f"training pairs, eval {listing({s: len(e.sources) for s, e in evals.items()})}, "
             f"{world} process(es)")
     model_dir = str(out / MODEL_DIR) if job.save_model else None
     model, tokenizer, summary = train_seq2seq(train.sources, train.targets, settings,
@@ -300,7 +301,7 @@ def _train_cross_encoder_job(job: TrainJob, log: Callable[[str], None]) -> JobRe
         raise ValueError(f"{job.examples}: cross-encoder examples need a 'pair' per row")
     if rank == 0:
         log(f"[train] {job.task} {job.system} seed {settings.seed}: {len(train.sources)} "
-            f"training pairs, eval {({s: len(e.sources) for s, e in evals.items()})}, "
+            f"training pairs, eval {listing({s: len(e.sources) for s, e in evals.items()})}, "
             f"{world} process(es)")
     by_epoch, summary = train_and_predict(
         train.sources, train.pairs, train.targets,

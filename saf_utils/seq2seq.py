@@ -247,6 +247,7 @@ def train_seq2seq(
             data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
             processing_class=tokenizer,
         )
+        quiet_trainer(trainer)
         t0 = time.perf_counter()
         out = trainer.train()
         log: dict[str, Any] = {
@@ -340,3 +341,13 @@ def _generate_local(model, tokenizer, sources: Sequence[str], settings: Seq2SeqS
         for i, text in zip(idx, texts, strict=True):
             outputs[i] = text.strip()
     return outputs
+
+
+def quiet_trainer(trainer: Any) -> Any:
+    """Without progress bars (``TQDM_DISABLE``) the Trainer prints each log as a raw dict
+    (``{'train_runtime': ...}``) into the notebook; the ``[train]`` summary line says it for
+    people, so the printer is removed."""
+    from transformers.trainer_callback import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)
+    return trainer

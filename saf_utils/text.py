@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 import string
 import unicodedata
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _PUNCT_TABLE = str.maketrans("", "", string.punctuation)
@@ -72,3 +74,22 @@ def split_sentences(text: str, enders: str = ".!?") -> list[str]:
     """Rough sentence split after any of ``enders`` followed by space (no nltk data needed)."""
     pattern = rf"(?<=[{re.escape(enders)}])\s+"
     return [s.strip() for s in re.split(pattern, text.strip()) if s.strip()]
+
+
+def listing(x: Mapping[Any, Any] | Iterable[Any] | None, sep: str = ", ") -> str:
+    """A mapping as ``key value, key value`` and any other collection as ``a, b, c``: how a
+    notebook prints a dict or list for people (never its ``repr`` with braces and quotes).
+    Floats get 3 significant digits; a nested collection is shown in brackets; ``None`` is
+    ``none``."""
+    def one(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:.3g}"
+        if isinstance(v, Mapping) or (isinstance(v, Iterable) and not isinstance(v, str)):
+            return f"[{listing(v)}]"
+        return str(v)
+
+    if x is None:
+        return "none"
+    if isinstance(x, Mapping):
+        return sep.join(f"{one(k)} {one(v)}" for k, v in x.items())
+    return sep.join(one(v) for v in x)

@@ -6,7 +6,9 @@ Skips where Chromium is missing (``apt-get install chromium``; ``.ci/run`` insta
 
 from __future__ import annotations
 
+import csv
 import json
+import time
 
 import pytest
 
@@ -134,3 +136,160 @@ def test_index_page_loads_offline(smoke_run, browser):
     assert browser.js("document.body.textContent.includes('SAF (short answer feedback)')")
     assert not browser.exceptions and not browser.network(), (browser.exceptions,
                                                                browser.network())
+
+
+# ------------------------------------------------------------------ layout, chrome, downloads
+WIDTH = 1400  # the window the layout is measured in
+LAYOUT = """(async () => {
+  const out = [];
+  for (const [id, it] of Object.entries(window.safTables)) {
+    const dt = it.dt;
+    dt.page.len(100).draw();
+    await new Promise(r => setTimeout(r, 100));
+    const host = document.getElementById(id), table = host.querySelector('table.dataTable');
+    const heads = Array.from(table.querySelectorAll('thead th')).filter(c => c.offsetParent);
+    const cells = heads.concat(Array.from(table.querySelectorAll('tbody td'))
+      .filter(c => c.offsetParent && !c.classList.contains('dt-empty')));
+    const w = c => c.getBoundingClientRect().width;
+    const overlap = [];
+    for (let i = 0; i + 1 < heads.length; i++) {
+      const a = heads[i].getBoundingClientRect(), b = heads[i + 1].getBoundingClientRect();
+      if (a.right > b.left + 0.5) overlap.push([heads[i].textContent, heads[i + 1].textContent]);
+    }
+    const literal = [];
+    for (const row of dt.rows().data().toArray())
+      for (const v of (Array.isArray(row) ? row : Object.values(row)))
+        if (typeof v === 'string' && v.includes('\\\\n')) literal.push(v.slice(0, 60));
+    out.push({id, columns: heads.length, cells: cells.length,
+      narrow: cells.filter(c => w(c) < 40).map(c => [c.textContent.slice(0, 30),
+                                                    Math.round(w(c))]),
+      overflowing: heads.filter(c => c.scrollWidth > c.clientWidth + 1).map(c => c.textContent),
+      overlap, literal: literal.slice(0, 3)});
+  }
+  return {tables: out, page_scroll: document.documentElement.scrollWidth - window.innerWidth};
+})()"""
+
+
+def _pages_with_tables(run) -> list:
+    return [p for p in sorted(run.glob("*.html")) if 'class="saf-itable"' in p.read_text()]
+
+
+def test_every_interactive_table_reads_in_the_page(smoke_run, browser):
+    """Issue 24: in 05 eight columns were 11 px wide and overprinted, 01's header overlapped
+    (``error_clas|id``), 06 showed literal ``\\n``. At 1,400 px, for every interactive table
+    of the run: no header or body cell under 40 px, no header cells overlapping or
+    overflowing, no literal ``\\n`` in any cell, and the page itself does not scroll sideways
+    (only the table does)."""
+    run, _ = smoke_run
+    browser.send("Emulation.setDeviceMetricsOverride", width=WIDTH, height=1000,
+                 deviceScaleFactor=1, mobile=False)
+    pages = _pages_with_tables(run)
+    assert {"results.html", "01_data_exploration.html", "05_saf_error_analysis.html",
+            "06_argscichat_error_analysis.html"} <= {p.name for p in pages}
+    n = 0
+    for p in pages:
+        browser.open(p, READY)
+        res = browser.js(LAYOUT)
+        for t in res["tables"]:
+            n += 1
+            where = f"{p.name} #{t['id']}"
+            assert t["cells"] > t["columns"] > 0, where
+            assert not t["narrow"], (where, t["narrow"][:5])
+            assert not t["overlap"] and not t["overflowing"], (where, t["overlap"],
+                                                               t["overflowing"])
+            assert not t["literal"], (where, t["literal"])
+        assert res["page_scroll"] <= 1, (p.name, res["page_scroll"])
+        assert not browser.exceptions and not browser.network(), (p.name, browser.exceptions)
+    assert n >= 6
+
+
+def test_every_page_has_the_run_navigation_and_a_table_of_contents(smoke_run, browser):
+    run, _ = smoke_run
+    pages = sorted(run.glob("*.html"))
+    notebooks = [p.name for p in pages if p.name[0].isdigit()]
+    assert {"index.html", "results.html", "metric-cards.html"} <= {p.name for p in pages}
+    for p in pages:
+        browser.open(p)
+        nav = browser.js("""(() => { const n = document.querySelector('nav.saf-nav');
+            if (!n) return null;
+            return {links: Array.from(n.querySelectorAll(':scope > a, :scope > span > a'))
+                      .map(a => a.getAttribute('href')),
+                    here: n.querySelector('.here')?.textContent,
+                    toc: Array.from(n.querySelectorAll('.saf-toc a')).map(
+                      a => a.getAttribute('href').slice(1)),
+                    top: n.getBoundingClientRect().top}; })()""")
+        assert nav is not None, p.name
+        links = set(nav["links"]) | {p.name}
+        assert {"index.html", "results.html", "metric-cards.html", *notebooks} <= links, (
+            p.name, nav["links"])
+        assert all((run / h).is_file() for h in nav["links"]), nav["links"]
+        assert nav["here"], p.name  # the current page is marked, not linked
+        assert browser.js("window.scrollTo(0, 3000), window.scrollY < 100 ? 0 : "
+                          "document.querySelector('nav.saf-nav').getBoundingClientRect().top"
+                          ) <= 1  # sticky: stays in view on a page long enough to scroll
+        if p.name in ("index.html", *notebooks):
+            assert len(nav["toc"]) >= 3, (p.name, nav["toc"])
+        missing = [h for h in nav["toc"] if not browser.js(  # raw id, else percent-decoded
+            f"!!(document.getElementById({json.dumps(h)}) || "
+            f"document.getElementById(decodeURIComponent({json.dumps(h)})))")]
+        assert not missing, (p.name, missing)
+    compare = sorted(run.glob("compare*.html"))
+    if compare:  # a compare page is linked from the index
+        assert compare[0].name in (run / "index.html").read_text()
+
+
+def test_notebook_pages_fold_code_and_collect_warnings(smoke_run, browser):
+    run, _ = smoke_run
+    browser.open(run / "01_data_exploration.html", READY)
+    state = browser.js("""(() => { const d = Array.from(document.querySelectorAll(
+        'details.saf-code'));
+        return {n: d.length, open: d.filter(x => x.open).length,
+                code: document.querySelector('details.saf-code .jp-InputArea')
+                  .checkVisibility()}; })()""")
+    assert state["n"] > 5 and state["open"] == 0 and state["code"] is False  # folded
+    browser.js("document.querySelector('details.saf-code > summary').click()")
+    assert browser.js("document.querySelector('details.saf-code .jp-InputArea')"
+                      ".checkVisibility()") is True  # a click shows it
+    browser.js("document.getElementById('saf-code-toggle').click()")
+    assert browser.js("Array.from(document.querySelectorAll('details.saf-code'))"
+                      ".every(d => d.open)")
+    for p in sorted(run.glob("[0-9]*.html")):
+        text = p.read_text()
+        assert 'data-mime-type="application/vnd.jupyter.stderr"' not in text, p.name
+        assert text.count('<details class="saf-warnings">') <= 1, p.name
+
+
+def test_csv_download_of_an_interactive_table(smoke_run, browser, tmp_path):
+    """The bundled DataTables Buttons CSV export: a real download, offline."""
+    run, _ = smoke_run
+    browser.open(run / "results.html", READY)
+    browser.send("Page.setDownloadBehavior", behavior="allow", downloadPath=str(tmp_path))
+    shown = browser.js("window.safTables['results'].dt.rows({search: 'applied'}).count()")
+    browser.js("document.querySelector('#results .buttons-csv').click()")
+    deadline = time.monotonic() + 20
+    while not list(tmp_path.glob("*.csv")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    files = list(tmp_path.glob("*.csv"))
+    assert files, "no CSV downloaded"
+    rows = list(csv.reader(files[0].open(encoding="utf-8-sig")))
+    assert rows[0][:4] == ["system", "split", "metric", "value"]
+    assert len(rows) - 1 == shown > 0 and "ci_low" in rows[0]  # filtered rows, all columns
+    assert not browser.network()
+
+
+def test_metric_cards_are_generated_and_linked_from_headers(smoke_run, browser):
+    from saf_utils.metrics.spec import METRICS
+
+    run, _ = smoke_run
+    browser.open(run / "metric-cards.html")
+    ids = browser.js("Array.from(document.querySelectorAll('div.card')).map(s => s.id)")
+    assert set(ids) == set(METRICS)
+    fields = browser.js("Array.from(document.querySelectorAll('#fact_f1 th'))"
+                        ".map(t => t.textContent)")
+    assert fields == ["definition", "range", "direction", "implementation", "reference"]
+    assert all(METRICS[m].definition and METRICS[m].reference for m in METRICS)
+    browser.open(run / "index.html")
+    linked = browser.js("Array.from(document.querySelectorAll('th a.saf-metric'))"
+                        ".map(a => a.getAttribute('href'))")
+    assert "metric-cards.html#fact_f1" in linked
+    assert all(h.split("#")[1] in ids for h in linked)

@@ -164,9 +164,11 @@ def test_index_is_a_headline_page(two_runs):
     assert rows["02_baseline_finetuning"][1:3] == ["ok", "1:01"]
     assert rows["04_generation"][1] == "failed" and "&lt;boom&gt;" in text
     # SAF: one table per test split, systems x (accuracy, macro_f1, sacrebleu), 3 significant digits
+    plain = re.sub(r"</?a\b[^>]*>", "", text)  # metric names in headers link to their cards
     assert len(re.findall(r">accuracy <small[^>]*>↑ 0–1</small></th><th[^>]*>macro_f1 <small"
                           r"[^>]*>↑ 0–1</small></th><th[^>]*>sacrebleu <small[^>]*>↑ 0–100",
-                          text)) == 2
+                          plain)) == 2
+    assert text.count('<a class="saf-metric" href="metric-cards.html#accuracy"') == 2
     assert rows["feature_clf ★ val-chosen"][1:] == ["system", "0.8 [0.78, 0.82]",
                                                      "0.75 [0.73, 0.77]", "32 [32, 32]"]
     assert rows["constant_frequent"][1] == "baseline"

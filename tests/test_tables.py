@@ -28,7 +28,44 @@ def test_table_spec_escapes_cells_header_and_caption_and_carries_no_code():
     assert rows[0] == ["&lt;img src=x onerror=alert(1)&gt;", 0.1235]  # 4 significant digits
     assert spec["dt_args"]["column_filters"] == "footer" and spec["rows"] == len(PAYLOADS)
     assert spec["dt_args"]["columnDefs"] == [{"targets": [0], "className": "saf-wrap",
-                                              "width": "18em"}]
+                                              "width": tables.wrap_width(PAYLOADS, "answer")}]
+    assert spec["dt_args"]["autoWidth"] is False  # no widths measured in a hidden page
+
+
+def test_text_cells_keep_their_line_breaks_and_stay_escaped():
+    """pandas' formatting (inside itables) writes a line break as the two characters \\n:
+    06's numbered history showed '1. Hi\\n2. Hi!' on one line."""
+    df = pd.DataFrame({"history": ["1. Hi\n2. <b>Hi!</b>", None], "n": [1.5, None]})
+    rows = json.loads(tables.table_spec(df, wrap=["history"])["dt_args"]["data_json"])
+    assert rows[0] == ["1. Hi\n2. &lt;b&gt;Hi!&lt;/b&gt;", 1.5]
+    assert "\\n" not in rows[0][0]
+
+
+def test_wrapped_columns_get_a_readable_width_from_their_longest_line():
+    assert tables.wrap_width(["short"], "q") == "5.4em"  # at least 8 characters
+    assert tables.wrap_width(["x" * 30 + "\n" + "y" * 10], "q") == f"{30 * 0.55 + 1:.1f}em"
+    assert tables.wrap_width(["x" * 500], "q") == f"{tables.WRAP_CHARS * 0.55 + 1:.1f}em"
+
+
+def test_every_table_gets_a_csv_download_and_its_column_widths_in_the_page():
+    df = pd.DataFrame({"text": ["a " * 100], "score": [1]})
+    spec = tables.table_spec(df, "Every SAF answer", wrap=["text"], hideable=False)
+    buttons = spec["dt_args"]["layout"]["top2Start"]["buttons"]
+    assert buttons == [tables.csv_button("Every SAF answer")]
+    assert buttons[0]["extend"] == "csvHtml5" and buttons[0]["filename"] == "every-saf-answer"
+    old = {"rows": 1, "classes": "display", "dt_args": {  # as an older version stored it
+        "data_json": json.dumps([["a " * 100, 1]]), "layout": {"top2Start": {"buttons": [
+            "colvis"]}}, "table_html": "<table><thead><tr><th>text</th><th>score</th></tr>"
+        "</thead></table>", "columnDefs": [{"targets": [0], "className": "saf-wrap",
+                                            "width": "18em"}]}}
+    page = tables.page_layout(old)["dt_args"]
+    assert page["autoWidth"] is False
+    assert page["layout"]["top2Start"]["buttons"][0] == "colvis"
+    assert page["layout"]["top2Start"]["buttons"][1]["extend"] == "csvHtml5"
+    assert page["columnDefs"] == [{"targets": [0], "className": "saf-wrap saf-col0",
+                                   "width": tables.wrap_width(["a " * 100], "text")}]
+    css = tables.page_assets({"t1": old})
+    assert "#t1 .saf-col0{min-width:" in css
 
 
 def _notebook_with_table(path, run_dir) -> None:

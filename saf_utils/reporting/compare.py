@@ -486,4 +486,19 @@ def write_compare_html(cmp: dict, path: str | os.PathLike) -> Path:
                 [[esc(_where(r)), esc(r["system"]), esc(r["metric"]), esc(r["subset"] or ""),
                   f'<td class="num">{fmt(r["a"], 4)}</td>'] for r in cmp["disappeared"]],
                 "None.")]
-    return write_text(path, page(f"Compare {cmp['a_name']} → {cmp['b_name']}", "\n".join(body)))
+    text = page(f"Compare {cmp['a_name']} → {cmp['b_name']}", "\n".join(body))
+    return _with_navigation(Path(path), text)
+
+
+def _with_navigation(path: Path, text: str) -> Path:
+    """Write the page; inside a run folder, with its navigation bar, and the run's other
+    pages then link it (:mod:`saf_utils.reporting.chrome`)."""
+    from saf_utils.reporting import chrome, metric_cards
+
+    run_dir = path.parent
+    if not (run_dir / "manifest.json").is_file():
+        return write_text(path, text)
+    out = write_text(path, chrome.decorate(text, run_dir, path.name))
+    metric_cards.write_cards(run_dir / chrome.CARDS_PAGE, run_dir)
+    chrome.refresh(run_dir)
+    return out

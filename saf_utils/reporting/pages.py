@@ -46,7 +46,7 @@ tr.apart td{color:#666;background:#fafafa}tr.sep td{background:#eee;font-style:i
 .running,.pending,.skipped{color:#a60}.meta{color:#444}.best{font-weight:bold}
 small,.note{color:#666}.warn{color:#a00}
 img{max-width:100%}
-body.wide{max-width:none;margin:1.5em 1em}
+body.wide{max-width:none;margin:1.5em 1.5em}
 table.glance{width:100%}
 p.lead small.stats{color:#555}small.scale{color:#555;font-weight:normal;
 white-space:nowrap}
@@ -80,22 +80,28 @@ def table(head: Sequence[str], rows: Iterable[Sequence[str]], cls: str = "",
 
 def page(title: str, body: str, script: str = "",
          run_dir: str | os.PathLike | None = None,
-         itables: dict[str, dict] | None = None, wide: bool = False) -> str:
+         itables: dict[str, dict] | None = None, current: str | None = None,
+         wide: bool = False) -> str:
     """A whole page. The body is sanitised (:func:`clean_html`) and its absolute paths are
     rewritten (:class:`PathScrubber`, ``$RUN`` for ``run_dir``); ``script`` is the project's
     own trusted JavaScript and is added after sanitising, as are the interactive tables
-    ``itables`` (``{placeholder id: tables.table_spec}``, :func:`tables.page_assets`).
-    ``wide``: the page uses the window's width (wide tables), not the reading width."""
+    ``itables`` (``{placeholder id: tables.table_spec}``, :func:`tables.page_assets`) and,
+    for a page ``current`` of the run folder ``run_dir``, the navigation bar
+    (:func:`chrome.decorate`). ``wide``: no width cap (pages of wide tables)."""
+    from saf_utils.reporting import chrome
     from saf_utils.reporting.tables import page_assets
 
     scrub = PathScrubber.for_run(run_dir)
     js = f"<script>{script}</script>" if script else ""
     js += page_assets(itables or {}, scrub)
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+    text = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>{esc(scrub(title))}</title><style>{CSS}</style></head>"
             f"<body{BODY_WIDE if wide else ''}>\n"
             f"{clean_html(scrub(body))}\n{js}</body></html>\n")
+    if run_dir is not None and current:
+        text = chrome.decorate(text, Path(run_dir), current)
+    return text
 
 
 _EXTERNAL = re.compile(
@@ -126,6 +132,9 @@ OFFLINE_TEMPLATE = """{%- extends 'index.html.j2' -%}
 <pre>{{ output.data['text/vnd.mermaid'] | escape_html }}</pre>
 {%- endblock data_mermaid %}
 """
+from saf_utils.reporting.chrome import TEMPLATE_BLOCKS as _CHROME_BLOCKS  # noqa: E402
+
+OFFLINE_TEMPLATE += _CHROME_BLOCKS  # each code cell folded (a click shows it)
 
 
 def render_notebook(ipynb: Path, hide_code: bool = False) -> Path:
@@ -145,6 +154,7 @@ def render_notebook(ipynb: Path, hide_code: bool = False) -> Path:
     import nbformat
     from nbconvert import HTMLExporter
 
+    from saf_utils.reporting import chrome
     from saf_utils.reporting.tables import extract as extract_tables
     from saf_utils.reporting.tables import page_assets
 
@@ -160,13 +170,15 @@ def render_notebook(ipynb: Path, hide_code: bool = False) -> Path:
     exporter.exclude_input = hide_code
     exporter.exclude_input_prompt = hide_code
     specs = extract_tables(nb)
-    body, _ = exporter.from_notebook_node(scrub.notebook(nb),
-                                          resources={"metadata": {"name": ipynb.stem}})
+    found = chrome.collect_warnings(scrub.notebook(nb))  # stderr: one folded box on top
+    body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": ipynb.stem}})
     body = scrub(strip_external(body), generic=False)
+    body = body.replace("<main>", "<main>" + chrome.warnings_box(found), 1)
     if specs:  # the project's own table script and the escaped table data, after sanitising
         head, tail = body.rsplit("</body>", 1)
         body = head + page_assets(specs, scrub) + "</body>" + tail
-    return write_text(ipynb.with_suffix(".html"), body)
+    out = ipynb.with_suffix(".html")
+    return write_text(out, chrome.decorate(body, ipynb.parent, out.name))
 
 
 # ------------------------------------------------------------------ headline tables
@@ -763,6 +775,8 @@ def write_index(run_dir: Path, manifest: dict, records: list[dict],
                 example_links: list[tuple[str, str]] = ()) -> Path:
     """``index.html``: the headline page of a run (result records only); ``example_links``:
     ``(file, what)`` of the run's example pages."""
+    from saf_utils.reporting import chrome
+
     git = manifest.get("git") or {}
     status = manifest.get("status", "?")
     nb_rows = []
@@ -829,7 +843,10 @@ for that split (hover for how). Only <code>result</code> records are
 shown; analysis and tuning records are in metrics.json and the notebooks. Published numbers
 are quoted inside the notebooks, never here.</p>"""
     return write_text(run_dir / "index.html", page(f"Run {manifest.get('run', run_dir.name)}",
-                                                   body + data_table(manifest), run_dir=run_dir))
+                                                   body + chrome.downloads_section(
+                                                       run_dir, records) + data_table(manifest),
+                                                   run_dir=run_dir,
+                                                   current="index.html"))
 
 
 def data_table(manifest: dict) -> str:
@@ -944,7 +961,8 @@ shows columns (<code>subset</code>, <code>ci_low</code>, <code>ci_high</code> an
 {_tables_placeholder("results", spec)}"""
     return write_text(run_dir / "results.html",
                       page(f"Results {manifest.get('run', run_dir.name)}", body,
-                           run_dir=run_dir, itables={"results": spec}, wide=True))
+                           run_dir=run_dir, itables={"results": spec}, current="results.html",
+                           wide=True))
 
 
 def _tables_placeholder(table_id: str, spec: dict) -> str:

@@ -169,7 +169,7 @@ def write_reports(run_dir: Path, manifest: dict[str, Any]) -> None:
     Records come from each notebook's latest execution; a bad records line is skipped and
     counted; every record carries ``notebook_status`` (its notebook's status).
     """
-    from saf_utils.reporting import examples, pages
+    from saf_utils.reporting import chrome, examples, metric_cards, pages
 
     latest = _latest(manifest)
     status = {n["name"]: n["status"] for n in latest}
@@ -206,6 +206,8 @@ def write_reports(run_dir: Path, manifest: dict[str, Any]) -> None:
     examples.write_examples(run_dir, manifest, records)  # before the index, which links them
     pages.write_index(run_dir, manifest, records, examples.example_pages(run_dir))
     pages.write_results(run_dir, manifest, records)
+    metric_cards.write_cards(run_dir / chrome.CARDS_PAGE, run_dir)
+    chrome.refresh(run_dir)  # every page's navigation bar lists the pages there are now
 
 
 def _archive_previous(run_dir: Path, name: str, manifest: dict) -> str | None:

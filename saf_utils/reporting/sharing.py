@@ -1,5 +1,6 @@
 """Pages you can share: escape what comes from data or a run, sanitise HTML, hide local paths.
 
+- :func:`listing` writes a dict or list as plain text (``a 1, b 2``) for printed output.
 - :func:`esc` (HTML) and :func:`md` (Markdown) escape every value that comes from the data or
   a run (answers, feedback, questions, error classes, system, run and file names) where it
   meets markup; notebooks use ``md`` inside ``Markdown(...)``.
@@ -21,6 +22,8 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+from saf_utils.text import listing  # noqa: F401  (notebooks import it from here)
 
 # ------------------------------------------------------------------ escaping
 # ASCII punctuation that Markdown (CommonMark, GFM tables, nbconvert's $math$, autolinks) may

@@ -20,8 +20,10 @@ refused here and deleted in the initialiser.
 from __future__ import annotations
 
 import base64
+import html
 import json
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from pathlib import Path
@@ -31,10 +33,21 @@ from saf_utils.reporting.sharing import esc
 
 MIME = "application/vnd.saf-utils.itable+json"
 INIT_MIME = "application/vnd.saf-utils.itables-init+json"
-WRAP_CSS = (".saf-wrap{white-space:pre-wrap!important;min-width:14em;max-width:42em}"
+#: Layout as in JupyterLab (itables' own table style, which the page's initialiser does not
+#: get): columns sized to their content (``table-layout:auto``; texts on one line), the
+#: ``wrap`` columns at the readable width :func:`wrap_width` gives them (texts wrapped, their
+#: line breaks kept), and a horizontal scroll inside the table, never across the page.
+WRAP_CSS = (".dataTable{table-layout:auto!important;width:auto!important;margin:0!important}"
+            ".dt-layout-table>.dt-layout-cell{overflow-x:auto;max-width:100%}"
+            ".dataTable thead th,.dataTable tbody td,.dataTable tfoot th{white-space:nowrap}"
+            ".dataTable td.saf-wrap{white-space:pre-wrap!important;overflow-wrap:anywhere}"
             ".dataTable tbody td{vertical-align:top!important}"
+            ".dataTable caption{text-align:left!important;font-weight:600}"
             ".dataTable tbody td:not(.dt-type-numeric),.dataTable thead th:not(.dt-type-numeric)"
             "{text-align:left!important}")
+#: Line length (characters) of a wrapped column: at most this, fewer for shorter texts.
+WRAP_CHARS = 48
+
 _INITIALISED = False
 
 
@@ -55,19 +68,39 @@ def _options(df: Any, caption: str | None, wrap: Iterable[str], filters: bool,
     opts: dict[str, Any] = {
         "caption": caption, "classes": "display compact cell-border", "maxBytes": 0,
         "maxColumns": 0, "showIndex": False, "format_floats_in_python": False,
-        "pageLength": page_length, "lengthMenu": [5, 10, 25, 100, -1],
+        "pageLength": page_length, "lengthMenu": [5, 10, 25, 100, -1], "autoWidth": False,
         "css": WRAP_CSS, "allow_html": False,
         "layout": {"topStart": "pageLength", "topEnd": "search",
                    "bottomStart": "info", "bottomEnd": "paging"},
     }
-    if hideable:
-        opts["layout"]["top2Start"] = {"buttons": ["colvis"]}
+    opts["layout"]["top2Start"] = {"buttons": (["colvis"] if hideable else [])
+                                   + [csv_button(caption)]}
     if filters:  # below the table: the header keeps the column names (sorting, colvis menu)
         opts["column_filters"] = "footer"
     if wrap_idx:
-        opts["columnDefs"] = [{"targets": wrap_idx, "className": "saf-wrap", "width": "18em"}]
+        opts["columnDefs"] = [{"targets": [i], "className": "saf-wrap",
+                               "width": wrap_width(df[df.columns[i]], cols[i])}
+                              for i in wrap_idx]
     opts.update(options)
     return opts
+
+
+def csv_button(caption: str | None) -> dict[str, Any]:
+    """DataTables Buttons' CSV export (bundled with itables, no network): the rows the
+    filters leave, every column, the file named after the caption."""
+    name = re.sub(r"[^a-z0-9]+", "-", html.unescape(caption or "table").lower()).strip("-")
+    return {"extend": "csvHtml5", "text": "Download CSV", "filename": name[:60] or "table",
+            "titleAttr": "the rows shown by the filters, all columns", "footer": False}
+
+
+def wrap_width(values: Iterable[Any], header: str, chars: int = WRAP_CHARS) -> str:
+    """A wrapped column's width (CSS ``em``): its longest line or header, at most ``chars``
+    characters (about 0.55 em each), so short texts are not stretched and long ones wrap at a
+    readable line length."""
+    longest = max((len(line) for v in values if isinstance(v, str) for line in v.splitlines()),
+                  default=0)
+    n = min(max(longest, len(header) + 2, 8), chars)
+    return f"{n * 0.55 + 1:.1f}em"
 
 
 def table_spec(df: Any, caption: str | None = None, wrap: Iterable[str] = (),
@@ -77,13 +110,32 @@ def table_spec(df: Any, caption: str | None = None, wrap: Iterable[str] = (),
     from itables.javascript import get_itables_extension_arguments
 
     opts = _options(df, caption, wrap, filters, hideable, page_length, options)
-    dt_args, other = get_itables_extension_arguments(_prepare(df), **opts)
+    df = _prepare(df)
+    dt_args, other = get_itables_extension_arguments(df, **opts)
+    dt_args["data_json"] = _keep_line_breaks(df, dt_args["data_json"])
     if dt_args.get("keys_to_be_evaluated"):
         raise ValueError("interactive tables carry no JavaScript code: "
                          f"{dt_args['keys_to_be_evaluated']}")
     if other.get("caption"):
         dt_args["caption"] = esc(other["caption"])
     return {"dt_args": dt_args, "classes": other["classes"], "rows": len(df)}
+
+
+def _keep_line_breaks(df: Any, data_json: str) -> str:
+    """itables formats text cells with pandas, which writes a line break as the two
+    characters ``\\n``; text cells are put back as the escaped text itself (its line breaks
+    show as lines in a wrapped column)."""
+    rows = json.loads(data_json)
+    for j, col in enumerate(df.columns):
+        values = df[col].tolist()
+        if df[col].dtype.kind != "O" or not any(isinstance(v, str) and ("\n" in v or "\t" in v
+                                                                     or "\r" in v)
+                                                 for v in values):
+            continue
+        for row, v in zip(rows, values, strict=True):
+            if isinstance(v, str):
+                row[j] = v.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return json.dumps(rows, allow_nan=False)
 
 
 @lru_cache(maxsize=1)
@@ -163,6 +215,47 @@ document.documentElement.dataset.safTables='ready';
 """
 
 
+def page_layout(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """``spec`` with the page's layout: no measured column widths (``autoWidth`` off) and each
+    wrapped column at :func:`wrap_width` of its cells. Applied when a page is written, so a
+    notebook executed by an older version renders with the current layout too."""
+    args = dict(spec["dt_args"])
+    rows = json.loads(args.get("data_json") or "[]")
+    head = re.findall(r"<th[^>]*>(.*?)</th>", args.get("table_html", ""), re.S)
+    defs = []
+    for d in args.get("columnDefs") or []:
+        if d.get("className") == "saf-wrap":
+            for i in d.get("targets") or []:
+                values = [html.unescape(r[i]) for r in rows if i < len(r) and isinstance(r[i], str)]
+                name = html.unescape(re.sub("<[^>]+>", "", head[i])) if i < len(head) else ""
+                defs.append({**d, "targets": [i], "className": f"saf-wrap saf-col{i}",
+                             "width": wrap_width(values, name)})
+        else:
+            defs.append(d)
+    if defs:
+        args["columnDefs"] = defs
+    args["autoWidth"] = False
+    layout = dict(args.get("layout") or {})
+    buttons = list((layout.get("top2Start") or {}).get("buttons") or [])
+    if not any(isinstance(b, dict) and b.get("extend") == "csvHtml5" for b in buttons):
+        caption = re.sub("<[^>]+>", "", str(args.get("caption") or ""))
+        layout["top2Start"] = {"buttons": [*buttons, csv_button(caption)]}
+        args["layout"] = layout
+    return {**spec, "dt_args": args}
+
+
+def _layout_css(table_id: str, spec: Mapping[str, Any]) -> str:
+    """The wrapped columns' widths as CSS (``min-width`` on their cells: the table scrolls
+    instead of squeezing them)."""
+    out = []
+    for d in spec["dt_args"].get("columnDefs") or []:
+        m = re.fullmatch(r"saf-wrap saf-col(\d+)", str(d.get("className")))
+        if m and re.fullmatch(r"\d+(\.\d+)?em", str(d.get("width"))):
+            out.append(f"#{esc(table_id)} .saf-col{m.group(1)}{{min-width:{d['width']};"
+                       f"width:{d['width']}}}")
+    return "".join(out)
+
+
 def page_assets(specs: Mapping[str, Mapping[str, Any]],
                 scrub: Callable[[str], str] = lambda s: s) -> str:
     """The HTML appended to a page with interactive tables: the data (JSON, paths scrubbed,
@@ -173,20 +266,20 @@ def page_assets(specs: Mapping[str, Mapping[str, Any]],
     bundle = _bundle_path()
     src = base64.b64encode(bundle.read_bytes()).decode("ascii")
     css = bundle.with_suffix(".css").read_text(encoding="utf-8").replace("</", "<\\/")
+    specs = {k: page_layout(v) for k, v in specs.items()}
     data = scrub(json.dumps(specs, ensure_ascii=False))
+    widths = "".join(_layout_css(k, v) for k, v in specs.items())
     return (f'<div hidden id="saf-itables-data">{esc(data)}</div>'
             f'<div hidden id="saf-itables-src">{src}</div>'
-            f"<style>{css}\n{WRAP_CSS}\n.saf-itable{{margin:.6em 0}}"
-            ".dt-container .dt-search input,tfoot input{max-width:10em}</style>"
+            f"<style>{css}\n{WRAP_CSS}\n{widths}\n.saf-itable{{margin:.6em 0}}"
+            ".dt-container .dt-search input{max-width:10em}"
+            "tfoot input{width:100%;min-width:3em;box-sizing:border-box}</style>"
             f'<script type="module">{INIT_JS}</script>')
 
 
 def read_page_tables(text: str) -> dict[str, dict]:
     """The table specs embedded in a page by :func:`page_assets` (``{}`` if none), with each
     table's rows decoded under ``"data"`` (for tests and tools)."""
-    import html
-    import re
-
     m = re.search(r'<div hidden id="saf-itables-data">(.*?)</div>', text, re.S)
     if not m:
         return {}

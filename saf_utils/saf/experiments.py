@@ -43,6 +43,7 @@ from saf_utils.saf import evaluation as EV
 from saf_utils.saf import formats as S
 from saf_utils.saf import systems as SY
 from saf_utils.saf.data import load_saf, saf_dataset_name
+from saf_utils.text import listing
 
 TASK = "saf"
 #: Splits the experiment functions evaluate on (those present in the dataset).
@@ -533,7 +534,7 @@ def run_cross_encoder(data: SAFData, cross_encoder: Mapping[str, Any],
     best = table.sort_values("macro_f1", ascending=False, kind="stable").iloc[0]
     config = {"learning_rate": float(best.learning_rate), "epochs": int(best.epochs),
               "order": best.order, "include_question": bool(best.include_question)}
-    log(f"[cross_encoder] chosen on validation: {config}")
+    log(f"[cross_encoder] chosen on validation: {listing(config)}")
     # The first seed's model is the chosen grid run after the chosen epoch (constant
     # learning rate: the same model as a fresh run of that many epochs); only the other
     # seeds are trained again.

@@ -1,0 +1,61 @@
+"""The metric cards page: every registered metric (:data:`saf_utils.metrics.spec.METRICS`)
+with its definition, range, direction, implementation and reference, generated from those
+entries (no hand-written HTML per metric). Table headers that name a metric link to
+``metric-cards.html#<name>`` (:func:`saf_utils.reporting.chrome.link_metric_headers`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from saf_utils.metrics.spec import METRICS, Metric
+from saf_utils.reporting.sharing import esc
+
+FIELDS = ("definition", "range", "direction", "implementation", "reference")
+
+
+def card(m: Metric, used: bool = False) -> str:
+    """One metric as a card (an ``id`` of its name for links)."""
+    rows = "".join(f"<tr><th>{esc(f)}</th><td>{esc(getattr(m, f) or '—')}</td></tr>"
+                   for f in FIELDS)
+    tag = ' <small class="note">(in this run)</small>' if used else ""
+    return (f'<div class="card" id="{esc(m.name)}"><h3><code>{esc(m.name)}</code> '
+            f"<small>{esc(m.description)}</small>{tag}</h3><table>{rows}</table></div>")
+
+
+def cards_body(used: set[str] = frozenset()) -> str:
+    """Every registered metric, those recorded in the run first, then the rest, by name."""
+    order = sorted(METRICS.values(), key=lambda m: (m.name not in used, m.name))
+    summary = "".join(
+        f'<tr><td><a href="#{esc(m.name)}">{esc(m.name)}</a></td><td>{esc(m.range)}</td>'
+        f"<td>{esc(m.direction)}</td><td>{esc(m.description)}</td></tr>" for m in order)
+    return ("<h1>Metric cards</h1><p>Every metric the collection registers "
+            "(<code>saf_utils/metrics/spec.py</code>, which also gives the pages their "
+            "direction and scale). Metrics recorded in this run come first. A metric not "
+            "listed here is shown as higher-is-better on no fixed range.</p>"
+            "<h2 id=\"summary\">Summary</h2><table><thead><tr><th>metric</th><th>range</th>"
+            f"<th>direction</th><th>in short</th></tr></thead><tbody>{summary}</tbody></table>"
+            "<h2 id=\"cards\">Cards</h2>" + "".join(card(m, m.name in used) for m in order))
+
+
+def recorded_metrics(run_dir: Path | None) -> set[str]:
+    """Metric names of the run's records (``metrics.json``; empty when absent)."""
+    if run_dir is None:
+        return set()
+    try:
+        records = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))["records"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return set()
+    return {str(r.get("metric")) for r in records if isinstance(r, dict)}
+
+
+def write_cards(path: Path, run_dir: Path | None = None) -> Path:
+    """Write the cards page (with the run's navigation bar when ``run_dir`` is given)."""
+    from saf_utils.reporting.manifest import write_text
+    from saf_utils.reporting.pages import page
+
+    css = ("<style>.card{margin:1em 0}.card table th{width:9em;background:#f6f6f6}"
+           ".card h3{margin-bottom:.2em}</style>")
+    text = page("Metric cards", cards_body(recorded_metrics(run_dir)), run_dir=run_dir,
+                current=path.name)
+    return write_text(path, text.replace("</head>", css + "</head>", 1))

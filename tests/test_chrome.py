@@ -1,0 +1,125 @@
+"""The chrome of a run's pages without a browser: navigation bar, table of contents, folded
+code, the warnings box, metric cards and their header links, downloads."""
+
+from __future__ import annotations
+
+import json
+
+import nbformat
+import pytest
+
+from saf_utils.metrics.spec import METRICS
+from saf_utils.reporting import chrome, metric_cards, pages
+from saf_utils.reporting.sharing import listing
+from tests.test_sharing import PAYLOADS, unsafe_markup
+
+
+def _run(tmp_path, notebooks=("01_a", "02_b")):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "manifest.json").write_text(json.dumps(
+        {"run": "r<1>", "notebooks": [{"name": n} for n in notebooks]}))
+    return run
+
+
+def test_bar_links_every_page_of_the_run_and_is_replaced_not_repeated(tmp_path):
+    run = _run(tmp_path)
+    (run / "01_a.html").write_text("<html><body><h1 id='t'>T</h1><h2 id='x'>X &amp; Y</h2>"
+                                   "<h2>no id</h2></body></html>")
+    text = chrome.decorate((run / "01_a.html").read_text(), run, "01_a.html")
+    assert text.count(chrome.START) == 1 and "Run r&lt;1&gt;" in text
+    assert '<span class="here" title="01_a">01</span>' in text  # current page: not a link
+    assert '<span class="pending" title="02_b (not rendered)">02</span>' in text
+    assert '<a href="index.html">index</a>' in text and chrome.CARDS_PAGE in text
+    assert '<a href="#x">X &amp; Y</a>' in text and "no id" not in text.split(chrome.END)[0]
+    (run / "02_b.html").write_text("<html><body></body></html>")
+    (run / "compare-base.html").write_text("<html><body></body></html>")
+    again = chrome.decorate(text, run, "01_a.html")
+    assert again.count(chrome.START) == 1 and again.count("<nav") == 1
+    assert '<a href="02_b.html" title="02_b">02</a>' in again
+    assert '<a href="compare-base.html" title="compare-base">base</a>' in again
+
+
+def test_refresh_writes_the_cards_and_decorates_every_page(tmp_path):
+    run = _run(tmp_path)
+    for name in ("index.html", "01_a.html"):
+        (run / name).write_text("<html><body><p>x</p></body></html>")
+    metric_cards.write_cards(run / chrome.CARDS_PAGE, run)
+    chrome.refresh(run)
+    assert chrome.START in (run / "index.html").read_text()
+    cards = (run / chrome.CARDS_PAGE).read_text()
+    assert all(f'id="{m}"' in cards for m in METRICS) and "Run r&lt;1&gt;" in cards
+    assert not unsafe_markup(cards)
+
+
+def test_metric_cards_carry_every_field_from_the_spec():
+    for m in METRICS.values():
+        assert m.definition and m.implementation and m.reference, m.name
+    body = metric_cards.cards_body({"fact_f1"})
+    assert body.index('id="fact_f1"') < body.index('id="accuracy"')  # the run's metrics first
+    card = metric_cards.card(METRICS["mse"])
+    assert "lower is better" in card and "0 or more" in card and "score_mse" in card
+
+
+def test_table_headers_that_name_a_metric_link_to_its_card():
+    text = chrome.link_metric_headers("<th>fact_f1</th><th>fact_f1_x</th><th>system</th>"
+                                      "<th>bertscore_f1 (0-1)</th><td>accuracy</td>")
+    assert '<th><a class="saf-metric" href="metric-cards.html#fact_f1"' in text
+    assert "<th>fact_f1_x</th>" in text and "<td>accuracy</td>" in text
+    assert 'href="metric-cards.html#bertscore_f1"' in text
+
+
+def _notebook(path):
+    nb = nbformat.v4.new_notebook()
+    head = nbformat.v4.new_markdown_cell("# Title\n## Data")
+    code = nbformat.v4.new_code_cell("x = 1\nprint(x)", execution_count=1)
+    code.outputs = [nbformat.v4.new_output("stream", name="stderr",
+                                           text=f"warn {PAYLOADS[0]} {path.parent}/f.py\n"),
+                    nbformat.v4.new_output("stream", name="stdout", text="1\n")]
+    again = nbformat.v4.new_code_cell("y = 2", execution_count=2)
+    again.outputs = [nbformat.v4.new_output("stream", name="stderr",
+                                            text=f"warn {PAYLOADS[0]} {path.parent}/f.py\n"),
+                     nbformat.v4.new_output("stream", name="stderr", text="50%\r100%\n")]
+    nb.cells = [head, code, again]
+    nbformat.write(nb, path)
+
+
+@pytest.mark.slow  # two nbconvert renders (~2-5 s)
+def test_notebook_page_folds_code_and_collects_warnings_into_one_box(tmp_path):
+    run = _run(tmp_path, ("01_a",))
+    _notebook(run / "01_a.ipynb")
+    text = pages.render_notebook(run / "01_a.ipynb").read_text()
+    assert text.count('<details class="saf-code">') == 2 and "saf-code-toggle" in text
+    assert text.count('<details class="saf-warnings">') == 1
+    box = text.split('<details class="saf-warnings">')[1].split("</details>")[0]
+    assert "warnings (3 messages" in box and "(2×)" in box and "Data (cell 1)" in box
+    assert "100%" in box and "50%" not in box  # a progress bar: its last state
+    assert "$RUN/f.py" in box and str(run) not in text and not unsafe_markup(text)
+    assert 'data-mime-type="application/vnd.jupyter.stderr"' not in text  # none in the cells
+    assert '<a href="#Title">Title</a>' in text  # contents menu
+    hidden = pages.render_notebook(run / "01_a.ipynb", hide_code=True).read_text()
+    assert 'class="saf-code"' not in hidden and "print(x)" not in hidden
+
+
+def test_downloads_link_each_tasks_predictions_and_item_scores(tmp_path):
+    run = _run(tmp_path)
+    (run / "02_b").mkdir()
+    for f in ("predictions_test.jsonl", "items.jsonl", "records.jsonl"):
+        (run / "02_b" / f).write_text("{}\n")
+    (run / "01_a").mkdir()
+    (run / "01_a" / "items.jsonl").write_text("{}\n")
+    records = [{"task": "saf", "notebook": "02_b", "kind": "result"},
+               {"task": "other", "notebook": "01_a", "kind": "result"},
+               {"task": "saf", "notebook": "01_a", "kind": "result", "system": "data"}]
+    html = chrome.downloads_section(run, records)
+    assert '<a href="02_b/predictions_test.jsonl">' in html and "02_b/items.jsonl" in html
+    assert "records.jsonl" not in html
+    saf_row = html.split("<td>saf</td>")[1].split("</tr>")[0]
+    assert "01_a" not in saf_row  # 01's data counts are not the task's predictions
+    assert "<td>other</td>" in html  # a task with per-item scores only
+
+
+def test_listing_prints_collections_for_people():
+    assert listing({"fold 0": "bm25", "n": 0.123456}) == "fold 0 bm25, n 0.123"
+    assert listing(["a", "b"]) == "a, b" and listing([]) == "" and listing(None) == "none"
+    assert listing({"names": ["x", "y"], "C": 1.0}) == "names [x, y], C 1"
