@@ -131,7 +131,8 @@ def test_real_release_anomalies_load_and_are_counted(tmp_path):
                  if s["path"] == str((root / "train.jsonl").resolve()))
     assert entry["rows"] == 5
     assert entry["anomalies"] == {"empty_answer": 1, "label_score_mismatch": 1,
-                                  "leak_answer_in_train": 0, "leak_question_seen": 0}
+                                  "leak_answer_in_train": 0, "leak_question_seen": 0,
+                                  "extra_column": 0}
     assert entry["anomaly_ids"] == {"empty_answer": ["t2"], "label_score_mismatch": ["t4"]}
 
 
@@ -142,6 +143,48 @@ def test_strict_turns_anomalies_into_errors(tmp_path):
     assert ("train.jsonl [train] row 4 (id=t4), column 'verification_feedback': label 'Correct' "
             "inconsistent with score 0.75") in msg
     assert "strict=True" in msg
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "hub"])
+def test_extra_columns_are_counted_not_dropped_silently(tmp_path, fmt):
+    frames = _frames()
+    frames["train"]["grader"] = ["a", None, "c", "d", "e"]
+    frames["train"]["note"] = "x"
+    frames["validation"]["grader"] = "b"
+    if fmt == "jsonl":
+        root = _write_jsonl(tmp_path / fmt, frames)
+    elif fmt == "hub":
+        root = _write_hub(tmp_path / fmt, frames, shards=2)
+    else:
+        root = tmp_path / fmt
+        root.mkdir()
+        for split, df in frames.items():
+            df.to_csv(root / f"{split}.csv", index=False)
+    per_file = 2 if fmt == "hub" else 1  # one anomaly per file (shard) and column
+    with pytest.warns(SAFDataWarning, match=f"train: {2 * per_file} extra_column"):
+        ds, report = load_saf(root, return_report=True)
+    assert "grader" not in ds["train"].column_names
+    row = report.set_index(["split", "kind"]).loc[("train", "extra_column")]
+    assert row["count"] == 2 * per_file and sorted(set(row.ids)) == ["grader", "note"]
+    assert report.set_index(["split", "kind"]).loc[("validation", "extra_column"), "ids"] == [
+        "grader"] * per_file
+    name = "train-00000-of-00002.parquet" if fmt == "hub" else f"train.{fmt}"
+    path = root / ("data" if fmt == "hub" else "") / name
+    entry = next(s for s in provenance.data_sources() if s["path"] == str(path.resolve()))
+    assert entry["anomalies"]["extra_column"] == 2
+    assert sorted(entry["anomaly_ids"]["extra_column"]) == ["grader", "note"]
+    msg = _error(root, strict=True)
+    assert f"{path} [train]: column 'grader' is not a SAF column" in msg
+    assert "not loaded (" in msg and "(anomaly; strict=True)" in msg
+
+
+def test_validate_frame_counts_extra_columns_when_strict():
+    frame = _frames()["train"].assign(extra=1)
+    assert sdata.validate_saf_frame(frame, "train", "f.jsonl", strict=False) == []
+    msgs = sdata.validate_saf_frame(frame, "train", "f.jsonl", strict=True)
+    assert msgs == ["f.jsonl [train]: column 'extra' is not a SAF column (known: "
+                    f"{list(sdata.SAF_COLUMNS + sdata.SAF_OPTIONAL_COLUMNS)}); not loaded "
+                    "(5 of 5 cells filled)"]
 
 
 def test_clean_data_warns_nothing():

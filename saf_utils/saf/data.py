@@ -23,7 +23,9 @@ benchmarks/loader_bench.py and docs/data.md). Two kinds of findings:
   Partially correct strictly between), and **leakage by content** (text normalised with
   :func:`saf_utils.text.squash`, whatever the ids): a test answer to the same question as a
   train answer (``leak_answer_in_train``), a ``test_unseen_questions`` question also in
-  train or validation (``leak_question_seen``). They are loaded as they are (a missing
+  train or validation (``leak_question_seen``); and a column that is not a SAF column
+  (``extra_column``, one per file and column, its name as the id: not loaded, but never
+  dropped silently). They are loaded as they are (a missing
   answer becomes ``""``), counted per split and kind (``return_report=True``), written into
   the data-source entries of the run manifest (:func:`saf_utils.provenance.annotate`:
   ``rows``, ``anomalies`` and ``anomaly_ids`` per file), and announced with a
@@ -99,7 +101,7 @@ SAF_COLUMNS = (
 SAF_OPTIONAL_COLUMNS = ("error_class",)
 #: Content anomalies that are loaded and counted (``strict=True``: problems).
 SAF_ANOMALY_KINDS = ("empty_answer", "label_score_mismatch", "leak_answer_in_train",
-                     "leak_question_seen")
+                     "leak_question_seen", "extra_column")
 #: Test splits checked for answers also in train; and the split whose questions must be unseen.
 SAF_TEST_SPLITS = ("test_unseen_answers", "test_unseen_questions")
 #: Columns of the anomaly report (one row per loaded split and kind, zero counts included).
@@ -225,6 +227,24 @@ def _file_columns(split: str, parts: list[tuple[Path, pd.DataFrame]]) -> list[st
             problems.append(f"split '{split}': column '{col}' in {have} but not in {lack}; "
                             "the files of a split must have the same columns")
     return problems
+
+
+def _extra_columns(split: str, file: str, df: pd.DataFrame) -> list[dict[str, Any]]:
+    """``extra_column`` anomalies: columns of one file that are not SAF columns (not loaded).
+
+    One per file and column; ``id`` is the column name (``row`` None), the message says how
+    many non-missing cells are not loaded.
+    """
+    out = []
+    for col in df.columns:
+        if col in SAF_COLUMNS + SAF_OPTIONAL_COLUMNS or col in ("_file", "_row"):
+            continue
+        filled = int(df[col].notna().sum())
+        out.append({"kind": "extra_column", "id": str(col), "row": None, "file": file,
+                    "message": f"{file} [{split}]: column {show(str(col))} is not a SAF column "
+                               f"(known: {list(SAF_COLUMNS + SAF_OPTIONAL_COLUMNS)}); not "
+                               f"loaded ({filled} of {len(df)} cells filled)"})
+    return out
 
 
 @dataclass
@@ -652,8 +672,10 @@ def validate_saf_frame(df: pd.DataFrame, split: str, file: str, strict: bool = T
 
     Rows are numbered from 1 in file order; each message names file, split, row, id, column.
     """
+    extra = _extra_columns(split, file, df)
     df = df.reset_index(drop=True).assign(_file=file, _row=range(1, len(df) + 1))
     checked = _check_split(df, split, [file])
+    checked.anomalies[:0] = extra
     return checked.problems + ([a["message"] for a in checked.anomalies] if strict else [])
 
 
@@ -716,6 +738,7 @@ def load_saf(source: str | os.PathLike | None = None, splits: Iterable[str] | No
 
     frames: dict[str, pd.DataFrame] = {}
     registered: dict[str, list[tuple[str, str]]] = {}
+    extra: dict[str, list[dict[str, Any]]] = defaultdict(list)  # extra_column, per split
     root = Path(source).expanduser()
     if root.is_file():
         raise SAFDataError([folder_problem(root, "SAF data source", source)], source)
@@ -737,6 +760,8 @@ def load_saf(source: str | os.PathLike | None = None, splits: Iterable[str] | No
                 except SAFDataError as exc:
                     read_problems += exc.problems
             read_problems += _file_columns(split, parts)
+            for p, df in parts:
+                extra[split] += _extra_columns(split, str(p), df)
             if parts:
                 frames[split] = pd.concat(
                     [df.assign(_file=str(p), _row=range(1, len(df) + 1)) for p, df in parts],
@@ -769,6 +794,7 @@ def load_saf(source: str | os.PathLike | None = None, splits: Iterable[str] | No
                                 f"{list(hub)})"], source)
         for split in wanted:
             df = hub[split].to_pandas()
+            extra[split] += _extra_columns(split, f"hub:{source}", df)
             frames[split] = df.assign(_file=f"hub:{source}", _row=range(1, len(df) + 1))
             for cache in hub[split].cache_files:
                 register("saf", source, cache["filename"], split)
@@ -777,12 +803,15 @@ def load_saf(source: str | os.PathLike | None = None, splits: Iterable[str] | No
 
     checked = {split: _check_split(df, split, [label for label, _ in registered[split]])
                for split, df in frames.items()}
+    for split, found in extra.items():
+        checked[split].anomalies[:0] = found
     problems = [p for c in checked.values() for p in c.problems]
     problems += _id_type_problems(checked)
     if not problems:  # leakage compares clean texts only
         _leak_anomalies(checked)
     if strict:
-        problems += [a["message"] + " (content anomaly; strict=True)"
+        problems += [a["message"] + (" (anomaly; strict=True)" if a["kind"] == "extra_column"
+                                     else " (content anomaly; strict=True)")
                      for c in checked.values() for a in c.anomalies]
     problems += _cross_split_problems(checked)
     if problems:
