@@ -59,9 +59,16 @@ def read_utf8(path: Path, error: Callable[[str], Exception]) -> str:
                     f"offset {exc.start}; e.g. Latin-1); save it as UTF-8") from None
 
 
+#: One decoder for every call: ``json.loads(text, object_pairs_hook=...)`` builds a new
+#: ``JSONDecoder`` per call, which costs more than parsing a short JSONL line.
+_DECODER = json.JSONDecoder(object_pairs_hook=unique_keys)
+
+
 def load_json_text(text: str) -> Any:
     """``json.loads`` with :func:`unique_keys`; raises :class:`DuplicateKey` or ValueError."""
-    return json.loads(text, object_pairs_hook=unique_keys)
+    if text.startswith("\ufeff"):  # json.loads' own error for a byte-order mark
+        return json.loads(text, object_pairs_hook=unique_keys)
+    return _DECODER.decode(text)
 
 
 def _plain(value: Any) -> Any:

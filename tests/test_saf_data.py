@@ -187,6 +187,26 @@ def test_validate_frame_counts_extra_columns_when_strict():
                     "(5 of 5 cells filled)"]
 
 
+def test_jsonl_columns_get_the_dtypes_of_csv_and_parquet(tmp_path):
+    """Plain text and float columns take the column-wise checks (as CSV and parquet do);
+    integer ids (which may exceed 64 bits) and mixed columns stay as parsed."""
+    path = tmp_path / "train.jsonl"
+    rows = [{"id": 1, "t": "a", "f": 0.5, "m": "x", "n": None, "g": 0.5},
+            {"id": 2**70, "t": None, "f": 1.0, "m": 3, "n": None, "g": None}]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    df = sdata._read_jsonl(path)
+    assert isinstance(df["t"].dtype, pd.StringDtype) and df["t"].isna().tolist() == [False, True]
+    assert df["f"].dtype == float and df["f"].tolist() == [0.5, 1.0]
+    assert [df[c].dtype for c in ("id", "m", "n", "g")] == [object] * 4
+    assert df["id"].tolist() == [1, 2**70] and df["m"].tolist() == ["x", 3]
+    path.write_text('{"id": 1, "t": "a"}\n{"id": 2, "t": "b", "t": "c"}\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"line 2: duplicate key\(s\) \['t'\]"):
+        sdata._read_jsonl(path)
+    path.write_text('{"id": 1}\n{"id": 1' + "0" * 5000 + "}\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"line 2: not valid JSON \(Exceeds the limit"):
+        sdata._read_jsonl(path)
+
+
 def test_clean_data_warns_nothing():
     with warnings.catch_warnings():
         warnings.simplefilter("error", SAFDataWarning)

@@ -143,10 +143,36 @@ def _lines(text: str) -> Iterable[str]:
         start = end + 1
 
 
+def _typed(cells: list[Any]) -> pd.Series:
+    """A parsed JSONL column as CSV and parquet files give it, where that loses nothing.
+
+    Strings (and missing cells) become pandas' text dtype (pandas >= 3; through Arrow, the
+    fastest route) and floats ``float64`` (when none is missing: a missing score is shown as
+    ``None``), so that the column-wise checks apply; any other column (integers, which may
+    exceed 64 bits, mixed types) stays ``object``. The values are the same either way.
+    """
+    values = pd.Series(cells, dtype=object)
+    kind = pd.api.types.infer_dtype(values, skipna=True)
+    if kind == "floating" and not values.isna().any():
+        return values.astype(float)
+    if kind != "string":
+        return values
+    import pyarrow as pa
+
+    try:
+        text = pa.array(cells, type=pa.large_string()).to_pandas()
+    except (pa.ArrowException, UnicodeError):  # a NaN, a lone surrogate: checked cell by cell
+        return values
+    return text if isinstance(text.dtype, pd.StringDtype) else values
+
+
 def _read_jsonl(path: Path) -> pd.DataFrame:
-    """One object per line; every cell kept as parsed (object columns: no int64 overflow)."""
-    columns: dict[str, list[Any]] = {}
-    n = 0
+    """One object per line; every cell kept as parsed (object columns: no int64 overflow).
+
+    Plain text and float columns get the dtypes that CSV and parquet files give them
+    (:func:`_typed`).
+    """
+    records: list[dict[str, Any]] = []
     for line_no, line in enumerate(_lines(_utf8(path)), 1):
         if not line.strip():
             continue
@@ -159,14 +185,12 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
             raise ValueError(f"line {line_no}: not valid JSON ({clip(str(exc))})") from None
         if not isinstance(rec, dict):
             raise ValueError(f"line {line_no}: a JSON {type(rec).__name__}, not an object")
-        for key in rec:
-            if key not in columns:
-                columns[key] = [None] * n
-        for key, values in columns.items():
-            values.append(rec.get(key))
-        n += 1
-    return pd.DataFrame({c: pd.Series(v, dtype=object) for c, v in columns.items()},
-                        index=range(n))
+        records.append(rec)
+    names = dict.fromkeys(k for rec in records for k in rec)  # in order of first appearance
+    columns = {}
+    for name in names:
+        columns[name] = _typed([rec.get(name) for rec in records])
+    return pd.DataFrame(columns, index=range(len(records)))
 
 
 def _header(path: Path) -> list[str]:
