@@ -21,6 +21,7 @@ import pytest
 
 from saf_utils import provenance
 from saf_utils.saf import data as sdata
+from saf_utils.saf import data_files
 from saf_utils.saf.data import SAFDataError, SAFDataWarning, load_saf
 
 FIX = Path(__file__).parent / "fixtures"
@@ -194,17 +195,17 @@ def test_jsonl_columns_get_the_dtypes_of_csv_and_parquet(tmp_path):
     rows = [{"id": 1, "t": "a", "f": 0.5, "m": "x", "n": None, "g": 0.5},
             {"id": 2**70, "t": None, "f": 1.0, "m": 3, "n": None, "g": None}]
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
-    df = sdata._read_jsonl(path)
+    df = data_files._read_jsonl(path)
     assert isinstance(df["t"].dtype, pd.StringDtype) and df["t"].isna().tolist() == [False, True]
     assert df["f"].dtype == float and df["f"].tolist() == [0.5, 1.0]
     assert [df[c].dtype for c in ("id", "m", "n", "g")] == [object] * 4
     assert df["id"].tolist() == [1, 2**70] and df["m"].tolist() == ["x", 3]
     path.write_text('{"id": 1, "t": "a"}\n{"id": 2, "t": "b", "t": "c"}\n', encoding="utf-8")
     with pytest.raises(ValueError, match=r"line 2: duplicate key\(s\) \['t'\]"):
-        sdata._read_jsonl(path)
+        data_files._read_jsonl(path)
     path.write_text('{"id": 1}\n{"id": 1' + "0" * 5000 + "}\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"line 2: not valid JSON \(Exceeds the limit"):
-        sdata._read_jsonl(path)
+        data_files._read_jsonl(path)
 
 
 def test_clean_data_warns_nothing():
