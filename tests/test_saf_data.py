@@ -754,3 +754,17 @@ def test_checks_name_the_same_rows_in_every_format(tmp_path):
     strip = [line.split("[train]", 1)[1] for line in hub.splitlines()[1:]]
     assert strip == [line.split("[train]", 1)[1] for line in jsonl.splitlines()[1:]]
     assert len(strip) == 3
+
+
+def test_saf_loader_modules_are_small_and_keep_their_public_names():
+    """saf/data.py was split (data_schema, data_files, data_checks); what the package, the
+    notebooks and the benchmarks import from saf_utils.saf.data is still there."""
+    used = ("SAF_LABELS", "SAF_HUB_ID", "SAF_SPLITS", "SAF_ANOMALY_KINDS", "SAF_COLUMNS",
+            "SAF_OPTIONAL_COLUMNS", "REPORT_COLUMNS", "SAFDataError", "SAFDataWarning",
+            "load_saf", "looks_like_path", "saf_dataset_name", "validate_saf_frame")
+    assert [n for n in used if not hasattr(sdata, n)] == []
+    assert set(used) <= set(sdata.__all__)
+    folder = Path(sdata.__file__).parent
+    sizes = {p.name: len(p.read_text(encoding="utf-8").splitlines())
+             for p in folder.glob("data*.py")}
+    assert len(sizes) == 4 and max(sizes.values()) < 500, sizes
