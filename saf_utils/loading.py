@@ -65,10 +65,16 @@ _DECODER = json.JSONDecoder(object_pairs_hook=unique_keys)
 
 
 def load_json_text(text: str) -> Any:
-    """``json.loads`` with :func:`unique_keys`; raises :class:`DuplicateKey` or ValueError."""
-    if text.startswith("\ufeff"):  # json.loads' own error for a byte-order mark
+    """``json.loads`` with :func:`unique_keys`; raises :class:`DuplicateKey` or ValueError.
+
+    The same result and errors as ``json.loads``, faster for many short texts (JSONL lines):
+    a text that starts with a value is parsed by the shared decoder's ``raw_decode``; any
+    other (leading or trailing whitespace, a byte-order mark, extra data) by ``json.loads``.
+    """
+    if text[:1] in ("", " ", "\t", "\n", "\r", "\ufeff"):
         return json.loads(text, object_pairs_hook=unique_keys)
-    return _DECODER.decode(text)
+    value, end = _DECODER.raw_decode(text)
+    return value if end == len(text) else json.loads(text, object_pairs_hook=unique_keys)
 
 
 def _plain(value: Any) -> Any:

@@ -768,3 +768,21 @@ def test_saf_loader_modules_are_small_and_keep_their_public_names():
     sizes = {p.name: len(p.read_text(encoding="utf-8").splitlines())
              for p in folder.glob("data*.py")}
     assert len(sizes) == 4 and max(sizes.values()) < 500, sizes
+
+
+@pytest.mark.parametrize("text", ['{"a": 1}', ' {"a": 1} ', '{"a": 1}\r', '{"a": 1} x',
+                                  '{"a": 1, "a": 2}', '{"a": {"b": 1, "b": 2}}', '\ufeff{}', "",
+                                  "[1, 2]", '{"a": 1', "1" + "0" * 5000, '{"a": NaN}', "nul"])
+def test_the_fast_json_path_gives_json_loads_results_and_errors(text):
+    from saf_utils.loading import DuplicateKey, load_json_text, unique_keys
+
+    def outcome(parse):
+        try:
+            return "ok", parse(text)
+        except DuplicateKey as exc:
+            return "duplicate", exc.args
+        except ValueError as exc:
+            return type(exc).__name__, str(exc)
+
+    expected = outcome(lambda t: json.loads(t, object_pairs_hook=unique_keys))
+    assert outcome(load_json_text) == expected
