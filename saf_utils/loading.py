@@ -59,9 +59,22 @@ def read_utf8(path: Path, error: Callable[[str], Exception]) -> str:
                     f"offset {exc.start}; e.g. Latin-1); save it as UTF-8") from None
 
 
+#: One decoder for every call: ``json.loads(text, object_pairs_hook=...)`` builds a new
+#: ``JSONDecoder`` per call, which costs more than parsing a short JSONL line.
+_DECODER = json.JSONDecoder(object_pairs_hook=unique_keys)
+
+
 def load_json_text(text: str) -> Any:
-    """``json.loads`` with :func:`unique_keys`; raises :class:`DuplicateKey` or ValueError."""
-    return json.loads(text, object_pairs_hook=unique_keys)
+    """``json.loads`` with :func:`unique_keys`; raises :class:`DuplicateKey` or ValueError.
+
+    The same result and errors as ``json.loads``, faster for many short texts (JSONL lines):
+    a text that starts with a value is parsed by the shared decoder's ``raw_decode``; any
+    other (leading or trailing whitespace, a byte-order mark, extra data) by ``json.loads``.
+    """
+    if text[:1] in ("", " ", "\t", "\n", "\r", "\ufeff"):
+        return json.loads(text, object_pairs_hook=unique_keys)
+    value, end = _DECODER.raw_decode(text)
+    return value if end == len(text) else json.loads(text, object_pairs_hook=unique_keys)
 
 
 def _plain(value: Any) -> Any:

@@ -481,6 +481,40 @@ def test_paper_key_that_differs_from_its_title_is_a_counted_anomaly(tmp_path):
             "Legal Argument Mining'") in found["message"]
 
 
+def test_unknown_keys_of_a_pair_or_paper_are_counted_not_ignored(tmp_path):
+    root = _fixture_copy(tmp_path)
+
+    def add(ps):
+        _train_pair(ps, 1)["annotator"] = "A3"
+        next(iter(ps.values()))["venue"] = "ACL"
+
+    _edit(root, "fold_0_train.json", add)
+    with pytest.warns(ArgSciChatDataWarning, match="2 extra_key"):
+        fold, report = load_argscichat(root, fold=0, return_report=True)
+    found = [a for a in fold.anomalies if a["kind"] == "extra_key"]
+    assert [a["id"] for a in found] == ["7", "P_1"]
+    assert ("paper 'Memory Networks for Legal Argument Mining' (id 7): key(s) 'venue' not read "
+            "(a paper has ['id', 'title', 'content', 'message_pairs']); not loaded"
+            ) in found[0]["message"]
+    assert "(id 7), pair 'P_1': key(s) 'annotator' not read (a pair has ['id'," in found[1][
+        "message"]
+    row = report[(report.split == "train") & (report.kind == "extra_key")].iloc[0]
+    assert row["count"] == 2 and row.ids == ["7", "P_1"]
+    entry = _manifest_entry(root / "fold_0_train.json")
+    assert entry["anomalies"]["extra_key"] == 2 and entry["anomaly_ids"] == {
+        "extra_key": ["7", "P_1"]}
+    with pytest.raises(ArgSciChatDataError, match=r"2 content anomaly\(ies\) \(strict=True\)"):
+        load_argscichat(root, fold=0, strict=True)
+
+
+def test_intents_extra_columns_are_kept(tmp_path):
+    root = _fixture_copy(tmp_path)
+    (root / "intents.csv").write_text("Role,Message Number,Sentence Number,Sentence,Tag,Note\n"
+                                      "Proponent,0,0,Hi!,Intro,x\n", encoding="utf-8")
+    df = load_intents(root)
+    assert list(df.columns) == [*adata.INTENT_COLUMNS, "Note"] and df.Note.tolist() == ["x"]
+
+
 def test_paper_key_in_another_unicode_form_is_its_title(tmp_path):
     import unicodedata
 

@@ -21,6 +21,7 @@ import pytest
 
 from saf_utils import provenance
 from saf_utils.saf import data as sdata
+from saf_utils.saf import data_files
 from saf_utils.saf.data import SAFDataError, SAFDataWarning, load_saf
 
 FIX = Path(__file__).parent / "fixtures"
@@ -131,7 +132,8 @@ def test_real_release_anomalies_load_and_are_counted(tmp_path):
                  if s["path"] == str((root / "train.jsonl").resolve()))
     assert entry["rows"] == 5
     assert entry["anomalies"] == {"empty_answer": 1, "label_score_mismatch": 1,
-                                  "leak_answer_in_train": 0, "leak_question_seen": 0}
+                                  "leak_answer_in_train": 0, "leak_question_seen": 0,
+                                  "extra_column": 0}
     assert entry["anomaly_ids"] == {"empty_answer": ["t2"], "label_score_mismatch": ["t4"]}
 
 
@@ -142,6 +144,68 @@ def test_strict_turns_anomalies_into_errors(tmp_path):
     assert ("train.jsonl [train] row 4 (id=t4), column 'verification_feedback': label 'Correct' "
             "inconsistent with score 0.75") in msg
     assert "strict=True" in msg
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "hub"])
+def test_extra_columns_are_counted_not_dropped_silently(tmp_path, fmt):
+    frames = _frames()
+    frames["train"]["grader"] = ["a", None, "c", "d", "e"]
+    frames["train"]["note"] = "x"
+    frames["validation"]["grader"] = "b"
+    if fmt == "jsonl":
+        root = _write_jsonl(tmp_path / fmt, frames)
+    elif fmt == "hub":
+        root = _write_hub(tmp_path / fmt, frames, shards=2)
+    else:
+        root = tmp_path / fmt
+        root.mkdir()
+        for split, df in frames.items():
+            df.to_csv(root / f"{split}.csv", index=False)
+    per_file = 2 if fmt == "hub" else 1  # one anomaly per file (shard) and column
+    with pytest.warns(SAFDataWarning, match=f"train: {2 * per_file} extra_column"):
+        ds, report = load_saf(root, return_report=True)
+    assert "grader" not in ds["train"].column_names
+    row = report.set_index(["split", "kind"]).loc[("train", "extra_column")]
+    assert row["count"] == 2 * per_file and sorted(set(row.ids)) == ["grader", "note"]
+    assert report.set_index(["split", "kind"]).loc[("validation", "extra_column"), "ids"] == [
+        "grader"] * per_file
+    name = "train-00000-of-00002.parquet" if fmt == "hub" else f"train.{fmt}"
+    path = root / ("data" if fmt == "hub" else "") / name
+    entry = next(s for s in provenance.data_sources() if s["path"] == str(path.resolve()))
+    assert entry["anomalies"]["extra_column"] == 2
+    assert sorted(entry["anomaly_ids"]["extra_column"]) == ["grader", "note"]
+    msg = _error(root, strict=True)
+    assert f"{path} [train]: column 'grader' is not a SAF column" in msg
+    assert "not loaded (" in msg and "(anomaly; strict=True)" in msg
+
+
+def test_validate_frame_counts_extra_columns_when_strict():
+    frame = _frames()["train"].assign(extra=1)
+    assert sdata.validate_saf_frame(frame, "train", "f.jsonl", strict=False) == []
+    msgs = sdata.validate_saf_frame(frame, "train", "f.jsonl", strict=True)
+    assert msgs == ["f.jsonl [train]: column 'extra' is not a SAF column (known: "
+                    f"{list(sdata.SAF_COLUMNS + sdata.SAF_OPTIONAL_COLUMNS)}); not loaded "
+                    "(5 of 5 cells filled)"]
+
+
+def test_jsonl_columns_get_the_dtypes_of_csv_and_parquet(tmp_path):
+    """Plain text and float columns take the column-wise checks (as CSV and parquet do);
+    integer ids (which may exceed 64 bits) and mixed columns stay as parsed."""
+    path = tmp_path / "train.jsonl"
+    rows = [{"id": 1, "t": "a", "f": 0.5, "m": "x", "n": None, "g": 0.5},
+            {"id": 2**70, "t": None, "f": 1.0, "m": 3, "n": None, "g": None}]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    df = data_files._read_jsonl(path)
+    assert isinstance(df["t"].dtype, pd.StringDtype) and df["t"].isna().tolist() == [False, True]
+    assert df["f"].dtype == float and df["f"].tolist() == [0.5, 1.0]
+    assert [df[c].dtype for c in ("id", "m", "n", "g")] == [object] * 4
+    assert df["id"].tolist() == [1, 2**70] and df["m"].tolist() == ["x", 3]
+    path.write_text('{"id": 1, "t": "a"}\n{"id": 2, "t": "b", "t": "c"}\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"line 2: duplicate key\(s\) \['t'\]"):
+        data_files._read_jsonl(path)
+    path.write_text('{"id": 1}\n{"id": 1' + "0" * 5000 + "}\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"line 2: not valid JSON \(Exceeds the limit"):
+        data_files._read_jsonl(path)
 
 
 def test_clean_data_warns_nothing():
@@ -690,3 +754,35 @@ def test_checks_name_the_same_rows_in_every_format(tmp_path):
     strip = [line.split("[train]", 1)[1] for line in hub.splitlines()[1:]]
     assert strip == [line.split("[train]", 1)[1] for line in jsonl.splitlines()[1:]]
     assert len(strip) == 3
+
+
+def test_saf_loader_modules_are_small_and_keep_their_public_names():
+    """saf/data.py was split (data_schema, data_files, data_checks); what the package, the
+    notebooks and the benchmarks import from saf_utils.saf.data is still there."""
+    used = ("SAF_LABELS", "SAF_HUB_ID", "SAF_SPLITS", "SAF_ANOMALY_KINDS", "SAF_COLUMNS",
+            "SAF_OPTIONAL_COLUMNS", "REPORT_COLUMNS", "SAFDataError", "SAFDataWarning",
+            "load_saf", "looks_like_path", "saf_dataset_name", "validate_saf_frame")
+    assert [n for n in used if not hasattr(sdata, n)] == []
+    assert set(used) <= set(sdata.__all__)
+    folder = Path(sdata.__file__).parent
+    sizes = {p.name: len(p.read_text(encoding="utf-8").splitlines())
+             for p in folder.glob("data*.py")}
+    assert len(sizes) == 4 and max(sizes.values()) < 500, sizes
+
+
+@pytest.mark.parametrize("text", ['{"a": 1}', ' {"a": 1} ', '{"a": 1}\r', '{"a": 1} x',
+                                  '{"a": 1, "a": 2}', '{"a": {"b": 1, "b": 2}}', '\ufeff{}', "",
+                                  "[1, 2]", '{"a": 1', "1" + "0" * 5000, '{"a": NaN}', "nul"])
+def test_the_fast_json_path_gives_json_loads_results_and_errors(text):
+    from saf_utils.loading import DuplicateKey, load_json_text, unique_keys
+
+    def outcome(parse):
+        try:
+            return "ok", parse(text)
+        except DuplicateKey as exc:
+            return "duplicate", exc.args
+        except ValueError as exc:
+            return type(exc).__name__, str(exc)
+
+    expected = outcome(lambda t: json.loads(t, object_pairs_hook=unique_keys))
+    assert outcome(load_json_text) == expected

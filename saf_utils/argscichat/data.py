@@ -14,7 +14,8 @@ whose content sentences (normalised with :func:`saf_utils.text.squash`) appear i
 earlier split of the fold under another key or id (``leak_paper_content``, counted on the
 later split: train < val < test); a paper key that is not its title; facts and history
 facts found nowhere in the paper; history entries beyond the turns named by
-``history_ids``; history ids that name no pair. They are listed in
+``history_ids``; history ids that name no pair; keys of a paper or message pair that
+the loader does not read (``extra_key``). They are listed in
 ``ArgSciChatFold.anomalies``, written to the manifest's data sources, announced with an
 :class:`ArgSciChatDataWarning`, and an error with ``strict=True``.
 """
@@ -90,10 +91,11 @@ ARGSCICHAT_SHA256 = {
 #: fact (``history_facts``) found neither in the content nor in the title, or blank (dropped
 #: from ``fact_indexes`` / ``history_fact_indexes``); history entries found in none of the
 #: earlier turns named by ``history_ids`` (their messages and facts); a history id that names
-#: no pair of the paper.
+#: no pair of the paper; a paper or message pair with keys the loader does not read
+#: (``extra_key``, one per object, its paper or pair id as the id: never dropped silently).
 ARGSCICHAT_ANOMALY_KINDS = ("leak_paper_content", "paper_key_not_title", "fact_not_found",
                             "history_fact_not_found", "history_longer_than_ids",
-                            "history_id_unknown")
+                            "history_id_unknown", "extra_key")
 #: Columns of the anomaly report (one row per split and kind, zero counts included).
 ARGSCICHAT_REPORT_COLUMNS = ("fold", "split", "kind", "count", "ids", "files")
 INTENT_COLUMNS = ("Role", "Message Number", "Sentence Number", "Sentence", "Tag")
@@ -358,6 +360,17 @@ def _anomaly(kind: str, split: str, rid: str, paper_id: str, title: str, path: P
             "file": str(path), "message": message}
 
 
+def _extra_keys(what: str, obj: dict, known: Sequence[str]) -> str | None:
+    """A message when a paper or pair object has keys that the loader does not read."""
+    extra = [k for k in obj if k not in known]
+    if not extra:
+        return None
+    shown = ", ".join(show(k) for k in extra[:10]) + (
+        f" and {len(extra) - 10} more" if len(extra) > 10 else "")
+    return (f"{what}: key(s) {shown} not read (a {'paper' if known is _PAPER_KEYS else 'pair'} "
+            f"has {list(known)}); not loaded")
+
+
 def _history_anomalies(where: str, mp: dict, by_id: dict[str, dict], keys: dict[str, str]
                        ) -> list[tuple[str, str]]:
     """(kind, message) for history ids naming no pair of the paper, and for history entries
@@ -417,6 +430,10 @@ def _read_fold_file(path: Path, split: str, norms: dict[tuple[str, str], list[st
             raise ArgSciChatDataError(f"{at}: {what} as paper {show(other, 120)}; every paper "
                                       "has its own id")
         paper_ids[pkey] = (paper_id, title)
+        extra = _extra_keys(at, paper, _PAPER_KEYS)
+        if extra:
+            anomalies.append(_anomaly("extra_key", split, paper_id, paper_id, paper["title"],
+                                      path, extra))
         if identity_key(title) != identity_key(paper["title"]):
             anomalies.append(_anomaly(
                 "paper_key_not_title", split, paper_id, paper_id, paper["title"], path,
@@ -444,6 +461,10 @@ def _read_fold_file(path: Path, split: str, norms: dict[tuple[str, str], list[st
                 raise ArgSciChatDataError(f"{where}: {what} (also in paper {show(other, 120)})")
             seen[key] = (mp["id"], title)
             _check_pair(where, mp)
+            extra = _extra_keys(where, mp, _PAIR_KEYS)
+            if extra:
+                anomalies.append(_anomaly("extra_key", split, mp["id"], paper_id,
+                                          paper["title"], path, extra))
         by_id = {mp["id"]: mp for mp in mps}
         keys = {identity_key(i): i for i in by_id}
         for mp in mps:

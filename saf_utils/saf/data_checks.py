@@ -1,0 +1,399 @@
+"""SAF validation, column-wise: problems (errors) and anomalies (counted) of the splits.
+
+:func:`_check_split` checks one split (ids, texts, labels, scores), the cross-split checks
+compare ids and types between splits, :func:`_leak_anomalies` finds leakage by content, and
+:func:`_extra_columns` counts columns that are not loaded. See :mod:`saf_utils.saf.data`
+for what is a problem and what an anomaly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from saf_utils.loading import (
+    clash_message,
+    describe,
+    id_clashes,
+    id_key,
+    id_keys,
+    is_int64,
+    show,
+    show_id,
+)
+from saf_utils.saf.data_schema import (
+    _REQUIRED_TEXT,
+    REPORT_COLUMNS,
+    SAF_ANOMALY_KINDS,
+    SAF_COLUMNS,
+    SAF_LABELS,
+    SAF_OPTIONAL_COLUMNS,
+    SAF_TEST_SPLITS,
+)
+from saf_utils.text import is_blank, squash
+
+
+def _isna(value: Any) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+
+
+def _extra_columns(split: str, file: str, df: pd.DataFrame) -> list[dict[str, Any]]:
+    """``extra_column`` anomalies: columns of one file that are not SAF columns (not loaded).
+
+    One per file and column; ``id`` is the column name (``row`` None), the message says how
+    many non-missing cells are not loaded.
+    """
+    out = []
+    for col in df.columns:
+        if col in SAF_COLUMNS + SAF_OPTIONAL_COLUMNS or col in ("_file", "_row"):
+            continue
+        filled = int(df[col].notna().sum())
+        out.append({"kind": "extra_column", "id": str(col), "row": None, "file": file,
+                    "message": f"{file} [{split}]: column {show(str(col))} is not a SAF column "
+                               f"(known: {list(SAF_COLUMNS + SAF_OPTIONAL_COLUMNS)}); not "
+                               f"loaded ({filled} of {len(df)} cells filled)"})
+    return out
+
+
+@dataclass
+class _Checked:
+    """One split after validation: its kept columns, problems, and counted anomalies.
+
+    ``frame`` holds the kept columns (blank answers as ``""``, ``score`` as float); ``ids``,
+    ``files`` and ``rows`` give each row's id, file and 1-based row number in that file.
+    """
+
+    frame: pd.DataFrame
+    ids: list[Any]
+    keys: list[Any]  # the ids' identity (saf_utils.loading.id_key)
+    files: np.ndarray
+    rows: np.ndarray
+    problems: list[str]
+    anomalies: list[dict[str, Any]]  # {kind, id, row, file, message}
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def _where(file: str, split: str, row: int, rid: Any) -> str:
+    return f"{file} [{split}] row {row} (id={show_id(rid)})"
+
+
+def _number(value: Any) -> float | None:
+    """A score cell as a float (text too, as CSV gives it); ``None`` when it is no number."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int | float) or type(value).__module__ == "numpy":
+        try:
+            return float(value)
+        except OverflowError:  # an integer beyond the float range: certainly outside [0, 1]
+            return math.inf if value > 0 else -math.inf
+        except (TypeError, ValueError):
+            return None
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _is_text(s: pd.Series) -> bool:
+    """A column whose every present cell is a string (pandas ``str`` dtype)."""
+    return isinstance(s.dtype, pd.StringDtype)
+
+
+def _suspects(s: pd.Series) -> np.ndarray:
+    """Positions of cells that may not be visibly non-blank strings (looked at one by one).
+
+    A string that starts with a letter or digit is not blank; every other cell (missing,
+    not a string, starting with a space, a mark or an invisible character) is a suspect.
+    """
+    if _is_text(s):
+        ok = s.str.slice(0, 1).str.isalnum().fillna(False).to_numpy(dtype=bool)
+        return np.flatnonzero(~ok)
+    return np.array([i for i, v in enumerate(s.tolist())
+                     if not (isinstance(v, str) and v[:1].isalnum())], dtype=int)
+
+
+def _text_problem(value: Any, col: str) -> str | None:
+    if _isna(value):
+        return "missing label" if col == "verification_feedback" else "missing value"
+    if not isinstance(value, str):
+        return f"{show(value)} is a {type(value).__name__}, not a string"
+    if is_blank(value):
+        return "empty (blank) text"
+    return None
+
+
+def _scores(s: pd.Series) -> np.ndarray:
+    """The score column as floats (NaN where a cell is no number; booleans are none)."""
+    if pd.api.types.is_bool_dtype(s):
+        return np.full(len(s), np.nan)
+    if pd.api.types.is_numeric_dtype(s):
+        return s.to_numpy(dtype=float, na_value=np.nan)
+    if _is_text(s):
+        return pd.to_numeric(s, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    return np.array([np.nan if (x := _number(v)) is None else x for v in s.tolist()],
+                    dtype=float)
+
+
+def _check_split(df: pd.DataFrame, split: str, files: Sequence[str]) -> _Checked:
+    """Validate one split read from ``files``; ``df`` carries ``_file`` and ``_row`` (1-based).
+
+    Column-wise: whole columns are tested at once, cells are looked at one by one only where
+    a column is not plain text or a cell is a suspect, and messages are made only for rows
+    with a problem (a 100k-row split loads in seconds: benchmarks/loader_bench.py).
+    """
+    where_split = f"{', '.join(files)} [{split}]"
+    empty = _Checked(pd.DataFrame(), [], [], np.array([]), np.array([]), [], [])
+    if len(df) == 0:
+        return dataclasses.replace(empty, problems=[f"{where_split}: split has 0 rows"])
+    missing = [c for c in SAF_COLUMNS if c not in df.columns]
+    if missing:
+        return dataclasses.replace(
+            empty, problems=[f"{where_split}: missing column '{c}'" for c in missing])
+    keep = [c for c in SAF_COLUMNS + SAF_OPTIONAL_COLUMNS if c in df.columns]
+    frame = df[keep].reset_index(drop=True)
+    file_of = df["_file"].astype(str).to_numpy()
+    row_of = df["_row"].to_numpy()
+    ids = [None if _isna(v) else v for v in frame["id"].tolist()]
+    keys = id_keys(frame["id"])
+    problems: list[tuple[int, str]] = []  # (row position, message): sorted into file order
+    anomalies: list[tuple[int, dict[str, Any]]] = []
+
+    def at(i: int) -> str:
+        return _where(file_of[i], split, int(row_of[i]), ids[i])
+
+    columns = {c: frame[c] for c in keep}
+
+    def cells(col: str, positions: np.ndarray) -> list[tuple[int, Any]]:
+        """(position, value) of a few cells of a column."""
+        return list(zip(positions.tolist(), columns[col].iloc[positions].tolist(), strict=True))
+
+    good_id = []
+    for i, rid in enumerate(ids):
+        if rid is None or keys[i] == "":
+            problems.append((i, f"{at(i)}, column 'id': empty id"))
+        elif isinstance(rid, bool) or not isinstance(rid, str | int):
+            problems.append((i, f"{at(i)}, column 'id': {describe(rid)} is not a string or "
+                                "integer"))
+        elif isinstance(rid, int) and not is_int64(rid):
+            problems.append((i, f"{at(i)}, column 'id': integer {show(rid)} beyond the 64-bit "
+                                "range; write such ids as strings"))
+        else:
+            good_id.append(i)
+    for j, first, exact in id_clashes([ids[i] for i in good_id], [keys[i] for i in good_id]):
+        i, f = good_id[j], good_id[first]
+        what = "duplicate id" if exact else clash_message(ids[i], ids[f])
+        where = "" if file_of[f] == file_of[i] else f" of {file_of[f]}"
+        problems.append((i, f"{at(i)}, column 'id': {what} (first in row {row_of[f]}{where})"))
+    for col in _REQUIRED_TEXT + ("verification_feedback",):
+        for i, value in cells(col, _suspects(columns[col])):
+            what = _text_problem(value, col)
+            if what:
+                problems.append((i, f"{at(i)}, column '{col}': {what}"))
+    if "error_class" in frame and not _is_text(frame["error_class"]):
+        for i, value in enumerate(frame["error_class"].tolist()):
+            if not _isna(value) and not isinstance(value, str):
+                problems.append((i, f"{at(i)}, column 'error_class': {describe(value)} is not "
+                                    "a string"))
+    blank = []
+    for i, answer in cells("provided_answer", _suspects(columns["provided_answer"])):
+        if not _isna(answer) and not isinstance(answer, str):
+            problems.append((i, f"{at(i)}, column 'provided_answer': {show(answer)} is a "
+                                f"{type(answer).__name__}, not a string"))
+        elif _isna(answer) or is_blank(answer):
+            anomalies.append((i, {"kind": "empty_answer", "id": ids[i], "row": int(row_of[i]),
+                                  "file": file_of[i],
+                                  "message": f"{at(i)}, column 'provided_answer': empty answer"}))
+            if _isna(answer):
+                blank.append(i)
+    if blank:  # a missing answer is loaded as ""
+        answers = frame["provided_answer"].astype(object)
+        answers.iloc[blank] = ""
+        frame["provided_answer"] = answers
+    scores = _scores(frame["score"])
+    for i, raw in cells("score", np.flatnonzero(np.isnan(scores))):
+        problems.append((i, f"{at(i)}, column 'score': not a number ({show(raw)})"))
+    outside = ~np.isnan(scores) & ((scores < 0) | (scores > 1))
+    for i, raw in cells("score", np.flatnonzero(outside)):
+        shown = show(raw if np.isinf(scores[i]) else float(scores[i]))
+        problems.append((i, f"{at(i)}, column 'score': {shown} outside [0, 1]"))
+    labels = frame["verification_feedback"]
+    known = labels.isin(SAF_LABELS).to_numpy(dtype=bool)
+    for i in np.flatnonzero(~known):
+        label = labels.iat[i]
+        if isinstance(label, str):
+            problems.append((i, f"{at(i)}, column 'verification_feedback': {show(label)} not "
+                                f"one of {list(SAF_LABELS)}"))
+    expected = np.where(scores == 1, "Correct",
+                        np.where(scores == 0, "Incorrect", "Partially correct"))
+    valid = known & ~np.isnan(scores) & ~outside
+    for i in np.flatnonzero(valid & (labels.to_numpy(dtype=object) != expected)):
+        anomalies.append((i, {
+            "kind": "label_score_mismatch", "id": ids[i], "row": int(row_of[i]),
+            "file": file_of[i],
+            "message": f"{at(i)}, column 'verification_feedback': label {labels.iat[i]!r} "
+                       f"inconsistent with score {float(scores[i])} "
+                       f"(expected {expected[i]!r})"}))
+    frame["score"] = scores
+    problems.sort(key=lambda t: t[0])  # stable: within a row, in column order
+    anomalies.sort(key=lambda t: t[0])
+    return _Checked(frame, ids, keys, file_of, row_of, [m for _, m in problems],
+                    [a for _, a in anomalies])
+
+
+def _id_type_problems(checked: dict[str, _Checked]) -> list[str]:
+    """Ids must share one type (all strings or all integers) across the loaded splits."""
+    types = Counter()
+    for c in checked.values():
+        types.update(map(type, c.ids))
+    kinds = {"str": types[str], "int": types[int]}
+    if not (kinds["str"] and kinds["int"]):
+        return []
+    main = "str" if kinds["str"] >= kinds["int"] else "int"
+    other = int if main == "str" else str
+    problems = []
+    for split, c in checked.items():
+        for i, rid in enumerate(c.ids):
+            if type(rid) is other:
+                at = _where(c.files[i], split, int(c.rows[i]), repr(rid))
+                problems.append(
+                    f"{at}, column 'id': {type(rid).__name__} id among {main} ids "
+                    f"({kinds[main]} of them); write every id as a {main}"
+                )
+    return problems
+
+
+def _cross_split_problems(checked: dict[str, _Checked]) -> list[str]:
+    """An id (once normalised) belongs to one split only; both places are named."""
+    sets = [set(c.keys) - {None} for c in checked.values()]
+    shared = set().union(*(a & b for n, a in enumerate(sets) for b in sets[n + 1:]))
+    if not shared:
+        return []
+    places = [(split, i) for split, c in checked.items() for i, k in enumerate(c.keys)
+              if k in shared]
+    ids = [checked[s].ids[i] for s, i in places]
+    problems, reported = [], set()
+    for j, first, exact in id_clashes(ids, [checked[s].keys[i] for s, i in places]):
+        (s, i), (fs, fi) = places[j], places[first]
+        if s == fs or (fs, s, id_key(ids[j])) in reported:
+            continue  # within a split: reported by _check_split
+        reported.add((fs, s, id_key(ids[j])))
+        a, b = checked[s], checked[fs]
+        both = f"({b.files[fi]} row {b.rows[fi]}; {a.files[i]} row {a.rows[i]})"
+        if exact:
+            problems.append(f"id {show_id(ids[j])} appears in splits {fs!r} and {s!r} {both}")
+        else:
+            problems.append(f"splits {fs!r} and {s!r}: {clash_message(ids[j], ids[first])} "
+                            f"{both}")
+    return problems
+
+
+class _Codes:
+    """Integer codes of normalised texts (:func:`squash`), shared by every split.
+
+    Each distinct cell value is normalised once; a missing or empty key is ``-1``.
+    """
+
+    def __init__(self) -> None:
+        self.vocab: dict[str, int] = {}
+
+    def __call__(self, s: pd.Series) -> np.ndarray:
+        codes, uniques = pd.factorize(s, use_na_sentinel=True)
+        ukeys = [squash(u) if isinstance(u, str) else "" for u in uniques]
+        table = np.array([self.vocab.setdefault(k, len(self.vocab)) if k else -1
+                          for k in ukeys] + [-1], dtype=np.int64)
+        return table[codes]  # the sentinel -1 picks the final -1
+
+
+def _first_places(codes: np.ndarray, split: str, c: _Checked) -> dict[int, str]:
+    """Code -> where it first occurs in a split (only for codes >= 0)."""
+    uniq, first = np.unique(codes, return_index=True)
+    return {int(k): _where(c.files[i], split, int(c.rows[i]), c.ids[i])
+            for k, i in zip(uniq, first, strict=True) if k >= 0}
+
+
+def _leak_anomalies(checked: dict[str, _Checked]) -> None:
+    """Add leakage by normalised content to the test splits' anomalies (ids may differ).
+
+    ``leak_answer_in_train``: a test answer (not blank) to the same question as a train
+    answer with the same text. ``leak_question_seen``: a ``test_unseen_questions`` question
+    also asked in train or validation. Texts are compared by :func:`squash`, on integer
+    codes (one per distinct text).
+    """
+    code = _Codes()
+    questions = {s: code(c.frame["question"]) for s, c in checked.items()}
+    tests = [s for s in SAF_TEST_SPLITS if s in checked]
+    if "train" in checked and tests:
+        answers = {s: code(checked[s].frame["provided_answer"]) for s in ["train", *tests]}
+        width = np.int64(len(code.vocab) + 1)
+
+        def pairs(s: str) -> np.ndarray:
+            q, a = questions[s], answers[s]
+            return np.where((q >= 0) & (a >= 0), q * width + a, -1)
+
+        train = pairs("train")
+        where = None
+        for split in tests:
+            c, both = checked[split], pairs(split)
+            hits = np.flatnonzero((both >= 0) & np.isin(both, train))
+            if len(hits) and where is None:
+                where = _first_places(train, "train", checked["train"])
+            for i in hits:
+                checked[split].anomalies.append({
+                    "kind": "leak_answer_in_train", "id": c.ids[i], "row": int(c.rows[i]),
+                    "file": c.files[i],
+                    "message": f"{_where(c.files[i], split, int(c.rows[i]), c.ids[i])}, column "
+                               f"'provided_answer': same answer to the same question as "
+                               f"{where[int(both[i])]} (normalised text)"})
+    seen_in = [s for s in ("train", "validation") if s in checked]
+    split = "test_unseen_questions"
+    if split in checked and seen_in:
+        c, q = checked[split], questions[split]
+        seen = np.concatenate([questions[s] for s in seen_in])
+        hits = np.flatnonzero((q >= 0) & np.isin(q, seen))
+        if len(hits):
+            where: dict[int, str] = {}
+            for s in reversed(seen_in):  # the first split wins
+                where.update(_first_places(questions[s], s, checked[s]))
+        for i in hits:
+            c.anomalies.append({
+                "kind": "leak_question_seen", "id": c.ids[i], "row": int(c.rows[i]),
+                "file": c.files[i],
+                "message": f"{_where(c.files[i], split, int(c.rows[i]), c.ids[i])}, column "
+                           f"'question': question also asked in {where[int(q[i])]} "
+                           "(normalised text)"})
+
+
+def validate_saf_frame(df: pd.DataFrame, split: str, file: str, strict: bool = True
+                       ) -> list[str]:
+    """All problems of one split as messages (anomalies included when ``strict``).
+
+    Rows are numbered from 1 in file order; each message names file, split, row, id, column.
+    """
+    extra = _extra_columns(split, file, df)
+    df = df.reset_index(drop=True).assign(_file=file, _row=range(1, len(df) + 1))
+    checked = _check_split(df, split, [file])
+    checked.anomalies[:0] = extra
+    return checked.problems + ([a["message"] for a in checked.anomalies] if strict else [])
+
+
+def _report(checked: dict[str, _Checked]) -> pd.DataFrame:
+    out = []
+    for split, c in checked.items():
+        for kind in SAF_ANOMALY_KINDS:
+            hits = [a for a in c.anomalies if a["kind"] == kind]
+            out.append({"split": split, "kind": kind, "count": len(hits),
+                        "ids": [a["id"] for a in hits], "rows": [a["row"] for a in hits],
+                        "files": sorted({Path(a["file"]).name for a in hits})})
+    return pd.DataFrame(out, columns=list(REPORT_COLUMNS))
