@@ -20,7 +20,7 @@ This module is the one place that pins them (docs/reproducibility.md says what i
 - :func:`pin_threads`: torch, OpenMP and BLAS thread pools limited to :data:`THREADS`.
 - :func:`round_features`: features rounded to :data:`DECIMALS` decimals (float64) before
   a model is fitted on them, so the last-bit differences that are left vanish.
-- :func:`rank_key` / :func:`best_index`: a choice compares scores rounded to
+- :func:`sort_best` / :func:`round_score`: a choice compares scores rounded to
   :data:`SCORE_DECIMALS` decimals; ties go to the first candidate in the stated order.
 
 ``SAF_NUMERICS=native`` switches kernels and thread pinning off (faster on big machines,
@@ -32,7 +32,6 @@ from __future__ import annotations
 import os
 import sys
 import warnings
-from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
@@ -163,20 +162,6 @@ def round_features(x: Any, decimals: int = DECIMALS) -> np.ndarray:
 def round_score(value: float, decimals: int = SCORE_DECIMALS) -> float:
     """A score as a choice compares it (rounded; NaN stays NaN)."""
     return float(np.round(float(value), decimals))
-
-
-def best_index(scores: Iterable[float], lower_is_better: bool = False,
-               decimals: int = SCORE_DECIMALS) -> int:
-    """Position of the best score after rounding; ties: the first (the stated order).
-
-    NaN scores never win (an error if all are NaN).
-    """
-    vals = [round_score(s, decimals) for s in scores]
-    ok = [i for i, v in enumerate(vals) if not np.isnan(v)]
-    if not ok:
-        raise ValueError("best_index: no finite score")
-    sign = 1.0 if lower_is_better else -1.0
-    return min(ok, key=lambda i: (sign * vals[i], i))
 
 
 def sort_best(table: Any, column: str, lower_is_better: bool = False,
