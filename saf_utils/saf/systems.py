@@ -391,7 +391,9 @@ class FeatureClassifier:
     questions). Feedback is retrieved, never generated: the most frequent training
     feedback of (question, predicted label) (``feedback="most_frequent"``) or the nearest
     training answer's feedback among those with the predicted label (``"nearest"``);
-    unseen questions use :class:`FeedbackBank`.
+    unseen questions use :class:`FeedbackBank`. Every feature matrix is rounded
+    (:func:`saf_utils.numerics.round_features`) before it is fitted or predicted on, so
+    another machine's last bits do not reach the model (docs/reproducibility.md).
     """
 
     encoder: Encoder
