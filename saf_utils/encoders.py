@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from saf_utils import numerics
+
 DEFAULT_ENCODER = "local:all-MiniLM-L6-v2"
 
 
@@ -43,12 +45,15 @@ def sentence_encoder(name_or_path: str = DEFAULT_ENCODER, device: str | None = N
     """A cached ``SentenceTransformer`` (hub id, local folder or ``local:all-MiniLM-L6-v2``)."""
     from sentence_transformers import SentenceTransformer
 
+    numerics.pin()  # before torch's first operation: fixed kernels and threads
     return SentenceTransformer(resolve_model(name_or_path), device=device)
 
 
 def l2_normalize(x: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit length (zero rows stay zero)."""
-    x = np.asarray(x, dtype=float) if not isinstance(x, np.ndarray) else x
+    """Rows scaled to unit length (zero rows stay zero), as float64: dot products of float64
+    rows differ across BLAS kernels by about 1e-16, which rounding then removes
+    (:mod:`saf_utils.numerics`); float32 ones by about 1e-7."""
+    x = np.asarray(x, dtype=np.float64)
     norms = np.linalg.norm(x, axis=1, keepdims=True)
     return x / np.where(norms == 0, 1.0, norms)
 
@@ -66,7 +71,9 @@ def encode(
     """Embed texts; rows are L2-normalised unless ``normalize=False``.
 
     Vectors are cached per model for the whole process, so each distinct text is embedded
-    once however often the baselines, classifiers and features ask for it.
+    once however often the baselines, classifiers and features ask for it. They are rounded
+    to :data:`saf_utils.numerics.DECIMALS` decimals: another machine's kernels change the
+    last bits of float32 embeddings (docs/reproducibility.md).
     """
     texts = [str(t) for t in texts]
     cache = _CACHE.setdefault((model, normalize), {})
@@ -79,7 +86,8 @@ def encode(
             normalize_embeddings=normalize,
             show_progress_bar=len(missing) > 500 if show_progress is None else show_progress,
         )
-        cache.update(zip(missing, np.asarray(vecs, dtype=np.float32), strict=True))
+        vecs = numerics.round_features(vecs).astype(np.float32)
+        cache.update(zip(missing, vecs, strict=True))
     if not texts:
         return np.zeros((0, 0), dtype=np.float32)
     return np.stack([cache[t] for t in texts])

@@ -43,6 +43,7 @@ from typing import Any, NamedTuple
 
 import pandas as pd
 
+from saf_utils import numerics
 from saf_utils.seq2seq import Seq2SeqSettings, dist_rank_world, generate, train_seq2seq
 from saf_utils.text import listing
 
@@ -246,6 +247,7 @@ def train_job(job: TrainJob, log: Callable[[str], None] = print) -> JobResult:
     In one process this is exactly ``train_seq2seq`` + ``generate`` per split (same
     settings, same seed handling), so its outputs equal the notebook's direct calls.
     """
+    numerics.pin()  # fixed kernels and threads before torch's first operation
     if job.kind == "cross_encoder":
         return _train_cross_encoder_job(job, log)
     rank, world = dist_rank_world()
@@ -434,7 +436,8 @@ def run_job(config: dict[str, Any] | TrainJob, launcher: str = "none",
     cmd = launch_command(launcher, cfg)
     # Progress bars redraw with \r, which a line-by-line stream cannot show: the Trainer
     # prints its loss lines instead.
-    env = {"PYTHONUNBUFFERED": "1", "TQDM_DISABLE": "1", **os.environ}
+    env = {"PYTHONUNBUFFERED": "1", "TQDM_DISABLE": "1", **os.environ,
+           **numerics.pinned_environment()}
     log("[run_job] " + " ".join(cmd))
     tail: list[str] = []
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

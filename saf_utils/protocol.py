@@ -34,7 +34,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from saf_utils import stats
+from saf_utils import numerics, stats
 from saf_utils.metrics.spec import bounds
 from saf_utils.registry import ELIGIBLE  # roles that may be chosen or called "best"
 
@@ -328,7 +328,8 @@ def choose(items: pd.DataFrame, metric: str, roles: Mapping[str, str],
     """Per fold, the system (role in ``allowed``) with the best mean ``metric`` on ``split``.
 
     Seeds are averaged per item first. Each fold's choice reads only that fold's rows; with
-    no fold column (or all None) there is one choice. Ties go to the first in ``roles``.
+    no fold column (or all None) there is one choice. Values are compared rounded to
+    :data:`saf_utils.numerics.SCORE_DECIMALS` decimals; ties go to the first in ``roles``.
     """
     sub = items[(items.split == split) & (items.metric == metric)]
     folded = fold in sub and sub[fold].notna().any()
@@ -354,7 +355,8 @@ def choose_from(table: pd.DataFrame, metric: str, roles: Mapping[str, str],
     order = {s: i for i, s in enumerate(roles)}
     t["_f"] = t.fold.map(lambda x: -1 if x is None or pd.isna(x) else int(x))
     t["_o"] = t.system.map(order)
-    t = t.sort_values(["_f", "value", "_o"], ascending=[True, lower_is_better, True],
+    t["_v"] = t.value.astype(float).round(numerics.SCORE_DECIMALS)  # float noise ties
+    t = t.sort_values(["_f", "_v", "_o"], ascending=[True, lower_is_better, True],
                       kind="stable")
     t["chosen"] = ~t._f.duplicated()
     t["role"] = t.system.map(roles)
@@ -431,7 +433,7 @@ def leaders(headline: pd.DataFrame, roles: Mapping[str, str] | None = None,
     elif "role" in h:
         h = h[h.role.isin(ELIGIBLE)]
     for (split, metric), g in h.groupby(["split", "metric"], sort=True):
-        g = g.sort_values("mean", ascending=metric in lower_is_better, kind="stable")
+        g = numerics.sort_best(g, "mean", metric in lower_is_better)
         if len(g) >= 2:
             out[(split, metric)] = (g.system.iloc[0], g.system.iloc[1])
     return out

@@ -32,6 +32,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from saf_utils.numerics import SUM_DECIMALS, round_features
+
 Statistic = Callable[[np.ndarray], np.ndarray]  # [B, d] summed stats -> [B] metric values
 
 
@@ -137,8 +139,10 @@ def cluster_bootstrap(
     mat = _as_matrix(stats)
     cl, cs = _groups(mat.shape[0], clusters, strata)
     sums = _cluster_sums(mat, cl)
+    # Resampled sums rounded: a BLAS kernel of another processor changes their last bits.
     boot = np.concatenate(
-        [statistic(c @ sums) for c in _resample_counts(cs, n_resamples, seed)]
+        [statistic(round_features(c @ sums, SUM_DECIMALS))
+         for c in _resample_counts(cs, n_resamples, seed)]
     )
     low, high = _percentile_ci(boot, alpha)
     est = float(statistic(sums.sum(0)[None, :])[0])

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from saf_utils import numerics
 from saf_utils.encoders import minilm_path, resolve_model
 from saf_utils.metrics.checks import check_pairs, check_texts
 
@@ -106,6 +107,7 @@ def get_bertscorer(
     from bert_score import BERTScorer
     from bert_score.utils import model2layers
 
+    numerics.pin()  # fixed kernels and threads before torch's first operation
     model_type = resolve_model(model_type)
     is_local = os.path.isdir(model_type)
     if num_layers is None:
@@ -198,6 +200,7 @@ def load_encoder(model: str | os.PathLike[str] | tuple[Any, Any], device: str = 
     if key not in _ENCODERS:
         from transformers import AutoModel, AutoTokenizer
 
+        numerics.pin()
         tok = AutoTokenizer.from_pretrained(str(model))
         enc = AutoModel.from_pretrained(str(model)).to(device).eval()
         _ENCODERS[key] = (enc, tok)

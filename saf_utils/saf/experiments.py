@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from saf_utils import jobs as J
+from saf_utils import numerics
 from saf_utils import protocol as P
 from saf_utils.registry import Registry
 from saf_utils.saf import evaluation as EV
@@ -200,11 +201,11 @@ def tune_feature_clf(data: SAFData, encoder: Any, models: Sequence[str] = ("logr
                              **{k: m[k] for k in ("accuracy", "macro_f1", "sacrebleu")}})
     grid = pd.DataFrame(rows)
     grid["selection_score"] = grid.macro_f1 + grid.sacrebleu / 100
-    best = grid.sort_values("selection_score", ascending=False, kind="stable").iloc[0]
+    best = numerics.sort_best(grid, "selection_score").iloc[0]  # ties: grid order
     cv = SY.grouped_cv_generic(data.train, encoder, Cs=Cs, feature_sets=generic_feature_sets,
                                normalize=(False, True) if transductive else (False,),
                                models=generic_models)
-    cv = cv.sort_values("macro_f1", ascending=False, kind="stable").reset_index(drop=True)
+    cv = numerics.sort_best(cv, "macro_f1").reset_index(drop=True)
 
     def generic(row: pd.Series) -> dict[str, Any]:
         return {"generic_model": row.generic_model, "generic_C": float(row.generic_C),
@@ -531,7 +532,7 @@ def run_cross_encoder(data: SAFData, cross_encoder: Mapping[str, Any],
                          "epochs": e, "accuracy": float(np.mean(np.array(pred) == np.array(y))),
                          "macro_f1": _macro_f1(y, pred), "system": f"cross_encoder-grid{i}"})
     table = pd.DataFrame(rows)
-    best = table.sort_values("macro_f1", ascending=False, kind="stable").iloc[0]
+    best = numerics.sort_best(table, "macro_f1").iloc[0]  # ties: grid order
     config = {"learning_rate": float(best.learning_rate), "epochs": int(best.epochs),
               "order": best.order, "include_question": bool(best.include_question)}
     log(f"[cross_encoder] chosen on validation: {listing(config)}")
@@ -596,7 +597,7 @@ def cross_encoder_notes(ce: CrossEncoderRun, headline: pd.DataFrame,
     stack = stacking_choice(headline, metric)
     vals = stack.table.set_index("system").value
     seeds = ce.logs[ce.logs.job.isin(["grid", "seed"])]
-    first = ce.grid.sort_values(metric, ascending=False, kind="stable").iloc[0]
+    first = numerics.sort_best(ce.grid, metric).iloc[0]
     per_seed = [float(first.epochs) / ce.grid.epochs.max()
                 * float(seeds[(seeds.job == "grid") & (seeds.system == first.system)]
                         .train_seconds.iloc[0]),
@@ -813,8 +814,7 @@ def record(rec: Any, ev: Evaluation, dataset: str, tuning: FeatureClfTuning | No
                     subset=("loqo unseen-question path" if r.protocol == "leave one question out"
                             else f"{r.protocol} unseen-question path"), role=r.role)
             n += 1
-        best = unseen_cv[~unseen_cv.transductive].sort_values("macro_f1", ascending=False,
-                                                              kind="stable").iloc[0]
+        best = numerics.sort_best(unseen_cv[~unseen_cv.transductive], "macro_f1").iloc[0]
         rec.add(TASK, dataset, "train", best.system, "macro_f1", best.macro_f1, kind="tuning",
                 subset=P.chosen_for(UNSEEN_QUESTIONS), role=best.role,
                 method="leave-one-question-out CV on train; validation has no unseen "

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from saf_utils import numerics
 from saf_utils.encoders import l2_normalize
 from saf_utils.models import make_classifier
 from saf_utils.saf.data import SAF_LABELS
@@ -111,8 +112,8 @@ class ReferenceThresholds:
         best = (-1.0, self.lo, self.hi)
         for i, lo in enumerate(grid):
             for hi in grid[i:]:
-                f1 = _macro_f1(y, np.asarray(self._apply(cos, lo, hi)))
-                if f1 > best[0]:
+                f1 = numerics.round_score(_macro_f1(y, np.asarray(self._apply(cos, lo, hi))))
+                if f1 > best[0]:  # ties: the first (lowest) cut points
                     best = (f1, lo, hi)
         self.lo, self.hi = float(best[1]), float(best[2])
         return self
@@ -155,7 +156,7 @@ class FeedbackBank:
         if self._q_emb is None:
             self._q_emb = l2_normalize(self.encoder(self.questions))
         v = l2_normalize(self.encoder([question]))[0]
-        return self.questions[int(np.argmax(self._q_emb @ v))]
+        return self.questions[int(np.argmax(numerics.round_features(self._q_emb @ v)))]
 
     def unseen(self, question: str, reference: str, label: str,
                strategy: str = "nearest_question") -> str:
@@ -189,7 +190,7 @@ def nearest_neighbour_baseline(train: pd.DataFrame, test: pd.DataFrame, encoder:
     for i, (q, ref) in enumerate(zip(test.question, test.reference_answer, strict=True)):
         cand = idx_by_q.get(q)
         if cand is not None and len(cand):
-            j = cand[int(np.argmax(a_tr[cand] @ a_te[i]))]
+            j = cand[int(np.argmax(numerics.round_features(a_tr[cand] @ a_te[i])))]
             labels.append(tr.verification_feedback[j])
             scores.append(float(tr.score[j]))
             fbs.append(tr.answer_feedback[j])
@@ -280,7 +281,7 @@ class StackFeatures:
 
 def _ref_cos(df: pd.DataFrame, a: np.ndarray, encoder: Encoder) -> np.ndarray:
     r = l2_normalize(encoder([strip_points(t) for t in df.reference_answer]))
-    return np.einsum("ij,ij->i", a, r)
+    return numerics.round_features(np.einsum("ij,ij->i", a, r))
 
 
 # --------------------------------------------------------------------------- classifier
@@ -326,7 +327,8 @@ def generic_features(df: pd.DataFrame, encoder: Encoder) -> pd.DataFrame:
         out["log_len"].append(math.log(n_ans))
         out["len_ratio"].append(n_ans / max(len(word_tokens(refs[i])), 1))
         out["cos_ref_rank"].append(cos_ref - float(self_sims.mean()))
-    return pd.DataFrame(out, index=df.index)
+    return pd.DataFrame(numerics.round_features(pd.DataFrame(out).to_numpy()),
+                        columns=list(out), index=df.index)
 
 
 def knn_features(train: pd.DataFrame, a_train: np.ndarray, df: pd.DataFrame, a_df: np.ndarray,
@@ -351,7 +353,7 @@ def knn_features(train: pd.DataFrame, a_train: np.ndarray, df: pd.DataFrame, a_d
         if len(cand) == 0:
             rows.append([np.nan] * len(cols))
             continue
-        sims = a_train[cand] @ a_df[i]
+        sims = numerics.round_features(a_train[cand] @ a_df[i])
         feats = [float(sims[y_tr[cand] == lab].max()) if (y_tr[cand] == lab).any() else -1.0
                  for lab in SAF_LABELS]
         top = np.argsort(-sims, kind="stable")[:k]
@@ -359,7 +361,8 @@ def knn_features(train: pd.DataFrame, a_train: np.ndarray, df: pd.DataFrame, a_d
         feats += [float(w[y_tr[cand][top] == lab].sum() / w.sum()) for lab in SAF_LABELS]
         feats += [float((w * s_tr[cand][top]).sum() / w.sum()), float(sims[top[0]])]
         rows.append(feats)
-    return pd.DataFrame(rows, columns=cols, index=df.index)
+    return pd.DataFrame(numerics.round_features(np.asarray(rows, dtype=float).reshape(
+        len(rows), len(cols))), columns=cols, index=df.index)
 
 
 def per_question_zscore(x: np.ndarray, questions: Sequence[str]) -> np.ndarray:
@@ -373,7 +376,7 @@ def per_question_zscore(x: np.ndarray, questions: Sequence[str]) -> np.ndarray:
     for value in dict.fromkeys(q):
         m = q == value
         x[m] = (x[m] - x[m].mean(axis=0)) / (x[m].std(axis=0) + 1e-6)
-    return x
+    return numerics.round_features(x)
 
 
 @dataclass
@@ -388,7 +391,9 @@ class FeatureClassifier:
     questions). Feedback is retrieved, never generated: the most frequent training
     feedback of (question, predicted label) (``feedback="most_frequent"``) or the nearest
     training answer's feedback among those with the predicted label (``"nearest"``);
-    unseen questions use :class:`FeedbackBank`.
+    unseen questions use :class:`FeedbackBank`. Every feature matrix is rounded
+    (:func:`saf_utils.numerics.round_features`) before it is fitted or predicted on, so
+    another machine's last bits do not reach the model (docs/reproducibility.md).
     """
 
     encoder: Encoder
@@ -422,7 +427,8 @@ class FeatureClassifier:
         knn = knn_features(self._train, self._a_train, df, a, self.k, leave_one_out=loo)
         qs = np.array([[float(q == u) for u in self._questions] for q in df.question])
         extra = [self.stack(df).to_numpy()] if self.stack is not None else []
-        return np.hstack([f.to_numpy(), knn.fillna(0).to_numpy(), qs, *extra])
+        return numerics.round_features(
+            np.hstack([f.to_numpy(), knn.fillna(0).to_numpy(), qs, *extra]))
 
     def _generic_of(self, df: pd.DataFrame) -> pd.DataFrame:
         return generic_features(df, self.encoder)
@@ -489,7 +495,8 @@ class FeatureClassifier:
                 if self.feedback == "nearest":
                     cand = np.flatnonzero((tr_q == q) & (tr_y == lab))
                     if len(cand):
-                        j = cand[int(np.argmax(self._a_train[cand] @ a[i]))]
+                        j = cand[int(np.argmax(numerics.round_features(
+                            self._a_train[cand] @ a[i])))]
                         fb = self._train.answer_feedback[j]
                 elif self.feedback != "most_frequent":
                     raise ValueError(f"unknown feedback strategy {self.feedback!r}")

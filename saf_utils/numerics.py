@@ -1,0 +1,173 @@
+"""Same numbers on any machine: fixed kernels, fixed thread counts, rounded features, stable
+choices.
+
+Floating-point results depend on more than the code and the lock: the BLAS / MKL kernel a
+library picks for the processor (AVX2 vs AVX-512 vectors sum in another order), the number
+of threads a reduction is split over, and ties broken by the last bit of a score. Measured
+here (all-MiniLM-L6-v2, 300 SAF answers): switching torch/MKL from AVX-512 to AVX2 kernels
+changes 81-97 % of the embedding values, by up to 2.8e-7; the thread count (1 or 2)
+changes none. A last-bit change is harmless by itself, but a threshold search, a gradient
+boosting bin edge, a tie on validation or a training run amplifies it into another model.
+
+This module is the one place that pins them (docs/reproducibility.md says what it covers):
+
+- :func:`pin_kernels`: torch's vector kernels (``ATEN_CPU_CAPABILITY``), MKL's code path
+  (``MKL_CBWR``) and oneDNN's ISA (``ONEDNN_MAX_CPU_ISA``) fixed to one level that every
+  x86-64 processor since 2013 has (AVX2). Read by the libraries at their first use, so it
+  takes effect in any process that calls it before torch runs its first operation;
+  :func:`pinned_environment` gives the same settings for a subprocess, with
+  ``OPENBLAS_CORETYPE`` too (OpenBLAS reads that only when numpy is loaded).
+- :func:`pin_threads`: torch, OpenMP and BLAS thread pools limited to :data:`THREADS`.
+- :func:`round_features`: features rounded to :data:`DECIMALS` decimals (float64) before
+  a model is fitted on them, so the last-bit differences that are left vanish.
+- :func:`sort_best` / :func:`round_score`: a choice compares scores rounded to
+  :data:`SCORE_DECIMALS` decimals; ties go to the first candidate in the stated order.
+
+``SAF_NUMERICS=native`` switches kernels and thread pinning off (faster on big machines,
+no longer comparable across them).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+#: Threads of every numeric pool (torch, OpenMP, BLAS); ``SAF_NUM_THREADS`` overrides it.
+#: Fixed rather than "all cores": a reduction split over another number of threads sums in
+#: another order.
+THREADS = 2
+#: Decimals kept of a feature before fitting (values are cosines, ratios and logs near 1;
+#: float32 kernels differ by about 1e-7 there, float64 ones by about 1e-16).
+DECIMALS = 5
+#: Decimals of a validation score that a choice compares (macro-F1 and the like on a few
+#: hundred answers move in steps of about 1e-3; below 1e-9 it is float noise).
+SCORE_DECIMALS = 9
+#: Decimals kept of a bootstrap resample's sums (sums of up to thousands of item scores:
+#: float64 kernels differ there by about 1e-12).
+SUM_DECIMALS = 9
+#: The kernel level pinned (every x86-64 processor since Haswell, 2013, and AMD Zen has it).
+KERNEL_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2",
+              "DNNL_MAX_CPU_ISA": "AVX2"}
+#: OpenBLAS's kernel of that level (read once, when numpy or scipy load OpenBLAS).
+OPENBLAS_ENV = {"OPENBLAS_CORETYPE": "Haswell"}
+
+
+_WARNED: list[bool] = []
+
+
+def native() -> bool:
+    """True when ``SAF_NUMERICS=native``: no pinning (results may differ across machines)."""
+    return os.environ.get("SAF_NUMERICS", "pinned").strip().lower() == "native"
+
+
+def threads() -> int:
+    """The pinned thread count: ``SAF_NUM_THREADS`` if set, else :data:`THREADS`."""
+    raw = os.environ.get("SAF_NUM_THREADS", "").strip()
+    if not raw:
+        return THREADS
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"SAF_NUM_THREADS={raw!r}: give a positive integer")
+    return int(raw)
+
+
+@lru_cache(maxsize=1)
+def has_avx2() -> bool:
+    """Whether this processor runs the pinned AVX2 kernels (x86-64 Linux: /proc/cpuinfo)."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return {"avx2", "fma"} <= flags
+    except OSError:
+        pass
+    return False
+
+
+def pinned_environment() -> dict[str, str]:
+    """Environment variables that pin kernels and threads in a process started with them
+    (a launcher's ranks, a notebook kernel), OpenBLAS's kernel included; they replace the
+    machine's values. Empty with ``SAF_NUMERICS=native``; threads only without AVX2."""
+    if native():
+        return {}
+    env = {k: str(threads()) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                                       "OPENBLAS_NUM_THREADS")}
+    if has_avx2():
+        env.update(KERNEL_ENV)
+        env.update(OPENBLAS_ENV)
+    return env
+
+
+def pin_kernels() -> dict[str, str]:
+    """Fix torch's, MKL's and oneDNN's kernel level for this process (see module doc).
+
+    Overrides values the machine may have set, since the point is one level everywhere;
+    effective where torch has not run an operation yet (it reads them once). Returns what
+    was set (empty with ``SAF_NUMERICS=native`` or without AVX2).
+    """
+    if native() or not has_avx2():
+        return {}
+    os.environ.update(KERNEL_ENV)
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.backends.cpu.get_cpu_capability() != "AVX2" \
+            and not _WARNED:
+        _WARNED.append(True)
+        warnings.warn("saf_utils.numerics.pin_kernels came after torch's first operation: "
+                      f"its kernels stay {torch.backends.cpu.get_cpu_capability()}, so "
+                      "results may differ from other machines' (docs/reproducibility.md)",
+                      stacklevel=2)
+    return dict(KERNEL_ENV)
+
+
+def pin_threads(n: int | None = None) -> int:
+    """Limit torch's intra-op pool and every OpenMP/BLAS pool (threadpoolctl) to ``n``
+    threads (default :func:`threads`); returns the count (0: not pinned, native mode)."""
+    if native():
+        return 0
+    n = threads() if n is None else n
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=n)
+    try:
+        import torch
+    except ImportError:
+        return n
+    if torch.get_num_threads() != n:
+        torch.set_num_threads(n)
+    return n
+
+
+def pin() -> None:
+    """:func:`pin_kernels` and :func:`pin_threads`: call before numeric work starts."""
+    pin_kernels()
+    pin_threads()
+
+
+def round_features(x: Any, decimals: int = DECIMALS) -> np.ndarray:
+    """``x`` as float64 rounded to ``decimals`` decimals (NaN stays NaN; -0.0 becomes 0.0).
+
+    Why: the kernels of two machines may differ in the last bits; a model fitted on
+    rounded features sees the same numbers on both unless a value lies within that noise
+    of a rounding boundary.
+    """
+    out = np.round(np.asarray(x, dtype=np.float64), decimals)
+    return out + 0.0
+
+
+def round_score(value: float, decimals: int = SCORE_DECIMALS) -> float:
+    """A score as a choice compares it (rounded; NaN stays NaN)."""
+    return float(np.round(float(value), decimals))
+
+
+def sort_best(table: Any, column: str, lower_is_better: bool = False,
+              decimals: int = SCORE_DECIMALS) -> Any:
+    """Rows of a DataFrame best first by ``column`` rounded to ``decimals``; ties keep the
+    table's order (the stated order of the candidates), so the first row is the choice."""
+    key = table[column].astype(float).round(decimals)
+    order = key.sort_values(ascending=lower_is_better, kind="stable").index
+    return table.loc[order]
