@@ -214,6 +214,11 @@ def run_profile(req: RunRequest) -> tuple[Path, list[NotebookResult], str]:
     for p in plans:
         p.params = {k: _absolute_if_path(k, v) for k, v in p.params.items()}
     os.environ.setdefault("PYTHONHASHSEED", "0")
+    # Kernels and launcher ranks run with the pinned kernel level and threads (OpenBLAS reads
+    # its kernel once, when numpy loads: before any saf_utils code in the kernel).
+    from saf_utils import numerics
+
+    os.environ.update(numerics.pinned_environment())
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     # Progress bars inside a kernel only clutter the HTML; the runner prints a line per section
     # (Markdown heading) with the elapsed time, and one per notebook, terminal or not.
