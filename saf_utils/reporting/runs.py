@@ -40,6 +40,7 @@ class NotebookResult:
     inputs: dict[str, Any] | None = None  # reuse.notebook_inputs of this execution
     outputs: str | None = None  # reuse.tree_digest of its output folder
     reused: dict[str, Any] | None = None  # {"from": run, "at": time, "original": execution}
+    worker: str | None = None  # the Dask worker that executed it (None: the runner's process)
 
 
 def new_run_dir(reports_dir: Path, run_name: str) -> Path:
