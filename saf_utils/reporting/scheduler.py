@@ -214,6 +214,8 @@ class DaskExecutor:
         self._checked.add(str(folder))
 
     def submit(self, task: NotebookTask) -> Any:
+        if self.stopped:  # a run set this task up while the signal arrived
+            raise Interrupted(self.stopped)
         future = self.client.submit(run_notebook, task, self.stop_event, pure=False,
                                     key=f"{task.name}-{uuid.uuid4().hex[:8]}", retries=0)
         self._inflight.add(future)
@@ -340,10 +342,11 @@ def open_executor(workers: int = 1, address: str | None = None,
     cluster = None
     if address is None:
         # One thread per worker (a notebook's kernel uses the cores); no memory limit (the
-        # kernel, not the worker process, holds the memory); no dashboard (no port to open).
+        # kernel, not the worker process, holds the memory); the scheduler's HTTP server on a
+        # free port of 127.0.0.1 (it would take :8787, and warn when another run has it).
         cluster = distributed.LocalCluster(
             n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-            dashboard_address=None, memory_limit=0, silence_logs=logging.ERROR)
+            dashboard_address="127.0.0.1:0", memory_limit=0, silence_logs=logging.ERROR)
         client = distributed.Client(cluster)
         description = {"kind": "dask-local", "workers": workers,
                        "scheduler": cluster.scheduler_address}

@@ -45,7 +45,8 @@ def parse_matrix(items: list[str], profile_matrix: Any = None,
             raise RunnerError(f"{where}: 'matrix' must map a parameter to a list of values, "
                               f"not {type(profile_matrix).__name__}")
         for key, values in profile_matrix.items():
-            matrix[_check_axis(str(key), values, f"{where}: matrix.{key}")] = list(values)
+            _check_axis(str(key), values, f"{where}: matrix.{key}")
+            matrix[str(key)] = list(values)
     cli: dict[str, list] = {}
     for item in items:
         if "=" not in item:
@@ -58,7 +59,8 @@ def parse_matrix(items: list[str], profile_matrix: Any = None,
             raise RunnerError(f"--matrix {item!r}: {raw!r} is not a YAML list ({why})") from None
         if key in cli:
             raise RunnerError(f"--matrix {key}: given twice")
-        cli[_check_axis(key, values, f"--matrix {item!r}")] = list(values)
+        _check_axis(key, values, f"--matrix {item!r}")
+        cli[key] = list(values)
     matrix.update(cli)
     if not matrix:
         raise RunnerError("a sweep needs a matrix: --matrix KEY=[v1,v2] (or a 'matrix:' block "
@@ -66,7 +68,7 @@ def parse_matrix(items: list[str], profile_matrix: Any = None,
     return matrix
 
 
-def _check_axis(key: str, values: Any, what: str) -> str:
+def _check_axis(key: str, values: Any, what: str) -> None:
     if not _KEY.fullmatch(key):
         raise RunnerError(f"{what}: {key!r} is not a parameter name (key or notebook.key)")
     if not isinstance(values, list) or not values:
@@ -74,7 +76,6 @@ def _check_axis(key: str, values: Any, what: str) -> str:
     seen = [json.dumps(v, sort_keys=True, default=str) for v in values]
     if len(set(seen)) < len(seen):
         raise RunnerError(f"{what}: a value is listed twice")
-    return key
 
 
 def shown_value(value: Any) -> str:
@@ -176,8 +177,9 @@ def run_cells(cells: list[Cell], executor: Any) -> str:
             cell.status = status.split(":")[0]
             if cell.status == "ok" and any(r.status != "ok" for r in cell.results):
                 cell.status = "failed"
-        except (RunnerError, OSError) as exc:
-            cell.status, cell.error = "error", " ".join(str(exc).split())
+        except Exception as exc:  # noqa: BLE001 - one cell's failure is that cell's
+            cell.status = "error"
+            cell.error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:400]}"
         finally:
             cell.seconds = round(time.perf_counter() - t0, 1)
 
