@@ -261,16 +261,21 @@ def sweep_tables(cells: list[dict]) -> list[dict]:
     return out
 
 
-def _table_html(t: dict, cells: list[dict]) -> str:
+def _table_html(t: dict, cells: list[dict], keys: list[str]) -> str:
+    """A row per system and cell: the cell's matrix values (the first links to its run's
+    index), then the metrics; a system's rows together, in the first cell's order."""
     from saf_utils.reporting.pages import SET_APART, _cell_html, _order, esc, table
 
-    label = {c["name"]: _label(c) for c in cells}
+    by_name = {c["name"]: c for c in cells}
     rank = {c["name"]: i for i, c in enumerate(cells)}
     systems: dict[str, dict] = {}
-    for r in t["rows"]:  # the order of the first cell that has the system
+    for r in t["rows"]:
         systems.setdefault(r["system"], {"role": r["role"], **{m: r[m] for m in t["metrics"]
                                                                if m in r}})
-    many_ds = len({r["dataset"] for r in t["rows"]}) > 1
+    per_cell = {}
+    for r in t["rows"]:
+        per_cell.setdefault(r["cell"], set()).add(r["dataset"])
+    many_ds = any(len(ds) > 1 for ds in per_cell.values())  # else the cell says which
     rows, classes = [], []
     for system in _order(systems, t["metrics"][0]):
         mine = sorted((r for r in t["rows"] if r["system"] == system),
@@ -279,24 +284,30 @@ def _table_html(t: dict, cells: list[dict]) -> str:
             name = esc(system) if j == 0 else ""
             if j == 0 and r["role"]:
                 name += f' <small class="note">{esc(r["role"])}</small>'
-            link = f'<a href="{esc(r["cell"])}/index.html">{esc(label.get(r["cell"], ""))}</a>'
+            values = (by_name.get(r["cell"]) or {}).get("values") or {}
+            shown = [esc(shown_value(values.get(k))) for k in keys]
+            shown[0] = f'<a href="{esc(r["cell"])}/index.html">{shown[0]}</a>'
             if r.get("failed"):
-                link += ' <span class="failed" title="from a notebook that did not finish">†</span>'
-            row = [name, link] + ([esc(r["dataset"])] if many_ds else [])
+                shown[0] += (' <span class="failed" title="from a notebook that did not '
+                             'finish">†</span>')
+            row = [name, *shown] + ([esc(r["dataset"])] if many_ds else [])
             row += [_cell_html(r.get(m), False) for m in t["metrics"]]
             rows.append(row)
             classes.append(("apart " if r["role"] in SET_APART else "")
                            + ("first" if j == 0 else ""))
-    head = ["system", "cell", *(["dataset"] if many_ds else []), *t["metrics"]]
+    head = ["system", *(k.rsplit(".", 1)[-1] for k in keys), *(["dataset"] if many_ds else []),
+            *t["metrics"]]
     return table(head, rows, "sweep", classes)
 
 
-def _chart(t: dict) -> str:
+def _chart(t: dict, cells: list[dict]) -> str:
+    """:func:`pages.dot_plot` with one colour per cell (the legend: its values)."""
     from saf_utils.reporting.pages import dot_plot, esc
 
+    label = {c["name"]: _label(c) for c in cells}
     tables: dict[tuple, dict[str, dict]] = {}
     for r in t["rows"]:
-        tables.setdefault((r["cell"], t["split"]), {})[r["system"]] = {
+        tables.setdefault((label.get(r["cell"], r["cell"]), ""), {})[r["system"]] = {
             "role": r["role"], **{m: r[m] for m in t["metrics"] if m in r}}
     try:
         return dot_plot(tables, t["metrics"], f"{t['title']}, {t['split']}")
@@ -329,8 +340,8 @@ def write_sweep(sweep_dir: Path, summary: dict) -> Path:
             sections.append(f'<h2 id="{esc(t["task"])}">{esc(t["title"])}</h2>')
             last_task = t["task"]
         sections.append(f"<h3>{esc(t['split'])}</h3>")
-        sections.append(_table_html(t, cells))
-        sections.append(_chart(t))
+        sections.append(_table_html(t, cells, keys))
+        sections.append(_chart(t, cells))
     git = summary.get("git") or {}
     commit = esc((git.get("commit") or "unknown")[:12]) + (" (dirty)" if git.get("dirty") else "")
     status = summary["status"]
