@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import nbformat
 import pytest
 import yaml
 from test_reporting_runner import RECORD, _notebook
@@ -260,3 +262,49 @@ def test_sweep_on_a_dask_scheduler_matches_serial_runs(tmp_path, dask_cluster, c
         assert _records(run) == _records(reports / "serial" / name) != []
     assert _records(reports / "on-dask" / names[0]) != _records(reports / "on-dask" / names[1])
     assert str(tmp_path) not in html  # no local path on the page
+
+
+@pytest.mark.slow
+def test_ctrl_c_on_a_local_cluster_stops_the_kernels_and_marks_the_run(tmp_path):
+    """SIGINT to the whole process group (a terminal's Ctrl-C reaches the Dask workers too):
+    both running notebooks are interrupted with their partial notebooks, their dependant
+    stays pending, no kernel outlives the run."""
+    pytest.importorskip("distributed")
+    nbs = tmp_path / "notebooks"
+    nbs.mkdir()
+    sleeper = ("import os, time\nfrom pathlib import Path\n"
+               "Path(output_dir, 'kernel.pid').write_text(str(os.getpid()))\ntime.sleep(300)")
+    for name in ("c_sleeps", "d_sleeps"):
+        _notebook(nbs / f"{name}.ipynb", "output_dir = None", sleeper, "print('never runs')")
+    _notebook(nbs / "a_first.ipynb", "output_dir = None", "pass")
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump({
+        "notebooks": ["c_sleeps", "d_sleeps", "a_first"], "depends_on": {"a_first": ["c_sleeps"]}}))
+    reports = tmp_path / "reports"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "saf_utils.run", "--config", str(tmp_path / "p.yaml"),
+         "--notebooks-dir", str(nbs), "--reports-dir", str(reports), "--run-name", "s",
+         "--workers", "2"], cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    pids = [reports / "s" / n / "kernel.pid" for n in ("c_sleeps", "d_sleeps")]
+    deadline = time.time() + 180
+    while not all(p.is_file() for p in pids) and time.time() < deadline \
+            and proc.poll() is None:
+        time.sleep(0.2)
+    assert all(p.is_file() for p in pids), proc.communicate()[0] if proc.poll() is not None \
+        else "timeout"
+    time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, _ = proc.communicate(timeout=150)
+    assert proc.returncode == 130, out
+    m = json.loads((reports / "s" / "manifest.json").read_text())
+    assert m["status"] == "interrupted", out
+    assert [(n["name"], n["status"]) for n in m["notebooks"]] == [
+        ("c_sleeps", "interrupted"), ("d_sleeps", "interrupted"), ("a_first", "pending")], out
+    for name in ("c_sleeps", "d_sleeps"):
+        nb = nbformat.read(reports / "s" / f"{name}.ipynb", as_version=4)
+        assert nb.cells[0].source.startswith("**Interrupted"), out
+        assert (reports / "s" / f"{name}.html").is_file()
+    time.sleep(1)
+    for p in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(int(p.read_text()), 0)  # no kernel outlived the run

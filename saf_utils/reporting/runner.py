@@ -13,7 +13,9 @@ Manifest and index are rewritten when the run starts and after each notebook; Ct
 SIGTERM mark the run and the running notebook "interrupted" and still write them.
 ``--run-dir reports/<run>`` reruns chosen notebooks inside an existing run (the previous
 execution's files move to ``previous/``, the manifest keeps both). A new run never touches an
-existing folder.
+existing folder. ``--workers N`` (a local Dask cluster) or ``--scheduler ADDRESS`` (any Dask
+cluster) run independent notebooks at once (:mod:`.scheduler`; ``saf-run sweep``:
+:mod:`.sweep`; docs/cluster.md).
 
 Exit codes: 0 ok, 1 a notebook failed, 2 bad invocation (nothing ran), 3 a report file could
 not be written, 130/143 interrupted by SIGINT/SIGTERM.

@@ -394,10 +394,11 @@ def sweep_main(argv: list[str]) -> int:
             cli._err(f"--{opt.replace('_', '-')} is for one run; a sweep makes a new run per "
                      "cell in its own folder (--sweep-name)")
             return 2
-    base = runner.RunRequest(args.profile, args.config, args.param, args.only, None, None,
-                             None, args.notebooks_dir, args.hide_code, None,
-                             ["saf-run", "sweep", *argv], args.reuse, args.no_reuse,
-                             workers=args.workers, scheduler=args.scheduler)
+    base = runner.RunRequest(profile=args.profile, config=args.config, overrides=args.param,
+                             only=args.only, notebooks_dir=args.notebooks_dir,
+                             hide_code=args.hide_code, argv=["saf-run", "sweep", *argv],
+                             reuse=args.reuse, no_reuse=args.no_reuse, workers=args.workers,
+                             scheduler=args.scheduler)
     reports = Path(args.reports_dir).resolve() if args.reports_dir else REPORTS_DIR
     try:
         from saf_utils.reporting.profiles import load_profile
