@@ -308,3 +308,34 @@ def test_ctrl_c_on_a_local_cluster_stops_the_kernels_and_marks_the_run(tmp_path)
     for p in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(int(p.read_text()), 0)  # no kernel outlived the run
+
+
+@pytest.mark.slow
+def test_serial_sweep_reuses_what_the_matrix_does_not_touch(tmp_path, capsys):
+    """reuse: latest, cells one after another: the notebook without the swept parameter
+    runs in the first cell only; sweep.json and sweep.html list both cells."""
+    nbs = tmp_path / "notebooks"
+    nbs.mkdir()
+    _notebook(nbs / "a_first.ipynb", "value = 0.5\noutput_dir = None",
+              RECORD.replace("NAME", "'a_first'"))
+    _notebook(nbs / "z_plain.ipynb", "output_dir = None\nvalue_z = 0.25",
+              RECORD.replace("NAME", "'z_plain'").replace("value,", "value_z,")
+              .replace("'sys'", "'zsys'"))
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump({
+        "notebooks": ["a_first", "z_plain"], "reuse": "latest"}))
+    reports = tmp_path / "reports"
+    assert cli.main(["sweep", "--config", str(tmp_path / "p.yaml"), "--notebooks-dir",
+                     str(nbs), "--reports-dir", str(reports), "--sweep-name", "sw",
+                     "--matrix", "value=[0.5, 0.75]"]) == 0
+    capsys.readouterr()
+    summary = json.loads((reports / "sw" / "sweep.json").read_text())
+    assert [c["name"] for c in summary["cells"]] == ["value-0.5", "value-0.75"]
+    second = json.loads((reports / "sw" / "value-0.75" / "manifest.json").read_text())
+    nb = {n["name"]: n for n in second["notebooks"]}
+    assert nb["z_plain"]["reused"]["from"] == "value-0.5" and not nb["a_first"]["reused"]
+    (table,) = [t for t in summary["tables"] if t["split"] == "test"]
+    values = {(r["cell"], r["system"]): r["fact_f1"]["mean"] for r in table["rows"]}
+    assert values == {("value-0.5", "sys"): 0.5, ("value-0.75", "sys"): 0.75,
+                      ("value-0.5", "zsys"): 0.25, ("value-0.75", "zsys"): 0.25}
+    html = (reports / "sw" / "sweep.html").read_text()
+    assert 'href="value-0.75/index.html"' in html and "data:image/png;base64" in html

@@ -165,13 +165,17 @@ def run_cells(cells: list[Cell], executor: Any) -> str:
     """Run every cell on ``executor``; returns ok | failed | interrupted:<SIGNAL>.
 
     In this process the cells run one after another (a signal interrupts the running cell
-    and the rest do not start); on Dask each cell's run is a thread of this process
-    submitting to the shared client, and a signal stops them all."""
+    and the rest do not start; with ``reuse: latest`` a cell reuses the unchanged notebooks
+    of the cells before it, a notebook the matrix does not touch runs once); on Dask each
+    cell's run is a thread of this process submitting to the shared client, and a signal
+    stops them all."""
     from saf_utils.reporting import runner
 
-    def one(cell: Cell) -> None:
+    def one(cell: Cell, again: bool = False) -> None:
         t0 = time.perf_counter()
         try:
+            if again:  # reuse: latest now sees the cells run before this one
+                cell.plan = runner.prepare(cell.req)
             cell.run_dir, cell.results, status = runner.run_profile(cell.req, cell.plan,
                                                                     executor)
             cell.status = status.split(":")[0]
@@ -188,7 +192,8 @@ def run_cells(cells: list[Cell], executor: Any) -> str:
         try:
             with _signals(raise_on_signal=True):  # between cells too
                 for cell in cells:
-                    one(cell)
+                    one(cell, again=cell.plan["cfg"].get("reuse") == "latest"
+                        and not (cell.req.reuse or cell.req.no_reuse))
                     if cell.status == "interrupted":
                         interrupted = next((r.error.split()[-1] for r in cell.results
                                             if r.status == "interrupted" and r.error), "SIGINT")
