@@ -101,6 +101,25 @@ def run_main(argv: list[str]) -> int:
     return 0
 
 
+def sweep_main(argv: list[str]) -> int:
+    """``saf-run sweep`` (reporting/sweep.py); exit codes as for a run."""
+    from saf_utils.reporting import sweep
+
+    args = sweep.add_sweep_arguments(run_parser()).parse_args(argv)
+    try:
+        return sweep.run_sweep(args, ["saf-run", "sweep", *argv])
+    except RunnerError as exc:
+        _err(exc)
+        return 2
+    except KeyboardInterrupt:  # Ctrl-C while planning: nothing was written
+        _err("interrupted before any notebook ran")
+        return 130
+    except OSError as exc:  # ReportWriteError included
+        _err(exc if isinstance(exc, ReportWriteError) else f"{exc.filename or ''} "
+             f"{exc.strerror or exc}")
+        return EXIT_WRITE
+
+
 def compare_main(argv: list[str]) -> int:
     from saf_utils.reporting.compare import (
         check_options,
@@ -218,8 +237,6 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "list":
         return list_main(argv[1:])
     if argv and argv[0] == "sweep":
-        from saf_utils.reporting.sweep import sweep_main
-
         return sweep_main(argv[1:])
     if argv and argv[0] == "run":
         argv = argv[1:]

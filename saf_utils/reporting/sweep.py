@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from saf_utils.reporting.execute import Interrupted, _signals
-from saf_utils.reporting.manifest import ReportWriteError, git_state, now_iso, write_json
+from saf_utils.reporting.manifest import git_state, now_iso, write_json
 from saf_utils.reporting.profiles import REPORTS_DIR, RunnerError, check_folder_name, yaml_load
 
 SWEEP_FILE = "sweep.json"
@@ -376,14 +376,8 @@ def _write_page(path: Path, html: str, css: str) -> Path:
 
 
 # ------------------------------------------------------------------ the command
-def sweep_main(argv: list[str]) -> int:
-    """``saf-run sweep``: exit 0 all cells ok, 1 a cell failed, 2 bad invocation (nothing
-    ran), 3 a report file could not be written, 130/143 interrupted."""
-    from saf_utils.reporting import cli, runner
-    from saf_utils.reporting.runs import new_run_dir
-    from saf_utils.reporting.scheduler import open_executor
-
-    ap = cli.run_parser()
+def add_sweep_arguments(ap: Any) -> Any:
+    """``saf-run sweep``'s parser: the run options (:func:`cli.run_parser`) and the matrix."""
     ap.prog = "saf-run sweep"
     ap.description = ("Run the cross product of --matrix values as ordinary runs (one folder "
                       "each in one sweep folder) and write sweep.html beside them.")
@@ -393,59 +387,52 @@ def sweep_main(argv: list[str]) -> int:
                          "repeat for more axes (cross product)")
     ap.add_argument("--sweep-name", help="the sweep folder under --reports-dir (default: "
                                          "sweep-<profile>-<time>)")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def run_sweep(args: Any, argv: list[str]) -> int:
+    """``saf-run sweep`` after parsing: exit 0 all cells ok, 1 a cell did not succeed,
+    130/143 interrupted; a bad invocation raises :class:`RunnerError` before anything runs."""
+    from saf_utils.reporting import runner
+    from saf_utils.reporting.profiles import load_profile
+    from saf_utils.reporting.runs import new_run_dir
+    from saf_utils.reporting.scheduler import check_scheduler_options, open_executor
+
     for opt in ("run_name", "run_dir", "baseline"):
         if getattr(args, opt):
-            cli._err(f"--{opt.replace('_', '-')} is for one run; a sweep makes a new run per "
-                     "cell in its own folder (--sweep-name)")
-            return 2
+            raise RunnerError(f"--{opt.replace('_', '-')} is for one run; a sweep makes a new "
+                              "run per cell in its own folder (--sweep-name)")
     base = runner.RunRequest(profile=args.profile, config=args.config, overrides=args.param,
                              only=args.only, notebooks_dir=args.notebooks_dir,
-                             hide_code=args.hide_code, argv=["saf-run", "sweep", *argv],
-                             reuse=args.reuse, no_reuse=args.no_reuse, workers=args.workers,
+                             hide_code=args.hide_code, argv=argv, reuse=args.reuse,
+                             no_reuse=args.no_reuse, workers=args.workers,
                              scheduler=args.scheduler)
     reports = Path(args.reports_dir).resolve() if args.reports_dir else REPORTS_DIR
-    try:
-        from saf_utils.reporting.profiles import load_profile
-        from saf_utils.reporting.scheduler import check_scheduler_options
-
-        check_scheduler_options(args.workers, args.scheduler)
-        cfg = load_profile(args.profile or "cpu", args.config)
-        matrix = parse_matrix(args.matrix, cfg.get("matrix"), cfg["path"])
-        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-        name = check_folder_name(args.sweep_name or f"sweep-{cfg['name']}-{stamp}",
-                                 "--sweep-name")
-        cells = plan_cells(base, matrix, reports / name)
-        if args.dry_run:
-            print(describe_sweep(cells, matrix, reports / name, base))
-            return 0
-        with open_executor(args.workers, args.scheduler) as executor:
-            sweep_dir = new_run_dir(reports, name)
-            for c in cells:  # the folder may have got a suffix
-                c.req.reports_dir = str(sweep_dir)
-            summary = {"sweep": sweep_dir.name, "profile": cfg["name"],
-                       "profile_file": cfg["path"], "matrix": matrix, "argv": base.argv,
-                       "git": git_state(), "executor": executor.description,
-                       "started": now_iso(), "finished": None, "status": "running",
-                       "cells": [_cell_entry(c) for c in cells]}
-            write_sweep(sweep_dir, summary)
-            print(f"Sweep {sweep_dir.name}: {len(cells)} cell(s) -> {sweep_dir}", flush=True)
-            executor.preflight(sweep_dir, [p for c in cells for p in c.plan["plans"]],
-                               [d for c in cells for d in c.plan["data"]])
-            status = run_cells(cells, executor)
-        summary.update(cells=[_cell_entry(c) for c in cells], finished=now_iso(),
-                       status=status.split(":")[0])
-        page_path = write_sweep(sweep_dir, summary)
-    except RunnerError as exc:
-        cli._err(exc)
-        return 2
-    except KeyboardInterrupt:
-        cli._err("interrupted before any notebook ran")
-        return 130
-    except (ReportWriteError, OSError) as exc:
-        cli._err(exc)
-        return cli.EXIT_WRITE
-    print(f"Sweep: {page_path.resolve()}")
+    check_scheduler_options(args.workers, args.scheduler)
+    cfg = load_profile(args.profile or "cpu", args.config)
+    matrix = parse_matrix(args.matrix, cfg.get("matrix"), cfg["path"])
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    name = check_folder_name(args.sweep_name or f"sweep-{cfg['name']}-{stamp}", "--sweep-name")
+    cells = plan_cells(base, matrix, reports / name)
+    if args.dry_run:
+        print(describe_sweep(cells, matrix, reports / name, base))
+        return 0
+    with open_executor(args.workers, args.scheduler) as executor:
+        sweep_dir = new_run_dir(reports, name)
+        for c in cells:  # the folder may have got a suffix
+            c.req.reports_dir = str(sweep_dir)
+        summary = {"sweep": sweep_dir.name, "profile": cfg["name"], "profile_file": cfg["path"],
+                   "matrix": matrix, "argv": argv, "git": git_state(),
+                   "executor": executor.description, "started": now_iso(), "finished": None,
+                   "status": "running", "cells": [_cell_entry(c) for c in cells]}
+        write_sweep(sweep_dir, summary)
+        print(f"Sweep {sweep_dir.name}: {len(cells)} cell(s) -> {sweep_dir}", flush=True)
+        executor.preflight(sweep_dir, [p for c in cells for p in c.plan["plans"]],
+                           [d for c in cells for d in c.plan["data"]])
+        status = run_cells(cells, executor)
+    summary.update(cells=[_cell_entry(c) for c in cells], finished=now_iso(),
+                   status=status.split(":")[0])
+    print(f"Sweep: {write_sweep(sweep_dir, summary).resolve()}")
     if status.startswith("interrupted"):
         return runner.EXIT_INTERRUPTED.get(status.split(":", 1)[1], 130)
     bad = [c.name for c in cells if c.status != "ok"]
