@@ -33,17 +33,23 @@ from saf_utils.reporting.profiles import RunnerError, data_env_vars
 #: Environment variables a notebook's kernel reads (besides :func:`data_env_vars`); a Dask
 #: worker gets the runner's values, so that a worker started elsewhere computes the same.
 RUNNER_ENV = ("PYTHONHASHSEED", "TOKENIZERS_PARALLELISM", "TQDM_DISABLE",
-              "HF_HUB_DISABLE_PROGRESS_BARS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+              "HF_HUB_DISABLE_PROGRESS_BARS")
 RUNNER_ENV_PREFIXES = ("HF_", "TRANSFORMERS_", "SAF_UTILS_")
+#: Thread limits: the kernel gets the runner's (unset where it has none). A Dask nanny sets
+#: them to 1 in its worker processes, which would make a kernel single-threaded and change
+#: the last digits of float32 sums (BERTScore) against a serial run.
+THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 #: How long an interrupted Dask task may take to stop its kernel and save the partial notebook.
 STOP_GRACE_S = 90
 
 
-def forwarded_env() -> dict[str, str]:
-    """The variables of :data:`RUNNER_ENV`, its prefixes and the data folders, as set here."""
+def forwarded_env() -> dict[str, str | None]:
+    """The variables of :data:`RUNNER_ENV`, its prefixes and the data folders, as set here;
+    :data:`THREAD_ENV` as here, None for unset."""
     names = set(RUNNER_ENV) | set(data_env_vars())
-    return {k: v for k, v in os.environ.items()
-            if k in names or k.startswith(RUNNER_ENV_PREFIXES)}
+    return {**{k: os.environ.get(k) for k in THREAD_ENV},
+            **{k: v for k, v in os.environ.items()
+               if k in names or k.startswith(RUNNER_ENV_PREFIXES)}}
 
 
 @dataclass
@@ -55,7 +61,7 @@ class NotebookTask:
     params: dict[str, Any]
     timeout: int | None
     tag: str  # "[2/5]", the runner's progress prefix
-    env: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str | None] = field(default_factory=dict)  # None: unset
 
 
 @dataclass
@@ -415,7 +421,11 @@ def run_notebook(task: NotebookTask, stop_event: str) -> dict[str, Any]:
     from distributed import Event, get_worker
     from distributed import print as client_print
 
-    os.environ.update(task.env)
+    for key, value in task.env.items():  # the kernel inherits the worker's environment
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
     worker = get_worker()
     event = Event(stop_event)
     last = [time.monotonic()]
