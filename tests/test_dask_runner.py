@@ -123,7 +123,10 @@ def _toy(tmp_path: Path) -> list[str]:
     nbs = tmp_path / "notebooks"
     nbs.mkdir()
     _notebook(nbs / "a_first.ipynb", "value = 0.5\noutput_dir = None",
-              "import time\ntime.sleep(4)", RECORD.replace("NAME", "'a_first'"))
+              "import os, time\nfrom pathlib import Path\ntime.sleep(4)\n"
+              "Path(output_dir, 'threads.txt').write_text(repr([os.environ.get(k) for k in "
+              "('OMP_NUM_THREADS', 'MKL_NUM_THREADS', 'PYTHONHASHSEED')]))",
+              RECORD.replace("NAME", "'a_first'"))
     _notebook(nbs / "b_reads_a.ipynb", "output_dir = None\nvalue = 0.25",
               "from saf_utils.reporting.records import sibling_dir\n"
               "assert (sibling_dir(output_dir, 'a_first') / 'records.jsonl').is_file()",
@@ -196,6 +199,8 @@ def test_local_cluster_runs_independent_notebooks_at_once(tmp_path, capsys):
     assert nb["e_alone"]["started"] < nb["a_first"]["finished"]
     assert nb["b_reads_a"]["started"] >= nb["a_first"]["finished"]
     assert _records(runs / "dask") == _records(runs / "serial")
+    threads = [(runs / r / "a_first" / "threads.txt").read_text() for r in ("serial", "dask")]
+    assert threads[0] == threads[1], threads  # not the nanny's 1 thread, hash seed 6640
     serial = json.loads((runs / "serial" / "manifest.json").read_text())
     assert all(n["worker"] is None for n in serial["notebooks"])
     assert (runs / "dask" / "a_first.html").is_file()

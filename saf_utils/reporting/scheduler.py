@@ -350,9 +350,15 @@ def open_executor(workers: int = 1, address: str | None = None,
         # One thread per worker (a notebook's kernel uses the cores); no memory limit (the
         # kernel, not the worker process, holds the memory); the scheduler's HTTP server on a
         # free port of 127.0.0.1 (it would take :8787, and warn when another run has it).
+        saved = dict(os.environ)
         cluster = distributed.LocalCluster(
             n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
             dashboard_address="127.0.0.1:0", memory_limit=0, silence_logs=logging.ERROR)
+        # The nanny, in this process, wrote its worker settings into os.environ
+        # (PYTHONHASHSEED=6640, *_NUM_THREADS=1): the runner and its kernels keep their own.
+        for key in set(os.environ) - set(saved):
+            del os.environ[key]
+        os.environ.update(saved)
         client = distributed.Client(cluster)
         description = {"kind": "dask-local", "workers": workers,
                        "scheduler": cluster.scheduler_address}
