@@ -1,7 +1,8 @@
 """The ``saf-run`` command line.
 
     saf-run [run] --profile cpu [-p key=value] [--only NB] [--run-dir DIR] [--dry-run]
-                  [--baseline RUN]
+                  [--baseline RUN] [--workers N | --scheduler tcp://host:port]
+    saf-run sweep --profile cpu --matrix KEY=[v1,v2] [--matrix ...] [run options]
     saf-run compare RUN_A RUN_B [--html PATH] [--alpha A] [--resamples N]
     saf-run list [--reports-dir DIR] [--html [PATH]]
 
@@ -31,7 +32,7 @@ def run_parser() -> argparse.ArgumentParser:
 
     ap = argparse.ArgumentParser(prog="saf-run", description=runner.__doc__.split("\n\n")[0],
                                  epilog="Other commands: saf-run compare RUN_A RUN_B; "
-                                        "saf-run list.")
+                                        "saf-run list; saf-run sweep --matrix KEY=[a,b].")
     ap.add_argument("--profile", help="configs/<profile>.yaml (default: cpu, or the profile "
                                       "of --run-dir)")
     ap.add_argument("--config", help="explicit profile YAML path (overrides --profile)")
@@ -57,6 +58,9 @@ def run_parser() -> argparse.ArgumentParser:
                          "instead of running them (frozen notebooks)")
     ap.add_argument("--no-reuse", action="store_true",
                     help="run every notebook, even where the profile says reuse: latest")
+    from saf_utils.reporting.scheduler import add_cluster_arguments
+
+    add_cluster_arguments(ap)
     return ap
 
 
@@ -66,7 +70,8 @@ def run_main(argv: list[str]) -> int:
     args = run_parser().parse_args(argv)
     req = runner.RunRequest(args.profile, args.config, args.param, args.only, args.run_name,
                             args.run_dir, args.reports_dir, args.notebooks_dir, args.hide_code,
-                            args.baseline, ["saf-run", *argv], args.reuse, args.no_reuse)
+                            args.baseline, ["saf-run", *argv], args.reuse, args.no_reuse,
+                            workers=args.workers, scheduler=args.scheduler)
     try:
         if args.dry_run:
             print(runner.describe_plan(runner.prepare(req), req))
@@ -92,6 +97,25 @@ def run_main(argv: list[str]) -> int:
         print(f"Failed notebook(s): {', '.join(failed)}", file=sys.stderr)
         return 1
     return 0
+
+
+def sweep_main(argv: list[str]) -> int:
+    """``saf-run sweep`` (reporting/sweep.py); exit codes as for a run."""
+    from saf_utils.reporting import sweep
+
+    args = sweep.add_sweep_arguments(run_parser()).parse_args(argv)
+    try:
+        return sweep.run_sweep(args, ["saf-run", "sweep", *argv])
+    except RunnerError as exc:
+        _err(exc)
+        return 2
+    except KeyboardInterrupt:  # Ctrl-C while planning: nothing was written
+        _err("interrupted before any notebook ran")
+        return 130
+    except OSError as exc:  # ReportWriteError included
+        _err(exc if isinstance(exc, ReportWriteError) else f"{exc.filename or ''} "
+             f"{exc.strerror or exc}")
+        return EXIT_WRITE
 
 
 def compare_main(argv: list[str]) -> int:
@@ -171,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
         return compare_main(argv[1:])
     if argv and argv[0] == "list":
         return list_main(argv[1:])
+    if argv and argv[0] == "sweep":
+        return sweep_main(argv[1:])
     if argv and argv[0] == "run":
         argv = argv[1:]
     return run_main(argv)

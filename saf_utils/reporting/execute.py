@@ -74,11 +74,13 @@ def _kill_kernel(km: Any) -> None:
 
 
 def execute_one(nb_path: Path, out_path: Path, params: dict, timeout: int | None,
-                on_section: Callable[[str], None] | None = None) -> str | None:
+                on_section: Callable[[str], None] | None = None,
+                stop: Callable[[], str | None] | None = None) -> str | None:
     """Run one notebook; returns None on success or the error text (the output is kept).
 
     ``on_section(title)`` is called when the first code cell under a new Markdown heading
-    starts (:class:`SectionEngine`).
+    starts (:class:`SectionEngine`). ``stop()`` is polled while the notebook runs; a reason
+    it returns acts as a signal (a Dask task told to stop by the runner).
 
     papermill runs in a worker thread so that SIGINT/SIGTERM reach the runner (nbclient
     would otherwise install its own handlers on the main thread's event loop and reset them
@@ -123,6 +125,9 @@ def execute_one(nb_path: Path, out_path: Path, params: dict, timeout: int | None
     try:
         while "error" not in box:
             time.sleep(0.1)
+            why = stop() if stop is not None else None
+            if why:
+                raise Interrupted(why)
     except Interrupted:
         _kill_kernel(box.get("km"))
         deadline = time.monotonic() + 60  # papermill saves the partial notebook when the

@@ -140,7 +140,8 @@ def check_run_name(name: str) -> str:
 
 # ------------------------------------------------------------------ profiles
 PROFILE_KEYS = {"name", "description", "extends", "notebooks", "depends_on", "parameters",
-                "notebook_parameters", "choices", "hide_code", "timeout", "reuse"}
+                "notebook_parameters", "choices", "hide_code", "timeout", "reuse",
+                "matrix"}  # matrix: saf-run sweep's axes (reporting/sweep.py checks them)
 
 
 def _check_fields(path: Path, cfg: dict) -> None:

@@ -48,7 +48,7 @@ from saf_utils.reporting.manifest import PROJECT_ROOT, died
 IGNORED_PARAMETERS = ("output_dir",)
 RUNNER_ONLY = ("run.py", "reporting/cli.py", "reporting/compare.py", "reporting/profiles.py",
                "reporting/reuse.py", "reporting/runner.py", "reporting/execute.py",
-               "reporting/runs.py")
+               "reporting/runs.py", "reporting/scheduler.py", "reporting/sweep.py")
 
 
 def _sha(obj: Any) -> str:

@@ -15,7 +15,9 @@ error or a runner error is recorded as the run's status too, into space kept for
 (docs/runs.md: ``status`` and ``status_reason``).
 ``--run-dir reports/<run>`` reruns chosen notebooks inside an existing run (the previous
 execution's files move to ``previous/``, the manifest keeps both). A new run never touches an
-existing folder.
+existing folder. ``--workers N`` (a local Dask cluster) or ``--scheduler ADDRESS`` (any Dask
+cluster) run independent notebooks at once (:mod:`.scheduler`; ``saf-run sweep``:
+:mod:`.sweep`; docs/cluster.md).
 
 Exit codes: 0 ok, 1 a notebook failed, 2 bad invocation (nothing ran), 3 a report file could
 not be written, 130/143 interrupted by SIGINT/SIGTERM.
@@ -107,6 +109,9 @@ class RunRequest:
     argv: list[str] | None = None
     reuse: str | None = None
     no_reuse: bool = False
+    workers: int = 1  # notebooks at once: 1 in this process, N on a local Dask cluster
+    scheduler: str | None = None  # tcp://host:port of a running Dask scheduler
+    label: str = ""  # before each progress line (a sweep's cell, its runs print at once)
 
 
 def prepare(req: RunRequest) -> dict[str, Any]:
@@ -193,6 +198,9 @@ def describe_plan(plan: dict[str, Any], req: RunRequest) -> str:
         lines.append("  (no selected notebook declares a data source)")
     if plan["baseline"]:
         lines.append(f"Compare with {plan['baseline']} (compare.html)")
+    from saf_utils.reporting.scheduler import where_text
+
+    lines.append(where_text(req.workers, req.scheduler))
     if plan["reuse_from"]:
         where = (plan["reuse_from"][0][0] if len(plan["reuse_from"]) == 1 else
                  f"the latest of {len(plan['reuse_from'])} {cfg['name']} runs that has it")
@@ -200,10 +208,23 @@ def describe_plan(plan: dict[str, Any], req: RunRequest) -> str:
     return "\n".join(lines)
 
 
-def run_profile(req: RunRequest) -> tuple[Path, list[NotebookResult], str]:
+def run_profile(req: RunRequest, plan: dict[str, Any] | None = None,
+                executor: Any = None) -> tuple[Path, list[NotebookResult], str]:
     """Run the notebooks of a profile; returns the run folder, one result per executed or
-    reused notebook and the run status (ok | failed | interrupted:<SIGNAL>)."""
-    plan = prepare(req)
+    reused notebook and the run status (ok | failed | interrupted:<SIGNAL>).
+
+    Notebooks run on ``executor`` (:mod:`.scheduler`; default: the one ``req.workers`` /
+    ``req.scheduler`` name), each as soon as its ``depends_on`` have finished; ``plan`` is
+    :func:`prepare`'s (made here when not given)."""
+    if executor is None:
+        from saf_utils.reporting.scheduler import open_executor
+
+        plan = plan or prepare(req)  # a bad profile is reported before a cluster starts
+        with open_executor(req.workers, req.scheduler) as ex:
+            return run_profile(req, plan, ex)
+    from saf_utils.reporting.scheduler import NotebookTask, forwarded_env, run_graph
+
+    plan = plan or prepare(req)
     cfg, plans = plan["cfg"], plan["plans"]
     hide = cfg.get("hide_code", False) if req.hide_code is None else req.hide_code
 
@@ -225,11 +246,14 @@ def run_profile(req: RunRequest) -> tuple[Path, list[NotebookResult], str]:
     # Interactive JupyterLab sessions keep theirs.
     os.environ.setdefault("TQDM_DISABLE", "1")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    reports_root = Path(req.reports_dir).resolve() if req.reports_dir else REPORTS_DIR
+    executor.preflight(plan["existing"] or reports_root, plans, plan["data"])
 
     invocation = {
         "started": now_iso(), "finished": None, "status": "running", "argv": req.argv,
         "only": [p.name for p in plans], "overrides": list(req.overrides or []),
         "git": git_state(), "pid": os.getpid(), "host": socket.gethostname(),
+        "executor": executor.description,
     }
     if plan["existing"]:
         out = plan["existing"].resolve()
@@ -239,8 +263,7 @@ def run_profile(req: RunRequest) -> tuple[Path, list[NotebookResult], str]:
         manifest.setdefault("executions", list(manifest.get("notebooks", [])))
     else:
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-        out = new_run_dir(Path(req.reports_dir).resolve() if req.reports_dir else REPORTS_DIR,
-                          plan["run_name"] or f"{cfg['name']}-{stamp}")
+        out = new_run_dir(reports_root, plan["run_name"] or f"{cfg['name']}-{stamp}")
         manifest = {"run": out.name, "profile": cfg["name"], "profile_file": cfg["path"],
                     "extends": cfg["extends_chain"], "description": cfg.get("description"),
                     "started": invocation["started"], "invocations": [], "executions": [],
@@ -257,10 +280,71 @@ def run_profile(req: RunRequest) -> tuple[Path, list[NotebookResult], str]:
     })
     order = list(cfg["notebooks"])
     results: list[NotebookResult] = []
-    current: NotebookResult | None = None
+    running: dict[str, tuple[NotebookResult, NotebookPlan, float, dict]] = {}
+    tags = {p.name: f"{req.label}[{i}/{len(plans)}]" for i, p in enumerate(plans, 1)}
+    by_name = {p.name: p for p in plans}
     status = "ok"
     stop: BaseException | None = None  # what ended the run early, raised after its status
     print(f"Run {out.name}: {len(plans)} notebook(s) -> {out}", flush=True)
+
+    def start(name: str) -> NotebookTask | None:
+        """Skip, reuse (both done here: None) or set up an execution of ``name``."""
+        p, tag = by_name[name], tags[name]
+        bad = [r.name for r in results if r.status != "ok"
+               and r.name in cfg["depends_on"].get(p.name, [])]
+        if bad:  # its inputs are missing: say so instead of failing later
+            res = NotebookResult(p.name, "skipped", started=now_iso(),
+                                 finished=now_iso(), seconds=0.0, parameters=p.params,
+                                 invocation=n_inv,
+                                 error=f"not run: depends on {', '.join(bad)}, "
+                                       "which did not succeed")
+            print(f"{tag} {p.name} skipped: {res.error}", flush=True)
+            results.append(res)
+            _record_result(manifest, res, order)
+            write_reports(out, manifest)
+            return None
+        deps_out = _upstream(out, cfg["depends_on"].get(p.name, []))
+        reused = _try_reuse(plan, p, out, deps_out, hide, n_inv, tag, manifest)
+        if reused is not None:  # reports are written before the next execution
+            results.append(reused)  # and at the end
+            _record_result(manifest, reused, order)
+            return None
+        _archive_previous(out, p.name, manifest)
+        nb_out = out / p.name
+        try:
+            nb_out.mkdir()
+        except OSError as exc:
+            raise ReportWriteError(exc.errno, f"cannot create {nb_out}: "
+                                   f"{exc.strerror or exc}") from None
+        params = dict(p.params)
+        if "output_dir" in p.declared:
+            params["output_dir"] = str(nb_out.resolve())
+        current = NotebookResult(p.name, "running", started=now_iso(),
+                                 parameters=params, invocation=n_inv)
+        _record_result(manifest, current, order)
+        write_reports(out, manifest)
+        print(f"{tag} {p.name} ...", flush=True)
+        running[name] = (current, p, time.perf_counter(), deps_out)
+        return NotebookTask(p.name, str(p.path), str(out / f"{p.name}.ipynb"), params,
+                            cfg.get("timeout"), tag, forwarded_env())
+
+    def finish(name: str, outcome: Any) -> None:
+        """Record, render and report an execution that came back."""
+        current, p, t0, deps_out = running[name]  # popped once recorded: a write error
+        current.seconds = round(time.perf_counter() - t0, 1)
+        current.finished = now_iso()
+        current.error, current.worker = outcome.error, outcome.worker
+        current.status = "failed" if current.error else "ok"
+        _render(current, out / f"{p.name}.ipynb", hide)
+        if current.status == "ok":  # after its page: the file digests include it
+            _record_inputs(current, p, out, deps_out)
+        print(f"{tags[name]} {p.name} {current.status} in {current.seconds:.1f} s"
+              + (f": {current.error}" if current.error else ""), flush=True)
+        results.append(current)
+        running.pop(name)  # on the way here it still counts as running (a write error)
+        _record_result(manifest, current, order)
+        write_reports(out, manifest)
+
     try:
         with _signals(raise_on_signal=True):
             reserve_space(out)
@@ -269,93 +353,45 @@ def run_profile(req: RunRequest) -> tuple[Path, list[NotebookResult], str]:
                     _record_result(manifest, NotebookResult(p.name, parameters=p.params,
                                                             invocation=n_inv), order)
             write_reports(out, manifest)
-            for i, p in enumerate(plans, 1):
-                bad = [r.name for r in results if r.status != "ok"
-                       and r.name in cfg["depends_on"].get(p.name, [])]
-                if bad:  # its inputs are missing: say so instead of failing later
-                    res = NotebookResult(p.name, "skipped", started=now_iso(),
-                                         finished=now_iso(), seconds=0.0, parameters=p.params,
-                                         invocation=n_inv,
-                                         error=f"not run: depends on {', '.join(bad)}, "
-                                               "which did not succeed")
-                    print(f"[{i}/{len(plans)}] {p.name} skipped: {res.error}", flush=True)
-                    results.append(res)
-                    _record_result(manifest, res, order)
-                    write_reports(out, manifest)
-                    continue
-                deps_out = _upstream(out, cfg["depends_on"].get(p.name, []))
-                reused = _try_reuse(plan, p, out, deps_out, hide, n_inv, f"[{i}/{len(plans)}]",
-                                    manifest)
-                if reused is not None:  # reports are written before the next execution
-                    results.append(reused)  # and at the end
-                    _record_result(manifest, reused, order)
-                    continue
-                _archive_previous(out, p.name, manifest)
-                nb_out = out / p.name
-                try:
-                    nb_out.mkdir()
-                except OSError as exc:
-                    raise ReportWriteError(exc.errno, f"cannot create {nb_out}: "
-                                           f"{exc.strerror or exc}") from None
-                params = dict(p.params)
-                if "output_dir" in p.declared:
-                    params["output_dir"] = str(nb_out.resolve())
-                current = NotebookResult(p.name, "running", started=now_iso(),
-                                         parameters=params, invocation=n_inv)
-                _record_result(manifest, current, order)
-                write_reports(out, manifest)
-                print(f"[{i}/{len(plans)}] {p.name} ...", flush=True)
-                t0 = time.perf_counter()
-                out_nb = out / f"{p.name}.ipynb"
-
-                def section(title: str, t0: float = t0, tag: str = f"[{i}/{len(plans)}]") -> None:
-                    print(f"{tag}   {_duration(time.perf_counter() - t0):>7}  § {title}",
-                          flush=True)
-
-                try:
-                    current.error = execute_one(p.path, out_nb, params, cfg.get("timeout"),
-                                                section)
-                finally:
-                    current.seconds = round(time.perf_counter() - t0, 1)
-                    current.finished = now_iso()
-                current.status = "failed" if current.error else "ok"
-                _render(current, out_nb, hide)
-                if current.status == "ok":
-                    _record_inputs(current, p, out, deps_out)
-                print(f"[{i}/{len(plans)}] {p.name} {current.status} in {current.seconds:.1f} s"
-                      + (f": {current.error}" if current.error else ""), flush=True)
-                results.append(current)
-                _record_result(manifest, current, order)
-                current = None
-                write_reports(out, manifest)
+            run_graph([p.name for p in plans], cfg["depends_on"], start, finish, executor)
         status = "failed" if any(r.status != "ok" for r in results) else "ok"
     except Interrupted as sig:
         status = f"interrupted:{sig}"
         with _signals(raise_on_signal=False):
-            if current is not None:
+            came_back = {o.out_nb: o for o in executor.stop(str(sig)).values()}
+            for current, _p, t0, _deps in running.values():
                 current.status = "interrupted"
                 current.error = f"interrupted by {sig}"
+                current.seconds = current.seconds or round(time.perf_counter() - t0, 1)
                 current.finished = current.finished or now_iso()
                 out_nb = out / f"{current.name}.ipynb"
+                current.worker = getattr(came_back.get(str(out_nb)), "worker", None)
                 if out_nb.is_file():
                     mark_interrupted(out_nb, str(sig))
                     try:
                         _render(current, out_nb, hide)
                     except ReportWriteError as exc:  # the run's status is still written
                         current.error += f" | page not written: {exc}"
-                results.append(current)
+                if current not in results:
+                    results.append(current)
                 _record_result(manifest, current, order)
             print(f"Run {out.name} interrupted by {sig}", file=sys.stderr, flush=True)
     except BaseException as exc:  # noqa: BLE001 - a write error or a bug: recorded, re-raised
         stop = exc
         status = "write_error" if isinstance(exc, OSError) else "error"
         with _signals(raise_on_signal=False):
-            if current is not None:  # it ran, or was about to: its result is not complete
+            try:  # tasks still out (Dask) are cancelled
+                executor.stop(status)
+            except Exception:  # noqa: BLE001 - the run's status comes first
+                pass
+            for current, _p, _t0, _deps in running.values():
+                # it ran, or was about to: its result is not complete
                 current.status = "interrupted"
                 current.error = " | ".join(filter(None, [current.error, "the run stopped: "
                                                          + _why(exc)]))
                 current.finished = current.finished or now_iso()
-                results.append(current)
+                if current not in results:
+                    results.append(current)
                 _record_result(manifest, current, order)
     with _signals(raise_on_signal=False):
         # notebooks that never started in a stopped run stay "pending" in the manifest

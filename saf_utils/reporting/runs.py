@@ -55,6 +55,7 @@ class NotebookResult:
     outputs: str | None = None  # reuse.tree_digest of its output folder
     files: dict[str, str] | None = None  # reuse.output_files: what a reuse verifies
     reused: dict[str, Any] | None = None  # {"from": run, "at": time, "original": execution}
+    worker: str | None = None  # the Dask worker that executed it (None: the runner's process)
 
 
 def new_run_dir(reports_dir: Path, run_name: str) -> Path:

@@ -1,0 +1,449 @@
+"""Parameter sweeps: ``saf-run sweep --profile P --matrix KEY=[v1,v2] [--matrix …]``.
+
+The cross product of the matrix (``--matrix`` options over the profile's ``matrix:`` block;
+a KEY is a parameter, ``key`` or ``notebook.key``, as for ``-p``) becomes ordinary runs,
+one folder per cell named by its values, inside one sweep folder
+``reports/<sweep>/<cell>/``. Every cell is planned and checked before anything runs; the
+cells then run on one executor (:mod:`.scheduler`): one after another in this process
+(``--workers 1``), or all at once on a Dask client (``--workers N`` / ``--scheduler``), each
+with the run's reuse rules (``--reuse RUN`` for every cell; ``reuse: latest`` looks among the
+runs of the sweep folder). ``sweep.json`` and ``sweep.html`` then put the cells side by side:
+per task and split one table with a row per system and cell (headline metrics with their
+95 % intervals, as on each run's index), one chart, and links to each run's index.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from saf_utils.reporting.execute import Interrupted, _signals
+from saf_utils.reporting.manifest import git_state, now_iso, write_json
+from saf_utils.reporting.profiles import REPORTS_DIR, RunnerError, check_folder_name, yaml_load
+
+SWEEP_FILE = "sweep.json"
+SWEEP_PAGE = "sweep.html"
+_KEY = re.compile(r"(?:[\w-]+\.)?[A-Za-z_]\w*")
+
+
+# ------------------------------------------------------------------ the matrix
+def parse_matrix(items: list[str], profile_matrix: Any = None,
+                 where: str = "profile") -> dict[str, list]:
+    """``{key: [values]}`` from the profile's ``matrix:`` block, then ``--matrix KEY=[…]``
+    (a key given on the command line replaces the profile's). Values are YAML lists."""
+    matrix: dict[str, list] = {}
+    if profile_matrix is not None:
+        if not isinstance(profile_matrix, dict):
+            raise RunnerError(f"{where}: 'matrix' must map a parameter to a list of values, "
+                              f"not {type(profile_matrix).__name__}")
+        for key, values in profile_matrix.items():
+            _check_axis(str(key), values, f"{where}: matrix.{key}")
+            matrix[str(key)] = list(values)
+    cli: dict[str, list] = {}
+    for item in items:
+        if "=" not in item:
+            raise RunnerError(f"--matrix {item!r}: expected KEY=[value, value, ...]")
+        key, raw = (s.strip() for s in item.split("=", 1))
+        try:
+            values = yaml_load(raw) if raw else None
+        except Exception as exc:  # noqa: BLE001 - yaml's errors: one line
+            why = " ".join(str(getattr(exc, "problem", None) or exc).split())
+            raise RunnerError(f"--matrix {item!r}: {raw!r} is not a YAML list ({why})") from None
+        if key in cli:
+            raise RunnerError(f"--matrix {key}: given twice")
+        _check_axis(key, values, f"--matrix {item!r}")
+        cli[key] = list(values)
+    matrix.update(cli)
+    if not matrix:
+        raise RunnerError("a sweep needs a matrix: --matrix KEY=[v1,v2] (or a 'matrix:' block "
+                          "in the profile)")
+    return matrix
+
+
+def _check_axis(key: str, values: Any, what: str) -> None:
+    if not _KEY.fullmatch(key):
+        raise RunnerError(f"{what}: {key!r} is not a parameter name (key or notebook.key)")
+    if not isinstance(values, list) or not values:
+        raise RunnerError(f"{what}: the values must be a non-empty list [v1, v2, ...]")
+    seen = [json.dumps(v, sort_keys=True, default=str) for v in values]
+    if len(set(seen)) < len(seen):
+        raise RunnerError(f"{what}: a value is listed twice")
+
+
+def shown_value(value: Any) -> str:
+    """A value as a page shows it: a path by its last part, a list joined by ``+``."""
+    if isinstance(value, list | tuple):
+        return "+".join(shown_value(v) for v in value)
+    if isinstance(value, str) and "/" in value:
+        return Path(value.rstrip("/")).name or value
+    return str(value)
+
+
+def cell_name(values: dict[str, Any]) -> str:
+    """The run folder name of a cell: ``key-value`` parts (a key without its notebook),
+    characters outside letters, digits and ``. _ + -`` replaced by ``-``."""
+    parts = []
+    for key, value in values.items():
+        text = re.sub(r"[^A-Za-z0-9._+-]+", "-", shown_value(value)).strip("-.") or "x"
+        parts.append(f"{key.rsplit('.', 1)[-1]}-{text[:40]}")
+    return "__".join(parts)[:110]
+
+
+@dataclass
+class Cell:
+    name: str
+    values: dict[str, Any]
+    req: Any  # runner.RunRequest
+    plan: dict[str, Any] | None = None
+    run_dir: Path | None = None
+    status: str = "pending"  # pending | ok | failed | interrupted | error
+    error: str | None = None
+    seconds: float | None = None
+    results: list = field(default_factory=list)
+
+
+def plan_cells(base: Any, matrix: dict[str, list], sweep_dir: Path) -> list[Cell]:
+    """One checked run plan per cell (:func:`runner.prepare`): a bad value fails here."""
+    from dataclasses import replace
+
+    from saf_utils.reporting import runner
+
+    cells, names = [], set()
+    for combo in itertools.product(*matrix.values()):
+        values = dict(zip(matrix, combo, strict=True))
+        name = cell_name(values)
+        k, unique = 1, name
+        while unique in names:
+            k += 1
+            unique = f"{name}-{k}"
+        names.add(unique)
+        check_folder_name(unique, "sweep cell name")
+        overrides = [*base.overrides, *(f"{key}={json.dumps(v)}" for key, v in values.items())]
+        req = replace(base, overrides=overrides, run_name=unique, reports_dir=str(sweep_dir),
+                      argv=[*(base.argv or []), f"# sweep cell {unique}"],
+                      label=f"{unique} " if base.workers > 1 or base.scheduler else "")
+        try:
+            plan = runner.prepare(req)
+        except RunnerError as exc:
+            raise RunnerError(f"sweep cell {unique}: {exc}") from None
+        cells.append(Cell(unique, values, req, plan))
+    return cells
+
+
+def describe_sweep(cells: list[Cell], matrix: dict[str, list], sweep_dir: Path,
+                   base: Any) -> str:
+    """The dry-run text: the matrix, one line per cell, then the plan of the first cell."""
+    from saf_utils.reporting import runner
+    from saf_utils.reporting.scheduler import where_text
+
+    cfg = cells[0].plan["cfg"]
+    lines = [f"Sweep plan (dry run; nothing runs): profile {cfg['name']}, {len(cells)} cell(s)"
+             f" as runs in {sweep_dir}/<cell>"]
+    for key, values in matrix.items():
+        lines.append(f"  matrix {key} = {values!r}")
+    for i, c in enumerate(cells, 1):
+        vals = ", ".join(f"{k}={v!r}" for k, v in c.values.items())
+        lines.append(f"[{i}] {c.name}: {vals}")
+    lines.append(where_text(base.workers, base.scheduler)
+                 + ("; the cells at once" if base.workers > 1 or base.scheduler else
+                    "; the cells one after another"))
+    lines.append("Each cell is a run like the first:")
+    lines += ["    " + x for x in runner.describe_plan(cells[0].plan, cells[0].req).splitlines()]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ running
+def run_cells(cells: list[Cell], executor: Any) -> str:
+    """Run every cell on ``executor``; returns ok | failed | interrupted:<SIGNAL>.
+
+    In this process the cells run one after another (a signal interrupts the running cell
+    and the rest do not start; with ``reuse: latest`` a cell reuses the unchanged notebooks
+    of the cells before it, a notebook the matrix does not touch runs once); on Dask each
+    cell's run is a thread of this process submitting to the shared client, and a signal
+    stops them all."""
+    from saf_utils.reporting import runner
+
+    def one(cell: Cell, again: bool = False) -> None:
+        t0 = time.perf_counter()
+        try:
+            if again:  # reuse: latest now sees the cells run before this one
+                cell.plan = runner.prepare(cell.req)
+            cell.run_dir, cell.results, status = runner.run_profile(cell.req, cell.plan,
+                                                                    executor)
+            cell.status = status.split(":")[0]
+            if cell.status == "ok" and any(r.status != "ok" for r in cell.results):
+                cell.status = "failed"
+        except Exception as exc:  # noqa: BLE001 - one cell's failure is that cell's
+            cell.status = "error"
+            cell.error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:400]}"
+        finally:
+            cell.seconds = round(time.perf_counter() - t0, 1)
+
+    interrupted = None
+    if not getattr(executor, "client", None):
+        try:
+            with _signals(raise_on_signal=True):  # between cells too
+                for cell in cells:
+                    one(cell, again=cell.plan["cfg"].get("reuse") == "latest"
+                        and not (cell.req.reuse or cell.req.no_reuse))
+                    if cell.status == "interrupted":
+                        interrupted = next((r.error.split()[-1] for r in cell.results
+                                            if r.status == "interrupted" and r.error), "SIGINT")
+                        break
+        except Interrupted as sig:
+            interrupted = str(sig)
+    else:
+        threads = [threading.Thread(target=one, args=(c,), name=f"sweep-{c.name}", daemon=True)
+                   for c in cells]
+        try:
+            with _signals(raise_on_signal=True):
+                for t in threads:
+                    t.start()
+                while any(t.is_alive() for t in threads):  # poll: see execute_one
+                    time.sleep(0.2)
+        except Interrupted as sig:
+            interrupted = str(sig)
+            with _signals(raise_on_signal=False):
+                executor.request_stop(interrupted)
+                while any(t.is_alive() for t in threads):
+                    time.sleep(0.2)
+    if interrupted:
+        return f"interrupted:{interrupted}"
+    return "ok" if all(c.status == "ok" for c in cells) else "failed"
+
+
+# ------------------------------------------------------------------ sweep.json, sweep.html
+def _label(cell: dict) -> str:
+    return ", ".join(f"{k.rsplit('.', 1)[-1]}={shown_value(v)}" for k, v in cell["values"].items())
+
+
+def sweep_tables(cells: list[dict]) -> list[dict]:
+    """Per task (registered specs first) and split: the headline cells of every run
+    (:func:`pages.headline_cells` over that run's records)."""
+    from saf_utils.reporting.compare import load_run
+    from saf_utils.reporting.pages import headline_cells
+    from saf_utils.tasks import specs
+
+    records_of: dict[str, list[dict]] = {}
+    for c in cells:
+        if c.get("run_dir"):
+            try:
+                records_of[c["name"]] = load_run(Path(c["run_dir"]))[1]
+            except RunnerError as exc:
+                c["error"] = c.get("error") or str(exc)
+    known = {s.name: s for s in specs()}
+    tasks = list(known) + sorted({str(r.get("task")) for rs in records_of.values() for r in rs
+                                  if (r.get("kind") or "result") == "result"
+                                  and r.get("task") not in known and r.get("system") != "data"})
+    out = []
+    for task in tasks:
+        sp = known.get(task)
+        metrics = tuple(sp.headline) if sp and sp.headline else tuple(dict.fromkeys(
+            r["metric"] for rs in records_of.values() for r in rs if r.get("task") == task
+            and (r.get("kind") or "result") == "result"))[:4]
+        by_split: dict[str, list[dict]] = {}
+        for c in cells:
+            tables = headline_cells(records_of.get(c["name"], []), task, metrics)
+            for (ds, split), systems in tables.items():
+                for system, entry in systems.items():
+                    by_split.setdefault(str(split), []).append({
+                        "cell": c["name"], "dataset": ds, "system": system,
+                        "role": entry.get("role"), "failed": entry.get("failed", False),
+                        **{m: entry[m] for m in metrics if m in entry}})
+        order = {s: i for i, s in enumerate(sp.splits if sp else ())}
+        for split in sorted(by_split, key=lambda s: (order.get(s, len(order)), s)):
+            out.append({"task": task, "title": sp.title if sp else task, "split": split,
+                        "metrics": [m for m in metrics if any(m in r for r in by_split[split])],
+                        "rows": by_split[split]})
+    return out
+
+
+def _table_html(t: dict, cells: list[dict], keys: list[str]) -> str:
+    """A row per system and cell: the cell's matrix values (the first links to its run's
+    index), then the metrics; a system's rows together, in the first cell's order."""
+    from saf_utils.reporting.pages import SET_APART, _cell_html, _order, esc, table
+
+    by_name = {c["name"]: c for c in cells}
+    rank = {c["name"]: i for i, c in enumerate(cells)}
+    systems: dict[str, dict] = {}
+    for r in t["rows"]:
+        systems.setdefault(r["system"], {"role": r["role"], **{m: r[m] for m in t["metrics"]
+                                                               if m in r}})
+    per_cell = {}
+    for r in t["rows"]:
+        per_cell.setdefault(r["cell"], set()).add(r["dataset"])
+    many_ds = any(len(ds) > 1 for ds in per_cell.values())  # else the cell says which
+    rows, classes = [], []
+    for system in _order(systems, t["metrics"][0]):
+        mine = sorted((r for r in t["rows"] if r["system"] == system),
+                      key=lambda r: rank.get(r["cell"], 0))
+        for j, r in enumerate(mine):
+            name = esc(system) if j == 0 else ""
+            if j == 0 and r["role"]:
+                name += f' <small class="note">{esc(r["role"])}</small>'
+            values = (by_name.get(r["cell"]) or {}).get("values") or {}
+            shown = [esc(shown_value(values.get(k))) for k in keys]
+            shown[0] = f'<a href="{esc(r["cell"])}/index.html">{shown[0]}</a>'
+            if r.get("failed"):
+                shown[0] += (' <span class="failed" title="from a notebook that did not '
+                             'finish">†</span>')
+            row = [name, *shown] + ([esc(r["dataset"])] if many_ds else [])
+            row += [_cell_html(r.get(m), False) for m in t["metrics"]]
+            rows.append(row)
+            classes.append(("apart " if r["role"] in SET_APART else "")
+                           + ("first" if j == 0 else ""))
+    head = ["system", *(k.rsplit(".", 1)[-1] for k in keys), *(["dataset"] if many_ds else []),
+            *t["metrics"]]
+    return table(head, rows, "sweep", classes)
+
+
+def _chart(t: dict, cells: list[dict]) -> str:
+    """:func:`pages.dot_plot` with one colour per cell (the legend: its values)."""
+    from saf_utils.reporting.pages import dot_plot, esc
+
+    label = {c["name"]: _label(c) for c in cells}
+    tables: dict[tuple, dict[str, dict]] = {}
+    for r in t["rows"]:
+        tables.setdefault((label.get(r["cell"], r["cell"]), ""), {})[r["system"]] = {
+            "role": r["role"], **{m: r[m] for m in t["metrics"] if m in r}}
+    try:
+        return dot_plot(tables, t["metrics"], f"{t['title']}, {t['split']}")
+    except Exception as exc:  # noqa: BLE001 - a figure must not cost the page
+        return f'<p class="warn">figure failed: {esc(exc)}</p>'
+
+
+def write_sweep(sweep_dir: Path, summary: dict) -> Path:
+    """``sweep.json`` (the summary and the tables) and ``sweep.html``."""
+    from saf_utils.reporting.pages import _duration, esc, page, table
+
+    cells = summary["cells"]
+    summary["tables"] = sweep_tables(cells)
+    write_json(sweep_dir / SWEEP_FILE, summary)
+    keys = list(summary["matrix"])
+    cell_rows = []
+    for c in cells:
+        name = (f'<a href="{esc(c["name"])}/index.html">{esc(c["name"])}</a>'
+                if c.get("run_dir") else esc(c["name"]))
+        cell_rows.append([name, *(esc(shown_value(c["values"][k])) for k in keys),
+                          f'<span class="{esc(c["status"])}">{esc(c["status"])}</span>',
+                          f'<td class="num">{_duration(c.get("seconds"))}</td>',
+                          esc((c.get("error") or "")[:300])])
+    matrix_txt = "; ".join(f"<code>{esc(k)}</code> = "
+                           + ", ".join(esc(shown_value(v)) for v in vs)
+                           for k, vs in summary["matrix"].items())
+    sections, last_task = [], None
+    for t in summary["tables"]:
+        if t["task"] != last_task:
+            sections.append(f'<h2 id="{esc(t["task"])}">{esc(t["title"])}</h2>')
+            last_task = t["task"]
+        sections.append(f"<h3>{esc(t['split'])}</h3>")
+        sections.append(_table_html(t, cells, keys))
+        sections.append(_chart(t, cells))
+    git = summary.get("git") or {}
+    commit = esc((git.get("commit") or "unknown")[:12]) + (" (dirty)" if git.get("dirty") else "")
+    status = summary["status"]
+    body = f"""<h1>Sweep {esc(summary['sweep'])} <span class="{esc(status)}">{esc(status)}</span>
+</h1>
+<p class="meta">Profile <b>{esc(summary['profile'])}</b> · commit <code>{commit}</code> ·
+started {esc(summary['started'])} · finished {esc(summary.get('finished') or '—')} ·
+{len(cells)} cell(s), each an ordinary run folder<br>Matrix: {matrix_txt}</p>
+{table(['run', *keys, 'status', 'time', 'error'], cell_rows)}
+<p><a href="{SWEEP_FILE}">{SWEEP_FILE}</a></p>
+{''.join(sections) or '<p>No result record yet.</p>'}
+<p class="note">Per task and split, a row per system and cell: mean [95% interval] of that
+run's headline record, as on the run's index page (follow the cell's link); * = no headline
+record, mean over its per-seed/per-fold records. The charts show the same numbers, one colour
+per cell. Cells differ in the matrix values only; differences between cells are not tested
+here (<code>saf-run compare</code> two cells for paired tests on the same items).</p>"""
+    css = ("<style>tr.first td{border-top:2px solid #999}"
+           "table.sweep td:first-child{min-width:9em}</style>")
+    return _write_page(sweep_dir / SWEEP_PAGE,
+                           page(f"Sweep {summary['sweep']}", body, run_dir=sweep_dir), css)
+
+
+def _write_page(path: Path, html: str, css: str) -> Path:
+    from saf_utils.reporting.manifest import write_text
+
+    return write_text(path, html.replace("</head>", css + "</head>", 1))
+
+
+# ------------------------------------------------------------------ the command
+def add_sweep_arguments(ap: Any) -> Any:
+    """``saf-run sweep``'s parser: the run options (:func:`cli.run_parser`) and the matrix."""
+    ap.prog = "saf-run sweep"
+    ap.description = ("Run the cross product of --matrix values as ordinary runs (one folder "
+                      "each in one sweep folder) and write sweep.html beside them.")
+    ap.epilog = None
+    ap.add_argument("--matrix", action="append", default=[], metavar="KEY=[V1,V2]",
+                    help="a parameter (key or notebook.key) and its values, a YAML list; "
+                         "repeat for more axes (cross product)")
+    ap.add_argument("--sweep-name", help="the sweep folder under --reports-dir (default: "
+                                         "sweep-<profile>-<time>)")
+    return ap
+
+
+def run_sweep(args: Any, argv: list[str]) -> int:
+    """``saf-run sweep`` after parsing: exit 0 all cells ok, 1 a cell did not succeed,
+    130/143 interrupted; a bad invocation raises :class:`RunnerError` before anything runs."""
+    from saf_utils.reporting import runner
+    from saf_utils.reporting.profiles import load_profile
+    from saf_utils.reporting.runs import new_run_dir
+    from saf_utils.reporting.scheduler import check_scheduler_options, open_executor
+
+    for opt in ("run_name", "run_dir", "baseline"):
+        if getattr(args, opt):
+            raise RunnerError(f"--{opt.replace('_', '-')} is for one run; a sweep makes a new "
+                              "run per cell in its own folder (--sweep-name)")
+    base = runner.RunRequest(profile=args.profile, config=args.config, overrides=args.param,
+                             only=args.only, notebooks_dir=args.notebooks_dir,
+                             hide_code=args.hide_code, argv=argv, reuse=args.reuse,
+                             no_reuse=args.no_reuse, workers=args.workers,
+                             scheduler=args.scheduler)
+    reports = Path(args.reports_dir).resolve() if args.reports_dir else REPORTS_DIR
+    check_scheduler_options(args.workers, args.scheduler)
+    cfg = load_profile(args.profile or "cpu", args.config)
+    matrix = parse_matrix(args.matrix, cfg.get("matrix"), cfg["path"])
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    name = check_folder_name(args.sweep_name or f"sweep-{cfg['name']}-{stamp}", "--sweep-name")
+    cells = plan_cells(base, matrix, reports / name)
+    if args.dry_run:
+        print(describe_sweep(cells, matrix, reports / name, base))
+        return 0
+    with open_executor(args.workers, args.scheduler) as executor:
+        sweep_dir = new_run_dir(reports, name)
+        for c in cells:  # the folder may have got a suffix
+            c.req.reports_dir = str(sweep_dir)
+        summary = {"sweep": sweep_dir.name, "profile": cfg["name"], "profile_file": cfg["path"],
+                   "matrix": matrix, "argv": argv, "git": git_state(),
+                   "executor": executor.description, "started": now_iso(), "finished": None,
+                   "status": "running", "cells": [_cell_entry(c) for c in cells]}
+        write_sweep(sweep_dir, summary)
+        print(f"Sweep {sweep_dir.name}: {len(cells)} cell(s) -> {sweep_dir}", flush=True)
+        executor.preflight(sweep_dir, [p for c in cells for p in c.plan["plans"]],
+                           [d for c in cells for d in c.plan["data"]])
+        status = run_cells(cells, executor)
+    summary.update(cells=[_cell_entry(c) for c in cells], finished=now_iso(),
+                   status=status.split(":")[0])
+    print(f"Sweep: {write_sweep(sweep_dir, summary).resolve()}")
+    if status.startswith("interrupted"):
+        return runner.EXIT_INTERRUPTED.get(status.split(":", 1)[1], 130)
+    bad = [c.name for c in cells if c.status != "ok"]
+    if bad:
+        print(f"Cells not ok: {', '.join(bad)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _cell_entry(c: Cell) -> dict[str, Any]:
+    return {"name": c.name, "values": c.values, "status": c.status, "error": c.error,
+            "seconds": c.seconds, "run_dir": str(c.run_dir) if c.run_dir else None,
+            "index": f"{c.name}/index.html" if c.run_dir else None,
+            "overrides": c.req.overrides}

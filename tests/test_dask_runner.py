@@ -1,0 +1,346 @@
+"""The notebook graph on Dask and sweeps (reporting/scheduler.py, reporting/sweep.py).
+
+Fast: the matrix, cell names, the graph walk with a fake executor, the worker checks, bad
+options. Slow, against the real engine: a LocalCluster (``--workers 2``) over tiny
+notebooks, and a ``dask scheduler`` + ``dask worker`` on 127.0.0.1 running a two-cell smoke
+sweep of notebook 01 that must give the records of serial runs of the same cells.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+from test_reporting_runner import RECORD, _notebook
+
+from saf_utils.reporting import cli, scheduler, sweep
+from saf_utils.reporting.profiles import RunnerError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# ------------------------------------------------------------------ fast
+def test_matrix_from_profile_and_command_line():
+    m = sweep.parse_matrix(["seeds=[[1,2],[3]]", "02_x.lr=[1e-3, 5e-4]"],
+                           {"saf_source": ["a", "b"], "lr": [1]})
+    assert m == {"saf_source": ["a", "b"], "lr": [1], "seeds": [[1, 2], [3]],
+                 "02_x.lr": [0.001, 0.0005]}
+    assert sweep.parse_matrix(["lr=[2]"], {"lr": [1]}) == {"lr": [2]}  # the command line wins
+    for items, expected in ((["lr"], "expected KEY="), (["lr=3"], "non-empty list"),
+                            (["lr=[]"], "non-empty list"), (["lr=[1,1]"], "listed twice"),
+                            (["a b=[1]"], "not a parameter name"), (["lr=[1", ], "YAML list"),
+                            (["lr=[1]", "lr=[2]"], "given twice"), ([], "needs a matrix")):
+        with pytest.raises(RunnerError, match=expected):
+            sweep.parse_matrix(items)
+    with pytest.raises(RunnerError, match="'matrix' must map"):
+        sweep.parse_matrix([], ["a"])
+
+
+def test_cell_names_are_folder_names_without_paths():
+    assert sweep.cell_name({"saf_source": "/data/saf_legal/", "02_b.seeds": [1, 2, 3]}) == \
+        "saf_source-saf_legal__seeds-1+2+3"
+    assert sweep.cell_name({"model": "local:all MiniLM"}) == "model-local-all-MiniLM"
+    assert sweep.shown_value("/a/b/c") == "c" and sweep.shown_value(0.5) == "0.5"
+
+
+class FakeExecutor:
+    """Slots, and an event log instead of kernels; a task 'runs' until waited for."""
+
+    def __init__(self, slots: int) -> None:
+        self.slots, self.log, self.queue = slots, [], []
+
+    def free_slots(self) -> int:
+        return self.slots - len(self.queue)
+
+    def submit(self, task):
+        self.log.append(("start", task.name))
+        self.queue.append(task.name)
+        return task.name
+
+    def wait(self, handles):
+        name = self.queue.pop(0)
+        self.log.append(("end", name))
+        return [(name, scheduler.Outcome(None))]
+
+
+def _walk(slots: int, reused: frozenset = frozenset()):
+    ex = FakeExecutor(slots)
+    finished = []
+
+    def start(name):
+        if name in reused:
+            ex.log.append(("reused", name))
+            return None
+        return scheduler.NotebookTask(name, "", "", {}, None, "")
+
+    scheduler.run_graph(["a", "b", "c", "d"], {"b": ["a"], "d": ["b", "c"]}, start,
+                        lambda name, outcome: finished.append(name), ex)
+    return ex.log, finished
+
+
+def test_run_graph_follows_depends_on_and_fills_free_slots():
+    log, finished = _walk(1)  # one slot: the profile's order, one after another
+    assert log == [(e, n) for n in "abcd" for e in ("start", "end")]
+    log, finished = _walk(2)  # two slots: c runs beside a; b after a; d after b and c
+    assert log[:2] == [("start", "a"), ("start", "c")]
+    assert log.index(("start", "b")) > log.index(("end", "a"))
+    assert log.index(("start", "d")) > max(log.index(("end", "b")), log.index(("end", "c")))
+    assert sorted(finished) == list("abcd")
+    log, finished = _walk(1, frozenset("a"))  # a reused: no slot used, b starts at once
+    assert log[:2] == [("reused", "a"), ("start", "b")] and "a" not in finished
+
+
+class FakeClient:
+    """client.run(check_worker, …) on two 'workers'; the second lacks the probe and data."""
+
+    def run(self, fn, expected, on_error):
+        blind = json.loads(json.dumps(expected))
+        blind["probe"][1] = "another token"
+        blind["data"].append("/nowhere/saf")
+        return {"tcp://w1:1": fn(expected), "tcp://w2:1": fn(blind)}
+
+
+def test_preflight_names_each_worker_and_what_it_lacks(tmp_path):
+    ex = scheduler.DaskExecutor(FakeClient(), {"kind": "dask"})
+    with pytest.raises(RunnerError) as err:
+        ex.preflight(tmp_path / "reports", [], [{"kind": "local", "source": str(tmp_path)}])
+    msg = str(err.value)
+    assert "tcp://w2:1" in msg and "tcp://w1:1" not in msg
+    assert "cannot see the run folder" in msg and "cannot see the data /nowhere/saf" in msg
+    assert "shared" in msg and not list((tmp_path / "reports").iterdir())  # probe removed
+
+
+def _toy(tmp_path: Path) -> list[str]:
+    """a -> b; e independent (sleeps); f fails -> g skipped."""
+    nbs = tmp_path / "notebooks"
+    nbs.mkdir()
+    _notebook(nbs / "a_first.ipynb", "value = 0.5\noutput_dir = None",
+              "import os, time\nfrom pathlib import Path\ntime.sleep(4)\n"
+              "Path(output_dir, 'threads.txt').write_text(repr([os.environ.get(k) for k in "
+              "('OMP_NUM_THREADS', 'MKL_NUM_THREADS', 'PYTHONHASHSEED')]))",
+              RECORD.replace("NAME", "'a_first'"))
+    _notebook(nbs / "b_reads_a.ipynb", "output_dir = None\nvalue = 0.25",
+              "from saf_utils.reporting.records import sibling_dir\n"
+              "assert (sibling_dir(output_dir, 'a_first') / 'records.jsonl').is_file()",
+              RECORD.replace("NAME", "'b_reads_a'"))
+    _notebook(nbs / "e_alone.ipynb", "output_dir = None\nvalue = 0.125",
+              "import time\ntime.sleep(4)", RECORD.replace("NAME", "'e_alone'"))
+    _notebook(nbs / "f_fails.ipynb", "output_dir = None", "raise ValueError('boom')")
+    _notebook(nbs / "g_needs_f.ipynb", "output_dir = None", "pass")
+    (tmp_path / "toy.yaml").write_text(yaml.safe_dump({
+        "notebooks": ["a_first", "b_reads_a", "e_alone", "f_fails", "g_needs_f"],
+        "depends_on": {"b_reads_a": ["a_first"], "g_needs_f": ["f_fails"]}}))
+    return ["--config", str(tmp_path / "toy.yaml"), "--notebooks-dir", str(nbs),
+            "--reports-dir", str(tmp_path / "reports")]
+
+
+def test_bad_cluster_options_are_one_line_and_rc_2(tmp_path, capsys):
+    base = _toy(tmp_path)
+    for args, expected in ((["--workers", "0"], "--workers 0"),
+                           (["--scheduler", "localhost:8786"], "tcp://host:8786"),
+                           (["--workers", "2", "--scheduler", "tcp://127.0.0.1:1"],
+                            "omit --workers")):
+        for command in ([], ["sweep", "--matrix", "value=[1.0]"]):
+            assert cli.main(command + base + args) == 2, (command, args)
+            err = capsys.readouterr().err.strip()
+            assert expected in err and len(err.splitlines()) == 1, err
+    assert cli.main(["sweep", *base, "--run-name", "x", "--matrix", "value=[1.0]"]) == 2
+    assert "--run-name is for one run" in capsys.readouterr().err
+    assert not (tmp_path / "reports").exists()
+
+
+def test_sweep_dry_run_plans_every_cell_and_checks_values(tmp_path, capsys):
+    base = _toy(tmp_path)
+    assert cli.main(["sweep", *base, "--only", "a_first", "--dry-run", "--sweep-name", "sw",
+                     "--matrix", "value=[0.5, 0.75]"]) == 0
+    out = capsys.readouterr().out
+    assert "2 cell(s)" in out and "[1] value-0.5: value=0.5" in out
+    assert "[2] value-0.75" in out and "value = 0.75    # -p" not in out  # cell 1's plan
+    assert "in this process, one after another" in out
+    assert cli.main(["sweep", *base, "--only", "a_first", "--matrix", "value=[0.5, x]"]) == 2
+    err = capsys.readouterr().err
+    assert "sweep cell value-x" in err and "does not match the notebook's default" in err
+    assert not (tmp_path / "reports").exists()
+
+
+# ------------------------------------------------------------------ slow: the real engine
+def _records(run: Path) -> list[str]:
+    rows = json.loads((run / "metrics.json").read_text())["records"]
+    return sorted(json.dumps({k: v for k, v in r.items() if k != "notebook_status"},
+                             sort_keys=True) for r in rows)
+
+
+@pytest.mark.slow
+def test_local_cluster_runs_independent_notebooks_at_once(tmp_path, capsys):
+    pytest.importorskip("distributed")
+    base = _toy(tmp_path)
+    assert cli.main([*base, "--run-name", "serial"]) == 1  # f fails
+    assert cli.main([*base, "--run-name", "dask", "--workers", "2"]) == 1
+    out = capsys.readouterr().out
+    assert "g_needs_f skipped: not run: depends on f_fails" in out
+    runs = tmp_path / "reports"
+    manifest = json.loads((runs / "dask" / "manifest.json").read_text())
+    nb = {n["name"]: n for n in manifest["notebooks"]}
+    assert {n: e["status"] for n, e in nb.items()} == {
+        "a_first": "ok", "b_reads_a": "ok", "e_alone": "ok", "f_fails": "failed",
+        "g_needs_f": "skipped"}
+    assert "ValueError: boom" in nb["f_fails"]["error"]
+    assert manifest["invocations"][-1]["executor"]["kind"] == "dask-local"
+    assert all(nb[n]["worker"].startswith("tcp://127.0.0.1:") for n in ("a_first", "e_alone"))
+    # e ran beside a (one started before the other finished); b waited for a
+    assert nb["e_alone"]["started"] < nb["a_first"]["finished"]
+    assert nb["b_reads_a"]["started"] >= nb["a_first"]["finished"]
+    assert _records(runs / "dask") == _records(runs / "serial")
+    threads = [(runs / r / "a_first" / "threads.txt").read_text() for r in ("serial", "dask")]
+    assert threads[0] == threads[1], threads  # not the nanny's 1 thread, hash seed 6640
+    serial = json.loads((runs / "serial" / "manifest.json").read_text())
+    assert all(n["worker"] is None for n in serial["notebooks"])
+    assert (runs / "dask" / "a_first.html").is_file()
+
+
+@pytest.fixture()
+def dask_cluster(tmp_path):
+    """A ``dask scheduler`` and one ``dask worker`` (no nanny: its pid is the worker's)."""
+    pytest.importorskip("distributed")
+    dask = Path(sys.executable).with_name("dask")
+    file = tmp_path / "scheduler.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    common = ["--no-dashboard"]
+    sched = subprocess.Popen([str(dask), "scheduler", "--host", "127.0.0.1", "--port", "0",
+                              "--scheduler-file", str(file), *common], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    worker = None
+    try:
+        deadline = time.monotonic() + 60
+        while not file.is_file() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        address = json.loads(file.read_text())["address"]
+        worker = subprocess.Popen([str(dask), "worker", address, "--host", "127.0.0.1",
+                                   "--nthreads", "1", "--no-nanny", "--memory-limit", "0",
+                                   *common], env=env, cwd=str(tmp_path),
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        yield address, worker.pid
+    finally:
+        for proc in (worker, sched):
+            if proc is not None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+
+
+@pytest.mark.slow
+@pytest.mark.realdata
+def test_sweep_on_a_dask_scheduler_matches_serial_runs(tmp_path, dask_cluster, capsys):
+    """Two cells of the smoke profile's notebook 01 through ``--scheduler``: the worker ran
+    them, sweep.html lists both, and each cell's records are those of a serial run."""
+    if not (os.environ.get("SAF_DATA") and os.environ.get("ARGSCICHAT_DATA")):
+        pytest.skip("needs SAF_DATA and ARGSCICHAT_DATA (local data copies)")
+    address, worker_pid = dask_cluster
+    reports = tmp_path / "reports"
+    args = ["--profile", "smoke", "--only", "01", "--reports-dir", str(reports),
+            "--matrix", "max_rows=[30, 60]"]
+    assert cli.main(["sweep", *args, "--sweep-name", "on-dask", "--scheduler", address]) == 0
+    assert cli.main(["sweep", *args, "--sweep-name", "serial"]) == 0
+    capsys.readouterr()
+    summary = json.loads((reports / "on-dask" / "sweep.json").read_text())
+    assert summary["executor"]["kind"] == "dask" and summary["status"] == "ok"
+    names = [c["name"] for c in summary["cells"]]
+    assert names == ["max_rows-30", "max_rows-60"]
+    html = (reports / "on-dask" / "sweep.html").read_text()
+    for name in names:
+        assert f'href="{name}/index.html"' in html
+        run = reports / "on-dask" / name
+        manifest = json.loads((run / "manifest.json").read_text())
+        (nb,) = manifest["notebooks"]
+        assert nb["status"] == "ok" and f"pid {worker_pid})" in nb["worker"]
+        assert nb["parameters"]["max_rows"] == int(name.split("-")[1])
+        assert _records(run) == _records(reports / "serial" / name) != []
+    assert _records(reports / "on-dask" / names[0]) != _records(reports / "on-dask" / names[1])
+    assert str(tmp_path) not in html  # no local path on the page
+
+
+@pytest.mark.slow
+def test_ctrl_c_on_a_local_cluster_stops_the_kernels_and_marks_the_run(tmp_path):
+    """SIGINT to the whole process group (a terminal's Ctrl-C reaches the Dask workers too):
+    both running notebooks are interrupted with their partial notebooks, their dependant
+    stays pending, no kernel outlives the run."""
+    pytest.importorskip("distributed")
+    nbs = tmp_path / "notebooks"
+    nbs.mkdir()
+    sleeper = ("import os, time\nfrom pathlib import Path\n"
+               "Path(output_dir, 'kernel.pid').write_text(str(os.getpid()))\ntime.sleep(300)")
+    for name in ("c_sleeps", "d_sleeps"):
+        _notebook(nbs / f"{name}.ipynb", "output_dir = None", sleeper, "print('never runs')")
+    _notebook(nbs / "a_first.ipynb", "output_dir = None", "pass")
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump({
+        "notebooks": ["c_sleeps", "d_sleeps", "a_first"], "depends_on": {"a_first": ["c_sleeps"]}}))
+    reports = tmp_path / "reports"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "saf_utils.run", "--config", str(tmp_path / "p.yaml"),
+         "--notebooks-dir", str(nbs), "--reports-dir", str(reports), "--run-name", "s",
+         "--workers", "2"], cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    pids = [reports / "s" / n / "kernel.pid" for n in ("c_sleeps", "d_sleeps")]
+    deadline = time.time() + 180
+    while not all(p.is_file() for p in pids) and time.time() < deadline \
+            and proc.poll() is None:
+        time.sleep(0.2)
+    assert all(p.is_file() for p in pids), proc.communicate()[0] if proc.poll() is not None \
+        else "timeout"
+    time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, _ = proc.communicate(timeout=150)
+    assert proc.returncode == 130, out
+    m = json.loads((reports / "s" / "manifest.json").read_text())
+    assert m["status"] == "interrupted", out
+    assert [(n["name"], n["status"]) for n in m["notebooks"]] == [
+        ("c_sleeps", "interrupted"), ("d_sleeps", "interrupted"), ("a_first", "pending")], out
+    for name in ("c_sleeps", "d_sleeps"):
+        nb = nbformat.read(reports / "s" / f"{name}.ipynb", as_version=4)
+        assert nb.cells[0].source.startswith("**Interrupted"), out
+        assert (reports / "s" / f"{name}.html").is_file()
+    time.sleep(1)
+    for p in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(int(p.read_text()), 0)  # no kernel outlived the run
+
+
+@pytest.mark.slow
+def test_serial_sweep_reuses_what_the_matrix_does_not_touch(tmp_path, capsys):
+    """reuse: latest, cells one after another: the notebook without the swept parameter
+    runs in the first cell only; sweep.json and sweep.html list both cells."""
+    nbs = tmp_path / "notebooks"
+    nbs.mkdir()
+    _notebook(nbs / "a_first.ipynb", "value = 0.5\noutput_dir = None",
+              RECORD.replace("NAME", "'a_first'"))
+    _notebook(nbs / "z_plain.ipynb", "output_dir = None\nvalue_z = 0.25",
+              RECORD.replace("NAME", "'z_plain'").replace("value,", "value_z,")
+              .replace("'sys'", "'zsys'"))
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump({
+        "notebooks": ["a_first", "z_plain"], "reuse": "latest"}))
+    reports = tmp_path / "reports"
+    assert cli.main(["sweep", "--config", str(tmp_path / "p.yaml"), "--notebooks-dir",
+                     str(nbs), "--reports-dir", str(reports), "--sweep-name", "sw",
+                     "--matrix", "value=[0.5, 0.75]"]) == 0
+    capsys.readouterr()
+    summary = json.loads((reports / "sw" / "sweep.json").read_text())
+    assert [c["name"] for c in summary["cells"]] == ["value-0.5", "value-0.75"]
+    second = json.loads((reports / "sw" / "value-0.75" / "manifest.json").read_text())
+    nb = {n["name"]: n for n in second["notebooks"]}
+    assert nb["z_plain"]["reused"]["from"] == "value-0.5" and not nb["a_first"]["reused"]
+    (table,) = [t for t in summary["tables"] if t["split"] == "test"]
+    values = {(r["cell"], r["system"]): r["fact_f1"]["mean"] for r in table["rows"]}
+    assert values == {("value-0.5", "sys"): 0.5, ("value-0.75", "sys"): 0.75,
+                      ("value-0.5", "zsys"): 0.25, ("value-0.75", "zsys"): 0.25}
+    html = (reports / "sw" / "sweep.html").read_text()
+    assert 'href="value-0.75/index.html"' in html and "data:image/png;base64" in html
