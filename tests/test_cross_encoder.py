@@ -242,3 +242,25 @@ def test_cross_encoder_job_under_torchrun_two_processes(tiny_bert: str, tmp_path
     assert list(zip(p.epoch, p.split, p.id, strict=True)) == [(e, s, i) for e in (1, 2)
                                                               for s, i in order]
     assert all(abs(sum(x.values()) - 1) < 1e-6 for x in p.probs)
+
+
+def test_train_layers_freezes_all_but_the_top_layers() -> None:
+    s = CE.CrossEncoderSettings(train_layers=2, freeze_layers=0)
+    assert s.for_depth(12).freeze_layers == 10 and s.for_depth(2).freeze_layers == 0
+    assert CE.CrossEncoderSettings(freeze_layers=3).for_depth(12).freeze_layers == 3
+    with pytest.raises(ValueError, match="has 1 layers"):
+        s.for_depth(1)
+    with pytest.raises(ValueError, match="train_layers"):
+        CE.CrossEncoderSettings(train_layers=-1)
+
+
+def test_train_layers_job_trains_what_freeze_layers_does(tiny_bert: str, tmp_path: Path) -> None:
+    train, evals = pair_examples()
+    rows = []
+    for extra in ({"freeze_layers": 1}, {"train_layers": 1}):
+        job = J.with_examples(J.TrainJob(examples="", output_dir=str(tmp_path / str(extra)),
+                                         task="t", kind="cross_encoder", system="ce",
+                                         settings={**TINY, "model": tiny_bert, "epochs": 1,
+                                                   **extra}, save_model=False), train, evals)
+        rows.append(J.run_jobs(J.job_grid(job, [3]), log=lambda m: None).logs.iloc[0])
+    assert rows[0].n_trainable == rows[1].n_trainable and rows[1].cached_frozen

@@ -159,3 +159,48 @@ def test_with_generic_refits_only_the_unseen_question_model():
     assert len(other.predict(toy_frame("t", ("Q3",), 3))) == 3
     with pytest.raises(ValueError, match="seen-question"):
         clf.with_generic(model="hgb")
+
+
+# --------------------------------------------------------------------------- other encoders
+
+
+def test_choose_encoders_by_language():
+    from saf_utils.encoders import DEFAULT_ENCODER
+    from saf_utils.multilingual import E5_NAME, USE_NAME
+    from saf_utils.saf import experiments as E
+
+    de = E.choose_encoders("de")
+    assert (de.sentence, de.cross_encoder) == (E5_NAME, E5_NAME)
+    assert de.extras == (DEFAULT_ENCODER, USE_NAME) and len(de.defaulted) == 3
+    en = E.choose_encoders("en", extra_encoders=[USE_NAME, DEFAULT_ENCODER])
+    assert (en.sentence, en.extras, en.cross_encoder) == (DEFAULT_ENCODER, (USE_NAME,),
+                                                          DEFAULT_ENCODER)
+    assert "`feature_clf:use`" in en.describe() and "set by the run" in en.describe()
+    hub = E.choose_encoders("de", "sentence-transformers/LaBSE", [], "xlm-roberta-base")
+    assert hub.extras == () and hub.cross_encoder == "xlm-roberta-base" and not hub.defaulted
+
+
+@pytest.mark.slow
+def test_encoder_variants_are_tuned_and_named_per_encoder(monkeypatch):
+    from saf_utils.saf import experiments as E
+
+    def shifted(texts):  # a second, different encoder
+        return bow_encoder([t[::-1] for t in texts])
+
+    fakes = {"enc-a": bow_encoder, "org/enc-b": shifted}
+    monkeypatch.setattr(E, "make_encoder", lambda name: fakes[name])
+    data = E.SAFData(toy_frame("train"), {
+        "validation": toy_frame("validation", seed=1),
+        "test_unseen_questions": toy_frame("test_unseen_questions", ("Q3",), 3)}, "toy")
+    v = E.run_encoder_variants(data, list(fakes), ["logreg"], [1.0], ["most_frequent"],
+                               seeds=[0])
+    assert set(v.preds.system) == {"nearest_neighbour:enc-a", "feature_clf:enc-a",
+                                   "nearest_neighbour:enc-b", "feature_clf:enc-b"}
+    assert {E.role_of(s) for s in v.preds.system} == {"baseline", "system"}
+    assert set(v.tunings) == set(fakes) and set(v.seconds) == set(fakes)
+    assert len(v.preds) == 4 * (len(data.evals["validation"]) + 3)
+    assert set(v.unseen_cv.system) == set(v.preds.system)
+    assert (v.unseen_cv.protocol == "leave one question out").all()
+    cv = E.unseen_question_cv(data, bow_encoder, E.tune_feature_clf(
+        data, bow_encoder, ["logreg"], [1.0], ["most_frequent"]), v.unseen_cv)
+    assert {"feature_clf:enc-b", "nearest_neighbour", "feature_clf"} <= set(cv.system)

@@ -140,6 +140,53 @@ def make_encoder(encoder: str) -> Callable[[Sequence[str]], np.ndarray]:
     return functools.partial(encode, model=encoder)
 
 
+@dataclass(frozen=True)
+class EncoderChoice:
+    """The encoders of one run of notebook 02, after the language-aware defaults."""
+
+    language: str
+    sentence: str  # the baselines' and the classifier's sentence encoder
+    extras: tuple[str, ...]  # reported beside: nearest_neighbour:<tag>, feature_clf:<tag>
+    cross_encoder: str  # the model the cross-encoder fine-tunes
+    defaulted: tuple[str, ...]  # which of the three came from the language default
+
+    def describe(self) -> str:
+        """One Markdown line per choice, for the page."""
+        from saf_utils.encoders import encoder_tag
+
+        how = {k: " (default for language " + repr(self.language) + ")"
+               if k in self.defaulted else " (set by the run)"
+               for k in ("sentence", "extras", "cross_encoder")}
+        extras = ", ".join(f"`{e}` (systems `nearest_neighbour:{encoder_tag(e)}`, "
+                           f"`feature_clf:{encoder_tag(e)}`)" for e in self.extras) or "none"
+        return (f"- sentence encoder of the baselines and `feature_clf`: `{self.sentence}`"
+                f"{how['sentence']}\n- further sentence encoders, reported beside: {extras}"
+                f"{how['extras']}\n- model of `cross_encoder`: `{self.cross_encoder}`"
+                f"{how['cross_encoder']}")
+
+
+def choose_encoders(language: str, encoder: str | None = None,
+                    extra_encoders: Sequence[str] | None = None,
+                    cross_encoder: str | None = None) -> EncoderChoice:
+    """Fill the encoders a run leaves at None from the data's language.
+
+    ``encoder``: :func:`saf_utils.encoders.default_encoder` (multilingual-e5-small for a
+    non-English release, MiniLM for English); ``extra_encoders``: every other offline
+    encoder (:data:`saf_utils.encoders.OFFLINE_ENCODERS`), so English encoders stay
+    available for any release and validation chooses among all systems;
+    ``cross_encoder``: :func:`saf_utils.encoders.default_cross_encoder`.
+    """
+    from saf_utils.encoders import OFFLINE_ENCODERS, default_cross_encoder, default_encoder
+
+    defaulted = tuple(k for k, v in (("sentence", encoder), ("extras", extra_encoders),
+                                     ("cross_encoder", cross_encoder)) if v is None)
+    sentence = encoder or default_encoder(language)
+    extras = (tuple(e for e in OFFLINE_ENCODERS if e != sentence) if extra_encoders is None
+              else tuple(dict.fromkeys(e for e in extra_encoders if e != sentence)))
+    return EncoderChoice(language, sentence, extras,
+                         cross_encoder or default_cross_encoder(language), defaulted)
+
+
 # --------------------------------------------------------------------------- plain systems
 
 
@@ -273,6 +320,68 @@ def unseen_question_cv(data: SAFData, encoder: Any, tuning: FeatureClfTuning,
     out["role"] = out.system.map(role_of)
     out["transductive"] = out.system.map(lambda s: SYSTEMS[s].transductive)
     return out
+
+
+# --------------------------------------------------------------------------- other encoders
+
+
+@dataclass
+class EncoderVariants:
+    """``nearest_neighbour:<tag>`` and ``feature_clf:<tag>`` for each further encoder."""
+
+    preds: pd.DataFrame
+    tunings: dict[str, FeatureClfTuning]  # encoder -> its feature_clf choices
+    unseen_cv: pd.DataFrame  # leave-one-question-out rows of the unseen-question paths
+    seconds: dict[str, float]  # encoder -> wall time (embedding, tuning, predicting)
+
+
+@SYSTEMS.register("nearest_neighbour:", "baseline", family="baselines", kind="experiment",
+                  params=("extra_encoders",),
+                  description="nearest_neighbour on another sentence encoder "
+                  "(nearest_neighbour:<encoder>)")
+@SYSTEMS.register("feature_clf:", "system", family="feature_clf", kind="experiment",
+                  params=("extra_encoders", *_CLF_PARAMS[1:]),
+                  description="feature_clf on another sentence encoder, its settings chosen "
+                  "on validation and by leave-one-question-out CV as feature_clf's "
+                  "(feature_clf:<encoder>)")
+def run_encoder_variants(data: SAFData, encoders: Sequence[str],
+                         models: Sequence[str] = ("logreg", "hgb"),
+                         Cs: Sequence[float] = (0.1, 1.0),
+                         feedback_strategies: Sequence[str] = ("most_frequent", "nearest"),
+                         generic_feature_sets: Mapping[str, Sequence[str] | None] | None = None,
+                         seeds: Sequence[int] = (0,)) -> EncoderVariants:
+    """The baseline and the classifier on each of ``encoders``, tuned as the primary ones
+    (validation for seen questions, leave-one-question-out CV on train for unseen ones;
+    inductive only), so that validation can choose among encoders too."""
+    import time
+
+    from saf_utils.encoders import encoder_tag
+
+    preds, tunings, cv_rows, seconds = [], {}, [], {}
+    for name in encoders:
+        t0 = time.perf_counter()
+        tag, enc = encoder_tag(name), make_encoder(name)
+        nn_name, clf_name = f"nearest_neighbour:{tag}", f"feature_clf:{tag}"
+        preds += [SY.nearest_neighbour_baseline(data.train, df, enc, system=nn_name)
+                  for df in data.evals.values()]
+        tuning = tune_feature_clf(data, enc, models, Cs, feedback_strategies,
+                                  generic_feature_sets, transductive=False)
+        tunings[name] = tuning
+        for seed in seeds:
+            clf = SY.FeatureClassifier(enc, seed=seed, system=clf_name,
+                                       **tuning.config).fit(data.train)
+            preds += [clf.predict(df) for df in data.evals.values()]
+        loqo = SY.loqo_baselines(data.train, enc)
+        loqo = loqo[loqo.system == "nearest_neighbour"].assign(system=nn_name)
+        best = tuning.cv.iloc[0]
+        cv_rows += [loqo, pd.DataFrame([{"system": clf_name, "accuracy": best.accuracy,
+                                         "macro_f1": best.macro_f1}])]
+        seconds[name] = time.perf_counter() - t0
+    cv = (pd.concat(cv_rows, ignore_index=True).assign(protocol="leave one question out")
+          if cv_rows else pd.DataFrame(columns=["system", "accuracy", "macro_f1", "protocol"]))
+    out = (EV.collapse_identical_seeds(pd.concat(preds, ignore_index=True)) if preds
+           else pd.DataFrame())
+    return EncoderVariants(out, tunings, cv, seconds)
 
 
 # --------------------------------------------------------------------------- seq2seq
