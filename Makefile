@@ -42,7 +42,7 @@ lock:
 	test -x $(UV) && $(UV) --version | grep -q " $(UV_VERSION)" || \
 	  { $(PYTHON) -m venv $(CURDIR)/.cache/uv-tool && \
 	    $(CURDIR)/.cache/uv-tool/bin/pip install -q "uv==$(UV_VERSION)"; }
-	$(UV) pip compile -q pyproject.toml requirements/torch-cpu.in --extra dev \
+	$(UV) pip compile -q pyproject.toml requirements/torch-cpu.in --extra dev --extra dask \
 	  --override requirements/overrides.txt --generate-hashes \
 	  --python-version 3.11.5 --python-platform x86_64-manylinux_2_28 \
 	  --custom-compile-command "make lock" $(LOCK_ARGS) -o $(LOCK)
