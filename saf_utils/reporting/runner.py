@@ -237,8 +237,12 @@ def run_profile(req: RunRequest, plan: dict[str, Any] | None = None,
     os.environ.setdefault("PYTHONHASHSEED", "0")
     # Kernels and launcher ranks run with the pinned kernel level and threads (OpenBLAS reads
     # its kernel once, when numpy loads: before any saf_utils code in the kernel).
+    # N notebooks at once on this machine share its cores: OpenMP pools of 2 threads per kernel
+    # on 2 cores spin against each other (03's gradient boosting ran 10x slower).
     from saf_utils import numerics
 
+    if req.workers > 1 and not req.scheduler and not os.environ.get("SAF_NUM_THREADS"):
+        os.environ["SAF_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // req.workers))
     os.environ.update(numerics.pinned_environment())
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     # Progress bars inside a kernel only clutter the HTML; the runner prints a line per section

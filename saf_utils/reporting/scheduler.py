@@ -27,14 +27,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from saf_utils import numerics
 from saf_utils.reporting.execute import Interrupted, execute_one
 from saf_utils.reporting.profiles import RunnerError, data_env_vars
 
 #: Environment variables a notebook's kernel reads (besides :func:`data_env_vars`); a Dask
 #: worker gets the runner's values, so that a worker started elsewhere computes the same.
 RUNNER_ENV = ("PYTHONHASHSEED", "TOKENIZERS_PARALLELISM", "TQDM_DISABLE",
-              "HF_HUB_DISABLE_PROGRESS_BARS")
-RUNNER_ENV_PREFIXES = ("HF_", "TRANSFORMERS_", "SAF_UTILS_")
+              "HF_HUB_DISABLE_PROGRESS_BARS", *numerics.KERNEL_ENV, *numerics.OPENBLAS_ENV)
+#: ``SAF_``: the data folders, SAF_NUM_THREADS / SAF_NUMERICS (:mod:`saf_utils.numerics`), caches.
+RUNNER_ENV_PREFIXES = ("HF_", "TRANSFORMERS_", "SAF_")
 #: Thread limits: the kernel gets the runner's (unset where it has none). A Dask nanny sets
 #: them to 1 in its worker processes, which would make a kernel single-threaded and change
 #: the last digits of float32 sums (BERTScore) against a serial run.
