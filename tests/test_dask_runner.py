@@ -179,8 +179,10 @@ def _records(run: Path) -> list[str]:
 
 
 @pytest.mark.slow
-def test_local_cluster_runs_independent_notebooks_at_once(tmp_path, capsys):
+def test_local_cluster_runs_independent_notebooks_at_once(tmp_path, capsys, monkeypatch):
     pytest.importorskip("distributed")
+    # a stated thread count: --workers N would otherwise split the cores (cores // N each)
+    monkeypatch.setenv("SAF_NUM_THREADS", "2")
     base = _toy(tmp_path)
     assert cli.main([*base, "--run-name", "serial"]) == 1  # f fails
     assert cli.main([*base, "--run-name", "dask", "--workers", "2"]) == 1
@@ -201,6 +203,7 @@ def test_local_cluster_runs_independent_notebooks_at_once(tmp_path, capsys):
     assert _records(runs / "dask") == _records(runs / "serial")
     threads = [(runs / r / "a_first" / "threads.txt").read_text() for r in ("serial", "dask")]
     assert threads[0] == threads[1], threads  # not the nanny's 1 thread, hash seed 6640
+    assert threads[0].startswith("['2', '2'"), threads
     serial = json.loads((runs / "serial" / "manifest.json").read_text())
     assert all(n["worker"] is None for n in serial["notebooks"])
     assert (runs / "dask" / "a_first.html").is_file()
@@ -344,3 +347,30 @@ def test_serial_sweep_reuses_what_the_matrix_does_not_touch(tmp_path, capsys):
                       ("value-0.5", "zsys"): 0.25, ("value-0.75", "zsys"): 0.25}
     html = (reports / "sw" / "sweep.html").read_text()
     assert 'href="value-0.75/index.html"' in html and "data:image/png;base64" in html
+
+
+def test_workers_split_the_cores_unless_a_thread_count_is_stated(tmp_path, monkeypatch):
+    """--workers N on one machine: each kernel gets cores // N threads (two 2-thread OpenMP
+    pools on 2 cores spun against each other), and the setting does not outlive the run."""
+    from saf_utils.reporting import runner
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake_open(workers, scheduler):
+        seen["threads"] = os.environ.get("SAF_NUM_THREADS")
+        raise Stop
+
+    monkeypatch.delenv("SAF_NUM_THREADS", raising=False)
+    monkeypatch.setattr("saf_utils.reporting.scheduler.open_executor", fake_open)
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    req = runner.RunRequest(workers=2)
+    with pytest.raises(Stop):
+        runner.run_profile(req, plan={"cfg": {}, "plans": []})
+    assert seen["threads"] == "2" and "SAF_NUM_THREADS" not in os.environ
+    monkeypatch.setenv("SAF_NUM_THREADS", "3")
+    with pytest.raises(Stop):
+        runner.run_profile(req, plan={"cfg": {}, "plans": []})
+    assert seen["threads"] == "3"

@@ -220,8 +220,17 @@ def run_profile(req: RunRequest, plan: dict[str, Any] | None = None,
         from saf_utils.reporting.scheduler import open_executor
 
         plan = plan or prepare(req)  # a bad profile is reported before a cluster starts
-        with open_executor(req.workers, req.scheduler) as ex:
-            return run_profile(req, plan, ex)
+        # N notebooks at once on this machine share its cores: OpenMP pools of 2 threads per
+        # kernel on 2 cores spin against each other (03's gradient boosting ran 10x slower).
+        saved = os.environ.get("SAF_NUM_THREADS")
+        if req.workers > 1 and not req.scheduler and not saved:
+            os.environ["SAF_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // req.workers))
+        try:
+            with open_executor(req.workers, req.scheduler) as ex:
+                return run_profile(req, plan, ex)
+        finally:  # a later run in this process gets its own split
+            if saved is None:
+                os.environ.pop("SAF_NUM_THREADS", None)
     from saf_utils.reporting.scheduler import NotebookTask, forwarded_env, run_graph
 
     plan = plan or prepare(req)
@@ -237,12 +246,8 @@ def run_profile(req: RunRequest, plan: dict[str, Any] | None = None,
     os.environ.setdefault("PYTHONHASHSEED", "0")
     # Kernels and launcher ranks run with the pinned kernel level and threads (OpenBLAS reads
     # its kernel once, when numpy loads: before any saf_utils code in the kernel).
-    # N notebooks at once on this machine share its cores: OpenMP pools of 2 threads per kernel
-    # on 2 cores spin against each other (03's gradient boosting ran 10x slower).
     from saf_utils import numerics
 
-    if req.workers > 1 and not req.scheduler and not os.environ.get("SAF_NUM_THREADS"):
-        os.environ["SAF_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // req.workers))
     os.environ.update(numerics.pinned_environment())
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     # Progress bars inside a kernel only clutter the HTML; the runner prints a line per section
