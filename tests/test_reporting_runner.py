@@ -20,7 +20,7 @@ import nbformat
 import pytest
 import yaml
 
-from saf_utils.reporting import cli, pages, runs
+from saf_utils.reporting import cli, pages, runs, scheduler
 from saf_utils.reporting import runner as run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -532,7 +532,7 @@ def test_a_full_disk_still_leaves_a_readable_status(project, capsys, monkeypatch
         disk["full"] = True
 
     monkeypatch.setattr("saf_utils.reporting.manifest.os.replace", replace)
-    monkeypatch.setattr(run, "execute_one", execute)
+    monkeypatch.setattr(scheduler, "execute_one", execute)
     assert cli.main(base + ["--run-name", "w"]) == 3
     err = _err_line(capsys)
     assert "cannot write" in err and "a_first.html: No space left on device" in err
@@ -568,7 +568,7 @@ def test_a_failed_notebook_and_a_runner_error_say_so_in_the_status(project, caps
                                                                      monkeypatch):
     tmp, base, reports = project
     failing = {"a_first"}
-    monkeypatch.setattr(run, "execute_one", lambda nb, out, params, *a, **k: (
+    monkeypatch.setattr(scheduler, "execute_one", lambda nb, out, params, *a, **k: (
         _copy_notebook(nb, out), "ValueError: bad" if nb.stem in failing else None)[1])
     assert cli.main(base + ["--run-name", "f"]) == 1
     failing.clear()

@@ -180,6 +180,13 @@ def nav_bar(run_dir: Path, current: str, items: Sequence[tuple[int, str, str]] =
 
 
 _BLOCK = re.compile(re.escape(START) + ".*?" + re.escape(END), re.S)
+_BLOCK_SPACED = re.compile(r"\s*" + re.escape(START) + ".*?" + re.escape(END) + r"\s*", re.S)
+
+
+def without_bar(text: str) -> str:
+    """A page without its navigation bar: what stays the same while :func:`refresh` rewrites
+    the bar as the run's pages appear (reuse verifies pages by this)."""
+    return _BLOCK_SPACED.sub("", text, count=1)
 _BODY = re.compile(r"<body\b[^>]*>", re.I)
 
 

@@ -68,7 +68,17 @@ def output_files(run: Path, name: str) -> dict[str, str]:
     found = [p for p in (run / f"{name}.ipynb", run / f"{name}.html") if p.is_file()]
     if (run / name).is_dir():
         found += sorted(p for p in (run / name).rglob("*") if p.is_file())
-    return {p.relative_to(run).as_posix(): sha256_file(p) for p in found}
+    return {p.relative_to(run).as_posix(): _page_sha256(p) if p.suffix == ".html"
+            else sha256_file(p) for p in found}
+
+
+def _page_sha256(path: Path) -> str:
+    """SHA-256 of a page without its navigation bar (:func:`chrome.without_bar`): the bar is
+    rewritten after the execution recorded the page, each time another page appears."""
+    from saf_utils.reporting.chrome import without_bar
+
+    text = without_bar(path.read_text(encoding="utf-8", errors="surrogateescape"))
+    return hashlib.sha256(text.encode("utf-8", errors="surrogateescape")).hexdigest()
 
 
 def folder_digest(files: dict[str, str], name: str) -> str:
