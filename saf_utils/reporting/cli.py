@@ -77,18 +77,8 @@ def run_main(argv: list[str]) -> int:
             print(runner.describe_plan(runner.prepare(req), req))
             return 0
         run_dir, results, status = runner.run_profile(req)
-    except RunnerError as exc:
-        _err(exc)
-        return 2
-    except KeyboardInterrupt:  # Ctrl-C while planning: nothing was written
-        _err("interrupted before any notebook ran")
-        return 130
-    except ReportWriteError as exc:
-        _err(exc)
-        return EXIT_WRITE
-    except OSError as exc:  # anything else the file system refused
-        _err(f"{exc.filename or ''} {exc.strerror or exc}")
-        return EXIT_WRITE
+    except (RunnerError, KeyboardInterrupt, OSError) as exc:
+        return _failed(exc)
     print(f"Report: {(run_dir / 'index.html').resolve()}")
     if status.startswith("interrupted"):
         return runner.EXIT_INTERRUPTED.get(status.split(":", 1)[1], 130)
@@ -106,16 +96,22 @@ def sweep_main(argv: list[str]) -> int:
     args = sweep.add_sweep_arguments(run_parser()).parse_args(argv)
     try:
         return sweep.run_sweep(args, ["saf-run", "sweep", *argv])
-    except RunnerError as exc:
+    except (RunnerError, KeyboardInterrupt, OSError) as exc:
+        return _failed(exc)
+
+
+def _failed(exc: BaseException) -> int:
+    """One line and the exit code of a run or sweep that stopped on ``exc``: 2 bad invocation,
+    130 Ctrl-C while planning (nothing was written), 3 a file the file system refused."""
+    if isinstance(exc, RunnerError):
         _err(exc)
         return 2
-    except KeyboardInterrupt:  # Ctrl-C while planning: nothing was written
+    if isinstance(exc, KeyboardInterrupt):
         _err("interrupted before any notebook ran")
         return 130
-    except OSError as exc:  # ReportWriteError included
-        _err(exc if isinstance(exc, ReportWriteError) else f"{exc.filename or ''} "
-             f"{exc.strerror or exc}")
-        return EXIT_WRITE
+    _err(exc if isinstance(exc, ReportWriteError) else f"{exc.filename or ''} "
+         f"{exc.strerror or exc}")
+    return EXIT_WRITE
 
 
 def compare_main(argv: list[str]) -> int:
