@@ -39,6 +39,9 @@ class Entry:
     description: str = ""
     params: tuple[str, ...] = ()
     info: dict[str, Any] = field(default_factory=dict)
+    #: the system's parameters dataclass (defaults live there only); None: an older entry
+    #: that declares parameter names only
+    params_type: type | None = None
 
     def __getattr__(self, key: str) -> Any:
         info = self.__dict__.get("info", {})
@@ -66,8 +69,21 @@ class Registry:
     # ---- registering
 
     def register(self, name: str, role: str, *, description: str | None = None,
-                 params: Sequence[str] = (), **info: Any) -> Callable[[Callable], Callable]:
-        """Decorator: register the function as ``name`` with ``role``; returns it unchanged."""
+                 params: Sequence[str] | type = (), **info: Any
+                 ) -> Callable[[Callable], Callable]:
+        """Decorator: register the function as ``name`` with ``role``; returns it unchanged.
+
+        ``params``: the system's parameters dataclass (the contract: the function is called
+        as ``fn(data, params, **context)`` by :meth:`run` and returns a tidy predictions
+        frame), or, for older entries, the names of the parameters it reads.
+        """
+        import dataclasses
+
+        params_type = params if isinstance(params, type) else None
+        if params_type is not None:
+            if not dataclasses.is_dataclass(params_type):
+                raise TypeError(f"{self.what} {name!r}: params must be a dataclass type")
+            params = tuple(f.name for f in dataclasses.fields(params_type))
         if role not in ROLES:
             raise ValueError(f"role {role!r} not one of {ROLES}")
         if name in self._entries:
@@ -84,7 +100,7 @@ class Registry:
             doc = description if description is not None else \
                 (fn.__doc__ or "").strip().split("\n")[0]
             self._entries[name] = Entry(name, role, fn, doc, tuple(params),
-                                        {**self.defaults, **info})
+                                        {**self.defaults, **info}, params_type)
             return fn
 
         return add
@@ -150,14 +166,100 @@ class Registry:
         known = [n for n in self._entries if n in names]
         return known + sorted(names - set(known))
 
+    # ---- the system contract
+
+    def params(self, name: str, values: Mapping[str, Any] | None = None) -> Any:
+        """The parameters dataclass of system ``name``: its defaults updated by ``values``
+        (checked by :func:`make_params`)."""
+        entry = self[name]
+        if entry.params_type is None:
+            raise TypeError(f"{self.what} {name!r} declares no parameters dataclass")
+        return make_params(entry.params_type, values, f"{self.what} {name!r}")
+
+    def run(self, names: Iterable[str], data: Any,
+            params: Mapping[str, Mapping[str, Any]] | None = None, **context: Any
+            ) -> pd.DataFrame:
+        """The one runner of a task: every system of ``names`` as ``fn(data, params,
+        **context)``, its parameters from ``params[name]`` over the dataclass defaults;
+        the tidy predictions frames concatenated, each with its ``system`` column.
+
+        A name in ``params`` that is not run is an error (a typo would silently keep the
+        defaults)."""
+        names = self.check(names)
+        params = dict(params or {})
+        stray = sorted(set(params) - set(names))
+        if stray:
+            raise ValueError(f"parameters given for {self.what}(s) {stray} that are not run; "
+                             f"run: {names}")
+        frames = []
+        for name in names:
+            out = self[name].fn(data, self.params(name, params.get(name)), **context)
+            if not isinstance(out, pd.DataFrame):
+                raise TypeError(f"{self.what} {name!r} returned {type(out).__name__}, "
+                                f"not a predictions DataFrame")
+            frames.append(out.assign(system=out["system"] if "system" in out else name))
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+    def _params_text(self, name: str) -> str:
+        entry = self[name]
+        if entry.params_type is None:
+            return ", ".join(entry.params)
+        return ", ".join(f"{k}={v!r}" for k, v in params_dict(entry.params_type()).items())
+
     def table(self, names: Iterable[str] | None = None) -> pd.DataFrame:
         """One row per system: name, role, description, parameters and the task's info."""
         names = list(self) if names is None else self.check(names)
         return pd.DataFrame([{"system": n, "role": self[n].role, **self[n].info,
-                              "params": ", ".join(self[n].params),
+                              "params": self._params_text(n),
                               "description": self[n].description} for n in names])
 
 
 def role_order(roles: Mapping[str, str]) -> list[str]:
     """The systems of ``roles`` (name -> role) sorted by role (:data:`ROLES`), then name."""
     return sorted(roles, key=lambda s: (ROLES.index(roles[s]), s))
+
+
+# ---- the system contract: typed parameters and one runner
+
+
+@dataclass(frozen=True)
+class NoParams:
+    """The parameters of a system that has none."""
+
+
+def make_params(params_type: type, values: Mapping[str, Any] | None, where: str) -> Any:
+    """An instance of the dataclass ``params_type`` from its defaults and ``values``.
+
+    The one place a system's parameter is checked: an unknown name, or a value whose type
+    does not match the field's default (int for a float is allowed; ``None`` defaults take
+    any value), is a ``ValueError`` naming ``where`` and the known fields. Defaults live
+    only in the dataclass, so a profile that names nothing gets exactly them.
+    """
+    import dataclasses
+
+    if not dataclasses.is_dataclass(params_type):
+        raise TypeError(f"{where}: parameters must be a dataclass type, not {params_type!r}")
+    values = dict(values or {})
+    known = {f.name: f for f in dataclasses.fields(params_type)}
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        raise ValueError(f"{where}: unknown parameter(s) {unknown}; known: {sorted(known)}")
+    defaults = params_type()
+    for key, value in values.items():
+        default = getattr(defaults, key)
+        if default is None or value is None:
+            continue
+        if isinstance(default, bool) != isinstance(value, bool) or not (
+                isinstance(value, type(default))
+                or (isinstance(default, float) and isinstance(value, int))
+                or (isinstance(default, (list, tuple)) and isinstance(value, (list, tuple)))):
+            raise ValueError(f"{where}: parameter {key!r} = {str(value)[:80]!r} should be "
+                             f"{type(default).__name__} like its default {default!r}")
+    return dataclasses.replace(defaults, **values)
+
+
+def params_dict(params: Any) -> dict[str, Any]:
+    """A parameters dataclass as a plain dict (for records, manifests and ``--dry-run``)."""
+    import dataclasses
+
+    return dataclasses.asdict(params)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 from saf_utils import protocol as P
@@ -69,3 +70,52 @@ def test_roles_are_defined_once() -> None:
     assert records.ROLES is R.ROLES and P.ELIGIBLE is R.ELIGIBLE
     assert R.role_order({"z": "baseline", "o": "oracle", "a": "system", "b": "baseline"}) == [
         "b", "z", "a", "o"]
+
+
+# ---- the system contract
+
+
+def _contract_registry():
+    from dataclasses import dataclass
+
+    from saf_utils.registry import Registry
+
+    @dataclass(frozen=True)
+    class KParams:
+        k: int = 3
+        rate: float = 0.5
+        name: str | None = None
+
+    reg = Registry("toy system")
+
+    @reg.register("toy", "baseline", params=KParams)
+    def toy(data, params, scale=1):
+        """Repeats k."""
+        return pd.DataFrame({"id": data, "output": [params.k * scale] * len(data)})
+
+    return reg, KParams
+
+
+def test_params_come_from_the_dataclass_defaults_and_are_checked() -> None:
+    reg, KParams = _contract_registry()
+    assert reg.params("toy") == KParams()
+    assert reg.params("toy", {"k": 5, "rate": 1}).rate == 1
+    assert reg["toy"].params == ("k", "rate", "name")
+    assert "k=3" in reg.table().params.iloc[0]
+    with pytest.raises(ValueError, match="unknown parameter.*'kk'.*known"):
+        reg.params("toy", {"kk": 1})
+    with pytest.raises(ValueError, match="'k' = '5' should be int"):
+        reg.params("toy", {"k": "5"})
+    with pytest.raises(ValueError, match="should be int"):
+        reg.params("toy", {"k": True})
+
+
+def test_the_runner_runs_names_with_their_parameters() -> None:
+    reg, _ = _contract_registry()
+    out = reg.run(["toy"], ["a", "b"], {"toy": {"k": 2}}, scale=10)
+    assert out.to_dict("list") == {"id": ["a", "b"], "output": [20, 20],
+                                   "system": ["toy", "toy"]}
+    with pytest.raises(ValueError, match="not run"):
+        reg.run(["toy"], ["a"], {"other": {}})
+    with pytest.raises(ValueError, match="unknown"):
+        reg.run(["nope"], ["a"])
