@@ -38,6 +38,7 @@ from saf_utils.encoders import resolve_model
 from saf_utils.seq2seq import quiet_trainer
 
 MODES = ("label", "score")
+POOLINGS = ("cls", "mean")
 
 
 @dataclass
@@ -58,6 +59,10 @@ class CrossEncoderSettings:
     # setting fits models of any depth (MiniLM-L6, e5-small's 12 layers)
     train_layers: int | None = None
     cache_frozen: bool = True  # run the frozen layers once per pair (BERT-style models)
+    # the head's input: "cls" (BERT's pooler over the first token) or "mean" (the mean of
+    # the last layer's token states: how sentence encoders such as e5 and MiniLM were
+    # trained; their checkpoints carry no trained pooler)
+    pooling: str = "cls"
     seed: int = 42
     predict_every_epoch: bool = False  # predict the eval splits after every epoch
     fp16: bool = False  # GPU only
@@ -69,6 +74,8 @@ class CrossEncoderSettings:
             raise ValueError(f"mode {self.mode!r}: use one of {MODES}")
         if self.epochs < 1:
             raise ValueError("epochs must be a positive integer")
+        if self.pooling not in POOLINGS:
+            raise ValueError(f"pooling {self.pooling!r}: use one of {POOLINGS}")
         if self.train_layers is not None and self.train_layers < 0:
             raise ValueError("train_layers must be a non-negative integer (or None)")
 
@@ -158,7 +165,50 @@ def frozen_states(model: Any, tokenizer: Any, key: str, first: Sequence[str],
     return [cache[p] for p in pairs]
 
 
-def top_layers(model: Any, n_frozen: int) -> Any:
+def _head(model: Any, pooling: str, hidden: Any, attention_mask: Any) -> Any:
+    """Logits of the classifier head over the last layer's states ``hidden``."""
+    if pooling == "mean":
+        m = attention_mask.unsqueeze(-1).to(hidden.dtype)
+        pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
+    else:
+        pooled = model.base_model.pooler(hidden)
+    return model.classifier(model.dropout(pooled))
+
+
+def _loss(config: Any, logits: Any, labels: Any) -> Any:
+    from torch import nn
+
+    if labels is None:
+        return None
+    if config.num_labels == 1:
+        return nn.functional.mse_loss(logits.view(-1), labels.float().view(-1))
+    return nn.functional.cross_entropy(logits, labels.long().view(-1))
+
+
+def mean_pooled(model: Any) -> Any:
+    """A BERT-style classifier whose head reads the mean of the last layer's token states
+    instead of the pooler (``pooling: mean`` without cached states); it shares the weights."""
+    from torch import nn
+    from transformers.modeling_outputs import SequenceClassifierOutput
+
+    class _MeanPooled(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.config = model.config
+            self.model = model
+
+        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any = None,
+                    labels: Any = None) -> SequenceClassifierOutput:
+            h = self.model.base_model(input_ids=input_ids, attention_mask=attention_mask,
+                                      token_type_ids=token_type_ids).last_hidden_state
+            logits = _head(self.model, "mean", h, attention_mask)
+            return SequenceClassifierOutput(loss=_loss(self.config, logits, labels),
+                                            logits=logits)
+
+    return _MeanPooled()
+
+
+def top_layers(model: Any, n_frozen: int, pooling: str = "cls") -> Any:
     """The trainable top of a BERT-style classifier (layers above ``n_frozen``, pooler,
     head) as a module over cached hidden states; it shares the classifier's weights."""
     import torch
@@ -187,14 +237,9 @@ def top_layers(model: Any, n_frozen: int) -> Any:
             for layer in self.layers:
                 out = layer(h, attention_mask=mask)
                 h = out[0] if isinstance(out, tuple) else out
-            logits = self.classifier(self.dropout(self.pooler(h)))
-            loss = None
-            if labels is not None:
-                if self.config.num_labels == 1:
-                    loss = nn.functional.mse_loss(logits.view(-1), labels.float().view(-1))
-                else:
-                    loss = nn.functional.cross_entropy(logits, labels.long().view(-1))
-            return SequenceClassifierOutput(loss=loss, logits=logits)
+            logits = _head(model, pooling, h, attention_mask)
+            return SequenceClassifierOutput(loss=_loss(self.config, logits, labels),
+                                            logits=logits)
 
     return _Top()
 
@@ -302,13 +347,15 @@ def train_and_predict(first: Sequence[str], second: Sequence[str], targets: Sequ
         states = frozen_states(model, tokenizer, key, [t for a, _ in texts for t in a],
                                [t for _, b in texts for t in b], settings)
         collator = _state_collator(states)
-        model = top_layers(model, settings.freeze_layers)
+        model = top_layers(model, settings.freeze_layers, settings.pooling)
         train_ds = datasets.Dataset.from_dict({"idx": list(range(len(first))), "labels": y})
         eval_ds, pos = {}, len(first)
         for s, (a, _) in evals.items():
             eval_ds[s] = datasets.Dataset.from_dict({"idx": list(range(pos, pos + len(a)))})
             pos += len(a)
     else:
+        if settings.pooling == "mean":
+            model = mean_pooled(model)
         train_ds = _dataset(tokenizer, key, first, second, settings.max_length, y)
         eval_ds = {s: _dataset(tokenizer, key, a, b, settings.max_length)
                    for s, (a, b) in evals.items()}

@@ -264,3 +264,28 @@ def test_train_layers_job_trains_what_freeze_layers_does(tiny_bert: str, tmp_pat
                                                    **extra}, save_model=False), train, evals)
         rows.append(J.run_jobs(J.job_grid(job, [3]), log=lambda m: None).logs.iloc[0])
     assert rows[0].n_trainable == rows[1].n_trainable and rows[1].cached_frozen
+
+
+def test_mean_pooling_reads_the_token_mean_cached_or_not(tiny_bert: str) -> None:
+    """pooling: mean (e5 and MiniLM carry no trained pooler): the cached top and the full
+    model give the same logits, and they are the classifier over the masked token mean."""
+    settings = CE.CrossEncoderSettings(model=tiny_bert, freeze_layers=1, max_length=16,
+                                       eval_batch_size=2, pooling="mean")
+    model, tok = CE.build_model(settings, ["Correct", "Incorrect"])
+    model.eval()
+    first, second = ["a b c", "d", "a a a a b"], ["a", "c d c", "b"]
+    states = CE.frozen_states(model, tok, "tiny-mean", first, second, settings)
+    top = CE.top_layers(model, 1, "mean").eval()
+    batch = CE._state_collator(states)([{"idx": i} for i in range(3)])
+    enc = tok(first, second, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        full = CE.mean_pooled(model).eval()(**enc).logits
+        got = top(**batch).logits
+        h = model.base_model(**enc).last_hidden_state
+        m = enc["attention_mask"].unsqueeze(-1).float()
+        by_hand = model.classifier((h * m).sum(1) / m.sum(1))
+        cls = model(**enc).logits
+    assert torch.allclose(full, got, atol=1e-5) and torch.allclose(full, by_hand, atol=1e-5)
+    assert not torch.allclose(full, cls, atol=1e-3)
+    with pytest.raises(ValueError, match="pooling 'max'"):
+        CE.CrossEncoderSettings(pooling="max")
