@@ -5,7 +5,7 @@ Follows the official baselines script (UKPLab/acl2023-argscichat,
 sentences per query, Fact-F1 on sentence index sets, queries without gold fact sentences
 skipped. Beyond it: BM25 and the features and models of a learned (query, sentence) ranker
 with dialogue features. Fitting, the per-fold val choices and the selector registry are in
-:mod:`saf_utils.argscichat.selection_experiments`.
+:mod:`saf_utils.argscichat.selectors`.
 """
 
 from __future__ import annotations
@@ -330,7 +330,7 @@ DEFAULT_GRID: tuple[dict[str, Any], ...] = (
 
 #: Candidate members of ``ranker_ensemble``: small, shallow boosting models (small data).
 #: Which candidate member set an ensemble uses is chosen per fold on that fold's val split
-#: (:data:`ENSEMBLE_MEMBER_SETS`, ``saf_utils.argscichat.selection_experiments``).
+#: (:data:`ENSEMBLE_MEMBER_SETS`, ``saf_utils.argscichat.selectors``).
 ENSEMBLE_GRID: tuple[dict[str, Any], ...] = tuple(
     {"kind": "hgb", "learning_rate": 0.05, "max_iter": it, "max_leaf_nodes": leaves,
      "min_samples_leaf": leaf}

@@ -3,7 +3,8 @@ layout, output statistics, the per-fold choice on validation (the composite ``va
 headline intervals and comparisons under the ArgSciChat design
 (:data:`saf_utils.argscichat.selection_evaluation.DESIGN`: papers within folds, cluster
 t-intervals, exact sign-flip tests; seeds averaged within a fold first), and the sentences
-of 04's conclusions. The systems themselves: :mod:`saf_utils.argscichat.reply_experiments`.
+of 04's conclusions. The systems: :mod:`saf_utils.argscichat.replies` (run by
+:mod:`saf_utils.argscichat.run`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pandas as pd
 
 from saf_utils import protocol as P
 from saf_utils.argscichat import generation as RG
-from saf_utils.argscichat.reply_experiments import (
+from saf_utils.argscichat.replies import (
     DATASET,
     FLOOR,
     REPLY_SYSTEMS,
