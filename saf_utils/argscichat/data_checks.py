@@ -262,29 +262,39 @@ def read_fold_file(path: Path, split: str, norms: dict[tuple[str, str], list[str
 # --------------------------------------------------------------------------- a fold
 
 
+def _crossing(owners: dict[str, tuple[str, MessagePair]], key: str, split: str,
+              p: MessagePair) -> tuple[str, MessagePair, str] | None:
+    """(split, pair, how the ids differ: empty when equal) of an earlier split's pair that
+    already holds ``p``'s ``key`` (``paper_id`` or ``pair_id``, once normalised), else None;
+    the first split to hold an id owns it."""
+    value = getattr(p, key)
+    prev = owners.setdefault(identity_key(value), (split, p))
+    if prev[0] == split:
+        return None
+    other = getattr(prev[1], key)
+    return prev[0], prev[1], "" if other == value else f" ({clash_message(value, other)})"
+
+
 def check_fold(fold: int, splits: dict[str, list[MessagePair]], files: dict[str, str]) -> None:
     """Papers and pair ids (once normalised) never cross the splits of a fold."""
     owner: dict[str, tuple[str, MessagePair]] = {}
     pair_owner: dict[str, tuple[str, MessagePair]] = {}
     for split in ARGSCICHAT_SPLITS:
         for p in splits[split]:
-            prev = owner.get(identity_key(p.paper_id))
-            if prev is not None and prev[0] != split:
-                same = "" if prev[1].paper_id == p.paper_id else \
-                    f" ({clash_message(p.paper_id, prev[1].paper_id)})"
+            hit = _crossing(owner, "paper_id", split, p)
+            if hit is not None:
+                other_split, prev, same = hit
                 raise ArgSciChatDataError(
                     f"fold {fold}: paper {show(p.title, 120)} (id {show_id(p.paper_id)}) is in "
-                    f"both {files[prev[0]]} (pair {show(prev[1].pair_id)}) and {files[split]} "
-                    f"(pair {show(p.pair_id)}); papers must not cross splits{same}")
-            owner.setdefault(identity_key(p.paper_id), (split, p))
-            prev = pair_owner.get(identity_key(p.pair_id))
-            if prev is not None and prev[0] != split:
-                same = "" if prev[1].pair_id == p.pair_id else \
-                    f" ({clash_message(p.pair_id, prev[1].pair_id)})"
+                    f"both {files[other_split]} (pair {show(prev.pair_id)}) and "
+                    f"{files[split]} (pair {show(p.pair_id)}); papers must not cross "
+                    f"splits{same}")
+            hit = _crossing(pair_owner, "pair_id", split, p)
+            if hit is not None:
+                other_split, prev, same = hit
                 raise ArgSciChatDataError(
                     f"fold {fold}: pair id {show(p.pair_id)} (paper {show(p.title, 120)}) is in "
-                    f"both {files[prev[0]]} and {files[split]}{same}")
-            pair_owner.setdefault(identity_key(p.pair_id), (split, p))
+                    f"both {files[other_split]} and {files[split]}{same}")
 
 
 def paper_leaks(fold: int, splits: dict[str, list[MessagePair]], files: dict[str, str],
