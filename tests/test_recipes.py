@@ -139,9 +139,9 @@ def test_the_selector_recipe_reaches_records_and_the_index(tmp_path) -> None:
         n = len(p0.content)
         assert list(last.selected.iloc[0]) == [n - 3, n - 2]  # skip=1 from the profile
         items = AEV.fact_f1_items(run.predictions)
-        an = AEV.analyse(items, SELECTORS.roles(names))
+        an = AEV.analyse_selection(items, SELECTORS.roles(names))
         rec = Recorder("03_fact_selection", tmp_path)
-        AEV.record(rec, an)
+        AEV.record_selection_results(rec, an)
         rec.close()
     finally:
         _forget(module, SELECTORS, "last_k")
@@ -174,7 +174,7 @@ def test_the_reply_recipe_reaches_records_and_the_index(tmp_path) -> None:
         assert echo.output.tolist() == [" ".join(p.query.split()[:3])
                                         for p in folds[0].val + folds[0].test]
         items = REV.score_predictions(run.predictions, splits=("val", "test"))
-        an = REV.analyse(items, "content_f1")
+        an = REV.analyse_replies(items, "content_f1")
         rec = Recorder("04_generation", tmp_path)
         P.record(rec, RS.TASK, RS.DATASET, headline=an.headline, comparisons=an.comparisons)
         rec.close()

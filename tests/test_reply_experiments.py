@@ -234,7 +234,7 @@ def test_score_predictions_layout_and_empty_output() -> None:
 
 def test_choice_on_val_ignores_oracles_and_probes() -> None:
     items = REV.score_predictions(predictions(), splits=("val", "test"))
-    an = REV.analyse(items, "content_f1")
+    an = REV.analyse_replies(items, "content_f1")
     assert set(an.choice.table.system) == {"constant_frequent", "copy_selected", "seq2seq"}
     assert an.choice.per_fold == {0: "copy_selected", 1: "copy_selected"}
     comp = an.test_items[an.test_items.system == REV.CHOSEN]
@@ -244,7 +244,7 @@ def test_choice_on_val_ignores_oracles_and_probes() -> None:
 
 def test_headline_and_difference_to_the_floor() -> None:
     items = REV.score_predictions(predictions(), splits=("val", "test"))
-    an = REV.analyse(items, "content_f1")
+    an = REV.analyse_replies(items, "content_f1")
     head = an.headline
     row = head[(head.system == "copy_gold") & (head.metric == "content_f1")].iloc[0]
     assert row["mean"] == pytest.approx(1.0) and row.role == "oracle"
@@ -263,7 +263,7 @@ def test_headline_and_difference_to_the_floor() -> None:
     assert copy["diff"] > 0 and copy.p_value == pytest.approx(0.125)
     assert copy.method.startswith("exact randomization") and copy.n_units == 4
     assert copy.ci_low <= 0  # consistent with p > 0.05
-    text = REV.conclusions(an)
+    text = REV.reply_sentences(an)
     assert text[0].startswith("Primary comparison") and "not distinguishable" in text[0]
     # the notebook's two tables: a leader compared with the floor and with its runner-up
     # keeps one cell per (system, metric) in each

@@ -186,7 +186,7 @@ def test_evaluation_choices_tables_and_records(tmp_path, run):
     assert (items.cluster == run.predictions.set_index("pair_id").paper_id
             .groupby(level=0).first().reindex(items.item).to_numpy()).all()
     roles = X.SELECTORS.roles(dict.fromkeys(run.predictions.system))
-    an = EV.analyse(items, roles, {"ranker_no_history": "ranker"})
+    an = EV.analyse_selection(items, roles, {"ranker_no_history": "ranker"})
     # one choice per fold, each among baselines and systems; the reference among baselines
     assert set(an.chosen.per_fold) == {0, 1}
     assert all(roles[s] in ("baseline", "system") for s in an.chosen.per_fold.values())
@@ -214,7 +214,7 @@ def test_evaluation_choices_tables_and_records(tmp_path, run):
     assert (p.system, p.reference, p.split) == (EV.CHOSEN, EV.BASELINE, "test")
     abl = an.comparisons[an.comparisons.system == "ranker_no_history"]
     assert "ranker" in set(abl.reference)
-    assert len(EV.conclusions(an)) >= 2
+    assert len(EV.selection_sentences(an)) >= 2
 
     class Rec:
         def __init__(self):
@@ -227,7 +227,7 @@ def test_evaluation_choices_tables_and_records(tmp_path, run):
             self.items = frame
 
     rec = Rec()
-    EV.record(rec, an, run.tuning, ["ranker"])
+    EV.record_selection_results(rec, an, run.tuning, ["ranker"])
     kinds = [kw.get("kind", "result") for _, kw in rec.rows]
     assert {"result", "analysis", "tuning"} <= set(kinds)
     headline = [(a, kw) for a, kw in rec.rows if kw.get("kind", "result") == "result"
@@ -248,12 +248,12 @@ def test_a_fold_choice_ignores_other_folds_val(run):
     """Perturbing fold 1's val items never changes fold 0's choice (no pooled val)."""
     items = EV.fact_f1_items(run.predictions)
     roles = X.SELECTORS.roles(dict.fromkeys(run.predictions.system))
-    before = EV.analyse(items, roles).chosen.per_fold
+    before = EV.analyse_selection(items, roles).chosen.per_fold
     for system in set(items.system):
         bumped = items.copy()
         mask = (bumped.fold == 1) & (bumped.split == "val") & (bumped.system == system)
         bumped.loc[mask, "value"] = 1.0
-        after = EV.analyse(bumped, roles).chosen.per_fold
+        after = EV.analyse_selection(bumped, roles).chosen.per_fold
         assert after[0] == before[0]
 
 

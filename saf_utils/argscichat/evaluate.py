@@ -2,8 +2,8 @@
 :mod:`selection <saf_utils.argscichat.selection_evaluation>` (03: Fact-F1 items, the
 per-fold val choices, headline and comparisons) and :mod:`replies
 <saf_utils.argscichat.reply_evaluation>` (04: reply scores, the val choice, headline and
-comparisons). They stay two modules: their public names (``analyse``, ``record``,
-``conclusions``, ``DESIGN``) mean one task each."""
+comparisons). They stay two modules (``analyse_selection`` / ``analyse_replies``,
+``selection_sentences`` / ``reply_sentences``): each reads one task's predictions."""
 
 from __future__ import annotations
 

@@ -31,20 +31,20 @@ def record_selection(rec: Any, overview: pd.DataFrame, an: EV.Analysis,
                      tuning: pd.DataFrame | None = None, gold_history: Sequence[str] = ()
                      ) -> None:
     """Everything 03 records: per fold and split the scored and skipped queries
-    (:func:`saf_utils.argscichat.run.data_overview`), then :func:`EV.record`."""
+    (:func:`saf_utils.argscichat.run.data_overview`), then :func:`EV.record_selection_results`."""
     for r in overview.itertuples():
         for metric, value in (("n_scored_queries", r.scored),
                               ("n_skipped_queries", r.skipped_no_gold)):
             rec.add(EV.TASK, EV.DATASET, r.split, "data", metric, value, fold=r.fold,
                     kind="analysis")
-    EV.record(rec, an, tuning, gold_history)
+    EV.record_selection_results(rec, an, tuning, gold_history)
 
 
 def selection_conclusions(an: EV.Analysis, summary: pd.DataFrame, overview: pd.DataFrame,
                           seconds: float, md: Markdown) -> str:
     """03's conclusions as Markdown: the tests' sentences, the oracle ceiling, the skipped
     test queries and the notebook's time."""
-    lines = [f"- {md(line)}" for line in EV.conclusions(an)]
+    lines = [f"- {md(line)}" for line in EV.selection_sentences(an)]
     for oracle in [s for s in summary.index if an.roles.get(s) == "oracle"]:
         lines.append(f"- Oracle ceiling ({md(oracle, code=True)}, not comparable): "
                      f"{summary.loc[oracle, 'test']:.3f}.")
@@ -103,7 +103,7 @@ def generation_conclusions(an: REV.ReplyAnalysis, run: ReplyRun, metric_names: S
     floor_n = run.logs[run.logs.system == FLOOR].set_index("fold")["n"]
     floor = listing({f"fold {k}": v for k, v in floor_n.astype(int).items()})
     lines = [f"- Floor `{FLOOR}`: {md(floor)} words per fold, chosen on val."]
-    lines += [f"- {md(line)}" for line in REV.conclusions(
+    lines += [f"- {md(line)}" for line in REV.reply_sentences(
         an, [m for m in ("content_f1", "bertscore_f1") if m in metric_names])]
     lines.append(f"- Notebook time: {seconds:.0f} s.")
     return "\n".join(lines)

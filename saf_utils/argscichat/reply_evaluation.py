@@ -99,7 +99,7 @@ class ReplyAnalysis:
     comparisons: pd.DataFrame
 
 
-def analyse(items: pd.DataFrame, best_metric: str = PRIMARY_METRIC,
+def analyse_replies(items: pd.DataFrame, best_metric: str = PRIMARY_METRIC,
             design: P.Design = DESIGN, eligible: Sequence[str] = ELIGIBLE) -> ReplyAnalysis:
     """Choose per fold on that fold's val (``best_metric``; oracles and probes never), build
     the composite ``val_chosen``, estimate every test metric and compare every system with
@@ -156,7 +156,7 @@ def comparison_tables(an: ReplyAnalysis, metrics: Sequence[str]
     return vs_floor, leads
 
 
-def conclusions(an: ReplyAnalysis, metrics: Sequence[str] = (PRIMARY_METRIC, "bertscore_f1")
+def reply_sentences(an: ReplyAnalysis, metrics: Sequence[str] = (PRIMARY_METRIC, "bertscore_f1")
                 ) -> list[str]:
     """Sentences from the tests: the primary comparison, then each readable system
     (baselines and systems) against the floor on ``metrics`` (Holm-adjusted)."""

@@ -154,32 +154,32 @@ def per_fold(ctx: SelectionContext, choose: Callable[[int], tuple[ScorerSpec, li
 # --------------------------------------------------------------------------- per-query selectors
 
 @SELECTORS.register("random", "baseline", params=RandomParams)
-def select_random(ctx: SelectionContext, params: RandomParams, **context: Any) -> pd.DataFrame:
+def random_selector(ctx: SelectionContext, params: RandomParams, **context: Any) -> pd.DataFrame:
     """k distinct sentences uniformly at random (official "Random"; mean over seeds)."""
     k = ctx.config.k
     return ctx.each_pair(lambda pair, rng: FS.select_random(pair, k, rng), params.seeds)
 
 
 @SELECTORS.register("first", "baseline", params=NoParams)
-def select_first(ctx: SelectionContext, params: NoParams, **context: Any) -> pd.DataFrame:
+def first_selector(ctx: SelectionContext, params: NoParams, **context: Any) -> pd.DataFrame:
     """The paper's first k sentences (official "First")."""
     return ctx.each_pair(lambda pair, rng: FS.select_first(pair, ctx.config.k))
 
 
 @SELECTORS.register("tfidf", "baseline", params=NoParams)
-def select_tfidf(ctx: SelectionContext, params: NoParams, **context: Any) -> pd.DataFrame:
+def tfidf_selector(ctx: SelectionContext, params: NoParams, **context: Any) -> pd.DataFrame:
     """TF-IDF cosine to the query, vectoriser fit on the paper (official "TF-IDF")."""
     return ctx.each_pair(lambda pair, rng: FS.select_tfidf(pair, ctx.config.k))
 
 
 @SELECTORS.register("bm25", "baseline", params=NoParams)
-def select_bm25(ctx: SelectionContext, params: NoParams, **context: Any) -> pd.DataFrame:
+def bm25_selector(ctx: SelectionContext, params: NoParams, **context: Any) -> pd.DataFrame:
     """BM25Okapi of the query over the paper's sentences."""
     return ctx.each_pair(lambda pair, rng: FS.select_bm25(pair, ctx.config.k))
 
 
 @SELECTORS.register("sbert", "baseline", params=NoParams)
-def select_sbert(ctx: SelectionContext, params: NoParams, **context: Any) -> pd.DataFrame:
+def sbert_selector(ctx: SelectionContext, params: NoParams, **context: Any) -> pd.DataFrame:
     """Cosine of sentence-transformers embeddings (official "SBERT")."""
     return ctx.each_pair(lambda pair, rng: FS.select_sbert(pair, ctx.config.k, ctx.embed))
 
@@ -192,7 +192,7 @@ def gold_k(pair: Any, k: int) -> list[int]:
 
 
 @SELECTORS.register("gold_k", "oracle", params=NoParams)
-def select_gold_k(ctx: SelectionContext, params: NoParams, **context: Any) -> pd.DataFrame:
+def gold_k_selector(ctx: SelectionContext, params: NoParams, **context: Any) -> pd.DataFrame:
     """Oracle: the gold sentences (first k), padded with the paper's first other sentences."""
     return ctx.each_pair(lambda pair, rng: gold_k(pair, ctx.config.k))
 
