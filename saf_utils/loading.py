@@ -10,6 +10,12 @@
   :func:`saf_utils.text.identity_key` (the latter is always a data error naming both rows).
 - :func:`folder_problem`: a data path that does not exist, or is a file where a folder is
   expected, says so.
+- :func:`load_json_file` / :func:`load_json_record`: a JSON file / one JSONL line, a key
+  twice in one object refused with the lines where it stands.
+- :func:`duplicate_names`: a header that names a column twice.
+- :func:`anomaly_report` / :func:`annotate_anomalies` / :func:`strict_message`: the content
+  anomalies a loader found (dicts with ``kind``, ``id``, ``file``), as one row per split and
+  kind (zeros kept), as counts per file in the run manifest, and as a strict load's error.
 
 Each loader raises its own :class:`saf_utils.provenance.DataError` subclass; the functions
 here take it as ``error``.
@@ -19,7 +25,9 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
+import re
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -230,3 +238,87 @@ def first_rows(rows: Sequence[int], limit: int = 5) -> str:
     """Row numbers for a message: ``2, 5, 9`` or ``2, 5, 9, 11, 12 and 40 more``."""
     head = ", ".join(map(str, rows[:limit]))
     return head + (f" and {len(rows) - limit} more" if len(rows) > limit else "")
+
+
+# --------------------------------------------------------------------------- JSON files
+
+
+def duplicate_key_lines(text: str, key: str) -> list[int]:
+    """Line numbers (1-based) where ``key`` stands as an object key in a JSON text."""
+    pattern = re.compile("|".join(re.escape(json.dumps(key, ensure_ascii=a)) + r"\s*:"
+                                  for a in (False, True)))
+    return [n for n, line in enumerate(text.splitlines(), 1) if pattern.search(line)]
+
+
+def load_json_file(path: Path, error: Callable[[str], Exception]) -> Any:
+    """A JSON file's value (:func:`read_utf8`, :func:`load_json_text`), or ``error(message)``
+    naming the file: not UTF-8, not valid JSON, or a key twice in one object (with the lines
+    where it stands: the later value would silently replace the earlier one)."""
+    text = read_utf8(path, error)
+    try:
+        return load_json_text(text)
+    except DuplicateKey as exc:
+        key = exc.args[0][0]
+        lines = duplicate_key_lines(text, key)
+        where = f" (lines {', '.join(map(str, lines[:5]))})" if lines else ""
+        raise error(f"{path}: duplicate key {show(key)} in one JSON object{where}; the later "
+                    "value would silently replace the earlier one") from None
+    except ValueError as exc:  # JSONDecodeError, or an integer of > 4300 digits
+        raise error(f"{path}: not valid JSON ({clip(str(exc))})") from None
+
+
+def load_json_record(line: str, line_no: int) -> dict[str, Any]:
+    """One JSONL line as an object, or a ValueError naming the line: not valid JSON, a key
+    twice in one object, or a value that is not an object."""
+    try:
+        rec = load_json_text(line)
+    except DuplicateKey as exc:
+        raise ValueError(f"line {line_no}: duplicate key(s) {exc.args[0]} in one JSON "
+                         "object") from None
+    except ValueError as exc:  # JSONDecodeError, or an integer of > 4300 digits
+        raise ValueError(f"line {line_no}: not valid JSON ({clip(str(exc))})") from None
+    if not isinstance(rec, dict):
+        raise ValueError(f"line {line_no}: a JSON {type(rec).__name__}, not an object")
+    return rec
+
+
+def duplicate_names(names: Sequence[Any]) -> list[Any]:
+    """The names written more than once in a header, sorted (pandas would rename them)."""
+    counts = Counter(names)
+    return sorted(n for n, c in counts.items() if c > 1)
+
+
+# --------------------------------------------------------------------------- anomaly reports
+
+
+def anomaly_report(by_split: Mapping[str, Sequence[Mapping[str, Any]]], kinds: Sequence[str],
+                   columns: Sequence[str], **fixed: Any) -> pd.DataFrame:
+    """One row per split and kind of ``kinds`` (zero counts kept): ``count``, the anomalies'
+    ``ids``, their ``rows`` (when they carry a ``row``) and ``files`` (names), plus the
+    ``fixed`` columns (e.g. the fold); ``columns`` picks and orders them."""
+    out = []
+    for split, found in by_split.items():
+        for kind in kinds:
+            hits = [a for a in found if a["kind"] == kind]
+            out.append({**fixed, "split": split, "kind": kind, "count": len(hits),
+                        "ids": [a["id"] for a in hits], "rows": [a.get("row") for a in hits],
+                        "files": sorted({Path(a["file"]).name for a in hits})})
+    return pd.DataFrame(out, columns=list(columns))
+
+
+def annotate_anomalies(path: Any, rows: int, anomalies: Sequence[Mapping[str, Any]],
+                       kinds: Sequence[str]) -> None:
+    """A data file's rows and anomaly counts per kind (and the ids of those found) in the
+    run manifest's data sources (:func:`saf_utils.provenance.annotate`)."""
+    from saf_utils.provenance import annotate
+
+    ids = {k: [a["id"] for a in anomalies if a["kind"] == k] for k in kinds}
+    annotate(path, rows=rows, anomalies={k: len(v) for k, v in ids.items()},
+             anomaly_ids={k: v for k, v in ids.items() if v})
+
+
+def strict_message(anomalies: Sequence[Mapping[str, Any]], limit: int = 20) -> str:
+    """The error of a strict load: how many content anomalies, the first ``limit`` listed."""
+    more = f"\n  ... and {len(anomalies) - limit} more" if len(anomalies) > limit else ""
+    return (f"{len(anomalies)} content anomaly(ies) (strict=True):\n  - "
+            + "\n  - ".join(a["message"] for a in anomalies[:limit]) + more)

@@ -366,6 +366,24 @@ def choose_from(table: pd.DataFrame, metric: str, roles: Mapping[str, str],
                   t[["fold", "system", "role", "value", "chosen"]].reset_index(drop=True))
 
 
+def choose_value(scores: Mapping[Any, float], metric: str, lower_is_better: bool = False,
+                 split: str = "val") -> Any:
+    """The key of ``scores`` (candidate -> its validation score) that :func:`choose_from`
+    picks: a hyperparameter grid point, a member set, a word budget. Same tie rule (scores
+    rounded to :data:`saf_utils.numerics.SCORE_DECIMALS`, first in the stated order); with
+    no finite score at all (e.g. no scored val pair), the first candidate."""
+    keys = list(scores)
+    if not keys:
+        raise ValueError(f"choose_value: no candidates for {metric!r}")
+    labels = [str(i) for i in range(len(keys))]
+    table = pd.DataFrame({"system": labels, "value": [float(scores[k]) for k in keys]})
+    if not np.isfinite(table.value).any():
+        return keys[0]
+    choice = choose_from(table, metric, dict.fromkeys(labels, "system"), ("system",), split,
+                         lower_is_better)
+    return keys[int(choice.per_fold[None])]
+
+
 def composite(items: pd.DataFrame, choice: Choice, name: str = "val_chosen",
               fold: str = "fold") -> pd.DataFrame:
     """Items of each fold's chosen system, renamed ``name`` (fold f's part is the system

@@ -55,3 +55,42 @@ def test_dialogue_properties_and_analysis_frame() -> None:
 def test_slug() -> None:
     assert EA.slug("3-4") == "3_4" and EA.slug("Ask_Info") == "ask_info"
     assert EA.slug("0 (same)") == "0_same" and EA.slug(">10") == "10" and EA.slug("") == "none"
+
+
+def test_06_records_and_concludes_through_one_call_each() -> None:
+    import pandas as pd
+
+    from saf_utils.argscichat import record as REC
+    from saf_utils.reporting.sharing import md
+
+    class Rec:
+        def __init__(self):
+            self.rows = []
+
+        def add(self, task, dataset, split, system, metric, value, **kw):
+            self.rows.append((task, system, metric, value, kw.get("subset")))
+
+    turn = pd.DataFrame({"system": ["a", "a", "b"], "turn_bucket": ["0", "1-2", "0"],
+                         "fact_f1": [0.5, 0.25, 0.1]})
+    ea = REC.ErrorAnalysis(
+        selection={"turn_bucket": ("turn", turn)},
+        chosen=pd.DataFrame({"fact_f1": [0.0, 0.5, 0.0, 1.0]}),
+        summary=pd.DataFrame({"outputs": [4, 4], "generic_share": [0.5, 0.0],
+                              "empty_share": [0.0, 0.25], "paper_bigram_share": [0.1, 0.2],
+                              "gold_words": [10.0, 10.0]}, index=["x", "y_z"]),
+        roles={"x": "baseline", "y_z": "system"},
+        generation={"selection": pd.DataFrame({
+            "system": ["x", "x"], "selection": ["found gold", "missed gold"],
+            "content_f1": [0.3, 0.1]})},
+        score="content_f1")
+    rec = Rec()
+    REC.record_errors(rec, ea)
+    assert ("argscichat_fact_selection", "a", "fact_f1", 0.25, "turn=1-2") in rec.rows
+    assert ("argscichat_fact_selection", "val_chosen", "zero_fact_f1_share", 0.5,
+            "all") in rec.rows
+    assert ("argscichat_generation", "y_z", "empty_share", 0.25, "all") in rec.rows
+    assert ("argscichat_generation", "x", "content_f1", 0.1, "selection=missed gold") in rec.rows
+    text = REC.error_conclusions(ea, ["a"], ["x", "y_z"], md)
+    assert "Fact-F1 0.500 at turn 0 and 0.250 at turn 1\\-2" in text
+    assert "2 of 4 scored test queries" in text and "most empty ` y_z `" in text
+    assert "` x ` +0.200" in text

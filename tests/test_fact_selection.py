@@ -73,21 +73,27 @@ def synthetic(n_pairs: int, seed: int):
 
 @pytest.mark.slow
 def test_val_chosen_ranker_and_ensemble_learn_a_lexical_signal() -> None:
-    from saf_utils.argscichat import selection_experiments as X
+    from saf_utils.argscichat import run as R
+    from saf_utils.argscichat import selectors as X
+    from saf_utils.argscichat.selection_fit import SelectionConfig, SelectionContext
 
     train, val = synthetic(30, 0), synthetic(12, 1)
     grid = ({"kind": "logreg", "C": 1.0},
             {"kind": "hgb", "max_iter": 20, "max_leaf_nodes": 4, "min_samples_leaf": 5})
-    cfg = X.SelectionConfig(k=1, grid=grid, member_sets={"both": grid}, mix_weights=(0.0,))
-    ctx = X.SelectionContext({(0, "train"): train, (0, "val"): val, (0, "test"): val},
-                             A.pair_index(train + val), fake_embed, cfg)
-    spec, rows = X.ranker_choice(ctx, 0)
+    ctx = SelectionContext({(0, "train"): train, (0, "val"): val, (0, "test"): val},
+                           A.pair_index(train + val), fake_embed, SelectionConfig(k=1))
+    spec, rows = X.ranker_choice(ctx, 0, grid)
     assert len(rows) == 2 and sum(r["chosen"] for r in rows) == 1
     best = max(r["val_fact_f1"] for r in rows)
     assert best > 0.5
-    sel = X.run_ranker(ctx, 0).selections["val"]
+    preds = R.run_selectors(ctx, ["ranker"], {"ranker": {"grid": list(grid)}}).predictions
+    sel = preds[preds.split == "val"].selected.tolist()
     assert FS.mean_fact_f1(dict(enumerate(sel)), val) == pytest.approx(best)
-    ens, _ = X.ensemble_choice(ctx, 0)
+    X.ENSEMBLE_MEMBER_SETS["both"] = grid
+    try:
+        ens, _ = X.ensemble_choice(ctx, 0, ("both",))
+    finally:
+        del X.ENSEMBLE_MEMBER_SETS["both"]
     Xv, _, gv = ctx.table(0, "val")
     scores = ens.scores(ctx, 0, "train", Xv, gv)
     assert scores.min() >= 0 and scores.max() <= 1

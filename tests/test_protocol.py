@@ -78,6 +78,19 @@ def test_choose_reads_only_its_own_fold():
     assert list(unfolded.per_fold) == [None]
 
 
+def test_choose_value_is_choose_from_on_a_grid():
+    """A hyperparameter's value chosen on val: the one tie rule (rounded scores, the first
+    stated wins), keys of any type (None for "keep all"), NaN never chosen."""
+    assert P.choose_value({10: 0.2, None: 0.3, 5: 0.3}, "m") is None  # ties: first stated
+    assert P.choose_value({3: 0.5, 1: 0.5 + 1e-12}, "m") == 3  # float noise is a tie
+    assert P.choose_value({3: 0.5, 1: 0.5 + 1e-6}, "m") == 1
+    assert P.choose_value({(0, 0.1): float("nan"), (50, 0.2): 0.1}, "m") == (50, 0.2)
+    assert P.choose_value({"a": float("nan"), "b": float("nan")}, "m") == "a"  # no evidence
+    assert P.choose_value({"a": 0.1, "b": 0.2}, "m", lower_is_better=True) == "a"
+    with pytest.raises(ValueError, match="no candidates"):
+        P.choose_value({}, "m")
+
+
 def test_adjust_keeps_the_primary_and_holms_the_rest():
     c = pd.DataFrame({"system": ["a", "b", "c"], "reference": "r", "metric": "m",
                       "p_value": [0.01, 0.02, 0.04]})

@@ -1,5 +1,5 @@
 """Fact-selection experiments on tests/fixtures/argscichat (two folds, four papers): the
-registry, every experiment function, the per-fold val protocol and the evaluation tables."""
+registry, every selector, the per-fold val protocol and the evaluation tables."""
 
 from __future__ import annotations
 
@@ -14,19 +14,28 @@ from threadpoolctl import threadpool_limits
 from saf_utils import protocol as P
 from saf_utils.argscichat import dialogue as A
 from saf_utils.argscichat import fact_selection as FS
+from saf_utils.argscichat import run as R
 from saf_utils.argscichat import selection_evaluation as EV
-from saf_utils.argscichat import selection_experiments as X
+from saf_utils.argscichat import selectors as X
 from saf_utils.argscichat.data import load_argscichat
+from saf_utils.argscichat.selection_fit import (
+    SelectionConfig,
+    SelectionContext,
+    select_split,
+)
+from saf_utils.registry import NoParams
 
 FIX = Path(__file__).parent / "fixtures" / "argscichat"
-TINY = X.SelectionConfig(
-    k=2, random_seeds=(0, 1),
-    grid=({"kind": "logreg", "C": 1.0}, {"kind": "logreg", "C": 0.1}),
-    member_sets={"two_logreg": ({"kind": "logreg", "C": 1.0}, {"kind": "logreg", "C": 0.1}),
-                 "one_hgb": ({"kind": "hgb", "max_iter": 5, "max_leaf_nodes": 3,
-                              "min_samples_leaf": 2},)},
-    mix_weights=(0.0, 1.0),
-)
+#: small candidate sets, so that the fixture runs in seconds
+TINY_GRID = [{"kind": "logreg", "C": 1.0}, {"kind": "logreg", "C": 0.1}]
+TINY_SETS = {"two_logreg": ({"kind": "logreg", "C": 1.0}, {"kind": "logreg", "C": 0.1}),
+             "one_hgb": ({"kind": "hgb", "max_iter": 5, "max_leaf_nodes": 3,
+                          "min_samples_leaf": 2},)}
+TINY = {"random": {"seeds": [0, 1]}, "ranker": {"grid": TINY_GRID},
+        **{n: {"grid": TINY_GRID} for n in ("ranker_no_history", "ranker_own_history")},
+        "ranker_ensemble": {"member_sets": list(TINY_SETS)},
+        **{n: {"member_sets": list(TINY_SETS), "mix_weights": [0.0, 1.0]}
+           for n in ("ensemble_bm25", "ensemble_bm25_no_history", "ensemble_bm25_own_history")}}
 
 
 @pytest.fixture(autouse=True)
@@ -35,27 +44,34 @@ def one_openmp_thread():
         yield
 
 
+@pytest.fixture(scope="module", autouse=True)
+def tiny_member_sets():
+    X.ENSEMBLE_MEMBER_SETS.update(TINY_SETS)
+    yield
+    for name in TINY_SETS:
+        X.ENSEMBLE_MEMBER_SETS.pop(name)
 
 
 @pytest.fixture(scope="module")
-def ctx():
+def ctx(tiny_member_sets):
     data = {f: load_argscichat(FIX, fold=f) for f in (0, 1)}
-    pairs = X.split_pairs(data)
+    pairs = R.split_pairs(data)
     index = A.pair_index(p for ps in pairs.values() for p in ps)
-    return X.SelectionContext(pairs, index, fake_embed, TINY)
+    return SelectionContext(pairs, index, fake_embed, SelectionConfig(k=2))
 
 
 @pytest.fixture(scope="module")
 def run(ctx):
     with threadpool_limits(1, user_api="openmp"):
-        return X.combine(
-            X.run_selectors(ctx, ["random", "first", "tfidf", "bm25", "sbert", "gold_k"]),
-            X.run_selectors(ctx, ["ranker", "ranker_ensemble", "ensemble_bm25"]),
-            X.run_selectors(ctx, ["ranker_no_history", "ranker_own_history",
-                                  "ensemble_bm25_no_history", "ensemble_bm25_own_history"]))
+        return R.combine(
+            R.run_selectors(ctx, ["random", "first", "tfidf", "bm25", "sbert", "gold_k"], TINY),
+            R.run_selectors(ctx, ["ranker", "ranker_ensemble", "ensemble_bm25"], TINY),
+            R.run_selectors(ctx, ["ranker_no_history", "ranker_own_history",
+                                  "ensemble_bm25_no_history", "ensemble_bm25_own_history"],
+                            TINY))
 
 
-def test_registry_roles_and_unknown_names():
+def test_registry_roles_params_and_unknown_names(ctx):
     assert X.SELECTORS.roles(["tfidf", "ranker", "gold_k"]) == {
         "tfidf": "baseline", "ranker": "system", "gold_k": "oracle"}
     assert X.SELECTORS["ranker"].gold_history and not X.SELECTORS["ranker_no_history"].gold_history
@@ -63,31 +79,43 @@ def test_registry_roles_and_unknown_names():
     with pytest.raises(ValueError, match="unknown selector"):
         X.SELECTORS.check(["tfidf", "nope"])
     with pytest.raises(ValueError, match="registered twice"):
-        X.SELECTORS.register("tfidf", "baseline")(lambda p, k, env: [0])
-    with pytest.raises(ValueError, match="unknown parameter"):
-        X.SELECTORS.register("x", "baseline", params=("kk",))
+        X.SELECTORS.register("tfidf", "baseline")(lambda ctx, params: None)
     assert X.SELECTORS.names(["system"], ablation_of=None) == [
         "ranker", "ranker_ensemble", "ensemble_bm25"]
-    assert X.SELECTORS["ensemble_bm25"].params[-1] == "mix_weights"
+    # every selector has a parameters dataclass; its defaults are the only ones
+    assert all(e.params_type is not None for e in X.SELECTORS.values())
+    assert X.SELECTORS.params("ensemble_bm25").mix_weights == (0.0, 0.25, 0.5, 0.75, 1.0, 1.5)
+    assert X.SELECTORS.params("random", {"seeds": [3]}).seeds == [3]
+    table = X.SELECTORS.table(["random", "ranker_ensemble"]).set_index("system")
+    assert table.loc["random", "params"] == "seeds=(0, 1, 2, 3, 4)"
+    with pytest.raises(ValueError, match="unknown parameter"):
+        R.run_selectors(ctx, ["random"], {"random": {"sedes": [0]}})
+    with pytest.raises(ValueError, match="unknown selector"):
+        R.run_selectors(ctx, ["random"], {"randm": {"seeds": [0]}})
+    with pytest.raises(ValueError, match="not run"):
+        R.check_system_params(X.SELECTORS, ["first"], {"random": {"seeds": [0]}})
+    with pytest.raises(ValueError, match="unknown ensemble member set"):
+        R.run_selectors(ctx, ["ranker_ensemble"], {"ranker_ensemble": {"member_sets": ["x"]}})
 
 
-def test_adding_a_selector_is_one_function_and_one_line(ctx):
-    @X.SELECTORS.register("last_k_test", "baseline", params=("k",))
-    def last_k(pair, k, env):
+def test_adding_a_selector_is_one_function_and_one_registration(ctx):
+    @X.SELECTORS.register("last_k_test", "baseline", params=NoParams)
+    def last_k(ctx, params, **context):
         """The last k sentences."""
-        return list(range(len(pair.content)))[-k:]
+        return ctx.each_pair(lambda pair, rng: list(range(len(pair.content)))[-ctx.config.k:])
 
     try:
-        out = X.run_selectors(ctx, ["last_k_test"])
+        out = R.run_selectors(ctx, ["last_k_test"])
         assert set(out.predictions.system) == {"last_k_test"}
         assert (out.predictions.role == "baseline").all()
+        assert list(out.predictions.columns) == list(R.SELECTION_COLUMNS)
     finally:
         X.SELECTORS.unregister("last_k_test")
 
 
 def test_prediction_rows_schema_and_counts(ctx, run):
     p = run.predictions
-    assert list(p.columns) == list(X.PREDICTION_COLUMNS)
+    assert list(p.columns) == list(R.SELECTION_COLUMNS)
     n_pairs = sum(len(ps) for ps in ctx.pairs.values())
     # random once per seed, every other system once (seed None)
     assert (p.system == "random").sum() == 2 * n_pairs
@@ -114,7 +142,7 @@ def test_learned_choices_are_per_fold_on_val(ctx, run):
         finite = g[np.isfinite(g.val_fact_f1)]
         assert g[g.chosen].val_fact_f1.iloc[0] == finite.val_fact_f1.max()
     # val scores come from train-only fits: recompute one by hand for fold 0
-    spec, _ = X.ranker_choice(ctx, 0)
+    spec, _ = X.ranker_choice(ctx, 0, TINY_GRID)
     model = FS.make_ranker("logreg", C=spec.members[0]["C"]).fit(
         ctx.fit_table(0, "train")[0][list(FS.FEATURES)], ctx.fit_table(0, "train")[1])
     Xv, _, gv = ctx.table(0, "val")
@@ -124,17 +152,17 @@ def test_learned_choices_are_per_fold_on_val(ctx, run):
 
 
 def test_mix_weight_zero_equals_the_ensemble(ctx):
-    spec, _ = X.ensemble_choice(ctx, 0)
-    zero = X._select_split(ctx, 0, "test", spec)
-    assert zero == X._select_split(ctx, 0, "test", X.replace(spec, bm25_weight=0.0))
+    spec, _ = X.ensemble_choice(ctx, 0, tuple(TINY_SETS))
+    zero = select_split(ctx, 0, "test", spec)
+    assert zero == select_split(ctx, 0, "test", X.replace(spec, bm25_weight=0.0))
 
 
 def test_own_history_replaces_gold_history(ctx):
     """Turn 0 has no history, so own and gold history agree there; later turns use the
     system's own earlier picks (here, forcing them changes the history features)."""
-    spec, _ = X.ranker_choice(ctx, 0)
-    gold = X._select_split(ctx, 0, "test", spec, history="gold")
-    own = X._select_split(ctx, 0, "test", spec, history="own")
+    spec, _ = X.ranker_choice(ctx, 0, TINY_GRID)
+    gold = select_split(ctx, 0, "test", spec, history="gold")
+    own = select_split(ctx, 0, "test", spec, history="own")
     pairs = ctx.pairs[(0, "test")]
     first_turns = [i for i, p in enumerate(pairs) if p.turn == 0]
     assert [gold[i] for i in first_turns] == [own[i] for i in first_turns]
@@ -144,7 +172,7 @@ def test_own_history_replaces_gold_history(ctx):
     assert swapped.in_last_facts.tolist() == [0, 0, 0, 1]
     assert base.in_last_facts.tolist() == [0, 1, 0, 0]  # gold fact of D_0 is sentence 1
     with pytest.raises(ValueError, match="history"):
-        X._select_split(ctx, 0, "test", spec, history="oracle")
+        select_split(ctx, 0, "test", spec, history="oracle")
 
 
 def test_no_history_features_drop_exactly_the_gold_history():
@@ -158,7 +186,7 @@ def test_evaluation_choices_tables_and_records(tmp_path, run):
     assert (items.cluster == run.predictions.set_index("pair_id").paper_id
             .groupby(level=0).first().reindex(items.item).to_numpy()).all()
     roles = X.SELECTORS.roles(dict.fromkeys(run.predictions.system))
-    an = EV.analyse(items, roles, {"ranker_no_history": "ranker"})
+    an = EV.analyse_selection(items, roles, {"ranker_no_history": "ranker"})
     # one choice per fold, each among baselines and systems; the reference among baselines
     assert set(an.chosen.per_fold) == {0, 1}
     assert all(roles[s] in ("baseline", "system") for s in an.chosen.per_fold.values())
@@ -186,7 +214,7 @@ def test_evaluation_choices_tables_and_records(tmp_path, run):
     assert (p.system, p.reference, p.split) == (EV.CHOSEN, EV.BASELINE, "test")
     abl = an.comparisons[an.comparisons.system == "ranker_no_history"]
     assert "ranker" in set(abl.reference)
-    assert len(EV.conclusions(an)) >= 2
+    assert len(EV.selection_sentences(an)) >= 2
 
     class Rec:
         def __init__(self):
@@ -199,7 +227,7 @@ def test_evaluation_choices_tables_and_records(tmp_path, run):
             self.items = frame
 
     rec = Rec()
-    EV.record(rec, an, run.tuning, ["ranker"])
+    EV.record_selection_results(rec, an, run.tuning, ["ranker"])
     kinds = [kw.get("kind", "result") for _, kw in rec.rows]
     assert {"result", "analysis", "tuning"} <= set(kinds)
     headline = [(a, kw) for a, kw in rec.rows if kw.get("kind", "result") == "result"
@@ -220,12 +248,12 @@ def test_a_fold_choice_ignores_other_folds_val(run):
     """Perturbing fold 1's val items never changes fold 0's choice (no pooled val)."""
     items = EV.fact_f1_items(run.predictions)
     roles = X.SELECTORS.roles(dict.fromkeys(run.predictions.system))
-    before = EV.analyse(items, roles).chosen.per_fold
+    before = EV.analyse_selection(items, roles).chosen.per_fold
     for system in set(items.system):
         bumped = items.copy()
         mask = (bumped.fold == 1) & (bumped.split == "val") & (bumped.system == system)
         bumped.loc[mask, "value"] = 1.0
-        after = EV.analyse(bumped, roles).chosen.per_fold
+        after = EV.analyse_selection(bumped, roles).chosen.per_fold
         assert after[0] == before[0]
 
 
@@ -243,9 +271,9 @@ def test_a_val_paper_of_two_folds_is_two_clusters():
 
 
 def test_data_overview_counts_skipped(ctx):
-    ov = X.data_overview(ctx.pairs)
+    ov = R.data_overview(ctx.pairs)
     row = ov[(ov.fold == 0) & (ov.split == "val")].iloc[0]
     assert (row.pairs, row.scored, row.skipped_no_gold, row.papers) == (3, 2, 1, 1)
-    capped = X.split_pairs({0: load_argscichat(FIX, fold=0)}, max_rows=1)
+    capped = R.split_pairs({0: load_argscichat(FIX, fold=0)}, max_rows=1)
     assert all(len(v) == 1 for v in capped.values())
     assert pd.Series([len(v) for v in capped.values()]).sum() == 3

@@ -5,7 +5,7 @@ Follows the official baselines script (UKPLab/acl2023-argscichat,
 sentences per query, Fact-F1 on sentence index sets, queries without gold fact sentences
 skipped. Beyond it: BM25 and the features and models of a learned (query, sentence) ranker
 with dialogue features. Fitting, the per-fold val choices and the selector registry are in
-:mod:`saf_utils.argscichat.selection_experiments`.
+:mod:`saf_utils.argscichat.selectors`.
 """
 
 from __future__ import annotations
@@ -199,6 +199,22 @@ def with_history(frame: pd.DataFrame, pair: MessagePair,
     return out
 
 
+def _rel(scores: np.ndarray) -> np.ndarray:
+    """Scores over their maximum (zeros when none is positive)."""
+    return scores / scores.max() if scores.max() > 0 else np.zeros(len(scores))
+
+
+def _prev_reply_scores(pair: MessagePair, sent_vecs: np.ndarray,
+                       embed: Callable[[Sequence[str]], np.ndarray], prev_reply: str
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """SBERT and TF-IDF similarity of each sentence to the expert's previous reply (zeros
+    on the first turn)."""
+    if not prev_reply:
+        return np.zeros(len(pair.content)), np.zeros(len(pair.content))
+    return (cosine_scores(sent_vecs, embed([prev_reply])[0]),
+            tfidf_scores(pair.content, prev_reply))
+
+
 def sentence_features(pair: MessagePair, embed: Callable[[Sequence[str]], np.ndarray],
                       context: str | None = None, prev_reply: str = "") -> pd.DataFrame:
     """One row per content sentence of ``pair`` with the ranker features (:data:`FEATURES`).
@@ -226,16 +242,12 @@ def sentence_features(pair: MessagePair, embed: Callable[[Sequence[str]], np.nda
     centrality = (sim.sum(axis=1) - np.diag(sim)) / max(1, n - 1)
     sd = sbert.std()
     bm25_ctx = bm25_scores(pair.content, ctx)
-    if prev_reply:
-        sbert_prev = cosine_scores(sent_vecs, embed([prev_reply])[0])
-        tfidf_prev = tfidf_scores(pair.content, prev_reply)
-    else:
-        sbert_prev, tfidf_prev = np.zeros(n), np.zeros(n)
+    sbert_prev, tfidf_prev = _prev_reply_scores(pair, sent_vecs, embed, prev_reply)
     return pd.DataFrame({
         "tfidf": tfidf,
         "tfidf_ctx": tfidf_scores(pair.content, ctx),
         "bm25": bm25,
-        "bm25_rel": bm25 / bm25.max() if bm25.max() > 0 else np.zeros(n),
+        "bm25_rel": _rel(bm25),
         "bm25_rank": _rank_desc(bm25),
         "sbert": sbert,
         "sbert_ctx": sbert_ctx,
@@ -256,7 +268,7 @@ def sentence_features(pair: MessagePair, embed: Callable[[Sequence[str]], np.nda
         "query_len": float(len(pair.query.split())),
         "sbert_prev_reply": sbert_prev,
         "tfidf_prev_reply": tfidf_prev,
-        "bm25_ctx_rel": bm25_ctx / bm25_ctx.max() if bm25_ctx.max() > 0 else np.zeros(n),
+        "bm25_ctx_rel": _rel(bm25_ctx),
         **{k: float(bool(re.search(r, pair.query.lower()))) for k, r in QUERY_CUES.items()},
         **{k: [float(bool(re.search(r, sent.lower()))) for sent in pair.content]
            for k, r in SENTENCE_CUES.items()},
@@ -330,7 +342,7 @@ DEFAULT_GRID: tuple[dict[str, Any], ...] = (
 
 #: Candidate members of ``ranker_ensemble``: small, shallow boosting models (small data).
 #: Which candidate member set an ensemble uses is chosen per fold on that fold's val split
-#: (:data:`ENSEMBLE_MEMBER_SETS`, ``saf_utils.argscichat.selection_experiments``).
+#: (:data:`ENSEMBLE_MEMBER_SETS`, ``saf_utils.argscichat.selectors``).
 ENSEMBLE_GRID: tuple[dict[str, Any], ...] = tuple(
     {"kind": "hgb", "learning_rate": 0.05, "max_iter": it, "max_leaf_nodes": leaves,
      "min_samples_leaf": leaf}

@@ -65,14 +65,16 @@ def trim_words(text: str, n_words: int | None) -> str:
 
 def tune_length(texts: Sequence[str], refs: Sequence[str], candidates: Sequence[int | None],
                 metric: Callable[[str, str], float]) -> tuple[int | None, dict[Any, float]]:
-    """The word budget that maximises mean ``metric`` on (val) texts; ties: shortest first."""
+    """The word budget that maximises mean ``metric`` on (val) texts
+    (:func:`saf_utils.protocol.choose_value`: ties to the first candidate)."""
     if len(texts) != len(refs) or not texts:
         raise ValueError(f"tune_length: {len(texts)} texts and {len(refs)} references")
+    from saf_utils.protocol import choose_value
+
     scores = {c: float(np.mean([metric(trim_words(t, c), r) for t, r in zip(texts, refs,
                                                                           strict=True)]))
               for c in candidates}
-    best = max(candidates, key=lambda c: scores[c])
-    return best, scores
+    return choose_value(scores, "tune_length"), scores
 
 
 def nearest_replies(queries: np.ndarray, train_queries: np.ndarray,
@@ -207,10 +209,10 @@ class TokenCompressor:
         return " ".join(t for t, p in zip(toks, prob, strict=True) if p >= threshold)
 
 
-def tune_threshold(compressor: TokenCompressor, queries: Sequence[str], facts: Sequence[str],
-                   refs: Sequence[str], thresholds: Sequence[float],
-                   metric: Callable[[str, str], float]) -> tuple[float, dict[float, float]]:
-    """The keep threshold with the best mean ``metric`` on (val) pairs; ties: lowest."""
+def threshold_scores(compressor: TokenCompressor, queries: Sequence[str],
+                     facts: Sequence[str], refs: Sequence[str], thresholds: Sequence[float],
+                     metric: Callable[[str, str], float]) -> dict[float, float]:
+    """Mean ``metric`` on (val) pairs of the compressed facts, per keep threshold."""
     if not (len(queries) == len(facts) == len(refs)) or not refs:
         raise ValueError("tune_threshold: need equal, non-zero numbers of queries/facts/refs")
     probs = [compressor.keep_probabilities(q, f) for q, f in zip(queries, facts, strict=True)]
@@ -219,8 +221,19 @@ def tune_threshold(compressor: TokenCompressor, queries: Sequence[str], facts: S
         outs = [" ".join(t for t, p in zip(toks, pr, strict=True) if p >= th)
                 for toks, pr in probs]
         scores[th] = float(np.mean([metric(o, r) for o, r in zip(outs, refs, strict=True)]))
-    best = max(thresholds, key=lambda t: (scores[t], -t))
-    return best, scores
+    return scores
+
+
+def tune_threshold(compressor: TokenCompressor, queries: Sequence[str], facts: Sequence[str],
+                   refs: Sequence[str], thresholds: Sequence[float],
+                   metric: Callable[[str, str], float]) -> tuple[float, dict[float, float]]:
+    """The keep threshold with the best mean ``metric`` on (val) pairs
+    (:func:`saf_utils.protocol.choose_value`: ties to the first, the lowest of an ascending
+    grid), and every threshold's score."""
+    from saf_utils.protocol import choose_value
+
+    scores = threshold_scores(compressor, queries, facts, refs, thresholds, metric)
+    return choose_value(scores, "tune_threshold"), scores
 
 
 # --------------------------------------------------------------------------- generation metrics

@@ -3,7 +3,8 @@ layout, output statistics, the per-fold choice on validation (the composite ``va
 headline intervals and comparisons under the ArgSciChat design
 (:data:`saf_utils.argscichat.selection_evaluation.DESIGN`: papers within folds, cluster
 t-intervals, exact sign-flip tests; seeds averaged within a fold first), and the sentences
-of 04's conclusions. The systems themselves: :mod:`saf_utils.argscichat.reply_experiments`.
+of 04's conclusions. The systems: :mod:`saf_utils.argscichat.replies` (run by
+:mod:`saf_utils.argscichat.run`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pandas as pd
 
 from saf_utils import protocol as P
 from saf_utils.argscichat import generation as RG
-from saf_utils.argscichat.reply_experiments import (
+from saf_utils.argscichat.replies import (
     DATASET,
     FLOOR,
     REPLY_SYSTEMS,
@@ -98,7 +99,7 @@ class ReplyAnalysis:
     comparisons: pd.DataFrame
 
 
-def analyse(items: pd.DataFrame, best_metric: str = PRIMARY_METRIC,
+def analyse_replies(items: pd.DataFrame, best_metric: str = PRIMARY_METRIC,
             design: P.Design = DESIGN, eligible: Sequence[str] = ELIGIBLE) -> ReplyAnalysis:
     """Choose per fold on that fold's val (``best_metric``; oracles and probes never), build
     the composite ``val_chosen``, estimate every test metric and compare every system with
@@ -155,7 +156,7 @@ def comparison_tables(an: ReplyAnalysis, metrics: Sequence[str]
     return vs_floor, leads
 
 
-def conclusions(an: ReplyAnalysis, metrics: Sequence[str] = (PRIMARY_METRIC, "bertscore_f1")
+def reply_sentences(an: ReplyAnalysis, metrics: Sequence[str] = (PRIMARY_METRIC, "bertscore_f1")
                 ) -> list[str]:
     """Sentences from the tests: the primary comparison, then each readable system
     (baselines and systems) against the floor on ``metrics`` (Holm-adjusted)."""

@@ -74,7 +74,7 @@ class Analysis:
         return self.comparisons[self.comparisons.primary].iloc[0]
 
 
-def analyse(items: pd.DataFrame, roles: Mapping[str, str],
+def analyse_selection(items: pd.DataFrame, roles: Mapping[str, str],
             ablations: Mapping[str, str] | None = None, design: P.Design = DESIGN) -> Analysis:
     """Choose per fold on val, build the composites, estimate and compare on test.
 
@@ -139,7 +139,7 @@ def summary_table(an: Analysis, gold_history: Sequence[str] = ()) -> pd.DataFram
     return pd.DataFrame(rows).set_index("system")
 
 
-def conclusions(an: Analysis) -> list[str]:
+def selection_sentences(an: Analysis) -> list[str]:
     """The notebook's conclusions, from the tests (primary first, then the adjusted rest)."""
     out = ["Primary comparison (pre-specified): " + P.verdict(an.primary())]
     for r in an.comparisons[~an.comparisons.primary].to_dict("records"):
@@ -152,7 +152,7 @@ def conclusions(an: Analysis) -> list[str]:
     return out
 
 
-def record(rec: Any, an: Analysis, tuning: pd.DataFrame | None = None,
+def record_selection_results(rec: Any, an: Analysis, tuning: pd.DataFrame | None = None,
            gold_history: Sequence[str] = ()) -> None:
     """Record everything 03 reports (``rec``: a :class:`saf_utils.reporting.records.Recorder`).
 

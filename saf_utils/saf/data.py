@@ -44,13 +44,14 @@ import os
 import warnings
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from saf_utils.loading import folder_problem
-from saf_utils.provenance import annotate, register
+from saf_utils.loading import annotate_anomalies, folder_problem
+from saf_utils.provenance import register
 from saf_utils.saf.data_checks import (
     _check_split,
     _Checked,
@@ -114,13 +115,115 @@ def _annotate_sources(registered: dict[str, list[tuple[str, str]]],
         for j, (label, path) in enumerate(files):
             if not path or (label.startswith("hub:") and j > 0):
                 continue  # hub cache files: the split's counts go on the first one
-            mine = [a for a in anomalies if a["file"] == label]
-            ids = {k: [a["id"] for a in mine if a["kind"] == k] for k in SAF_ANOMALY_KINDS}
-            annotate(path, rows=int((labels == label).sum()),
-                     anomalies={k: len(v) for k, v in ids.items()},
-                     anomaly_ids={k: v for k, v in ids.items() if v})
+            annotate_anomalies(path, int((labels == label).sum()),
+                               [a for a in anomalies if a["file"] == label], SAF_ANOMALY_KINDS)
 
 
+
+
+@dataclass
+class _Read:
+    """The splits as read: frames with ``_file``/``_row``, the files registered per split
+    as (row label, path), and the extra-column anomalies per split."""
+
+    frames: dict[str, pd.DataFrame] = field(default_factory=dict)
+    registered: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    extra: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
+
+
+def _wanted_splits(splits: Iterable[str] | None, source: str) -> list[str]:
+    wanted = list(dict.fromkeys(splits)) if splits is not None else list(SAF_SPLITS)
+    unknown = [s for s in wanted if s not in SAF_SPLITS]
+    if unknown or not wanted:
+        what = f"unknown split(s) {unknown}" if unknown else "no split asked for"
+        raise SAFDataError([f"{what}; known: {list(SAF_SPLITS)}"], source)
+    return wanted
+
+
+def _read_local(root: Path, source: str, wanted: list[str]) -> _Read:
+    """The split files of a local folder, every problem of finding or reading them at once."""
+    found = _local_saf_files(root, wanted)
+    missing = [s for s in wanted if s not in found.files and not any(
+        f"split '{s}'" in p for p in found.problems)]
+    problems = list(found.problems)
+    if missing:
+        problems.insert(0, _missing_split_message(root, missing, found))
+    if problems:
+        raise SAFDataError(problems, source)
+    read, read_problems = _Read(), []
+    for split in wanted:
+        parts = []
+        for p in found.files[split]:
+            try:
+                parts.append((p, _read_table(p)))
+            except SAFDataError as exc:
+                read_problems += exc.problems
+        read_problems += _file_columns(split, parts)
+        for p, df in parts:
+            read.extra[split] += _extra_columns(split, str(p), df)
+        if parts:
+            read.frames[split] = pd.concat(
+                [df.assign(_file=str(p), _row=range(1, len(df) + 1)) for p, df in parts],
+                ignore_index=True)
+    if read_problems:
+        raise SAFDataError(read_problems, source)
+    for split in wanted:
+        for p in found.files[split]:
+            register("saf", source, p, split)
+        read.registered[split] = [(str(p), str(p)) for p in found.files[split]]
+    return read
+
+
+def _read_hub(source: str, root: Path, wanted: list[str]) -> _Read:
+    """The splits of a Hugging Face hub dataset (or an error saying how to work offline)."""
+    import datasets
+
+    try:
+        hub = datasets.load_dataset(source)
+    except Exception as exc:
+        raise SAFDataError(
+            [
+                f"cannot load '{source}' from the Hugging Face hub ({type(exc).__name__}: "
+                f"{str(exc)[:300]}); no folder {root.resolve()} either. Offline? Point "
+                f"SAF_DATA (or source=) to a local copy, "
+                f"e.g. export SAF_DATA=../shared/data/saf_micro_job_german"
+            ],
+            source,
+        ) from None
+    missing = [s for s in wanted if s not in hub]
+    if missing:
+        raise SAFDataError([f"hub dataset has no split(s) {missing} (it has "
+                            f"{list(hub)})"], source)
+    read = _Read()
+    for split in wanted:
+        df = hub[split].to_pandas()
+        read.extra[split] += _extra_columns(split, f"hub:{source}", df)
+        read.frames[split] = df.assign(_file=f"hub:{source}", _row=range(1, len(df) + 1))
+        for cache in hub[split].cache_files:
+            register("saf", source, cache["filename"], split)
+        read.registered[split] = [(f"hub:{source}", c["filename"])
+                                  for c in hub[split].cache_files] or [(f"hub:{source}", "")]
+    return read
+
+
+def _checked(read: _Read, source: str, strict: bool) -> dict[str, _Checked]:
+    """Every split checked; all problems (and, when ``strict``, anomalies) raised at once."""
+    checked = {split: _check_split(df, split, [label for label, _ in read.registered[split]])
+               for split, df in read.frames.items()}
+    for split, found in read.extra.items():
+        checked[split].anomalies[:0] = found
+    problems = [p for c in checked.values() for p in c.problems]
+    problems += _id_type_problems(checked)
+    if not problems:  # leakage compares clean texts only
+        _leak_anomalies(checked)
+    if strict:
+        problems += [a["message"] + (" (anomaly; strict=True)" if a["kind"] == "extra_column"
+                                     else " (content anomaly; strict=True)")
+                     for c in checked.values() for a in c.anomalies]
+    problems += _cross_split_problems(checked)
+    if problems:
+        raise SAFDataError(problems, source)
+    return checked
 
 
 def load_saf(source: str | os.PathLike | None = None, splits: Iterable[str] | None = None,
@@ -140,96 +243,21 @@ def load_saf(source: str | os.PathLike | None = None, splits: Iterable[str] | No
     import datasets
 
     source = str(source or os.environ.get("SAF_DATA") or SAF_HUB_ID)
-    wanted = list(dict.fromkeys(splits)) if splits is not None else list(SAF_SPLITS)
-    unknown = [s for s in wanted if s not in SAF_SPLITS]
-    if unknown or not wanted:
-        what = f"unknown split(s) {unknown}" if unknown else "no split asked for"
-        raise SAFDataError([f"{what}; known: {list(SAF_SPLITS)}"], source)
-
-    frames: dict[str, pd.DataFrame] = {}
-    registered: dict[str, list[tuple[str, str]]] = {}
-    extra: dict[str, list[dict[str, Any]]] = defaultdict(list)  # extra_column, per split
+    wanted = _wanted_splits(splits, source)
     root = Path(source).expanduser()
     if root.is_file():
         raise SAFDataError([folder_problem(root, "SAF data source", source)], source)
     if root.exists():
-        found = _local_saf_files(root, wanted)
-        missing = [s for s in wanted if s not in found.files and not any(
-            f"split '{s}'" in p for p in found.problems)]
-        problems = list(found.problems)
-        if missing:
-            problems.insert(0, _missing_split_message(root, missing, found))
-        if problems:
-            raise SAFDataError(problems, source)
-        read_problems = []
-        for split in wanted:
-            parts = []
-            for p in found.files[split]:
-                try:
-                    parts.append((p, _read_table(p)))
-                except SAFDataError as exc:
-                    read_problems += exc.problems
-            read_problems += _file_columns(split, parts)
-            for p, df in parts:
-                extra[split] += _extra_columns(split, str(p), df)
-            if parts:
-                frames[split] = pd.concat(
-                    [df.assign(_file=str(p), _row=range(1, len(df) + 1)) for p, df in parts],
-                    ignore_index=True)
-        if read_problems:
-            raise SAFDataError(read_problems, source)
-        for split in wanted:
-            for p in found.files[split]:
-                register("saf", source, p, split)
-            registered[split] = [(str(p), str(p)) for p in found.files[split]]
+        read = _read_local(root, source, wanted)
     elif looks_like_path(source):
         raise SAFDataError([f"{source}: folder does not exist ({root.resolve()}, from the "
                             f"working directory {Path.cwd()})"], source)
     else:
-        try:
-            hub = datasets.load_dataset(source)
-        except Exception as exc:
-            raise SAFDataError(
-                [
-                    f"cannot load '{source}' from the Hugging Face hub ({type(exc).__name__}: "
-                    f"{str(exc)[:300]}); no folder {root.resolve()} either. Offline? Point "
-                    f"SAF_DATA (or source=) to a local copy, "
-                    f"e.g. export SAF_DATA=../shared/data/saf_micro_job_german"
-                ],
-                source,
-            ) from None
-        missing = [s for s in wanted if s not in hub]
-        if missing:
-            raise SAFDataError([f"hub dataset has no split(s) {missing} (it has "
-                                f"{list(hub)})"], source)
-        for split in wanted:
-            df = hub[split].to_pandas()
-            extra[split] += _extra_columns(split, f"hub:{source}", df)
-            frames[split] = df.assign(_file=f"hub:{source}", _row=range(1, len(df) + 1))
-            for cache in hub[split].cache_files:
-                register("saf", source, cache["filename"], split)
-            registered[split] = [(f"hub:{source}", c["filename"])
-                                 for c in hub[split].cache_files] or [(f"hub:{source}", "")]
-
-    checked = {split: _check_split(df, split, [label for label, _ in registered[split]])
-               for split, df in frames.items()}
-    for split, found in extra.items():
-        checked[split].anomalies[:0] = found
-    problems = [p for c in checked.values() for p in c.problems]
-    problems += _id_type_problems(checked)
-    if not problems:  # leakage compares clean texts only
-        _leak_anomalies(checked)
-    if strict:
-        problems += [a["message"] + (" (anomaly; strict=True)" if a["kind"] == "extra_column"
-                                     else " (content anomaly; strict=True)")
-                     for c in checked.values() for a in c.anomalies]
-    problems += _cross_split_problems(checked)
-    if problems:
-        raise SAFDataError(problems, source)
-
+        read = _read_hub(source, root, wanted)
+    checked = _checked(read, source, strict)
     report = _report(checked)
     report.attrs["source"] = source
-    _annotate_sources(registered, frames, checked)
+    _annotate_sources(read.registered, read.frames, checked)
     if report["count"].sum():
         counts = report[report["count"] > 0]
         summary = "; ".join(f"{r.split}: {r.count} {r.kind}" for r in counts.itertuples())

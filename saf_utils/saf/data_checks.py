@@ -13,13 +13,13 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from saf_utils.loading import (
+    anomaly_report,
     clash_message,
     describe,
     id_clashes,
@@ -146,6 +146,114 @@ def _scores(s: pd.Series) -> np.ndarray:
                     dtype=float)
 
 
+@dataclass
+class _Split:
+    """One split's frame while it is checked: ids, their keys, where each row comes from,
+    and the problems and anomalies found, as (row position, ...) sorted into file order."""
+
+    frame: pd.DataFrame
+    split: str
+    file_of: np.ndarray
+    row_of: np.ndarray
+    ids: list[Any]
+    keys: list[Any]
+    problems: list[tuple[int, str]] = dataclasses.field(default_factory=list)
+    anomalies: list[tuple[int, dict[str, Any]]] = dataclasses.field(default_factory=list)
+
+    def at(self, i: int) -> str:
+        return _where(self.file_of[i], self.split, int(self.row_of[i]), self.ids[i])
+
+    def cells(self, col: str, positions: np.ndarray) -> list[tuple[int, Any]]:
+        """(position, value) of a few cells of a column."""
+        return list(zip(positions.tolist(), self.frame[col].iloc[positions].tolist(),
+                        strict=True))
+
+    def problem(self, i: int, col: str, what: str) -> None:
+        self.problems.append((i, f"{self.at(i)}, column '{col}': {what}"))
+
+    def anomaly(self, i: int, kind: str, message: str) -> None:
+        self.anomalies.append((i, {"kind": kind, "id": self.ids[i], "row": int(self.row_of[i]),
+                                   "file": self.file_of[i], "message": message}))
+
+
+def _check_ids(sp: _Split) -> None:
+    """Every id non-empty, a string or a 64-bit integer, and unique (also once normalised)."""
+    good_id = []
+    for i, rid in enumerate(sp.ids):
+        if rid is None or sp.keys[i] == "":
+            sp.problem(i, "id", "empty id")
+        elif isinstance(rid, bool) or not isinstance(rid, str | int):
+            sp.problem(i, "id", f"{describe(rid)} is not a string or integer")
+        elif isinstance(rid, int) and not is_int64(rid):
+            sp.problem(i, "id", f"integer {show(rid)} beyond the 64-bit range; write such ids "
+                                "as strings")
+        else:
+            good_id.append(i)
+    for j, first, exact in id_clashes([sp.ids[i] for i in good_id],
+                                      [sp.keys[i] for i in good_id]):
+        i, f = good_id[j], good_id[first]
+        what = "duplicate id" if exact else clash_message(sp.ids[i], sp.ids[f])
+        where = "" if sp.file_of[f] == sp.file_of[i] else f" of {sp.file_of[f]}"
+        sp.problem(i, "id", f"{what} (first in row {sp.row_of[f]}{where})")
+
+
+def _check_texts(sp: _Split) -> None:
+    """The required text columns, the label column and ``error_class`` hold text."""
+    for col in _REQUIRED_TEXT + ("verification_feedback",):
+        for i, value in sp.cells(col, _suspects(sp.frame[col])):
+            what = _text_problem(value, col)
+            if what:
+                sp.problem(i, col, what)
+    if "error_class" in sp.frame and not _is_text(sp.frame["error_class"]):
+        for i, value in enumerate(sp.frame["error_class"].tolist()):
+            if not _isna(value) and not isinstance(value, str):
+                sp.problem(i, "error_class", f"{describe(value)} is not a string")
+
+
+def _check_answers(sp: _Split) -> None:
+    """An answer that is not text is a problem; a blank one an anomaly (missing: "")."""
+    blank = []
+    for i, answer in sp.cells("provided_answer", _suspects(sp.frame["provided_answer"])):
+        if not _isna(answer) and not isinstance(answer, str):
+            sp.problem(i, "provided_answer", f"{show(answer)} is a {type(answer).__name__}, "
+                                             "not a string")
+        elif _isna(answer) or is_blank(answer):
+            sp.anomaly(i, "empty_answer", f"{sp.at(i)}, column 'provided_answer': empty answer")
+            if _isna(answer):
+                blank.append(i)
+    if blank:  # a missing answer is loaded as ""
+        answers = sp.frame["provided_answer"].astype(object)
+        answers.iloc[blank] = ""
+        sp.frame["provided_answer"] = answers
+
+
+def _check_scores_and_labels(sp: _Split) -> None:
+    """Scores are numbers in [0, 1], labels one of :data:`SAF_LABELS`; a label that
+    disagrees with its score is an anomaly. The frame's scores become floats."""
+    scores = _scores(sp.frame["score"])
+    for i, raw in sp.cells("score", np.flatnonzero(np.isnan(scores))):
+        sp.problem(i, "score", f"not a number ({show(raw)})")
+    outside = ~np.isnan(scores) & ((scores < 0) | (scores > 1))
+    for i, raw in sp.cells("score", np.flatnonzero(outside)):
+        shown = show(raw if np.isinf(scores[i]) else float(scores[i]))
+        sp.problem(i, "score", f"{shown} outside [0, 1]")
+    labels = sp.frame["verification_feedback"]
+    known = labels.isin(SAF_LABELS).to_numpy(dtype=bool)
+    for i in np.flatnonzero(~known):
+        label = labels.iat[i]
+        if isinstance(label, str):
+            sp.problem(i, "verification_feedback",
+                       f"{show(label)} not one of {list(SAF_LABELS)}")
+    expected = np.where(scores == 1, "Correct",
+                        np.where(scores == 0, "Incorrect", "Partially correct"))
+    valid = known & ~np.isnan(scores) & ~outside
+    for i in np.flatnonzero(valid & (labels.to_numpy(dtype=object) != expected)):
+        sp.anomaly(i, "label_score_mismatch",
+                   f"{sp.at(i)}, column 'verification_feedback': label {labels.iat[i]!r} "
+                   f"inconsistent with score {float(scores[i])} (expected {expected[i]!r})")
+    sp.frame["score"] = scores
+
+
 def _check_split(df: pd.DataFrame, split: str, files: Sequence[str]) -> _Checked:
     """Validate one split read from ``files``; ``df`` carries ``_file`` and ``_row`` (1-based).
 
@@ -163,93 +271,14 @@ def _check_split(df: pd.DataFrame, split: str, files: Sequence[str]) -> _Checked
             empty, problems=[f"{where_split}: missing column '{c}'" for c in missing])
     keep = [c for c in SAF_COLUMNS + SAF_OPTIONAL_COLUMNS if c in df.columns]
     frame = df[keep].reset_index(drop=True)
-    file_of = df["_file"].astype(str).to_numpy()
-    row_of = df["_row"].to_numpy()
-    ids = [None if _isna(v) else v for v in frame["id"].tolist()]
-    keys = id_keys(frame["id"])
-    problems: list[tuple[int, str]] = []  # (row position, message): sorted into file order
-    anomalies: list[tuple[int, dict[str, Any]]] = []
-
-    def at(i: int) -> str:
-        return _where(file_of[i], split, int(row_of[i]), ids[i])
-
-    columns = {c: frame[c] for c in keep}
-
-    def cells(col: str, positions: np.ndarray) -> list[tuple[int, Any]]:
-        """(position, value) of a few cells of a column."""
-        return list(zip(positions.tolist(), columns[col].iloc[positions].tolist(), strict=True))
-
-    good_id = []
-    for i, rid in enumerate(ids):
-        if rid is None or keys[i] == "":
-            problems.append((i, f"{at(i)}, column 'id': empty id"))
-        elif isinstance(rid, bool) or not isinstance(rid, str | int):
-            problems.append((i, f"{at(i)}, column 'id': {describe(rid)} is not a string or "
-                                "integer"))
-        elif isinstance(rid, int) and not is_int64(rid):
-            problems.append((i, f"{at(i)}, column 'id': integer {show(rid)} beyond the 64-bit "
-                                "range; write such ids as strings"))
-        else:
-            good_id.append(i)
-    for j, first, exact in id_clashes([ids[i] for i in good_id], [keys[i] for i in good_id]):
-        i, f = good_id[j], good_id[first]
-        what = "duplicate id" if exact else clash_message(ids[i], ids[f])
-        where = "" if file_of[f] == file_of[i] else f" of {file_of[f]}"
-        problems.append((i, f"{at(i)}, column 'id': {what} (first in row {row_of[f]}{where})"))
-    for col in _REQUIRED_TEXT + ("verification_feedback",):
-        for i, value in cells(col, _suspects(columns[col])):
-            what = _text_problem(value, col)
-            if what:
-                problems.append((i, f"{at(i)}, column '{col}': {what}"))
-    if "error_class" in frame and not _is_text(frame["error_class"]):
-        for i, value in enumerate(frame["error_class"].tolist()):
-            if not _isna(value) and not isinstance(value, str):
-                problems.append((i, f"{at(i)}, column 'error_class': {describe(value)} is not "
-                                    "a string"))
-    blank = []
-    for i, answer in cells("provided_answer", _suspects(columns["provided_answer"])):
-        if not _isna(answer) and not isinstance(answer, str):
-            problems.append((i, f"{at(i)}, column 'provided_answer': {show(answer)} is a "
-                                f"{type(answer).__name__}, not a string"))
-        elif _isna(answer) or is_blank(answer):
-            anomalies.append((i, {"kind": "empty_answer", "id": ids[i], "row": int(row_of[i]),
-                                  "file": file_of[i],
-                                  "message": f"{at(i)}, column 'provided_answer': empty answer"}))
-            if _isna(answer):
-                blank.append(i)
-    if blank:  # a missing answer is loaded as ""
-        answers = frame["provided_answer"].astype(object)
-        answers.iloc[blank] = ""
-        frame["provided_answer"] = answers
-    scores = _scores(frame["score"])
-    for i, raw in cells("score", np.flatnonzero(np.isnan(scores))):
-        problems.append((i, f"{at(i)}, column 'score': not a number ({show(raw)})"))
-    outside = ~np.isnan(scores) & ((scores < 0) | (scores > 1))
-    for i, raw in cells("score", np.flatnonzero(outside)):
-        shown = show(raw if np.isinf(scores[i]) else float(scores[i]))
-        problems.append((i, f"{at(i)}, column 'score': {shown} outside [0, 1]"))
-    labels = frame["verification_feedback"]
-    known = labels.isin(SAF_LABELS).to_numpy(dtype=bool)
-    for i in np.flatnonzero(~known):
-        label = labels.iat[i]
-        if isinstance(label, str):
-            problems.append((i, f"{at(i)}, column 'verification_feedback': {show(label)} not "
-                                f"one of {list(SAF_LABELS)}"))
-    expected = np.where(scores == 1, "Correct",
-                        np.where(scores == 0, "Incorrect", "Partially correct"))
-    valid = known & ~np.isnan(scores) & ~outside
-    for i in np.flatnonzero(valid & (labels.to_numpy(dtype=object) != expected)):
-        anomalies.append((i, {
-            "kind": "label_score_mismatch", "id": ids[i], "row": int(row_of[i]),
-            "file": file_of[i],
-            "message": f"{at(i)}, column 'verification_feedback': label {labels.iat[i]!r} "
-                       f"inconsistent with score {float(scores[i])} "
-                       f"(expected {expected[i]!r})"}))
-    frame["score"] = scores
-    problems.sort(key=lambda t: t[0])  # stable: within a row, in column order
-    anomalies.sort(key=lambda t: t[0])
-    return _Checked(frame, ids, keys, file_of, row_of, [m for _, m in problems],
-                    [a for _, a in anomalies])
+    sp = _Split(frame, split, df["_file"].astype(str).to_numpy(), df["_row"].to_numpy(),
+                [None if _isna(v) else v for v in frame["id"].tolist()], id_keys(frame["id"]))
+    for check in (_check_ids, _check_texts, _check_answers, _check_scores_and_labels):
+        check(sp)
+    sp.problems.sort(key=lambda t: t[0])  # stable: within a row, in column order
+    sp.anomalies.sort(key=lambda t: t[0])
+    return _Checked(sp.frame, sp.ids, sp.keys, sp.file_of, sp.row_of,
+                    [m for _, m in sp.problems], [a for _, a in sp.anomalies])
 
 
 def _id_type_problems(checked: dict[str, _Checked]) -> list[str]:
@@ -389,11 +418,5 @@ def validate_saf_frame(df: pd.DataFrame, split: str, file: str, strict: bool = T
 
 
 def _report(checked: dict[str, _Checked]) -> pd.DataFrame:
-    out = []
-    for split, c in checked.items():
-        for kind in SAF_ANOMALY_KINDS:
-            hits = [a for a in c.anomalies if a["kind"] == kind]
-            out.append({"split": split, "kind": kind, "count": len(hits),
-                        "ids": [a["id"] for a in hits], "rows": [a["row"] for a in hits],
-                        "files": sorted({Path(a["file"]).name for a in hits})})
-    return pd.DataFrame(out, columns=list(REPORT_COLUMNS))
+    return anomaly_report({split: c.anomalies for split, c in checked.items()},
+                          SAF_ANOMALY_KINDS, REPORT_COLUMNS)

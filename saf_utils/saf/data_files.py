@@ -18,12 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from saf_utils.loading import (
-    DuplicateKey,
-    clip,
-    load_json_text,
-    read_utf8,
-)
+from saf_utils.loading import clip, duplicate_names, load_json_record, read_utf8
 from saf_utils.saf.data_schema import (
     _SAF_SUFFIXES,
     _SHARD,
@@ -81,16 +76,7 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
     for line_no, line in enumerate(_lines(_utf8(path)), 1):
         if not line.strip():
             continue
-        try:
-            rec = load_json_text(line)
-        except DuplicateKey as exc:
-            raise ValueError(f"line {line_no}: duplicate key(s) {exc.args[0]} in one JSON "
-                             "object") from None
-        except ValueError as exc:  # JSONDecodeError, or an integer of > 4300 digits
-            raise ValueError(f"line {line_no}: not valid JSON ({clip(str(exc))})") from None
-        if not isinstance(rec, dict):
-            raise ValueError(f"line {line_no}: a JSON {type(rec).__name__}, not an object")
-        records.append(rec)
+        records.append(load_json_record(line, line_no))
     names = dict.fromkeys(k for rec in records for k in rec)  # in order of first appearance
     columns = {}
     for name in names:
@@ -121,7 +107,7 @@ def _read_table(path: Path) -> pd.DataFrame:
     try:
         if path.suffix != ".jsonl":
             names = [c for c in _header(path) if c != "__index_level_0__"]
-            twice = sorted({c for c in names if names.count(c) > 1})
+            twice = duplicate_names(names)
             if twice:
                 raise SAFDataError([f"{path}: duplicate column name(s) {twice}; "
                                     "every column must be named once"])

@@ -1,0 +1,367 @@
+"""ArgSciChat reply systems: the registry :data:`REPLY_SYSTEMS`, each system's parameters
+dataclass, what they all read (:class:`ReplyData`: the folds and 04's notebook-level
+settings) and the systems (run by :func:`saf_utils.argscichat.run.run_reply_systems`;
+scoring and the choice on validation: :mod:`saf_utils.argscichat.reply_evaluation`).
+
+Roles: ``baseline`` a floor or a simple reference (``constant_frequent``,
+``nearest_reply``, ``copy_selected``, ``trimmed_selected``); ``system`` a learned generator
+(``seq2seq``); ``oracle`` sees gold (``copy_gold``); ``probe`` exploits a metric
+(``compressed_selected`` keeps the tokens that Message-F1 rewards; never "best").
+
+The contract (:class:`saf_utils.registry.Registry`): ``fn(data: ReplyData, params,
+**context) -> predictions frame`` (one row per fold, split, seed and pair;
+:func:`each_fold` builds it from a per-fold function returning :class:`SystemOutput`\\ s).
+Adding a system is one function and one registration::
+
+    @REPLY_SYSTEMS.register("echo", "baseline")
+    def echo(data, params: NoParams, **context):
+        \"\"\"The query itself.\"\"\"
+        return each_fold(data, lambda fold: [SystemOutput(
+            {s: [p.query for p in fold[s]] for s in EVAL_SPLITS})])
+
+**Protocol.** Every choice a system makes (a word budget, a threshold, how many frequent
+words) uses *that* fold's val pairs only (:func:`saf_utils.protocol.choose_value`), never
+another fold's and never test.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from saf_utils import jobs as J
+from saf_utils import protocol as P
+from saf_utils.argscichat import generation as RG
+from saf_utils.argscichat.data import MessagePair
+from saf_utils.registry import NoParams, Registry
+
+TASK, DATASET = "argscichat_generation", "argscichat"
+EVAL_SPLITS = ("val", "test")
+FLOOR = "constant_frequent"
+
+#: Reply systems: ``fn(data: ReplyData, params, **context) -> predictions frame``.
+REPLY_SYSTEMS = Registry("reply system")
+
+
+# --------------------------------------------------------------------------- inputs
+
+@dataclass
+class ReplyFold:
+    """One fold's pairs (capped), the pair index and the fact selector's choices."""
+
+    fold: int
+    train: list[MessagePair]
+    val: list[MessagePair]
+    test: list[MessagePair]
+    index: dict[str, MessagePair]
+    selected: dict[tuple[str, str], list[int]]  # (split, pair_id) -> sentence indexes
+    fact_system: str | None = None  # the 03 system whose selections these are
+
+    def __getitem__(self, split: str) -> list[MessagePair]:
+        if split not in ("train", *EVAL_SPLITS):
+            raise KeyError(f"unknown split {split!r}")
+        return getattr(self, split)
+
+    def sel(self, split: str, pair: MessagePair) -> list[int]:
+        key = (split, pair.pair_id)
+        if key not in self.selected:
+            raise KeyError(f"fold {self.fold}: no selected facts for {split} pair "
+                           f"{pair.pair_id!r}")
+        return self.selected[key]
+
+
+@dataclass
+class ReplyConfig:
+    """What every reply system of a run shares (04's notebook-level parameters); each
+    system's own parameters are its dataclass below."""
+
+    tune_metric: str = "message_f1"  # what within-system knobs maximise on the fold's val
+    encoder: str = "local:all-MiniLM-L6-v2"  # sentence encoder of nearest_reply
+    embed: Callable[[Sequence[str]], np.ndarray] | None = None  # overrides encoder (tests)
+    seeds: Sequence[int] = (0,)  # seeds of the trained systems
+    launcher: str = "none"  # seq2seq training: none, torchrun:N or accelerate[:N]
+    work_dir: str | None = None  # where the training jobs write (model, predictions, log)
+    save_model: bool = False
+    log: Callable[[str], None] = print
+
+    def metric(self) -> Callable[[str, str], float]:
+        from saf_utils import metrics
+
+        if self.tune_metric not in RG.OVERLAP_METRICS:
+            raise ValueError(f"tune_metric {self.tune_metric!r}: use one of "
+                             f"{RG.OVERLAP_METRICS}")
+        return getattr(metrics, self.tune_metric)
+
+    def embedder(self) -> Callable[[Sequence[str]], np.ndarray]:
+        if self.embed is not None:
+            return self.embed
+        from functools import partial
+
+        from saf_utils.encoders import encode
+
+        return partial(encode, model=self.encoder)
+
+
+@dataclass
+class ReplyData:
+    """What a reply system reads: the folds and the run's settings. ``tuning`` and ``logs``
+    collect the systems' val grid points and chosen knobs as they run."""
+
+    folds: Mapping[int, ReplyFold]
+    config: ReplyConfig = field(default_factory=ReplyConfig)
+    tuning: list[dict[str, Any]] = field(default_factory=list)
+    logs: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class SystemOutput:
+    """A system's replies for one fold (and seed): ``outputs[split]`` follows
+    ``fold[split]``; ``tuning`` lists val grid points ``{"subset", "value", "chosen"}``."""
+
+    outputs: dict[str, list[str]]
+    seed: int | None = None
+    tuning: list[dict[str, Any]] = field(default_factory=list)
+    log: dict[str, Any] = field(default_factory=dict)
+
+
+def each_fold(data: ReplyData, make: Callable[[ReplyFold], list[SystemOutput]]
+              ) -> pd.DataFrame:
+    """A system's predictions frame from ``make(fold)`` on every fold (rows ``fold, split,
+    pair_id, paper_id, seed, output, gold``); its tuning and log rows go to ``data``."""
+    rows: list[dict[str, Any]] = []
+    for f, fold in data.folds.items():
+        for out in make(fold):
+            for split in EVAL_SPLITS:
+                pairs, outs = fold[split], out.outputs[split]
+                if len(outs) != len(pairs):
+                    raise ValueError(f"fold {f} {split}: {len(outs)} outputs for "
+                                     f"{len(pairs)} pairs")
+                rows += [{"fold": f, "split": split, "pair_id": p.pair_id,
+                          "paper_id": p.paper_id, "seed": out.seed, "output": o,
+                          "gold": p.reply} for p, o in zip(pairs, outs, strict=True)]
+            data.tuning += [{"fold": f, "metric": data.config.tune_metric, **t}
+                            for t in out.tuning]
+            data.logs.append({"fold": f, "seed": out.seed, **out.log})
+    return pd.DataFrame(rows)
+
+
+def seed_column(values: Any) -> pd.Series:
+    """Seeds as Python ints, None for deterministic systems (never 0.0 / NaN)."""
+    return pd.Series([None if pd.isna(x) else int(x) for x in values], dtype=object)
+
+
+def _grid(scores: Mapping[Any, float], chosen: Any, name: str) -> list[dict[str, Any]]:
+    return [{"subset": f"{name}={k}", "value": float(v), "chosen": k == chosen}
+            for k, v in scores.items()]
+
+
+def _mean_metric(config: ReplyConfig, outs: Sequence[str], pairs: Sequence[MessagePair]
+                 ) -> float:
+    metric = config.metric()
+    return float(np.mean([metric(o, p.reply) for o, p in zip(outs, pairs, strict=True)]))
+
+
+# --------------------------------------------------------------------------- baselines
+
+@dataclass(frozen=True)
+class FrequentParams:
+    """``constant_frequent``: candidate numbers of words, one chosen per fold on val."""
+
+    n_words: tuple[int, ...] = (5, 10, 15, 20, 25, 30, 40, 50)
+
+
+def frequent_words(replies: Sequence[str], n: int) -> str:
+    """The ``n`` whitespace tokens in most training replies (ties alphabetical), joined.
+
+    Tokens as Message-F1 (model card) counts them: case and punctuation kept.
+    """
+    df = Counter(t for r in replies for t in set(r.split()))
+    return " ".join(sorted(df, key=lambda t: (-df[t], t))[:n])
+
+
+def _constant_frequent(fold: ReplyFold, params: FrequentParams, config: ReplyConfig
+                       ) -> list[SystemOutput]:
+    replies = [p.reply for p in fold.train]
+    scores = {n: _mean_metric(config, [frequent_words(replies, n)] * len(fold.val), fold.val)
+              for n in params.n_words}
+    n = P.choose_value(scores, config.tune_metric)
+    text = frequent_words(replies, n)
+    return [SystemOutput({s: [text] * len(fold[s]) for s in EVAL_SPLITS},
+                         tuning=_grid(scores, n, "n"), log={"n": n})]
+
+
+@REPLY_SYSTEMS.register("constant_frequent", "baseline", params=FrequentParams)
+def constant_frequent(data: ReplyData, params: FrequentParams, **context: Any
+                      ) -> pd.DataFrame:
+    """The floor: the same string for every query, the ``n`` most frequent training-reply
+    words of the fold, ``n`` chosen on the fold's val."""
+    return each_fold(data, lambda fold: _constant_frequent(fold, params, data.config))
+
+
+@REPLY_SYSTEMS.register("nearest_reply", "baseline", params=NoParams)
+def nearest_reply(data: ReplyData, params: NoParams, **context: Any) -> pd.DataFrame:
+    """The reply of the training pair whose query embedding is most similar (cosine)."""
+    emb = data.config.embedder()
+
+    def make(fold: ReplyFold) -> list[SystemOutput]:
+        train_q = emb([p.query for p in fold.train])
+        return [SystemOutput({s: RG.nearest_replies(emb([p.query for p in fold[s]]), train_q,
+                                                    [p.reply for p in fold.train])
+                              for s in EVAL_SPLITS})]
+    return each_fold(data, make)
+
+
+@REPLY_SYSTEMS.register("copy_selected", "baseline", params=NoParams)
+def copy_selected(data: ReplyData, params: NoParams, **context: Any) -> pd.DataFrame:
+    """The selected fact sentences in paper order."""
+    return each_fold(data, lambda fold: [SystemOutput(
+        {s: [RG.facts_text(p, fold.sel(s, p)) for p in fold[s]] for s in EVAL_SPLITS})])
+
+
+@dataclass(frozen=True)
+class TrimParams:
+    """``trimmed_selected``: candidate word budgets (None keeps all), one chosen per fold."""
+
+    lengths: tuple[int | None, ...] = (10, 15, 20, 25, 30, 40, 50, 60, None)
+
+
+def _trimmed_selected(fold: ReplyFold, params: TrimParams, config: ReplyConfig
+                      ) -> list[SystemOutput]:
+    texts = {s: [RG.facts_text(p, fold.sel(s, p)) for p in fold[s]] for s in EVAL_SPLITS}
+    n, scores = RG.tune_length(texts["val"], [p.reply for p in fold.val],
+                               list(params.lengths), config.metric())
+    return [SystemOutput({s: [RG.trim_words(t, n) for t in texts[s]] for s in EVAL_SPLITS},
+                         tuning=_grid(scores, n, "words"), log={"words": n})]
+
+
+@REPLY_SYSTEMS.register("trimmed_selected", "baseline", params=TrimParams)
+def trimmed_selected(data: ReplyData, params: TrimParams, **context: Any) -> pd.DataFrame:
+    """The selected facts cut after a word budget chosen on the fold's val."""
+    return each_fold(data, lambda fold: _trimmed_selected(fold, params, data.config))
+
+
+# --------------------------------------------------------------------------- systems
+
+#: 04's seq2seq settings (:class:`saf_utils.seq2seq.Seq2SeqSettings` fields): a scratch
+#: transformer that trains on 2 CPU cores.
+SCRATCH_SEQ2SEQ = {"model": "scratch", "epochs": 8.0, "learning_rate": 0.003, "batch_size": 16,
+                   "max_source_length": 128, "max_target_length": 48, "num_beams": 1,
+                   "scratch_d_model": 64, "scratch_ff": 256, "scratch_vocab_size": 2000}
+
+
+@dataclass(frozen=True)
+class Seq2SeqParams:
+    """``seq2seq``: the model's settings, its source parts (:data:`RG.GENERATION_INPUTS`)
+    and whether training sources use gold facts in place of selected ones."""
+
+    settings: dict[str, Any] = field(default_factory=lambda: dict(SCRATCH_SEQ2SEQ))
+    inputs: tuple[str, ...] = ("query", "selected_facts")
+    train_with_gold_facts: bool = True
+
+
+def _seq2seq_examples(fold: ReplyFold, params: Seq2SeqParams, split: str) -> J.Examples:
+    """The training job's examples of one split: sources from ``params.inputs``."""
+    pairs, inputs = fold[split], list(params.inputs)
+    if split == "train":
+        facts = [p.fact_indexes if params.train_with_gold_facts
+                 else fold.selected.get(("train", p.pair_id), p.fact_indexes) for p in pairs]
+    else:
+        facts = [fold.sel(split, p) if "selected_facts" in inputs else None for p in pairs]
+    return J.Examples([p.pair_id for p in pairs],
+                      [RG.build_source(p, inputs, f, fold.index)
+                       for p, f in zip(pairs, facts, strict=True)],
+                      [p.reply for p in pairs])
+
+
+def _seq2seq(fold: ReplyFold, params: Seq2SeqParams, config: ReplyConfig
+             ) -> list[SystemOutput]:
+    base = J.TrainJob(examples="", task="argscichat",
+                      output_dir=config.work_dir or "seq2seq_jobs",
+                      settings=dict(params.settings), fold=fold.fold,
+                      save_model=config.save_model)
+    base = J.with_examples(base, _seq2seq_examples(fold, params, "train"),
+                           {s: _seq2seq_examples(fold, params, s) for s in EVAL_SPLITS})
+    res = J.run_jobs(J.job_grid(base, list(config.seeds)), config.launcher, config.log)
+    out = []
+    for seed in config.seeds:
+        p = res.predictions[res.predictions.seed == seed]
+        logs = res.logs[res.logs.seed == seed].iloc[0].to_dict()
+        out.append(SystemOutput({s: p[p.split == s].output.tolist() for s in EVAL_SPLITS},
+                                seed=int(seed),
+                                log={k: logs[k] for k in ("train_loss", "train_steps",
+                                                          "train_seconds") if k in logs}))
+    return out
+
+
+@REPLY_SYSTEMS.register("seq2seq", "system", params=Seq2SeqParams)
+def seq2seq(data: ReplyData, params: Seq2SeqParams, **context: Any) -> pd.DataFrame:
+    """A seq2seq model per seed, trained on the fold's train pairs (gold facts in training
+    unless ``train_with_gold_facts`` is False), generating val/test replies from the
+    selected facts.
+
+    The fold's examples are written once and trained through :func:`saf_utils.jobs.run_jobs`
+    (``ReplyConfig.launcher``: "none" trains in the kernel, "torchrun:N" / "accelerate"
+    start a launcher).
+    """
+    from saf_utils.seq2seq import Seq2SeqSettings
+
+    Seq2SeqSettings(**params.settings)  # a typo fails here, before any training
+    return each_fold(data, lambda fold: _seq2seq(fold, params, data.config))
+
+
+# --------------------------------------------------------------------------- oracle, probe
+
+@REPLY_SYSTEMS.register("copy_gold", "oracle", params=NoParams)
+def copy_gold(data: ReplyData, params: NoParams, **context: Any) -> pd.DataFrame:
+    """Oracle: the gold fact sentences in paper order ("" for a query without gold facts)."""
+    return each_fold(data, lambda fold: [SystemOutput(
+        {s: [RG.facts_text(p, p.fact_indexes) for p in fold[s]] for s in EVAL_SPLITS})])
+
+
+@dataclass(frozen=True)
+class CompressParams:
+    """``compressed_selected``: keep-probability thresholds and numbers of frequent reply
+    words the compressor may add (both chosen per fold on val), and its classifier."""
+
+    thresholds: tuple[float, ...] = (0.02, 0.04, 0.06, 0.08, 0.1, 0.12, 0.15, 0.2, 0.3)
+    prior_words: tuple[int, ...] = (0, 50, 200, 500)
+    model: str = "hgb"  # hgb or logreg
+
+
+def _compressed_selected(fold: ReplyFold, params: CompressParams, config: ReplyConfig
+                         ) -> list[SystemOutput]:
+    train, val = fold.train, fold.val
+    val_facts = [RG.facts_text(p, fold.sel("val", p)) for p in val]
+    comps, scores = {}, {}
+    for n_prior in params.prior_words:
+        comps[n_prior] = RG.TokenCompressor(prior_words=n_prior, kind=params.model).fit(
+            [p.query for p in train], [RG.facts_text(p, p.fact_indexes) for p in train],
+            [p.reply for p in train])
+        grid = RG.threshold_scores(comps[n_prior], [p.query for p in val], val_facts,
+                                   [p.reply for p in val], list(params.thresholds),
+                                   config.metric())
+        scores.update({(n_prior, t): v for t, v in grid.items()})
+    n_prior, th = P.choose_value(scores, config.tune_metric)
+    tuning = [{"subset": f"prior_words={n},threshold={t}", "value": v,
+               "chosen": (n, t) == (n_prior, th)} for (n, t), v in scores.items()]
+    comp = comps[n_prior]
+    outs = {s: [comp.compress(p.query, RG.facts_text(p, fold.sel(s, p)), th) for p in fold[s]]
+            for s in EVAL_SPLITS}
+    return [SystemOutput(outs, tuning=tuning, log={"prior_words": n_prior, "threshold": th})]
+
+
+@REPLY_SYSTEMS.register("compressed_selected", "probe", params=CompressParams)
+def compressed_selected(data: ReplyData, params: CompressParams, **context: Any
+                        ) -> pd.DataFrame:
+    """Probe: the fact and query tokens a boosted token classifier expects in the reply.
+
+    Trained on the fold's train pairs (gold facts); how many frequent reply words it may
+    add and its keep threshold are chosen on the fold's val. It exploits Message-F1 (a bag
+    of likely words, not a reply) and is reported as a probe.
+    """
+    return each_fold(data, lambda fold: _compressed_selected(fold, params, data.config))

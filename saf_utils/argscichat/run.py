@@ -1,0 +1,203 @@
+"""The ArgSciChat runner: the data each task's systems read (the folds' pairs capped as a
+notebook asks), and one function per task that runs any list of registry names through
+:meth:`saf_utils.registry.Registry.run` with the parameters a profile gives per system
+name (03's and 04's ``system_params``) and returns tidy prediction rows, the systems' val
+choices and seconds per system."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from saf_utils.argscichat import dialogue as A
+from saf_utils.argscichat.data import ArgSciChatFold, MessagePair
+from saf_utils.argscichat.dialogue import pair_index
+from saf_utils.argscichat.replies import (
+    EVAL_SPLITS,
+    REPLY_SYSTEMS,
+    ReplyConfig,
+    ReplyData,
+    ReplyFold,
+    seed_column,
+)
+from saf_utils.argscichat.selection_fit import SelectionContext
+from saf_utils.argscichat.selectors import SELECTORS
+from saf_utils.registry import Registry
+
+SystemParams = Mapping[str, Mapping[str, Any]]
+
+
+def check_system_params(registry: Registry, names: Iterable[str],
+                        system_params: SystemParams | None) -> dict[str, dict[str, Any]]:
+    """``system_params`` (system name -> parameter values) checked against what runs: a name
+    that is not run, or a parameter its dataclass lacks, is a ValueError (a typo would
+    silently keep the defaults)."""
+    names = registry.check(names)
+    given = {n: dict(v or {}) for n, v in (system_params or {}).items()}
+    stray = sorted(set(given) - set(names))
+    if stray:
+        raise ValueError(f"system_params names {registry.what}(s) {stray} that are not run; "
+                         f"run: {names}")
+    for name, values in given.items():
+        registry.params(name, values)
+    return given
+
+
+def _run_each(registry: Registry, names: Sequence[str], data: Any,
+              system_params: SystemParams | None, sinks: Sequence[list] = ()
+              ) -> tuple[pd.DataFrame, dict[str, float], list[list[dict[str, Any]]]]:
+    """Every name through ``registry.run`` (one at a time, to time each) with its entry of
+    ``system_params`` (name -> parameter values over its dataclass defaults). ``sinks``: lists
+    the systems append rows to (tuning, logs); returns the predictions (with ``role``),
+    seconds per system and, per sink, the rows appended, each with its ``system``."""
+    params = {n: dict(v or {}) for n, v in (system_params or {}).items()}
+    registry.check(params)  # an unknown name fails; a registered one not run here is another
+    frames, seconds = [], {}  # step's (check_system_params checks a notebook's whole list)
+    named: list[list[dict[str, Any]]] = [[] for _ in sinks]
+    for name in names:
+        t0 = time.perf_counter()
+        starts = [len(sink) for sink in sinks]
+        try:
+            out = registry.run([name], data, {name: params[name]} if name in params else {})
+        except ValueError as e:
+            raise ValueError(f"{registry.what} {name!r}: {e}") from e
+        frames.append(out.assign(role=registry[name].role))
+        seconds[name] = time.perf_counter() - t0
+        for rows, sink, start in zip(named, sinks, starts, strict=True):
+            rows += [{"fold": r["fold"], "system": name, **r} for r in sink[start:]]
+    preds = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return preds, seconds, named
+
+
+# --------------------------------------------------------------------------- fact selection
+
+#: Columns of 03's prediction rows (:func:`saf_utils.artifacts.write_selections`).
+SELECTION_COLUMNS = ("fold", "split", "pair_id", "paper_id", "system", "role", "seed",
+                     "selected", "selected_sentences", "gold", "fact_f1")
+
+
+def split_pairs(data: Mapping[int, ArgSciChatFold], max_rows: int | None = None
+                ) -> dict[tuple[int, str], list[MessagePair]]:
+    """(fold, split) -> the split's pairs, the first ``max_rows`` of each (smoke runs)."""
+    return {(f, s): list(data[f][s])[:max_rows] if max_rows else list(data[f][s])
+            for f in data for s in A.SPLITS}
+
+
+def data_overview(pairs: Mapping[tuple[int, str], Sequence[MessagePair]]) -> pd.DataFrame:
+    """Per fold and split: pairs, scored pairs, pairs skipped (no gold fact sentence), papers."""
+    rows = []
+    for (f, s), ps in pairs.items():
+        kept, skipped = A.scored_pairs(ps)
+        rows.append({"fold": f, "split": s, "pairs": len(ps), "scored": len(kept),
+                     "skipped_no_gold": skipped, "papers": len({p.paper_id for p in ps})})
+    return pd.DataFrame(rows)
+
+
+@dataclass
+class SelectionRun:
+    """Tidy output of :func:`run_selectors`."""
+
+    predictions: pd.DataFrame  # one row per fold, split, system, seed and pair
+    tuning: pd.DataFrame  # fold, system, param, value, val_fact_f1, chosen
+    seconds: dict[str, float]
+
+
+def _tuning_frame(rows: Any) -> pd.DataFrame:
+    t = pd.DataFrame(rows, columns=["fold", "system", "param", "value", "val_fact_f1", "chosen"])
+    return t.astype({"fold": int, "system": str, "param": str, "value": str,
+                     "val_fact_f1": float, "chosen": bool})
+
+
+def run_selectors(ctx: SelectionContext, systems: Iterable[str],
+                  system_params: SystemParams | None = None) -> SelectionRun:
+    """Run the selectors ``systems`` over every fold and split of ``ctx``.
+
+    Returns prediction rows (:data:`SELECTION_COLUMNS`; ``fact_f1`` is None for pairs
+    without gold fact sentences, which the official protocol skips), the tuning rows of
+    the per-fold val choices, and seconds per system.
+    """
+    preds, seconds, (tuning,) = _run_each(SELECTORS, list(systems), ctx, system_params,
+                                          (ctx.tuning,))
+    return SelectionRun(preds.reindex(columns=list(SELECTION_COLUMNS)),
+                        _tuning_frame(tuning), seconds)  # rows keep the system they name
+
+
+def combine(*runs: SelectionRun) -> SelectionRun:
+    """One run from several (e.g. one per family of systems)."""
+    return SelectionRun(pd.concat([r.predictions for r in runs], ignore_index=True),
+                        _tuning_frame(pd.concat([r.tuning for r in runs if not r.tuning.empty]
+                                                or [r.tuning for r in runs[:1]],
+                                                ignore_index=True)),
+                        {k: v for r in runs for k, v in r.seconds.items()})
+
+
+# --------------------------------------------------------------------------- reply generation
+
+#: Columns of 04's prediction rows (:func:`saf_utils.artifacts.write_generations`).
+REPLY_COLUMNS = ("fold", "split", "pair_id", "paper_id", "system", "role", "seed",
+                 "output", "gold")
+
+
+def reply_folds(data: Mapping[int, ArgSciChatFold],
+                selected: Mapping[tuple[int, str, str], Sequence[int]],
+                max_rows: int | None = None,
+                fact_system: str | Mapping[int, str] | None = None) -> dict[int, ReplyFold]:
+    """:class:`ReplyFold` per fold: the first ``max_rows`` pairs of every split (as 03 caps
+    them) and 03's selections (``(fold, split, pair_id) ->
+    indexes``, :func:`saf_utils.argscichat.dialogue.selection_lookup`).
+
+    Every val/test pair must have a selection: a missing one means 03 ran with other folds
+    or ``max_rows``, and is an error naming it.
+    """
+    out = {}
+    for f, fold in data.items():
+        splits = {s: (fold[s][:max_rows] if max_rows else list(fold[s]))
+                  for s in ("train", *EVAL_SPLITS)}
+        missing = [(f, s, p.pair_id) for s in EVAL_SPLITS for p in splits[s]
+                   if (f, s, p.pair_id) not in selected]
+        if missing:
+            raise ValueError(f"03 predictions lack {len(missing)} val/test pair(s), e.g. "
+                             f"{missing[0]}; rerun 03 with the same folds and max_rows")
+        sel = {(s, pid): list(v) for (ff, s, pid), v in selected.items() if ff == f}
+        name = fact_system.get(f) if isinstance(fact_system, Mapping) else fact_system
+        out[f] = ReplyFold(f, splits["train"], splits["val"], splits["test"],
+                           pair_index(fold.train + fold.val + fold.test), sel, name)
+    return out
+
+
+@dataclass
+class ReplyRun:
+    """What :func:`run_reply_systems` returns."""
+
+    predictions: pd.DataFrame  # REPLY_COLUMNS
+    tuning: pd.DataFrame  # fold, system, metric, subset, value, chosen (val grid points)
+    logs: pd.DataFrame  # fold, system, seed, ... (chosen knobs, train loss)
+    seconds: dict[str, float]
+
+    @staticmethod
+    def concat(runs: Sequence[ReplyRun]) -> ReplyRun:
+        secs: dict[str, float] = {}
+        for r in runs:
+            secs.update(r.seconds)
+        return ReplyRun(*(pd.concat([getattr(r, a) for r in runs], ignore_index=True)
+                          for a in ("predictions", "tuning", "logs")), secs)
+
+
+def run_reply_systems(folds: Mapping[int, ReplyFold], systems: Sequence[str],
+                      config: ReplyConfig | None = None,
+                      system_params: SystemParams | None = None) -> ReplyRun:
+    """Run the reply systems ``systems`` (registration order) on every fold; tidy val/test
+    prediction rows (:data:`REPLY_COLUMNS`), val tuning grids, logs, seconds per system."""
+    data = ReplyData(folds, config or ReplyConfig())
+    names = [n for n in REPLY_SYSTEMS if n in set(REPLY_SYSTEMS.check(systems))]
+    preds, secs, (tuning, logs) = _run_each(REPLY_SYSTEMS, names, data, system_params,
+                                            (data.tuning, data.logs))
+    preds = preds.reindex(columns=list(REPLY_COLUMNS))
+    preds["seed"] = seed_column(preds.seed)
+    return ReplyRun(preds, pd.DataFrame(tuning, columns=["fold", "system", "metric", "subset",
+                                                         "value", "chosen"]),
+                    pd.DataFrame(logs), {n: round(v, 1) for n, v in secs.items()})

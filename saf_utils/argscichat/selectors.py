@@ -1,0 +1,259 @@
+"""ArgSciChat fact selectors: the registry :data:`SELECTORS`, each selector's parameters
+dataclass, and the selectors (run by :func:`saf_utils.argscichat.run.run_selectors`).
+
+The contract (:class:`saf_utils.registry.Registry`): a selector is
+``fn(ctx: SelectionContext, params, **context) -> predictions frame`` (one row per fold,
+split, seed and pair: :meth:`SelectionContext.each_pair` builds it for a per-query
+selector); its parameters' defaults live only in its dataclass; a profile changes them by
+name (03's ``system_params``). Adding a selector is one function and one registration::
+
+    @SELECTORS.register("last_k", "baseline")
+    def select_last_k(ctx, params: NoParams, **context):
+        \"\"\"The paper's last k sentences.\"\"\"
+        return ctx.each_pair(lambda pair, rng: list(range(len(pair.content)))[-ctx.config.k:])
+
+Protocol (every choice inside a fold, never another fold's papers, never test): per-query
+selectors (baselines, oracle) have nothing to tune. Learned selectors are fit on the fold's
+train pairs; every hyperparameter (ranker grid candidate, ensemble member set, BM25 mix
+weight) is chosen on **that fold's val** split (:func:`saf_utils.protocol.choose_value`)
+with models fit on train only, so val selections are out of sample. Test (and train)
+selections come from a refit on train+val with the chosen values
+(``SelectionConfig.refit_on_train_val``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pandas as pd
+
+from saf_utils import protocol as P
+from saf_utils.argscichat import fact_selection as FS
+from saf_utils.argscichat.selection_fit import (
+    ScorerSpec,
+    SelectionContext,
+    param_key,
+    select_split,
+)
+from saf_utils.registry import NoParams, Registry
+
+TASK, DATASET, METRIC = "argscichat_fact_selection", "argscichat", "fact_f1"
+
+#: Candidate member sets of the ensembles, by name (``EnsembleParams.member_sets``); one is
+#: chosen per fold on that fold's val Fact-F1 (train-only fits). ``small_hgb``: eight small
+#: boosting models; ``small_hgb+logreg``: plus the ranker grid's three logistic regressions
+#: (linear and tree scores mixed by rank).
+ENSEMBLE_MEMBER_SETS: dict[str, tuple[dict[str, Any], ...]] = {
+    "small_hgb": FS.ENSEMBLE_GRID,
+    "small_hgb+logreg": FS.ENSEMBLE_GRID + tuple(g for g in FS.DEFAULT_GRID
+                                                 if g["kind"] == "logreg"),
+}
+
+#: Fact selectors. ``gold_history``: reads earlier turns' gold facts; ``ablation_of``: the
+#: selector it ablates.
+SELECTORS = Registry("selector", defaults={"gold_history": False, "ablation_of": None})
+
+
+# --------------------------------------------------------------------------- parameters
+
+@dataclass(frozen=True)
+class RandomParams:
+    """``random``: one run per seed (the mean over seeds is reported)."""
+
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+
+
+@dataclass(frozen=True)
+class RankerParams:
+    """The ranker's candidate models (one chosen per fold on val)."""
+
+    grid: tuple[dict[str, Any], ...] = FS.DEFAULT_GRID
+
+
+@dataclass(frozen=True)
+class EnsembleParams:
+    """Names of candidate member sets (:data:`ENSEMBLE_MEMBER_SETS`), one chosen per fold."""
+
+    member_sets: tuple[str, ...] = ("small_hgb", "small_hgb+logreg")
+
+
+@dataclass(frozen=True)
+class MixParams(EnsembleParams):
+    """An ensemble plus w x BM25's within-paper rank, w chosen per fold on val."""
+
+    mix_weights: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5)
+
+
+# --------------------------------------------------------------------------- val choices
+
+def val_choice(ctx: SelectionContext, fold: int, system: str, param: str,
+               candidates: dict[str, ScorerSpec]) -> tuple[ScorerSpec, list[dict[str, Any]]]:
+    """The candidate with the best val Fact-F1 of this fold (train-only fits;
+    :func:`saf_utils.protocol.choose_value`) and the tuning rows."""
+    scores = {name: ctx.val_f1(fold, dict(enumerate(
+        select_split(ctx, fold, "val", spec, on="train")))) for name, spec in candidates.items()}
+    best = P.choose_value(scores, METRIC)
+    rows = [{"fold": fold, "system": system, "param": param, "value": name,
+             "val_fact_f1": v, "chosen": name == best} for name, v in scores.items()]
+    return candidates[best], rows
+
+
+def _label(params: dict[str, Any]) -> str:
+    return ",".join(f"{k}={v}" for k, v in params.items())
+
+
+def ranker_choice(ctx: SelectionContext, fold: int,
+                  grid: tuple[dict[str, Any], ...] = RankerParams.grid
+                  ) -> tuple[ScorerSpec, list[dict]]:
+    """``ranker``'s grid candidate chosen on this fold's val (memoised)."""
+    cands = {_label(p): ScorerSpec((dict(p),)) for p in grid}
+    return ctx.memoized(("ranker_choice", fold, tuple(map(param_key, grid))),
+                        lambda: val_choice(ctx, fold, "ranker", "grid", cands))
+
+
+def ensemble_choice(ctx: SelectionContext, fold: int,
+                    member_sets: tuple[str, ...] = EnsembleParams.member_sets,
+                    features: tuple[str, ...] = FS.FEATURES) -> tuple[ScorerSpec, list[dict]]:
+    """``ranker_ensemble``'s member set, chosen on this fold's val (memoised)."""
+    unknown = sorted(set(member_sets) - set(ENSEMBLE_MEMBER_SETS))
+    if unknown:
+        raise ValueError(f"unknown ensemble member set(s) {unknown}; "
+                         f"known: {list(ENSEMBLE_MEMBER_SETS)}")
+    cands = {name: ScorerSpec(tuple(ENSEMBLE_MEMBER_SETS[name]), tuple(features))
+             for name in member_sets}
+    return ctx.memoized(("ensemble_choice", fold, tuple(member_sets), tuple(features)),
+                        lambda: val_choice(ctx, fold, "ranker_ensemble", "members", cands))
+
+
+def mix_choice(ctx: SelectionContext, fold: int, base: ScorerSpec, system: str,
+               weights: tuple[float, ...] = MixParams.mix_weights
+               ) -> tuple[ScorerSpec, list[dict]]:
+    """``base`` plus the BM25 rank weight chosen on this fold's val (memoised)."""
+    cands = {str(w): replace(base, bm25_weight=float(w)) for w in weights}
+    return ctx.memoized(("mix_choice", fold, base.key, system, tuple(weights)),
+                        lambda: val_choice(ctx, fold, system, "bm25_weight", cands))
+
+
+def per_fold(ctx: SelectionContext, choose: Callable[[int], tuple[ScorerSpec, list[dict]]],
+             history: str = "gold") -> pd.DataFrame:
+    """A learned selector's predictions: per fold, the scorer ``choose(fold)`` returns (its
+    tuning rows go to ``ctx.tuning``) selects every split; with ``history="own"`` val and
+    test only (train pairs are in-sample anyway, and turn-by-turn prediction is the
+    expensive part)."""
+    rows: list[dict[str, Any]] = []
+    for f in ctx.folds:
+        spec, tuning = choose(f)
+        ctx.tuning += tuning
+        for s in [s for s in ctx.config.splits if history == "gold" or s != "train"]:
+            rows += ctx.rows(f, s, select_split(ctx, f, s, spec, history))
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- per-query selectors
+
+@SELECTORS.register("random", "baseline", params=RandomParams)
+def random_selector(ctx: SelectionContext, params: RandomParams, **context: Any) -> pd.DataFrame:
+    """k distinct sentences uniformly at random (official "Random"; mean over seeds)."""
+    k = ctx.config.k
+    return ctx.each_pair(lambda pair, rng: FS.select_random(pair, k, rng), params.seeds)
+
+
+@SELECTORS.register("first", "baseline", params=NoParams)
+def first_selector(ctx: SelectionContext, params: NoParams, **context: Any) -> pd.DataFrame:
+    """The paper's first k sentences (official "First")."""
+    return ctx.each_pair(lambda pair, rng: FS.select_first(pair, ctx.config.k))
+
+
+@SELECTORS.register("tfidf", "baseline", params=NoParams)
+def tfidf_selector(ctx: SelectionContext, params: NoParams, **context: Any) -> pd.DataFrame:
+    """TF-IDF cosine to the query, vectoriser fit on the paper (official "TF-IDF")."""
+    return ctx.each_pair(lambda pair, rng: FS.select_tfidf(pair, ctx.config.k))
+
+
+@SELECTORS.register("bm25", "baseline", params=NoParams)
+def bm25_selector(ctx: SelectionContext, params: NoParams, **context: Any) -> pd.DataFrame:
+    """BM25Okapi of the query over the paper's sentences."""
+    return ctx.each_pair(lambda pair, rng: FS.select_bm25(pair, ctx.config.k))
+
+
+@SELECTORS.register("sbert", "baseline", params=NoParams)
+def sbert_selector(ctx: SelectionContext, params: NoParams, **context: Any) -> pd.DataFrame:
+    """Cosine of sentence-transformers embeddings (official "SBERT")."""
+    return ctx.each_pair(lambda pair, rng: FS.select_sbert(pair, ctx.config.k, ctx.embed))
+
+
+def gold_k(pair: Any, k: int) -> list[int]:
+    """The gold sentences (first k), padded with the paper's first other sentences."""
+    gold = list(pair.fact_indexes)[:k]
+    rest = [i for i in range(len(pair.content)) if i not in gold]
+    return gold + rest[: max(0, min(k, len(pair.content)) - len(gold))]
+
+
+@SELECTORS.register("gold_k", "oracle", params=NoParams)
+def gold_k_selector(ctx: SelectionContext, params: NoParams, **context: Any) -> pd.DataFrame:
+    """Oracle: the gold sentences (first k), padded with the paper's first other sentences."""
+    return ctx.each_pair(lambda pair, rng: gold_k(pair, ctx.config.k))
+
+
+# --------------------------------------------------------------------------- learned selectors
+
+@SELECTORS.register("ranker", "system", gold_history=True, params=RankerParams)
+def run_ranker(ctx: SelectionContext, params: RankerParams, **context: Any) -> pd.DataFrame:
+    """Learned ranker: the grid candidate with the best val Fact-F1 of the fold."""
+    return per_fold(ctx, lambda f: ranker_choice(ctx, f, params.grid))
+
+
+@SELECTORS.register("ranker_ensemble", "system", gold_history=True, params=EnsembleParams)
+def run_ranker_ensemble(ctx: SelectionContext, params: EnsembleParams, **context: Any
+                        ) -> pd.DataFrame:
+    """Mean within-paper rank of a member set chosen on the fold's val."""
+    return per_fold(ctx, lambda f: ensemble_choice(ctx, f, params.member_sets))
+
+
+@SELECTORS.register("ensemble_bm25", "system", gold_history=True, params=MixParams)
+def run_ensemble_bm25(ctx: SelectionContext, params: MixParams, **context: Any
+                      ) -> pd.DataFrame:
+    """ranker_ensemble's rank plus w x BM25's rank, w chosen on the fold's val."""
+    return per_fold(ctx, lambda f: mix_choice(
+        ctx, f, ensemble_choice(ctx, f, params.member_sets)[0], "ensemble_bm25",
+        params.mix_weights))
+
+
+@SELECTORS.register("ranker_no_history", "system", ablation_of="ranker", params=RankerParams)
+def run_ranker_no_history(ctx: SelectionContext, params: RankerParams, **context: Any
+                          ) -> pd.DataFrame:
+    """Ablation: ranker's chosen candidate refit without the gold-history features."""
+    return per_fold(ctx, lambda f: (replace(ranker_choice(ctx, f, params.grid)[0],
+                                            features=FS.NO_HISTORY_FEATURES), []))
+
+
+@SELECTORS.register("ranker_own_history", "system", ablation_of="ranker", params=RankerParams)
+def run_ranker_own_history(ctx: SelectionContext, params: RankerParams, **context: Any
+                           ) -> pd.DataFrame:
+    """Ablation: ranker with its own earlier selections in place of earlier gold facts."""
+    return per_fold(ctx, lambda f: (ranker_choice(ctx, f, params.grid)[0], []), history="own")
+
+
+@SELECTORS.register("ensemble_bm25_no_history", "system", ablation_of="ensemble_bm25",
+                    params=MixParams)
+def run_ensemble_bm25_no_history(ctx: SelectionContext, params: MixParams, **context: Any
+                                 ) -> pd.DataFrame:
+    """Ablation: ensemble_bm25's member set without gold-history features (w re-chosen)."""
+    def choose(f: int) -> tuple[ScorerSpec, list[dict]]:
+        base = replace(ensemble_choice(ctx, f, params.member_sets)[0],
+                       features=FS.NO_HISTORY_FEATURES)
+        return mix_choice(ctx, f, base, "ensemble_bm25_no_history", params.mix_weights)
+    return per_fold(ctx, choose)
+
+
+@SELECTORS.register("ensemble_bm25_own_history", "system", ablation_of="ensemble_bm25",
+                    params=MixParams)
+def run_ensemble_bm25_own_history(ctx: SelectionContext, params: MixParams, **context: Any
+                                  ) -> pd.DataFrame:
+    """Ablation: ensemble_bm25 with its own earlier selections as the fact history."""
+    def choose(f: int) -> tuple[ScorerSpec, list[dict]]:
+        base = ensemble_choice(ctx, f, params.member_sets)[0]
+        return mix_choice(ctx, f, base, "ensemble_bm25", params.mix_weights)[0], []
+    return per_fold(ctx, choose, history="own")
