@@ -366,6 +366,18 @@ def choose_from(table: pd.DataFrame, metric: str, roles: Mapping[str, str],
                   t[["fold", "system", "role", "value", "chosen"]].reset_index(drop=True))
 
 
+def choose_row(table: pd.DataFrame, metric: str, split: str = "val",
+               lower_is_better: bool = False) -> int:
+    """Position of the best row of a grid of settings ``table`` by ``metric`` on ``split``:
+    :func:`choose_from` over its rows (same rounding; ties to the first row, the grid's
+    stated order)."""
+    labels = [f"row {i}" for i in range(len(table))]
+    rows = pd.DataFrame({"system": labels, "value": table[metric].to_numpy(dtype=float)})
+    chosen = choose_from(rows, metric, dict.fromkeys(labels, "system"), ("system",), split,
+                         lower_is_better)
+    return labels.index(chosen.per_fold[None])
+
+
 def composite(items: pd.DataFrame, choice: Choice, name: str = "val_chosen",
               fold: str = "fold") -> pd.DataFrame:
     """Items of each fold's chosen system, renamed ``name`` (fold f's part is the system
