@@ -118,7 +118,7 @@ def test_run_evaluate_record_end_to_end_on_fixtures(source, tmp_path):
     cv = out.unseen_cv
     assert {"majority", "nearest_neighbour", "feature_clf"} <= set(cv.system)
 
-    ev = EV.evaluate(out.preds, embedding_metrics=False, n_resamples=100)
+    ev = EV.evaluate(out.preds, out.roles, embedding_metrics=False, n_resamples=100)
     assert ev.reference in ("majority", "nearest_neighbour")
     assert ev.roles()[ev.chosen] in ("baseline", "system")
     assert "test_unseen_questions" in ev.few_question_splits and len(ev.per_question)

@@ -427,19 +427,20 @@ class Evaluation:
 PRIMARY = {"split": "test_unseen_answers", "metric": "accuracy"}
 
 
-def choose_on_validation(headline: pd.DataFrame, metric: str = "macro_f1",
-                         roles: Sequence[str] = ("baseline", "system"),
+def choose_on_validation(headline: pd.DataFrame, role_of: Mapping[str, str],
+                         metric: str = "macro_f1",
+                         allowed: Sequence[str] = ("baseline", "system"),
                          split: str = "validation") -> P.Choice:
-    """The system with the best validation ``metric`` among ``roles`` (ties: table order)."""
-    from saf_utils.saf.systems import SYSTEMS
-
+    """The system (role in ``allowed``; ``role_of``: system -> role) with the best
+    validation ``metric`` (ties: the headline table's order)."""
     v = headline[(headline.split == split) & (headline.metric == metric)]
-    names = {s: SYSTEMS[s].role for s in dict.fromkeys(v.system)}
+    names = {s: role_of[s] for s in dict.fromkeys(v.system)}
     return P.choose_from(v.rename(columns={"mean": "value"})[["system", "value"]], metric,
-                         names, roles, split, metric in LOWER_IS_BETTER)
+                         names, allowed, split, metric in LOWER_IS_BETTER)
 
 
-def evaluate(preds: pd.DataFrame, bertscore_kwargs: Mapping[str, Any] | None = None,
+def evaluate(preds: pd.DataFrame, role_of: Mapping[str, str],
+             bertscore_kwargs: Mapping[str, Any] | None = None,
              moverscore_model: Any = None, embedding_metrics: bool = True,
              selection_metric: str = "macro_f1", n_resamples: int = 1000, seed: int = 0
              ) -> Evaluation:
@@ -450,7 +451,8 @@ def evaluate(preds: pd.DataFrame, bertscore_kwargs: Mapping[str, Any] | None = N
     never). Comparisons (test splits only; eligible systems minus the reference on every
     headline metric, each test leader minus its runner-up, and the chosen system minus the
     reference with the *new questions* estimand where there are enough questions) are
-    Holm-adjusted except the primary one (:data:`PRIMARY`).
+    Holm-adjusted except the primary one (:data:`PRIMARY`). ``role_of``: system -> role
+    (the registry's, e.g. :attr:`saf_utils.saf.run.SAFRun.roles`).
     """
     preds = collapse_identical_seeds(preds)
     metrics = (*HEADLINE_METRICS, "mse_max_penalty", "unparseable_rate")
@@ -458,12 +460,10 @@ def evaluate(preds: pd.DataFrame, bertscore_kwargs: Mapping[str, Any] | None = N
     n_q = preds.groupby("split").question.nunique()
     designs = {s: design_for(int(n_q[s]), n_resamples, seed) for s in n_q.index}
     headline = headline_table(preds, items, designs, metrics)
-    reference = choose_on_validation(headline, selection_metric, roles=("baseline",))
-    choice = choose_on_validation(headline, selection_metric)
+    roles = {s: role_of[s] for s in dict.fromkeys(preds.system)}
+    reference = choose_on_validation(headline, roles, selection_metric, ("baseline",))
+    choice = choose_on_validation(headline, roles, selection_metric)
     ref, chosen = reference.per_fold[None], choice.per_fold[None]
-    from saf_utils.saf.systems import SYSTEMS
-
-    roles = {s: SYSTEMS[s].role for s in dict.fromkeys(preds.system)}
     eligible = [s for s in roles if roles[s] in P.ELIGIBLE]
     tests = {s: d for s, d in designs.items() if s.startswith("test")}
     frames = [paired_table(preds, items, ref, tests, HEADLINE_METRICS, eligible)]

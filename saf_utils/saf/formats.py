@@ -7,8 +7,8 @@ The fine-tuned models of the SAF paper (Filighera et al., ACL 2022; hub cards
 for any prompt language (:data:`PROMPT_WORDS`), :func:`parse_output` turns any generation
 back into (label, score, feedback) without ever raising. Every system returns the same
 prediction table (:data:`PREDICTION_COLUMNS`); the systems live in
-:mod:`saf_utils.saf.systems`, their evaluation and error analysis in
-:mod:`saf_utils.saf.evaluation`.
+:mod:`saf_utils.saf.systems`, their evaluation in :mod:`saf_utils.saf.evaluate` and error
+analysis in :mod:`saf_utils.saf.error_analysis`.
 """
 
 from __future__ import annotations

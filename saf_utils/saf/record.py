@@ -80,9 +80,7 @@ def conclusions(ev: EV.Evaluation) -> list[str]:
 
 
 def _role(ev: EV.Evaluation, system: str) -> str:
-    from saf_utils.saf.systems import SYSTEMS
-
-    return ev.role_of.get(system) or SYSTEMS[system].role
+    return ev.role_of[system]
 
 
 def _record_evaluation(rec: Any, ev: EV.Evaluation, dataset: str) -> int:
@@ -223,3 +221,46 @@ def record_and_conclude(rec: Any, ev: EV.Evaluation, run: SAFRun, dataset: str
     unseen = unseen_sentence(ev, run)
     return n, lines + ([unseen] if unseen else [])
 
+
+
+# --------------------------------------------------------------------------- notebook 05
+
+
+def record_error_analysis(rec: Any, dataset: str, roles: Any, chosen: str,
+                          error_classes: pd.DataFrame | None, by_length: pd.DataFrame,
+                          gap: pd.DataFrame, per_question: pd.DataFrame) -> list[str]:
+    """Notebook 05's one call: records (kind analysis) of the accuracy per error class
+    (subset ``error_class=<c>``), accuracy and feedback chrF per answer-length bin (subset
+    ``answer words <bin>``) and the unseen-answers minus unseen-questions gap (subset
+    ``gap``); returns the closing sentences (plain text): the largest macro-F1 drop, the
+    chosen system's range of per-question accuracy (``per_question``: its records) and the
+    error classes it misses most."""
+    for r in ([] if error_classes is None else error_classes.itertuples()):
+        rec.add(TASK, dataset, r.split, r.system, "accuracy", r.accuracy, kind="analysis",
+                subset=f"error_class={r.error_class}", role=roles.get(r.system))
+    for r in by_length.itertuples():
+        for metric in ("accuracy", "feedback_chrf"):
+            rec.add(TASK, dataset, r.split, r.system, metric, getattr(r, metric),
+                    kind="analysis", subset=f"answer words {r.length_bin}",
+                    role=roles.get(r.system))
+    for r in gap.itertuples():
+        rec.add(TASK, dataset, "unseen_answers_minus_unseen_questions", r.system, r.metric,
+                r.gap, kind="analysis", subset="gap", role=roles.get(r.system))
+    lines = []
+    if len(gap):
+        worst = gap[gap.metric == "macro_f1"].sort_values("gap").iloc[-1]
+        lines.append(f"Largest macro-F1 drop from unseen answers to unseen questions: "
+                     f"`{worst.system}` ({worst.test_unseen_answers:.3f} → "
+                     f"{worst.test_unseen_questions:.3f}).")
+    a = per_question[per_question.system == chosen]
+    for split, g in a.groupby("split"):
+        lo = g.sort_values("value", kind="stable").iloc[0]  # ties: the first row
+        hi = g.sort_values("value", ascending=False, kind="stable").iloc[0]
+        lines.append(f"`{chosen}` on {split}: per-question accuracy from {lo.value:.3f} "
+                     f"({lo.subset}) to {hi.value:.3f} ({hi.subset}) over {len(g)} "
+                     "questions.")
+    lines.append("Error classes: " + ("not annotated in this dataset." if error_classes is None
+                                      else f"most missed by `{chosen}`: " + ", ".join(
+        error_classes[error_classes.system == chosen].sort_values(
+            "miss_rate", ascending=False).head(3).error_class) + "."))
+    return lines

@@ -56,6 +56,11 @@ class SAFRun:
     params: dict[str, dict[str, Any]]  # the parameters each system ran with
 
     @property
+    def roles(self) -> dict[str, str]:
+        """system -> role of every system in ``preds`` (variants by their entry)."""
+        return {s: SYSTEMS[s].role for s in dict.fromkeys(self.preds.system)}
+
+    @property
     def unseen_chosen(self) -> str:
         return self.unseen_choice.per_fold[None]
 

@@ -267,3 +267,7 @@ def seq2seq(data: SAFData, params: Seq2SeqParams, ctx: RunContext) -> pd.DataFra
 def label_oracle(data: SAFData, params: NoParams, ctx: RunContext) -> pd.DataFrame:
     """gold label and score, feedback retrieved for the gold label (sees gold)"""
     return _every_split(data, lambda df: B.label_oracle(data.train, df, ctx.encoder))
+
+
+# --------------------------------------------------------------------------- in their own modules
+# A system in its own module registers itself on import: one line here each (docs/recipes.md).
