@@ -41,7 +41,7 @@ def test_registry_roles_variants_and_parameters():
     assert SY.SYSTEMS["feature_clf:transductive"].transductive
     assert not SY.SYSTEMS["feature_clf"].transductive
     assert SY.SYSTEMS["feature_clf"].fn is SY.feature_clf
-    assert SY.SYSTEMS["seq2seq:x"].fn is SY.seq2seq
+    assert SY.SYSTEMS["seq2seq:x"].fn is SY.seq2seq_models
     assert SY.SYSTEMS.names(["baseline"]) == ["majority", "nearest_neighbour",
                                               "nearest_neighbour:"]
     with pytest.raises(KeyError, match="not registered"):

@@ -93,28 +93,6 @@ class EncoderChoice:
                 f"{how['cross_encoder']}")
 
 
-def choose_encoders(language: str, encoder: str | None = None,
-                    extra_encoders: Sequence[str] | None = None,
-                    cross_encoder: str | None = None) -> EncoderChoice:
-    """Fill the encoders a run leaves at None from the data's language.
-
-    ``encoder``: :func:`saf_utils.encoders.default_encoder` (multilingual-e5-small for a
-    non-English release, MiniLM for English); ``extra_encoders``: every other offline
-    encoder (:data:`saf_utils.encoders.OFFLINE_ENCODERS`), so English encoders stay
-    available for any release and validation chooses among all systems;
-    ``cross_encoder``: :func:`saf_utils.encoders.default_cross_encoder`.
-    """
-    from saf_utils.encoders import OFFLINE_ENCODERS, default_cross_encoder, default_encoder
-
-    defaulted = tuple(k for k, v in (("sentence", encoder), ("extras", extra_encoders),
-                                     ("cross_encoder", cross_encoder)) if v is None)
-    sentence = encoder or default_encoder(language)
-    extras = (tuple(e for e in OFFLINE_ENCODERS if e != sentence) if extra_encoders is None
-              else tuple(dict.fromkeys(e for e in extra_encoders if e != sentence)))
-    return EncoderChoice(language, sentence, extras,
-                         cross_encoder or default_cross_encoder(language), defaulted)
-
-
 @dataclass
 class RunState:
     """What the systems of one run leave for later systems and for the records."""

@@ -21,7 +21,6 @@ from saf_utils import protocol as P
 from saf_utils.registry import params_dict
 from saf_utils.saf.baselines import loqo_baselines
 from saf_utils.saf.context import EncoderChoice, RunContext, RunState, SAFData
-from saf_utils.saf.context import choose_encoders as _choose_encoders
 from saf_utils.saf.systems import SYSTEMS
 
 
@@ -39,10 +38,25 @@ def choose_encoders(language: str, encoder: str | None = None,
                     extra_encoders: Sequence[str] | None = None,
                     system_params: Mapping[str, Mapping[str, Any]] | None = None
                     ) -> EncoderChoice:
-    """The run's encoders (:func:`saf_utils.saf.context.choose_encoders`), the
-    cross-encoder's model read from its parameters (``system_params["cross_encoder"]``)."""
-    ce = SYSTEMS.params("cross_encoder", (system_params or {}).get("cross_encoder"))
-    return _choose_encoders(language, encoder, extra_encoders, ce.model)
+    """Fill the encoders a run leaves at None from the data's language.
+
+    ``encoder``: :func:`saf_utils.encoders.default_encoder` (multilingual-e5-small for a
+    non-English release, MiniLM for English); ``extra_encoders``: every other offline
+    encoder (:data:`saf_utils.encoders.OFFLINE_ENCODERS`), so English encoders stay
+    available for any release and validation chooses among all systems; the
+    cross-encoder's model: its parameter ``model`` (``system_params["cross_encoder"]``),
+    else :func:`saf_utils.encoders.default_cross_encoder`.
+    """
+    from saf_utils.encoders import OFFLINE_ENCODERS, default_cross_encoder, default_encoder
+
+    cross = SYSTEMS.params("cross_encoder", (system_params or {}).get("cross_encoder")).model
+    defaulted = tuple(k for k, v in (("sentence", encoder), ("extras", extra_encoders),
+                                     ("cross_encoder", cross)) if v is None)
+    sentence = encoder or default_encoder(language)
+    extras = (tuple(e for e in OFFLINE_ENCODERS if e != sentence) if extra_encoders is None
+              else tuple(dict.fromkeys(e for e in extra_encoders if e != sentence)))
+    return EncoderChoice(language, sentence, extras,
+                         cross or default_cross_encoder(language), defaulted)
 
 
 @dataclass

@@ -252,7 +252,7 @@ class Seq2SeqParams:
 
 @SYSTEMS.register("seq2seq:", "system", params=Seq2SeqParams, family="seq2seq",
                   description="text2text model writing '<label> Feedback: <text>'")
-def seq2seq(data: SAFData, params: Seq2SeqParams, ctx: RunContext) -> pd.DataFrame:
+def seq2seq_models(data: SAFData, params: Seq2SeqParams, ctx: RunContext) -> pd.DataFrame:
     preds, logs = run_seq2seq(data, params.settings, params.models,
                               list(params.seeds or ctx.seeds), ctx.output_dir / "seq2seq",
                               ctx.mode, ctx.include_question, ctx.launcher, ctx.log)
@@ -264,7 +264,7 @@ def seq2seq(data: SAFData, params: Seq2SeqParams, ctx: RunContext) -> pd.DataFra
 
 
 @SYSTEMS.register("label_oracle", "oracle", params=NoParams, family="oracles")
-def label_oracle(data: SAFData, params: NoParams, ctx: RunContext) -> pd.DataFrame:
+def label_oracle_system(data: SAFData, params: NoParams, ctx: RunContext) -> pd.DataFrame:
     """gold label and score, feedback retrieved for the gold label (sees gold)"""
     return _every_split(data, lambda df: B.label_oracle(data.train, df, ctx.encoder))
 
