@@ -37,12 +37,15 @@ def system_params_lines(notebook: str, params: dict) -> list[str]:
     """Dry-run lines: the parameters every system of ``notebook`` runs with (defaults of its
     dataclass updated by the notebook's ``system_params``), from the task module's
     ``SYSTEM_PARAMS`` hook (notebook -> "module:function"); [] where no task declares one."""
-
     for name in TASK_MODULES:
         hook = getattr(importlib.import_module(name), "SYSTEM_PARAMS", {}).get(notebook)
         if hook:
             module, fn = hook.split(":")
-            values = getattr(importlib.import_module(module), fn)(params.get("system_params"))
+            try:
+                values = getattr(importlib.import_module(module), fn)(
+                    params.get("system_params"))
+            except ValueError as err:  # an unknown system or parameter: say so, plainly
+                return [f"      system_params: error: {err}"]
             return [f"      system {system}: "
                     + (", ".join(f"{k}={x!r}" for k, x in v.items()) or "(no parameters)")
                     for system, v in values.items()]

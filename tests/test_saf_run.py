@@ -65,6 +65,25 @@ def test_effective_params_are_the_defaults_updated_by_name():
         R.effective_params({"feature_cfl": {}})
 
 
+def test_dry_run_lines_show_each_systems_effective_parameters():
+    from saf_utils.tasks import system_params_lines
+
+    lines = system_params_lines("02_baseline_finetuning",
+                                {"system_params": {"feature_clf": {"Cs": [1.0]}}})
+    assert "      system feature_clf: models=('logreg', 'hgb'), Cs=[1.0], " in [
+        ln[:len("      system feature_clf: models=('logreg', 'hgb'), Cs=[1.0], ")]
+        for ln in lines]
+    assert "      system majority: (no parameters)" in lines
+    bad = system_params_lines("02_baseline_finetuning", {"system_params": {"majority": {"k": 1}}})
+    assert len(bad) == 1 and "error: " in bad[0] and "unknown parameter" in bad[0]
+    assert system_params_lines("01_data_exploration", {}) == []
+
+
+def test_a_bad_parameter_stops_the_run_before_any_system_runs():
+    with pytest.raises(ValueError, match="unknown parameter"):
+        run(load_data(SOURCES[0]), ["majority", "feature_clf"], {"feature_clf": {"C": 1.0}})
+
+
 def test_adding_a_system_is_one_dataclass_one_function_and_one_registration():
     @dataclass(frozen=True)
     class AlwaysParams:

@@ -94,6 +94,7 @@ def run_systems(data: SAFData, names: Sequence[str], encoders: EncoderChoice,
     stray = sorted(set(SYSTEMS.check(system_params)) - set(names))
     if stray:
         raise ValueError(f"system_params for system(s) {stray} that are not run; run: {names}")
+    params = effective_params(system_params, names)  # every value checked before any run
     ctx = RunContext(encoders, tuple(seeds), Path(output_dir), mode, include_question,
                      launcher, log, embed=embed)
     frames = []
@@ -105,7 +106,7 @@ def run_systems(data: SAFData, names: Sequence[str], encoders: EncoderChoice,
     frames = [f for f in frames if len(f)]
     preds = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     cv = unseen_question_cv(data, ctx, encoders)
-    return SAFRun(preds, ctx.state, cv, choose_unseen(cv), effective_params(system_params, names))
+    return SAFRun(preds, ctx.state, cv, choose_unseen(cv), params)
 
 
 def unseen_question_cv(data: SAFData, ctx: RunContext, encoders: EncoderChoice
