@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 
+from saf_utils.registry import params_text
 from saf_utils.taskspec import DataSource, TaskSpec
 
 TASK_MODULES = ("saf_utils.saf.spec", "saf_utils.argscichat.spec")
@@ -46,7 +47,6 @@ def system_params_lines(notebook: str, params: dict) -> list[str]:
                     params.get("system_params"))
             except ValueError as err:  # an unknown system or parameter: say so, plainly
                 return [f"      system_params: error: {err}"]
-            return [f"      system {system}: "
-                    + (", ".join(f"{k}={x!r}" for k, x in v.items()) or "(no parameters)")
+            return [f"      system {system}: {params_text(v) or '(no parameters)'}"
                     for system, v in values.items()]
     return []
