@@ -14,9 +14,11 @@ from fakes import bow_encoder
 
 from saf_utils import cross_encoder as CE
 from saf_utils import jobs as J
+from saf_utils.reporting.records import Recorder
 from saf_utils.saf import cross_encoder_jobs as CJ
 from saf_utils.saf import evaluate as EV
 from saf_utils.saf import formats as S
+from saf_utils.saf import record as RC
 from saf_utils.saf import run as R
 from saf_utils.saf.context import load_data
 from saf_utils.saf.features import StackFeatures
@@ -182,8 +184,15 @@ def test_cross_encoder_system_oof_stacking_end_to_end(tiny_bert: str, tmp_path: 
 
     ev = EV.evaluate(out.preds, out.roles, embedding_metrics=False, n_resamples=100)
     assert {"cross_encoder", "feature_clf:stacked"} <= set(ev.headline.system)
-    choice = EV.stacking_choice(ev.headline)
+    choice = CJ.stacking_choice(ev.headline)
     assert choice.per_fold[None] in ("feature_clf", "feature_clf:stacked")
+    rec = Recorder("02_baseline_finetuning", tmp_path / "records")
+    n, sentences = RC.record_and_conclude(rec, ev, out, "fixture")
+    assert any(s.startswith("Stacking chosen on validation") for s in sentences)
+    assert any(s.startswith("cross_encoder: chosen on validation") for s in sentences)
+    grid = [r for r in rec.records if r.system == "cross_encoder" and r.kind == "tuning"
+            and r.subset.startswith("lr=")]
+    assert len(grid) == 2 * len(run.grid)  # accuracy and macro-F1 per grid row
 
 
 def test_stack_features_refuse_missing_rows() -> None:

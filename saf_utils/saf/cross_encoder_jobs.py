@@ -19,6 +19,7 @@ import pandas as pd
 
 from saf_utils import jobs as J
 from saf_utils import protocol as P
+from saf_utils.metrics.spec import lower_is_better
 from saf_utils.saf import formats as S
 from saf_utils.saf.baselines import retrieved_feedback_table
 from saf_utils.saf.features import StackFeatures
@@ -248,3 +249,13 @@ def run_cross_encoder(ce: CrossEncoderJobs, grid: Mapping[str, Sequence[Any]],
                      ignore_index=True)
     return CrossEncoderRun(_prediction_tables(ce, outputs, encoder), table, config, outputs,
                            oof, cv, logs, chosen_row=i)
+
+
+def stacking_choice(headline: pd.DataFrame, metric: str = "macro_f1",
+                    stacked: str = "feature_clf:stacked") -> P.Choice:
+    """Whether to stack, on validation: ``feature_clf`` against ``feature_clf:stacked``."""
+    v = headline[(headline.split == "validation") & (headline.metric == metric)
+                 & headline.system.isin(["feature_clf", stacked])]
+    return P.choose_from(v.rename(columns={"mean": "value"})[["system", "value"]], metric,
+                         {"feature_clf": "system", stacked: "system"}, ("system",),
+                         "validation", lower_is_better(metric))

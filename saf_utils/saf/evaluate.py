@@ -493,15 +493,3 @@ def evaluate(preds: pd.DataFrame, role_of: Mapping[str, str],
     return Evaluation(preds, items, designs, headline, per_seed_table(preds, items, metrics),
                       ref, chosen, choice, selection_metric, comp,
                       new_questions_table(items, many), per_question, few, roles)
-
-
-def stacking_choice(headline: pd.DataFrame, metric: str = "macro_f1",
-                    stacked: str = "feature_clf:stacked") -> P.Choice:
-    """Whether to stack, on validation: ``feature_clf`` against ``feature_clf:stacked``."""
-    v = headline[(headline.split == "validation") & (headline.metric == metric)
-                 & headline.system.isin(["feature_clf", stacked])]
-    return P.choose_from(v.rename(columns={"mean": "value"})[["system", "value"]], metric,
-                         {"feature_clf": "system", stacked: "system"}, ("system",),
-                         "validation", metric in LOWER_IS_BETTER)
-
-

@@ -13,7 +13,7 @@ from saf_utils import protocol as P
 from saf_utils.registry import role_order
 from saf_utils.saf import evaluate as EV
 from saf_utils.saf.context import UNSEEN_QUESTIONS
-from saf_utils.saf.cross_encoder_jobs import CE_SYSTEM, CrossEncoderRun
+from saf_utils.saf.cross_encoder_jobs import CE_SYSTEM, CrossEncoderRun, stacking_choice
 from saf_utils.saf.feature_clf import FeatureClfTuning
 from saf_utils.saf.run import SAFRun
 from saf_utils.saf.systems import STACKED_SYSTEM
@@ -24,7 +24,7 @@ def cross_encoder_notes(ce: CrossEncoderRun, headline: pd.DataFrame,
                         metric: str = "macro_f1") -> list[str]:
     """Sentences for the closing note: the setting chosen on validation, whether stacking
     won there, the unseen-question CV, and the cost (time per seed, peak memory)."""
-    stack = EV.stacking_choice(headline, metric, STACKED_SYSTEM)
+    stack = stacking_choice(headline, metric, STACKED_SYSTEM)
     vals = stack.table.set_index("system").value
     seeds = ce.logs[ce.logs.job.isin(["grid", "seed"])]
     first = ce.grid.iloc[ce.chosen_row]
