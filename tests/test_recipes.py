@@ -136,3 +136,21 @@ def test_unregistering_leaves_the_registry_as_it_was(family) -> None:
     family.register("tmp_recipe", "baseline")(lambda *a: None)
     family.unregister("tmp_recipe")
     assert list(family.names()) == before
+
+
+def test_notebook_02_needs_no_edit_for_a_new_saf_system() -> None:
+    """02 runs every registered name and takes parameters by system name only: no
+    parameter of one system in its parameters cell (``seeds`` is the run's)."""
+    import dataclasses
+    import json
+
+    from saf_utils.reporting.profiles import notebook_parameters
+
+    nb_path = Path(__file__).parents[1] / "notebooks" / "02_baseline_finetuning.ipynb"
+    params = notebook_parameters(nb_path)
+    assert params["system_params"]["default"] == "{}"
+    per_system = {f.name for e in SYSTEMS.values() for f in dataclasses.fields(e.params_type)}
+    assert not (per_system - {"seeds"}) & set(params), sorted(per_system & set(params))
+    code = "\n".join("".join(c["source"]) for c in json.loads(nb_path.read_text())["cells"]
+                     if c["cell_type"] == "code")
+    assert "SYSTEMS.names()" in code and "runner.run_systems(" in code

@@ -113,7 +113,6 @@ class RunContext:
     seeds: tuple[int, ...] = (0,)
     output_dir: Path = Path(".")
     mode: str = "verification"  # verification: label + feedback; score: score + feedback
-    include_question: bool = True  # the question in the seq2seq input
     launcher: str = "none"  # seq2seq and cross-encoder jobs
     log: Callable[[str], None] = print
     state: RunState = field(default_factory=RunState)

@@ -82,7 +82,7 @@ class SAFRun:
 def run_systems(data: SAFData, names: Sequence[str], encoders: EncoderChoice,
                 system_params: Mapping[str, Mapping[str, Any]] | None = None,
                 seeds: Sequence[int] = (0,), output_dir: str | Path = ".",
-                mode: str = "verification", include_question: bool = True,
+                mode: str = "verification",
                 launcher: str = "none", log: Callable[[str], None] = print,
                 embed: Callable[[Sequence[str]], Any] | None = None) -> SAFRun:
     """Run ``names`` (registration order) through :meth:`Registry.run`, one at a time so
@@ -95,8 +95,8 @@ def run_systems(data: SAFData, names: Sequence[str], encoders: EncoderChoice,
     if stray:
         raise ValueError(f"system_params for system(s) {stray} that are not run; run: {names}")
     params = effective_params(system_params, names)  # every value checked before any run
-    ctx = RunContext(encoders, tuple(seeds), Path(output_dir), mode, include_question,
-                     launcher, log, embed=embed)
+    ctx = RunContext(encoders, tuple(seeds), Path(output_dir), mode, launcher, log,
+                     embed=embed)
     frames = []
     for name in names:
         t0 = time.perf_counter()

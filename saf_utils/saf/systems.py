@@ -248,6 +248,7 @@ class Seq2SeqParams:
     #: None: just settings["model"] (default scratch)
     models: dict | None = None
     seeds: tuple[int, ...] | None = None  # None: the run's seeds
+    include_question: bool = True  # the question in the model input
 
 
 @SYSTEMS.register("seq2seq:", "system", params=Seq2SeqParams, family="seq2seq",
@@ -255,7 +256,7 @@ class Seq2SeqParams:
 def seq2seq_models(data: SAFData, params: Seq2SeqParams, ctx: RunContext) -> pd.DataFrame:
     preds, logs = run_seq2seq(data, params.settings, params.models,
                               list(params.seeds or ctx.seeds), ctx.output_dir / "seq2seq",
-                              ctx.mode, ctx.include_question, ctx.launcher, ctx.log)
+                              ctx.mode, params.include_question, ctx.launcher, ctx.log)
     ctx.state.seq2seq_logs = logs
     return preds
 
