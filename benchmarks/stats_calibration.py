@@ -3,7 +3,7 @@
 It calls exactly what the notebooks call (:func:`saf_utils.protocol.headline_table`,
 :func:`~saf_utils.protocol.paired_table`, :func:`~saf_utils.protocol.estimate` /
 :func:`~saf_utils.protocol.compare` with corpus statistics for macro-F1) with the designs of
-:mod:`saf_utils.saf.evaluation` and :mod:`saf_utils.argscichat.selection_evaluation`, on synthetic
+:mod:`saf_utils.saf.evaluate` and :mod:`saf_utils.argscichat.selection_evaluation`, on synthetic
 test sets shaped like the real ones:
 
 - cluster sizes from the data (SAF questions of each test split; ArgSciChat scored test
@@ -53,7 +53,7 @@ sys.path.insert(0, str(ROOT))
 from saf_utils import protocol as P  # noqa: E402
 from saf_utils import stats  # noqa: E402
 from saf_utils.argscichat import selection_evaluation as AEV  # noqa: E402
-from saf_utils.saf import evaluation as SEV  # noqa: E402
+from saf_utils.saf import evaluate as SEV  # noqa: E402
 
 LABELS = ("Correct", "Partially correct", "Incorrect")
 ITEM_SD = 1.0  # shared item difficulty (logit)

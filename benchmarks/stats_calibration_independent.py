@@ -3,8 +3,8 @@ from ``benchmarks/stats_calibration.py`` (whose DGP is logistic-normal throughou
 
 Functions under test (called exactly as the notebooks call them):
 ``protocol.headline_table`` (single-system 95 % CI) and ``protocol.paired_table`` (A - B:
-CI, p-value) with the designs ``saf.evaluation.design_for(6)`` (item level),
-``saf.evaluation.QUESTIONS`` (cluster level, new questions) and
+CI, p-value) with the designs ``saf.evaluate.design_for(6)`` (item level),
+``saf.evaluate.QUESTIONS`` (cluster level, new questions) and
 ``argscichat.selection_evaluation.DESIGN`` (cluster level stratified by fold, new papers).
 
 Data-generating processes (sizes: SAF questions 44, 54, 41, 52, 41, 39 answers; ArgSciChat
@@ -72,7 +72,7 @@ sys.path.insert(0, str(ROOT))
 
 from saf_utils import protocol as P  # noqa: E402
 from saf_utils.argscichat import selection_evaluation as AEV  # noqa: E402
-from saf_utils.saf import evaluation as SEV  # noqa: E402
+from saf_utils.saf import evaluate as SEV  # noqa: E402
 
 SAF_SIZES = np.array([44, 54, 41, 52, 41, 39])
 ARG_SIZES = {0: [12, 9], 1: [19, 13], 2: [5, 18], 3: [4, 6], 4: [7, 11]}

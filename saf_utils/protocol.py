@@ -384,6 +384,14 @@ def choose_value(scores: Mapping[Any, float], metric: str, lower_is_better: bool
     return keys[int(choice.per_fold[None])]
 
 
+def choose_row(table: pd.DataFrame, metric: str, split: str = "val",
+               lower_is_better: bool = False) -> int:
+    """Position of the best row of a grid of settings ``table`` by its column ``metric``:
+    :func:`choose_value` over the rows (ties to the first row, the grid's stated order)."""
+    scores = dict(enumerate(table[metric].to_numpy(dtype=float)))
+    return int(choose_value(scores, metric, lower_is_better, split))
+
+
 def composite(items: pd.DataFrame, choice: Choice, name: str = "val_chosen",
               fold: str = "fold") -> pd.DataFrame:
     """Items of each fold's chosen system, renamed ``name`` (fold f's part is the system

@@ -204,7 +204,7 @@ class Registry:
         entry = self[name]
         if entry.params_type is None:
             return ", ".join(entry.params)
-        return ", ".join(f"{k}={v!r}" for k, v in params_dict(entry.params_type()).items())
+        return params_text(params_dict(entry.params_type()))
 
     def table(self, names: Iterable[str] | None = None) -> pd.DataFrame:
         """One row per system: name, role, description, parameters and the task's info."""
@@ -263,3 +263,8 @@ def params_dict(params: Any) -> dict[str, Any]:
     import dataclasses
 
     return dataclasses.asdict(params)
+
+
+def params_text(values: Mapping[str, Any]) -> str:
+    """``name=value, ...`` of a system's parameters (values as Python writes them)."""
+    return ", ".join(f"{k}={v!r}" for k, v in values.items())

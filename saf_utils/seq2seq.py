@@ -180,6 +180,44 @@ def _dataset(tokenizer, sources, targets, settings: Seq2SeqSettings):
     return datasets.Dataset.from_dict(rows)
 
 
+def training_arguments(settings: Seq2SeqSettings, output_dir: str) -> Any:
+    """``Seq2SeqTrainingArguments`` of ``settings``: deterministic on CPU, mixed precision
+    only on a GPU, nothing saved or evaluated by the Trainer itself."""
+    import torch
+    from transformers import Seq2SeqTrainingArguments
+
+    cuda = torch.cuda.is_available()
+    return Seq2SeqTrainingArguments(
+        output_dir=output_dir,
+        per_device_train_batch_size=settings.batch_size,
+        per_device_eval_batch_size=settings.eval_batch_size,
+        gradient_accumulation_steps=settings.grad_accum,
+        learning_rate=settings.learning_rate,
+        weight_decay=settings.weight_decay,
+        warmup_steps=settings.warmup_ratio,  # a float in [0, 1) is a ratio (transformers v5)
+        label_smoothing_factor=settings.label_smoothing,
+        num_train_epochs=settings.epochs,
+        max_steps=settings.max_steps,
+        seed=settings.seed,
+        data_seed=settings.seed,
+        full_determinism=not cuda,
+        fp16=settings.fp16 and cuda,
+        bf16=settings.bf16 and cuda,
+        use_cpu=not cuda,
+        save_strategy="no",
+        eval_strategy="no",
+        report_to=[],
+        logging_steps=settings.logging_steps,
+        disable_tqdm=os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true"),
+        dataloader_num_workers=0,
+        # T5/mT5/mBART/LED compute a mean loss and ignore num_items_in_batch, yet declare
+        # **kwargs, so under DDP the Trainer's token averaging (default on) would multiply
+        # their loss and gradients by the world size. Off: plain DDP (mean of the ranks'
+        # mean losses). With one process this changes nothing.
+        average_tokens_across_devices=False,
+    )
+
+
 def train_seq2seq(
     sources: Sequence[str],
     targets: Sequence[str],
@@ -195,13 +233,7 @@ def train_seq2seq(
     Trainer's ``log_history``, and the eval loss when eval pairs are given. Nothing is saved
     unless ``output_dir`` is given (under DDP only the main process writes).
     """
-    import torch
-    from transformers import (
-        DataCollatorForSeq2Seq,
-        Seq2SeqTrainer,
-        Seq2SeqTrainingArguments,
-        set_seed,
-    )
+    from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, set_seed
 
     _check_pairs(sources, targets, "training data")
     set_seed(settings.seed)
@@ -211,37 +243,8 @@ def train_seq2seq(
     if eval_sources is not None:
         _check_pairs(eval_sources, eval_targets, "evaluation data")
         eval_ds = _dataset(tokenizer, eval_sources, eval_targets, settings)
-    cuda = torch.cuda.is_available()
     with tempfile.TemporaryDirectory() as tmp:
-        args = Seq2SeqTrainingArguments(
-            output_dir=output_dir or tmp,
-            per_device_train_batch_size=settings.batch_size,
-            per_device_eval_batch_size=settings.eval_batch_size,
-            gradient_accumulation_steps=settings.grad_accum,
-            learning_rate=settings.learning_rate,
-            weight_decay=settings.weight_decay,
-            warmup_steps=settings.warmup_ratio,  # a float in [0, 1) is a ratio (transformers v5)
-            label_smoothing_factor=settings.label_smoothing,
-            num_train_epochs=settings.epochs,
-            max_steps=settings.max_steps,
-            seed=settings.seed,
-            data_seed=settings.seed,
-            full_determinism=not cuda,
-            fp16=settings.fp16 and cuda,
-            bf16=settings.bf16 and cuda,
-            use_cpu=not cuda,
-            save_strategy="no",
-            eval_strategy="no",
-            report_to=[],
-            logging_steps=settings.logging_steps,
-            disable_tqdm=os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true"),
-            dataloader_num_workers=0,
-            # T5/mT5/mBART/LED compute a mean loss and ignore num_items_in_batch, yet declare
-            # **kwargs, so under DDP the Trainer's token averaging (default on) would multiply
-            # their loss and gradients by the world size. Off: plain DDP (mean of the ranks'
-            # mean losses). With one process this changes nothing.
-            average_tokens_across_devices=False,
-        )
+        args = training_arguments(settings, output_dir or tmp)
         trainer = Seq2SeqTrainer(
             model=model, args=args, train_dataset=train_ds,
             data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),

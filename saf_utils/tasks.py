@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 
+from saf_utils.registry import params_text
 from saf_utils.taskspec import DataSource, TaskSpec
 
 TASK_MODULES = ("saf_utils.saf.spec", "saf_utils.argscichat.spec")
@@ -31,3 +32,21 @@ def data_sources() -> list[DataSource]:
     for s in specs():
         seen.setdefault(s.source.name, s.source)
     return list(seen.values())
+
+
+def system_params_lines(notebook: str, params: dict) -> list[str]:
+    """Dry-run lines: the parameters every system of ``notebook`` runs with (defaults of its
+    dataclass updated by the notebook's ``system_params``), from the task module's
+    ``SYSTEM_PARAMS`` hook (notebook -> "module:function"); [] where no task declares one."""
+    for name in TASK_MODULES:
+        hook = getattr(importlib.import_module(name), "SYSTEM_PARAMS", {}).get(notebook)
+        if hook:
+            module, fn = hook.split(":")
+            try:
+                values = getattr(importlib.import_module(module), fn)(
+                    params.get("system_params"))
+            except ValueError as err:  # an unknown system or parameter: say so, plainly
+                return [f"      system_params: error: {err}"]
+            return [f"      system {system}: {params_text(v) or '(no parameters)'}"
+                    for system, v in values.items()]
+    return []

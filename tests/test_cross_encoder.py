@@ -14,9 +14,14 @@ from fakes import bow_encoder
 
 from saf_utils import cross_encoder as CE
 from saf_utils import jobs as J
-from saf_utils.saf import experiments as E
+from saf_utils.reporting.records import Recorder
+from saf_utils.saf import cross_encoder_jobs as CJ
+from saf_utils.saf import evaluate as EV
 from saf_utils.saf import formats as S
-from saf_utils.saf import systems as SY
+from saf_utils.saf import record as RC
+from saf_utils.saf import run as R
+from saf_utils.saf.context import load_data
+from saf_utils.saf.features import StackFeatures
 
 FIXTURES = Path(__file__).parent / "fixtures"
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c", "d", "wenn", "die",
@@ -101,25 +106,31 @@ def test_cross_encoder_examples_orders_and_question() -> None:
                        "question": ["q?"], "verification_feedback": ["Correct"],
                        "score": [1.0]})
     words = S.prompt_words("en")
-    ex = E.cross_encoder_examples(df, "answer_first", False, words)
+    ex = CJ.cross_encoder_examples(df, "answer_first", False, words)
     assert (ex.sources, ex.pairs, ex.targets) == (["ans"], ["ref"], ["Correct"])
-    ex = E.cross_encoder_examples(df, "reference_first", True, words, mode="score")
+    ex = CJ.cross_encoder_examples(df, "reference_first", True, words, mode="score")
     assert ex.sources == [f"ref {words['question']}: q?"] and ex.pairs == ["ans"]
     assert ex.targets == ["1"]
     with pytest.raises(ValueError, match="order"):
-        E.cross_encoder_examples(df, "sideways")
+        CJ.cross_encoder_examples(df, "sideways")
 
 
 @pytest.mark.slow
 def test_cross_encoder_system_oof_stacking_end_to_end(tiny_bert: str, tmp_path: Path) -> None:
-    data = E.load_data(str(FIXTURES / "saf_csv"), language="en")
+    data = load_data(str(FIXTURES / "saf_csv"), language="en")
     assert data.train.question.nunique() >= 2
-    ce = {**TINY, "model": tiny_bert, "freeze_layers": 1}
-    run = E.run_cross_encoder(data, ce,
-                              {"learning_rate": [1e-3], "epochs": [1, 2],
-                               "include_question": [False, True]},
-                              seeds=[1, 2], output_dir=tmp_path, encoder=bow_encoder, folds=2,
-                              log=lambda m: None)
+    ce = {**TINY, "freeze_layers": 1}
+    params = {"cross_encoder": {"model": tiny_bert, "settings": ce, "learning_rate": [1e-3],
+                                "epochs": [1, 2], "order": ["answer_first"],
+                                "include_question": [False, True], "folds": 2},
+              "feature_clf": {"models": ["logreg"], "Cs": [1.0],
+                              "feedback_strategies": ["most_frequent"]}}
+    encoders = R.choose_encoders("en", "bow", (), params)
+    assert encoders.cross_encoder == tiny_bert  # the model is the system's parameter
+    out = R.run_systems(data, ["majority", "feature_clf", "cross_encoder",
+                               "feature_clf:stacked"], encoders, params, seeds=[1, 2],
+                        output_dir=tmp_path, log=lambda m: None, embed=bow_encoder)
+    run = out.state.cross_encoder
     assert len(run.grid) == 4 and set(run.grid.epochs) == {1, 2}
     best = run.grid.sort_values("macro_f1", ascending=False, kind="stable").iloc[0]
     assert run.config["epochs"] == best.epochs
@@ -134,14 +145,16 @@ def test_cross_encoder_system_oof_stacking_end_to_end(tiny_bert: str, tmp_path: 
     assert set(run.logs.job) == {"grid", "seed", "oof"} and run.logs.peak_rss_mb.notna().all()
     assert (run.logs[run.logs.job == "seed"].seed == 2).all()  # seed 1 is the grid's run
     # ... and the grid's run after the chosen epoch is the model a fresh run would give
-    fresh = E._ce_job(data, ce, "verification", tmp_path / "fresh", "fresh", data.train,
-                      data.evals, run.config["order"], run.config["include_question"],
-                      learning_rate=run.config["learning_rate"], epochs=run.config["epochs"])
+    jobs = CJ.CrossEncoderJobs(data, {**ce, "model": tiny_bert}, "verification",
+                               tmp_path / "fresh", log=lambda m: None)
+    fresh = jobs.job("fresh", data.train, data.evals, run.config["order"],
+                     run.config["include_question"], learning_rate=run.config["learning_rate"],
+                     epochs=run.config["epochs"])
     again = J.run_jobs(J.job_grid(fresh, [1]), log=lambda m: None).predictions
     mine = run.outputs[run.outputs.seed == 1]
     assert again.output.tolist() == mine.output.tolist()
-    assert np.allclose([E._ce_vector(r) for r in again.to_dict("records")],
-                       [E._ce_vector(r) for r in mine.to_dict("records")], atol=1e-6)
+    assert np.allclose([CJ._vector(r) for r in again.to_dict("records")],
+                       [CJ._vector(r) for r in mine.to_dict("records")], atol=1e-6)
 
     # Out of fold: no training answer's feature came from a model that saw it (nor its
     # question): read back what each fold's job trained on.
@@ -155,34 +168,35 @@ def test_cross_encoder_system_oof_stacking_end_to_end(tiny_bert: str, tmp_path: 
         assert r.question not in seen_q
     feats = run.stack_features(1)
     train_vecs = feats(data.train)
-    oof_vecs = pd.DataFrame([E._ce_vector(r) for r in oof.set_index("id")
+    oof_vecs = pd.DataFrame([CJ._vector(r) for r in oof.set_index("id")
                              .loc[data.train.id].reset_index().to_dict("records")])
     assert np.allclose(train_vecs.to_numpy(), oof_vecs.to_numpy())
     seed2 = run.outputs[(run.outputs.seed == 2) & (run.outputs.split == "validation")]
     assert np.allclose(run.stack_features(2)(data.evals["validation"]).to_numpy(),
-                       [E._ce_vector(r) for r in seed2.to_dict("records")])
+                       [CJ._vector(r) for r in seed2.to_dict("records")])
 
-    tuning = E.tune_feature_clf(data, bow_encoder, ["logreg"], [1.0], ["most_frequent"],
-                                transductive=False)
-    stacked = E.run_stacked_feature_clf(data, bow_encoder, tuning, run)
-    assert set(stacked.system) == {"feature_clf:stacked"} and set(stacked.split) == set(
-        data.evals)
-    cv = E.unseen_question_cv(data, bow_encoder, tuning, run.grouped_cv)
+    stacked = out.preds[out.preds.system == "feature_clf:stacked"]
+    assert set(stacked.split) == set(data.evals)
+    cv = out.unseen_cv
     ce_row = cv[cv.system == "cross_encoder"].iloc[0]
     assert ce_row.protocol.startswith("grouped 2-fold") and ce_row.role == "system"
     assert (cv[cv.system == "majority"].protocol == "leave one question out").all()
 
-    preds = pd.concat([E.run_systems(data, ["majority"], bow_encoder),
-                       E.run_feature_clf(data, bow_encoder, tuning), run.preds, stacked],
-                      ignore_index=True)
-    ev = E.evaluate(preds, embedding_metrics=False, n_resamples=100)
+    ev = EV.evaluate(out.preds, out.roles, embedding_metrics=False, n_resamples=100)
     assert {"cross_encoder", "feature_clf:stacked"} <= set(ev.headline.system)
-    choice = E.stacking_choice(ev.headline)
+    choice = CJ.stacking_choice(ev.headline)
     assert choice.per_fold[None] in ("feature_clf", "feature_clf:stacked")
+    rec = Recorder("02_baseline_finetuning", tmp_path / "records")
+    n, sentences = RC.record_and_conclude(rec, ev, out, "fixture")
+    assert any(s.startswith("Stacking chosen on validation") for s in sentences)
+    assert any(s.startswith("cross_encoder: chosen on validation") for s in sentences)
+    grid = [r for r in rec.records if r.system == "cross_encoder" and r.kind == "tuning"
+            and r.subset.startswith("lr=")]
+    assert len(grid) == 2 * len(run.grid)  # accuracy and macro-F1 per grid row
 
 
 def test_stack_features_refuse_missing_rows() -> None:
-    feats = SY.StackFeatures({("train", 1): [0.2]}, ["x"])
+    feats = StackFeatures({("train", 1): [0.2]}, ["x"])
     df = pd.DataFrame({"id": [1, 2], "split": ["train", "train"]})
     with pytest.raises(KeyError, match="no stacked features"):
         feats(df)
@@ -191,9 +205,12 @@ def test_stack_features_refuse_missing_rows() -> None:
 
 @pytest.mark.slow
 def test_score_mode_system_and_job_config_file(tiny_bert: str, tmp_path: Path) -> None:
-    data = E.load_data(str(FIXTURES / "saf_csv"), language="en")
-    run = E.run_cross_encoder(data, {**TINY, "model": tiny_bert}, {"epochs": [1]}, seeds=[0],
-                              output_dir=tmp_path, mode="score", folds=2, log=lambda m: None)
+    data = load_data(str(FIXTURES / "saf_csv"), language="en")
+    jobs = CJ.CrossEncoderJobs(data, {**TINY, "model": tiny_bert}, "score", tmp_path,
+                               log=lambda m: None)
+    grid = {"learning_rate": [5e-5], "epochs": [1], "order": ["answer_first"],
+            "include_question": [False]}
+    run = CJ.run_cross_encoder(jobs, grid, seeds=[0], folds=2)
     assert run.preds.pred_score.between(0, 1).all()
     assert run.preds.pred_label.isin(S.SAF_LABELS).all()
     assert run.stack_features(0).names == ["ce_score"]

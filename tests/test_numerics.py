@@ -16,7 +16,7 @@ import pytest
 from saf_utils import numerics
 from saf_utils import protocol as P
 from saf_utils.encoders import l2_normalize
-from saf_utils.saf import systems as SY
+from saf_utils.saf import baselines
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -72,8 +72,8 @@ def test_thresholds_and_neighbours_are_stable_under_last_bit_noise():
     cos = np.round(rng.uniform(0, 1, 60), 3)
     labels = np.where(cos > 0.66, "Correct", np.where(cos < 0.33, "Incorrect",
                                                       "Partially correct"))
-    a = SY.ReferenceThresholds().fit(numerics.round_features(cos), labels)
-    b = SY.ReferenceThresholds().fit(numerics.round_features(np.nextafter(cos, 2)), labels)
+    a = baselines.ReferenceThresholds().fit(numerics.round_features(cos), labels)
+    b = baselines.ReferenceThresholds().fit(numerics.round_features(np.nextafter(cos, 2)), labels)
     assert (a.lo, a.hi) == (b.lo, b.hi)
 
 
@@ -84,7 +84,7 @@ sys.path.insert(0, "tests")
 from saf_frames import toy_frame
 from saf_utils import jobs as J
 from saf_utils.encoders import DEFAULT_ENCODER, encode
-from saf_utils.saf import systems as SY
+from saf_utils.saf import baselines as B, features as F
 
 train = toy_frame("train", ("Q1", "Q2"), 9, 0)
 test = toy_frame("test", ("Q1", "Q2", "Q3"), 6, 1)  # Q3: an unseen question
@@ -92,11 +92,11 @@ enc = functools.partial(encode, model=DEFAULT_ENCODER)
 texts = [*train.provided_answer, *train.reference_answer, *test.provided_answer]
 out = {"embeddings": hashlib.sha256(np.ascontiguousarray(enc(texts)).tobytes()).hexdigest()}
 cols = ["pred_label", "pred_score", "pred_feedback", "backoff"]
-out["nearest_neighbour"] = SY.nearest_neighbour_baseline(train, test, enc)[cols].values.tolist()
+out["nearest_neighbour"] = B.nearest_neighbour_baseline(train, test, enc)[cols].values.tolist()
 for model in ("logreg", "hgb"):
-    clf = SY.FeatureClassifier(enc, model=model, feedback="nearest").fit(train)
+    clf = F.FeatureClassifier(enc, model=model, feedback="nearest").fit(train)
     out[model] = clf.predict(test)[cols].values.tolist()
-    feats = clf._seen_matrix(test, SY.l2_normalize(enc(test.provided_answer.tolist())), False)
+    feats = clf._seen_matrix(test, F.l2_normalize(enc(test.provided_answer.tolist())), False)
     out[model + "_features"] = hashlib.sha256(feats.tobytes()).hexdigest()
 job = J.with_examples(
     J.TrainJob(examples="", output_dir=sys.argv[1], task="probe", save_model=False,

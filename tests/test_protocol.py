@@ -113,3 +113,12 @@ def test_verdict_wording_follows_the_test():
     assert "not distinguishable" in P.lead_sentence("a", "b", ns, "accuracy")
     assert "resolved" in P.lead_sentence("a", "b", sig, "accuracy")
     assert "not tested" in P.lead_sentence("a", "b", None, "accuracy")
+
+
+def test_choose_row_rounds_and_breaks_ties_by_grid_order() -> None:
+    grid = pd.DataFrame({"C": [0.1, 1.0, 10.0], "score": [0.5, 0.7 + 1e-12, 0.7]})
+    assert P.choose_row(grid, "score") == 1  # 0.7 + noise ties 0.7: the first row wins
+    assert P.choose_row(grid.iloc[::-1].reset_index(drop=True), "score") == 0
+    assert P.choose_row(grid, "score", lower_is_better=True) == 0
+    grid.loc[1, "score"] = float("nan")  # a missing score is never chosen
+    assert P.choose_row(grid, "score") == 2

@@ -7,6 +7,7 @@ test_run.py (a toy notebook recorded through Recorder reaches metrics.json and i
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,8 +20,11 @@ from saf_utils.argscichat.data import load_argscichat
 from saf_utils.argscichat.systems import SELECTORS
 from saf_utils.reporting import pages
 from saf_utils.reporting.records import Recorder, read_records
-from saf_utils.saf import experiments as E
-from saf_utils.saf import formats as S
+from saf_utils.saf import evaluate as SEV
+from saf_utils.saf import record as SRC
+from saf_utils.saf import run as SR
+from saf_utils.saf.context import EncoderChoice, load_data
+from saf_utils.saf.systems import SYSTEMS
 
 FIX = Path(__file__).parent / "fixtures"
 RECIPES = Path(__file__).parents[1] / "docs" / "recipes.md"
@@ -41,26 +45,56 @@ def _row(html: str, system: str) -> str:
     return html[start:html.index("</tr>", start)]
 
 
-@pytest.mark.slow
-def test_a_registered_saf_system_reaches_records_and_the_index(tmp_path) -> None:
-    @E.SYSTEMS.register("always_partial", "baseline")
-    def always_partial(train, test, encoder):
-        """Always 'Partially correct', no feedback."""
-        n = len(test)
-        return S.prediction_table(test, "always_partial", labels=["Partially correct"] * n,
-                                  scores=[0.5] * n, feedback=[""] * n)
+#: The recipe's SAF system, as its own module (docs/recipes.md, "SAF").
+SAF_MODULE = '''
+from dataclasses import dataclass
 
+import pandas as pd
+
+from saf_utils.saf import formats as S
+from saf_utils.saf.systems import SYSTEMS
+
+
+@dataclass(frozen=True)
+class AlwaysPartialParams:
+    score: float = 0.5  # the score it predicts (its one hyperparameter)
+
+
+@SYSTEMS.register("always_partial", "baseline", params=AlwaysPartialParams)
+def always_partial(data, params, ctx):
+    """Always 'Partially correct', no feedback."""
+    return pd.concat([S.prediction_table(df, "always_partial",
+                                         labels=["Partially correct"] * len(df),
+                                         scores=[params.score] * len(df),
+                                         feedback=[""] * len(df))
+                      for df in data.evals.values()], ignore_index=True)
+'''
+
+
+@pytest.mark.slow
+def test_a_registered_saf_system_reaches_records_and_the_index(tmp_path, monkeypatch) -> None:
+    """Its module, one import line, one profile entry (a non-default value): nothing else."""
+    (tmp_path / "my_saf_system.py").write_text(SAF_MODULE, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
     try:
-        data = E.load_data(str(FIX / "saf_legal_jsonl"))
-        names = E.SYSTEMS.names(["baseline"], kind="plain")  # how 02 lists its baselines
+        import my_saf_system  # noqa: F401  (the one import line)
+
+        profile_entry = {"always_partial": {"score": 0.25}}  # system_params of the profile
+        data = load_data(str(FIX / "saf_legal_jsonl"))
+        names = SYSTEMS.names(["baseline"])  # how 02 lists systems (all roles there)
         assert "always_partial" in names
-        preds = E.run_systems(data, names, bow_encoder)
-        ev = E.evaluate(preds, embedding_metrics=False, n_resamples=50)
+        assert SR.effective_params(profile_entry)["always_partial"] == {"score": 0.25}
+        encoders = EncoderChoice("de", "bow", (), "local:all-MiniLM-L6-v2", ())
+        run = SR.run_systems(data, names, encoders, profile_entry, embed=bow_encoder)
+        mine = run.preds[run.preds.system == "always_partial"]
+        assert len(mine) and (mine.pred_score == 0.25).all()  # the profile's value
+        ev = SEV.evaluate(run.preds, run.roles, embedding_metrics=False, n_resamples=50)
         rec = Recorder("02_baseline_finetuning", tmp_path)
-        E.record(rec, ev, "fixture")
+        SRC.record_and_conclude(rec, ev, run, "fixture")
         rec.close()
     finally:
-        E.SYSTEMS.unregister("always_partial")
+        SYSTEMS.unregister("always_partial")
+        sys.modules.pop("my_saf_system", None)
     mine, html = _headline(rec.path, "always_partial", "test_unseen_answers")
     assert {r["metric"] for r in mine} >= {"accuracy", "macro_f1", "sacrebleu"}
     assert all(r["role"] == "baseline" and r["ci_low"] is not None for r in mine)
@@ -188,9 +222,27 @@ def test_the_reply_recipe_reaches_records_and_the_index(tmp_path) -> None:
     assert "ArgSciChat generation" in html and "echo_query" in html
 
 
-@pytest.mark.parametrize("family", [E.SYSTEMS, SELECTORS])
+@pytest.mark.parametrize("family", [SYSTEMS, SELECTORS])
 def test_unregistering_leaves_the_registry_as_it_was(family) -> None:
     before = list(family.names())
     family.register("tmp_recipe", "baseline")(lambda *a: None)
     family.unregister("tmp_recipe")
     assert list(family.names()) == before
+
+
+def test_notebook_02_needs_no_edit_for_a_new_saf_system() -> None:
+    """02 runs every registered name and takes parameters by system name only: no
+    parameter of one system in its parameters cell (``seeds`` is the run's)."""
+    import dataclasses
+    import json
+
+    from saf_utils.reporting.profiles import notebook_parameters
+
+    nb_path = Path(__file__).parents[1] / "notebooks" / "02_baseline_finetuning.ipynb"
+    params = notebook_parameters(nb_path)
+    assert params["system_params"]["default"] == "{}"
+    per_system = {f.name for e in SYSTEMS.values() for f in dataclasses.fields(e.params_type)}
+    assert not (per_system - {"seeds"}) & set(params), sorted(per_system & set(params))
+    code = "\n".join("".join(c["source"]) for c in json.loads(nb_path.read_text())["cells"]
+                     if c["cell_type"] == "code")
+    assert "SYSTEMS.names()" in code and "runner.run_systems(" in code

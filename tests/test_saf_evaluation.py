@@ -1,4 +1,4 @@
-"""saf_utils.saf.evaluation: item scores, corpus statistics, headline and paired tables,
+"""saf_utils.saf.evaluate: item scores, corpus statistics, headline and paired tables,
 per-question tables, the oracle and the error-analysis helpers."""
 
 from __future__ import annotations
@@ -9,8 +9,10 @@ import pytest
 from fakes import FAKE_ENCODER, FakeTok, bow_encoder
 from saf_frames import toy_frame
 
-from saf_utils.saf import evaluation, systems
+from saf_utils.saf import baselines, browse, error_analysis
+from saf_utils.saf import evaluate as evaluation
 from saf_utils.saf import formats as S
+from saf_utils.saf import record as RC
 
 # --------------------------------------------------------------------------- evaluation
 
@@ -67,7 +69,7 @@ def test_item_scores_mean_equals_point_metrics():
         assert means[m] == pytest.approx(point[m]), m
     assert items[items.metric == "mse"].shape[0] == 5  # the unparseable row has no score
     assert set(items.question) == {"Q1", "Q2"}
-    rows = evaluation.recorder_items(items, "saf", "toy")
+    rows = RC.recorder_items(items, "saf", "toy")
     assert rows.cluster.tolist() == items.question.tolist() and rows.fold.isna().all()
 
 
@@ -112,7 +114,7 @@ def test_paired_table_against_reference():
         assert r.diff == pytest.approx(est["sys", r.metric] - est["ref", r.metric])
         assert r.ci_low <= r.diff <= r.ci_high and 0 < r.p_value <= 1
         assert (r.p_value <= 0.05) == (r.ci_low > 0 or r.ci_high < 0)  # never contradict
-    wide = evaluation.wide_table(d, "test_unseen_answers", value="diff")
+    wide = browse.wide_table(d, "test_unseen_answers", value="diff")
     assert "p=" in wide.loc["sys", "accuracy"]
 
 
@@ -150,7 +152,7 @@ def test_gap_and_published_table():
     summ = pd.DataFrame([
         {"split": "test_unseen_answers", "system": "a", "metric": "accuracy", "mean": 0.9},
         {"split": "test_unseen_questions", "system": "a", "metric": "accuracy", "mean": 0.6}])
-    gap = evaluation.seen_unseen_gap(summ, metrics=("accuracy",))
+    gap = error_analysis.seen_unseen_gap(summ, metrics=("accuracy",))
     assert gap.set_index("system").loc["a", "gap"] == pytest.approx(0.3)
     pub = S.published_table()
     assert {"model", "source", "split", "accuracy"} <= set(pub.columns) and len(pub) == 4
@@ -160,25 +162,25 @@ def test_label_oracle_and_loqo_baselines():
     train = toy_frame("train", ("Q1", "Q2"), 6)
     test = pd.concat([toy_frame("test", ("Q1",), 3), toy_frame("t", ("Q3",), 3)],
                      ignore_index=True)
-    o = systems.label_oracle(train, test, bow_encoder)
+    o = baselines.label_oracle(train, test, bow_encoder)
     assert (o.pred_label == o.gold_label).all() and o.backoff.tolist() == [False] * 3 + [True] * 3
     assert o.pred_feedback.iloc[0] == "Korrekt!"
-    cv = systems.loqo_baselines(train, bow_encoder)
+    cv = baselines.loqo_baselines(train, bow_encoder)
     assert list(cv.system) == ["majority", "nearest_neighbour"]
     assert cv.accuracy.between(0, 1).all() and cv.macro_f1.between(0, 1).all()
 
 
 def test_error_analysis_helpers():
     p = _preds()
-    cm = evaluation.confusion_by_split(p)[("m", "test_unseen_answers")]
+    cm = error_analysis.confusion_by_split(p)[("m", "test_unseen_answers")]
     assert cm.to_numpy().sum() == len(p) and cm["unparseable"].sum() == 1
-    pq = evaluation.per_question_metrics(p)
+    pq = error_analysis.per_question_metrics(p)
     assert set(pq.question) == {"Q1", "Q2"} and pq.n.sum() == 6
-    assert evaluation.error_class_breakdown(p) is None
+    assert error_analysis.error_class_breakdown(p) is None
     pe = p.assign(error_class=["a", "b", "a", "b", "a", "b"])
-    eb = evaluation.error_class_breakdown(pe)
+    eb = error_analysis.error_class_breakdown(pe)
     assert set(eb.error_class) == {"a", "b"} and eb.miss_rate.between(0, 1).all()
-    w = evaluation.worst_examples(p, n=2)
+    w = error_analysis.worst_examples(p, n=2)
     assert len(w) == 2 and not (w.gold_label == w.pred_label).any()
-    fl = evaluation.feedback_by_answer_length(p)
+    fl = error_analysis.feedback_by_answer_length(p)
     assert fl.n.sum() == 6 and set(fl.length_bin) <= {"0-4", "5-9", "10-19", "20-39", "40+"}

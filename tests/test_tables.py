@@ -122,7 +122,7 @@ def test_saf_browsers_keep_texts_whole_and_mark_errors():
         "parseable": [True, True, False, True], "provided_answer": ["a"] * 4,
         "gold_feedback": ["g"] * 4, "pred_feedback": ["p"] * 4, "gold_score": [1] * 4,
         "pred_score": [1, 0, None, 0], "reference_answer": ["r"] * 4, "id": list("abcd")})
-    assert SB.prediction_table(preds, "s").verdict.tolist() == ["correct", "wrong",
+    assert SB.predictions_beside_gold(preds, "s").verdict.tolist() == ["correct", "wrong",
                                                                 "unparseable"]
 
 

@@ -82,6 +82,7 @@ from saf_utils.reporting.runs import (  # noqa: F401 - new_run_dir re-exported f
     write_reports,
     write_status,
 )
+from saf_utils.tasks import system_params_lines
 
 EXIT_INTERRUPTED = {"SIGINT": 130, "SIGTERM": 143}
 def _absolute_if_path(key: str, value: Any) -> Any:
@@ -188,6 +189,7 @@ def describe_plan(plan: dict[str, Any], req: RunRequest) -> str:
         lines.append(f"[{i}] {p.name}" + (f"  depends on {dep_txt}" if deps else ""))
         for k, v in p.params.items():
             lines.append(f"      {k} = {short(v, 500)}    # {p.origins.get(k)}")
+        lines += system_params_lines(p.name, p.params)  # effective, by system
     lines.append("Data sources:")
     for d in plan["data"]:
         extra = "" if d["kind"] == "local" else (" (cached)" if d.get("cached") else

@@ -1,8 +1,14 @@
-"""Answer browsers: one row per SAF answer with its texts whole (for ``tables.show``)."""
+"""Tables for people: one row per SAF answer with its texts whole (for ``tables.show``), and
+headline or comparison tables as ``value [low, high]`` strings."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import numpy as np
 import pandas as pd
+
+from saf_utils.saf.evaluate import HEADLINE_METRICS
 
 #: Long-text columns: shown whole and wrapped by the interactive table.
 WRAP = ("question", "reference_answer", "provided_answer", "feedback", "gold_feedback",
@@ -27,7 +33,7 @@ def answer_table(saf_df: pd.DataFrame) -> pd.DataFrame:
     }).reset_index(drop=True)
 
 
-def prediction_table(preds: pd.DataFrame, system: str) -> pd.DataFrame:
+def predictions_beside_gold(preds: pd.DataFrame, system: str) -> pd.DataFrame:
     """``system``'s predictions (one seed) beside the gold: ``verdict`` is correct, wrong or
     unparseable (the label could not be read from a generation)."""
     sub = preds[preds["system"] == system]
@@ -45,3 +51,26 @@ def prediction_table(preds: pd.DataFrame, system: str) -> pd.DataFrame:
         "reference_answer": sub["reference_answer"], "error_class": _error_class(sub),
         "id": sub["id"].astype(str),
     }).reset_index(drop=True)
+
+
+def wide_table(table: pd.DataFrame, split: str, value: str = "mean",
+               metrics: Sequence[str] = HEADLINE_METRICS, digits: int = 3,
+               systems: Sequence[str] | None = None) -> pd.DataFrame:
+    """One split of :func:`saf_utils.saf.evaluate.headline_table` / ``paired_table`` as
+    system × metric strings
+    ``value [low, high]`` (``diff`` tables add ``p=``)."""
+    sub = table[table.split == split]
+    cells = {}
+    for r in sub.itertuples():
+        d = 1 if r.metric in ("sacrebleu", "chrf") else digits
+        text = f"{getattr(r, value):.{d}f} [{r.ci_low:.{d}f}, {r.ci_high:.{d}f}]"
+        if value == "diff":
+            text += f" p={r.p_value:.3f}"
+            if "p_adj" in sub and pd.notna(getattr(r, "p_adj", np.nan)):
+                text += f" (adj. {r.p_adj:.3f})"
+        cells[(r.system, r.metric)] = text
+    order = list(systems) if systems is not None else list(dict.fromkeys(sub.system))
+    cols = [m for m in metrics if any(k[1] == m for k in cells)]
+    return pd.DataFrame([[cells.get((s, m), "") for m in cols] for s in order
+                         if any(k[0] == s for k in cells)],
+                        index=[s for s in order if any(k[0] == s for k in cells)], columns=cols)

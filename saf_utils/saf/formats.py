@@ -7,8 +7,8 @@ The fine-tuned models of the SAF paper (Filighera et al., ACL 2022; hub cards
 for any prompt language (:data:`PROMPT_WORDS`), :func:`parse_output` turns any generation
 back into (label, score, feedback) without ever raising. Every system returns the same
 prediction table (:data:`PREDICTION_COLUMNS`); the systems live in
-:mod:`saf_utils.saf.systems`, their evaluation and error analysis in
-:mod:`saf_utils.saf.evaluation`.
+:mod:`saf_utils.saf.systems`, their evaluation in :mod:`saf_utils.saf.evaluate` and error
+analysis in :mod:`saf_utils.saf.error_analysis`.
 """
 
 from __future__ import annotations
@@ -203,6 +203,44 @@ def _match_label(head: str, labels: Sequence[str]) -> tuple[str | None, int]:
     return None, 0
 
 
+def _parse_label(head: str, clean: str, marked: bool, labels: Sequence[str],
+                 problems: list[str]) -> tuple[str | None, float | None, str | None]:
+    """Label, its score and the feedback (None: the marker's) read from ``head``, the text
+    before the feedback marker (the whole output when ``marked`` is False)."""
+    label, end = _match_label(head, labels)
+    feedback = None
+    if label is None:
+        problems.append("no label")
+        if not marked:
+            feedback = clean
+    elif not marked:
+        feedback = head[end:].strip(" :.-")
+    elif head[end:].strip(" :.-"):
+        problems.append("extra text before marker")
+    return label, (LABEL_SCORE.get(label) if label is not None else None), feedback
+
+
+def _parse_score(head: str, clean: str, marked: bool, problems: list[str]
+                 ) -> tuple[str | None, float | None, str | None]:
+    """Label, score and feedback (None: the marker's) when the head is a score. The score
+    is the first token (up to a space or ':'), less a trailing '.' or ',' ("0.5.
+    Feedback"); the whole token must be a plain decimal (see _NUMBER)."""
+    tm = _SCORE_TOKEN.match(head)
+    token = tm.group(0).rstrip(".,") if tm else ""
+    number = token if token and _NUMBER.fullmatch(token) else None
+    if number is None:
+        digits = tm is not None and any(ch.isnumeric() for ch in tm.group(0))
+        problems.append(f"not a plain decimal score ({tm.group(0)!r})" if digits
+                        else "no score")
+        return None, None, (None if marked else clean)
+    value = float(number.replace(",", "."))
+    feedback = None if marked else head[tm.end():].strip(" :.-")
+    if 0.0 <= value <= 1.0:
+        return score_to_label(value), value, feedback
+    problems.append(f"score {value} outside [0, 1]")
+    return None, None, feedback
+
+
 def parse_output(text: str | None, mode: str = "verification",
                  words: Mapping[str, str] | None = None,
                  labels: Sequence[str] = SAF_LABELS) -> ParsedOutput:
@@ -221,46 +259,17 @@ def parse_output(text: str | None, mode: str = "verification",
     clean = " ".join(_SPECIAL.sub(" ", raw).split())
     marker = (words or PROMPT_WORDS["de"])["feedback"]
     m = re.search(rf"\b{re.escape(marker)}\s*:", clean, flags=re.IGNORECASE)
-    problems = []
+    problems: list[str] = []
     if m:
         head, feedback = clean[: m.start()].strip(), clean[m.end():].strip()
     else:
         head, feedback = clean, ""
         problems.append("no feedback marker")
-    label: str | None = None
-    score: float | None = None
-    if mode == "verification":
-        label, end = _match_label(head, labels)
-        if label is None:
-            problems.append("no label")
-            if not m:
-                feedback = clean
-        elif not m:
-            feedback = head[end:].strip(" :.-")
-        elif head[end:].strip(" :.-"):
-            problems.append("extra text before marker")
-        if label is not None:
-            score = LABEL_SCORE.get(label)
-    else:
-        # The score is the first token (up to a space or ':'), less a trailing '.' or ','
-        # ("0.5. Feedback"); the whole token must be a plain decimal (see _NUMBER).
-        tm = _SCORE_TOKEN.match(head)
-        token = tm.group(0).rstrip(".,") if tm else ""
-        number = token if token and _NUMBER.fullmatch(token) else None
-        if number is None:
-            digits = tm is not None and any(ch.isnumeric() for ch in tm.group(0))
-            problems.append(f"not a plain decimal score ({tm.group(0)!r})" if digits
-                            else "no score")
-            if not m:
-                feedback = clean
-        else:
-            value = float(number.replace(",", "."))
-            if not m:
-                feedback = head[tm.end():].strip(" :.-")
-            if 0.0 <= value <= 1.0:
-                score, label = value, score_to_label(value)
-            else:
-                problems.append(f"score {value} outside [0, 1]")
+    label, score, guess = (_parse_label(head, clean, bool(m), labels, problems)
+                           if mode == "verification"
+                           else _parse_score(head, clean, bool(m), problems))
+    if guess is not None:
+        feedback = guess
     if not clean:
         problems = ["empty output"]
     return ParsedOutput(raw, label, score, feedback,

@@ -26,3 +26,7 @@ SPECS = (
              SAF_SPLITS, ("01_data_exploration", "02_baseline_finetuning",
                           "05_saf_error_analysis"), SAF_SOURCE),
 )
+
+#: notebook -> "module:function" giving the parameters each of its systems runs with
+#: (``fn(system_params) -> {system: {parameter: value}}``), shown by ``saf-run --dry-run``.
+SYSTEM_PARAMS = {"02_baseline_finetuning": "saf_utils.saf.run:effective_params"}

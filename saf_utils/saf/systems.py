@@ -1,585 +1,274 @@
-"""SAF systems beside the seq2seq model: majority, nearest neighbour, feature classifier.
+"""The registered SAF systems: each one a parameters dataclass (its defaults live only there)
+and ``fn(data, params, ctx) -> prediction table`` on every eval split.
 
-Each takes training and evaluation frames (:func:`saf_utils.saf.formats.saf_frame`) and an encoder
-(``texts -> L2-normalised vectors``, e.g. ``functools.partial(saf_utils.encoders.encode,
-model=...)``) and returns a :func:`saf_utils.saf.formats.prediction_table`.
+:func:`saf_utils.saf.run.run_systems` runs any list of these names through
+:meth:`saf_utils.registry.Registry.run`; profiles set parameters by system name
+(``system_params`` of notebook 02). Registration order is run order: a system that reads
+another's result (``feature_clf:transductive`` and ``feature_clf:stacked`` read
+``feature_clf``'s tuning, ``feature_clf:stacked`` the cross-encoder's outputs) comes after
+it. A name ending in ``:`` covers its variants (``feature_clf:<encoder tag>``,
+``seq2seq:<model>``): one call writes the rows of every variant. The logic lives in
+:mod:`~saf_utils.saf.baselines`, :mod:`~saf_utils.saf.features`,
+:mod:`~saf_utils.saf.feature_clf`, :mod:`~saf_utils.saf.cross_encoder_jobs` and
+:mod:`~saf_utils.saf.seq2seq_jobs`.
 """
 
 from __future__ import annotations
 
-import copy
-import math
-import re
-from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from saf_utils import numerics
-from saf_utils.encoders import l2_normalize
-from saf_utils.models import make_classifier
-from saf_utils.saf.data import SAF_LABELS
-from saf_utils.saf.formats import LABEL_SCORE, prediction_table
-from saf_utils.text import split_sentences, word_tokens
+from saf_utils.registry import NoParams, Registry
+from saf_utils.saf import baselines as B
+from saf_utils.saf import feature_clf as FC
+from saf_utils.saf.context import RunContext, SAFData, make_encoder
+from saf_utils.saf.cross_encoder_jobs import CE_SYSTEM, CrossEncoderJobs, run_cross_encoder
+from saf_utils.saf.formats import PREDICTION_COLUMNS
+from saf_utils.saf.seq2seq_jobs import run_seq2seq
 
-# --------------------------------------------------------------------------- helpers
+STACKED_SYSTEM = "feature_clf:stacked"
+TRANSDUCTIVE_SYSTEM = "feature_clf:transductive"
 
-
-def _mode(values: Sequence[Any]) -> Any:
-    """Most frequent value; ties go to the first seen (deterministic)."""
-    return Counter(values).most_common(1)[0][0]
-
-
-Encoder = Callable[[Sequence[str]], np.ndarray]
+#: SAF systems; ``seq2seq:`` covers every ``seq2seq:<model>``.
+SYSTEMS = Registry("SAF system", defaults={"family": None, "transductive": False},
+                   variants=True)
 
 
-_POINTS = re.compile(r"\(\s*(?:je\s+)?[\d.,\s\-–]+\s*P\.?\s*\)", re.IGNORECASE)
+def _every_split(data: SAFData, fn: Any) -> pd.DataFrame:
+    return pd.concat([fn(df) for df in data.evals.values()], ignore_index=True)
 
 
-def strip_points(text: str) -> str:
-    """Remove grading annotations like ``(0.25 P)`` / ``(je 0.25 P)`` from a reference answer."""
-    return " ".join(_POINTS.sub("", text).split())
-
-
-def _content(text: str) -> set[str]:
-    return {t for t in word_tokens(text) if len(t) > 3 and not t.isdigit()}
-
-
-def _sentences(text: str) -> list[str]:
-    return split_sentences(strip_points(text), ".!?;") or [text]
+def _empty() -> pd.DataFrame:
+    return pd.DataFrame(columns=list(PREDICTION_COLUMNS))
 
 
 # --------------------------------------------------------------------------- baselines
 
 
-def majority_baseline(train: pd.DataFrame, test: pd.DataFrame,
-                      system: str = "majority") -> pd.DataFrame:
-    """Per question: most frequent label, score and feedback of its training answers.
-
-    Questions without training answers (unseen questions) back off to the global majority
-    label/score/feedback; those rows have ``backoff=True``.
-    """
-    per_q = train.groupby("question").agg(
-        label=("verification_feedback", _mode), score=("score", _mode),
-        feedback=("answer_feedback", _mode))
-    glob = (_mode(train.verification_feedback.tolist()), _mode(train.score.tolist()),
-            _mode(train.answer_feedback.tolist()))
-    labels, scores, fbs, back = [], [], [], []
-    for q in test.question:
-        if q in per_q.index:
-            row = per_q.loc[q]
-            labels.append(row.label)
-            scores.append(float(row.score))
-            fbs.append(row.feedback)
-            back.append(False)
-        else:
-            labels.append(glob[0])
-            scores.append(float(glob[1]))
-            fbs.append(glob[2])
-            back.append(True)
-    return prediction_table(test, system, labels=labels, scores=scores, feedback=fbs,
-                            backoff=back)
+@SYSTEMS.register("majority", "baseline", params=NoParams, family="baselines")
+def majority(data: SAFData, params: NoParams, ctx: RunContext) -> pd.DataFrame:
+    """per question: most frequent training label, score and feedback"""
+    return _every_split(data, lambda df: B.majority_baseline(data.train, df))
 
 
-def _macro_f1(y: np.ndarray, pred: np.ndarray, labels: Sequence[str] = SAF_LABELS) -> float:
-    """Macro F1 over ``labels`` (fast numpy version for threshold grids)."""
-    f1s = []
-    for lab in labels:
-        tp = float(np.sum((pred == lab) & (y == lab)))
-        denom = float(np.sum(pred == lab) + np.sum(y == lab))
-        f1s.append(2 * tp / denom if denom else 0.0)
-    return float(np.mean(f1s))
-
-
-@dataclass
-class ReferenceThresholds:
-    """Label from cosine(answer, reference) with two cut points learned on train.
-
-    The zero-training-answer fallback for unseen questions: ``cos >= hi`` → Correct,
-    ``cos < lo`` → Incorrect, else partial; cut points maximise train macro-F1.
-    """
-
-    lo: float = 0.0
-    hi: float = 1.0
-
-    def fit(self, cos: np.ndarray, labels: Sequence[str]) -> ReferenceThresholds:
-        cos = np.asarray(cos, dtype=float)
-        y = np.asarray(list(labels))
-        grid = np.unique(np.quantile(cos, np.linspace(0.02, 0.98, 49)))
-        best = (-1.0, self.lo, self.hi)
-        for i, lo in enumerate(grid):
-            for hi in grid[i:]:
-                f1 = numerics.round_score(_macro_f1(y, np.asarray(self._apply(cos, lo, hi))))
-                if f1 > best[0]:  # ties: the first (lowest) cut points
-                    best = (f1, lo, hi)
-        self.lo, self.hi = float(best[1]), float(best[2])
-        return self
-
-    @staticmethod
-    def _apply(cos: np.ndarray, lo: float, hi: float) -> list[str]:
-        cos = np.asarray(cos, dtype=float)
-        return np.where(cos >= hi, "Correct",
-                        np.where(cos < lo, "Incorrect", "Partially correct")).tolist()
-
-    def predict(self, cos: np.ndarray) -> list[str]:
-        return self._apply(cos, self.lo, self.hi)
-
-
-class FeedbackBank:
-    """Training feedback, looked up by (question, label) and by answer similarity.
-
-    For unseen questions: Correct gets the most frequent training feedback of Correct
-    answers (often a fixed phrase), other labels the most frequent feedback of that label
-    for the training question closest to the new one (``strategy="nearest_question"``) or
-    the reference answer without point annotations (``strategy="reference"``).
-    """
-
-    def __init__(self, train: pd.DataFrame, encoder: Encoder | None = None):
-        self.train = train.reset_index(drop=True)
-        self.encoder = encoder
-        self.by_q_label = train.groupby(["question", "verification_feedback"]).answer_feedback \
-            .agg(_mode).to_dict()
-        self.by_label = train.groupby("verification_feedback").answer_feedback.agg(_mode) \
-            .to_dict()
-        self.questions = sorted(set(train.question))
-        self._q_emb: np.ndarray | None = None
-
-    def most_frequent(self, question: str, label: str) -> str | None:
-        return self.by_q_label.get((question, label))
-
-    def nearest_question(self, question: str) -> str:
-        if self.encoder is None:
-            return self.questions[0]
-        if self._q_emb is None:
-            self._q_emb = l2_normalize(self.encoder(self.questions))
-        v = l2_normalize(self.encoder([question]))[0]
-        return self.questions[int(np.argmax(numerics.round_features(self._q_emb @ v)))]
-
-    def unseen(self, question: str, reference: str, label: str,
-               strategy: str = "nearest_question") -> str:
-        if label == "Correct" or strategy == "global":
-            return self.by_label.get(label, "")
-        if strategy == "reference":
-            return strip_points(reference)
-        if strategy == "nearest_question":
-            near = self.nearest_question(question)
-            return self.by_q_label.get((near, label)) or self.by_label.get(label, "")
-        raise ValueError(f"unknown unseen-question feedback strategy {strategy!r}")
-
-
-def nearest_neighbour_baseline(train: pd.DataFrame, test: pd.DataFrame, encoder: Encoder,
-                               system: str = "nearest_neighbour",
-                               unseen_feedback: str = "nearest_question") -> pd.DataFrame:
-    """Label, score and feedback of the most similar training answer to the same question.
-
-    Unseen questions have no training answers: their label comes from
-    cosine(answer, reference) with :class:`ReferenceThresholds` fitted on train, their
-    feedback from :class:`FeedbackBank` (``backoff=True`` on those rows).
-    """
-    tr = train.reset_index(drop=True)
-    a_tr = l2_normalize(encoder(tr.provided_answer.tolist()))
-    a_te = l2_normalize(encoder(test.provided_answer.tolist()))
-    thr = ReferenceThresholds().fit(_ref_cos(tr, a_tr, encoder), tr.verification_feedback)
-    ref_cos_te = _ref_cos(test, a_te, encoder)
-    bank = FeedbackBank(tr, encoder)
-    idx_by_q = {q: np.flatnonzero(tr.question.to_numpy() == q) for q in set(tr.question)}
-    labels, scores, fbs, back = [], [], [], []
-    for i, (q, ref) in enumerate(zip(test.question, test.reference_answer, strict=True)):
-        cand = idx_by_q.get(q)
-        if cand is not None and len(cand):
-            j = cand[int(np.argmax(numerics.round_features(a_tr[cand] @ a_te[i])))]
-            labels.append(tr.verification_feedback[j])
-            scores.append(float(tr.score[j]))
-            fbs.append(tr.answer_feedback[j])
-            back.append(False)
-        else:
-            lab = thr.predict(ref_cos_te[i:i + 1])[0]
-            labels.append(lab)
-            scores.append(LABEL_SCORE[lab])
-            fbs.append(bank.unseen(q, ref, lab, unseen_feedback))
-            back.append(True)
-    return prediction_table(test, system, labels=labels, scores=scores, feedback=fbs,
-                            backoff=back)
-
-
-def label_oracle(train: pd.DataFrame, test: pd.DataFrame, encoder: Encoder | None = None,
-                 system: str = "label_oracle") -> pd.DataFrame:
-    """ORACLE: the gold label and score, feedback retrieved for the gold label.
-
-    Feedback is the most frequent training feedback of (question, gold label), for unseen
-    questions :meth:`FeedbackBank.unseen` with the gold label. It sees gold, so it is no
-    system: it is the ceiling of retrieved feedback when the label is right.
-    """
-    bank = FeedbackBank(train.reset_index(drop=True), encoder)
-    fbs = [bank.most_frequent(q, lab) or bank.unseen(q, ref, lab)
-           for q, ref, lab in zip(test.question, test.reference_answer,
-                                  test.verification_feedback, strict=True)]
-    seen = test.question.isin(set(train.question)).to_numpy()
-    return prediction_table(test, system, labels=test.verification_feedback.tolist(),
-                            scores=test.score.astype(float).tolist(), feedback=fbs,
-                            backoff=list(~seen))
-
-
-def retrieved_feedback_table(train: pd.DataFrame, test: pd.DataFrame, labels: Sequence[str],
-                             system: str, encoder: Encoder | None = None,
-                             scores: Sequence[float] | None = None, seed: int | None = None,
-                             raw: Sequence[str] | None = None,
-                             unseen_feedback: str = "nearest_question") -> pd.DataFrame:
-    """Prediction table of a label predictor with feedback retrieved as ``feature_clf`` does.
-
-    Seen questions: the most frequent training feedback of (question, predicted label) and
-    the mean training score of that pair (unless ``scores`` are given); unseen questions:
-    :meth:`FeedbackBank.unseen` and the label's nominal score. Shared so that the feedback
-    metrics of label predictors differ only through their labels.
-    """
-    tr = train.reset_index(drop=True)
-    bank = FeedbackBank(tr, encoder)
-    mean_score = tr.groupby(["question", "verification_feedback"]).score.mean().to_dict()
-    seen_q = set(tr.question)
-    out_scores, fbs, back = [], [], []
-    for i, (q, ref, lab) in enumerate(zip(test.question, test.reference_answer, labels,
-                                          strict=True)):
-        seen = q in seen_q
-        back.append(not seen)
-        if seen:
-            fbs.append(bank.most_frequent(q, lab) or bank.by_label.get(lab, ""))
-            default = float(mean_score.get((q, lab), LABEL_SCORE[lab]))
-        else:
-            fbs.append(bank.unseen(q, ref, lab, unseen_feedback))
-            default = LABEL_SCORE[lab]
-        out_scores.append(float(scores[i]) if scores is not None else default)
-    return prediction_table(test, system, labels=list(labels), scores=out_scores,
-                            feedback=fbs, raw=raw, seed=seed, backoff=back)
-
-
-@dataclass
-class StackFeatures:
-    """Extra classifier features looked up by (split, id): a stacked model's inputs.
-
-    ``table`` maps ``(split, id)`` to one vector (e.g. a cross-encoder's class
-    probabilities); training rows must hold out-of-fold values (see
-    :func:`saf_utils.saf.experiments.cross_encoder_oof`). A row without an entry is an error:
-    silently filling it would hide a leak or a misaligned split.
-    """
-
-    table: Mapping[tuple[str, Any], Sequence[float]]
-    names: Sequence[str]
-
-    def __call__(self, df: pd.DataFrame) -> pd.DataFrame:
-        split = df["split"] if "split" in df else pd.Series(["train"] * len(df), index=df.index)
-        missing = [(s, i) for s, i in zip(split, df["id"], strict=True)
-                   if (s, i) not in self.table]
-        if missing:
-            raise KeyError(f"no stacked features for {len(missing)} row(s), e.g. {missing[:3]}")
-        return pd.DataFrame([list(self.table[(s, i)]) for s, i in zip(split, df["id"],
-                                                                       strict=True)],
-                            columns=list(self.names), index=df.index)
-
-
-def _ref_cos(df: pd.DataFrame, a: np.ndarray, encoder: Encoder) -> np.ndarray:
-    r = l2_normalize(encoder([strip_points(t) for t in df.reference_answer]))
-    return numerics.round_features(np.einsum("ij,ij->i", a, r))
-
-
-# --------------------------------------------------------------------------- classifier
-
-GENERIC_FEATURES = (
-    "cos_ref", "cos_ref_sent_max", "cos_ref_sent_mean", "cos_question", "ref_recall",
-    "ref_precision", "ref_jaccard", "log_len", "len_ratio", "cos_ref_rank",
-)
-
-
-def generic_features(df: pd.DataFrame, encoder: Encoder) -> pd.DataFrame:
-    """Question-agnostic answer–reference features (usable for unseen questions).
-
-    Embedding cosine answer↔reference (whole, and max/mean over reference sentences),
-    answer↔question, lexical recall/precision/Jaccard of reference content words, answer
-    length and length ratio, and the cosine's rank among the *reference's own sentences*
-    (a per-question normaliser that needs no other answers).
-    """
-    a = l2_normalize(encoder(df.provided_answer.tolist()))
-    refs = [strip_points(r) for r in df.reference_answer]
-    r = l2_normalize(encoder(refs))
-    qv = l2_normalize(encoder(df.question.tolist()))
-    sent_lists = [_sentences(x) for x in df.reference_answer]
-    flat = [s for ss in sent_lists for s in ss]
-    s_emb = l2_normalize(encoder(flat)) if flat else np.zeros((0, a.shape[1]))
-    out: dict[str, list[float]] = {k: [] for k in GENERIC_FEATURES}
-    pos = 0
-    for i, ss in enumerate(sent_lists):
-        sims = s_emb[pos:pos + len(ss)] @ a[i]
-        self_sims = s_emb[pos:pos + len(ss)] @ r[i]
-        pos += len(ss)
-        cos_ref = float(a[i] @ r[i])
-        ans_c, ref_c = _content(df.provided_answer.iloc[i]), _content(refs[i])
-        inter = len(ans_c & ref_c)
-        n_ans = max(len(word_tokens(df.provided_answer.iloc[i])), 1)
-        out["cos_ref"].append(cos_ref)
-        out["cos_ref_sent_max"].append(float(sims.max()))
-        out["cos_ref_sent_mean"].append(float(sims.mean()))
-        out["cos_question"].append(float(a[i] @ qv[i]))
-        out["ref_recall"].append(inter / max(len(ref_c), 1))
-        out["ref_precision"].append(inter / max(len(ans_c), 1))
-        out["ref_jaccard"].append(inter / max(len(ans_c | ref_c), 1))
-        out["log_len"].append(math.log(n_ans))
-        out["len_ratio"].append(n_ans / max(len(word_tokens(refs[i])), 1))
-        out["cos_ref_rank"].append(cos_ref - float(self_sims.mean()))
-    return pd.DataFrame(numerics.round_features(pd.DataFrame(out).to_numpy()),
-                        columns=list(out), index=df.index)
-
-
-def knn_features(train: pd.DataFrame, a_train: np.ndarray, df: pd.DataFrame, a_df: np.ndarray,
-                 k: int = 5, leave_one_out: bool = False) -> pd.DataFrame:
-    """Similarity to training answers of the same question, per label (seen questions).
-
-    Per label: max cosine to that label's training answers and the similarity-weighted
-    share of the label among the k nearest; plus the neighbours' mean score. With
-    ``leave_one_out`` (features of the training rows themselves) each row's own entry
-    is excluded, so the classifier never sees its own label.
-    """
-    q_tr = train.question.to_numpy()
-    y_tr = train.verification_feedback.to_numpy()
-    s_tr = train.score.to_numpy(dtype=float)
-    cols = [f"max_cos_{lab}" for lab in SAF_LABELS] + [f"knn_{lab}" for lab in SAF_LABELS]
-    cols += ["knn_score", "nn_cos"]
-    rows = []
-    for i, q in enumerate(df.question.to_numpy()):
-        cand = np.flatnonzero(q_tr == q)
-        if leave_one_out:
-            cand = cand[cand != i]
-        if len(cand) == 0:
-            rows.append([np.nan] * len(cols))
-            continue
-        sims = numerics.round_features(a_train[cand] @ a_df[i])
-        feats = [float(sims[y_tr[cand] == lab].max()) if (y_tr[cand] == lab).any() else -1.0
-                 for lab in SAF_LABELS]
-        top = np.argsort(-sims, kind="stable")[:k]
-        w = np.clip(sims[top], 1e-3, None)
-        feats += [float(w[y_tr[cand][top] == lab].sum() / w.sum()) for lab in SAF_LABELS]
-        feats += [float((w * s_tr[cand][top]).sum() / w.sum()), float(sims[top[0]])]
-        rows.append(feats)
-    return pd.DataFrame(numerics.round_features(np.asarray(rows, dtype=float).reshape(
-        len(rows), len(cols))), columns=cols, index=df.index)
-
-
-def per_question_zscore(x: np.ndarray, questions: Sequence[str]) -> np.ndarray:
-    """Standardise each feature within each question's answers (a per-question curve).
-
-    Transductive: uses the other (unlabelled) answers to the same question, as a grader
-    who sees a whole batch of answers would.
-    """
-    x = np.asarray(x, dtype=float).copy()
-    q = np.asarray(questions)
-    for value in dict.fromkeys(q):
-        m = q == value
-        x[m] = (x[m] - x[m].mean(axis=0)) / (x[m].std(axis=0) + 1e-6)
-    return numerics.round_features(x)
-
-
-@dataclass
-class FeatureClassifier:
-    """"feature classifier + retrieved feedback" (system name ``feature_clf``).
-
-    Two scikit-learn classifiers predict the label: a *seen-question* model over generic
-    answer–reference features + kNN label votes among training answers of the same
-    question + a question one-hot, and a *generic* model over the question-agnostic
-    features only, used for questions without training answers. The score is the mean
-    training score of (question, predicted label) (label→score mapping for unseen
-    questions). Feedback is retrieved, never generated: the most frequent training
-    feedback of (question, predicted label) (``feedback="most_frequent"``) or the nearest
-    training answer's feedback among those with the predicted label (``"nearest"``);
-    unseen questions use :class:`FeedbackBank`. Every feature matrix is rounded
-    (:func:`saf_utils.numerics.round_features`) before it is fitted or predicted on, so
-    another machine's last bits do not reach the model (docs/reproducibility.md).
-    """
-
-    encoder: Encoder
-    model: str = "logreg"  # logreg | hgb
-    C: float = 1.0
-    generic_model: str | None = None  # unseen-question model (None: same as ``model``)
-    generic_C: float = 1.0
-    generic_class_weight: str | None = "balanced"
-    generic_feature_names: Sequence[str] | None = None  # None: all GENERIC_FEATURES
-    normalize_unseen: bool = False
-    k: int = 5
-    feedback: str = "most_frequent"
+@dataclass(frozen=True)
+class NearestNeighbourParams:
+    #: feedback of unseen questions: nearest_question | reference | global
     unseen_feedback: str = "nearest_question"
-    seed: int = 0
-    system: str = "feature_clf"
-    stack: StackFeatures | None = None  # extra seen-question features (stacking)
-    _fitted: dict[str, Any] = field(default_factory=dict, repr=False)
-
-    def _make(self, C: float, class_weight: str | None = "balanced", kind: str | None = None):
-        if class_weight is None or class_weight == "none" or (
-                isinstance(class_weight, float) and math.isnan(class_weight)):
-            class_weight = None
-        kind = kind or self.model
-        if kind == "hgb":
-            return make_classifier("hgb", self.seed, class_weight=class_weight, max_depth=3,
-                                   learning_rate=0.05, max_iter=200)
-        return make_classifier(kind, self.seed, C=C, class_weight=class_weight)
-
-    def _seen_matrix(self, df: pd.DataFrame, a: np.ndarray, loo: bool) -> np.ndarray:
-        f = self._generic_of(df)
-        knn = knn_features(self._train, self._a_train, df, a, self.k, leave_one_out=loo)
-        qs = np.array([[float(q == u) for u in self._questions] for q in df.question])
-        extra = [self.stack(df).to_numpy()] if self.stack is not None else []
-        return numerics.round_features(
-            np.hstack([f.to_numpy(), knn.fillna(0).to_numpy(), qs, *extra]))
-
-    def _generic_of(self, df: pd.DataFrame) -> pd.DataFrame:
-        return generic_features(df, self.encoder)
-
-    def _generic_matrix(self, df: pd.DataFrame) -> np.ndarray:
-        x = self._generic_of(df)[list(self.generic_feature_names or GENERIC_FEATURES)].to_numpy()
-        return per_question_zscore(x, df.question.to_numpy()) if self.normalize_unseen else x
-
-    def fit(self, train: pd.DataFrame) -> FeatureClassifier:
-        tr = train.reset_index(drop=True)
-        self._train = tr
-        self._a_train = l2_normalize(self.encoder(tr.provided_answer.tolist()))
-        self._questions = sorted(set(tr.question))
-        y = tr.verification_feedback.to_numpy()
-        self._seen = self._make(self.C).fit(self._seen_matrix(tr, self._a_train, True), y)
-        self._generic = self._make(self.generic_C, self.generic_class_weight,
-                                   self.generic_model).fit(self._generic_matrix(tr), y)
-        self._score = tr.groupby(["question", "verification_feedback"]).score.mean().to_dict()
-        self._bank = FeedbackBank(tr, self.encoder)
-        return self
-
-    def with_generic(self, **changes: Any) -> FeatureClassifier:
-        """A copy with other unseen-question settings; only the generic model is refitted.
-
-        ``changes`` may name any field; the seen-question fields (``model``, ``C``, ``k``,
-        ``feedback``, ``seed``) must stay as they are, since the seen model is shared.
-        """
-        shared = ("model", "C", "k", "feedback", "seed")
-        moved = [k for k in shared if k in changes and changes[k] != getattr(self, k)]
-        if moved:
-            raise ValueError(f"with_generic cannot change the seen-question fields {moved}")
-        other = copy.copy(self)
-        for key, value in changes.items():
-            setattr(other, key, value)
-        other._generic = other._make(other.generic_C, other.generic_class_weight,
-                                     other.generic_model).fit(
-            other._generic_matrix(self._train), self._train.verification_feedback.to_numpy())
-        return other
-
-    def predict_labels(self, test: pd.DataFrame) -> tuple[list[str], np.ndarray]:
-        te = test.reset_index(drop=True)
-        a = l2_normalize(self.encoder(te.provided_answer.tolist()))
-        seen = te.question.isin(set(self._questions)).to_numpy()
-        labels = np.empty(len(te), dtype=object)
-        if seen.any():
-            sub = te[seen]
-            labels[seen] = self._seen.predict(self._seen_matrix(sub, a[seen], False))
-        if (~seen).any():
-            labels[~seen] = self._generic.predict(self._generic_matrix(te[~seen]))
-        return list(labels), seen
-
-    def predict(self, test: pd.DataFrame) -> pd.DataFrame:
-        te = test.reset_index(drop=True)
-        labels, seen = self.predict_labels(te)
-        a = l2_normalize(self.encoder(te.provided_answer.tolist()))
-        tr_q = self._train.question.to_numpy()
-        tr_y = self._train.verification_feedback.to_numpy()
-        scores, fbs = [], []
-        for i, (q, ref, lab) in enumerate(zip(te.question, te.reference_answer, labels,
-                                              strict=True)):
-            if seen[i]:
-                scores.append(float(self._score.get((q, lab), LABEL_SCORE[lab])))
-                fb = None
-                if self.feedback == "nearest":
-                    cand = np.flatnonzero((tr_q == q) & (tr_y == lab))
-                    if len(cand):
-                        j = cand[int(np.argmax(numerics.round_features(
-                            self._a_train[cand] @ a[i])))]
-                        fb = self._train.answer_feedback[j]
-                elif self.feedback != "most_frequent":
-                    raise ValueError(f"unknown feedback strategy {self.feedback!r}")
-                fbs.append(fb or self._bank.most_frequent(q, lab)
-                           or self._bank.by_label.get(lab, ""))
-            else:
-                scores.append(LABEL_SCORE[lab])
-                fbs.append(self._bank.unseen(q, ref, lab, self.unseen_feedback))
-        return prediction_table(te, self.system, labels=labels, scores=scores, feedback=fbs,
-                                seed=self.seed, backoff=list(~seen))
 
 
-def grouped_cv_generic(train: pd.DataFrame, encoder: Encoder,
-                       Cs: Sequence[float] = (0.1, 1.0),
-                       class_weights: Sequence[str | None] = ("balanced", None),
-                       normalize: Sequence[bool] = (False, True),
-                       feature_sets: Mapping[str, Sequence[str] | None] | None = None,
-                       models: Sequence[str] = ("logreg",)) -> pd.DataFrame:
-    """Leave-one-question-out accuracy/macro-F1 of the generic classifier on train.
+@SYSTEMS.register("nearest_neighbour", "baseline", params=NearestNeighbourParams,
+                  family="baselines",
+                  description="label, score and feedback of the most similar training answer "
+                  "to the same question; unseen questions: answer-reference cosine thresholds")
+def nearest_neighbour(data: SAFData, params: NearestNeighbourParams, ctx: RunContext
+                      ) -> pd.DataFrame:
+    return _every_split(data, lambda df: B.nearest_neighbour_baseline(
+        data.train, df, ctx.encoder, unseen_feedback=params.unseen_feedback))
 
-    Validation holds only seen questions, so the unseen-question model is tuned by holding
-    out each training question in turn: the honest proxy for "unseen question". Rows name
-    the classifier (``generic_model``; C only varies for logreg) and the feature set
-    (``feature_sets``: name → feature names, None = all); pass the row's settings to
-    :class:`FeatureClassifier` so that the deployed model is the one validated.
+
+# --------------------------------------------------------------------------- feature classifier
+
+
+@dataclass(frozen=True)
+class FeatureClfParams:
+    """Candidates of the feature classifier, chosen on validation (seen questions) and by
+    leave-one-question-out CV on train (unseen questions)."""
+
+    models: tuple[str, ...] = ("logreg", "hgb")  # seen-question classifier candidates
+    Cs: tuple[float, ...] = (0.1, 1.0)  # regularisation candidates of the logistic regression
+    feedback_strategies: tuple[str, ...] = ("most_frequent", "nearest")
+    #: unseen-question feature sets (name -> feature names, None: all), CV candidates
+    generic_feature_sets: dict = field(default_factory=lambda: {
+        "all": None, "cos": ["cos_ref"],
+        "core": ["cos_ref", "cos_ref_sent_max", "ref_recall", "log_len"]})
+    generic_models: tuple[str, ...] = ("logreg",)  # unseen-question classifier candidates
+
+
+@dataclass
+class FeatureClfRun:
+    """``feature_clf``'s choices and its fitted classifiers (one per seed)."""
+
+    params: FeatureClfParams
+    tuning: FC.FeatureClfTuning
+    classifiers: list
+
+
+def _tune(data: SAFData, params: FeatureClfParams, encoder: Any, transductive: bool
+          ) -> FC.FeatureClfTuning:
+    return FC.tune_feature_clf(data, encoder, params.models, params.Cs,
+                               params.feedback_strategies, params.generic_feature_sets,
+                               transductive, params.generic_models)
+
+
+@SYSTEMS.register("feature_clf", "system", params=FeatureClfParams, family="feature_clf",
+                  description="feature classifier + retrieved feedback (inductive)")
+def feature_clf(data: SAFData, params: FeatureClfParams, ctx: RunContext) -> pd.DataFrame:
+    tuning = _tune(data, params, ctx.encoder, transductive=True)
+    classifiers = FC.fitted_per_seed(data, ctx.encoder, tuning.config, ctx.seeds)
+    ctx.state.feature_clf = FeatureClfRun(params, tuning, classifiers)
+    ctx.state.unseen_cv["feature_clf"] = FC.cv_row(tuning, "feature_clf")
+    return FC.predict_all(data, classifiers)
+
+
+def _feature_clf_run(ctx: RunContext, name: str) -> FeatureClfRun:
+    if ctx.state.feature_clf is None:
+        raise ValueError(f"{name} uses feature_clf's choices: run feature_clf before it")
+    return ctx.state.feature_clf
+
+
+@SYSTEMS.register(TRANSDUCTIVE_SYSTEM, "system", params=NoParams, family="feature_clf",
+                  transductive=True,
+                  description="feature_clf whose unseen-question features are z-scored over "
+                  "the test batch (transductive); unseen questions only")
+def feature_clf_transductive(data: SAFData, params: NoParams, ctx: RunContext) -> pd.DataFrame:
+    run = _feature_clf_run(ctx, TRANSDUCTIVE_SYSTEM)
+    ctx.state.unseen_cv[TRANSDUCTIVE_SYSTEM] = FC.cv_row(run.tuning, TRANSDUCTIVE_SYSTEM, True)
+    seen = set(data.train.question)
+    if run.tuning.transductive_config is None or all(
+            df.question.isin(seen).all() for df in data.evals.values()):
+        return _empty()
+    return FC.predict_all(data, [clf.with_generic(system=TRANSDUCTIVE_SYSTEM,
+                                                  **run.tuning.transductive_config)
+                                 for clf in run.classifiers], unseen_only=True)
+
+
+# --------------------------------------------------------------------------- other encoders
+
+
+def _per_encoder(ctx: RunContext, prefix: str, fn: Any) -> pd.DataFrame:
+    """``fn(system, encoder name, encoder)`` for each further encoder of the run."""
+    from saf_utils.encoders import encoder_tag
+
+    out = []
+    for name in ctx.encoders.extras:
+        t0 = time.perf_counter()
+        system = f"{prefix}:{encoder_tag(name)}"
+        out.append(fn(system, name, make_encoder(name)))
+        ctx.state.seconds[system] = time.perf_counter() - t0
+    return pd.concat(out, ignore_index=True) if out else _empty()
+
+
+@SYSTEMS.register("nearest_neighbour:", "baseline", params=NoParams, family="baselines",
+                  description="nearest_neighbour on another sentence encoder "
+                  "(nearest_neighbour:<encoder>)")
+def nearest_neighbour_variants(data: SAFData, params: NoParams, ctx: RunContext
+                               ) -> pd.DataFrame:
+    def one(system: str, name: str, encoder: Any) -> pd.DataFrame:
+        preds, loqo = FC.nearest_neighbour_variant(data, encoder, system)
+        ctx.state.unseen_cv[system] = loqo
+        return preds
+
+    return _per_encoder(ctx, "nearest_neighbour", one)
+
+
+@SYSTEMS.register("feature_clf:", "system", params=FeatureClfParams, family="feature_clf",
+                  description="feature_clf on another sentence encoder, its settings chosen "
+                  "on validation and by leave-one-question-out CV as feature_clf's "
+                  "(feature_clf:<encoder>; inductive)")
+def feature_clf_variants(data: SAFData, params: FeatureClfParams, ctx: RunContext
+                         ) -> pd.DataFrame:
+    def one(system: str, name: str, encoder: Any) -> pd.DataFrame:
+        tuning = _tune(data, params, encoder, transductive=False)
+        ctx.state.variant_tunings[name] = tuning
+        ctx.state.unseen_cv[system] = FC.cv_row(tuning, system)
+        return FC.predict_all(data, FC.fitted_per_seed(data, encoder, tuning.config,
+                                                       ctx.seeds, system))
+
+    return _per_encoder(ctx, "feature_clf", one)
+
+
+# --------------------------------------------------------------------------- cross-encoder
+
+
+@dataclass(frozen=True)
+class CrossEncoderParams:
+    """The cross-encoder: its training settings and the grid chosen on validation."""
+
+    #: model fine-tuned; None: by the data's language (encoders.default_cross_encoder)
+    model: str | None = None
+    #: saf_utils.cross_encoder.CrossEncoderSettings fields over its defaults (not model,
+    #: learning_rate, epochs: those are the grid's)
+    settings: dict = field(default_factory=dict)
+    learning_rate: tuple[float, ...] = (5e-5, 1e-4)  # grid, chosen on validation
+    epochs: tuple[int, ...] = (1, 2, 3)  # all scored from one run of the largest
+    order: tuple[str, ...] = ("answer_first", "reference_first")
+    include_question: tuple[bool, ...] = (False, True)
+    #: grouped folds over questions: out-of-fold outputs for stacking and unseen-question CV
+    folds: int = 3
+
+    def grid(self) -> dict[str, list]:
+        return {k: list(getattr(self, k))
+                for k in ("learning_rate", "epochs", "order", "include_question")}
+
+
+@SYSTEMS.register(CE_SYSTEM, "system", params=CrossEncoderParams, family="cross_encoder",
+                  description="pretrained encoder fine-tuned on (answer, reference[, "
+                  "question]) pairs; feedback retrieved for the predicted label")
+def cross_encoder(data: SAFData, params: CrossEncoderParams, ctx: RunContext) -> pd.DataFrame:
+    jobs = CrossEncoderJobs(data, {**params.settings, "model": ctx.encoders.cross_encoder},
+                            ctx.mode, ctx.output_dir / "cross_encoder", ctx.launcher, ctx.log)
+    run = run_cross_encoder(jobs, params.grid(), ctx.seeds, ctx.encoder, params.folds)
+    ctx.state.cross_encoder = run
+    ctx.state.unseen_cv[CE_SYSTEM] = run.grouped_cv
+    return run.preds
+
+
+@SYSTEMS.register(STACKED_SYSTEM, "system", params=NoParams, family="feature_clf",
+                  description="feature_clf whose seen-question model also takes the "
+                  "cross-encoder's class probabilities (out-of-fold on train)")
+def feature_clf_stacked(data: SAFData, params: NoParams, ctx: RunContext) -> pd.DataFrame:
+    """``feature_clf:stacked`` per cross-encoder seed: the chosen feature_clf settings, its
+    seen-question model fitted with the cross-encoder's out-of-fold outputs on train and
+    that seed's outputs on the eval splits (unseen questions: the unstacked generic model).
     """
-    from sklearn.metrics import accuracy_score, f1_score
-
-    tr = train.reset_index(drop=True)
-    feats = generic_features(tr, encoder)
-    y = tr.verification_feedback.to_numpy()
-    qs = tr.question.to_numpy()
-    rows = []
-    for set_name, names in (feature_sets or {"all": None}).items():
-        unknown = sorted(set(names or ()) - set(GENERIC_FEATURES))
-        if unknown:
-            raise ValueError(f"feature set {set_name!r}: unknown feature(s) {unknown}; "
-                             f"known: {list(GENERIC_FEATURES)}")
-        raw = feats[list(names or GENERIC_FEATURES)].to_numpy()
-        for norm in normalize:
-            X = per_question_zscore(raw, qs) if norm else raw
-            for model, cw in [(m, c) for m in models for c in class_weights]:
-                for C in Cs if model == "logreg" else [1.0]:
-                    clf = FeatureClassifier(encoder)
-                    pred = np.empty(len(tr), dtype=object)
-                    for q in dict.fromkeys(qs):
-                        held = qs == q
-                        pred[held] = clf._make(C, cw, model).fit(X[~held], y[~held]) \
-                            .predict(X[held])
-                    rows.append({
-                        "generic_model": model, "feature_set": set_name,
-                        "generic_feature_names": names,
-                        "normalize_unseen": norm, "generic_class_weight": cw or "none",
-                        "generic_C": C, "accuracy": accuracy_score(y, pred),
-                        "macro_f1": f1_score(y, list(pred), average="macro",
-                                             labels=list(SAF_LABELS), zero_division=0)})
-    return pd.DataFrame(rows)
+    run, ce = _feature_clf_run(ctx, STACKED_SYSTEM), ctx.state.cross_encoder
+    if ce is None:
+        raise ValueError(f"{STACKED_SYSTEM} stacks the cross-encoder: run cross_encoder "
+                         "before it")
+    classifiers = [FC.FeatureClassifier(ctx.encoder, seed=int(seed), system=STACKED_SYSTEM,
+                                        stack=ce.stack_features(seed), **run.tuning.config)
+                   .fit(data.train) for seed in sorted(ce.outputs.seed.unique())]
+    return FC.predict_all(data, classifiers)
 
 
-def loqo_baselines(train: pd.DataFrame, encoder: Encoder) -> pd.DataFrame:
-    """Leave-one-question-out accuracy/macro-F1 of the baselines' unseen-question paths.
+# --------------------------------------------------------------------------- seq2seq
 
-    ``majority``: the global majority label of the other questions; ``nearest_neighbour``:
-    :class:`ReferenceThresholds` fitted on the other questions' answer–reference cosines.
-    Same protocol and columns as :func:`grouped_cv_generic`, so the systems' unseen-question
-    paths can be compared (and one chosen) without touching a test split.
-    """
-    from sklearn.metrics import accuracy_score, f1_score
 
-    tr = train.reset_index(drop=True)
-    a = l2_normalize(encoder(tr.provided_answer.tolist()))
-    cos = _ref_cos(tr, a, encoder)
-    y = tr.verification_feedback.to_numpy()
-    qs = tr.question.to_numpy()
-    preds = {"majority": np.empty(len(tr), dtype=object),
-             "nearest_neighbour": np.empty(len(tr), dtype=object)}
-    for q in dict.fromkeys(qs):
-        held = qs == q
-        preds["majority"][held] = _mode(list(y[~held]))
-        thr = ReferenceThresholds().fit(cos[~held], y[~held])
-        preds["nearest_neighbour"][held] = thr.predict(cos[held])
-    return pd.DataFrame([{"system": name, "accuracy": accuracy_score(y, list(p)),
-                          "macro_f1": f1_score(y, list(p), average="macro",
-                                               labels=list(SAF_LABELS), zero_division=0)}
-                         for name, p in preds.items()])
+@dataclass(frozen=True)
+class Seq2SeqParams:
+    """The seq2seq models: shared training settings, per-model overrides, seeds."""
 
+    #: saf_utils.seq2seq.Seq2SeqSettings fields over its defaults, shared by all models
+    settings: dict = field(default_factory=dict)
+    #: model name (hub id, folder, scratch, bert2bert:ENCODER) -> its overrides;
+    #: None: just settings["model"] (default scratch)
+    models: dict | None = None
+    seeds: tuple[int, ...] | None = None  # None: the run's seeds
+    include_question: bool = True  # the question in the model input
+
+
+@SYSTEMS.register("seq2seq:", "system", params=Seq2SeqParams, family="seq2seq",
+                  description="text2text model writing '<label> Feedback: <text>'")
+def seq2seq_models(data: SAFData, params: Seq2SeqParams, ctx: RunContext) -> pd.DataFrame:
+    preds, logs = run_seq2seq(data, params.settings, params.models,
+                              list(params.seeds or ctx.seeds), ctx.output_dir / "seq2seq",
+                              ctx.mode, params.include_question, ctx.launcher, ctx.log)
+    ctx.state.seq2seq_logs = logs
+    return preds
+
+
+# --------------------------------------------------------------------------- oracles
+
+
+@SYSTEMS.register("label_oracle", "oracle", params=NoParams, family="oracles")
+def label_oracle_system(data: SAFData, params: NoParams, ctx: RunContext) -> pd.DataFrame:
+    """gold label and score, feedback retrieved for the gold label (sees gold)"""
+    return _every_split(data, lambda df: B.label_oracle(data.train, df, ctx.encoder))
+
+
+# --------------------------------------------------------------------------- in their own modules
+# A system in its own module registers itself on import: one line here each (docs/recipes.md).

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -209,17 +210,6 @@ def _moverscore_by_split(p: pd.DataFrame, hyps: list[str], refs: list[str],
     return out
 
 
-def recorder_items(items: pd.DataFrame, task: str, dataset: str) -> pd.DataFrame:
-    """:func:`item_scores` rows in the layout of ``Recorder.add_items`` (cluster = question)."""
-    return pd.DataFrame({"task": task, "dataset": dataset, "split": items.split,
-                         "system": items.system, "metric": items.metric, "item": items["id"],
-                         "cluster": items.question, "value": items.value,
-                         "seed": items.seed.astype(object).where(items.seed.notna(), None),
-                         "fold": None})
-
-
-# --------------------------------------------------------------------------- corpus statistics
-
 
 def corpus_stat(metric: str, preds: pd.DataFrame) -> tuple[np.ndarray, stats.Statistic]:
     """Per-item sufficient statistics and statistic of a corpus metric for one table."""
@@ -365,27 +355,6 @@ def paired_table(preds: pd.DataFrame, items: pd.DataFrame, reference: str,
     return pd.DataFrame(rows)
 
 
-def wide_table(table: pd.DataFrame, split: str, value: str = "mean",
-               metrics: Sequence[str] = HEADLINE_METRICS, digits: int = 3,
-               systems: Sequence[str] | None = None) -> pd.DataFrame:
-    """One split of :func:`headline_table` / :func:`paired_table` as system × metric strings
-    ``value [low, high]`` (``diff`` tables add ``p=``)."""
-    sub = table[table.split == split]
-    cells = {}
-    for r in sub.itertuples():
-        d = 1 if r.metric in ("sacrebleu", "chrf") else digits
-        text = f"{getattr(r, value):.{d}f} [{r.ci_low:.{d}f}, {r.ci_high:.{d}f}]"
-        if value == "diff":
-            text += f" p={r.p_value:.3f}"
-            if "p_adj" in sub and pd.notna(getattr(r, "p_adj", np.nan)):
-                text += f" (adj. {r.p_adj:.3f})"
-        cells[(r.system, r.metric)] = text
-    order = list(systems) if systems is not None else list(dict.fromkeys(sub.system))
-    cols = [m for m in metrics if any(k[1] == m for k in cells)]
-    return pd.DataFrame([[cells.get((s, m), "") for m in cols] for s in order
-                         if any(k[0] == s for k in cells)],
-                        index=[s for s in order if any(k[0] == s for k in cells)], columns=cols)
-
 
 def question_ids(questions: Sequence[str]) -> dict[str, str]:
     """Short stable ids ``q01, q02, ...`` for question texts (sorted), for ``subset``."""
@@ -420,100 +389,107 @@ def new_questions_table(items: pd.DataFrame, splits: Sequence[str],
     return P.headline_table(it, QUESTIONS) if len(it) else pd.DataFrame()
 
 
-# --------------------------------------------------------------------------- error analysis
+# --------------------------------------------------------------------------- notebook 02
 
 
-def confusion_by_split(preds: pd.DataFrame) -> dict[tuple[str, str], pd.DataFrame]:
-    """Confusion matrix (gold × predicted + unparseable) per (system, split)."""
-    from saf_utils.metrics import confusion
-
-    out = {}
-    for (system, split), g in preds.groupby(["system", "split"], sort=False):
-        pred = [p if isinstance(p, str) else None for p in g.pred_label]
-        out[(system, split)] = confusion(g.gold_label.tolist(), pred, SAF_LABELS)
-    return out
+def bertscore_settings(language: str, model: str | None = None, num_layers: int | None = None,
+                       lang: str | None = None) -> dict[str, Any]:
+    """BERTScore keyword arguments; the rescaling language defaults to the data's language."""
+    return {"model_type": model, "num_layers": num_layers, "lang": lang or language}
 
 
-def _row_errors(preds: pd.DataFrame) -> pd.DataFrame:
-    p = preds.copy()
-    p["correct"] = p.pred_label == p.gold_label
-    ps = pd.to_numeric(p.pred_score, errors="coerce")
-    p["sq_error"] = np.where(ps.isna(), np.maximum(p.gold_score, 1 - p.gold_score) ** 2,
-                             (ps - p.gold_score) ** 2)
-    return p
+@dataclass
+class Evaluation:
+    """Everything :func:`evaluate` measured; :func:`record` writes it."""
+
+    preds: pd.DataFrame
+    items: pd.DataFrame
+    designs: dict[str, P.Design]  # the headline design of each split
+    headline: pd.DataFrame  # every split × system × metric under its design
+    per_seed: pd.DataFrame
+    reference: str  # strongest baseline on validation
+    chosen: str  # val-chosen system (baselines and systems only)
+    choice: P.Choice  # the validation table behind ``chosen``
+    selection_metric: str
+    comparisons: pd.DataFrame  # test splits: systems minus the reference, leads; adjusted
+    new_questions: pd.DataFrame  # mean metrics, estimand "new questions" (enough questions)
+    per_question: pd.DataFrame  # few-question splits: per question, item-level intervals
+    few_question_splits: list[str]
+
+    role_of: dict[str, str]  # system -> role (the registry's), every system of ``preds``
+
+    def roles(self) -> dict[str, str]:
+        return dict(self.role_of)
 
 
-def per_question_metrics(preds: pd.DataFrame) -> pd.DataFrame:
-    """Accuracy, MSE (unparseable charged the worst error) and n per system/split/question."""
-    p = _row_errors(preds)
-    return (p.groupby(["system", "split", "question"], sort=False)
-            .agg(n=("id", "size"), accuracy=("correct", "mean"), mse=("sq_error", "mean"))
-            .reset_index())
+#: The pre-specified primary comparison of notebook 02 (the val-chosen system minus the
+#: val-strongest baseline); ``evaluate`` fills in the systems.
+PRIMARY = {"split": "test_unseen_answers", "metric": "accuracy"}
 
 
-def error_class_breakdown(preds: pd.DataFrame) -> pd.DataFrame | None:
-    """Accuracy and miss rate per error class and system; None without ``error_class``."""
-    if "error_class" not in preds.columns or preds.error_class.isna().all():
-        return None
-    p = _row_errors(preds)
-    out = (p.groupby(["system", "split", "error_class"], sort=False)
-           .agg(n=("id", "size"), accuracy=("correct", "mean")).reset_index())
-    out["miss_rate"] = 1 - out.accuracy
-    return out
+def choose_on_validation(headline: pd.DataFrame, role_of: Mapping[str, str],
+                         metric: str = "macro_f1",
+                         allowed: Sequence[str] = ("baseline", "system"),
+                         split: str = "validation") -> P.Choice:
+    """The system (role in ``allowed``; ``role_of``: system -> role) with the best
+    validation ``metric`` (ties: the headline table's order)."""
+    v = headline[(headline.split == split) & (headline.metric == metric)]
+    names = {s: role_of[s] for s in dict.fromkeys(v.system)}
+    return P.choose_from(v.rename(columns={"mean": "value"})[["system", "value"]], metric,
+                         names, allowed, split, metric in LOWER_IS_BETTER)
 
 
-def sentence_chrf(hyps: Sequence[str], refs: Sequence[str]) -> list[float]:
-    """Per-pair chrF (0-100), for sorting and binning examples."""
-    import sacrebleu
+def evaluate(preds: pd.DataFrame, role_of: Mapping[str, str],
+             bertscore_kwargs: Mapping[str, Any] | None = None,
+             moverscore_model: Any = None, embedding_metrics: bool = True,
+             selection_metric: str = "macro_f1", n_resamples: int = 1000, seed: int = 0
+             ) -> Evaluation:
+    """Per-item scores, headline intervals, the val choices and the adjusted comparisons.
 
-    return [float(sacrebleu.sentence_chrf(h or "", [r]).score)
-            for h, r in zip(hyps, refs, strict=True)]
-
-
-def worst_examples(preds: pd.DataFrame, n: int = 5) -> pd.DataFrame:
-    """Wrong labels with the largest score error, then the lowest feedback chrF."""
-    p = _row_errors(preds)
-    p["feedback_chrf"] = sentence_chrf(p.pred_feedback.fillna("").astype(str).tolist(),
-                                       p.gold_feedback.astype(str).tolist())
-    p = p.sort_values(["correct", "sq_error", "feedback_chrf"], ascending=[True, False, True],
-                      kind="stable")
-    cols = ["system", "split", "question", "provided_answer", "gold_label", "pred_label",
-            "gold_score", "pred_score", "gold_feedback", "pred_feedback", "feedback_chrf"]
-    return p[cols].head(n).reset_index(drop=True)
-
-
-def feedback_by_answer_length(preds: pd.DataFrame, bins: Sequence[float] = (0, 5, 10, 20, 40,
-                                                                              np.inf)
-                              ) -> pd.DataFrame:
-    """Accuracy and mean sentence chrF of the feedback per answer-length bin (words)."""
-    p = _row_errors(preds)
-    p["answer_words"] = p.provided_answer.astype(str).str.split().str.len()
-    edges = list(bins)
-    names = [f"{int(lo)}+" if math.isinf(hi) else f"{int(lo)}-{int(hi) - 1}"
-             for lo, hi in zip(edges[:-1], edges[1:], strict=True)]
-    p["length_bin"] = pd.cut(p.answer_words, bins=edges, right=False, labels=names)
-    p["feedback_chrf"] = sentence_chrf(p.pred_feedback.fillna("").astype(str).tolist(),
-                                       p.gold_feedback.astype(str).tolist())
-    out = (p.groupby(["system", "split", "length_bin"], sort=True, observed=True)
-           .agg(n=("id", "size"), accuracy=("correct", "mean"),
-                feedback_chrf=("feedback_chrf", "mean")).reset_index())
-    out["length_bin"] = out.length_bin.astype(str)  # rows stay in bin order
-    return out
-
-
-def seen_unseen_gap(summary: pd.DataFrame, metrics: Sequence[str] = (
-        "accuracy", "macro_f1", "sacrebleu", "bertscore_f1")) -> pd.DataFrame:
-    """Per system and metric: unseen answers − unseen questions.
-
-    ``summary`` has ``split, system, metric, mean`` (e.g. :func:`headline_table`, or the
-    headline records of notebook 02).
+    The reference is the baseline with the best validation ``selection_metric``; the
+    chosen system is the best baseline-or-system by the same metric (oracles and probes
+    never). Comparisons (test splits only; eligible systems minus the reference on every
+    headline metric, each test leader minus its runner-up, and the chosen system minus the
+    reference with the *new questions* estimand where there are enough questions) are
+    Holm-adjusted except the primary one (:data:`PRIMARY`). ``role_of``: system -> role
+    (the registry's, e.g. :attr:`saf_utils.saf.run.SAFRun.roles`).
     """
-    s = summary[summary.metric.isin(metrics)]
-    wide = s.pivot_table(index=["system", "metric"], columns="split", values="mean")
-    need = {"test_unseen_answers", "test_unseen_questions"}
-    if not need <= set(wide.columns):
-        return pd.DataFrame(columns=["system", "metric", "test_unseen_answers",
-                                     "test_unseen_questions", "gap"])
-    wide = wide[["test_unseen_answers", "test_unseen_questions"]].copy()
-    wide["gap"] = wide.test_unseen_answers - wide.test_unseen_questions
-    return wide.reset_index()
+    preds = collapse_identical_seeds(preds)
+    metrics = (*HEADLINE_METRICS, "mse_max_penalty", "unparseable_rate")
+    items = item_scores(preds, bertscore_kwargs, moverscore_model, embedding_metrics)
+    n_q = preds.groupby("split").question.nunique()
+    designs = {s: design_for(int(n_q[s]), n_resamples, seed) for s in n_q.index}
+    headline = headline_table(preds, items, designs, metrics)
+    roles = {s: role_of[s] for s in dict.fromkeys(preds.system)}
+    reference = choose_on_validation(headline, roles, selection_metric, ("baseline",))
+    choice = choose_on_validation(headline, roles, selection_metric)
+    ref, chosen = reference.per_fold[None], choice.per_fold[None]
+    eligible = [s for s in roles if roles[s] in P.ELIGIBLE]
+    tests = {s: d for s, d in designs.items() if s.startswith("test")}
+    frames = [paired_table(preds, items, ref, tests, HEADLINE_METRICS, eligible)]
+    lower = LOWER_IS_BETTER
+    leads = P.leaders(headline[headline.split.isin(list(tests))
+                               & headline.metric.isin(HEADLINE_METRICS)], roles, lower)
+    for (split, metric), (top, runner) in leads.items():
+        if ref not in (top, runner):
+            frames.append(paired_table(preds, items, runner, {split: tests[split]},
+                                          (metric,), [top]))
+    many = [s for s in tests if n_q[s] >= FEW_QUESTIONS]
+    if chosen != ref and many:
+        it = _items(items, ("accuracy",))
+        it = it[it.split.isin(many) & it.system.isin([chosen, ref])]
+        frames.append(P.paired_table(it, ref, QUESTIONS.but(n_resamples=n_resamples,
+                                                                seed=seed)))
+    comp = pd.concat([f for f in frames if len(f)], ignore_index=True)
+    comp = comp.drop_duplicates(["split", "metric", "system", "reference", "estimand"])
+    primary = ({**PRIMARY, "system": chosen, "reference": ref,
+                "estimand": designs.get(PRIMARY["split"], ANSWERS).estimand}
+               if chosen != ref and PRIMARY["split"] in designs else None)
+    comp = P.adjust(comp, primary)
+    few = [s for s in n_q.index if n_q[s] < FEW_QUESTIONS]
+    per_question = (per_question_table(items[items.split.isin(few)], ("accuracy", "mse"),
+                                          n_resamples, seed, question_ids(items.question))
+                    if few else pd.DataFrame())  # ids over all splits, as in 05
+    return Evaluation(preds, items, designs, headline, per_seed_table(preds, items, metrics),
+                      ref, chosen, choice, selection_metric, comp,
+                      new_questions_table(items, many), per_question, few, roles)

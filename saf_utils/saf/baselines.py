@@ -1,0 +1,290 @@
+"""SAF baselines and the oracle: majority, nearest neighbour, reference thresholds, the
+feedback bank and the label oracle.
+
+Each takes training and evaluation frames (:func:`saf_utils.saf.formats.saf_frame`) and an
+encoder (``texts -> L2-normalised vectors``, e.g. ``functools.partial(
+saf_utils.encoders.encode, model=...)``) and returns a
+:func:`saf_utils.saf.formats.prediction_table`. They are registered as systems in
+:mod:`saf_utils.saf.systems`.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from saf_utils import numerics
+from saf_utils.encoders import l2_normalize
+from saf_utils.saf.data import SAF_LABELS
+from saf_utils.saf.formats import LABEL_SCORE, prediction_table
+from saf_utils.text import split_sentences, word_tokens
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _mode(values: Sequence[Any]) -> Any:
+    """Most frequent value; ties go to the first seen (deterministic)."""
+    return Counter(values).most_common(1)[0][0]
+
+
+Encoder = Callable[[Sequence[str]], np.ndarray]
+
+
+_POINTS = re.compile(r"\(\s*(?:je\s+)?[\d.,\s\-–]+\s*P\.?\s*\)", re.IGNORECASE)
+
+
+def strip_points(text: str) -> str:
+    """Remove grading annotations like ``(0.25 P)`` / ``(je 0.25 P)`` from a reference answer."""
+    return " ".join(_POINTS.sub("", text).split())
+
+
+def content_words(text: str) -> set[str]:
+    return {t for t in word_tokens(text) if len(t) > 3 and not t.isdigit()}
+
+
+def reference_sentences(text: str) -> list[str]:
+    return split_sentences(strip_points(text), ".!?;") or [text]
+
+
+# --------------------------------------------------------------------------- baselines
+
+
+def majority_baseline(train: pd.DataFrame, test: pd.DataFrame,
+                      system: str = "majority") -> pd.DataFrame:
+    """Per question: most frequent label, score and feedback of its training answers.
+
+    Questions without training answers (unseen questions) back off to the global majority
+    label/score/feedback; those rows have ``backoff=True``.
+    """
+    per_q = train.groupby("question").agg(
+        label=("verification_feedback", _mode), score=("score", _mode),
+        feedback=("answer_feedback", _mode))
+    glob = (_mode(train.verification_feedback.tolist()), _mode(train.score.tolist()),
+            _mode(train.answer_feedback.tolist()))
+    labels, scores, fbs, back = [], [], [], []
+    for q in test.question:
+        if q in per_q.index:
+            row = per_q.loc[q]
+            labels.append(row.label)
+            scores.append(float(row.score))
+            fbs.append(row.feedback)
+            back.append(False)
+        else:
+            labels.append(glob[0])
+            scores.append(float(glob[1]))
+            fbs.append(glob[2])
+            back.append(True)
+    return prediction_table(test, system, labels=labels, scores=scores, feedback=fbs,
+                            backoff=back)
+
+
+def _macro_f1(y: np.ndarray, pred: np.ndarray, labels: Sequence[str] = SAF_LABELS) -> float:
+    """Macro F1 over ``labels`` (fast numpy version for threshold grids)."""
+    f1s = []
+    for lab in labels:
+        tp = float(np.sum((pred == lab) & (y == lab)))
+        denom = float(np.sum(pred == lab) + np.sum(y == lab))
+        f1s.append(2 * tp / denom if denom else 0.0)
+    return float(np.mean(f1s))
+
+
+@dataclass
+class ReferenceThresholds:
+    """Label from cosine(answer, reference) with two cut points learned on train.
+
+    The zero-training-answer fallback for unseen questions: ``cos >= hi`` → Correct,
+    ``cos < lo`` → Incorrect, else partial; cut points maximise train macro-F1.
+    """
+
+    lo: float = 0.0
+    hi: float = 1.0
+
+    def fit(self, cos: np.ndarray, labels: Sequence[str]) -> ReferenceThresholds:
+        cos = np.asarray(cos, dtype=float)
+        y = np.asarray(list(labels))
+        grid = np.unique(np.quantile(cos, np.linspace(0.02, 0.98, 49)))
+        best = (-1.0, self.lo, self.hi)
+        for i, lo in enumerate(grid):
+            for hi in grid[i:]:
+                f1 = numerics.round_score(_macro_f1(y, np.asarray(self._apply(cos, lo, hi))))
+                if f1 > best[0]:  # ties: the first (lowest) cut points
+                    best = (f1, lo, hi)
+        self.lo, self.hi = float(best[1]), float(best[2])
+        return self
+
+    @staticmethod
+    def _apply(cos: np.ndarray, lo: float, hi: float) -> list[str]:
+        cos = np.asarray(cos, dtype=float)
+        return np.where(cos >= hi, "Correct",
+                        np.where(cos < lo, "Incorrect", "Partially correct")).tolist()
+
+    def predict(self, cos: np.ndarray) -> list[str]:
+        return self._apply(cos, self.lo, self.hi)
+
+
+class FeedbackBank:
+    """Training feedback, looked up by (question, label) and by answer similarity.
+
+    For unseen questions: Correct gets the most frequent training feedback of Correct
+    answers (often a fixed phrase), other labels the most frequent feedback of that label
+    for the training question closest to the new one (``strategy="nearest_question"``) or
+    the reference answer without point annotations (``strategy="reference"``).
+    """
+
+    def __init__(self, train: pd.DataFrame, encoder: Encoder | None = None):
+        self.train = train.reset_index(drop=True)
+        self.encoder = encoder
+        self.by_q_label = train.groupby(["question", "verification_feedback"]).answer_feedback \
+            .agg(_mode).to_dict()
+        self.by_label = train.groupby("verification_feedback").answer_feedback.agg(_mode) \
+            .to_dict()
+        self.questions = sorted(set(train.question))
+        self._q_emb: np.ndarray | None = None
+
+    def most_frequent(self, question: str, label: str) -> str | None:
+        return self.by_q_label.get((question, label))
+
+    def nearest_question(self, question: str) -> str:
+        if self.encoder is None:
+            return self.questions[0]
+        if self._q_emb is None:
+            self._q_emb = l2_normalize(self.encoder(self.questions))
+        v = l2_normalize(self.encoder([question]))[0]
+        return self.questions[int(np.argmax(numerics.round_features(self._q_emb @ v)))]
+
+    def unseen(self, question: str, reference: str, label: str,
+               strategy: str = "nearest_question") -> str:
+        if label == "Correct" or strategy == "global":
+            return self.by_label.get(label, "")
+        if strategy == "reference":
+            return strip_points(reference)
+        if strategy == "nearest_question":
+            near = self.nearest_question(question)
+            return self.by_q_label.get((near, label)) or self.by_label.get(label, "")
+        raise ValueError(f"unknown unseen-question feedback strategy {strategy!r}")
+
+
+def nearest_neighbour_baseline(train: pd.DataFrame, test: pd.DataFrame, encoder: Encoder,
+                               system: str = "nearest_neighbour",
+                               unseen_feedback: str = "nearest_question") -> pd.DataFrame:
+    """Label, score and feedback of the most similar training answer to the same question.
+
+    Unseen questions have no training answers: their label comes from
+    cosine(answer, reference) with :class:`ReferenceThresholds` fitted on train, their
+    feedback from :class:`FeedbackBank` (``backoff=True`` on those rows).
+    """
+    tr = train.reset_index(drop=True)
+    a_tr = l2_normalize(encoder(tr.provided_answer.tolist()))
+    a_te = l2_normalize(encoder(test.provided_answer.tolist()))
+    thr = ReferenceThresholds().fit(_ref_cos(tr, a_tr, encoder), tr.verification_feedback)
+    ref_cos_te = _ref_cos(test, a_te, encoder)
+    bank = FeedbackBank(tr, encoder)
+    idx_by_q = {q: np.flatnonzero(tr.question.to_numpy() == q) for q in set(tr.question)}
+    labels, scores, fbs, back = [], [], [], []
+    for i, (q, ref) in enumerate(zip(test.question, test.reference_answer, strict=True)):
+        cand = idx_by_q.get(q)
+        if cand is not None and len(cand):
+            j = cand[int(np.argmax(numerics.round_features(a_tr[cand] @ a_te[i])))]
+            labels.append(tr.verification_feedback[j])
+            scores.append(float(tr.score[j]))
+            fbs.append(tr.answer_feedback[j])
+            back.append(False)
+        else:
+            lab = thr.predict(ref_cos_te[i:i + 1])[0]
+            labels.append(lab)
+            scores.append(LABEL_SCORE[lab])
+            fbs.append(bank.unseen(q, ref, lab, unseen_feedback))
+            back.append(True)
+    return prediction_table(test, system, labels=labels, scores=scores, feedback=fbs,
+                            backoff=back)
+
+
+def label_oracle(train: pd.DataFrame, test: pd.DataFrame, encoder: Encoder | None = None,
+                 system: str = "label_oracle") -> pd.DataFrame:
+    """ORACLE: the gold label and score, feedback retrieved for the gold label.
+
+    Feedback is the most frequent training feedback of (question, gold label), for unseen
+    questions :meth:`FeedbackBank.unseen` with the gold label. It sees gold, so it is no
+    system: it is the ceiling of retrieved feedback when the label is right.
+    """
+    bank = FeedbackBank(train.reset_index(drop=True), encoder)
+    fbs = [bank.most_frequent(q, lab) or bank.unseen(q, ref, lab)
+           for q, ref, lab in zip(test.question, test.reference_answer,
+                                  test.verification_feedback, strict=True)]
+    seen = test.question.isin(set(train.question)).to_numpy()
+    return prediction_table(test, system, labels=test.verification_feedback.tolist(),
+                            scores=test.score.astype(float).tolist(), feedback=fbs,
+                            backoff=list(~seen))
+
+
+def retrieved_feedback_table(train: pd.DataFrame, test: pd.DataFrame, labels: Sequence[str],
+                             system: str, encoder: Encoder | None = None,
+                             scores: Sequence[float] | None = None, seed: int | None = None,
+                             raw: Sequence[str] | None = None,
+                             unseen_feedback: str = "nearest_question") -> pd.DataFrame:
+    """Prediction table of a label predictor with feedback retrieved as ``feature_clf`` does.
+
+    Seen questions: the most frequent training feedback of (question, predicted label) and
+    the mean training score of that pair (unless ``scores`` are given); unseen questions:
+    :meth:`FeedbackBank.unseen` and the label's nominal score. Shared so that the feedback
+    metrics of label predictors differ only through their labels.
+    """
+    tr = train.reset_index(drop=True)
+    bank = FeedbackBank(tr, encoder)
+    mean_score = tr.groupby(["question", "verification_feedback"]).score.mean().to_dict()
+    seen_q = set(tr.question)
+    out_scores, fbs, back = [], [], []
+    for i, (q, ref, lab) in enumerate(zip(test.question, test.reference_answer, labels,
+                                          strict=True)):
+        seen = q in seen_q
+        back.append(not seen)
+        if seen:
+            fbs.append(bank.most_frequent(q, lab) or bank.by_label.get(lab, ""))
+            default = float(mean_score.get((q, lab), LABEL_SCORE[lab]))
+        else:
+            fbs.append(bank.unseen(q, ref, lab, unseen_feedback))
+            default = LABEL_SCORE[lab]
+        out_scores.append(float(scores[i]) if scores is not None else default)
+    return prediction_table(test, system, labels=list(labels), scores=out_scores,
+                            feedback=fbs, raw=raw, seed=seed, backoff=back)
+
+
+def _ref_cos(df: pd.DataFrame, a: np.ndarray, encoder: Encoder) -> np.ndarray:
+    r = l2_normalize(encoder([strip_points(t) for t in df.reference_answer]))
+    return numerics.round_features(np.einsum("ij,ij->i", a, r))
+
+
+
+
+def loqo_baselines(train: pd.DataFrame, encoder: Encoder) -> pd.DataFrame:
+    """Leave-one-question-out accuracy/macro-F1 of the baselines' unseen-question paths.
+
+    ``majority``: the global majority label of the other questions; ``nearest_neighbour``:
+    :class:`ReferenceThresholds` fitted on the other questions' answer–reference cosines.
+    Same protocol and columns as :func:`grouped_cv_generic`, so the systems' unseen-question
+    paths can be compared (and one chosen) without touching a test split.
+    """
+    from sklearn.metrics import accuracy_score, f1_score
+
+    tr = train.reset_index(drop=True)
+    a = l2_normalize(encoder(tr.provided_answer.tolist()))
+    cos = _ref_cos(tr, a, encoder)
+    y = tr.verification_feedback.to_numpy()
+    qs = tr.question.to_numpy()
+    preds = {"majority": np.empty(len(tr), dtype=object),
+             "nearest_neighbour": np.empty(len(tr), dtype=object)}
+    for q in dict.fromkeys(qs):
+        held = qs == q
+        preds["majority"][held] = _mode(list(y[~held]))
+        thr = ReferenceThresholds().fit(cos[~held], y[~held])
+        preds["nearest_neighbour"][held] = thr.predict(cos[held])
+    return pd.DataFrame([{"system": name, "accuracy": accuracy_score(y, list(p)),
+                          "macro_f1": f1_score(y, list(p), average="macro",
+                                               labels=list(SAF_LABELS), zero_division=0)}
+                         for name, p in preds.items()])
+

@@ -1,0 +1,261 @@
+"""The SAF cross-encoder (``cross_encoder``) as jobs: its examples, the validation grid,
+one model per seed, out-of-fold outputs on train (stacking, unseen-question CV).
+
+Every fine-tune goes through :func:`saf_utils.jobs.run_jobs` (``launcher`` as for
+seq2seq); the training itself is :mod:`saf_utils.cross_encoder`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from saf_utils import jobs as J
+from saf_utils import protocol as P
+from saf_utils.metrics.spec import lower_is_better
+from saf_utils.saf import formats as S
+from saf_utils.saf.baselines import retrieved_feedback_table
+from saf_utils.saf.features import StackFeatures
+from saf_utils.text import listing
+
+TASK = "saf"
+CE_ORDERS = ("answer_first", "reference_first")
+CE_SYSTEM = "cross_encoder"
+
+
+def cross_encoder_examples(df: pd.DataFrame, order: str = "answer_first",
+                           include_question: bool = False, words: Mapping[str, str] | None = None,
+                           mode: str = "verification") -> J.Examples:
+    """Text pairs (answer, reference[ + question]) or the reverse order, and their targets
+    (the label, or the score as text in score mode)."""
+    if order not in CE_ORDERS:
+        raise ValueError(f"order {order!r}: use one of {CE_ORDERS}")
+    w = words or S.prompt_words()
+    answers = [" ".join(str(a).split()) for a in df.provided_answer]
+    refs = [" ".join(str(r).split()) for r in df.reference_answer]
+    if include_question:
+        refs = [f"{r} {w['question']}: {' '.join(str(q).split())}"
+                for r, q in zip(refs, df.question, strict=True)]
+    first, second = (answers, refs) if order == "answer_first" else (refs, answers)
+    targets = (df.verification_feedback.tolist() if mode == "verification"
+               else [S.format_score(x) for x in df.score])
+    return J.Examples(df["id"].tolist(), first, targets, second)
+
+
+@dataclass(frozen=True)
+class CrossEncoderJobs:
+    """What every cross-encoder job of one run shares: data, settings, where and how."""
+
+    data: Any  # saf_utils.saf.run.SAFData
+    settings: Mapping[str, Any]  # CrossEncoderSettings fields (model resolved)
+    mode: str
+    output_dir: str | Path
+    launcher: str = "none"
+    log: Callable[[str], None] = print
+
+    def job(self, system: str, train: pd.DataFrame, evals: Mapping[str, pd.DataFrame],
+            order: str, include_question: bool, fold: int | None = None, **extra: Any
+            ) -> J.TrainJob:
+        """One fine-tune on ``train`` predicting ``evals``."""
+        from saf_utils.cross_encoder import CrossEncoderSettings
+
+        values = {**dict(self.settings), **extra,
+                  "mode": "label" if self.mode == "verification" else "score"}
+        if values["mode"] == "label":
+            values.setdefault("labels", list(S.SAF_LABELS))
+        values = dataclasses.asdict(CrossEncoderSettings(**values))  # checks the field names
+        values.pop("seed")
+        base = J.TrainJob(examples="", task=TASK, output_dir=str(self.output_dir),
+                          kind="cross_encoder", settings=values, system=system, fold=fold,
+                          save_model=False)
+
+        def ex(df: pd.DataFrame) -> J.Examples:
+            return cross_encoder_examples(df, order, include_question, self.data.words,
+                                          self.mode)
+
+        return J.with_examples(base, ex(train), {s: ex(df) for s, df in evals.items()})
+
+    def run(self, jobs: Sequence[J.TrainJob]) -> Any:
+        return J.run_jobs(list(jobs), launcher=self.launcher, log=self.log)
+
+    def labels(self, outputs: Sequence[str]) -> list[str]:
+        return (list(outputs) if self.mode == "verification"
+                else [S.score_to_label(float(o)) for o in outputs])
+
+
+def _vector(row: Mapping[str, Any]) -> list[float]:
+    """Stacking features of one output row: class probabilities, or the score."""
+    probs = row.get("probs")
+    if isinstance(probs, Mapping):
+        return [float(probs[lab]) for lab in S.SAF_LABELS]
+    return [float(row["output"])]
+
+
+def _macro_f1(gold: Sequence[str], pred: Sequence[str]) -> float:
+    from sklearn.metrics import f1_score
+
+    return float(f1_score(list(gold), list(pred), average="macro", labels=list(S.SAF_LABELS),
+                          zero_division=0))
+
+
+def _label_scores(gold: Sequence[str], pred: Sequence[str]) -> dict[str, float]:
+    return {"accuracy": float(np.mean(np.array(pred) == np.array(gold))),
+            "macro_f1": _macro_f1(gold, pred)}
+
+
+def question_folds(questions: Sequence[str], k: int) -> dict[str, int]:
+    """Grouped folds: each question in one of ``min(k, #questions)`` folds, round robin in
+    order of first appearance (deterministic, balanced in questions)."""
+    unique = list(dict.fromkeys(questions))
+    if len(unique) < 2:
+        raise ValueError("grouped folds need at least two questions")
+    k = min(k, len(unique))
+    return {q: i % k for i, q in enumerate(unique)}
+
+
+@dataclass
+class CrossEncoderRun:
+    """What :func:`run_cross_encoder` trained, chose and predicted."""
+
+    preds: pd.DataFrame  # prediction table of ``cross_encoder``, every eval split and seed
+    grid: pd.DataFrame  # validation grid (one row per setting and epoch count)
+    config: dict[str, Any]  # chosen learning rate, epochs, order, include_question
+    outputs: pd.DataFrame  # raw job rows of the seeds (split, id, seed, output, probs)
+    oof: pd.DataFrame  # train rows: id, question, fold, output, probs (out of fold)
+    grouped_cv: pd.DataFrame  # unseen-question path: accuracy / macro-F1 of the oof labels
+    logs: pd.DataFrame  # one row per job: kind of job, seconds, steps, peak memory
+    selection: str = "validation macro_f1"
+    chosen_row: int = 0  # the row of ``grid`` chosen
+
+    def stack_features(self, seed: int) -> StackFeatures:
+        """Out-of-fold features for train, the ``seed`` model's features for eval splits."""
+        table = {("train", r["id"]): _vector(r) for r in self.oof.to_dict("records")}
+        mine = self.outputs[self.outputs.seed == seed]
+        table.update({(r["split"], r["id"]): _vector(r) for r in mine.to_dict("records")})
+        names = ([f"ce_p_{lab}" for lab in S.SAF_LABELS]
+                 if isinstance(self.oof.probs.iloc[0], Mapping) else ["ce_score"])
+        return StackFeatures(table, names)
+
+
+def cross_encoder_oof(ce: CrossEncoderJobs, config: Mapping[str, Any], seed: int,
+                      folds: int = 3) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Out-of-fold cross-encoder outputs for every training answer: grouped k-fold over
+    questions, one fine-tune per fold on the other folds' answers.
+
+    No training answer's output comes from a model that saw it, nor any answer to its
+    question: the stacked classifier never learns from in-sample probabilities, and the
+    same outputs score the cross-encoder's unseen-question path (grouped CV, cheaper than
+    one fine-tune per left-out question). Returns the rows (``fold`` = the held-out fold,
+    ``trained_on`` = that job's examples file) and the jobs' logs.
+    """
+    tr = ce.data.train
+    fold_of = question_folds(tr.question.tolist(), folds)
+    f = tr.question.map(fold_of)
+    jobs = []
+    for k in sorted(set(f)):
+        job = ce.job("cross_encoder-oof", tr[f != k], {"heldout": tr[f == k]},
+                     config["order"], config["include_question"], fold=k,
+                     learning_rate=config["learning_rate"], epochs=config["epochs"])
+        jobs += J.job_grid(job, [seed])
+    res = ce.run(jobs)
+    oof = res.predictions.copy()
+    oof["trained_on"] = oof.fold.map({j.fold: j.examples for j in jobs})
+    oof = oof.merge(tr[["id", "question", "verification_feedback"]], on="id", how="left")
+    if len(oof) != len(tr) or oof.id.duplicated().any():
+        raise ValueError(f"{len(oof)} out-of-fold rows for {len(tr)} training answers")
+    return oof, res.logs.assign(job="oof")
+
+
+def grid_search(ce: CrossEncoderJobs, grid: Mapping[str, Sequence[Any]], seed: int
+                ) -> tuple[pd.DataFrame, Any]:
+    """One fine-tune per setting (learning rate, order, question) at ``seed``, scored on
+    validation after every listed epoch count (the learning rate is constant, so one run
+    of the largest scores them all). Returns the grid table and the jobs' results."""
+    epochs = sorted(int(e) for e in grid["epochs"])
+    points = list(itertools.product(grid["learning_rate"], grid["order"],
+                                    grid["include_question"]))
+    jobs = []
+    for i, (lr, order, question) in enumerate(points):
+        job = ce.job(f"cross_encoder-grid{i}", ce.data.train, ce.data.evals, order, question,
+                     learning_rate=lr, epochs=epochs[-1], predict_every_epoch=len(epochs) > 1)
+        jobs += J.job_grid(job, [seed])
+    res = ce.run(jobs)
+    gold = ce.data.evals["validation"].set_index("id").verification_feedback
+    p = res.predictions
+    rows = []
+    for i, (lr, order, question) in enumerate(points):
+        for e in epochs:
+            r = p[(p.system == f"cross_encoder-grid{i}") & (p.epoch == e)
+                  & (p.split == "validation")]
+            rows.append({"learning_rate": lr, "order": order, "include_question": question,
+                         "epochs": e, **_label_scores(gold.loc[r.id].tolist(),
+                                                      ce.labels(r.output.tolist())),
+                         "system": f"cross_encoder-grid{i}"})
+    return pd.DataFrame(rows), res
+
+
+def _prediction_tables(ce: CrossEncoderJobs, outputs: pd.DataFrame, encoder: Any
+                       ) -> pd.DataFrame:
+    """``cross_encoder``'s prediction table per (seed, split), feedback retrieved for the
+    predicted label."""
+    out = []
+    for (seed, split), r in outputs.groupby(["seed", "split"], sort=False):
+        gold_df = ce.data.evals[split]
+        r = r.set_index("id").loc[gold_df["id"]]
+        scores = ([min(max(float(o), 0.0), 1.0) for o in r.output] if ce.mode == "score"
+                  else None)
+        out.append(retrieved_feedback_table(ce.data.train, gold_df, ce.labels(r.output.tolist()),
+                                            CE_SYSTEM, encoder, scores, int(seed),
+                                            raw=r.output.tolist()))
+    return pd.concat(out, ignore_index=True)
+
+
+def run_cross_encoder(ce: CrossEncoderJobs, grid: Mapping[str, Sequence[Any]],
+                      seeds: Sequence[int], encoder: Any = None, folds: int = 3
+                      ) -> CrossEncoderRun:
+    """Choose the cross-encoder's settings on validation (:func:`grid_search`, macro-F1,
+    :func:`saf_utils.protocol.choose_row`), train one model per further seed, and compute
+    out-of-fold outputs on train (:func:`cross_encoder_oof`, first seed) for stacking and
+    the unseen-question CV. The first seed's model is the chosen grid run after the chosen
+    epoch (constant learning rate: the same model as a fresh run of that many epochs)."""
+    if "validation" not in ce.data.evals:
+        raise ValueError("run_cross_encoder needs a validation split")
+    table, res = grid_search(ce, grid, seeds[0])
+    i = P.choose_row(table, "macro_f1", "validation")
+    best = table.iloc[i]
+    config = {"learning_rate": float(best.learning_rate), "epochs": int(best.epochs),
+              "order": best.order, "include_question": bool(best.include_question)}
+    ce.log(f"[cross_encoder] chosen on validation: {listing(config)}")
+    first = res.predictions[(res.predictions.system == best.system)
+                            & (res.predictions.epoch == config["epochs"])]
+    job = ce.job(CE_SYSTEM, ce.data.train, ce.data.evals, config["order"],
+                 config["include_question"], learning_rate=config["learning_rate"],
+                 epochs=config["epochs"])
+    seeded = ce.run(J.job_grid(job, seeds[1:]))
+    outputs = pd.concat([first.assign(system=CE_SYSTEM), seeded.predictions],
+                        ignore_index=True)
+    oof, oof_logs = cross_encoder_oof(ce, config, seeds[0], folds)
+    cv = pd.DataFrame([{"system": CE_SYSTEM, **_label_scores(
+        oof.verification_feedback.tolist(), ce.labels(oof.output.tolist())),
+        "protocol": f"grouped {oof.fold.nunique()}-fold over questions"}])
+    logs = pd.concat([res.logs.assign(job="grid"), seeded.logs.assign(job="seed"), oof_logs],
+                     ignore_index=True)
+    return CrossEncoderRun(_prediction_tables(ce, outputs, encoder), table, config, outputs,
+                           oof, cv, logs, chosen_row=i)
+
+
+def stacking_choice(headline: pd.DataFrame, metric: str = "macro_f1",
+                    stacked: str = "feature_clf:stacked") -> P.Choice:
+    """Whether to stack, on validation: ``feature_clf`` against ``feature_clf:stacked``."""
+    v = headline[(headline.split == "validation") & (headline.metric == metric)
+                 & headline.system.isin(["feature_clf", stacked])]
+    return P.choose_from(v.rename(columns={"mean": "value"})[["system", "value"]], metric,
+                         {"feature_clf": "system", stacked: "system"}, ("system",),
+                         "validation", lower_is_better(metric))

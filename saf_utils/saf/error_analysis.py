@@ -1,0 +1,109 @@
+"""Error analysis of SAF predictions (notebook 05): confusion matrices, per-question and
+per-error-class accuracy, worst examples, feedback quality by answer length, and the gap
+between unseen answers and unseen questions."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from saf_utils.saf.data import SAF_LABELS
+
+
+def confusion_by_split(preds: pd.DataFrame) -> dict[tuple[str, str], pd.DataFrame]:
+    """Confusion matrix (gold × predicted + unparseable) per (system, split)."""
+    from saf_utils.metrics import confusion
+
+    out = {}
+    for (system, split), g in preds.groupby(["system", "split"], sort=False):
+        pred = [p if isinstance(p, str) else None for p in g.pred_label]
+        out[(system, split)] = confusion(g.gold_label.tolist(), pred, SAF_LABELS)
+    return out
+
+
+def _row_errors(preds: pd.DataFrame) -> pd.DataFrame:
+    p = preds.copy()
+    p["correct"] = p.pred_label == p.gold_label
+    ps = pd.to_numeric(p.pred_score, errors="coerce")
+    p["sq_error"] = np.where(ps.isna(), np.maximum(p.gold_score, 1 - p.gold_score) ** 2,
+                             (ps - p.gold_score) ** 2)
+    return p
+
+
+def per_question_metrics(preds: pd.DataFrame) -> pd.DataFrame:
+    """Accuracy, MSE (unparseable charged the worst error) and n per system/split/question."""
+    p = _row_errors(preds)
+    return (p.groupby(["system", "split", "question"], sort=False)
+            .agg(n=("id", "size"), accuracy=("correct", "mean"), mse=("sq_error", "mean"))
+            .reset_index())
+
+
+def error_class_breakdown(preds: pd.DataFrame) -> pd.DataFrame | None:
+    """Accuracy and miss rate per error class and system; None without ``error_class``."""
+    if "error_class" not in preds.columns or preds.error_class.isna().all():
+        return None
+    p = _row_errors(preds)
+    out = (p.groupby(["system", "split", "error_class"], sort=False)
+           .agg(n=("id", "size"), accuracy=("correct", "mean")).reset_index())
+    out["miss_rate"] = 1 - out.accuracy
+    return out
+
+
+def sentence_chrf(hyps: Sequence[str], refs: Sequence[str]) -> list[float]:
+    """Per-pair chrF (0-100), for sorting and binning examples."""
+    import sacrebleu
+
+    return [float(sacrebleu.sentence_chrf(h or "", [r]).score)
+            for h, r in zip(hyps, refs, strict=True)]
+
+
+def worst_examples(preds: pd.DataFrame, n: int = 5) -> pd.DataFrame:
+    """Wrong labels with the largest score error, then the lowest feedback chrF."""
+    p = _row_errors(preds)
+    p["feedback_chrf"] = sentence_chrf(p.pred_feedback.fillna("").astype(str).tolist(),
+                                       p.gold_feedback.astype(str).tolist())
+    p = p.sort_values(["correct", "sq_error", "feedback_chrf"], ascending=[True, False, True],
+                      kind="stable")
+    cols = ["system", "split", "question", "provided_answer", "gold_label", "pred_label",
+            "gold_score", "pred_score", "gold_feedback", "pred_feedback", "feedback_chrf"]
+    return p[cols].head(n).reset_index(drop=True)
+
+
+def feedback_by_answer_length(preds: pd.DataFrame, bins: Sequence[float] = (0, 5, 10, 20, 40,
+                                                                              np.inf)
+                              ) -> pd.DataFrame:
+    """Accuracy and mean sentence chrF of the feedback per answer-length bin (words)."""
+    p = _row_errors(preds)
+    p["answer_words"] = p.provided_answer.astype(str).str.split().str.len()
+    edges = list(bins)
+    names = [f"{int(lo)}+" if math.isinf(hi) else f"{int(lo)}-{int(hi) - 1}"
+             for lo, hi in zip(edges[:-1], edges[1:], strict=True)]
+    p["length_bin"] = pd.cut(p.answer_words, bins=edges, right=False, labels=names)
+    p["feedback_chrf"] = sentence_chrf(p.pred_feedback.fillna("").astype(str).tolist(),
+                                       p.gold_feedback.astype(str).tolist())
+    out = (p.groupby(["system", "split", "length_bin"], sort=True, observed=True)
+           .agg(n=("id", "size"), accuracy=("correct", "mean"),
+                feedback_chrf=("feedback_chrf", "mean")).reset_index())
+    out["length_bin"] = out.length_bin.astype(str)  # rows stay in bin order
+    return out
+
+
+def seen_unseen_gap(summary: pd.DataFrame, metrics: Sequence[str] = (
+        "accuracy", "macro_f1", "sacrebleu", "bertscore_f1")) -> pd.DataFrame:
+    """Per system and metric: unseen answers − unseen questions.
+
+    ``summary`` has ``split, system, metric, mean`` (e.g. :func:`headline_table`, or the
+    headline records of notebook 02).
+    """
+    s = summary[summary.metric.isin(metrics)]
+    wide = s.pivot_table(index=["system", "metric"], columns="split", values="mean")
+    need = {"test_unseen_answers", "test_unseen_questions"}
+    if not need <= set(wide.columns):
+        return pd.DataFrame(columns=["system", "metric", "test_unseen_answers",
+                                     "test_unseen_questions", "gap"])
+    wide = wide[["test_unseen_answers", "test_unseen_questions"]].copy()
+    wide["gap"] = wide.test_unseen_answers - wide.test_unseen_questions
+    return wide.reset_index()

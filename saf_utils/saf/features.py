@@ -1,0 +1,327 @@
+"""The feature classifier of SAF (``feature_clf``): answer–reference features, kNN label
+votes, the classifier with retrieved feedback, its unseen-question CV and stacked inputs.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from saf_utils import numerics
+from saf_utils.encoders import l2_normalize
+from saf_utils.models import make_classifier
+from saf_utils.saf.baselines import (
+    Encoder,
+    FeedbackBank,
+    content_words,
+    reference_sentences,
+    strip_points,
+)
+from saf_utils.saf.data import SAF_LABELS
+from saf_utils.saf.formats import LABEL_SCORE, prediction_table
+from saf_utils.text import word_tokens
+
+
+@dataclass
+class StackFeatures:
+    """Extra classifier features looked up by (split, id): a stacked model's inputs.
+
+    ``table`` maps ``(split, id)`` to one vector (e.g. a cross-encoder's class
+    probabilities); training rows must hold out-of-fold values (see
+    :func:`saf_utils.saf.cross_encoder_jobs.cross_encoder_oof`). A row without an entry is an error:
+    silently filling it would hide a leak or a misaligned split.
+    """
+
+    table: Mapping[tuple[str, Any], Sequence[float]]
+    names: Sequence[str]
+
+    def __call__(self, df: pd.DataFrame) -> pd.DataFrame:
+        split = df["split"] if "split" in df else pd.Series(["train"] * len(df), index=df.index)
+        missing = [(s, i) for s, i in zip(split, df["id"], strict=True)
+                   if (s, i) not in self.table]
+        if missing:
+            raise KeyError(f"no stacked features for {len(missing)} row(s), e.g. {missing[:3]}")
+        return pd.DataFrame([list(self.table[(s, i)]) for s, i in zip(split, df["id"],
+                                                                       strict=True)],
+                            columns=list(self.names), index=df.index)
+
+
+
+# --------------------------------------------------------------------------- classifier
+
+GENERIC_FEATURES = (
+    "cos_ref", "cos_ref_sent_max", "cos_ref_sent_mean", "cos_question", "ref_recall",
+    "ref_precision", "ref_jaccard", "log_len", "len_ratio", "cos_ref_rank",
+)
+
+
+def generic_features(df: pd.DataFrame, encoder: Encoder) -> pd.DataFrame:
+    """Question-agnostic answer–reference features (usable for unseen questions).
+
+    Embedding cosine answer↔reference (whole, and max/mean over reference sentences),
+    answer↔question, lexical recall/precision/Jaccard of reference content words, answer
+    length and length ratio, and the cosine's rank among the *reference's own sentences*
+    (a per-question normaliser that needs no other answers).
+    """
+    a = l2_normalize(encoder(df.provided_answer.tolist()))
+    refs = [strip_points(r) for r in df.reference_answer]
+    r = l2_normalize(encoder(refs))
+    qv = l2_normalize(encoder(df.question.tolist()))
+    sent_lists = [reference_sentences(x) for x in df.reference_answer]
+    flat = [s for ss in sent_lists for s in ss]
+    s_emb = l2_normalize(encoder(flat)) if flat else np.zeros((0, a.shape[1]))
+    out: dict[str, list[float]] = {k: [] for k in GENERIC_FEATURES}
+    pos = 0
+    for i, ss in enumerate(sent_lists):
+        sims = s_emb[pos:pos + len(ss)] @ a[i]
+        self_sims = s_emb[pos:pos + len(ss)] @ r[i]
+        pos += len(ss)
+        cos_ref = float(a[i] @ r[i])
+        ans_c, ref_c = content_words(df.provided_answer.iloc[i]), content_words(refs[i])
+        inter = len(ans_c & ref_c)
+        n_ans = max(len(word_tokens(df.provided_answer.iloc[i])), 1)
+        out["cos_ref"].append(cos_ref)
+        out["cos_ref_sent_max"].append(float(sims.max()))
+        out["cos_ref_sent_mean"].append(float(sims.mean()))
+        out["cos_question"].append(float(a[i] @ qv[i]))
+        out["ref_recall"].append(inter / max(len(ref_c), 1))
+        out["ref_precision"].append(inter / max(len(ans_c), 1))
+        out["ref_jaccard"].append(inter / max(len(ans_c | ref_c), 1))
+        out["log_len"].append(math.log(n_ans))
+        out["len_ratio"].append(n_ans / max(len(word_tokens(refs[i])), 1))
+        out["cos_ref_rank"].append(cos_ref - float(self_sims.mean()))
+    return pd.DataFrame(numerics.round_features(pd.DataFrame(out).to_numpy()),
+                        columns=list(out), index=df.index)
+
+
+def knn_features(train: pd.DataFrame, a_train: np.ndarray, df: pd.DataFrame, a_df: np.ndarray,
+                 k: int = 5, leave_one_out: bool = False) -> pd.DataFrame:
+    """Similarity to training answers of the same question, per label (seen questions).
+
+    Per label: max cosine to that label's training answers and the similarity-weighted
+    share of the label among the k nearest; plus the neighbours' mean score. With
+    ``leave_one_out`` (features of the training rows themselves) each row's own entry
+    is excluded, so the classifier never sees its own label.
+    """
+    q_tr = train.question.to_numpy()
+    y_tr = train.verification_feedback.to_numpy()
+    s_tr = train.score.to_numpy(dtype=float)
+    cols = [f"max_cos_{lab}" for lab in SAF_LABELS] + [f"knn_{lab}" for lab in SAF_LABELS]
+    cols += ["knn_score", "nn_cos"]
+    rows = []
+    for i, q in enumerate(df.question.to_numpy()):
+        cand = np.flatnonzero(q_tr == q)
+        if leave_one_out:
+            cand = cand[cand != i]
+        if len(cand) == 0:
+            rows.append([np.nan] * len(cols))
+            continue
+        sims = numerics.round_features(a_train[cand] @ a_df[i])
+        feats = [float(sims[y_tr[cand] == lab].max()) if (y_tr[cand] == lab).any() else -1.0
+                 for lab in SAF_LABELS]
+        top = np.argsort(-sims, kind="stable")[:k]
+        w = np.clip(sims[top], 1e-3, None)
+        feats += [float(w[y_tr[cand][top] == lab].sum() / w.sum()) for lab in SAF_LABELS]
+        feats += [float((w * s_tr[cand][top]).sum() / w.sum()), float(sims[top[0]])]
+        rows.append(feats)
+    return pd.DataFrame(numerics.round_features(np.asarray(rows, dtype=float).reshape(
+        len(rows), len(cols))), columns=cols, index=df.index)
+
+
+def per_question_zscore(x: np.ndarray, questions: Sequence[str]) -> np.ndarray:
+    """Standardise each feature within each question's answers (a per-question curve).
+
+    Transductive: uses the other (unlabelled) answers to the same question, as a grader
+    who sees a whole batch of answers would.
+    """
+    x = np.asarray(x, dtype=float).copy()
+    q = np.asarray(questions)
+    for value in dict.fromkeys(q):
+        m = q == value
+        x[m] = (x[m] - x[m].mean(axis=0)) / (x[m].std(axis=0) + 1e-6)
+    return numerics.round_features(x)
+
+
+@dataclass
+class FeatureClassifier:
+    """"feature classifier + retrieved feedback" (system name ``feature_clf``).
+
+    Two scikit-learn classifiers predict the label: a *seen-question* model over generic
+    answer–reference features + kNN label votes among training answers of the same
+    question + a question one-hot, and a *generic* model over the question-agnostic
+    features only, used for questions without training answers. The score is the mean
+    training score of (question, predicted label) (label→score mapping for unseen
+    questions). Feedback is retrieved, never generated: the most frequent training
+    feedback of (question, predicted label) (``feedback="most_frequent"``) or the nearest
+    training answer's feedback among those with the predicted label (``"nearest"``);
+    unseen questions use :class:`FeedbackBank`. Every feature matrix is rounded
+    (:func:`saf_utils.numerics.round_features`) before it is fitted or predicted on, so
+    another machine's last bits do not reach the model (docs/reproducibility.md).
+    """
+
+    encoder: Encoder
+    model: str = "logreg"  # logreg | hgb
+    C: float = 1.0
+    generic_model: str | None = None  # unseen-question model (None: same as ``model``)
+    generic_C: float = 1.0
+    generic_class_weight: str | None = "balanced"
+    generic_feature_names: Sequence[str] | None = None  # None: all GENERIC_FEATURES
+    normalize_unseen: bool = False
+    k: int = 5
+    feedback: str = "most_frequent"
+    unseen_feedback: str = "nearest_question"
+    seed: int = 0
+    system: str = "feature_clf"
+    stack: StackFeatures | None = None  # extra seen-question features (stacking)
+    _fitted: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def _make(self, C: float, class_weight: str | None = "balanced", kind: str | None = None):
+        if class_weight is None or class_weight == "none" or (
+                isinstance(class_weight, float) and math.isnan(class_weight)):
+            class_weight = None
+        kind = kind or self.model
+        if kind == "hgb":
+            return make_classifier("hgb", self.seed, class_weight=class_weight, max_depth=3,
+                                   learning_rate=0.05, max_iter=200)
+        return make_classifier(kind, self.seed, C=C, class_weight=class_weight)
+
+    def _seen_matrix(self, df: pd.DataFrame, a: np.ndarray, loo: bool) -> np.ndarray:
+        f = self._generic_of(df)
+        knn = knn_features(self._train, self._a_train, df, a, self.k, leave_one_out=loo)
+        qs = np.array([[float(q == u) for u in self._questions] for q in df.question])
+        extra = [self.stack(df).to_numpy()] if self.stack is not None else []
+        return numerics.round_features(
+            np.hstack([f.to_numpy(), knn.fillna(0).to_numpy(), qs, *extra]))
+
+    def _generic_of(self, df: pd.DataFrame) -> pd.DataFrame:
+        return generic_features(df, self.encoder)
+
+    def _generic_matrix(self, df: pd.DataFrame) -> np.ndarray:
+        x = self._generic_of(df)[list(self.generic_feature_names or GENERIC_FEATURES)].to_numpy()
+        return per_question_zscore(x, df.question.to_numpy()) if self.normalize_unseen else x
+
+    def fit(self, train: pd.DataFrame) -> FeatureClassifier:
+        tr = train.reset_index(drop=True)
+        self._train = tr
+        self._a_train = l2_normalize(self.encoder(tr.provided_answer.tolist()))
+        self._questions = sorted(set(tr.question))
+        y = tr.verification_feedback.to_numpy()
+        self._seen = self._make(self.C).fit(self._seen_matrix(tr, self._a_train, True), y)
+        self._generic = self._make(self.generic_C, self.generic_class_weight,
+                                   self.generic_model).fit(self._generic_matrix(tr), y)
+        self._score = tr.groupby(["question", "verification_feedback"]).score.mean().to_dict()
+        self._bank = FeedbackBank(tr, self.encoder)
+        return self
+
+    def with_generic(self, **changes: Any) -> FeatureClassifier:
+        """A copy with other unseen-question settings; only the generic model is refitted.
+
+        ``changes`` may name any field; the seen-question fields (``model``, ``C``, ``k``,
+        ``feedback``, ``seed``) must stay as they are, since the seen model is shared.
+        """
+        shared = ("model", "C", "k", "feedback", "seed")
+        moved = [k for k in shared if k in changes and changes[k] != getattr(self, k)]
+        if moved:
+            raise ValueError(f"with_generic cannot change the seen-question fields {moved}")
+        other = copy.copy(self)
+        for key, value in changes.items():
+            setattr(other, key, value)
+        other._generic = other._make(other.generic_C, other.generic_class_weight,
+                                     other.generic_model).fit(
+            other._generic_matrix(self._train), self._train.verification_feedback.to_numpy())
+        return other
+
+    def predict_labels(self, test: pd.DataFrame) -> tuple[list[str], np.ndarray]:
+        te = test.reset_index(drop=True)
+        a = l2_normalize(self.encoder(te.provided_answer.tolist()))
+        seen = te.question.isin(set(self._questions)).to_numpy()
+        labels = np.empty(len(te), dtype=object)
+        if seen.any():
+            sub = te[seen]
+            labels[seen] = self._seen.predict(self._seen_matrix(sub, a[seen], False))
+        if (~seen).any():
+            labels[~seen] = self._generic.predict(self._generic_matrix(te[~seen]))
+        return list(labels), seen
+
+    def predict(self, test: pd.DataFrame) -> pd.DataFrame:
+        te = test.reset_index(drop=True)
+        labels, seen = self.predict_labels(te)
+        a = l2_normalize(self.encoder(te.provided_answer.tolist()))
+        tr_q = self._train.question.to_numpy()
+        tr_y = self._train.verification_feedback.to_numpy()
+        scores, fbs = [], []
+        for i, (q, ref, lab) in enumerate(zip(te.question, te.reference_answer, labels,
+                                              strict=True)):
+            if seen[i]:
+                scores.append(float(self._score.get((q, lab), LABEL_SCORE[lab])))
+                fb = None
+                if self.feedback == "nearest":
+                    cand = np.flatnonzero((tr_q == q) & (tr_y == lab))
+                    if len(cand):
+                        j = cand[int(np.argmax(numerics.round_features(
+                            self._a_train[cand] @ a[i])))]
+                        fb = self._train.answer_feedback[j]
+                elif self.feedback != "most_frequent":
+                    raise ValueError(f"unknown feedback strategy {self.feedback!r}")
+                fbs.append(fb or self._bank.most_frequent(q, lab)
+                           or self._bank.by_label.get(lab, ""))
+            else:
+                scores.append(LABEL_SCORE[lab])
+                fbs.append(self._bank.unseen(q, ref, lab, self.unseen_feedback))
+        return prediction_table(te, self.system, labels=labels, scores=scores, feedback=fbs,
+                                seed=self.seed, backoff=list(~seen))
+
+
+def grouped_cv_generic(train: pd.DataFrame, encoder: Encoder,
+                       Cs: Sequence[float] = (0.1, 1.0),
+                       class_weights: Sequence[str | None] = ("balanced", None),
+                       normalize: Sequence[bool] = (False, True),
+                       feature_sets: Mapping[str, Sequence[str] | None] | None = None,
+                       models: Sequence[str] = ("logreg",)) -> pd.DataFrame:
+    """Leave-one-question-out accuracy/macro-F1 of the generic classifier on train.
+
+    Validation holds only seen questions, so the unseen-question model is tuned by holding
+    out each training question in turn: the honest proxy for "unseen question". Rows name
+    the classifier (``generic_model``; C only varies for logreg) and the feature set
+    (``feature_sets``: name → feature names, None = all); pass the row's settings to
+    :class:`FeatureClassifier` so that the deployed model is the one validated.
+    """
+    from sklearn.metrics import accuracy_score, f1_score
+
+    tr = train.reset_index(drop=True)
+    feats = generic_features(tr, encoder)
+    y = tr.verification_feedback.to_numpy()
+    qs = tr.question.to_numpy()
+    rows = []
+    for set_name, names in (feature_sets or {"all": None}).items():
+        unknown = sorted(set(names or ()) - set(GENERIC_FEATURES))
+        if unknown:
+            raise ValueError(f"feature set {set_name!r}: unknown feature(s) {unknown}; "
+                             f"known: {list(GENERIC_FEATURES)}")
+        raw = feats[list(names or GENERIC_FEATURES)].to_numpy()
+        for norm in normalize:
+            X = per_question_zscore(raw, qs) if norm else raw
+            for model, cw in [(m, c) for m in models for c in class_weights]:
+                for C in Cs if model == "logreg" else [1.0]:
+                    clf = FeatureClassifier(encoder)
+                    pred = np.empty(len(tr), dtype=object)
+                    for q in dict.fromkeys(qs):
+                        held = qs == q
+                        pred[held] = clf._make(C, cw, model).fit(X[~held], y[~held]) \
+                            .predict(X[held])
+                    rows.append({
+                        "generic_model": model, "feature_set": set_name,
+                        "generic_feature_names": names,
+                        "normalize_unseen": norm, "generic_class_weight": cw or "none",
+                        "generic_C": C, "accuracy": accuracy_score(y, pred),
+                        "macro_f1": f1_score(y, list(pred), average="macro",
+                                             labels=list(SAF_LABELS), zero_division=0)})
+    return pd.DataFrame(rows)
+
+

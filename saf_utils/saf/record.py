@@ -1,0 +1,266 @@
+"""Records and conclusions of SAF notebooks 02 and 05: each records and concludes through one
+call (:func:`record_and_conclude`, :func:`record_error_analysis`), with the Recorder
+conventions (:mod:`saf_utils.reporting.records`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from saf_utils import protocol as P
+from saf_utils.registry import role_order
+from saf_utils.saf import evaluate as EV
+from saf_utils.saf.context import UNSEEN_QUESTIONS
+from saf_utils.saf.cross_encoder_jobs import CE_SYSTEM, CrossEncoderRun, stacking_choice
+from saf_utils.saf.feature_clf import FeatureClfTuning
+from saf_utils.saf.run import SAFRun
+from saf_utils.saf.systems import STACKED_SYSTEM
+
+TASK = "saf"
+
+def cross_encoder_notes(ce: CrossEncoderRun, headline: pd.DataFrame,
+                        metric: str = "macro_f1") -> list[str]:
+    """Sentences for the closing note: the setting chosen on validation, whether stacking
+    won there, the unseen-question CV, and the cost (time per seed, peak memory)."""
+    stack = stacking_choice(headline, metric, STACKED_SYSTEM)
+    vals = stack.table.set_index("system").value
+    seeds = ce.logs[ce.logs.job.isin(["grid", "seed"])]
+    first = ce.grid.iloc[ce.chosen_row]
+    per_seed = [float(first.epochs) / ce.grid.epochs.max()
+                * float(seeds[(seeds.job == "grid") & (seeds.system == first.system)]
+                        .train_seconds.iloc[0]),
+                *seeds[seeds.job == "seed"].train_seconds.astype(float)]
+    cv = ce.grouped_cv.iloc[0]
+    return [
+        "cross_encoder: chosen on validation (" + ce.selection + "): "
+        + ", ".join(f"{k} {v}" for k, v in ce.config.items()) + ".",
+        f"Stacking chosen on validation ({metric}): `{stack.per_fold[None]}` "
+        f"(feature_clf {vals.get('feature_clf', float('nan')):.3f}, feature_clf:stacked "
+        f"{vals.get(STACKED_SYSTEM, float('nan')):.3f}).",
+        f"cross_encoder unseen-question path, {cv.protocol} on train: accuracy "
+        f"{cv.accuracy:.3f}, macro-F1 {cv.macro_f1:.3f}.",
+        f"Cost: training time per seed {np.mean(per_seed):.0f} s (first seed: its share of "
+        f"the grid run's epochs), all {len(ce.logs)} cross-encoder jobs "
+        f"{ce.logs.seconds_total.sum():.0f} s; peak resident memory "
+        f"{ce.logs.peak_rss_mb.max():.0f} MiB (process lifetime)"
+        + (f", peak GPU memory {ce.logs.peak_cuda_mb.max():.0f} MiB"
+           if "peak_cuda_mb" in ce.logs else "") + ".",
+    ]
+
+
+
+
+def conclusions(ev: EV.Evaluation) -> list[str]:
+    """Sentences from the tests: the primary comparison first, then the leads per test
+    split and metric (accuracy, macro-F1, sacreBLEU), each with its adjusted p."""
+    c = ev.comparisons
+    lower = EV.LOWER_IS_BETTER
+    out = []
+    prim = c[c.primary]
+    if len(prim):
+        r = prim.iloc[0].to_dict()
+        out.append("Primary comparison (pre-specified): " + P.verdict(r))
+    else:
+        out.append(f"The val-chosen system `{ev.chosen}` is the strongest baseline itself: "
+                   "there is no primary comparison.")
+    for r in c[(c.system == ev.chosen) & (c.reference == ev.reference) & ~c.primary
+               & c.metric.isin(["accuracy", "macro_f1", "sacrebleu"])].to_dict("records"):
+        out.append(f"{r['split']}: " + P.verdict(r, lower_is_better=r["metric"] in lower))
+    h = ev.headline[ev.headline.split.isin(c.split.unique())]
+    for (split, metric), (top, runner) in P.leaders(h, ev.roles(), lower).items():
+        if metric not in ("accuracy", "macro_f1", "sacrebleu"):
+            continue
+        row = c[(c.split == split) & (c.metric == metric) & (c.system == top)
+                & (c.reference == runner)]
+        out.append(f"{split}: " + P.lead_sentence(top, runner, row.iloc[0].to_dict()
+                                                  if len(row) else None, metric))
+    return out
+
+
+def _role(ev: EV.Evaluation, system: str) -> str:
+    return ev.role_of[system]
+
+
+def _record_evaluation(rec: Any, ev: EV.Evaluation, dataset: str) -> int:
+    """Headline, per-seed values, the val choice and reference, comparisons, *new
+    questions* intervals and per-question rows of few-question splits."""
+    roles = ev.roles()
+    n = P.record(rec, TASK, dataset, headline=ev.headline, roles=roles)
+    for r in ev.per_seed[ev.per_seed.seed.notna()].itertuples():
+        rec.add(TASK, dataset, r.split, r.system, r.metric, r.value, seed=int(r.seed),
+                role=_role(ev, r.system))
+        n += 1
+    n += P.record(rec, TASK, dataset, comparisons=ev.comparisons, choice=ev.choice, roles=roles)
+    val = ev.choice.table.set_index("system").value
+    if ev.reference in val.index:
+        rec.add(TASK, dataset, ev.choice.split, ev.reference, ev.selection_metric,
+                val[ev.reference], kind="tuning", subset="reference baseline", role="baseline")
+        n += 1
+    for table, subset in ((ev.new_questions, None), (ev.per_question, "question_id")):
+        for r in table.itertuples():
+            rec.add(TASK, dataset, r.split, r.system, r.metric, r.mean, kind="analysis",
+                    subset=getattr(r, subset) if subset else "new questions",
+                    role=_role(ev, r.system), ci_low=r.ci_low, ci_high=r.ci_high,
+                    method=r.method, estimand=r.estimand)
+            n += 1
+    return n
+
+
+def _record_feature_clf(rec: Any, dataset: str, tuning: FeatureClfTuning) -> int:
+    """feature_clf's validation grid and its unseen-question CV on train (kind tuning)."""
+    n = 0
+    for r in tuning.grid.itertuples():
+        for metric in ("accuracy", "macro_f1", "sacrebleu"):
+            rec.add(TASK, dataset, "validation", "feature_clf", metric, getattr(r, metric),
+                    kind="tuning", subset=f"model={r.model} C={r.C} feedback={r.feedback}",
+                    role="system")
+            n += 1
+    for r in tuning.cv.itertuples():
+        for metric in ("accuracy", "macro_f1"):
+            rec.add(TASK, dataset, "train", "feature_clf", metric, getattr(r, metric),
+                    kind="tuning", role="system",
+                    subset=(f"loqo model={r.generic_model} features={r.feature_set} "
+                            f"normalize={r.normalize_unseen} "
+                            f"class_weight={r.generic_class_weight} C={r.generic_C}"))
+            n += 1
+    return n
+
+
+def _record_cross_encoder(rec: Any, dataset: str, ce: CrossEncoderRun) -> int:
+    """The cross-encoder's validation grid (kind tuning)."""
+    n = 0
+    for r in ce.grid.itertuples():
+        for metric in ("accuracy", "macro_f1"):
+            rec.add(TASK, dataset, "validation", CE_SYSTEM, metric, getattr(r, metric),
+                    kind="tuning", role="system",
+                    subset=(f"lr={r.learning_rate} epochs={r.epochs} order={r.order} "
+                            f"question={r.include_question}"))
+            n += 1
+    return n
+
+
+def _record_unseen(rec: Any, dataset: str, unseen_cv: pd.DataFrame, choice: P.Choice) -> int:
+    """Each system's unseen-question CV on train and the system chosen by it (subset
+    ``chosen for test_unseen_questions``, :func:`saf_utils.protocol.chosen_for`)."""
+    for r in unseen_cv.itertuples():
+        rec.add(TASK, dataset, "train", r.system, "macro_f1", r.macro_f1, kind="tuning",
+                subset=("loqo unseen-question path" if r.protocol == "leave one question out"
+                        else f"{r.protocol} unseen-question path"), role=r.role)
+    best = choice.table[choice.table.chosen].iloc[0]
+    rec.add(TASK, dataset, "train", best.system, "macro_f1", best.value, kind="tuning",
+            subset=P.chosen_for(UNSEEN_QUESTIONS), role=best.role,
+            method="leave-one-question-out CV on train; validation has no unseen questions")
+    return len(unseen_cv) + 1
+
+
+def record(rec: Any, ev: EV.Evaluation, dataset: str, run: SAFRun | None = None) -> int:
+    """Write the evaluation and the run's choices; returns the number of records.
+
+    Headline (seed None, interval, method, estimand, role), per-seed values (seeded systems
+    only), the val choice (kind tuning, subset ``chosen`` / ``candidate``; the reference as
+    ``reference baseline``), comparisons (kind analysis: ``minus <ref>``, ``p vs <ref>``,
+    ``primary p`` / ``p_adj vs <ref>``), *new questions* intervals (kind analysis, subset
+    ``new questions``), per-question rows of few-question splits (subset = question id), the
+    tuning grids of feature_clf and the cross-encoder, the unseen-question CV and its
+    choice, and per-item scores (``items.jsonl``).
+    """
+    n = _record_evaluation(rec, ev, dataset)
+    if run is not None:
+        if run.state.feature_clf is not None:
+            n += _record_feature_clf(rec, dataset, run.state.feature_clf.tuning)
+        if run.state.cross_encoder is not None:
+            n += _record_cross_encoder(rec, dataset, run.state.cross_encoder)
+        if len(run.unseen_cv):
+            n += _record_unseen(rec, dataset, run.unseen_cv, run.unseen_choice)
+    rec.add_items(recorder_items(ev.items, TASK, dataset))
+    return n
+
+
+def recorder_items(items: pd.DataFrame, task: str, dataset: str) -> pd.DataFrame:
+    """:func:`item_scores` rows in the layout of ``Recorder.add_items`` (cluster = question)."""
+    return pd.DataFrame({"task": task, "dataset": dataset, "split": items.split,
+                         "system": items.system, "metric": items.metric, "item": items["id"],
+                         "cluster": items.question, "value": items.value,
+                         "seed": items.seed.astype(object).where(items.seed.notna(), None),
+                         "fold": None})
+
+
+# --------------------------------------------------------------------------- corpus statistics
+
+
+def unseen_sentence(ev: EV.Evaluation, run: SAFRun, split: str = UNSEEN_QUESTIONS) -> str | None:
+    """Accuracy per question of each non-oracle system on the few-question split, and the
+    system chosen for unseen questions by CV on train; None without per-question rows."""
+    pq = ev.per_question
+    if not len(pq):
+        return None
+    acc = pq[(pq.split == split) & (pq.metric == "accuracy")]
+    roles = ev.roles()
+    per_q = "; ".join(f"`{s}` " + ", ".join(f"{r.question_id} {r.mean:.3f}"
+                                            for r in acc[acc.system == s].itertuples())
+                      for s in role_order(roles) if s in set(acc.system)
+                      and roles[s] != "oracle")
+    return (f"Unseen questions (conditional on these questions, no claim about new "
+            f"questions): accuracy per question: {per_q}. Chosen for unseen questions by "
+            f"leave-one-question-out CV on train: `{run.unseen_chosen}`.")
+
+
+def record_and_conclude(rec: Any, ev: EV.Evaluation, run: SAFRun, dataset: str
+                        ) -> tuple[int, list[str]]:
+    """Notebook 02's one call: :func:`record` everything, and the closing sentences (the
+    choices on validation, :func:`conclusions`, :func:`cross_encoder_notes`, unseen
+    questions). Returns the number of records and the sentences (plain text)."""
+    n = record(rec, ev, dataset, run)
+    lines = [f"Chosen on validation by {ev.selection_metric}: `{ev.chosen}` "
+             f"({ev.roles()[ev.chosen]}); strongest baseline on validation: `{ev.reference}`."]
+    lines += conclusions(ev)
+    if run.state.cross_encoder is not None:
+        lines += cross_encoder_notes(run.state.cross_encoder, ev.headline, ev.selection_metric)
+    unseen = unseen_sentence(ev, run)
+    return n, lines + ([unseen] if unseen else [])
+
+
+
+# --------------------------------------------------------------------------- notebook 05
+
+
+def record_error_analysis(rec: Any, dataset: str, roles: Any, chosen: str,
+                          error_classes: pd.DataFrame | None, by_length: pd.DataFrame,
+                          gap: pd.DataFrame, per_question: pd.DataFrame) -> list[str]:
+    """Notebook 05's one call: records (kind analysis) of the accuracy per error class
+    (subset ``error_class=<c>``), accuracy and feedback chrF per answer-length bin (subset
+    ``answer words <bin>``) and the unseen-answers minus unseen-questions gap (subset
+    ``gap``); returns the closing sentences (plain text): the largest macro-F1 drop, the
+    chosen system's range of per-question accuracy (``per_question``: its records) and the
+    error classes it misses most."""
+    for r in ([] if error_classes is None else error_classes.itertuples()):
+        rec.add(TASK, dataset, r.split, r.system, "accuracy", r.accuracy, kind="analysis",
+                subset=f"error_class={r.error_class}", role=roles.get(r.system))
+    for r in by_length.itertuples():
+        for metric in ("accuracy", "feedback_chrf"):
+            rec.add(TASK, dataset, r.split, r.system, metric, getattr(r, metric),
+                    kind="analysis", subset=f"answer words {r.length_bin}",
+                    role=roles.get(r.system))
+    for r in gap.itertuples():
+        rec.add(TASK, dataset, "unseen_answers_minus_unseen_questions", r.system, r.metric,
+                r.gap, kind="analysis", subset="gap", role=roles.get(r.system))
+    lines = []
+    if len(gap):
+        worst = gap[gap.metric == "macro_f1"].sort_values("gap").iloc[-1]
+        lines.append(f"Largest macro-F1 drop from unseen answers to unseen questions: "
+                     f"`{worst.system}` ({worst.test_unseen_answers:.3f} → "
+                     f"{worst.test_unseen_questions:.3f}).")
+    a = per_question[per_question.system == chosen]
+    for split, g in a.groupby("split"):
+        lo = g.sort_values("value", kind="stable").iloc[0]  # ties: the first row
+        hi = g.sort_values("value", ascending=False, kind="stable").iloc[0]
+        lines.append(f"`{chosen}` on {split}: per-question accuracy from {lo.value:.3f} "
+                     f"({lo.subset}) to {hi.value:.3f} ({hi.subset}) over {len(g)} "
+                     "questions.")
+    lines.append("Error classes: " + ("not annotated in this dataset." if error_classes is None
+                                      else f"most missed by `{chosen}`: " + ", ".join(
+        error_classes[error_classes.system == chosen].sort_values(
+            "miss_rate", ascending=False).head(3).error_class) + "."))
+    return lines

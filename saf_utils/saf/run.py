@@ -1,0 +1,142 @@
+"""The SAF runner: any list of registered system names (:data:`saf_utils.saf.systems.SYSTEMS`)
+over every eval split, with parameters by system name, and the choices made on train where
+validation cannot speak (unseen questions).
+
+Notebook 02 calls :func:`run_systems` once with ``SYSTEMS.names()``; profiles supply
+``system_params`` (system name -> {parameter: value}; a name ending in ``:`` sets every
+variant). :func:`effective_params` shows what each system runs with (``saf-run --dry-run``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from saf_utils import protocol as P
+from saf_utils.registry import params_dict
+from saf_utils.saf.baselines import loqo_baselines
+from saf_utils.saf.context import EncoderChoice, RunContext, RunState, SAFData
+from saf_utils.saf.systems import SYSTEMS
+
+
+def effective_params(system_params: Mapping[str, Mapping[str, Any]] | None = None,
+                     names: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
+    """system -> the parameters it runs with: its dataclass defaults updated by
+    ``system_params`` (checked: an unknown system or parameter is a ValueError)."""
+    system_params = dict(system_params or {})
+    SYSTEMS.check(system_params)
+    names = SYSTEMS.names() if names is None else SYSTEMS.check(names)
+    return {n: params_dict(SYSTEMS.params(n, system_params.get(n))) for n in names}
+
+
+def choose_encoders(language: str, encoder: str | None = None,
+                    extra_encoders: Sequence[str] | None = None,
+                    system_params: Mapping[str, Mapping[str, Any]] | None = None
+                    ) -> EncoderChoice:
+    """Fill the encoders a run leaves at None from the data's language.
+
+    ``encoder``: :func:`saf_utils.encoders.default_encoder` (multilingual-e5-small for a
+    non-English release, MiniLM for English); ``extra_encoders``: every other offline
+    encoder (:data:`saf_utils.encoders.OFFLINE_ENCODERS`), so English encoders stay
+    available for any release and validation chooses among all systems; the
+    cross-encoder's model: its parameter ``model`` (``system_params["cross_encoder"]``),
+    else :func:`saf_utils.encoders.default_cross_encoder`.
+    """
+    from saf_utils.encoders import OFFLINE_ENCODERS, default_cross_encoder, default_encoder
+
+    cross = SYSTEMS.params("cross_encoder", (system_params or {}).get("cross_encoder")).model
+    defaulted = tuple(k for k, v in (("sentence", encoder), ("extras", extra_encoders),
+                                     ("cross_encoder", cross)) if v is None)
+    sentence = encoder or default_encoder(language)
+    extras = (tuple(e for e in OFFLINE_ENCODERS if e != sentence) if extra_encoders is None
+              else tuple(dict.fromkeys(e for e in extra_encoders if e != sentence)))
+    return EncoderChoice(language, sentence, extras,
+                         cross or default_cross_encoder(language), defaulted)
+
+
+@dataclass
+class SAFRun:
+    """What :func:`run_systems` predicted, and what the systems left for the records."""
+
+    preds: pd.DataFrame  # every system, split and seed (prediction table rows)
+    state: RunState  # feature_clf's tuning, the cross-encoder run, logs, seconds
+    unseen_cv: pd.DataFrame  # each system's unseen-question path, CV on train
+    unseen_choice: P.Choice  # the inductive system chosen for unseen questions
+    params: dict[str, dict[str, Any]]  # the parameters each system ran with
+
+    @property
+    def roles(self) -> dict[str, str]:
+        """system -> role of every system in ``preds`` (variants by their entry)."""
+        return {s: SYSTEMS[s].role for s in dict.fromkeys(self.preds.system)}
+
+    @property
+    def unseen_chosen(self) -> str:
+        return self.unseen_choice.per_fold[None]
+
+
+def run_systems(data: SAFData, names: Sequence[str], encoders: EncoderChoice,
+                system_params: Mapping[str, Mapping[str, Any]] | None = None,
+                seeds: Sequence[int] = (0,), output_dir: str | Path = ".",
+                mode: str = "verification",
+                launcher: str = "none", log: Callable[[str], None] = print,
+                embed: Callable[[Sequence[str]], Any] | None = None) -> SAFRun:
+    """Run ``names`` (registration order) through :meth:`Registry.run`, one at a time so
+    each gets its wall time; then score every system's unseen-question path on train and
+    choose among the inductive ones (:func:`unseen_question_cv`). ``embed``: the sentence
+    encoder as a callable (None: ``encoders.sentence`` through the encoder cache)."""
+    names = SYSTEMS.order(SYSTEMS.check(names))
+    system_params = dict(system_params or {})
+    stray = sorted(set(SYSTEMS.check(system_params)) - set(names))
+    if stray:
+        raise ValueError(f"system_params for system(s) {stray} that are not run; run: {names}")
+    params = effective_params(system_params, names)  # every value checked before any run
+    ctx = RunContext(encoders, tuple(seeds), Path(output_dir), mode, launcher, log,
+                     embed=embed)
+    frames = []
+    for name in names:
+        t0 = time.perf_counter()
+        given = {name: system_params[name]} if name in system_params else {}
+        frames.append(SYSTEMS.run([name], data, given, ctx=ctx))
+        ctx.state.seconds.setdefault(name, time.perf_counter() - t0)
+    frames = [f for f in frames if len(f)]
+    preds = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    cv = unseen_question_cv(data, ctx, encoders)
+    return SAFRun(preds, ctx.state, cv, choose_unseen(cv), params)
+
+
+def unseen_question_cv(data: SAFData, ctx: RunContext, encoders: EncoderChoice
+                       ) -> pd.DataFrame:
+    """Each system's unseen-question path scored on train: leave-one-question-out for the
+    baselines and feature classifiers, the cheaper grouped k-fold over questions for the
+    cross-encoder (column ``protocol``). The honest basis for choosing a system for
+    unseen questions (validation has none). Rows: baselines, cross-encoder, per further
+    encoder its nearest_neighbour and feature_clf, feature_clf, its transductive variant.
+    """
+    from saf_utils.encoders import encoder_tag
+
+    rows = ctx.state.unseen_cv
+    tags = [encoder_tag(e) for e in encoders.extras]
+    order = ["cross_encoder", *[f"{p}:{t}" for t in tags
+                                for p in ("nearest_neighbour", "feature_clf")],
+             "feature_clf", "feature_clf:transductive"]
+    parts = [rows[s] for s in order if s in rows and len(rows[s])]
+    out = pd.concat([loqo_baselines(data.train, ctx.encoder), *parts], ignore_index=True)
+    out["protocol"] = (out["protocol"] if "protocol" in out else pd.Series(
+        index=out.index, dtype=object)).fillna("leave one question out")
+    out["role"] = out.system.map(lambda s: SYSTEMS[s].role)
+    out["transductive"] = out.system.map(lambda s: SYSTEMS[s].transductive)
+    return out
+
+
+def choose_unseen(unseen_cv: pd.DataFrame, metric: str = "macro_f1") -> P.Choice:
+    """The inductive system with the best CV ``metric`` on train for unseen questions
+    (:func:`saf_utils.protocol.choose_from`; ties: the table's order)."""
+    cand = unseen_cv[~unseen_cv.transductive.astype(bool)]
+    roles = dict(zip(cand.system, cand.role, strict=True))
+    return P.choose_from(cand.rename(columns={metric: "value"})[["system", "value"]], metric,
+                         roles, P.ELIGIBLE, "train")
