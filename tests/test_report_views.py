@@ -15,6 +15,7 @@ from test_sharing import PAYLOADS, absolute_prefixes, unsafe_markup
 from saf_utils import artifacts as AR
 from saf_utils.argscichat.data import load_argscichat
 from saf_utils.reporting import cli, examples, overview
+from saf_utils.reporting.manifest import Manifest
 from saf_utils.reporting.records import Recorder
 from saf_utils.reporting.runs import write_reports
 
@@ -95,7 +96,7 @@ def _run(root: Path, name: str, with_data: bool = True) -> tuple[Path, list]:
                 "started": "2026-01-01T00:00:00+00:00", "finished": "2026-01-01T00:01:00+00:00",
                 "notebooks": [{"name": n, "status": "ok", "parameters": {}} for n in
                               (AR.SAF_NOTEBOOK, AR.SELECTION_NOTEBOOK, AR.GENERATION_NOTEBOOK)]}
-    write_reports(run, manifest)
+    write_reports(run, Manifest.from_dict(manifest))
     return run, pairs
 
 

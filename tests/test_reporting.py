@@ -13,8 +13,9 @@ import pytest
 
 from saf_utils.reporting import cli, pages, tables
 from saf_utils.reporting.compare import compare_runs, to_markdown, write_compare_html
+from saf_utils.reporting.manifest import Manifest
 from saf_utils.reporting.records import Recorder, read_records
-from saf_utils.reporting.runner import write_reports
+from saf_utils.reporting.runs import write_reports
 
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
         "track", "wbr"}
@@ -143,7 +144,7 @@ def make_run(root: Path, name: str, param: int = 1, shift: float = 0.0,
              "error": "ValueError: <boom>", "parameters": {}},
         ],
     }
-    write_reports(run, manifest)
+    write_reports(run, Manifest.from_dict(manifest))
     return run
 
 

@@ -20,7 +20,7 @@ import nbformat
 import pytest
 import yaml
 
-from saf_utils.reporting import cli, pages, runs, scheduler
+from saf_utils.reporting import cli, pages, profiles, runs, scheduler
 from saf_utils.reporting import runner as run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -80,7 +80,7 @@ def _err_line(capsys) -> str:
 
 def test_profiles_extend_base_and_merge(project):
     tmp, base, _ = project
-    cfg = run.load_profile(config=tmp / "toy.yaml")
+    cfg = profiles.load_profile(config=tmp / "toy.yaml")
     assert cfg["notebooks"] == ["a_first", "b_reads_a"]
     assert cfg["parameters"] == {"value": 0.75} and cfg["notebook_parameters"] == {
         "a_first": {"n": 4}}
@@ -303,8 +303,8 @@ def test_names_that_become_paths_stay_inside_the_reports_folder(project, capsys)
     odd.write_text("name: mine\nnotebooks: [a_first]\n")
     assert cli.main(["--config", str(odd), *args, "--dry-run"]) == 0
     assert "profile mine" in capsys.readouterr().out
-    with pytest.raises(run.RunnerError, match="one folder name"):
-        run.new_run_dir(reports, "../escaped")
+    with pytest.raises(profiles.RunnerError, match="one folder name"):
+        runs.new_run_dir(reports, "../escaped")
     assert not reports.exists() and not (tmp / "x").exists() and not (tmp / "escaped").exists()
 
 
@@ -354,12 +354,12 @@ def test_planning_checks_unselected_notebooks_list_elements_choices_and_fields(p
 
 
 def test_base_profile_limits_folds_to_the_official_ones():
-    cfg = run.load_profile("smoke")
+    cfg = profiles.load_profile("smoke")
     assert cfg["choices"]["folds"] == [0, 1, 2, 3, 4]
-    with pytest.raises(run.RunnerError, match="7 is not one of the profile's choices.folds"):
-        run.plan_notebooks(cfg, ["01_data_exploration"], ROOT / "notebooks", ["folds=[7]"])
-    with pytest.raises(run.RunnerError, match=r"03_fact_selection.k = 'two'"):
-        run.plan_notebooks(cfg, ["01_data_exploration"], ROOT / "notebooks",
+    with pytest.raises(profiles.RunnerError, match="7 is not one of the profile's choices.folds"):
+        profiles.plan_notebooks(cfg, ["01_data_exploration"], ROOT / "notebooks", ["folds=[7]"])
+    with pytest.raises(profiles.RunnerError, match=r"03_fact_selection.k = 'two'"):
+        profiles.plan_notebooks(cfg, ["01_data_exploration"], ROOT / "notebooks",
                            ["03_fact_selection.k=two"])
 
 
@@ -402,7 +402,7 @@ def test_list_and_compare_report_a_malformed_run_in_one_line(tmp_path, capsys):
     assert len(err) == 2 and "Traceback" not in captured.err, err
     assert "listy" in err[0] and "not a run manifest" in err[0] and "pid is list" in err[1]
     assert all(name in captured.out for name in ("good", "good2", "novalue"))
-    with pytest.raises(run.RunnerError):
+    with pytest.raises(profiles.RunnerError):
         cli.list_runs(reports)  # without a problems list it raises
 
     def compare(*args: str) -> int:
@@ -464,9 +464,9 @@ def test_planning_refuses_aliases_deep_values_and_non_plain_data(project, capsys
         (bad.write_bytes if isinstance(text, bytes) else bad.write_text)(text)
         assert cli.main(["--config", str(bad), *base[2:]]) == 2
         assert expected in _err_line(capsys)
-    cfg = run.load_profile(config=tmp / "toy.yaml")  # plain YAML still loads, 1.2 floats too
+    cfg = profiles.load_profile(config=tmp / "toy.yaml")  # plain YAML still loads, 1.2 floats too
     assert cfg["notebook_parameters"] == {"a_first": {"n": 4}}
-    assert run.parse_overrides(["lr=5e-4", "x=[1, {a: b}]"])[0] == {"lr": 5e-4,
+    assert profiles.parse_overrides(["lr=5e-4", "x=[1, {a: b}]"])[0] == {"lr": 5e-4,
                                                                     "x": [1, {"a": "b"}]}
 
 
@@ -580,7 +580,7 @@ def test_a_failed_notebook_and_a_runner_error_say_so_in_the_status(project, caps
     def boom(*args, **kwargs):
         raise RuntimeError("a bug in the runner")
 
-    monkeypatch.setattr(run, "_record_inputs", boom)
+    monkeypatch.setattr(run, "record_inputs", boom)
     with pytest.raises(RuntimeError, match="a bug"):
         cli.main(base + ["--run-name", "e", "--only", "a_first", "-p", "a_first.n=1"])
     m = json.loads((reports / "e" / "manifest.json").read_text())

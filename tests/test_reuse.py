@@ -7,8 +7,7 @@ import json
 import nbformat
 import pytest
 
-from saf_utils.reporting import cli, compare, reuse
-from saf_utils.reporting import runner as run
+from saf_utils.reporting import cli, compare, execute, profiles, reuse
 from tests.test_reporting_runner import project  # noqa: F401 - the toy project fixture
 
 
@@ -25,7 +24,7 @@ def test_section_starts_name_the_first_code_cell_under_each_heading():
         nbformat.v4.new_markdown_cell("## Without code below"),
         nbformat.v4.new_markdown_cell("text, no heading"),
         nbformat.v4.new_markdown_cell("## 2. Fit"), nbformat.v4.new_code_cell("w = 4")])
-    assert run.section_starts(nb) == {1: "Title", 3: "1.1 files", 8: "2. Fit"}
+    assert execute.section_starts(nb) == {1: "Title", 3: "1.1 files", 8: "2. Fit"}
 
 
 @pytest.mark.slow
@@ -85,8 +84,8 @@ def test_reuse_inputs_and_changes(tmp_path):
 def test_profile_reuse_setting_is_checked(tmp_path):
     bad = tmp_path / "p.yaml"
     bad.write_text("notebooks: [a]\nreuse: yesterday\n")
-    with pytest.raises(run.RunnerError, match="'reuse' must be 'latest'"):
-        run.load_profile(config=bad)
+    with pytest.raises(profiles.RunnerError, match="'reuse' must be 'latest'"):
+        profiles.load_profile(config=bad)
 
 
 @pytest.mark.slow

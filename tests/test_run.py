@@ -11,8 +11,7 @@ import nbformat
 import pytest
 import yaml
 
-from saf_utils.reporting import cli
-from saf_utils.reporting import runner as run
+from saf_utils.reporting import cli, profiles
 from saf_utils.reporting.records import Recorder, read_records, summarize
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -136,10 +135,10 @@ def test_committed_notebooks_have_no_outputs_and_a_parameters_cell():
 
 def test_profiles_name_existing_notebooks_and_declared_parameters():
     for profile in ("smoke", "cpu", "gpu"):
-        cfg = run.load_profile(profile)
+        cfg = profiles.load_profile(profile)
         assert cfg["extends_chain"], f"{profile} should extend base.yaml"
         # names, declared parameters and their types, dependencies: what the runner checks
-        plans = run.plan_notebooks(cfg, cfg["notebooks"], ROOT / "notebooks", [])
+        plans = profiles.plan_notebooks(cfg, cfg["notebooks"], ROOT / "notebooks", [])
         assert [p.name for p in plans] == cfg["notebooks"]
 
 
@@ -152,7 +151,7 @@ def test_smoke_profile_end_to_end(smoke_run):
     failed = [n["name"] + ": " + str(n["error"]) for n in manifest["notebooks"]
               if n["status"] != "ok"]
     assert code == 0 and not failed, failed
-    cfg = run.load_profile("smoke")
+    cfg = profiles.load_profile("smoke")
     for name in cfg["notebooks"]:
         html = (out / f"{name}.html").read_text()
         assert "data:image/png;base64" in html or name != "01_data_exploration"

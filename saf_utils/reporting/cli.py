@@ -68,10 +68,7 @@ def run_main(argv: list[str]) -> int:
     from saf_utils.reporting import runner
 
     args = run_parser().parse_args(argv)
-    req = runner.RunRequest(args.profile, args.config, args.param, args.only, args.run_name,
-                            args.run_dir, args.reports_dir, args.notebooks_dir, args.hide_code,
-                            args.baseline, ["saf-run", *argv], args.reuse, args.no_reuse,
-                            workers=args.workers, scheduler=args.scheduler)
+    req = runner.request_from_args(args, ["saf-run", *argv])
     try:
         if args.dry_run:
             print(runner.describe_plan(runner.prepare(req), req))
@@ -80,13 +77,7 @@ def run_main(argv: list[str]) -> int:
     except (RunnerError, KeyboardInterrupt, OSError) as exc:
         return _failed(exc)
     print(f"Report: {(run_dir / 'index.html').resolve()}")
-    if status.startswith("interrupted"):
-        return runner.EXIT_INTERRUPTED.get(status.split(":", 1)[1], 130)
-    failed = [r.name for r in results if r.status != "ok"]
-    if failed:
-        print(f"Failed notebook(s): {', '.join(failed)}", file=sys.stderr)
-        return 1
-    return 0
+    return runner.exit_code(status, [r.name for r in results if r.status != "ok"])
 
 
 def sweep_main(argv: list[str]) -> int:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import itertools
 import json
 import re
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -102,7 +101,7 @@ class Cell:
     name: str
     values: dict[str, Any]
     req: Any  # runner.RunRequest
-    plan: dict[str, Any] | None = None
+    plan: Any = None  # runner.RunPlan
     run_dir: Path | None = None
     status: str = "pending"  # pending | ok | failed | interrupted | error
     error: str | None = None
@@ -144,7 +143,7 @@ def describe_sweep(cells: list[Cell], matrix: dict[str, list], sweep_dir: Path,
     from saf_utils.reporting import runner
     from saf_utils.reporting.scheduler import where_text
 
-    cfg = cells[0].plan["cfg"]
+    cfg = cells[0].plan.cfg
     lines = [f"Sweep plan (dry run; nothing runs): profile {cfg['name']}, {len(cells)} cell(s)"
              f" as runs in {sweep_dir}/<cell>"]
     for key, values in matrix.items():
@@ -192,7 +191,7 @@ def run_cells(cells: list[Cell], executor: Any) -> str:
         try:
             with _signals(raise_on_signal=True):  # between cells too
                 for cell in cells:
-                    one(cell, again=cell.plan["cfg"].get("reuse") == "latest"
+                    one(cell, again=cell.plan.cfg.get("reuse") == "latest"
                         and not (cell.req.reuse or cell.req.no_reuse))
                     if cell.status == "interrupted":
                         interrupted = next((r.error.split()[-1] for r in cell.results
@@ -402,11 +401,7 @@ def run_sweep(args: Any, argv: list[str]) -> int:
         if getattr(args, opt):
             raise RunnerError(f"--{opt.replace('_', '-')} is for one run; a sweep makes a new "
                               "run per cell in its own folder (--sweep-name)")
-    base = runner.RunRequest(profile=args.profile, config=args.config, overrides=args.param,
-                             only=args.only, notebooks_dir=args.notebooks_dir,
-                             hide_code=args.hide_code, argv=argv, reuse=args.reuse,
-                             no_reuse=args.no_reuse, workers=args.workers,
-                             scheduler=args.scheduler)
+    base = runner.request_from_args(args, argv)  # reports_dir: each cell gets the sweep's
     reports = Path(args.reports_dir).resolve() if args.reports_dir else REPORTS_DIR
     check_scheduler_options(args.workers, args.scheduler)
     cfg = load_profile(args.profile or "cpu", args.config)
@@ -427,19 +422,14 @@ def run_sweep(args: Any, argv: list[str]) -> int:
                    "status": "running", "cells": [_cell_entry(c) for c in cells]}
         write_sweep(sweep_dir, summary)
         print(f"Sweep {sweep_dir.name}: {len(cells)} cell(s) -> {sweep_dir}", flush=True)
-        executor.preflight(sweep_dir, [p for c in cells for p in c.plan["plans"]],
-                           [d for c in cells for d in c.plan["data"]])
+        executor.preflight(sweep_dir, [p for c in cells for p in c.plan.plans],
+                           [d for c in cells for d in c.plan.data])
         status = run_cells(cells, executor)
     summary.update(cells=[_cell_entry(c) for c in cells], finished=now_iso(),
                    status=status.split(":")[0])
     print(f"Sweep: {write_sweep(sweep_dir, summary).resolve()}")
-    if status.startswith("interrupted"):
-        return runner.EXIT_INTERRUPTED.get(status.split(":", 1)[1], 130)
-    bad = [c.name for c in cells if c.status != "ok"]
-    if bad:
-        print(f"Cells not ok: {', '.join(bad)}", file=sys.stderr)
-        return 1
-    return 0
+    return runner.exit_code(status, [c.name for c in cells if c.status != "ok"],
+                            "Cells not ok")
 
 
 def _cell_entry(c: Cell) -> dict[str, Any]:
