@@ -16,7 +16,7 @@ from saf_utils.argscichat import dialogue as A
 from saf_utils.argscichat import selection_evaluation as AEV
 from saf_utils.argscichat import selection_experiments as X
 from saf_utils.argscichat.data import load_argscichat
-from saf_utils.reporting import pages
+from saf_utils.reporting import index_page, pages
 from saf_utils.reporting.records import Recorder, read_records
 from saf_utils.saf import experiments as E
 from saf_utils.saf import formats as S
@@ -30,7 +30,7 @@ def _headline(path: Path, system: str, split: str) -> tuple[list[dict], str]:
     rows = read_records([path])
     mine = [r for r in rows if r["system"] == system and r["kind"] == "result"
             and r["fold"] is None and r["seed"] is None and r["split"] == split]
-    return mine, "\n".join(pages.task_sections(rows))
+    return mine, "\n".join(index_page.task_sections(rows))
 
 
 def _row(html: str, system: str) -> str:

@@ -11,7 +11,7 @@ import pytest
 
 from saf_utils import tasks
 from saf_utils.metrics import spec as MS
-from saf_utils.reporting import pages, profiles
+from saf_utils.reporting import index_page, profiles
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,7 +67,7 @@ def toy_task(tmp_path, monkeypatch):
 def test_a_new_task_reaches_the_index_with_its_direction(toy_task) -> None:
     records = [_result("toy", "good", "toy_error", 0.2), _result("toy", "bad", "toy_error", 0.5),
                _result("toy", "good", "accuracy", 0.7), _result("toy", "bad", "accuracy", 0.6)]
-    html = "\n".join(pages.task_sections(records))
+    html = "\n".join(index_page.task_sections(records))
     assert "Toy task" in html
     assert "<b>good</b> is best: lowest toy_error" in html  # direction from the spec
 

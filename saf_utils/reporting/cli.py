@@ -143,7 +143,7 @@ def compare_main(argv: list[str]) -> int:
 
 
 def list_main(argv: list[str]) -> int:
-    from saf_utils.reporting.pages import _duration
+    from saf_utils.reporting.pages import duration_text
 
     ap = argparse.ArgumentParser(prog="saf-run list", description="Runs in the reports folder.")
     ap.add_argument("--reports-dir", help="default: reports/")
@@ -169,7 +169,7 @@ def list_main(argv: list[str]) -> int:
     head = ["run", "profile", "commit", "status", "started", "duration", "notebooks"]
     rows = [[str(r.get("run") or ""), str(r.get("profile") or ""), r.get("commit") or "",
              r.get("status") or "", (r.get("started") or "").replace("+00:00", "Z"),
-             _duration(r.get("seconds")), r.get("notebooks") or ""] for r in runs]
+             duration_text(r.get("seconds")), r.get("notebooks") or ""] for r in runs]
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(head)]
     for row in [head, *rows]:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())

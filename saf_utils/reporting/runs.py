@@ -167,7 +167,7 @@ def write_reports(run_dir: Path, manifest: Manifest) -> None:
     Records come from each notebook's latest execution; a bad records line is skipped and
     counted; every record carries ``notebook_status`` (its notebook's status).
     """
-    from saf_utils.reporting import chrome, examples, metric_cards, pages
+    from saf_utils.reporting import chrome, examples, index_page, metric_cards, results_page
 
     latest = list(manifest.notebooks)
     status = {n["name"]: n["status"] for n in latest}
@@ -203,8 +203,8 @@ def write_reports(run_dir: Path, manifest: Manifest) -> None:
                                           "summary": summary.to_dict(orient="records"),
                                           "skipped_record_lines": skipped})
     examples.write_examples(run_dir, written, records)  # before the index, which links them
-    pages.write_index(run_dir, written, records, examples.example_pages(run_dir))
-    pages.write_results(run_dir, written, records)
+    index_page.write_index(run_dir, written, records, examples.example_pages(run_dir))
+    results_page.write_results(run_dir, written, records)
     metric_cards.write_cards(run_dir / chrome.CARDS_PAGE, run_dir)
     chrome.refresh(run_dir)  # every page's navigation bar lists the pages there are now
 

@@ -78,10 +78,10 @@ class Outcome:
 def section_printer(tag: str, t0: float, emit: Callable[..., None] = print
                     ) -> Callable[[str], None]:
     """The runner's line per notebook section: ``[2/5]     1:03  § Title``."""
-    from saf_utils.reporting.pages import _duration
+    from saf_utils.reporting.pages import duration_text
 
     def section(title: str) -> None:
-        emit(f"{tag}   {_duration(time.perf_counter() - t0):>7}  § {title}", flush=True)
+        emit(f"{tag}   {duration_text(time.perf_counter() - t0):>7}  § {title}", flush=True)
 
     return section
 

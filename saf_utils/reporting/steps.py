@@ -99,7 +99,7 @@ def _copied(src: Path, old_manifest: dict, old: dict, p: NotebookPlan, out: Path
             n_inv: int, tag: str) -> NotebookResult | None:
     """The result of a copied execution once its files are verified (None: they differ from
     what the earlier run recorded; the copy is removed and the notebook runs)."""
-    from saf_utils.reporting.pages import _duration
+    from saf_utils.reporting.pages import duration_text
 
     files = reuse.output_files(out, p.name)  # what was copied, hashed in this run
     bad = reuse.mismatch(old.get("files"), files, () if same_html else [f"{p.name}.html"])
@@ -119,5 +119,5 @@ def _copied(src: Path, old_manifest: dict, old: dict, p: NotebookPlan, out: Path
         res.files = reuse.output_files(out, p.name)
     commit = str(original.get("commit") or "?")[:8]
     print(f"{tag} {p.name} reused from {res.reused['from']} (executed {original.get('started')}"
-          f" at {commit}, {_duration(original.get('seconds'))})", flush=True)
+          f" at {commit}, {duration_text(original.get('seconds'))})", flush=True)
     return res

@@ -226,9 +226,9 @@ def _label(cell: dict) -> str:
 
 def sweep_tables(cells: list[dict]) -> list[dict]:
     """Per task (registered specs first) and split: the headline cells of every run
-    (:func:`pages.headline_cells` over that run's records)."""
+    (:func:`headline.headline_cells` over that run's records)."""
     from saf_utils.reporting.compare import load_run
-    from saf_utils.reporting.pages import headline_cells
+    from saf_utils.reporting.headline import headline_cells
     from saf_utils.tasks import specs
 
     records_of: dict[str, list[dict]] = {}
@@ -268,7 +268,8 @@ def sweep_tables(cells: list[dict]) -> list[dict]:
 def _table_html(t: dict, cells: list[dict], keys: list[str]) -> str:
     """A row per system and cell: the cell's matrix values (the first links to its run's
     index), then the metrics; a system's rows together, in the first cell's order."""
-    from saf_utils.reporting.pages import SET_APART, _cell_html, _order, esc, table
+    from saf_utils.reporting.headline import SET_APART, cell_html, system_order
+    from saf_utils.reporting.pages import esc, table
 
     by_name = {c["name"]: c for c in cells}
     rank = {c["name"]: i for i, c in enumerate(cells)}
@@ -281,7 +282,7 @@ def _table_html(t: dict, cells: list[dict], keys: list[str]) -> str:
         per_cell.setdefault(r["cell"], set()).add(r["dataset"])
     many_ds = any(len(ds) > 1 for ds in per_cell.values())  # else the cell says which
     rows, classes = [], []
-    for system in _order(systems, t["metrics"][0]):
+    for system in system_order(systems, t["metrics"][0]):
         mine = sorted((r for r in t["rows"] if r["system"] == system),
                       key=lambda r: rank.get(r["cell"], 0))
         for j, r in enumerate(mine):
@@ -295,7 +296,7 @@ def _table_html(t: dict, cells: list[dict], keys: list[str]) -> str:
                 shown[0] += (' <span class="failed" title="from a notebook that did not '
                              'finish">†</span>')
             row = [name, *shown] + ([esc(r["dataset"])] if many_ds else [])
-            row += [_cell_html(r.get(m), False) for m in t["metrics"]]
+            row += [cell_html(r.get(m), False) for m in t["metrics"]]
             rows.append(row)
             classes.append(("apart " if r["role"] in SET_APART else "")
                            + ("first" if j == 0 else ""))
@@ -305,8 +306,9 @@ def _table_html(t: dict, cells: list[dict], keys: list[str]) -> str:
 
 
 def _chart(t: dict, cells: list[dict]) -> str:
-    """:func:`pages.dot_plot` with one colour per cell (the legend: its values)."""
-    from saf_utils.reporting.pages import dot_plot, esc
+    """:func:`index_page.dot_plot` with one colour per cell (the legend: its values)."""
+    from saf_utils.reporting.index_page import dot_plot
+    from saf_utils.reporting.pages import esc
 
     label = {c["name"]: _label(c) for c in cells}
     tables: dict[tuple, dict[str, dict]] = {}
@@ -321,7 +323,7 @@ def _chart(t: dict, cells: list[dict]) -> str:
 
 def write_sweep(sweep_dir: Path, summary: dict) -> Path:
     """``sweep.json`` (the summary and the tables) and ``sweep.html``."""
-    from saf_utils.reporting.pages import _duration, esc, page, table
+    from saf_utils.reporting.pages import duration_text, esc, page, table
 
     cells = summary["cells"]
     summary["tables"] = sweep_tables(cells)
@@ -333,7 +335,7 @@ def write_sweep(sweep_dir: Path, summary: dict) -> Path:
                 if c.get("run_dir") else esc(c["name"]))
         cell_rows.append([name, *(esc(shown_value(c["values"][k])) for k in keys),
                           f'<span class="{esc(c["status"])}">{esc(c["status"])}</span>',
-                          f'<td class="num">{_duration(c.get("seconds"))}</td>',
+                          f'<td class="num">{duration_text(c.get("seconds"))}</td>',
                           esc((c.get("error") or "")[:300])])
     matrix_txt = "; ".join(f"<code>{esc(k)}</code> = "
                            + ", ".join(esc(shown_value(v)) for v in vs)
