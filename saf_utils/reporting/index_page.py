@@ -245,38 +245,35 @@ def task_sections(records: list[dict], sources: Sequence[dict] = ()) -> list[str
     return sections
 
 
-def write_index(run_dir: Path, manifest: dict, records: list[dict],
-                example_links: list[tuple[str, str]] = ()) -> Path:
-    """``index.html``: the headline page of a run (result records only); ``example_links``:
-    ``(file, what)`` of the run's example pages."""
-    from saf_utils.reporting import chrome
+def _notebook_row(n: dict, latest: dict[str, dict], depends_on: dict[str, list[str]]
+                  ) -> list[str]:
+    """One notebook's row: page link (stale when an input was rerun after it read it),
+    status (reused: from where), time, start, error."""
+    name = esc(n["name"])
+    read_at = (n.get("reused") or {}).get("at") or n.get("started")
+    newer = [d for d in depends_on.get(n["name"], [])
+             if read_at and (latest.get(d) or {}).get("finished")
+             and ((latest[d].get("reused") or {}).get("at") or latest[d]["finished"])
+             > read_at]
+    if newer:  # an input was rerun after this notebook read it
+        name += f' <small class="warn">(stale: {esc(", ".join(newer))} rerun later)</small>'
 
-    git = manifest.get("git") or {}
-    status = manifest.get("status", "?")
-    nb_rows = []
-    latest = {n["name"]: n for n in manifest.get("notebooks", [])}
-    for n in manifest.get("notebooks", []):
-        name = esc(n["name"])
-        read_at = (n.get("reused") or {}).get("at") or n.get("started")
-        newer = [d for d in (manifest.get("depends_on") or {}).get(n["name"], [])
-                 if read_at and (latest.get(d) or {}).get("finished")
-                 and ((latest[d].get("reused") or {}).get("at") or latest[d]["finished"])
-                 > read_at]
-        if newer:  # an input was rerun after this notebook read it
-            name += f' <small class="warn">(stale: {esc(", ".join(newer))} rerun later)</small>'
+    link = f'<a href="{esc(n["html"])}">{name}</a>' if n.get("html") else name
+    err = esc((n.get("error") or "")[:300])
+    state = f'<span class="{esc(n["status"])}">{esc(n["status"])}</span>'
+    if n.get("reused"):
+        orig = n["reused"].get("original") or {}
+        state += (f' <small class="reused">reused from {esc(n["reused"].get("from"))}'
+                  f' (executed {esc(orig.get("started"))} at commit '
+                  f'<code>{esc(str(orig.get("commit") or "?")[:8])}</code>'
+                  f'{" dirty" if orig.get("dirty") else ""})</small>')
+    return [link, state, f'<td class="num">{duration_text(n.get("seconds"))}</td>',
+            esc(n.get("started") or ""), err]
 
-        link = f'<a href="{esc(n["html"])}">{name}</a>' if n.get("html") else name
-        err = esc((n.get("error") or "")[:300])
-        state = f'<span class="{esc(n["status"])}">{esc(n["status"])}</span>'
-        if n.get("reused"):
-            orig = n["reused"].get("original") or {}
-            state += (f' <small class="reused">reused from {esc(n["reused"].get("from"))}'
-                      f' (executed {esc(orig.get("started"))} at commit '
-                      f'<code>{esc(str(orig.get("commit") or "?")[:8])}</code>'
-                      f'{" dirty" if orig.get("dirty") else ""})</small>')
-        nb_rows.append([link, state,
-                        f'<td class="num">{duration_text(n.get("seconds"))}</td>',
-                        esc(n.get("started") or ""), err])
+
+def _earlier_and_warnings(manifest: dict) -> str:
+    """Links to earlier executions in the run folder; skipped record lines; unfinished
+    notebooks (their numbers carry †)."""
     prev = [e for e in manifest.get("executions", []) if e.get("archived_to")]
     prev_html = ""
     if prev:
@@ -291,11 +288,40 @@ def write_index(run_dir: Path, manifest: dict, records: list[dict],
     if failed_nb:
         warn += ('<p class="warn">† marks numbers from a notebook that did not finish: '
                  f"{esc(', '.join(failed_nb))}.</p>")
+    return prev_html + warn
+
+
+def _links(run_dir: Path, example_links: Sequence[tuple[str, str]]) -> str:
     links = ['<a href="results.html">all result records</a>',
              '<a href="manifest.json">manifest.json</a>', '<a href="metrics.json">metrics.json</a>']
     if (run_dir / "compare.html").is_file():
         links.insert(1, '<a href="compare.html">comparison with the baseline run</a>')
     links[1:1] = [f'<a href="{esc(name)}">{esc(what)}</a>' for name, what in example_links]
+    return " · ".join(links)
+
+
+INDEX_NOTE = (
+    """<p class="note">Cells: mean [95 % interval] of the headline record (fold and seed null);
+the note under each table names the interval's method and estimand; ‡ marks an interval
+clipped to the metric's range. * = no headline record, mean over the per-seed/per-fold
+records without an interval. 3 significant digits. Beside each metric: ↑ higher or ↓ lower
+is better, and its range. Bold: best baseline or system. ★: the system the notebook chose
+for that split (hover for how). Only <code>result</code> records are
+shown; analysis and tuning records are in metrics.json and the notebooks. Published numbers
+are quoted inside the notebooks, never here.</p>""")
+
+
+def write_index(run_dir: Path, manifest: dict, records: list[dict],
+                example_links: Sequence[tuple[str, str]] = ()) -> Path:
+    """``index.html``: the headline page of a run (result records only); ``example_links``:
+    ``(file, what)`` of the run's example pages."""
+    from saf_utils.reporting import chrome
+
+    git = manifest.get("git") or {}
+    status = manifest.get("status", "?")
+    latest = {n["name"]: n for n in manifest.get("notebooks", [])}
+    nb_rows = [_notebook_row(n, latest, manifest.get("depends_on") or {})
+               for n in manifest.get("notebooks", [])]
     commit = esc((git.get("commit") or "unknown")[:12]) + (" (dirty)" if git.get("dirty") else "")
     sections = task_sections(records, manifest.get("data_sources") or [])
     body = f"""<h1>Run {esc(manifest.get('run', run_dir.name))}
@@ -305,17 +331,10 @@ started {esc(manifest.get('started'))} · finished {esc(manifest.get('finished')
 {esc(manifest.get('description') or '')}</p>
 {glance_table(records)}
 {table(['notebook', 'status', 'time', 'started', 'error'], nb_rows)}
-{prev_html}{warn}
-<p>{' · '.join(links)}</p>
+{_earlier_and_warnings(manifest)}
+<p>{_links(run_dir, example_links)}</p>
 {''.join(sections) or '<p>No result record yet.</p>'}
-<p class="note">Cells: mean [95 % interval] of the headline record (fold and seed null);
-the note under each table names the interval's method and estimand; ‡ marks an interval
-clipped to the metric's range. * = no headline record, mean over the per-seed/per-fold
-records without an interval. 3 significant digits. Beside each metric: ↑ higher or ↓ lower
-is better, and its range. Bold: best baseline or system. ★: the system the notebook chose
-for that split (hover for how). Only <code>result</code> records are
-shown; analysis and tuning records are in metrics.json and the notebooks. Published numbers
-are quoted inside the notebooks, never here.</p>"""
+{INDEX_NOTE}"""
     return write_text(run_dir / "index.html", page(f"Run {manifest.get('run', run_dir.name)}",
                                                    body + chrome.downloads_section(
                                                        run_dir, records) + data_table(manifest),
