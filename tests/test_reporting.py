@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 
 from saf_utils.reporting import cli, pages, tables
-from saf_utils.reporting.compare import compare_runs, to_markdown, write_compare_html
+from saf_utils.reporting.compare import compare_runs
+from saf_utils.reporting.compare_page import to_markdown, write_compare_html
 from saf_utils.reporting.manifest import Manifest
 from saf_utils.reporting.records import Recorder, read_records
 from saf_utils.reporting.runs import write_reports

@@ -20,7 +20,7 @@ import nbformat
 import pytest
 import yaml
 
-from saf_utils.reporting import cli, pages, profiles, runs, scheduler
+from saf_utils.reporting import cli, pages, parameters, profiles, runs, scheduler
 from saf_utils.reporting import runner as run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -145,7 +145,7 @@ def test_data_sources_are_checked_before_anything_runs(project, capsys, monkeypa
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert cli.main(args) == 2
     assert "huggingface.co is unreachable; set SAF_DATA" in _err_line(capsys)
-    monkeypatch.setattr("saf_utils.reporting.profiles.reachable", lambda host: False)
+    monkeypatch.setattr("saf_utils.reporting.data_check.reachable", lambda host: False)
     monkeypatch.delenv("HF_HUB_OFFLINE")
     assert cli.main(args) == 2
     _err_line(capsys)
@@ -357,9 +357,9 @@ def test_base_profile_limits_folds_to_the_official_ones():
     cfg = profiles.load_profile("smoke")
     assert cfg["choices"]["folds"] == [0, 1, 2, 3, 4]
     with pytest.raises(profiles.RunnerError, match="7 is not one of the profile's choices.folds"):
-        profiles.plan_notebooks(cfg, ["01_data_exploration"], ROOT / "notebooks", ["folds=[7]"])
+        parameters.plan_notebooks(cfg, ["01_data_exploration"], ROOT / "notebooks", ["folds=[7]"])
     with pytest.raises(profiles.RunnerError, match=r"03_fact_selection.k = 'two'"):
-        profiles.plan_notebooks(cfg, ["01_data_exploration"], ROOT / "notebooks",
+        parameters.plan_notebooks(cfg, ["01_data_exploration"], ROOT / "notebooks",
                            ["03_fact_selection.k=two"])
 
 
@@ -466,7 +466,7 @@ def test_planning_refuses_aliases_deep_values_and_non_plain_data(project, capsys
         assert expected in _err_line(capsys)
     cfg = profiles.load_profile(config=tmp / "toy.yaml")  # plain YAML still loads, 1.2 floats too
     assert cfg["notebook_parameters"] == {"a_first": {"n": 4}}
-    assert profiles.parse_overrides(["lr=5e-4", "x=[1, {a: b}]"])[0] == {"lr": 5e-4,
+    assert parameters.parse_overrides(["lr=5e-4", "x=[1, {a: b}]"])[0] == {"lr": 5e-4,
                                                                     "x": [1, {"a": "b"}]}
 
 

@@ -11,7 +11,7 @@ import nbformat
 import pytest
 import yaml
 
-from saf_utils.reporting import cli, profiles
+from saf_utils.reporting import cli, parameters, profiles
 from saf_utils.reporting.records import Recorder, read_records, summarize
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -138,7 +138,7 @@ def test_profiles_name_existing_notebooks_and_declared_parameters():
         cfg = profiles.load_profile(profile)
         assert cfg["extends_chain"], f"{profile} should extend base.yaml"
         # names, declared parameters and their types, dependencies: what the runner checks
-        plans = profiles.plan_notebooks(cfg, cfg["notebooks"], ROOT / "notebooks", [])
+        plans = parameters.plan_notebooks(cfg, cfg["notebooks"], ROOT / "notebooks", [])
         assert [p.name for p in plans] == cfg["notebooks"]
 
 

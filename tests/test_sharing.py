@@ -256,7 +256,8 @@ def _payload_saf(src: Path, dst: Path) -> None:
                     reason="needs SAF_DATA and ARGSCICHAT_DATA")
 def test_smoke_run_on_payload_data_shares_safely(tmp_path, monkeypatch):
     from saf_utils.reporting import cli
-    from saf_utils.reporting.compare import compare_runs, write_compare_html
+    from saf_utils.reporting.compare import compare_runs
+    from saf_utils.reporting.compare_page import write_compare_html
 
     _payload_saf(Path(os.environ["SAF_DATA"]), tmp_path / "saf")
     monkeypatch.setenv("SAF_DATA", str(tmp_path / "saf"))

@@ -106,13 +106,8 @@ def _failed(exc: BaseException) -> int:
 
 
 def compare_main(argv: list[str]) -> int:
-    from saf_utils.reporting.compare import (
-        check_options,
-        compare_runs,
-        resolve_run,
-        to_markdown,
-        write_compare_html,
-    )
+    from saf_utils.reporting.compare import check_options, compare_runs, resolve_run
+    from saf_utils.reporting.compare_page import to_markdown, write_compare_html
 
     ap = argparse.ArgumentParser(prog="saf-run compare",
                                  description="Differences of run B against run A (Markdown to "

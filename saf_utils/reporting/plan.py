@@ -13,18 +13,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from saf_utils.reporting.data_check import check_data_sources
 from saf_utils.reporting.manifest import pid_alive
+from saf_utils.reporting.parameters import (
+    NotebookPlan,
+    check_dependencies,
+    plan_notebooks,
+    select_notebooks,
+)
 from saf_utils.reporting.profiles import (
     NOTEBOOK_DIR,
     REPORTS_DIR,
-    NotebookPlan,
     RunnerError,
-    check_data_sources,
-    check_dependencies,
     check_run_name,
     load_profile,
-    plan_notebooks,
-    select_notebooks,
     short,
 )
 

@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from saf_utils.reporting.data_check import data_env_vars
 from saf_utils.reporting.execute import Interrupted, _signals, mark_interrupted
 from saf_utils.reporting.manifest import (
     Manifest,
@@ -45,6 +46,7 @@ from saf_utils.reporting.manifest import (
     now_iso,
     package_versions,
 )
+from saf_utils.reporting.parameters import NotebookPlan
 from saf_utils.reporting.plan import (  # noqa: F401 - the runner's names for callers and tests
     RunPlan,
     RunRequest,
@@ -52,7 +54,7 @@ from saf_utils.reporting.plan import (  # noqa: F401 - the runner's names for ca
     prepare,
     request_from_args,
 )
-from saf_utils.reporting.profiles import REPORTS_DIR, NotebookPlan, RunnerError, data_env_vars
+from saf_utils.reporting.profiles import REPORTS_DIR, RunnerError
 from saf_utils.reporting.runs import (
     NotebookResult,
     _archive_previous,
@@ -370,7 +372,8 @@ class _Run:
 
 def _compare(baseline: Path, out: Path) -> None:
     """``--baseline``: compare.html of the baseline vs this run (a failure is one line)."""
-    from saf_utils.reporting.compare import compare_runs, write_compare_html
+    from saf_utils.reporting.compare import compare_runs
+    from saf_utils.reporting.compare_page import write_compare_html
 
     try:
         path = write_compare_html(compare_runs(baseline, out), out / "compare.html")

@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from saf_utils import numerics
+from saf_utils.reporting.data_check import data_env_vars
 from saf_utils.reporting.execute import Interrupted, execute_one
-from saf_utils.reporting.profiles import RunnerError, data_env_vars
+from saf_utils.reporting.profiles import RunnerError
 
 #: Environment variables a notebook's kernel reads (besides :func:`data_env_vars`); a Dask
 #: worker gets the runner's values, so that a worker started elsewhere computes the same.

@@ -11,7 +11,7 @@ from typing import Any
 
 from saf_utils.reporting import reuse
 from saf_utils.reporting.manifest import Manifest, ReportWriteError, lock_info, now_iso
-from saf_utils.reporting.profiles import NotebookPlan
+from saf_utils.reporting.parameters import NotebookPlan
 from saf_utils.reporting.runs import NotebookResult, _archive_previous
 
 
