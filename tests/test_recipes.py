@@ -16,8 +16,9 @@ from saf_utils.argscichat import dialogue as A
 from saf_utils.argscichat import selection_evaluation as AEV
 from saf_utils.argscichat import selection_experiments as X
 from saf_utils.argscichat.data import load_argscichat
+from saf_utils.artifacts import record_rows
 from saf_utils.reporting import index_page, pages
-from saf_utils.reporting.records import Recorder, read_records
+from saf_utils.reporting.records import Recorder
 from saf_utils.saf import experiments as E
 from saf_utils.saf import formats as S
 
@@ -27,7 +28,7 @@ FIX = Path(__file__).parent / "fixtures"
 def _headline(path: Path, system: str, split: str) -> tuple[list[dict], str]:
     """The system's headline records (kind result, no fold, no seed) on ``split`` and the
     index sections rendered from all records of the file."""
-    rows = read_records([path])
+    rows = record_rows([path])
     mine = [r for r in rows if r["system"] == system and r["kind"] == "result"
             and r["fold"] is None and r["seed"] is None and r["split"] == split]
     return mine, "\n".join(index_page.task_sections(rows))

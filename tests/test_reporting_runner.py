@@ -18,58 +18,12 @@ from pathlib import Path
 
 import nbformat
 import pytest
-import yaml
 
 from saf_utils.reporting import cli, pages, parameters, profiles, runs, scheduler
 from saf_utils.reporting import runner as run
+from tests.toy_project import notebook
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _notebook(path: Path, params: str, *cells: str) -> None:
-    nb = nbformat.v4.new_notebook()
-    cell = nbformat.v4.new_code_cell(params)
-    cell.metadata["tags"] = ["parameters"]
-    nb.cells = [nbformat.v4.new_markdown_cell("# test $x^2$"), cell,
-                *(nbformat.v4.new_code_cell(c) for c in cells)]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
-                                 "language": "python"}
-    nbformat.write(nb, path)
-
-
-RECORD = ("from saf_utils.reporting.records import Recorder\n"
-          "rec = Recorder(NAME, output_dir)\n"
-          "rec.add('argscichat_fact_selection', 'd', 'test', 'sys', 'fact_f1', value,"
-          " role='system')\nrec.close()\n")
-
-
-@pytest.fixture()
-def project(tmp_path):
-    nbs = tmp_path / "notebooks"
-    nbs.mkdir()
-    _notebook(nbs / "a_first.ipynb",
-              "value = 0.5\nlr = 0.001\nfolds = [0]\nname = 'x'\nflag = True\nn = 3\n"
-              "output_dir = None", RECORD.replace("NAME", "'a_first'"))
-    _notebook(nbs / "b_reads_a.ipynb", "output_dir = None\nvalue = 0.25",
-              "from pathlib import Path\n"
-              "from saf_utils.reporting.records import sibling_dir\n"
-              "assert (sibling_dir(output_dir, 'a_first') / 'records.jsonl').is_file()",
-              RECORD.replace("NAME", "'b_reads_a'"))
-    _notebook(nbs / "c_sleeps.ipynb", "output_dir = None",
-              "import os, time\nfrom pathlib import Path\n"
-              "Path(output_dir, 'kernel.pid').write_text(str(os.getpid()))\ntime.sleep(120)",
-              "print('never runs')")
-    _notebook(nbs / "d_data.ipynb", "saf_source = None\noutput_dir = None", "pass")
-    profile = tmp_path / "toy.yaml"
-    (tmp_path / "base.yaml").write_text(yaml.safe_dump({
-        "notebooks": ["a_first", "b_reads_a"],
-        "depends_on": {"b_reads_a": ["a_first"]},
-        "parameters": {"value": 0.75}}))
-    profile.write_text("extends: base\nnotebook_parameters:\n  a_first: {n: 4}\n")
-    reports = tmp_path / "reports"
-    base = ["--config", str(profile), "--notebooks-dir", str(nbs), "--reports-dir",
-            str(reports)]
-    return tmp_path, base, reports
 
 
 def _err_line(capsys) -> str:
@@ -633,7 +587,7 @@ def test_a_real_full_disk_still_leaves_a_readable_status(project, tmp_path):
         pytest.skip("cannot mount a tmpfs here")
     try:
         tmp, base, _ = project
-        _notebook(tmp / "notebooks" / "e_fills.ipynb", "output_dir = None",
+        notebook(tmp / "notebooks" / "e_fills.ipynb", "output_dir = None",
                   "from pathlib import Path\n"
                   "with open(Path(output_dir).parent.parent / 'filler', 'wb') as fh:\n"
                   "    try:\n        while True:\n            fh.write(b'x' * 4096)\n"

@@ -8,7 +8,6 @@ import nbformat
 import pytest
 
 from saf_utils.reporting import cli, compare, execute, profiles, reuse
-from tests.test_reporting_runner import project  # noqa: F401 - the toy project fixture
 
 
 def _manifest(run_dir):
@@ -28,7 +27,7 @@ def test_section_starts_name_the_first_code_cell_under_each_heading():
 
 
 @pytest.mark.slow
-def test_reuse_copies_unchanged_notebooks_and_reruns_changed_ones(project, capfd):  # noqa: F811
+def test_reuse_copies_unchanged_notebooks_and_reruns_changed_ones(project, capfd):
     tmp, base, reports = project
     assert cli.main(base + ["--run-name", "r1"]) == 0
     out = capfd.readouterr()
@@ -89,7 +88,7 @@ def test_profile_reuse_setting_is_checked(tmp_path):
 
 
 @pytest.mark.slow
-def test_profile_reuse_latest_finds_each_notebook_in_the_latest_run_that_has_it(project, capfd):  # noqa: F811
+def test_profile_reuse_latest_finds_each_notebook_in_the_latest_run_that_has_it(project, capfd):
     tmp, base, reports = project
     (tmp / "toy.yaml").write_text((tmp / "toy.yaml").read_text() + "reuse: latest\n")
     assert cli.main(base + ["--run-name", "r1", "--no-reuse"]) == 0
@@ -120,7 +119,7 @@ def _reused(run_dir) -> dict[str, bool]:
 
 
 @pytest.mark.slow
-def test_reuse_verifies_every_copied_file_and_rehashes_upstream_folders(project, capfd):  # noqa: F811
+def test_reuse_verifies_every_copied_file_and_rehashes_upstream_folders(project, capfd):
     """Issue 22 item 1: edited records, pages and artifacts of a notebook and of a
     dependency are never reused; the log names the file."""
     tmp, base, reports = project

@@ -11,8 +11,9 @@ import nbformat
 import pytest
 import yaml
 
+from saf_utils.artifacts import record_rows
 from saf_utils.reporting import cli, parameters, profiles
-from saf_utils.reporting.records import Recorder, read_records, summarize
+from saf_utils.reporting.records import Recorder, summarize
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -115,7 +116,7 @@ def test_recorder_refuses_non_finite_values_and_summarizes(tmp_path):
     with pytest.raises(ValueError, match="not finite"):
         rec.add("t", "d", "s", "sys", "m", float("nan"))
     rec.close()
-    rows = read_records([rec.path])
+    rows = record_rows([rec.path])
     summary = summarize(rows).iloc[0]
     assert summary["mean"] == pytest.approx(0.6) and summary["n"] == 2
     assert summary["std"] == pytest.approx(0.1)  # population std, as fold_summary
@@ -200,7 +201,7 @@ def test_smoke_numbers_within_tolerance_of_known_values(smoke_run):
     """Not only that the notebooks ran: their headline numbers are the known smoke values."""
     out, _ = smoke_run
     got = {(r["task"], r["split"], r["system"], r["metric"]): r["value"]
-           for r in read_records(sorted(out.glob("*/records.jsonl")))
+           for r in record_rows(sorted(out.glob("*/records.jsonl")))
            if r.get("kind") == "result" and r.get("fold") is None
            and r.get("seed") is None and r.get("subset") is None}
     off = [f"{k}: {got.get(k[:4])} (expected {k[4]} ± {k[5]})" for k in SMOKE_EXPECTED

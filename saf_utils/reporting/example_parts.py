@@ -140,3 +140,10 @@ def natural(x: Any) -> tuple:
     """Numbers in ids sort as numbers (2 before 10)."""
     return tuple((0, int(t), "") if t.isdigit() else (1, 0, t)
                  for t in re.findall(r"\d+|\D+", str(x)))
+
+
+def intro(summary: str, guide: str, note: str = "") -> str:
+    """A page's first paragraph: the link home, what it lists (``summary``), how to read it
+    (``guide``), and a warning ``note`` if any (all but ``summary`` are the page's own text)."""
+    return (f'<p><a href="index.html">headline page</a> · {summary}{guide}</p>'
+            + (f'<p class="warn">{esc(note)}</p>' if note else ""))

@@ -18,6 +18,7 @@ from saf_utils.reporting.example_parts import (
     artifact_folder,
     build_page,
     first_seed,
+    intro,
     num,
     ordered,
     roles_of,
@@ -27,6 +28,10 @@ from saf_utils.reporting.example_parts import (
 from saf_utils.reporting.sharing import esc
 
 LIST_HEAD = ["fold", "pair", "turn", "query", "gold reply", "★ selector: Fact-F1"]
+GUIDE = (" Pick a pair (the search box filters the list) to see its history, the query, the "
+         "gold reply and facts, the facts each selector chose and every reply system's reply, "
+         "with per-item metrics (seeded systems: first seed). ★: the system chosen on that "
+         "fold's validation split; the list shows that selector's Fact-F1.")
 
 
 def _pairs(manifest: Mapping[str, Any], folds: Iterable[int]) -> tuple[dict, str]:
@@ -94,8 +99,8 @@ def argscichat_page(run_dir: Path, manifest: Mapping[str, Any], records: Sequenc
         rows.append(row)
         details.append(detail)
     return build_page("ArgSciChat examples: one message pair, every system", run_dir,
-                      _intro(len(rows), len({k[0] for k in keys}), note), LIST_HEAD, rows,
-                      details)
+                      intro(f"{len(rows)} test message pairs of {len({k[0] for k in keys})} "
+                            "fold(s).", GUIDE, note), LIST_HEAD, rows, details)
 
 
 class _View:
@@ -180,13 +185,3 @@ def _texts(p: Any) -> str:
             f"</dd><dt>Query (turn {p.turn})</dt><dd>{esc(p.query)}</dd>"
             f'<dt>Gold facts</dt><dd class="gold">'
             f"{_facts_list(p.content, p.fact_indexes, gold)}</dd>")
-
-
-def _intro(n_pairs: int, n_folds: int, note: str) -> str:
-    return (f'<p><a href="index.html">headline page</a> · {n_pairs} test message pairs of '
-            f"{n_folds} fold(s). Pick a pair (the search box filters the "
-            "list) to see its history, the query, the gold reply and facts, the facts each "
-            "selector chose and every reply system's reply, with per-item metrics (seeded "
-            "systems: first seed). ★: the system chosen on that fold's validation split; "
-            "the list shows that selector's Fact-F1.</p>"
-            + (f'<p class="warn">{esc(note)}</p>' if note else ""))

@@ -18,6 +18,7 @@ from saf_utils.reporting.example_parts import (
     artifact_folder,
     build_page,
     first_seed,
+    intro,
     natural,
     num,
     ordered,
@@ -30,6 +31,11 @@ from saf_utils.reporting.sharing import esc
 
 SET_APART = ("oracle", "probe")  # roles not counted among the systems that were right
 LIST_HEAD = ["split", "id", "question", "answer", "gold label", "gold score", "right"]
+GUIDE = (" Pick an answer (the search box filters the list; <i>right</i> counts the "
+         "baselines and systems with the gold label) to see question, reference, answer, "
+         "gold label, score and feedback, and every system's prediction and feedback with "
+         "its per-item scores. Link one answer with <code>examples-saf.html#saf-&lt;split"
+         "&gt;-&lt;id&gt;</code>.")
 
 
 def _label_cell(pred: Any, gold: Any, parseable: Any) -> str:
@@ -66,8 +72,9 @@ def saf_page(run_dir: Path, manifest: Mapping[str, Any], records: Sequence[dict]
         rows.append(row)
         details.append(detail)
     return build_page("SAF examples: one answer, every system", run_dir,
-                      _intro(len(rows), preds.split.nunique(), len(view.systems)), LIST_HEAD,
-                      rows, details)
+                      intro(f"{len(rows)} answers of {preds.split.nunique()} splits, "
+                            f"{len(view.systems)} systems (seeded systems: first seed).", GUIDE),
+                      LIST_HEAD, rows, details)
 
 
 class _View:
@@ -114,13 +121,3 @@ class _View:
                         f'<td class="text">{esc(r.get("pred_feedback") or "")}</td>',
                         *[f'<td class="num">{num(sc.get(m))}</td>' for m in self.metrics]])
         return out
-
-
-def _intro(n_answers: int, n_splits: int, n_systems: int) -> str:
-    return (f'<p><a href="index.html">headline page</a> · {n_answers} answers of '
-            f"{n_splits} splits, {n_systems} systems (seeded systems: first "
-            "seed). Pick an answer (the search box filters the list; <i>right</i> counts the "
-            "baselines and systems with the gold label) to see question, reference, answer, "
-            "gold label, score and feedback, and every system's prediction and feedback with "
-            "its per-item scores. Link one answer with <code>examples-saf.html#saf-&lt;split"
-            "&gt;-&lt;id&gt;</code>.</p>")

@@ -14,6 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from saf_utils.artifacts import record_rows
 from saf_utils.reporting.manifest import (
     Manifest,
     ReportWriteError,
@@ -26,7 +27,7 @@ from saf_utils.reporting.profiles import (
     RunnerError,
     check_folder_name,
 )
-from saf_utils.reporting.records import RECORDS_FILE, SOURCES_FILE, read_records, summarize
+from saf_utils.reporting.records import RECORDS_FILE, SOURCES_FILE, summarize
 
 PREVIOUS_DIR = "previous"
 
@@ -172,7 +173,7 @@ def write_reports(run_dir: Path, manifest: Manifest) -> None:
     latest = list(manifest.notebooks)
     status = {n["name"]: n["status"] for n in latest}
     skipped: list[str] = []
-    records = read_records((run_dir / n["name"] / RECORDS_FILE for n in latest), skipped)
+    records = record_rows((run_dir / n["name"] / RECORDS_FILE for n in latest), skipped)
     for r in records:
         r["notebook_status"] = status.get(r.get("notebook"), "unknown")
     sources: dict[tuple, dict] = {}  # (path, sha256): a file rewritten between notebooks
