@@ -605,3 +605,18 @@ def test_a_real_full_disk_still_leaves_a_readable_status(project, tmp_path):
         assert re.search(r"\nd\s+fill\s+\S*\s+write_error\s", _list(mnt / "reports"))
     finally:
         subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_a_manifest_reads_back_an_older_runs_keys_unchanged():
+    """Manifest is a dataclass, manifest.json keeps its keys: an older run's manifest (no
+    ``executions``, a key this version does not know) reads back and writes the same values."""
+    from saf_utils.reporting.manifest import Manifest
+
+    old = {"run": "r1", "profile": "toy", "status": "ok", "pid": 7, "host": "h",
+           "notebooks": [{"name": "a_first", "status": "ok", "parameters": {}}],
+           "someday": {"kept": True}}
+    m = Manifest.from_dict(old)
+    assert m.executions == old["notebooks"] and m.extra == {"someday": {"kept": True}}
+    back = m.to_dict()
+    assert {k: back[k] for k in old} == old and back["executions"] == old["notebooks"]
+    assert Manifest.from_dict(back).to_dict() == back
