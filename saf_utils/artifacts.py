@@ -1,16 +1,18 @@
 """The files notebooks hand to each other: their names, writers and typed readers.
 
 Every notebook writes ``records.jsonl`` (metric records, :class:`saf_utils.reporting.records.
-Recorder`) and ``items.jsonl`` (per-item scores) into its output folder; besides
+Recorder`) and ``items.jsonl`` (per-item scores) into its output folder; besides, a SAF
+notebook writes its prediction table per split (``predictions_<split>.jsonl``), a fact
+selection notebook its selections (``predictions.jsonl``) and the val-chosen selector per
+fold (``chosen.json``), a reply notebook its replies (``generations.jsonl``). Which notebook
+writes and reads what is declared where the notebooks are (the profiles' ``depends_on``,
+the task specs), not in this layer: a notebook's output folder is named after the notebook
+(the runner's rule), so a reader that finds a file missing raises
+:class:`FileNotFoundError` naming the folder's notebook as the one to run first
+(``producer`` overrides it).
 
-- 02 writes its SAF prediction table per split (``predictions_<split>.jsonl``), read by 05;
-- 03 writes its fact selections (``predictions.jsonl``) and the val-chosen selector per fold
-  (``chosen.json``), read by 04 and 06;
-- 04 writes its replies (``generations.jsonl``), read by 06.
-
-Readers raise :class:`FileNotFoundError` naming the notebook to run first. One dtype rule for
-all of them: values keep their JSON types, except ``id`` / ``item`` (strings) and ``seed`` /
-``fold`` (Python ints or None, never floats).
+One dtype rule for all of them: values keep their JSON types, except ``id`` / ``item``
+(strings) and ``seed`` / ``fold`` (Python ints or None, never floats).
 """
 
 from __future__ import annotations
@@ -30,10 +32,6 @@ SAF_PREDICTIONS_FILE = "predictions_{split}.jsonl"
 SELECTIONS_FILE = "predictions.jsonl"
 CHOSEN_FILE = "chosen.json"
 GENERATIONS_FILE = "generations.jsonl"
-
-SAF_NOTEBOOK = "02_baseline_finetuning"
-SELECTION_NOTEBOOK = "03_fact_selection"
-GENERATION_NOTEBOOK = "04_generation"
 
 
 # --------------------------------------------------------------------------- JSON lines
@@ -62,10 +60,12 @@ def _typed(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def read_jsonl(path: str | os.PathLike, producer: str) -> pd.DataFrame:
+def read_jsonl(path: str | os.PathLike, producer: str | None = None) -> pd.DataFrame:
     """A JSON-lines artifact as a typed frame (empty file: empty frame); a missing file
-    raises FileNotFoundError naming ``producer``, the notebook that writes it."""
+    raises FileNotFoundError naming ``producer``, the notebook that writes it (default: the
+    folder's name)."""
     path = Path(path)
+    producer = producer or path.parent.name
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found: run notebook {producer} first (same run / "
                                 f"output folder), e.g. python -m saf_utils.run --profile cpu "
@@ -113,14 +113,14 @@ def record_rows(paths: Iterable[str | os.PathLike],
     return rows
 
 
-def read_records(folder: str | os.PathLike, producer: str) -> pd.DataFrame:
+def read_records(folder: str | os.PathLike, producer: str | None = None) -> pd.DataFrame:
     """One notebook's ``records.jsonl`` as a typed frame (every record field a column)."""
     path = Path(folder) / RECORDS_FILE
     read_jsonl(path, producer)  # the missing-file message
     return _typed(pd.DataFrame(record_rows([path])))
 
 
-def read_items(folder: str | os.PathLike, producer: str) -> pd.DataFrame:
+def read_items(folder: str | os.PathLike, producer: str | None = None) -> pd.DataFrame:
     """One notebook's per-item scores (``items.jsonl``)."""
     return read_jsonl(Path(folder) / ITEMS_FILE, producer)
 
@@ -150,8 +150,8 @@ def read_saf_predictions(folder: str | os.PathLike) -> pd.DataFrame:
     """Every split's SAF prediction table of 02, stacked (``pred_label`` stays text)."""
     files = sorted(Path(folder).glob(SAF_PREDICTIONS_FILE.format(split="*")))
     if not files:
-        read_jsonl(Path(folder) / SAF_PREDICTIONS_FILE.format(split="<split>"), SAF_NOTEBOOK)
-    frames = [read_jsonl(f, SAF_NOTEBOOK) for f in files]
+        read_jsonl(Path(folder) / SAF_PREDICTIONS_FILE.format(split="<split>"))
+    frames = [read_jsonl(f) for f in files]
     out = pd.concat(frames, ignore_index=True)
     if "pred_label" in out:
         out["pred_label"] = out.pred_label.astype(object)
@@ -169,7 +169,7 @@ def write_selections(rows: pd.DataFrame | Iterable[Mapping[str, Any]],
 def read_selections(folder: str | os.PathLike, system: str | None = None) -> pd.DataFrame:
     """03's selections (optionally of one system)."""
     path = Path(folder) / SELECTIONS_FILE
-    df = read_jsonl(path, SELECTION_NOTEBOOK)
+    df = read_jsonl(path)
     if system is not None:
         if system not in set(df.system):
             raise ValueError(f"{path}: no predictions of system {system!r}; "
@@ -205,7 +205,7 @@ def read_chosen(folder: str | os.PathLike, folds: Sequence[int], task: str | Non
             raise ValueError(f"{CHOSEN_FILE}: no chosen system for fold(s) {missing}")
         if per_fold:
             return {int(f): per_fold[int(f)] for f in folds}
-    recs = (read_records(folder, "the producing notebook")
+    recs = (read_records(folder)
             if (Path(folder) / RECORDS_FILE).is_file() else pd.DataFrame())
     marked = chosen(recs, task)
     out: dict[int, str] = {}
@@ -229,4 +229,4 @@ def write_generations(preds: pd.DataFrame, folder: str | os.PathLike) -> Path:
 
 def read_generations(folder: str | os.PathLike) -> pd.DataFrame:
     """04's reply rows (fold, split, pair_id, paper_id, system, role, seed, output, gold)."""
-    return read_jsonl(Path(folder) / GENERATIONS_FILE, GENERATION_NOTEBOOK)
+    return read_jsonl(Path(folder) / GENERATIONS_FILE)

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.toy_project import project  # noqa: F401 - the runner tests' toy project fixture
+
 
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory) -> tuple[Path, int]:

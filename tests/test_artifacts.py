@@ -31,6 +31,9 @@ def test_records_and_items_are_typed_one_way(tmp_path) -> None:
     assert items.seed.tolist() == [None]
     with pytest.raises(FileNotFoundError, match="run notebook 04_generation first"):
         AR.read_items(tmp_path / "nowhere", "04_generation")
+    # the notebook to run first is the output folder's name (this layer names no notebook)
+    with pytest.raises(FileNotFoundError, match="run notebook 03_fact_selection first"):
+        AR.read_selections(tmp_path / "03_fact_selection")
     (tmp_path / AR.RECORDS_FILE).write_text('{"task": "t"}\n')
     with pytest.raises(ValueError, match="bad record"):
         AR.read_records(tmp_path, "02")
@@ -46,7 +49,7 @@ def test_saf_predictions_per_split(tmp_path) -> None:
     back = AR.read_saf_predictions(tmp_path)
     assert sorted(back.id) == ["1", "2", "3"] and back.pred_label.dtype == object
     with pytest.raises(FileNotFoundError, match="02_baseline_finetuning"):
-        AR.read_saf_predictions(tmp_path / "nowhere")
+        AR.read_saf_predictions(tmp_path / "02_baseline_finetuning")
 
 
 def test_chosen_file_roundtrip_and_fallbacks(tmp_path) -> None:

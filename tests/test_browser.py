@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from saf_utils.reporting import pages
+from saf_utils.reporting import results_page
 from tests.browser import Browser, find_chromium
 
 CHROMIUM = find_chromium()
@@ -88,7 +88,7 @@ def test_results_page_default_view_sort_filter_and_columns(smoke_run, browser):
     head = _head(browser, "results")
     assert head[:8] == ["system", "split", "metric", "scale", "what", "value", "CI", "p"]
     default = sum(r.get("kind", "result") == "result" and str(r["split"]).startswith("test")
-                  and pages.record_what(r)[0] == "headline" for r in records)
+                  and results_page.record_what(r)[0] == "headline" for r in records)
     shown = browser.js("window.safTables['results'].dt.rows({search: 'applied'}).count()")
     assert shown == default > 0  # the default view: each headline of the test splits once
     boxes = browser.js("""Array.from(document.querySelectorAll('#results tfoot input'))

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import nbformat
 
-from saf_utils.reporting.compare import compare_runs, to_markdown, write_compare_html
+from saf_utils.reporting.compare import compare_runs
+from saf_utils.reporting.compare_page import to_markdown, write_compare_html
 
 
 def _run(root: Path, name: str, notebooks: dict[str, dict], copies: bool = True) -> Path:

@@ -19,10 +19,10 @@ from pathlib import Path
 import nbformat
 import pytest
 import yaml
-from test_reporting_runner import RECORD, _notebook
 
 from saf_utils.reporting import cli, scheduler, sweep
 from saf_utils.reporting.profiles import RunnerError
+from tests.toy_project import RECORD, notebook, reads_a, run_args
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -122,24 +122,20 @@ def _toy(tmp_path: Path) -> list[str]:
     """a -> b; e independent (sleeps); f fails -> g skipped."""
     nbs = tmp_path / "notebooks"
     nbs.mkdir()
-    _notebook(nbs / "a_first.ipynb", "value = 0.5\noutput_dir = None",
+    notebook(nbs / "a_first.ipynb", "value = 0.5\noutput_dir = None",
               "import os, time\nfrom pathlib import Path\ntime.sleep(4)\n"
               "Path(output_dir, 'threads.txt').write_text(repr([os.environ.get(k) for k in "
               "('OMP_NUM_THREADS', 'MKL_NUM_THREADS', 'PYTHONHASHSEED')]))",
               RECORD.replace("NAME", "'a_first'"))
-    _notebook(nbs / "b_reads_a.ipynb", "output_dir = None\nvalue = 0.25",
-              "from saf_utils.reporting.records import sibling_dir\n"
-              "assert (sibling_dir(output_dir, 'a_first') / 'records.jsonl').is_file()",
-              RECORD.replace("NAME", "'b_reads_a'"))
-    _notebook(nbs / "e_alone.ipynb", "output_dir = None\nvalue = 0.125",
+    reads_a(nbs)
+    notebook(nbs / "e_alone.ipynb", "output_dir = None\nvalue = 0.125",
               "import time\ntime.sleep(4)", RECORD.replace("NAME", "'e_alone'"))
-    _notebook(nbs / "f_fails.ipynb", "output_dir = None", "raise ValueError('boom')")
-    _notebook(nbs / "g_needs_f.ipynb", "output_dir = None", "pass")
+    notebook(nbs / "f_fails.ipynb", "output_dir = None", "raise ValueError('boom')")
+    notebook(nbs / "g_needs_f.ipynb", "output_dir = None", "pass")
     (tmp_path / "toy.yaml").write_text(yaml.safe_dump({
         "notebooks": ["a_first", "b_reads_a", "e_alone", "f_fails", "g_needs_f"],
         "depends_on": {"b_reads_a": ["a_first"], "g_needs_f": ["f_fails"]}}))
-    return ["--config", str(tmp_path / "toy.yaml"), "--notebooks-dir", str(nbs),
-            "--reports-dir", str(tmp_path / "reports")]
+    return run_args(tmp_path / "toy.yaml", nbs, tmp_path / "reports")
 
 
 def test_bad_cluster_options_are_one_line_and_rc_2(tmp_path, capsys):
@@ -283,8 +279,8 @@ def test_ctrl_c_on_a_local_cluster_stops_the_kernels_and_marks_the_run(tmp_path)
     sleeper = ("import os, time\nfrom pathlib import Path\n"
                "Path(output_dir, 'kernel.pid').write_text(str(os.getpid()))\ntime.sleep(300)")
     for name in ("c_sleeps", "d_sleeps"):
-        _notebook(nbs / f"{name}.ipynb", "output_dir = None", sleeper, "print('never runs')")
-    _notebook(nbs / "a_first.ipynb", "output_dir = None", "pass")
+        notebook(nbs / f"{name}.ipynb", "output_dir = None", sleeper, "print('never runs')")
+    notebook(nbs / "a_first.ipynb", "output_dir = None", "pass")
     (tmp_path / "p.yaml").write_text(yaml.safe_dump({
         "notebooks": ["c_sleeps", "d_sleeps", "a_first"], "depends_on": {"a_first": ["c_sleeps"]}}))
     reports = tmp_path / "reports"
@@ -324,9 +320,9 @@ def test_serial_sweep_reuses_what_the_matrix_does_not_touch(tmp_path, capsys):
     runs in the first cell only; sweep.json and sweep.html list both cells."""
     nbs = tmp_path / "notebooks"
     nbs.mkdir()
-    _notebook(nbs / "a_first.ipynb", "value = 0.5\noutput_dir = None",
+    notebook(nbs / "a_first.ipynb", "value = 0.5\noutput_dir = None",
               RECORD.replace("NAME", "'a_first'"))
-    _notebook(nbs / "z_plain.ipynb", "output_dir = None\nvalue_z = 0.25",
+    notebook(nbs / "z_plain.ipynb", "output_dir = None\nvalue_z = 0.25",
               RECORD.replace("NAME", "'z_plain'").replace("value,", "value_z,")
               .replace("'sys'", "'zsys'"))
     (tmp_path / "p.yaml").write_text(yaml.safe_dump({

@@ -79,6 +79,6 @@ def test_prediction_rows_roundtrip(tmp_path) -> None:
     with pytest.raises(ValueError, match="no predictions of system"):
         AR.read_selections(tmp_path, "bm25")
     with pytest.raises(FileNotFoundError, match="run notebook 03_fact_selection first"):
-        AR.read_selections(tmp_path / "nowhere")
+        AR.read_selections(tmp_path / "03_fact_selection")
     with pytest.raises(ValueError, match="several systems"):
         A.selection_lookup(pd.concat([df, df.assign(system="other")]))

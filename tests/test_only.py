@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from saf_utils.reporting.cli import run_parser
-from saf_utils.reporting.profiles import RunnerError, select_notebooks
+from saf_utils.reporting.parameters import select_notebooks
+from saf_utils.reporting.profiles import RunnerError
 
 NAMES = ["01_data_exploration", "02_baseline_finetuning", "03_fact_selection", "04_generation",
          "05_saf_error_analysis", "06_argscichat_error_analysis"]

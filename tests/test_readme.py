@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from saf_utils.reporting import cli
-from saf_utils.reporting.profiles import select_notebooks
+from saf_utils.reporting.parameters import select_notebooks
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"

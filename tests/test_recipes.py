@@ -18,8 +18,9 @@ from saf_utils.argscichat import dialogue as A
 from saf_utils.argscichat import selection_evaluation as AEV
 from saf_utils.argscichat.data import load_argscichat
 from saf_utils.argscichat.systems import SELECTORS
-from saf_utils.reporting import pages
-from saf_utils.reporting.records import Recorder, read_records
+from saf_utils.artifacts import record_rows
+from saf_utils.reporting import index_page, pages
+from saf_utils.reporting.records import Recorder
 from saf_utils.saf import evaluate as SEV
 from saf_utils.saf import record as SRC
 from saf_utils.saf import run as SR
@@ -33,10 +34,10 @@ RECIPES = Path(__file__).parents[1] / "docs" / "recipes.md"
 def _headline(path: Path, system: str, split: str) -> tuple[list[dict], str]:
     """The system's headline records (kind result, no fold, no seed) on ``split`` and the
     index sections rendered from all records of the file."""
-    rows = read_records([path])
+    rows = record_rows([path])
     mine = [r for r in rows if r["system"] == system and r["kind"] == "result"
             and r["fold"] is None and r["seed"] is None and r["split"] == split]
-    return mine, "\n".join(pages.task_sections(rows))
+    return mine, "\n".join(index_page.task_sections(rows))
 
 
 def _row(html: str, system: str) -> str:
@@ -214,11 +215,11 @@ def test_the_reply_recipe_reaches_records_and_the_index(tmp_path) -> None:
         rec.close()
     finally:
         _forget(module, REPLY_SYSTEMS, "echo_query")
-    rows = read_records([rec.path])
+    rows = record_rows([rec.path])
     mine = [r for r in rows if r["system"] == "echo_query" and r["metric"] == "content_f1"
             and r["fold"] is None and r["split"] == "test" and r["kind"] == "result"]
     assert len(mine) == 1 and mine[0]["role"] == "baseline"
-    html = "\n".join(pages.task_sections(rows))
+    html = "\n".join(index_page.task_sections(rows))
     assert "ArgSciChat generation" in html and "echo_query" in html
 
 
@@ -236,7 +237,7 @@ def test_notebook_02_needs_no_edit_for_a_new_saf_system() -> None:
     import dataclasses
     import json
 
-    from saf_utils.reporting.profiles import notebook_parameters
+    from saf_utils.reporting.parameters import notebook_parameters
 
     nb_path = Path(__file__).parents[1] / "notebooks" / "02_baseline_finetuning.ipynb"
     params = notebook_parameters(nb_path)

@@ -13,7 +13,7 @@ import pytest
 
 from saf_utils import protocol as P
 from saf_utils.metrics import spec as MS
-from saf_utils.reporting import pages
+from saf_utils.reporting import headline, index_page
 
 
 def _result(system, split, metric, value, role="system", **kw):
@@ -99,7 +99,7 @@ def test_the_index_clips_old_records_and_marks_them():
     recs = [_result("A", "test_unseen_answers", "accuracy", 0.157, ci_low=-0.862, ci_high=1.18,
                     method="cluster t (2 df)", estimand="new questions"),
             _result("B", "test_unseen_answers", "accuracy", 0.1, role="baseline")]
-    html = "\n".join(pages.task_sections(recs))
+    html = "\n".join(index_page.task_sections(recs))
     assert "-0.862" not in html and "0.157 <small>[0, 1]" in html and "‡" in html
     assert "clipped to it" in html and "method: cluster t (df 2)" in html
 
@@ -129,11 +129,11 @@ def _choice_records():
 
 def test_the_star_marks_the_choice_made_for_each_split():
     recs = _choice_records()
-    chosen = pages.chosen_by_split(recs, "saf")
-    assert pages.chosen_on(chosen, "test_unseen_answers") == {
+    chosen = headline.chosen_by_split(recs, "saf")
+    assert headline.chosen_on(chosen, "test_unseen_answers") == {
         "feature_clf": "chosen on validation by macro_f1"}
-    assert list(pages.chosen_on(chosen, "test_unseen_questions")) == ["nearest_neighbour"]
-    html = "\n".join(pages.task_sections(recs))
+    assert list(headline.chosen_on(chosen, "test_unseen_questions")) == ["nearest_neighbour"]
+    html = "\n".join(index_page.task_sections(recs))
     ua, uq = html.split('id="saf-test_unseen_questions"')
     assert "feature_clf ★" not in re.sub(r"<[^>]+>", "", uq)
     assert re.search(r"nearest_neighbour <span class=\"chosen\"[^>]*>★ chosen on train",
@@ -143,7 +143,7 @@ def test_the_star_marks_the_choice_made_for_each_split():
 
 
 def test_lead_sentences_say_it_in_plain_words_first():
-    html = "\n".join(pages.task_sections(_choice_records()))
+    html = "\n".join(index_page.task_sections(_choice_records()))
     uq = html.split('id="saf-test_unseen_questions"')[1]
     lead = re.search(r'<p class="lead">(.*?)<br>', uq, re.S).group(1)
     assert lead.startswith("<b>nearest_neighbour</b> is best")
@@ -156,7 +156,7 @@ def test_lead_sentences_say_it_in_plain_words_first():
 
 
 def test_the_first_screen_names_best_runner_up_and_verdict_per_split():
-    html = pages.glance_table(_choice_records())
+    html = index_page.glance_table(_choice_records())
     rows = re.findall(r"<tr>(.*?)</tr>", html, re.S)[1:]
     text = [re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", r)).strip() for r in rows]
     assert text[0].startswith("SAF (short answer feedback) test_unseen_answers accuracy ↑ 0–1")
@@ -167,14 +167,14 @@ def test_the_first_screen_names_best_runner_up_and_verdict_per_split():
 
 
 def test_metric_headers_carry_direction_and_range_and_p_values_read_as_p():
-    head = pages.metric_head("mse")
+    head = headline.metric_head("mse")
     assert "mse" in head and "↓ ≥ 0" in head and "lower is better" in head
-    assert [pages.p_text(p) for p in (0.0004, 0.0042, 0.31, 1.0)] == [
+    assert [headline.p_text(p) for p in (0.0004, 0.0042, 0.31, 1.0)] == [
         "p < 0.001", "p = 0.004", "p = 0.31", "p = 1.00"]
 
 
 def test_a_tie_is_called_a_tie():
     recs = [_result("A", "test", "accuracy", 0.5), _result("B", "test", "accuracy", 0.5,
                                                            role="baseline")]
-    html = "\n".join(pages.task_sections(recs))
+    html = "\n".join(index_page.task_sections(recs))
     assert "<b>A</b> is best: highest accuracy" in html and "tied with <b>B</b>" in html

@@ -15,14 +15,17 @@ from test_sharing import PAYLOADS, absolute_prefixes, unsafe_markup
 from saf_utils import artifacts as AR
 from saf_utils.argscichat.data import load_argscichat
 from saf_utils.reporting import cli, examples, overview
+from saf_utils.reporting.manifest import Manifest
 from saf_utils.reporting.records import Recorder
 from saf_utils.reporting.runs import write_reports
 
 FIX = Path(__file__).parent / "fixtures"
+# the notebooks whose output folders hold the artifacts (the pages find them by file)
+SAF_NB, SELECTION_NB, GENERATION_NB = "02_baseline_finetuning", "03_fact_selection", "04_generation"
 
 
 def _saf(run: Path) -> None:
-    rec = Recorder(AR.SAF_NOTEBOOK, run / AR.SAF_NOTEBOOK)
+    rec = Recorder(SAF_NB, run / SAF_NB)
     rows, items = [], []
     for system, role, labels in (("majority", "baseline", ["Correct", "Correct"]),
                                  ("feature_clf", "system", ["Correct", "Incorrect"])):
@@ -44,12 +47,12 @@ def _saf(run: Path) -> None:
         rec.add("saf", "toy", "test_unseen_answers", system, "accuracy", 0.5, role=role)
     rec.add_items(pd.DataFrame(items))
     rec.close()
-    AR.write_saf_predictions(pd.DataFrame(rows), run / AR.SAF_NOTEBOOK)
+    AR.write_saf_predictions(pd.DataFrame(rows), run / SAF_NB)
 
 
 def _argscichat(run: Path) -> list:
     pairs = load_argscichat(FIX / "argscichat", fold=0).test[:2]
-    rec = Recorder(AR.SELECTION_NOTEBOOK, run / AR.SELECTION_NOTEBOOK)
+    rec = Recorder(SELECTION_NB, run / SELECTION_NB)
     sel, items = [], []
     for system, role, picks in (("first", "baseline", [0, 1]), ("bm25", "baseline", [1, 2])):
         for p in pairs:
@@ -67,8 +70,8 @@ def _argscichat(run: Path) -> list:
             kind="tuning", subset="chosen", role="baseline", fold=0)
     rec.add_items(pd.DataFrame(items))
     rec.close()
-    AR.write_selections(sel, run / AR.SELECTION_NOTEBOOK)
-    gen = Recorder(AR.GENERATION_NOTEBOOK, run / AR.GENERATION_NOTEBOOK)
+    AR.write_selections(sel, run / SELECTION_NB)
+    gen = Recorder(GENERATION_NB, run / GENERATION_NB)
     gens = [{"fold": 0, "split": "test", "pair_id": p.pair_id, "paper_id": p.paper_id,
              "system": "copy_selected", "role": "baseline", "seed": None,
              "output": f"reply to <{p.query[:10]}>", "gold": p.reply} for p in pairs]
@@ -78,7 +81,7 @@ def _argscichat(run: Path) -> list:
                                  "cluster": p.paper_id, "value": 0.25, "seed": None, "fold": 0}
                                 for p in pairs]))
     gen.close()
-    AR.write_generations(pd.DataFrame(gens), run / AR.GENERATION_NOTEBOOK)
+    AR.write_generations(pd.DataFrame(gens), run / GENERATION_NB)
     return pairs
 
 
@@ -87,15 +90,15 @@ def _run(root: Path, name: str, with_data: bool = True) -> tuple[Path, list]:
     _saf(run)
     pairs = _argscichat(run)
     folder = FIX / "argscichat" if with_data else root / "moved-away"
-    for nb in (AR.SAF_NOTEBOOK, AR.SELECTION_NOTEBOOK, AR.GENERATION_NOTEBOOK):  # data read
+    for nb in (SAF_NB, SELECTION_NB, GENERATION_NB):  # data read
         (run / nb / "data_sources.json").write_text(json.dumps([{
             "dataset": "argscichat", "source": str(folder), "split": "fold0/test",
             "path": str(folder / "fold_0_test.json"), "sha256": "x"}]))
     manifest = {"run": name, "profile": "toy", "status": "ok", "git": {"commit": "b" * 40},
                 "started": "2026-01-01T00:00:00+00:00", "finished": "2026-01-01T00:01:00+00:00",
                 "notebooks": [{"name": n, "status": "ok", "parameters": {}} for n in
-                              (AR.SAF_NOTEBOOK, AR.SELECTION_NOTEBOOK, AR.GENERATION_NOTEBOOK)]}
-    write_reports(run, manifest)
+                              (SAF_NB, SELECTION_NB, GENERATION_NB)]}
+    write_reports(run, Manifest.from_dict(manifest))
     return run, pairs
 
 
@@ -199,7 +202,7 @@ def test_example_pages_are_rebuilt_only_when_their_inputs_change(toy_run):
     before = page.stat().st_mtime_ns
     examples.write_examples(run, manifest, [])
     assert page.stat().st_mtime_ns == before  # unchanged inputs: not redrawn
-    preds = run / AR.SAF_NOTEBOOK / "predictions_test_unseen_answers.jsonl"
+    preds = run / SAF_NB / "predictions_test_unseen_answers.jsonl"
     preds.write_text(preds.read_text().replace("gold feedback 1", "new gold feedback 1"))
     examples.write_examples(run, manifest, [])
     assert "new gold feedback 1" in page.read_text()

@@ -11,10 +11,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from saf_utils.artifacts import record_rows
 from saf_utils.reporting import cli, pages, tables
-from saf_utils.reporting.compare import compare_runs, to_markdown, write_compare_html
-from saf_utils.reporting.records import Recorder, read_records
-from saf_utils.reporting.runner import write_reports
+from saf_utils.reporting.compare import compare_runs
+from saf_utils.reporting.compare_page import to_markdown, write_compare_html
+from saf_utils.reporting.manifest import Manifest
+from saf_utils.reporting.records import Recorder
+from saf_utils.reporting.runs import write_reports
 
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
         "track", "wbr"}
@@ -143,7 +146,7 @@ def make_run(root: Path, name: str, param: int = 1, shift: float = 0.0,
              "error": "ValueError: <boom>", "parameters": {}},
         ],
     }
-    write_reports(run, manifest)
+    write_reports(run, Manifest.from_dict(manifest))
     return run
 
 
@@ -290,7 +293,7 @@ def test_add_frame_records_each_row_nan_as_none_and_fixed_fields(tmp_path):
                           "seed": [1.0, float("nan")], "fold": [0, 1], "role": ["system", None],
                           "extra": ["ignored", "ignored"]})
     assert rec.add_frame(frame, "t", "d", split="test", kind="analysis") == 2
-    rows = read_records([rec.path])
+    rows = record_rows([rec.path])
     assert [(r["system"], r["seed"], r["fold"], r["role"], r["kind"], r["split"])
             for r in rows] == [("a", 1, 0, "system", "analysis", "test"),
                                ("b", None, 1, None, "analysis", "test")]

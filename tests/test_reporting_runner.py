@@ -18,58 +18,12 @@ from pathlib import Path
 
 import nbformat
 import pytest
-import yaml
 
-from saf_utils.reporting import cli, pages, runs, scheduler
+from saf_utils.reporting import cli, pages, parameters, profiles, runs, scheduler
 from saf_utils.reporting import runner as run
+from tests.toy_project import notebook
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _notebook(path: Path, params: str, *cells: str) -> None:
-    nb = nbformat.v4.new_notebook()
-    cell = nbformat.v4.new_code_cell(params)
-    cell.metadata["tags"] = ["parameters"]
-    nb.cells = [nbformat.v4.new_markdown_cell("# test $x^2$"), cell,
-                *(nbformat.v4.new_code_cell(c) for c in cells)]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
-                                 "language": "python"}
-    nbformat.write(nb, path)
-
-
-RECORD = ("from saf_utils.reporting.records import Recorder\n"
-          "rec = Recorder(NAME, output_dir)\n"
-          "rec.add('argscichat_fact_selection', 'd', 'test', 'sys', 'fact_f1', value,"
-          " role='system')\nrec.close()\n")
-
-
-@pytest.fixture()
-def project(tmp_path):
-    nbs = tmp_path / "notebooks"
-    nbs.mkdir()
-    _notebook(nbs / "a_first.ipynb",
-              "value = 0.5\nlr = 0.001\nfolds = [0]\nname = 'x'\nflag = True\nn = 3\n"
-              "output_dir = None", RECORD.replace("NAME", "'a_first'"))
-    _notebook(nbs / "b_reads_a.ipynb", "output_dir = None\nvalue = 0.25",
-              "from pathlib import Path\n"
-              "from saf_utils.reporting.records import sibling_dir\n"
-              "assert (sibling_dir(output_dir, 'a_first') / 'records.jsonl').is_file()",
-              RECORD.replace("NAME", "'b_reads_a'"))
-    _notebook(nbs / "c_sleeps.ipynb", "output_dir = None",
-              "import os, time\nfrom pathlib import Path\n"
-              "Path(output_dir, 'kernel.pid').write_text(str(os.getpid()))\ntime.sleep(120)",
-              "print('never runs')")
-    _notebook(nbs / "d_data.ipynb", "saf_source = None\noutput_dir = None", "pass")
-    profile = tmp_path / "toy.yaml"
-    (tmp_path / "base.yaml").write_text(yaml.safe_dump({
-        "notebooks": ["a_first", "b_reads_a"],
-        "depends_on": {"b_reads_a": ["a_first"]},
-        "parameters": {"value": 0.75}}))
-    profile.write_text("extends: base\nnotebook_parameters:\n  a_first: {n: 4}\n")
-    reports = tmp_path / "reports"
-    base = ["--config", str(profile), "--notebooks-dir", str(nbs), "--reports-dir",
-            str(reports)]
-    return tmp_path, base, reports
 
 
 def _err_line(capsys) -> str:
@@ -80,7 +34,7 @@ def _err_line(capsys) -> str:
 
 def test_profiles_extend_base_and_merge(project):
     tmp, base, _ = project
-    cfg = run.load_profile(config=tmp / "toy.yaml")
+    cfg = profiles.load_profile(config=tmp / "toy.yaml")
     assert cfg["notebooks"] == ["a_first", "b_reads_a"]
     assert cfg["parameters"] == {"value": 0.75} and cfg["notebook_parameters"] == {
         "a_first": {"n": 4}}
@@ -145,7 +99,7 @@ def test_data_sources_are_checked_before_anything_runs(project, capsys, monkeypa
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert cli.main(args) == 2
     assert "huggingface.co is unreachable; set SAF_DATA" in _err_line(capsys)
-    monkeypatch.setattr("saf_utils.reporting.profiles.reachable", lambda host: False)
+    monkeypatch.setattr("saf_utils.reporting.data_check.reachable", lambda host: False)
     monkeypatch.delenv("HF_HUB_OFFLINE")
     assert cli.main(args) == 2
     _err_line(capsys)
@@ -303,8 +257,8 @@ def test_names_that_become_paths_stay_inside_the_reports_folder(project, capsys)
     odd.write_text("name: mine\nnotebooks: [a_first]\n")
     assert cli.main(["--config", str(odd), *args, "--dry-run"]) == 0
     assert "profile mine" in capsys.readouterr().out
-    with pytest.raises(run.RunnerError, match="one folder name"):
-        run.new_run_dir(reports, "../escaped")
+    with pytest.raises(profiles.RunnerError, match="one folder name"):
+        runs.new_run_dir(reports, "../escaped")
     assert not reports.exists() and not (tmp / "x").exists() and not (tmp / "escaped").exists()
 
 
@@ -354,12 +308,12 @@ def test_planning_checks_unselected_notebooks_list_elements_choices_and_fields(p
 
 
 def test_base_profile_limits_folds_to_the_official_ones():
-    cfg = run.load_profile("smoke")
+    cfg = profiles.load_profile("smoke")
     assert cfg["choices"]["folds"] == [0, 1, 2, 3, 4]
-    with pytest.raises(run.RunnerError, match="7 is not one of the profile's choices.folds"):
-        run.plan_notebooks(cfg, ["01_data_exploration"], ROOT / "notebooks", ["folds=[7]"])
-    with pytest.raises(run.RunnerError, match=r"03_fact_selection.k = 'two'"):
-        run.plan_notebooks(cfg, ["01_data_exploration"], ROOT / "notebooks",
+    with pytest.raises(profiles.RunnerError, match="7 is not one of the profile's choices.folds"):
+        parameters.plan_notebooks(cfg, ["01_data_exploration"], ROOT / "notebooks", ["folds=[7]"])
+    with pytest.raises(profiles.RunnerError, match=r"03_fact_selection.k = 'two'"):
+        parameters.plan_notebooks(cfg, ["01_data_exploration"], ROOT / "notebooks",
                            ["03_fact_selection.k=two"])
 
 
@@ -402,7 +356,7 @@ def test_list_and_compare_report_a_malformed_run_in_one_line(tmp_path, capsys):
     assert len(err) == 2 and "Traceback" not in captured.err, err
     assert "listy" in err[0] and "not a run manifest" in err[0] and "pid is list" in err[1]
     assert all(name in captured.out for name in ("good", "good2", "novalue"))
-    with pytest.raises(run.RunnerError):
+    with pytest.raises(profiles.RunnerError):
         cli.list_runs(reports)  # without a problems list it raises
 
     def compare(*args: str) -> int:
@@ -464,9 +418,9 @@ def test_planning_refuses_aliases_deep_values_and_non_plain_data(project, capsys
         (bad.write_bytes if isinstance(text, bytes) else bad.write_text)(text)
         assert cli.main(["--config", str(bad), *base[2:]]) == 2
         assert expected in _err_line(capsys)
-    cfg = run.load_profile(config=tmp / "toy.yaml")  # plain YAML still loads, 1.2 floats too
+    cfg = profiles.load_profile(config=tmp / "toy.yaml")  # plain YAML still loads, 1.2 floats too
     assert cfg["notebook_parameters"] == {"a_first": {"n": 4}}
-    assert run.parse_overrides(["lr=5e-4", "x=[1, {a: b}]"])[0] == {"lr": 5e-4,
+    assert parameters.parse_overrides(["lr=5e-4", "x=[1, {a: b}]"])[0] == {"lr": 5e-4,
                                                                     "x": [1, {"a": "b"}]}
 
 
@@ -580,7 +534,7 @@ def test_a_failed_notebook_and_a_runner_error_say_so_in_the_status(project, caps
     def boom(*args, **kwargs):
         raise RuntimeError("a bug in the runner")
 
-    monkeypatch.setattr(run, "_record_inputs", boom)
+    monkeypatch.setattr(run, "record_inputs", boom)
     with pytest.raises(RuntimeError, match="a bug"):
         cli.main(base + ["--run-name", "e", "--only", "a_first", "-p", "a_first.n=1"])
     m = json.loads((reports / "e" / "manifest.json").read_text())
@@ -633,7 +587,7 @@ def test_a_real_full_disk_still_leaves_a_readable_status(project, tmp_path):
         pytest.skip("cannot mount a tmpfs here")
     try:
         tmp, base, _ = project
-        _notebook(tmp / "notebooks" / "e_fills.ipynb", "output_dir = None",
+        notebook(tmp / "notebooks" / "e_fills.ipynb", "output_dir = None",
                   "from pathlib import Path\n"
                   "with open(Path(output_dir).parent.parent / 'filler', 'wb') as fh:\n"
                   "    try:\n        while True:\n            fh.write(b'x' * 4096)\n"
@@ -651,3 +605,18 @@ def test_a_real_full_disk_still_leaves_a_readable_status(project, tmp_path):
         assert re.search(r"\nd\s+fill\s+\S*\s+write_error\s", _list(mnt / "reports"))
     finally:
         subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_a_manifest_reads_back_an_older_runs_keys_unchanged():
+    """Manifest is a dataclass, manifest.json keeps its keys: an older run's manifest (no
+    ``executions``, a key this version does not know) reads back and writes the same values."""
+    from saf_utils.reporting.manifest import Manifest
+
+    old = {"run": "r1", "profile": "toy", "status": "ok", "pid": 7, "host": "h",
+           "notebooks": [{"name": "a_first", "status": "ok", "parameters": {}}],
+           "someday": {"kept": True}}
+    m = Manifest.from_dict(old)
+    assert m.executions == old["notebooks"] and m.extra == {"someday": {"kept": True}}
+    back = m.to_dict()
+    assert {k: back[k] for k in old} == old and back["executions"] == old["notebooks"]
+    assert Manifest.from_dict(back).to_dict() == back

@@ -7,9 +7,7 @@ import json
 import nbformat
 import pytest
 
-from saf_utils.reporting import cli, compare, reuse
-from saf_utils.reporting import runner as run
-from tests.test_reporting_runner import project  # noqa: F401 - the toy project fixture
+from saf_utils.reporting import cli, compare, execute, profiles, reuse
 
 
 def _manifest(run_dir):
@@ -25,11 +23,11 @@ def test_section_starts_name_the_first_code_cell_under_each_heading():
         nbformat.v4.new_markdown_cell("## Without code below"),
         nbformat.v4.new_markdown_cell("text, no heading"),
         nbformat.v4.new_markdown_cell("## 2. Fit"), nbformat.v4.new_code_cell("w = 4")])
-    assert run.section_starts(nb) == {1: "Title", 3: "1.1 files", 8: "2. Fit"}
+    assert execute.section_starts(nb) == {1: "Title", 3: "1.1 files", 8: "2. Fit"}
 
 
 @pytest.mark.slow
-def test_reuse_copies_unchanged_notebooks_and_reruns_changed_ones(project, capfd):  # noqa: F811
+def test_reuse_copies_unchanged_notebooks_and_reruns_changed_ones(project, capfd):
     tmp, base, reports = project
     assert cli.main(base + ["--run-name", "r1"]) == 0
     out = capfd.readouterr()
@@ -85,12 +83,12 @@ def test_reuse_inputs_and_changes(tmp_path):
 def test_profile_reuse_setting_is_checked(tmp_path):
     bad = tmp_path / "p.yaml"
     bad.write_text("notebooks: [a]\nreuse: yesterday\n")
-    with pytest.raises(run.RunnerError, match="'reuse' must be 'latest'"):
-        run.load_profile(config=bad)
+    with pytest.raises(profiles.RunnerError, match="'reuse' must be 'latest'"):
+        profiles.load_profile(config=bad)
 
 
 @pytest.mark.slow
-def test_profile_reuse_latest_finds_each_notebook_in_the_latest_run_that_has_it(project, capfd):  # noqa: F811
+def test_profile_reuse_latest_finds_each_notebook_in_the_latest_run_that_has_it(project, capfd):
     tmp, base, reports = project
     (tmp / "toy.yaml").write_text((tmp / "toy.yaml").read_text() + "reuse: latest\n")
     assert cli.main(base + ["--run-name", "r1", "--no-reuse"]) == 0
@@ -121,7 +119,7 @@ def _reused(run_dir) -> dict[str, bool]:
 
 
 @pytest.mark.slow
-def test_reuse_verifies_every_copied_file_and_rehashes_upstream_folders(project, capfd):  # noqa: F811
+def test_reuse_verifies_every_copied_file_and_rehashes_upstream_folders(project, capfd):
     """Issue 22 item 1: edited records, pages and artifacts of a notebook and of a
     dependency are never reused; the log names the file."""
     tmp, base, reports = project

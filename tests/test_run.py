@@ -11,9 +11,9 @@ import nbformat
 import pytest
 import yaml
 
-from saf_utils.reporting import cli
-from saf_utils.reporting import runner as run
-from saf_utils.reporting.records import Recorder, read_records, summarize
+from saf_utils.artifacts import record_rows
+from saf_utils.reporting import cli, parameters, profiles
+from saf_utils.reporting.records import Recorder, summarize
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -116,7 +116,7 @@ def test_recorder_refuses_non_finite_values_and_summarizes(tmp_path):
     with pytest.raises(ValueError, match="not finite"):
         rec.add("t", "d", "s", "sys", "m", float("nan"))
     rec.close()
-    rows = read_records([rec.path])
+    rows = record_rows([rec.path])
     summary = summarize(rows).iloc[0]
     assert summary["mean"] == pytest.approx(0.6) and summary["n"] == 2
     assert summary["std"] == pytest.approx(0.1)  # population std, as fold_summary
@@ -136,10 +136,10 @@ def test_committed_notebooks_have_no_outputs_and_a_parameters_cell():
 
 def test_profiles_name_existing_notebooks_and_declared_parameters():
     for profile in ("smoke", "cpu", "gpu"):
-        cfg = run.load_profile(profile)
+        cfg = profiles.load_profile(profile)
         assert cfg["extends_chain"], f"{profile} should extend base.yaml"
         # names, declared parameters and their types, dependencies: what the runner checks
-        plans = run.plan_notebooks(cfg, cfg["notebooks"], ROOT / "notebooks", [])
+        plans = parameters.plan_notebooks(cfg, cfg["notebooks"], ROOT / "notebooks", [])
         assert [p.name for p in plans] == cfg["notebooks"]
 
 
@@ -152,7 +152,7 @@ def test_smoke_profile_end_to_end(smoke_run):
     failed = [n["name"] + ": " + str(n["error"]) for n in manifest["notebooks"]
               if n["status"] != "ok"]
     assert code == 0 and not failed, failed
-    cfg = run.load_profile("smoke")
+    cfg = profiles.load_profile("smoke")
     for name in cfg["notebooks"]:
         html = (out / f"{name}.html").read_text()
         assert "data:image/png;base64" in html or name != "01_data_exploration"
@@ -201,7 +201,7 @@ def test_smoke_numbers_within_tolerance_of_known_values(smoke_run):
     """Not only that the notebooks ran: their headline numbers are the known smoke values."""
     out, _ = smoke_run
     got = {(r["task"], r["split"], r["system"], r["metric"]): r["value"]
-           for r in read_records(sorted(out.glob("*/records.jsonl")))
+           for r in record_rows(sorted(out.glob("*/records.jsonl")))
            if r.get("kind") == "result" and r.get("fold") is None
            and r.get("seed") is None and r.get("subset") is None}
     off = [f"{k}: {got.get(k[:4])} (expected {k[4]} ± {k[5]})" for k in SMOKE_EXPECTED

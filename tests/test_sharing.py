@@ -12,7 +12,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from saf_utils.reporting import pages, tables
+from saf_utils.reporting import index_page, pages, results_page, tables
 from saf_utils.reporting.sharing import PathScrubber, clean_html, md
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -212,7 +212,7 @@ def _records() -> list[dict]:
 def test_index_warns_of_leakage_beside_the_split_and_shows_no_paths(tmp_path):
     run_dir = tmp_path / "r1"
     run_dir.mkdir()
-    text = pages.write_index(run_dir, _manifest(tmp_path), _records()).read_text()
+    text = index_page.write_index(run_dir, _manifest(tmp_path), _records()).read_text()
     assert not unsafe_markup(text)
     assert not absolute_prefixes(text, _prefixes(tmp_path))
     sections = re.split(r"<h3[^>]*>", text)
@@ -227,7 +227,7 @@ def test_index_warns_of_leakage_beside_the_split_and_shows_no_paths(tmp_path):
 def test_results_page_keeps_its_script_and_escapes_records(tmp_path):
     run_dir = tmp_path / "r1"
     run_dir.mkdir()
-    text = pages.write_results(run_dir, _manifest(tmp_path), _records()).read_text()
+    text = results_page.write_results(run_dir, _manifest(tmp_path), _records()).read_text()
     assert "new ITable(" in text and not unsafe_markup(text)
     rows = tables.read_page_tables(text)["results"]["data"]
     cells = {c for r in rows for c in r if isinstance(c, str)}
@@ -256,7 +256,8 @@ def _payload_saf(src: Path, dst: Path) -> None:
                     reason="needs SAF_DATA and ARGSCICHAT_DATA")
 def test_smoke_run_on_payload_data_shares_safely(tmp_path, monkeypatch):
     from saf_utils.reporting import cli
-    from saf_utils.reporting.compare import compare_runs, write_compare_html
+    from saf_utils.reporting.compare import compare_runs
+    from saf_utils.reporting.compare_page import write_compare_html
 
     _payload_saf(Path(os.environ["SAF_DATA"]), tmp_path / "saf")
     monkeypatch.setenv("SAF_DATA", str(tmp_path / "saf"))

@@ -11,7 +11,7 @@ import pytest
 
 from saf_utils import tasks
 from saf_utils.metrics import spec as MS
-from saf_utils.reporting import pages, profiles
+from saf_utils.reporting import data_check, index_page, parameters, profiles
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,7 +25,7 @@ def test_specs_name_registered_metrics_and_existing_notebooks() -> None:
             path = ROOT / "notebooks" / f"{nb}.ipynb"
             assert path.is_file(), nb
         declared = [nb for nb in s.notebooks if s.source.param in
-                    profiles.notebook_parameters(ROOT / "notebooks" / f"{nb}.ipynb")]
+                    parameters.notebook_parameters(ROOT / "notebooks" / f"{nb}.ipynb")]
         assert declared, f"no notebook of {s.name} declares {s.source.param}"
 
 
@@ -67,19 +67,19 @@ def toy_task(tmp_path, monkeypatch):
 def test_a_new_task_reaches_the_index_with_its_direction(toy_task) -> None:
     records = [_result("toy", "good", "toy_error", 0.2), _result("toy", "bad", "toy_error", 0.5),
                _result("toy", "good", "accuracy", 0.7), _result("toy", "bad", "accuracy", 0.6)]
-    html = "\n".join(pages.task_sections(records))
+    html = "\n".join(index_page.task_sections(records))
     assert "Toy task" in html
     assert "<b>good</b> is best: lowest toy_error" in html  # direction from the spec
 
 
 def test_a_new_task_source_is_checked_before_a_run(toy_task, tmp_path, monkeypatch) -> None:
-    plan = profiles.NotebookPlan("99_toy", tmp_path / "99_toy.ipynb", {"toy_source": None},
+    plan = parameters.NotebookPlan("99_toy", tmp_path / "99_toy.ipynb", {"toy_source": None},
                                  declared={"toy_source": None})
     monkeypatch.delenv("TOY_DATA", raising=False)
-    monkeypatch.setattr(profiles, "reachable", lambda host: False)
+    monkeypatch.setattr(data_check, "reachable", lambda host: False)
     with pytest.raises(profiles.RunnerError, match="toy: no local source .TOY_DATA"):
-        profiles.check_data_sources([plan])
+        data_check.check_data_sources([plan])
     monkeypatch.setenv("TOY_DATA", str(tmp_path))
-    (entry,) = profiles.check_data_sources([plan])
+    (entry,) = data_check.check_data_sources([plan])
     assert entry["dataset"] == "toy" and entry["kind"] == "local"
-    assert "TOY_DATA" in profiles.data_env_vars()
+    assert "TOY_DATA" in data_check.data_env_vars()

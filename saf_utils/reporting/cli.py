@@ -68,10 +68,7 @@ def run_main(argv: list[str]) -> int:
     from saf_utils.reporting import runner
 
     args = run_parser().parse_args(argv)
-    req = runner.RunRequest(args.profile, args.config, args.param, args.only, args.run_name,
-                            args.run_dir, args.reports_dir, args.notebooks_dir, args.hide_code,
-                            args.baseline, ["saf-run", *argv], args.reuse, args.no_reuse,
-                            workers=args.workers, scheduler=args.scheduler)
+    req = runner.request_from_args(args, ["saf-run", *argv])
     try:
         if args.dry_run:
             print(runner.describe_plan(runner.prepare(req), req))
@@ -80,13 +77,7 @@ def run_main(argv: list[str]) -> int:
     except (RunnerError, KeyboardInterrupt, OSError) as exc:
         return _failed(exc)
     print(f"Report: {(run_dir / 'index.html').resolve()}")
-    if status.startswith("interrupted"):
-        return runner.EXIT_INTERRUPTED.get(status.split(":", 1)[1], 130)
-    failed = [r.name for r in results if r.status != "ok"]
-    if failed:
-        print(f"Failed notebook(s): {', '.join(failed)}", file=sys.stderr)
-        return 1
-    return 0
+    return runner.exit_code(status, [r.name for r in results if r.status != "ok"])
 
 
 def sweep_main(argv: list[str]) -> int:
@@ -115,13 +106,8 @@ def _failed(exc: BaseException) -> int:
 
 
 def compare_main(argv: list[str]) -> int:
-    from saf_utils.reporting.compare import (
-        check_options,
-        compare_runs,
-        resolve_run,
-        to_markdown,
-        write_compare_html,
-    )
+    from saf_utils.reporting.compare import check_options, compare_runs, resolve_run
+    from saf_utils.reporting.compare_page import to_markdown, write_compare_html
 
     ap = argparse.ArgumentParser(prog="saf-run compare",
                                  description="Differences of run B against run A (Markdown to "
@@ -152,7 +138,7 @@ def compare_main(argv: list[str]) -> int:
 
 
 def list_main(argv: list[str]) -> int:
-    from saf_utils.reporting.pages import _duration
+    from saf_utils.reporting.pages import duration_text
 
     ap = argparse.ArgumentParser(prog="saf-run list", description="Runs in the reports folder.")
     ap.add_argument("--reports-dir", help="default: reports/")
@@ -178,7 +164,7 @@ def list_main(argv: list[str]) -> int:
     head = ["run", "profile", "commit", "status", "started", "duration", "notebooks"]
     rows = [[str(r.get("run") or ""), str(r.get("profile") or ""), r.get("commit") or "",
              r.get("status") or "", (r.get("started") or "").replace("+00:00", "Z"),
-             _duration(r.get("seconds")), r.get("notebooks") or ""] for r in runs]
+             duration_text(r.get("seconds")), r.get("notebooks") or ""] for r in runs]
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(head)]
     for row in [head, *rows]:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())

@@ -87,11 +87,25 @@ def execute_one(nb_path: Path, out_path: Path, params: dict, timeout: int | None
     to the defaults afterwards). On :class:`Interrupted` the kernel is stopped, the worker
     saves the partial notebook, and the exception propagates.
     """
+    _register_section_engine()
+    box: dict[str, Any] = {}  # "km": the kernel manager, "error": the outcome once done
+    work = _papermill_work(nb_path, out_path, params, timeout, on_section, box)
+    worker = threading.Thread(target=work, name=f"papermill-{nb_path.stem}", daemon=True)
+    worker.start()
+    try:
+        _wait(box, stop)
+    finally:
+        if _kernel_alive(box.get("km")):
+            _kill_kernel(box["km"])
+    return box.get("error", "the execution thread ended without a result")
+
+
+def _papermill_work(nb_path: Path, out_path: Path, params: dict, timeout: int | None,
+                    on_section: Callable[[str], None] | None, box: dict[str, Any]
+                    ) -> Callable[[], None]:
+    """The worker thread's body: papermill's execution, its outcome put into ``box``."""
     import papermill as pm
     from jupyter_client.manager import AsyncKernelManager
-
-    _register_section_engine()
-    box: dict[str, Any] = {}
 
     class TrackedKernelManager(AsyncKernelManager):
         """nbclient's own kernel manager (it shuts the kernel down), remembered here. The
@@ -118,10 +132,16 @@ def execute_one(nb_path: Path, out_path: Path, params: dict, timeout: int | None
         except BaseException as exc:  # noqa: BLE001 - kernel death, timeout, bad notebook
             box["error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:500]}"
 
-    worker = threading.Thread(target=work, name=f"papermill-{nb_path.stem}", daemon=True)
-    worker.start()
-    # Poll a flag instead of Thread.join: a signal handler raising inside join() makes
-    # Python 3.11 mark a live thread as stopped (bpo-45274), and a later join() returns at once.
+    return work
+
+
+def _wait(box: dict[str, Any], stop: Callable[[], str | None] | None) -> None:
+    """Until the worker put its outcome in ``box``; a reason ``stop()`` returns is raised as
+    :class:`Interrupted` once the kernel is stopped and the partial notebook saved.
+
+    Polls a flag instead of Thread.join: a signal handler raising inside join() makes
+    Python 3.11 mark a live thread as stopped (bpo-45274), and a later join() returns at
+    once."""
     try:
         while "error" not in box:
             time.sleep(0.1)
@@ -134,10 +154,6 @@ def execute_one(nb_path: Path, out_path: Path, params: dict, timeout: int | None
         while "error" not in box and time.monotonic() < deadline:  # kernel is gone
             time.sleep(0.1)
         raise
-    finally:
-        if _kernel_alive(box.get("km")):
-            _kill_kernel(box["km"])
-    return box.get("error", "the execution thread ended without a result")
 
 
 def _curve_available() -> bool:

@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -158,11 +159,64 @@ def pid_alive(pid: Any) -> bool:
     return True
 
 
-def died(manifest: Mapping[str, Any]) -> bool:
+def died(manifest: Manifest | Mapping[str, Any]) -> bool:
     """A run still marked ``running`` whose process, on this host, is gone: it was killed
     (SIGKILL, out of memory, power loss) before it could record how it ended. A run of
     another host cannot be checked and stays ``running``."""
     import socket
 
+    if isinstance(manifest, Manifest):
+        manifest = manifest.to_dict()
     return (manifest.get("status") == "running" and manifest.get("host") == socket.gethostname()
             and not pid_alive(manifest.get("pid")))
+
+
+@dataclass
+class Manifest:
+    """A run's ``manifest.json`` (docs/runs.md), typed: what the runner keeps up to date while
+    it runs. :meth:`to_dict` writes the same keys the runner always wrote, so runs made before
+    this class read back (:meth:`from_dict`); keys it does not know are kept in ``extra`` and
+    written back unchanged. Readers of finished runs (``list``, ``compare``, reuse) read the
+    checked JSON itself (:func:`saf_utils.reporting.runs.read_manifest`)."""
+
+    run: str | None = None
+    profile: str | None = None
+    profile_file: str | None = None
+    extends: list[str] = field(default_factory=list)
+    description: str | None = None
+    started: str | None = None
+    invocations: list[dict[str, Any]] = field(default_factory=list)
+    executions: list[dict[str, Any]] = field(default_factory=list)  # every started execution
+    notebooks: list[dict[str, Any]] = field(default_factory=list)  # the latest of each notebook
+    status: str | None = None  # runs.RUN_STATUSES
+    status_reason: str | None = None
+    finished: str | None = None
+    git: dict[str, Any] | None = None
+    pid: int | None = None
+    host: str | None = None
+    environment: dict[str, Any] | None = None
+    packages: dict[str, str | None] | None = None
+    installed: list[str] | None = None
+    lock: dict[str, Any] | None = None
+    overrides: list[str] = field(default_factory=list)
+    hide_code: bool = False
+    depends_on: dict[str, list[str]] = field(default_factory=dict)
+    data_check: list[dict[str, Any]] = field(default_factory=list)
+    records: dict[str, Any] | None = None  # counts of the records read (runs.write_reports)
+    data_sources: list[dict[str, Any]] = field(default_factory=list)  # every data file read
+    seeds: dict[str, dict[str, Any]] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Manifest:
+        """An existing run's manifest (older runs lack some keys: their defaults)."""
+        known = {f.name for f in fields(cls)} - {"extra"}
+        out = cls(**{k: v for k, v in data.items() if k in known})
+        out.extra = {k: v for k, v in data.items() if k not in known}
+        if "executions" not in data:  # runs before executions were kept: the latest ones
+            out.executions = list(out.notebooks)
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
+        return {**out, **self.extra}

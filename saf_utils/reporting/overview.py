@@ -47,14 +47,15 @@ def run_headlines(run_dir: Path) -> dict[str, dict[str, Any]]:
     """Per task: ``{"metric", "split", "system", "value", "chosen"}`` of a run: the system
     starred on the task's first split (the notebook's choice), else the best comparable
     one, on the task's first headline metric (``{}`` without readable records)."""
-    from saf_utils.reporting.pages import _task_splits, split_verdict
+    from saf_utils.reporting.headline import split_verdict
+    from saf_utils.reporting.index_page import task_splits
 
     try:
         records = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))["records"]
     except (OSError, ValueError, KeyError, TypeError):
         return {}
     out: dict[str, dict[str, Any]] = {}
-    for t in _task_splits(records):
+    for t in task_splits(records):
         if t["task"] in out:
             continue
         systems, metric = t["systems"], t["metric"]
@@ -105,7 +106,7 @@ def write_overview(reports_dir: str | os.PathLike | None = None,
     """``runs.html`` (or ``path``) over every run in the reports folder; runs that cannot be
     read are named under the table, not dropped silently."""
     from saf_utils.reporting.manifest import write_text
-    from saf_utils.reporting.pages import _duration, fmt, page, table
+    from saf_utils.reporting.pages import duration_text, fmt, page, table
     from saf_utils.reporting.profiles import REPORTS_DIR
     from saf_utils.reporting.runs import list_runs
 
@@ -134,7 +135,7 @@ def write_overview(reports_dir: str | os.PathLike | None = None,
                  f"{esc(r.get('status'))}</span>",
                  esc((r.get("started") or "").replace("+00:00", "Z")),
                  f'<td class="num" data-v="{r.get("seconds") or ""}">'
-                 f"{_duration(r.get('seconds'))}</td>", esc(r.get("notebooks"))]
+                 f"{duration_text(r.get('seconds'))}</td>", esc(r.get("notebooks"))]
         for task, metric in columns:
             h = r["headlines"].get(task)
             if not h or h["metric"] != metric:

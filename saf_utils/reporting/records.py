@@ -19,7 +19,6 @@ from typing import Any
 import pandas as pd
 
 from saf_utils.artifacts import ITEMS_FILE, RECORDS_FILE
-from saf_utils.artifacts import record_rows as read_records  # noqa: F401  (the runner's name)
 from saf_utils.provenance import data_sources
 from saf_utils.registry import ROLES
 from saf_utils.reporting.manifest import PROJECT_ROOT

@@ -46,9 +46,11 @@ from saf_utils.provenance import sha256_file
 from saf_utils.reporting.manifest import PROJECT_ROOT, died
 
 IGNORED_PARAMETERS = ("output_dir",)
-RUNNER_ONLY = ("run.py", "reporting/cli.py", "reporting/compare.py", "reporting/profiles.py",
-               "reporting/reuse.py", "reporting/runner.py", "reporting/execute.py",
-               "reporting/runs.py", "reporting/scheduler.py", "reporting/sweep.py")
+RUNNER_ONLY = ("run.py", "reporting/cli.py", "reporting/compare.py", "reporting/compare_page.py",
+               "reporting/profiles.py", "reporting/parameters.py", "reporting/data_check.py",
+               "reporting/plan.py", "reporting/steps.py", "reporting/reuse.py",
+               "reporting/runner.py", "reporting/execute.py", "reporting/runs.py",
+               "reporting/scheduler.py", "reporting/sweep.py")
 
 
 def _sha(obj: Any) -> str:

@@ -14,7 +14,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from saf_utils.artifacts import record_rows
 from saf_utils.reporting.manifest import (
+    Manifest,
     ReportWriteError,
     died,
     now_iso,
@@ -25,7 +27,7 @@ from saf_utils.reporting.profiles import (
     RunnerError,
     check_folder_name,
 )
-from saf_utils.reporting.records import RECORDS_FILE, SOURCES_FILE, read_records, summarize
+from saf_utils.reporting.records import RECORDS_FILE, SOURCES_FILE, summarize
 
 PREVIOUS_DIR = "previous"
 
@@ -102,37 +104,37 @@ def release_space(run_dir: Path) -> None:
         pass
 
 
-def write_status(run_dir: Path, manifest: dict[str, Any]) -> bool:
+def write_status(run_dir: Path, manifest: Manifest) -> bool:
     """After a write error: free the reserved space and write ``manifest.json`` alone (the
     run's status first; the pages may then lag behind). False when even that failed."""
     release_space(run_dir)
     try:
-        write_json(run_dir / "manifest.json", manifest)
+        write_json(run_dir / "manifest.json", manifest.to_dict())
         return True
     except ReportWriteError:
         return False
 
 
-def mark_killed(manifest: dict[str, Any]) -> bool:
+def mark_killed(manifest: Manifest) -> bool:
     """A run whose process :func:`~manifest.died`: status ``killed``, its open invocation
     too, a notebook it was running ``interrupted``. True when the manifest changed."""
     if not died(manifest):
         return False
-    why = (f"process {manifest.get('pid')} on {manifest.get('host')} ended without recording "
+    why = (f"process {manifest.pid} on {manifest.host} ended without recording "
            f"how the run ended (killed: SIGKILL, out of memory, power loss); found {now_iso()}")
-    manifest.update(status="killed", status_reason=why)
-    for inv in manifest.get("invocations") or []:
+    manifest.status, manifest.status_reason = "killed", why
+    for inv in manifest.invocations or []:
         if isinstance(inv, dict) and inv.get("status") == "running":
             inv.update(status="killed", status_reason=why)
-    for key in ("notebooks", "executions"):
-        for n in manifest.get(key) or []:
+    for entries in (manifest.notebooks, manifest.executions):
+        for n in entries or []:
             if isinstance(n, dict) and n.get("status") == "running":
                 n.update(status="interrupted", error="killed: the run's process ended while "
                                                      "this notebook ran")
     return True
 
 
-def settle_killed(run_dir: Path, manifest: dict[str, Any]) -> bool:
+def settle_killed(run_dir: Path, manifest: Manifest) -> bool:
     """:func:`mark_killed` and write it down (manifest first, then the pages; best effort: a
     read-only reports folder keeps the old files and readers still see :func:`died`)."""
     if not mark_killed(manifest):
@@ -159,23 +161,19 @@ def read_manifest(run_dir: Path) -> dict[str, Any]:
     return check_manifest(manifest, path)
 
 
-def _latest(manifest: dict) -> list[dict]:
-    return list(manifest.get("notebooks", []))
-
-
-def write_reports(run_dir: Path, manifest: dict[str, Any]) -> None:
+def write_reports(run_dir: Path, manifest: Manifest) -> None:
     """manifest.json, metrics.json, index.html, results.html and the example pages
     (:mod:`saf_utils.reporting.examples`) from what is on disk now.
 
     Records come from each notebook's latest execution; a bad records line is skipped and
     counted; every record carries ``notebook_status`` (its notebook's status).
     """
-    from saf_utils.reporting import chrome, examples, metric_cards, pages
+    from saf_utils.reporting import chrome, examples, index_page, metric_cards, results_page
 
-    latest = _latest(manifest)
+    latest = list(manifest.notebooks)
     status = {n["name"]: n["status"] for n in latest}
     skipped: list[str] = []
-    records = read_records((run_dir / n["name"] / RECORDS_FILE for n in latest), skipped)
+    records = record_rows((run_dir / n["name"] / RECORDS_FILE for n in latest), skipped)
     for r in records:
         r["notebook_status"] = status.get(r.get("notebook"), "unknown")
     sources: dict[tuple, dict] = {}  # (path, sha256): a file rewritten between notebooks
@@ -194,30 +192,31 @@ def write_reports(run_dir: Path, manifest: dict[str, Any]) -> None:
     for (path, _), entry in sources.items():
         entry["changed"] = versions[path] > 1
     summary = summarize(records)
-    manifest["records"] = {"n": len(records), "skipped_lines": len(skipped),
-                           "skipped": skipped[:50]}
-    manifest["data_sources"] = sorted(sources.values(),
-                                      key=lambda s: (s["path"], str(s.get("sha256"))))
-    manifest["seeds"] = {n["name"]: {k: v for k, v in n.get("parameters", {}).items()
-                                     if "seed" in k} for n in latest}
-    write_json(run_dir / "manifest.json", manifest)  # the status first: it is small
+    manifest.records = {"n": len(records), "skipped_lines": len(skipped),
+                        "skipped": skipped[:50]}
+    manifest.data_sources = sorted(sources.values(),
+                                   key=lambda s: (s["path"], str(s.get("sha256"))))
+    manifest.seeds = {n["name"]: {k: v for k, v in n.get("parameters", {}).items()
+                                  if "seed" in k} for n in latest}
+    written = manifest.to_dict()  # what the pages read
+    write_json(run_dir / "manifest.json", written)  # the status first: it is small
     write_json(run_dir / "metrics.json", {"records": records,
                                           "summary": summary.to_dict(orient="records"),
                                           "skipped_record_lines": skipped})
-    examples.write_examples(run_dir, manifest, records)  # before the index, which links them
-    pages.write_index(run_dir, manifest, records, examples.example_pages(run_dir))
-    pages.write_results(run_dir, manifest, records)
+    examples.write_examples(run_dir, written, records)  # before the index, which links them
+    index_page.write_index(run_dir, written, records, examples.example_pages(run_dir))
+    results_page.write_results(run_dir, written, records)
     metric_cards.write_cards(run_dir / chrome.CARDS_PAGE, run_dir)
     chrome.refresh(run_dir)  # every page's navigation bar lists the pages there are now
 
 
-def _archive_previous(run_dir: Path, name: str, manifest: dict) -> str | None:
+def _archive_previous(run_dir: Path, name: str, manifest: Manifest) -> str | None:
     """Move an earlier execution's files of ``name`` to ``previous/<name>-<k>/``."""
     present = [p for p in (run_dir / f"{name}.ipynb", run_dir / f"{name}.html", run_dir / name)
                if p.exists()]
     if not present:
         return None
-    k = 1 + sum(1 for e in manifest.get("executions", []) if e["name"] == name
+    k = 1 + sum(1 for e in manifest.executions if e["name"] == name
                 and e.get("archived_to"))
     target = run_dir / PREVIOUS_DIR / f"{name}-{k}"
     while target.exists():
@@ -231,17 +230,17 @@ def _archive_previous(run_dir: Path, name: str, manifest: dict) -> str | None:
         raise ReportWriteError(exc.errno, f"cannot move the previous {name} to {target}: "
                                f"{exc.strerror or exc}") from None
     rel = str(target.relative_to(run_dir))
-    for e in manifest.get("executions", []):
+    for e in manifest.executions:
         if e["name"] == name and not e.get("archived_to"):
             e["archived_to"] = rel
     return rel
 
 
-def _record_result(manifest: dict, res: NotebookResult, order: list[str]) -> None:
+def _record_result(manifest: Manifest, res: NotebookResult, order: list[str]) -> None:
     """The latest entry of ``res.name`` in ``notebooks``; every started execution (not the
     "pending" placeholders) in ``executions``."""
     entry = asdict(res)
-    execs = manifest.setdefault("executions", [])
+    execs = manifest.executions
     if res.started:
         for i, e in enumerate(execs):
             if e["name"] == res.name and e.get("invocation") == res.invocation \
@@ -250,10 +249,10 @@ def _record_result(manifest: dict, res: NotebookResult, order: list[str]) -> Non
                 break
         else:
             execs.append(entry)
-    latest = {n["name"]: n for n in manifest.get("notebooks", [])}
+    latest = {n["name"]: n for n in manifest.notebooks}
     latest[res.name] = entry
     rank = {n: i for i, n in enumerate(order)}
-    manifest["notebooks"] = sorted(latest.values(), key=lambda n: rank.get(n["name"], 1e9))
+    manifest.notebooks = sorted(latest.values(), key=lambda n: rank.get(n["name"], 1e9))
 
 
 def _seconds(start: str | None, end: str | None) -> float | None:
@@ -292,7 +291,8 @@ def list_runs(reports_dir: str | os.PathLike | None = None,
                 raise
             problems.append(str(exc))
             continue
-        settle_killed(mpath.parent, m)  # a dead "running" run: "killed", written down
+        if settle_killed(mpath.parent, man := Manifest.from_dict(m)):  # a dead "running" run:
+            m = man.to_dict()                                          # "killed", written down
         status = m.get("status") or ("ok" if all(n.get("status") == "ok" for n in
                                                   m.get("notebooks") or []) else "failed")
         if status == "interrupted" and m.get("status_reason"):

@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from saf_utils import numerics
+from saf_utils.reporting.data_check import data_env_vars
 from saf_utils.reporting.execute import Interrupted, execute_one
-from saf_utils.reporting.profiles import RunnerError, data_env_vars
+from saf_utils.reporting.profiles import RunnerError
 
 #: Environment variables a notebook's kernel reads (besides :func:`data_env_vars`); a Dask
 #: worker gets the runner's values, so that a worker started elsewhere computes the same.
@@ -78,10 +79,10 @@ class Outcome:
 def section_printer(tag: str, t0: float, emit: Callable[..., None] = print
                     ) -> Callable[[str], None]:
     """The runner's line per notebook section: ``[2/5]     1:03  § Title``."""
-    from saf_utils.reporting.pages import _duration
+    from saf_utils.reporting.pages import duration_text
 
     def section(title: str) -> None:
-        emit(f"{tag}   {_duration(time.perf_counter() - t0):>7}  § {title}", flush=True)
+        emit(f"{tag}   {duration_text(time.perf_counter() - t0):>7}  § {title}", flush=True)
 
     return section
 

@@ -130,8 +130,8 @@ class PathScrubber:
                 sources: Mapping[str, Any] | None = None) -> PathScrubber:
         """The prefixes of this machine, plus the run folder and named data sources
         (``{"saf_source": "/data/saf"}``: values that are absolute paths)."""
+        from saf_utils.reporting.data_check import data_env_vars
         from saf_utils.reporting.manifest import PROJECT_ROOT
-        from saf_utils.reporting.profiles import data_env_vars
 
         named: dict[str, str] = {}
         run = str(Path(run_dir).absolute()) if run_dir is not None else None

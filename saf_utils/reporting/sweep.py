@@ -17,7 +17,6 @@ from __future__ import annotations
 import itertools
 import json
 import re
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -102,7 +101,7 @@ class Cell:
     name: str
     values: dict[str, Any]
     req: Any  # runner.RunRequest
-    plan: dict[str, Any] | None = None
+    plan: Any = None  # runner.RunPlan
     run_dir: Path | None = None
     status: str = "pending"  # pending | ok | failed | interrupted | error
     error: str | None = None
@@ -144,7 +143,7 @@ def describe_sweep(cells: list[Cell], matrix: dict[str, list], sweep_dir: Path,
     from saf_utils.reporting import runner
     from saf_utils.reporting.scheduler import where_text
 
-    cfg = cells[0].plan["cfg"]
+    cfg = cells[0].plan.cfg
     lines = [f"Sweep plan (dry run; nothing runs): profile {cfg['name']}, {len(cells)} cell(s)"
              f" as runs in {sweep_dir}/<cell>"]
     for key, values in matrix.items():
@@ -192,7 +191,7 @@ def run_cells(cells: list[Cell], executor: Any) -> str:
         try:
             with _signals(raise_on_signal=True):  # between cells too
                 for cell in cells:
-                    one(cell, again=cell.plan["cfg"].get("reuse") == "latest"
+                    one(cell, again=cell.plan.cfg.get("reuse") == "latest"
                         and not (cell.req.reuse or cell.req.no_reuse))
                     if cell.status == "interrupted":
                         interrupted = next((r.error.split()[-1] for r in cell.results
@@ -227,9 +226,9 @@ def _label(cell: dict) -> str:
 
 def sweep_tables(cells: list[dict]) -> list[dict]:
     """Per task (registered specs first) and split: the headline cells of every run
-    (:func:`pages.headline_cells` over that run's records)."""
+    (:func:`headline.headline_cells` over that run's records)."""
     from saf_utils.reporting.compare import load_run
-    from saf_utils.reporting.pages import headline_cells
+    from saf_utils.reporting.headline import headline_cells
     from saf_utils.tasks import specs
 
     records_of: dict[str, list[dict]] = {}
@@ -269,7 +268,8 @@ def sweep_tables(cells: list[dict]) -> list[dict]:
 def _table_html(t: dict, cells: list[dict], keys: list[str]) -> str:
     """A row per system and cell: the cell's matrix values (the first links to its run's
     index), then the metrics; a system's rows together, in the first cell's order."""
-    from saf_utils.reporting.pages import SET_APART, _cell_html, _order, esc, table
+    from saf_utils.reporting.headline import SET_APART, cell_html, system_order
+    from saf_utils.reporting.pages import esc, table
 
     by_name = {c["name"]: c for c in cells}
     rank = {c["name"]: i for i, c in enumerate(cells)}
@@ -282,7 +282,7 @@ def _table_html(t: dict, cells: list[dict], keys: list[str]) -> str:
         per_cell.setdefault(r["cell"], set()).add(r["dataset"])
     many_ds = any(len(ds) > 1 for ds in per_cell.values())  # else the cell says which
     rows, classes = [], []
-    for system in _order(systems, t["metrics"][0]):
+    for system in system_order(systems, t["metrics"][0]):
         mine = sorted((r for r in t["rows"] if r["system"] == system),
                       key=lambda r: rank.get(r["cell"], 0))
         for j, r in enumerate(mine):
@@ -296,7 +296,7 @@ def _table_html(t: dict, cells: list[dict], keys: list[str]) -> str:
                 shown[0] += (' <span class="failed" title="from a notebook that did not '
                              'finish">†</span>')
             row = [name, *shown] + ([esc(r["dataset"])] if many_ds else [])
-            row += [_cell_html(r.get(m), False) for m in t["metrics"]]
+            row += [cell_html(r.get(m), False) for m in t["metrics"]]
             rows.append(row)
             classes.append(("apart " if r["role"] in SET_APART else "")
                            + ("first" if j == 0 else ""))
@@ -306,8 +306,9 @@ def _table_html(t: dict, cells: list[dict], keys: list[str]) -> str:
 
 
 def _chart(t: dict, cells: list[dict]) -> str:
-    """:func:`pages.dot_plot` with one colour per cell (the legend: its values)."""
-    from saf_utils.reporting.pages import dot_plot, esc
+    """:func:`index_page.dot_plot` with one colour per cell (the legend: its values)."""
+    from saf_utils.reporting.index_page import dot_plot
+    from saf_utils.reporting.pages import esc
 
     label = {c["name"]: _label(c) for c in cells}
     tables: dict[tuple, dict[str, dict]] = {}
@@ -322,7 +323,7 @@ def _chart(t: dict, cells: list[dict]) -> str:
 
 def write_sweep(sweep_dir: Path, summary: dict) -> Path:
     """``sweep.json`` (the summary and the tables) and ``sweep.html``."""
-    from saf_utils.reporting.pages import _duration, esc, page, table
+    from saf_utils.reporting.pages import duration_text, esc, page, table
 
     cells = summary["cells"]
     summary["tables"] = sweep_tables(cells)
@@ -334,7 +335,7 @@ def write_sweep(sweep_dir: Path, summary: dict) -> Path:
                 if c.get("run_dir") else esc(c["name"]))
         cell_rows.append([name, *(esc(shown_value(c["values"][k])) for k in keys),
                           f'<span class="{esc(c["status"])}">{esc(c["status"])}</span>',
-                          f'<td class="num">{_duration(c.get("seconds"))}</td>',
+                          f'<td class="num">{duration_text(c.get("seconds"))}</td>',
                           esc((c.get("error") or "")[:300])])
     matrix_txt = "; ".join(f"<code>{esc(k)}</code> = "
                            + ", ".join(esc(shown_value(v)) for v in vs)
@@ -402,11 +403,7 @@ def run_sweep(args: Any, argv: list[str]) -> int:
         if getattr(args, opt):
             raise RunnerError(f"--{opt.replace('_', '-')} is for one run; a sweep makes a new "
                               "run per cell in its own folder (--sweep-name)")
-    base = runner.RunRequest(profile=args.profile, config=args.config, overrides=args.param,
-                             only=args.only, notebooks_dir=args.notebooks_dir,
-                             hide_code=args.hide_code, argv=argv, reuse=args.reuse,
-                             no_reuse=args.no_reuse, workers=args.workers,
-                             scheduler=args.scheduler)
+    base = runner.request_from_args(args, argv)  # reports_dir: each cell gets the sweep's
     reports = Path(args.reports_dir).resolve() if args.reports_dir else REPORTS_DIR
     check_scheduler_options(args.workers, args.scheduler)
     cfg = load_profile(args.profile or "cpu", args.config)
@@ -427,19 +424,14 @@ def run_sweep(args: Any, argv: list[str]) -> int:
                    "status": "running", "cells": [_cell_entry(c) for c in cells]}
         write_sweep(sweep_dir, summary)
         print(f"Sweep {sweep_dir.name}: {len(cells)} cell(s) -> {sweep_dir}", flush=True)
-        executor.preflight(sweep_dir, [p for c in cells for p in c.plan["plans"]],
-                           [d for c in cells for d in c.plan["data"]])
+        executor.preflight(sweep_dir, [p for c in cells for p in c.plan.plans],
+                           [d for c in cells for d in c.plan.data])
         status = run_cells(cells, executor)
     summary.update(cells=[_cell_entry(c) for c in cells], finished=now_iso(),
                    status=status.split(":")[0])
     print(f"Sweep: {write_sweep(sweep_dir, summary).resolve()}")
-    if status.startswith("interrupted"):
-        return runner.EXIT_INTERRUPTED.get(status.split(":", 1)[1], 130)
-    bad = [c.name for c in cells if c.status != "ok"]
-    if bad:
-        print(f"Cells not ok: {', '.join(bad)}", file=sys.stderr)
-        return 1
-    return 0
+    return runner.exit_code(status, [c.name for c in cells if c.status != "ok"],
+                            "Cells not ok")
 
 
 def _cell_entry(c: Cell) -> dict[str, Any]:

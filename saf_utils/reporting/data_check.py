@@ -1,0 +1,81 @@
+"""Where each dataset of a run will come from, checked before anything runs: a local folder
+(a notebook's source parameter, else the task's environment variable), else a cached or
+reachable hub copy (the task specs' :class:`saf_utils.taskspec.DataSource`)."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+from saf_utils.reporting.parameters import NotebookPlan
+from saf_utils.reporting.profiles import (
+    RunnerError,
+)
+
+
+def data_env_vars() -> tuple[str, ...]:
+    """Environment variables that name local data folders: each task's data source, and
+    WordNet for METEOR."""
+    from saf_utils.tasks import data_sources
+
+    return (*(d.env for d in data_sources()), "WORDNET_DIR")
+
+
+
+def reachable(host: str, timeout: float = 3.0) -> bool:
+    """Can a TCP connection to ``host:443`` be opened (offline env variables say no)?"""
+    offline = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE") if host == "huggingface.co" else ()
+    if any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes") for v in offline):
+        return False
+    try:
+        with socket.create_connection((host, 443), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+
+def check_data_sources(plans: list[NotebookPlan]) -> list[dict[str, Any]]:
+    """Where each dataset will come from; one error naming every unavailable source.
+
+    A notebook that declares a task's source parameter (``saf_source``, ...) needs that
+    dataset: a local folder (the parameter, else its environment variable) must exist; with
+    neither, the hub copy must be cached or its host reachable (:class:`DataSource`).
+    """
+    from saf_utils.tasks import data_sources
+
+    out: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for src in data_sources():
+        notebooks = [p.name for p in plans if src.param in p.declared]
+        params = {p.params.get(src.param) for p in plans if p.name in notebooks}
+        for value in sorted(params, key=str) if notebooks else ():
+            source, via = (value, src.param) if value else (os.environ.get(src.env), src.env)
+            entry = {"dataset": src.name, "notebooks": notebooks,
+                     "via": via if source else "hub"}
+            if source:
+                local = Path(str(source)).expanduser()
+                if local.exists():
+                    entry.update(kind="local", source=str(local.resolve()))
+                elif src.is_hub_id is not None and src.is_hub_id(str(source)):
+                    entry.update(kind="hub", source=str(source))
+                else:
+                    problems.append(f"{src.name}: {via}={source} does not exist")
+                    continue
+            else:
+                entry.update(kind="hub", source=src.hub)
+            if entry["kind"] == "hub":
+                entry["cached"] = cached = src.cached(entry["source"])
+                if not cached and not reachable(src.host):
+                    given = (f"{via}={source} is no folder (relative to {Path.cwd()}) and, as "
+                             "a hub id," if source else f"no local source ({src.env} / "
+                             f"{src.param} unset) and")
+                    problems.append(f"{src.name}: {given} {src.host} is unreachable; set "
+                                    f"{src.env}=<local copy>")
+                    continue
+            out.append(entry)
+    if problems:
+        raise RunnerError("data sources: " + "; ".join(problems))
+    return out

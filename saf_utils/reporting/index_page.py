@@ -1,0 +1,363 @@
+"""``index.html``, the headline page of a run: run, profile, commit, notebook status and
+times above the fold; then per task one table (systems x main metrics, mean [95% CI], role,
+val-chosen system marked, oracles and probes set apart: :mod:`.headline`), one figure and
+the data files the run read."""
+
+from __future__ import annotations
+
+import base64
+import io
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from saf_utils.metrics.spec import bounds, scale_label
+from saf_utils.reporting.headline import (
+    SET_APART,
+    chosen_by_split,
+    chosen_on,
+    clipped,
+    composition,
+    design_note,
+    direction_words,
+    headline_cells,
+    headline_html,
+    lead_sentence,
+    p_text,
+    paired_differences,
+    record_kind,
+    split_verdict,
+    star_words,
+    system_order,
+)
+from saf_utils.reporting.manifest import write_text
+from saf_utils.reporting.pages import duration_text, fmt, page, table
+from saf_utils.reporting.sharing import esc
+
+
+def dot_plot(tables: dict[tuple, dict[str, dict]], metrics: Sequence[str], title: str) -> str:
+    """One PNG (base64 <img>): per metric a panel, systems on y, mean with 95% CI per split."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    present = [m for m in metrics if any(m in e for t in tables.values() for e in t.values())]
+    if not present:
+        return ""
+    systems: list[str] = []
+    for t in tables.values():
+        for s in system_order(t, present[0]):
+            if s not in systems:
+                systems.append(s)
+    systems = systems[::-1]
+    fig = Figure(figsize=(3.4 * len(present) + 1.2, 0.32 * len(systems) + 1.3), dpi=90)
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, len(present), sharey=True, squeeze=False)[0]
+    markers = "osD^v<>"
+    n_keys = len(tables)
+    from matplotlib.lines import Line2D
+
+    keys = sorted(tables, key=str)
+    for ax, metric in zip(axes, present, strict=True):
+        for k, key in enumerate(keys):
+            t = tables[key]
+            for y, s in enumerate(systems):
+                cell = t.get(s, {}).get(metric)
+                if not cell:
+                    continue
+                off = (k - (n_keys - 1) / 2) * 0.18
+                err = None
+                if cell["low"] is not None:
+                    err = [[cell["mean"] - cell["low"]], [cell["high"] - cell["mean"]]]
+                apart = t[s]["role"] in SET_APART
+                ax.errorbar(cell["mean"], y + off, xerr=err, fmt=markers[k % len(markers)],
+                            color=f"C{k}", alpha=0.45 if apart else 1.0, capsize=2, ms=4)
+        ax.set_title(f"{metric} ({scale_label(metric)})", fontsize=9)
+        b = bounds(metric)
+        if b is not None:  # the axis stays inside the metric's range (plus a margin)
+            lo, hi = ax.get_xlim()
+            pad = 0.02 * ((b[1] - b[0]) if math.isfinite(b[1]) else (hi - lo))
+            ax.set_xlim(max(lo, b[0] - pad), min(hi, b[1] + pad))
+        ax.grid(axis="x", alpha=0.3)
+        ax.tick_params(labelsize=8)
+    axes[0].set_yticks(range(len(systems)))
+    axes[0].set_yticklabels(systems, fontsize=8)
+    labels = [str(split) if len({d for d, _ in keys}) == 1 else f"{ds} {split}"
+              for ds, split in keys]
+    handles = [Line2D([], [], marker=markers[k % len(markers)], color=f"C{k}", ls="")
+               for k in range(len(keys))]
+    if len(labels) > 1:
+        fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8,
+                   frameon=False)
+    fig.suptitle(f"{title}: mean with 95% CI (faded: oracles and probes)", fontsize=9)
+    fig.tight_layout(rect=(0, 0.06 if len(labels) > 1 else 0, 1, 0.95))
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    data = base64.b64encode(buf.getvalue()).decode("ascii")
+    return f'<img alt="{esc(title)} dot plot" src="data:image/png;base64,{data}">'
+
+
+def _source_matches(source: dict, task: Any, split: Any) -> bool:
+    """A data file of this task's data source and split (ArgSciChat files are
+    ``fold<k>/<split>``)."""
+    from saf_utils.tasks import spec
+
+    sp = spec(str(task))
+    ds = sp.source.name if sp else str(task)
+    split_of = str(source.get("split"))
+    return str(source.get("dataset")) == ds \
+        and (split_of == str(split) or split_of.endswith("/" + str(split)))
+
+
+def leakage_note(sources: Sequence[dict], task: Any, split: Any) -> str:
+    """A warning naming the nonzero ``leak_*`` anomaly counts of the split's data files."""
+    hits: dict[str, int] = defaultdict(int)
+    files = set()
+    for src in sources:
+        if not _source_matches(src, task, split):
+            continue
+        for kind, n in (src.get("anomalies") or {}).items():
+            if str(kind).startswith("leak_") and isinstance(n, int | float) and n > 0:
+                hits[str(kind)] += int(n)
+                files.add(Path(str(src.get("path"))).name)
+    if not hits:
+        return ""
+    counts = ", ".join(f"{esc(k)} {v}" for k, v in sorted(hits.items()))
+    return (f'<p class="warn leak">⚠ Leakage: the data of this split has content shared with '
+            f"other data ({counts}; in {esc(', '.join(sorted(files)))}). These numbers may "
+            "overstate how the systems do on new data.</p>")
+
+
+def task_splits(records: list[dict]) -> Iterable[dict[str, Any]]:
+    """Per task (registered specs first, then other tasks with result records) and per split
+    in page order: title, headline metrics, the systems' cells, the starred systems and the
+    paired differences on the leading metric."""
+    from saf_utils.tasks import specs
+
+    known = {s.name: s for s in specs()}
+    tasks = list(known)
+    for r in records:
+        t = r.get("task")
+        if record_kind(r) == "result" and t not in tasks and r.get("system") != "data":
+            tasks.append(t)
+    for task in tasks:
+        sp = known.get(task)
+        title, metrics = (sp.title, sp.headline) if sp else (str(task), ())
+        if not metrics:  # an unknown task: its first few result metrics
+            metrics = tuple(dict.fromkeys(r["metric"] for r in records if r.get("task") == task
+                                          and record_kind(r) == "result"))[:4]
+        tables = headline_cells(records, task, metrics)
+        if not tables:
+            continue
+        chosen = chosen_by_split(records, task)
+        diffs = paired_differences(records, task)
+        page_order = {sp_: i for i, sp_ in enumerate(sp.splits if sp else ())}
+        for i, ((ds, split), systems) in enumerate(sorted(tables.items(), key=lambda kv: (
+                page_order.get(kv[0][1], len(page_order)), str(kv[0])))):
+            metric = next(m for m in metrics if any(m in e for e in systems.values()))
+            yield {"task": task, "title": title, "metrics": metrics, "tables": tables,
+                   "first": i == 0, "last": i == len(tables) - 1, "dataset": ds,
+                   "split": split, "systems": systems, "metric": metric,
+                   "chosen": chosen_on(chosen, split),
+                   "diffs": {(k[2], k[4]): v for k, v in diffs.items()
+                             if k[0] == ds and k[1] == split and k[3] == metric}}
+
+
+def _distinguishable(v: dict) -> str:
+    d = v["diff"]
+    if v["status"] == "alone":
+        return "—"
+    if v["status"] == "not tested":
+        return "not tested"
+    p = d["p"] if d["primary"] or d["p_adj"] is None else d["p_adj"]
+    which = "" if d["primary"] or d["p_adj"] is None else "Holm-adjusted "
+    word = "<b>yes</b>" if v["status"] == "resolved" else "<b>no</b> (not at this sample size)"
+    return f"{word} <small>{which}{p_text(p)}</small>"
+
+
+def glance_table(records: list[dict]) -> str:
+    """The first screen of the index: per task and split the best comparable system on the
+    leading metric, the runner-up, whether their gap is distinguishable, and the system the
+    notebook chose for that split (★). Empty without result records."""
+    rows = []
+    for t in task_splits(records):
+        systems, metric = t["systems"], t["metric"]
+        v = split_verdict(systems, metric, t["diffs"])
+        if v is None:
+            continue
+        cell = systems[v["top"]][metric]
+        best = (f'<b>{esc(v["top"])}</b> <span class="num">{fmt(cell["mean"])}'
+                + (f' <small>[{fmt(cell["low"])}, {fmt(cell["high"])}]</small>'
+                   if cell["low"] is not None else "") + "</span>")
+        star = "; ".join(
+            f'{esc(s)} <span class="num">{fmt(systems[s][metric]["mean"])}</span> '
+            f'<small title="{esc(h)}">({esc(star_words(h))}'
+            f'{"; " + esc(composition(h)) if composition(h) else ""})</small>'
+            for s, h in t["chosen"].items() if s in systems and metric in systems[s]) or "—"
+        split_id = f"{t['task']}-{t['split']}"
+        rows.append([f'<a href="#{esc(split_id)}">{esc(t["title"])}<br>'
+                     f'<small>{esc(t["split"])}</small></a>',
+                     f'{esc(metric)} <small class="scale" title="{esc(direction_words(metric))}">'
+                     f"{esc(scale_label(metric))}</small>",
+                     best, (f"{esc(v['runner'])}: " if v["runner"] else "")
+                     + _distinguishable(v), star])
+    if not rows:
+        return ""
+    return ('<h2 id="at-a-glance">At a glance</h2>' + table(
+        ["task and split", "metric", "best system [95 % interval]",
+         "runner-up: distinguishable from the best?", "★ chosen for this split"], rows,
+        "glance")
+        + '<p class="note">Best and runner-up among baselines and systems (oracles and '
+        "probes excluded), by the point estimate of the task's first headline metric; "
+        "whether their gap is distinguishable comes from the notebook's paired test of that "
+        "pair (Holm-adjusted unless it is the primary comparison). Every metric and interval "
+        "is in the task sections below.</p>")
+
+
+def task_sections(records: list[dict], sources: Sequence[dict] = ()) -> list[str]:
+    """One section per registered task spec (:mod:`saf_utils.tasks`), then one per other task
+    with result records (its first few metrics): per split the plain-words lead sentence,
+    the headline table and its design note; one dot plot per task."""
+    sections, parts = [], []
+    for t in task_splits(records):
+        task, split, systems = t["task"], t["split"], t["systems"]
+        if t["first"]:
+            parts = [f'<h2 id="{esc(task)}">{esc(t["title"])}</h2>']
+        parts.append(f'<h3 id="{esc(task)}-{esc(split)}">{esc(split)} '
+                     f'<small>({esc(t["dataset"])})</small></h3>')
+        parts.append(lead_sentence(systems, t["metric"], t["chosen"], t["diffs"]))
+        parts.append(leakage_note(sources, task, split))
+        parts.append(headline_html(systems, t["metrics"], t["chosen"]))
+        cells = [c for e in systems.values() for c in e.values()
+                 if isinstance(c, dict) and c.get("estimand")]
+        designs = design_note(cells)
+        if designs:
+            clip = (" ‡: the interval reached past the metric's range and is clipped to it."
+                    if any(clipped(c) for c in cells) else "")
+            parts.append(f'<p class="note">95 % intervals; {esc(designs)}.{clip}</p>')
+        if t["last"]:
+            try:
+                parts.append(dot_plot(t["tables"], t["metrics"], t["title"]))
+            except Exception as exc:  # noqa: BLE001 - a figure must not cost the page
+                parts.append(f'<p class="warn">figure failed: {esc(exc)}</p>')
+            sections.append("\n".join(parts))
+    return sections
+
+
+def _notebook_row(n: dict, latest: dict[str, dict], depends_on: dict[str, list[str]]
+                  ) -> list[str]:
+    """One notebook's row: page link (stale when an input was rerun after it read it),
+    status (reused: from where), time, start, error."""
+    name = esc(n["name"])
+    read_at = (n.get("reused") or {}).get("at") or n.get("started")
+    newer = [d for d in depends_on.get(n["name"], [])
+             if read_at and (latest.get(d) or {}).get("finished")
+             and ((latest[d].get("reused") or {}).get("at") or latest[d]["finished"])
+             > read_at]
+    if newer:  # an input was rerun after this notebook read it
+        name += f' <small class="warn">(stale: {esc(", ".join(newer))} rerun later)</small>'
+
+    link = f'<a href="{esc(n["html"])}">{name}</a>' if n.get("html") else name
+    err = esc((n.get("error") or "")[:300])
+    state = f'<span class="{esc(n["status"])}">{esc(n["status"])}</span>'
+    if n.get("reused"):
+        orig = n["reused"].get("original") or {}
+        state += (f' <small class="reused">reused from {esc(n["reused"].get("from"))}'
+                  f' (executed {esc(orig.get("started"))} at commit '
+                  f'<code>{esc(str(orig.get("commit") or "?")[:8])}</code>'
+                  f'{" dirty" if orig.get("dirty") else ""})</small>')
+    return [link, state, f'<td class="num">{duration_text(n.get("seconds"))}</td>',
+            esc(n.get("started") or ""), err]
+
+
+def _earlier_and_warnings(manifest: dict) -> str:
+    """Links to earlier executions in the run folder; skipped record lines; unfinished
+    notebooks (their numbers carry †)."""
+    prev = [e for e in manifest.get("executions", []) if e.get("archived_to")]
+    prev_html = ""
+    if prev:
+        prev_html = "<p class=note>Earlier executions in this run folder: " + ", ".join(
+            f'<a href="{esc(e["archived_to"])}/{esc(e["name"])}.html">{esc(e["name"])} '
+            f'({esc(e["status"])}, {esc(e.get("started"))})</a>' for e in prev) + "</p>"
+    skipped = (manifest.get("records") or {}).get("skipped_lines", 0)
+    warn = (f'<p class="warn">{skipped} bad record line(s) skipped (listed in manifest.json '
+            "under records.skipped).</p>") if skipped else ""
+    failed_nb = [n["name"] for n in manifest.get("notebooks", [])
+                 if n["status"] in ("failed", "interrupted")]
+    if failed_nb:
+        warn += ('<p class="warn">† marks numbers from a notebook that did not finish: '
+                 f"{esc(', '.join(failed_nb))}.</p>")
+    return prev_html + warn
+
+
+def _links(run_dir: Path, example_links: Sequence[tuple[str, str]]) -> str:
+    links = ['<a href="results.html">all result records</a>',
+             '<a href="manifest.json">manifest.json</a>', '<a href="metrics.json">metrics.json</a>']
+    if (run_dir / "compare.html").is_file():
+        links.insert(1, '<a href="compare.html">comparison with the baseline run</a>')
+    links[1:1] = [f'<a href="{esc(name)}">{esc(what)}</a>' for name, what in example_links]
+    return " · ".join(links)
+
+
+INDEX_NOTE = (
+    """<p class="note">Cells: mean [95 % interval] of the headline record (fold and seed null);
+the note under each table names the interval's method and estimand; ‡ marks an interval
+clipped to the metric's range. * = no headline record, mean over the per-seed/per-fold
+records without an interval. 3 significant digits. Beside each metric: ↑ higher or ↓ lower
+is better, and its range. Bold: best baseline or system. ★: the system the notebook chose
+for that split (hover for how). Only <code>result</code> records are
+shown; analysis and tuning records are in metrics.json and the notebooks. Published numbers
+are quoted inside the notebooks, never here.</p>""")
+
+
+def write_index(run_dir: Path, manifest: dict, records: list[dict],
+                example_links: Sequence[tuple[str, str]] = ()) -> Path:
+    """``index.html``: the headline page of a run (result records only); ``example_links``:
+    ``(file, what)`` of the run's example pages."""
+    from saf_utils.reporting import chrome
+
+    git = manifest.get("git") or {}
+    status = manifest.get("status", "?")
+    latest = {n["name"]: n for n in manifest.get("notebooks", [])}
+    nb_rows = [_notebook_row(n, latest, manifest.get("depends_on") or {})
+               for n in manifest.get("notebooks", [])]
+    commit = esc((git.get("commit") or "unknown")[:12]) + (" (dirty)" if git.get("dirty") else "")
+    sections = task_sections(records, manifest.get("data_sources") or [])
+    body = f"""<h1>Run {esc(manifest.get('run', run_dir.name))}
+<span class="{esc(status)}">{esc(status)}</span></h1>
+<p class="meta">Profile <b>{esc(manifest.get('profile'))}</b> · commit <code>{commit}</code> ·
+started {esc(manifest.get('started'))} · finished {esc(manifest.get('finished') or '—')}<br>
+{esc(manifest.get('description') or '')}</p>
+{glance_table(records)}
+{table(['notebook', 'status', 'time', 'started', 'error'], nb_rows)}
+{_earlier_and_warnings(manifest)}
+<p>{_links(run_dir, example_links)}</p>
+{''.join(sections) or '<p>No result record yet.</p>'}
+{INDEX_NOTE}"""
+    return write_text(run_dir / "index.html", page(f"Run {manifest.get('run', run_dir.name)}",
+                                                   body + chrome.downloads_section(
+                                                       run_dir, records) + data_table(manifest),
+                                                   run_dir=run_dir,
+                                                   current="index.html"))
+
+
+def data_table(manifest: dict) -> str:
+    """The data files of the run by dataset, split, file name and SHA-256 (no paths)."""
+    rows = []
+    for s in manifest.get("data_sources") or []:
+        anomalies = ", ".join(f"{k} {v}" for k, v in sorted((s.get("anomalies") or {}).items())
+                              if v)
+        sha = str(s.get("sha256") or "")
+        cls = "warn" if any(k.startswith("leak_") and v for k, v in
+                            (s.get("anomalies") or {}).items()) else ""
+        rows.append([esc(s.get("dataset")), esc(s.get("split")),
+                     esc(Path(str(s.get("path"))).name),
+                     f'<td><code title="{esc(sha)}">{esc(sha[:16])}</code></td>',
+                     f'<td class="num">{esc(s.get("rows", ""))}</td>',
+                     f'<td class="{cls}">{esc(anomalies)}</td>'])
+    if not rows:
+        return ""
+    return ('<h2 id="data">Data files</h2>' + table(
+        ["dataset", "split", "file", "SHA-256", "rows", "content anomalies"], rows)
+        + '<p class="note">Full SHA-256 on hover and in manifest.json.</p>')

@@ -1,0 +1,264 @@
+"""A notebook's parameters in a run, checked before anything runs: what its ``parameters``
+cell declares (papermill), what the profile and ``-p key=value`` give it (in that order of
+precedence), their types and the profile's ``choices``; which notebooks are selected
+(``--only``) and whether their ``depends_on`` are there (:class:`NotebookPlan` per notebook).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from saf_utils.reporting.profiles import (
+    ECHO_LIMIT,
+    RunnerError,
+    check_plain,
+    short,
+    yaml_load,
+)
+
+
+def parse_overrides(items: list[str]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """``key=value`` (all notebooks) or ``notebook.key=value``; values are YAML (1.2 floats, no
+    anchors or aliases: :class:`_Loader`)."""
+    common: dict[str, Any] = {}
+    per_nb: dict[str, dict[str, Any]] = {}
+    for item in items:
+        if "=" not in item:
+            raise RunnerError(f"-p {short(item)}: expected key=value")
+        key, raw = item.split("=", 1)
+        key = key.strip()
+        if not key or not re.fullmatch(r"(?:[\w-]+\.)?[A-Za-z_]\w*", key):
+            raise RunnerError(f"-p {short(item)}: {short(key)} is not a parameter name "
+                              "(key or notebook.key)")
+        try:
+            value = yaml_load(raw) if raw.strip() else ""
+        except yaml.YAMLError as exc:
+            why = " ".join(str(getattr(exc, "problem", None) or exc).split())[:ECHO_LIMIT]
+            raise RunnerError(f"-p {short(key)}=…: {short(raw)} is not a valid value ({why}); "
+                              "lists are written [0, 1], strings with spaces in quotes") from None
+        if "." in key:
+            nb, key = key.split(".", 1)
+            per_nb.setdefault(nb, {})[key] = value
+        else:
+            common[key] = value
+    return common, per_nb
+
+
+
+def notebook_parameters(path: Path) -> dict[str, Any]:
+    """The parameters a notebook declares in its ``parameters`` cell (via papermill)."""
+    import papermill as pm
+
+    try:
+        return pm.inspect_notebook(str(path))
+    except Exception as exc:  # an unreadable notebook is a planning error, not a traceback
+        raise RunnerError(f"{path}: cannot read its parameters ({type(exc).__name__}: "
+                          f"{' '.join(str(exc).split())[:200]})") from None
+
+
+
+def declared_default(info: Any) -> tuple[bool, Any]:
+    """(known, value) of a declared parameter's default (a literal; else not known)."""
+    src = info.get("default") if isinstance(info, dict) else None
+    if src is None:
+        return False, None
+    try:
+        return True, ast.literal_eval(src)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return False, None
+
+
+
+def _type_ok(value: Any, default: Any) -> bool:
+    if default is None or value is None:
+        return True
+    if isinstance(default, bool):
+        return isinstance(value, bool)
+    if isinstance(default, int):
+        return isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(default, float):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if isinstance(default, str):
+        return isinstance(value, str)
+    if isinstance(default, (list, tuple)):
+        return isinstance(value, (list, tuple)) and all(_element_ok(v, default) for v in value)
+    if isinstance(default, dict):
+        return isinstance(value, dict)
+    return True
+
+
+
+def _element_ok(value: Any, default: list | tuple) -> bool:
+    """A list element fits one of the default's elements (None only where the default has
+    one; an empty or all-None default fits anything)."""
+    kinds = [d for d in default if d is not None]
+    if value is None:
+        return not kinds or len(kinds) < len(default)
+    return not kinds or any(_type_ok(value, d) for d in kinds)
+
+
+
+def _type_name(x: Any) -> str:
+    return {bool: "bool", int: "int", float: "float", str: "str", list: "list", tuple: "list",
+            dict: "mapping", type(None): "None"}.get(type(x), type(x).__name__)
+
+
+
+def check_types(notebook: str, params: dict[str, Any], declared: dict[str, Any],
+                origins: dict[str, str]) -> None:
+    """Each value must have the type of the notebook's default (None fits anything)."""
+    for key, value in params.items():
+        known, default = declared_default(declared.get(key))
+        if known and not _type_ok(value, default):
+            what = (f"{_type_name(value)}, from {origins.get(key, '?')}")
+            want = _type_name(default)
+            if isinstance(default, (list, tuple)) and isinstance(value, (list, tuple)):
+                bad = next(v for v in value if not _element_ok(v, default))
+                what = (f"element {short(bad)} is {_type_name(bad)}, from {origins.get(key, '?')}")
+                want += " of " + " or ".join(sorted({_type_name(d) for d in default}))
+            raise RunnerError(
+                f"{notebook}.{key} = {short(value)} ({what}) does not match the notebook's "
+                f"default {short(default)} ({want})")
+
+
+
+def check_choices(notebook: str, params: dict[str, Any], choices: dict[str, list],
+                  origins: dict[str, str]) -> None:
+    """A value (each element of a list value) must be one of the profile's ``choices`` for
+    that parameter; None is the notebook's own default and always allowed."""
+    for key, value in params.items():
+        allowed = choices.get(key)
+        if allowed is None or value is None:
+            continue
+        values = value if isinstance(value, (list, tuple)) else [value]
+        bad = [v for v in values if v not in allowed]  # types were checked before
+        if bad:
+            raise RunnerError(f"{notebook}.{key} = {short(value)} (from {origins.get(key, '?')}): "
+                              f"{short(bad[0])} is not one of the profile's choices.{key} "
+                              f"{short(allowed)}")
+
+
+
+@dataclass
+class NotebookPlan:
+    name: str
+    path: Path
+    params: dict[str, Any]
+    origins: dict[str, str] = field(default_factory=dict)
+    declared: dict[str, Any] = field(default_factory=dict)
+
+
+
+def _resolve(cfg: dict, name: str, path: Path, common: dict[str, Any],
+             per_nb: dict[str, dict[str, Any]]) -> NotebookPlan:
+    """One notebook's parameters from the profile and the overrides, names and types checked."""
+    declared = notebook_parameters(path)
+    layers = [("profile parameters", {k: v for k, v in cfg["parameters"].items()
+                                      if k in declared}),
+              (f"profile notebook_parameters.{name}", cfg["notebook_parameters"].get(name) or {}),
+              ("-p", {k: v for k, v in common.items() if k in declared}),
+              (f"-p {name}.", per_nb.get(name, {}))]
+    for origin, layer in (layers[1], layers[3]):
+        undeclared = sorted(set(layer) - set(declared))
+        if undeclared:
+            raise RunnerError(f"{name}: parameter(s) {short(undeclared)} ({origin.rstrip('.')}) "
+                              f"not in its parameters cell (declared: {sorted(declared)})")
+    params: dict[str, Any] = {}
+    origins: dict[str, str] = {}
+    for origin, layer in layers:
+        for k, v in layer.items():
+            params[k] = v
+            origins[k] = origin.rstrip(".")
+    for k, v in params.items():
+        check_plain(f"{name}.{k}", v, origins[k])
+    check_types(name, params, declared, origins)
+    check_choices(name, params, cfg.get("choices") or {}, origins)
+    return NotebookPlan(name, path, params, origins, declared)
+
+
+
+def plan_notebooks(cfg: dict, names: list[str], nb_dir: Path,
+                   overrides: list[str]) -> list[NotebookPlan]:
+    """Resolve every selected notebook's parameters; check names, types and choices.
+
+    Precedence (low to high): profile ``parameters`` (to notebooks that declare them),
+    ``notebook_parameters.<nb>``, ``-p key=value``, ``-p nb.key=value``. The profile's other
+    notebooks are checked too (without ``-p key=value``), so that a bad profile value or
+    ``-p nb.key=value`` fails whichever notebooks are selected; of those, only a notebook
+    named by ``-p nb.key`` must exist in ``nb_dir``.
+    """
+    common, per_nb = parse_overrides(overrides)
+    for nb in per_nb:
+        if nb not in cfg["notebooks"]:
+            raise RunnerError(f"-p {short(nb)}.…: no notebook of that name in profile "
+                              f"{cfg['name']}")
+    plans: list[NotebookPlan] = []
+    for name in cfg["notebooks"]:
+        path = nb_dir / f"{name}.ipynb"
+        selected = name in names
+        if not path.is_file():
+            if selected or name in per_nb:
+                raise RunnerError(f"notebook {path} not found")
+            continue
+        plan = _resolve(cfg, name, path, common if selected else {}, per_nb)
+        if selected:
+            plans.append(plan)
+    unused = set(common) - {k for p in plans for k in p.params}
+    if unused:
+        raise RunnerError(f"-p {short(sorted(unused))}: no selected notebook declares these "
+                          "parameters")
+    return plans
+
+
+
+def select_notebooks(names: list[str], wanted: list[str] | None) -> list[str]:
+    """The notebooks ``--only`` names, in profile order: each entry a full name or a unique
+    prefix (``02``), repeated (``--only 02 --only 05``) or comma-separated (``--only 02,05``)."""
+    if not wanted:
+        return names
+    chosen = []
+    for w in (part.strip() for entry in wanted for part in entry.split(",")):
+        if not w:
+            raise RunnerError(f"--only {','.join(wanted)!r}: an empty name")
+        hits = [n for n in names if n == w] or [n for n in names if n.startswith(w)]
+        if len(hits) != 1:
+            raise RunnerError(f"--only {w!r} matches {hits or 'nothing'} in {names}")
+        chosen.append(hits[0])
+    return [n for n in names if n in chosen]
+
+
+
+def check_dependencies(cfg: dict, selected: list[str], run_dir: Path | None,
+                       statuses: dict[str, str] | None = None) -> dict[str, str]:
+    """Each dependency of a selected notebook is selected too or present in ``run_dir``
+    (its folder exists and its latest execution there, per ``statuses``, was ok).
+
+    Returns ``{dependency: "selected" | "present"}``; raises naming every missing one.
+    """
+    statuses = statuses or {}
+    found: dict[str, str] = {}
+    missing: list[str] = []
+    for name in selected:
+        for dep in cfg["depends_on"].get(name, []):
+            if dep in selected:
+                found[dep] = "selected"
+            elif run_dir is not None and (run_dir / dep).is_dir():
+                if statuses.get(dep, "ok") != "ok":
+                    missing.append(f"{name} needs {dep}, whose latest execution in "
+                                   f"{run_dir.name} is {statuses[dep]}")
+                    continue
+                found[dep] = "present"
+            else:
+                missing.append(f"{name} needs {dep}")
+    if missing:
+        where = f"not in {run_dir}" if run_dir else "not selected"
+        raise RunnerError(
+            f"missing dependency: {'; '.join(missing)} ({where}); select it too (--only) or "
+            "rerun inside a run that has it (--run-dir reports/<run>)")
+    return found

@@ -1,0 +1,203 @@
+"""What a run will do, checked before anything runs: the request (:class:`RunRequest`, what
+``saf-run`` was asked) and the plan (:class:`RunPlan`, what :func:`prepare` found: profile,
+notebooks with their parameters, dependencies, data sources, the run folder, the baseline
+and the runs to reuse from). Nothing here writes a file; ``--dry-run`` prints
+:func:`describe_plan`.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from saf_utils.reporting.data_check import check_data_sources
+from saf_utils.reporting.manifest import pid_alive
+from saf_utils.reporting.parameters import (
+    NotebookPlan,
+    check_dependencies,
+    plan_notebooks,
+    select_notebooks,
+)
+from saf_utils.reporting.profiles import (
+    NOTEBOOK_DIR,
+    REPORTS_DIR,
+    RunnerError,
+    check_run_name,
+    load_profile,
+    short,
+)
+from saf_utils.tasks import system_params_lines
+
+
+@dataclass
+class RunRequest:
+    """One ``saf-run`` invocation's options (:func:`request_from_args` reads them)."""
+
+    profile: str | None = None
+    config: str | os.PathLike | None = None
+    overrides: list[str] = field(default_factory=list)
+    only: list[str] | None = None
+    run_name: str | None = None
+    run_dir: str | os.PathLike | None = None
+    reports_dir: str | os.PathLike | None = None
+    notebooks_dir: str | os.PathLike | None = None
+    hide_code: bool | None = None
+    baseline: str | None = None
+    argv: list[str] | None = None
+    reuse: str | None = None
+    no_reuse: bool = False
+    workers: int = 1  # notebooks at once: 1 in this process, N on a local Dask cluster
+    scheduler: str | None = None  # tcp://host:port of a running Dask scheduler
+    label: str = ""  # before each progress line (a sweep's cell, its runs print at once)
+
+
+def request_from_args(args: Any, argv: list[str]) -> RunRequest:
+    """The request of parsed ``saf-run`` arguments (:func:`cli.run_parser`); a sweep's cells
+    start from it too."""
+    return RunRequest(profile=args.profile, config=args.config, overrides=args.param,
+                      only=args.only, run_name=getattr(args, "run_name", None),
+                      run_dir=getattr(args, "run_dir", None), reports_dir=args.reports_dir,
+                      notebooks_dir=args.notebooks_dir, hide_code=args.hide_code,
+                      baseline=getattr(args, "baseline", None), argv=argv, reuse=args.reuse,
+                      no_reuse=args.no_reuse, workers=args.workers, scheduler=args.scheduler)
+
+
+@dataclass
+class RunPlan:
+    """Everything :func:`prepare` checked: the merged profile (``cfg``), one
+    :class:`NotebookPlan` per selected notebook, the status of each dependency, the data
+    check, and where the run goes (``existing``: a run folder to rerun notebooks in, with its
+    ``old_manifest``; else a new folder ``run_name``)."""
+
+    cfg: dict[str, Any]
+    plans: list[NotebookPlan]
+    deps: dict[str, Any] = field(default_factory=dict)
+    data: list[dict[str, Any]] = field(default_factory=list)
+    existing: Path | None = None
+    old_manifest: dict[str, Any] | None = None
+    run_name: str | None = None
+    baseline: Path | None = None
+    reuse_from: list[tuple[Path, dict]] = field(default_factory=list)  # where to look, in order
+
+
+def prepare(req: RunRequest) -> RunPlan:
+    """Everything checked before anything runs; returns the plan (nothing is written)."""
+    existing, old_manifest = _existing_run(req)
+    cfg = _profile(req, existing, old_manifest)
+    if req.run_name and existing:
+        raise RunnerError("--run-name and --run-dir exclude each other")
+    run_name = check_run_name(req.run_name) if req.run_name else None
+    nb_dir = Path(req.notebooks_dir) if req.notebooks_dir else NOTEBOOK_DIR
+    names = select_notebooks(list(cfg["notebooks"]), req.only)
+    deps = check_dependencies(cfg, names, existing, {
+        n["name"]: n.get("status") for n in (old_manifest or {}).get("notebooks", [])})
+    plans = plan_notebooks(cfg, names, nb_dir, req.overrides or [])
+    baseline = None
+    if req.baseline:  # a readable run: checked manifest and metrics
+        from saf_utils.reporting.compare import load_run, resolve_run
+
+        baseline = resolve_run(req.baseline, req.reports_dir)
+        load_run(baseline)
+    data = check_data_sources(plans)
+    return RunPlan(cfg, plans, deps, data, existing, old_manifest, run_name, baseline,
+                   _reuse_sources(req, cfg, existing))
+
+
+def _existing_run(req: RunRequest) -> tuple[Path | None, dict | None]:
+    """``--run-dir``'s folder (a path, or a run name under the reports folder) and its
+    checked manifest; (None, None) for a new run."""
+    if not req.run_dir:
+        return None, None
+    from saf_utils.reporting.compare import resolve_run
+    from saf_utils.reporting.runs import read_manifest
+
+    existing = resolve_run(req.run_dir, req.reports_dir)
+    return existing, read_manifest(existing)
+
+
+def _profile(req: RunRequest, existing: Path | None, old: dict | None) -> dict[str, Any]:
+    """The profile the request names; rerunning inside a run, the one that run used (a
+    different one, or a run still going, is an error)."""
+    profile, config = req.profile, req.config
+    if old and not (profile or config):
+        old_file = old.get("profile_file")
+        if old_file and Path(old_file).is_file():
+            config = old_file
+        else:
+            profile = old.get("profile")
+    cfg = load_profile(profile or "cpu", config)
+    if old and old.get("profile") not in (None, cfg["name"]):
+        raise RunnerError(f"{existing} was run with profile {old.get('profile')!r}, "
+                          f"not {cfg['name']!r}; omit --profile to reuse it")
+    if old and old.get("status") == "running" and old.get("host") == socket.gethostname() \
+            and pid_alive(old.get("pid")) and old.get("pid") != os.getpid():
+        raise RunnerError(f"{existing} is still being run by process {old['pid']}")
+    return cfg
+
+
+def _reuse_sources(req: RunRequest, cfg: dict[str, Any], existing: Path | None
+                   ) -> list[tuple[Path, dict]]:
+    """The runs (folder, manifest) to reuse unchanged notebooks from, in order: ``--reuse``'s
+    run, or with ``reuse: latest`` the profile's earlier runs (``--no-reuse``: none)."""
+    from saf_utils.reporting.compare import resolve_run
+    from saf_utils.reporting.runs import read_manifest
+
+    if req.reuse and req.no_reuse:
+        raise RunnerError("--reuse and --no-reuse exclude each other")
+    if req.reuse:
+        path = resolve_run(req.reuse, req.reports_dir)
+        return [(path, read_manifest(path))]
+    out: list[tuple[Path, dict]] = []
+    if cfg.get("reuse") == "latest" and not req.no_reuse:
+        from saf_utils.reporting.reuse import profile_runs
+
+        for path in profile_runs(Path(req.reports_dir or REPORTS_DIR), cfg["name"], existing):
+            try:
+                out.append((path, read_manifest(path)))
+            except RunnerError:  # a malformed old run is no candidate
+                continue
+    return out
+
+
+def describe_plan(plan: RunPlan, req: RunRequest) -> str:
+    """The dry-run text: where, which notebooks with which parameters, which data."""
+    cfg = plan.cfg
+    where = (f"inside existing run {plan.existing}" if plan.existing else
+             f"new run {plan.run_name or cfg['name'] + '-<time>'} in "
+             f"{req.reports_dir or REPORTS_DIR}")
+    lines = [f"Plan (dry run; nothing runs): profile {cfg['name']} ({cfg['path']}"
+             + (f", extends {', '.join(cfg['extends_chain'])}" if cfg["extends_chain"] else "")
+             + f"), {where}"]
+    for i, p in enumerate(plan.plans, 1):
+        deps = cfg["depends_on"].get(p.name, [])
+        dep_txt = ", ".join(f"{d} ({plan.deps.get(d)})" for d in deps)
+        lines.append(f"[{i}] {p.name}" + (f"  depends on {dep_txt}" if deps else ""))
+        for k, v in p.params.items():
+            lines.append(f"      {k} = {short(v, 500)}    # {p.origins.get(k)}")
+        lines += system_params_lines(p.name, p.params)  # effective, by system
+    lines += _data_lines(plan.data)
+    if plan.baseline:
+        lines.append(f"Compare with {plan.baseline} (compare.html)")
+    from saf_utils.reporting.scheduler import where_text
+
+    lines.append(where_text(req.workers, req.scheduler))
+    if plan.reuse_from:
+        where = (plan.reuse_from[0][0] if len(plan.reuse_from) == 1 else
+                 f"the latest of {len(plan.reuse_from)} {cfg['name']} runs that has it")
+        lines.append(f"Reuse each notebook whose inputs are unchanged from {where}")
+    return "\n".join(lines)
+
+
+def _data_lines(data: list[dict[str, Any]]) -> list[str]:
+    lines = ["Data sources:"]
+    for d in data:
+        extra = "" if d["kind"] == "local" else (" (cached)" if d.get("cached") else
+                                                  " (download)")
+        lines.append(f"  {d['dataset']}: {d['kind']} {d['source']}{extra} via {d['via']}"
+                     f" for {', '.join(d['notebooks'])}")
+    if not data:
+        lines.append("  (no selected notebook declares a data source)")
+    return lines

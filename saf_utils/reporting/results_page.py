@@ -1,0 +1,130 @@
+"""``results.html``: every record of a run in one interactive table (sort, search,
+per-column filters, hideable columns); the default view shows the headline ``result``
+records of the test splits, each once."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from saf_utils.metrics.spec import scale_label
+from saf_utils.reporting.headline import clip_record, record_kind
+from saf_utils.reporting.manifest import write_text
+from saf_utils.reporting.pages import fmt, page
+from saf_utils.reporting.sharing import esc
+
+# What a reader needs first; the columns that repeat on every row come last (hideable).
+RESULT_COLUMNS = ("system", "split", "metric", "scale", "what", "value", "CI", "p", "role",
+                  "kind", "fold", "seed", "subset", "task", "dataset", "notebook",
+                  "notebook_status", "ci_low", "ci_high")
+
+
+
+HIDDEN_RESULT_COLUMNS = ("subset", "ci_low", "ci_high", "notebook_status")
+
+
+
+NUMERIC_RESULT_COLUMNS = ("value", "p", "ci_low", "ci_high")
+
+
+
+#: The default view: headline ``result`` records of test splits, each once (column filters,
+#: shown in their boxes; the reader clears them to see every record).
+DEFAULT_VIEW = {"kind": "result", "split": "test", "what": "headline"}
+
+
+
+_P_PREFIXES = (("primary p vs ", "p vs {} (primary comparison)"),
+               ("p_adj vs ", "Holm-adjusted p vs {}"), ("p vs ", "p vs {} (unadjusted)"))
+
+
+
+def record_what(r: dict) -> tuple[str, bool]:
+    """What a record's number is, for a reader, and whether it is a p-value: ``headline``
+    (fold and seed null), ``per fold 2``, ``difference vs B``, ``Holm-adjusted p vs B``,
+    ``chosen``, or its subset."""
+    sub = str(r.get("subset") or "")
+    for prefix, words in _P_PREFIXES:
+        if sub.startswith(prefix):
+            return words.format(sub[len(prefix):]), True
+    if sub.startswith("minus "):
+        return f"difference vs {sub[len('minus '):]}", False
+    if sub:
+        return sub, False
+    parts = [f"per {k} {r[k]}" for k in ("fold", "seed") if r.get(k) is not None]
+    return (" ".join(parts) if parts else "headline"), False
+
+
+
+def results_frame(records: list[dict]) -> Any:
+    """Every record as one row of :data:`RESULT_COLUMNS`: what the number is (``what``), the
+    metric's direction and range (``scale``), a p-value in ``p`` (never in ``value``), the
+    interval as ``[low, high]`` text, clipped to the metric's range (:func:`clip_record`).
+    Numbers are text of 4 significant digits, a missing one empty (not "NaN"); the table
+    still sorts them as numbers (DataTables detects numeric columns)."""
+    import pandas as pd
+
+    rows = []
+    for r in records:
+        r = clip_record(r)
+        what, is_p = record_what(r)
+        lo, hi = r.get("ci_low"), r.get("ci_high")
+        ci = f"[{fmt(lo, 4)}, {fmt(hi, 4)}]" if lo is not None and hi is not None else ""
+        value = None if r.get("value") is None else float(r["value"])
+        row = {c: r.get(c) for c in RESULT_COLUMNS}
+        row.update(kind=record_kind(r), CI=ci, what=what, scale=scale_label(str(r.get("metric"))),
+                   value=None if is_p else value, p=value if is_p else None,
+                   **{c: (None if r.get(c) is None else float(r[c]))
+                      for c in ("ci_low", "ci_high")})
+        rows.append({c: fmt(v, 4) if c in NUMERIC_RESULT_COLUMNS else "" if v is None else v
+                     for c, v in row.items()})
+    frame = pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
+    for c in ("fold", "seed"):
+        frame[c] = frame[c].astype(str)
+    return frame
+
+
+
+def write_results(run_dir: Path, manifest: dict, records: list[dict]) -> Path:
+    """``results.html``: every record in one interactive table (sort, search, per-column
+    filters, hideable columns); the default view shows ``result`` records of test splits."""
+    from saf_utils.reporting.tables import table_spec
+
+    frame = results_frame(records)
+    cols = list(frame.columns)
+    spec = table_spec(
+        frame, filters=True, hideable=True, page_length=25,
+        columnDefs=[{"targets": [cols.index(c) for c in HIDDEN_RESULT_COLUMNS],
+                     "visible": False},
+                    {"targets": [cols.index(c) for c in NUMERIC_RESULT_COLUMNS],
+                     "className": "dt-right"}],
+        searchCols=[{"search": DEFAULT_VIEW[c]} if c in DEFAULT_VIEW else None for c in cols],
+        order=[[cols.index("split"), "asc"], [cols.index("metric"), "asc"],
+               [cols.index("value"), "desc"]])
+    kinds = defaultdict(int)
+    for r in records:
+        kinds[record_kind(r)] += 1
+    counts = ", ".join(f"{n} {esc(k)}" for k, n in sorted(kinds.items()))
+    body = f"""<h1>Results of run {esc(manifest.get('run', run_dir.name))}</h1>
+<p><a href="index.html">headline page</a> · {len(frame)} records ({counts}). The default view
+shows each headline number of the test splits once (the boxes of <code>kind</code>,
+<code>split</code> and <code>what</code>): clear them to see per-fold and per-seed values,
+differences, p-values and tuning records. <code>what</code> says what a number is;
+p-values are in the <code>p</code> column, never in <code>value</code>; <code>scale</code>
+is the metric's direction (↑ higher or ↓ lower is better) and range. Type in a column's box
+(below the table) to filter it, click a header to sort, <i>Column visibility</i> hides or
+shows columns (<code>subset</code>, <code>ci_low</code>, <code>ci_high</code> and
+<code>notebook_status</code> start hidden).</p>
+{_tables_placeholder("results", spec)}"""
+    return write_text(run_dir / "results.html",
+                      page(f"Results {manifest.get('run', run_dir.name)}", body,
+                           run_dir=run_dir, itables={"results": spec}, current="results.html",
+                           wide=True))
+
+
+
+def _tables_placeholder(table_id: str, spec: dict) -> str:
+    from saf_utils.reporting.tables import placeholder
+
+    return placeholder(table_id, spec)
