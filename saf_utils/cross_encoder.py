@@ -306,6 +306,63 @@ def _decode(settings: CrossEncoderSettings, labels: Sequence[str], logits: np.nd
             [dict(zip(labels, map(float, p), strict=True)) for p in probs])
 
 
+def _label_targets(settings: CrossEncoderSettings, targets: Sequence[str]
+                   ) -> tuple[list[str], list[float | int]]:
+    """The head's labels and the training targets as the head reads them."""
+    labels = list(settings.labels or sorted(set(targets)))
+    if settings.mode == "score":
+        return labels, [float(t) for t in targets]
+    unknown = sorted(set(targets) - set(labels))
+    if unknown:
+        raise ValueError(f"training labels {unknown} not in the head's labels {labels}")
+    return labels, [labels.index(t) for t in targets]
+
+
+def _datasets(model: Any, tokenizer: Any, settings: CrossEncoderSettings,
+              first: Sequence[str], second: Sequence[str], y: Sequence[float | int],
+              evals: dict[str, tuple[Sequence[str], Sequence[str]]]
+              ) -> tuple[Any, Any, dict[str, Any], Any, bool]:
+    """The model the Trainer fits (the cached top, or the mean-pooled / plain classifier),
+    its train and eval datasets, the collator and whether the frozen part is cached."""
+    import datasets
+
+    key = resolve_model(settings.model)
+    if not (settings.cache_frozen and settings.freeze_layers > 0):
+        if settings.pooling == "mean":
+            model = mean_pooled(model)
+        return (model, _dataset(tokenizer, key, first, second, settings.max_length, y),
+                {s: _dataset(tokenizer, key, a, b, settings.max_length)
+                 for s, (a, b) in evals.items()}, None, False)
+    texts = [(list(first), list(second)), *[(list(a), list(b)) for a, b in evals.values()]]
+    states = frozen_states(model, tokenizer, key, [t for a, _ in texts for t in a],
+                           [t for _, b in texts for t in b], settings)
+    train_ds = datasets.Dataset.from_dict({"idx": list(range(len(first))), "labels": list(y)})
+    eval_ds, pos = {}, len(first)
+    for s, (a, _) in evals.items():
+        eval_ds[s] = datasets.Dataset.from_dict({"idx": list(range(pos, pos + len(a)))})
+        pos += len(a)
+    return (top_layers(model, settings.freeze_layers, settings.pooling), train_ds, eval_ds,
+            _state_collator(states), True)
+
+
+def _training_args(settings: CrossEncoderSettings, output_dir: str, cached: bool) -> Any:
+    import torch
+    from transformers import TrainingArguments
+
+    cuda = torch.cuda.is_available()
+    return TrainingArguments(
+        output_dir=output_dir, per_device_train_batch_size=settings.batch_size,
+        per_device_eval_batch_size=settings.eval_batch_size,
+        learning_rate=settings.learning_rate, weight_decay=settings.weight_decay,
+        lr_scheduler_type="constant", num_train_epochs=settings.epochs,
+        seed=settings.seed, data_seed=settings.seed, full_determinism=not cuda,
+        fp16=settings.fp16 and cuda, bf16=settings.bf16 and cuda, use_cpu=not cuda,
+        save_strategy="no", eval_strategy="no", report_to=[],
+        logging_steps=settings.logging_steps, dataloader_num_workers=0,
+        remove_unused_columns=not cached,
+        disable_tqdm=os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true"))
+
+
 def train_and_predict(first: Sequence[str], second: Sequence[str], targets: Sequence[str],
                       evals: dict[str, tuple[Sequence[str], Sequence[str]]],
                       settings: CrossEncoderSettings, output_dir: str | None = None
@@ -318,48 +375,20 @@ def train_and_predict(first: Sequence[str], second: Sequence[str], targets: Sequ
     Targets are label strings (label mode) or scores as text (score mode).
     """
     import torch
-    from transformers import Trainer, TrainerCallback, TrainingArguments, set_seed
+    from transformers import Trainer, TrainerCallback, set_seed
 
     if len(first) != len(targets) or not len(first):
         raise ValueError(f"{len(first)} training pairs for {len(targets)} targets")
     set_seed(settings.seed)
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
-    labels = list(settings.labels or sorted(set(targets)))
-    if settings.mode == "label":
-        unknown = sorted(set(targets) - set(labels))
-        if unknown:
-            raise ValueError(f"training labels {unknown} not in the head's labels {labels}")
-        y: list[float | int] = [labels.index(t) for t in targets]
-    else:
-        y = [float(t) for t in targets]
+    labels, y = _label_targets(settings, targets)
     model, tokenizer = build_model(settings, labels)
     settings = settings.for_depth(model.config.num_hidden_layers)
     trainable = freeze_lower(model, settings.freeze_layers)
     n_parameters = sum(p.numel() for p in model.parameters())
-    key = resolve_model(settings.model)
-    collator = None
-    cached = settings.cache_frozen and settings.freeze_layers > 0
-    if cached:
-        import datasets
-
-        texts = [(list(first), list(second)), *[(list(a), list(b)) for a, b in evals.values()]]
-        states = frozen_states(model, tokenizer, key, [t for a, _ in texts for t in a],
-                               [t for _, b in texts for t in b], settings)
-        collator = _state_collator(states)
-        model = top_layers(model, settings.freeze_layers, settings.pooling)
-        train_ds = datasets.Dataset.from_dict({"idx": list(range(len(first))), "labels": y})
-        eval_ds, pos = {}, len(first)
-        for s, (a, _) in evals.items():
-            eval_ds[s] = datasets.Dataset.from_dict({"idx": list(range(pos, pos + len(a)))})
-            pos += len(a)
-    else:
-        if settings.pooling == "mean":
-            model = mean_pooled(model)
-        train_ds = _dataset(tokenizer, key, first, second, settings.max_length, y)
-        eval_ds = {s: _dataset(tokenizer, key, a, b, settings.max_length)
-                   for s, (a, b) in evals.items()}
-    cuda = torch.cuda.is_available()
+    model, train_ds, eval_ds, collator, cached = _datasets(model, tokenizer, settings, first,
+                                                           second, y, evals)
     results: dict[int, dict[str, tuple[list[str], list[Any]]]] = {}
 
     class _EveryEpoch(TrainerCallback):
@@ -375,17 +404,7 @@ def train_and_predict(first: Sequence[str], second: Sequence[str], targets: Sequ
                 for s, ds in eval_ds.items()}
 
     with tempfile.TemporaryDirectory() as tmp:
-        args = TrainingArguments(
-            output_dir=output_dir or tmp, per_device_train_batch_size=settings.batch_size,
-            per_device_eval_batch_size=settings.eval_batch_size,
-            learning_rate=settings.learning_rate, weight_decay=settings.weight_decay,
-            lr_scheduler_type="constant", num_train_epochs=settings.epochs,
-            seed=settings.seed, data_seed=settings.seed, full_determinism=not cuda,
-            fp16=settings.fp16 and cuda, bf16=settings.bf16 and cuda, use_cpu=not cuda,
-            save_strategy="no", eval_strategy="no", report_to=[],
-            logging_steps=settings.logging_steps, dataloader_num_workers=0,
-            remove_unused_columns=not cached,
-            disable_tqdm=os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true"))
+        args = _training_args(settings, output_dir or tmp, cached)
         callback = _EveryEpoch()
         trainer = Trainer(model=model, args=args, train_dataset=train_ds,
                           data_collator=collator,
