@@ -25,6 +25,7 @@ import numpy as np
 
 from saf_utils import numerics
 from saf_utils.encoders import minilm_path, resolve_model
+from saf_utils.metrics.base import register_metric
 from saf_utils.metrics.checks import check_pairs, check_texts
 
 __all__ = [
@@ -35,7 +36,10 @@ __all__ = [
     "get_bertscorer",
     "load_encoder",
     "get_idf_dict",
+    "bertscore_items",
     "moverscore",
+    "moverscore_items",
+    "resolve_device",
 ]
 
 #: SAF paper's German BERTScore setting (needs the hub model in the local cache).
@@ -380,17 +384,23 @@ def resolve_device(device: str | None = "auto") -> str:
     return device
 
 
-def bertscore_items(hyps: Sequence[str], refs: Sequence[str], model_type: str | None = None,
+@register_metric("bertscore_f1", inputs="texts", library="bert-score",
+                 description="BERTScore F1",
+                 definition="Mean per-output BERTScore F1: greedy cosine matching of "
+                 "contextual token embeddings, no IDF, rescaled with bert-score's baseline "
+                 "where one ships.",
+                 reference="Zhang et al. (2020), BERTScore: Evaluating Text Generation with "
+                 "BERT, ICLR")
+def bertscore_items(refs: Sequence[str], hyps: Sequence[str], model_type: str | None = None,
                     num_layers: int | None = None, lang: str | None = None,
                     device: str | None = "auto", batch_size: int = 64) -> list[float]:
-    """Per-pair BERTScore F1 with the collection's conventions.
+    """Per-pair BERTScore F1 with the collection's conventions (references first).
 
     An empty hypothesis is scored as ``""`` (bert-score embeds ``[CLS] [SEP]``), never
-    replaced by a stand-in; each distinct (hyp, ref) pair is scored once; rescaled where
-    bert-score ships a baseline for ``(lang, model_type)``.
+    replaced by a stand-in; each distinct (hyp, ref) pair is scored once (the same numbers:
+    bert-score embeds each distinct sentence once anyway); rescaled where bert-score ships a
+    baseline for ``(lang, model_type)``; ``model_type=None`` is the packaged MiniLM.
     """
-    from saf_utils.metrics.checks import check_pairs
-
     hyps, refs = check_pairs(hyps, refs)
     unique = list(dict.fromkeys(zip(hyps, refs, strict=True)))
     res = bertscore([h for h, _ in unique], [r for _, r in unique], model_type=model_type,
@@ -400,11 +410,16 @@ def bertscore_items(hyps: Sequence[str], refs: Sequence[str], model_type: str | 
     return [f1[p] for p in zip(hyps, refs, strict=True)]
 
 
-def moverscore_items(hyps: Sequence[str], refs: Sequence[str],
+@register_metric("moverscore", inputs="texts", library="own port of moverscore_v2",
+                 description="MoverScore",
+                 definition="Mean per-output MoverScore v2: earth mover's distance between "
+                 "IDF-weighted contextual embeddings (one IDF table from the references).",
+                 reference="Zhao et al. (2019), MoverScore, EMNLP")
+def moverscore_items(refs: Sequence[str], hyps: Sequence[str],
                      model: str | os.PathLike[str] | tuple[Any, Any] | None = None,
                      device: str | None = "auto", batch_size: int = 64,
                      idf_texts: Sequence[str] | None = None) -> list[float]:
-    """Per-pair MoverScore v2 with the collection's conventions.
+    """Per-pair MoverScore v2 with the collection's conventions (references first).
 
     One IDF table from the *references* weights both sides: moverscore_v2's per-side IDF
     gives a system that always writes the same text weight 0 on every token (a perfect
@@ -414,8 +429,6 @@ def moverscore_items(hyps: Sequence[str], refs: Sequence[str],
     that several systems' outputs on the same references can be scored in one call with the
     weights each would get alone; each distinct (hyp, ref) pair is scored once.
     """
-    from saf_utils.metrics.checks import check_pairs, check_texts
-
     hyps, refs = check_pairs(hyps, refs)
     corpus = refs if idf_texts is None else check_texts(idf_texts, "idf_texts")
     model = model or minilm_path()

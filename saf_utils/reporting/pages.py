@@ -24,8 +24,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from saf_utils.metrics.spec import bounds, lower_is_better, scale_label
-from saf_utils.metrics.spec import metric as metric_spec
+from saf_utils.metrics import bounds, lower_is_better, scale_label
+from saf_utils.metrics import metric as metric_spec
 from saf_utils.reporting.manifest import write_text
 from saf_utils.reporting.sharing import PathScrubber, clean_html, esc, md  # noqa: F401
 

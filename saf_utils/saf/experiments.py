@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from saf_utils import jobs as J
+from saf_utils import metrics as M
 from saf_utils import numerics
 from saf_utils import protocol as P
 from saf_utils.registry import Registry
@@ -556,10 +557,7 @@ class CrossEncoderRun:
 
 
 def _macro_f1(gold: Sequence[str], pred: Sequence[str]) -> float:
-    from sklearn.metrics import f1_score
-
-    return float(f1_score(list(gold), list(pred), average="macro", labels=list(S.SAF_LABELS),
-                          zero_division=0))
+    return M.metric("macro_f1").score(gold, pred, labels=S.SAF_LABELS).value
 
 
 def cross_encoder_oof(data: SAFData, cross_encoder: Mapping[str, Any], config: Mapping[str, Any],
@@ -638,7 +636,7 @@ def run_cross_encoder(data: SAFData, cross_encoder: Mapping[str, Any],
             pred = _ce_labels(r.output.tolist(), mode)
             y = gold.loc[r.id].tolist()
             rows.append({"learning_rate": lr, "order": order, "include_question": question,
-                         "epochs": e, "accuracy": float(np.mean(np.array(pred) == np.array(y))),
+                         "epochs": e, "accuracy": M.metric("accuracy").score(y, pred).value,
                          "macro_f1": _macro_f1(y, pred), "system": f"cross_encoder-grid{i}"})
     table = pd.DataFrame(rows)
     best = numerics.sort_best(table, "macro_f1").iloc[0]  # ties: grid order
@@ -671,7 +669,7 @@ def run_cross_encoder(data: SAFData, cross_encoder: Mapping[str, Any],
     pred = _ce_labels(oof.output.tolist(), mode)
     y = oof.verification_feedback.tolist()
     cv = pd.DataFrame([{"system": CE_SYSTEM,
-                        "accuracy": float(np.mean(np.array(pred) == np.array(y))),
+                        "accuracy": M.metric("accuracy").score(y, pred).value,
                         "macro_f1": _macro_f1(y, pred),
                         "protocol": f"grouped {oof.fold.nunique()}-fold over questions"}])
     logs = pd.concat([res.logs.assign(job="grid"), seeded.logs.assign(job="seed"), oof_logs],

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from saf_utils import metrics as M
 from saf_utils import numerics
 from saf_utils.encoders import l2_normalize
 from saf_utils.models import make_classifier
@@ -85,13 +86,7 @@ def majority_baseline(train: pd.DataFrame, test: pd.DataFrame,
 
 
 def _macro_f1(y: np.ndarray, pred: np.ndarray, labels: Sequence[str] = SAF_LABELS) -> float:
-    """Macro F1 over ``labels`` (fast numpy version for threshold grids)."""
-    f1s = []
-    for lab in labels:
-        tp = float(np.sum((pred == lab) & (y == lab)))
-        denom = float(np.sum(pred == lab) + np.sum(y == lab))
-        f1s.append(2 * tp / denom if denom else 0.0)
-    return float(np.mean(f1s))
+    return M.metric("macro_f1").score(y, pred, labels=labels).value
 
 
 @dataclass
@@ -523,8 +518,6 @@ def grouped_cv_generic(train: pd.DataFrame, encoder: Encoder,
     (``feature_sets``: name → feature names, None = all); pass the row's settings to
     :class:`FeatureClassifier` so that the deployed model is the one validated.
     """
-    from sklearn.metrics import accuracy_score, f1_score
-
     tr = train.reset_index(drop=True)
     feats = generic_features(tr, encoder)
     y = tr.verification_feedback.to_numpy()
@@ -550,9 +543,8 @@ def grouped_cv_generic(train: pd.DataFrame, encoder: Encoder,
                         "generic_model": model, "feature_set": set_name,
                         "generic_feature_names": names,
                         "normalize_unseen": norm, "generic_class_weight": cw or "none",
-                        "generic_C": C, "accuracy": accuracy_score(y, pred),
-                        "macro_f1": f1_score(y, list(pred), average="macro",
-                                             labels=list(SAF_LABELS), zero_division=0)})
+                        "generic_C": C, "accuracy": M.metric("accuracy").score(y, pred).value,
+                        "macro_f1": _macro_f1(y, pred)})
     return pd.DataFrame(rows)
 
 
@@ -564,8 +556,6 @@ def loqo_baselines(train: pd.DataFrame, encoder: Encoder) -> pd.DataFrame:
     Same protocol and columns as :func:`grouped_cv_generic`, so the systems' unseen-question
     paths can be compared (and one chosen) without touching a test split.
     """
-    from sklearn.metrics import accuracy_score, f1_score
-
     tr = train.reset_index(drop=True)
     a = l2_normalize(encoder(tr.provided_answer.tolist()))
     cos = _ref_cos(tr, a, encoder)
@@ -578,8 +568,6 @@ def loqo_baselines(train: pd.DataFrame, encoder: Encoder) -> pd.DataFrame:
         preds["majority"][held] = _mode(list(y[~held]))
         thr = ReferenceThresholds().fit(cos[~held], y[~held])
         preds["nearest_neighbour"][held] = thr.predict(cos[held])
-    return pd.DataFrame([{"system": name, "accuracy": accuracy_score(y, list(p)),
-                          "macro_f1": f1_score(y, list(p), average="macro",
-                                               labels=list(SAF_LABELS), zero_division=0)}
-                         for name, p in preds.items()])
+    return pd.DataFrame([{"system": name, "accuracy": M.metric("accuracy").score(y, p).value,
+                          "macro_f1": _macro_f1(y, p)} for name, p in preds.items()])
 
