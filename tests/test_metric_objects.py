@@ -155,3 +155,38 @@ def test_declarations_are_checked() -> None:
         M.Metric("x", level="summary", compute=len)
     with pytest.raises(ValueError, match="corpus-level, not per item"):
         M.metric("macro_f1").items(["a"], ["a"], labels=["a"])
+
+
+def test_both_tasks_score_bertscore_and_moverscore_through_the_same_objects(monkeypatch):
+    """SAF's item scores and ArgSciChat's reply scores call the one registered scorer of each
+    embedding metric, with the same call shape (references, hypotheses, options)."""
+    import dataclasses
+
+    from saf_frames import toy_frame
+
+    from saf_utils.argscichat import generation as RG
+    from saf_utils.saf import evaluation
+    from saf_utils.saf import formats as SF
+
+    calls: list[tuple[str, int, dict]] = []
+
+    def fake(name):
+        def compute(refs, hyps, **options):
+            calls.append((name, len(refs), options))
+            return [float(len(h)) for h in hyps]
+        return compute
+
+    for name in ("bertscore_f1", "moverscore"):
+        monkeypatch.setitem(M.METRICS, name,
+                            dataclasses.replace(M.METRICS[name], compute=fake(name)))
+    gold = toy_frame("test_unseen_answers", ("Q1", "Q2"), 2)
+    preds = SF.parsed_prediction_table(gold, "m", ["Correct Feedback: gut"] * 4, seed=1)
+    items = evaluation.item_scores(preds, {"model_type": "bert-x"}, moverscore_model="mv")
+    assert set(items.metric) >= {"bertscore_f1", "moverscore"}
+    saf_calls, calls[:] = list(calls), []
+    per = RG.embedding_scores(["a", "bb"], ["x", "y"], bertscore_model="bert-x",
+                              moverscore_model="mv")
+    assert per == {"bertscore_f1": [1.0, 2.0], "moverscore": [1.0, 2.0]}
+    assert [c[0] for c in saf_calls] == [c[0] for c in calls] == ["bertscore_f1", "moverscore"]
+    assert saf_calls[0][2]["model_type"] == calls[0][2]["model_type"] == "bert-x"
+    assert saf_calls[1][2]["model"] == calls[1][2]["model"] == "mv"

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from saf_utils.metrics.base import METRICS, register_metric
-from saf_utils.metrics.checks import MissingResourceError, check_pairs
+from saf_utils.metrics.checks import MissingResourceError, check_pairs, per_distinct_pair
 from saf_utils.text import word_tokens
 
 
@@ -106,15 +106,6 @@ def sentence_chrf(refs: Sequence[str], hyps: Sequence[str]) -> list[float]:
     return [float(sacrebleu.sentence_chrf(h, [r]).score) for h, r in zip(hyps, refs, strict=True)]
 
 
-def _per_pair(fn: Callable[[str, str], float], refs: Sequence[str], hyps: Sequence[str]
-              ) -> list[float]:
-    """``fn(hyp, ref)`` per pair, each distinct pair computed once."""
-    hyps, refs = check_pairs(hyps, refs)
-    pairs = list(zip(hyps, refs, strict=True))
-    cache = {p: float(fn(*p)) for p in dict.fromkeys(pairs)}
-    return [cache[p] for p in pairs]
-
-
 def rouge(
     hyps: Sequence[str], refs: Sequence[str], tokenizer: Any = None
 ) -> dict[str, float]:
@@ -151,12 +142,7 @@ def _rouge_pairs(refs: list[str], hyps: list[str], types: Sequence[str], tokeniz
                  "Summaries")
 def rouge2_items(refs: Sequence[str], hyps: Sequence[str]) -> list[float]:
     """Per-pair ROUGE-2 F-measure (as :func:`rouge`), each distinct pair computed once."""
-    hyps, refs = check_pairs(hyps, refs)
-    pairs = list(zip(hyps, refs, strict=True))
-    unique = list(dict.fromkeys(pairs))
-    vals = _rouge_pairs([r for _, r in unique], [h for h, _ in unique], ("rouge2",))["rouge2"]
-    lookup = dict(zip(unique, vals, strict=True))
-    return [float(lookup[p]) for p in pairs]
+    return per_distinct_pair(lambda h, r: _rouge_pairs(r, h, ("rouge2",))["rouge2"], hyps, refs)
 
 
 # WordNet 3.0 lexicographer file names (wndb lexnames(5WN)). Debian's wordnet-base
@@ -274,7 +260,8 @@ def meteor_items(refs: Sequence[str], hyps: Sequence[str],
         h, r = tok.tokenize(hyp), tok.tokenize(ref)
         return meteor_score([r], h, wordnet=wn) if h and r else 0.0
 
-    return _per_pair(one, refs, hyps)
+    return per_distinct_pair(lambda hs, rs: [one(h, r) for h, r in zip(hs, rs, strict=True)],
+                             hyps, refs)
 
 
 def meteor(

@@ -193,7 +193,7 @@ def _moverscore_by_split(p: pd.DataFrame, refs: list[str], hyps: list[str],
                          model: Any) -> pd.Series:
     """Per-row MoverScore with the conventions of ``moverscore_items``, each pair scored once.
 
-    ``moverscore_items(h, r)`` weights both sides with the IDF of the references ``r`` of
+    ``moverscore_items(r, h)`` weights both sides with the IDF of the references ``r`` of
     one table (one split). Every table of a split shares those references, so the split's
     IDF is computed once and each distinct (hypothesis, reference) pair of the split is
     scored once (retrieval systems repeat many feedback texts): the same numbers as one
