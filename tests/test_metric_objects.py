@@ -157,6 +157,7 @@ def test_declarations_are_checked() -> None:
         M.metric("macro_f1").items(["a"], ["a"], labels=["a"])
 
 
+@pytest.mark.slow  # ~3 s alone: SAF's item scores load WordNet for METEOR
 def test_both_tasks_score_bertscore_and_moverscore_through_the_same_objects(monkeypatch):
     """SAF's item scores and ArgSciChat's reply scores call the one registered scorer of each
     embedding metric, with the same call shape (references, hypotheses, options)."""
