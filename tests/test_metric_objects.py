@@ -139,7 +139,8 @@ def test_a_new_metric_is_one_registration_and_reaches_the_cards() -> None:
         assert s.value == 0.5 and M.scale_label("share_of_questions") == "↑ 0–1"
         card = metric_cards.card(M.metric("share_of_questions"))
         assert "question_items" in card and "per-item values" in card and "this test" in card
-        assert 'id="share_of_questions"' in metric_cards.cards_body()
+        body = metric_cards.cards_body()
+        assert 'id="share_of_questions"' in body and "<th>level</th>" in body
         with pytest.raises(ValueError, match="already registered"):
             M.register_metric("share_of_questions", level="corpus")(question_items)
     finally:
