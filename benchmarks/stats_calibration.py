@@ -53,6 +53,7 @@ sys.path.insert(0, str(ROOT))
 from saf_utils import protocol as P  # noqa: E402
 from saf_utils import stats  # noqa: E402
 from saf_utils.argscichat import selection_evaluation as AEV  # noqa: E402
+from saf_utils.metrics import metric  # noqa: E402
 from saf_utils.saf import evaluate as SEV  # noqa: E402
 
 LABELS = ("Correct", "Partially correct", "Incorrect")
@@ -194,8 +195,8 @@ def items_frame(d: pd.DataFrame, folds: np.ndarray | None = None) -> pd.DataFram
 
 def macro_f1_truth(world: World, rng) -> float:
     big = world.draw(rng, scale=200)
-    mat, fn = stats.macro_f1_stat([LABELS[i] for i in big.gold],
-                                  [LABELS[i] for i in big.la], LABELS)
+    mat, fn = metric("macro_f1").statistics([LABELS[i] for i in big.gold],
+                                            [LABELS[i] for i in big.la], labels=LABELS)
     return float(fn(mat.sum(0)[None])[0])
 
 
@@ -236,8 +237,9 @@ def run_item_design(name, sizes, shape, design, reps, rng, macro=False) -> list[
                 if macro:
                     frame = pd.DataFrame({"cluster": d.cluster})
                     ga = [LABELS[i] for i in d.gold]
-                    sa, fn = stats.macro_f1_stat(ga, [LABELS[i] for i in d.la], LABELS)
-                    sb, _ = stats.macro_f1_stat(ga, [LABELS[i] for i in d.lb], LABELS)
+                    f1 = metric("macro_f1")
+                    sa, fn = f1.statistics(ga, [LABELS[i] for i in d.la], labels=LABELS)
+                    sb, _ = f1.statistics(ga, [LABELS[i] for i in d.lb], labels=LABELS)
                     e = P.estimate(frame, design, corpus=(sa, fn))
                     hits["f1_cov"].append(e["ci_low"] <= f1a <= e["ci_high"])
                     cc = P.compare(frame, frame, design, corpus=(sa, sb, fn))

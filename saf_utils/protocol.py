@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from saf_utils import numerics, stats
-from saf_utils.metrics.spec import bounds
+from saf_utils.metrics import bounds
 from saf_utils.registry import ELIGIBLE  # roles that may be chosen or called "best"
 
 BY = ("split", "system", "metric")

@@ -3,7 +3,8 @@
 Every metric is written as per-item *sufficient statistics* (a row of counts per item) plus a
 vectorised function of their sums. Corpus metrics (BLEU, chrF, macro F1) are then exact, not
 averages of sentence scores, and one resample or permutation of thousands of items is a
-single matrix product.
+single matrix product. Each metric's statistics come from its object
+(``saf_utils.metrics.metric(name).statistics(gold, pred)``).
 
 Three calibrated methods (which design uses which is :mod:`saf_utils.protocol`'s job; the
 coverage and type-I error of each are measured by ``benchmarks/stats_calibration.py``):
@@ -312,9 +313,6 @@ def holm(p_values: Sequence[float]) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- ready-made statistics
-def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
-    return np.divide(num, den, out=np.zeros_like(num, dtype=float), where=den != 0)
-
 
 def mean_stat(values: Sequence[float]) -> tuple[np.ndarray, Statistic]:
     """Mean as (sum, count): resampled clusters of different sizes weigh by their items."""
@@ -342,70 +340,6 @@ def stratum_mean_stat(
     out[np.arange(len(v)), st] = v[:, 0]
     out[np.arange(len(v)), k + st] = 1.0
     return out, lambda s: (s[:, :k] / s[:, k:]).mean(1)
-
-
-def accuracy_stat(gold: Sequence, pred: Sequence) -> tuple[np.ndarray, Statistic]:
-    """Accuracy; a ``None`` (unparseable) prediction is wrong."""
-    if len(gold) != len(pred):
-        raise ValueError(f"gold/pred: lengths differ ({len(gold)} vs {len(pred)})")
-    return mean_stat([p is not None and g == p for g, p in zip(gold, pred, strict=True)])
-
-
-def macro_f1_stat(
-    gold: Sequence, pred: Sequence, labels: Sequence
-) -> tuple[np.ndarray, Statistic]:
-    """Macro F1 over ``labels`` from per-item tp/fp/fn indicators (= sklearn, zero_division=0).
-
-    A ``None`` prediction is a false negative of the gold class and not a class of its own.
-    """
-    if len(gold) != len(pred):
-        raise ValueError(f"gold/pred: lengths differ ({len(gold)} vs {len(pred)})")
-    index = {lab: i for i, lab in enumerate(labels)}
-    bad = {g for g in gold if g not in index}
-    bad |= {p for p in pred if p is not None and p not in index}
-    if bad:
-        raise ValueError(f"labels outside {list(labels)}: {sorted(map(str, bad))}")
-    k = len(labels)
-    out = np.zeros((len(gold), 3 * k))  # [tp_1..k, fp_1..k, fn_1..k]
-    for i, (g, p) in enumerate(zip(gold, pred, strict=True)):
-        if g == p:
-            out[i, index[g]] = 1
-        else:
-            out[i, 2 * k + index[g]] = 1
-            if p is not None:
-                out[i, k + index[p]] = 1
-
-    def macro_f1(s: np.ndarray) -> np.ndarray:
-        tp, fp, fn = s[:, :k], s[:, k : 2 * k], s[:, 2 * k :]
-        return _ratio(2 * tp, 2 * tp + fp + fn).mean(1)
-
-    return out, macro_f1
-
-
-def _sacrebleu_stat(metric: Any, hyps: Sequence[str], refs: Sequence[str]):
-    if len(hyps) != len(refs) or not hyps:
-        raise ValueError(f"hyps/refs: need parallel non-empty lists ({len(hyps)}/{len(refs)})")
-    stats = np.asarray(metric._extract_corpus_statistics(list(hyps), [list(refs)]), dtype=float)
-
-    def score(s: np.ndarray) -> np.ndarray:  # integer sums -> same floats as corpus_score
-        rows = np.rint(s).astype(np.int64).tolist()
-        return np.array([metric._compute_score_from_stats(r).score for r in rows])
-
-    return stats, score
-
-
-def bleu_stat(hyps: Sequence[str], refs: Sequence[str], **kwargs: Any):
-    """Corpus BLEU (sacreBLEU, one reference each); estimate == ``corpus_bleu(...).score``."""
-    from sacrebleu.metrics import BLEU
-
-    return _sacrebleu_stat(BLEU(**kwargs), hyps, refs)
-
-
-def chrf_stat(hyps: Sequence[str], refs: Sequence[str], **kwargs: Any):
-    """Corpus chrF (sacreBLEU defaults); estimate == ``corpus_chrf(...).score``."""
-    from sacrebleu.metrics import CHRF
-
-    return _sacrebleu_stat(CHRF(**kwargs), hyps, refs)
 
 
 # ---------------------------------------------------------------- aggregation over seeds/folds

@@ -278,7 +278,7 @@ def test_csv_download_of_an_interactive_table(smoke_run, browser, tmp_path):
 
 
 def test_metric_cards_are_generated_and_linked_from_headers(smoke_run, browser):
-    from saf_utils.metrics.spec import METRICS
+    from saf_utils.metrics import METRICS
 
     run, _ = smoke_run
     browser.open(run / "metric-cards.html")

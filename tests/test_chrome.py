@@ -8,7 +8,7 @@ import json
 import nbformat
 import pytest
 
-from saf_utils.metrics.spec import METRICS
+from saf_utils.metrics import METRICS
 from saf_utils.reporting import chrome, metric_cards, pages
 from saf_utils.reporting.sharing import listing
 from tests.test_sharing import PAYLOADS, unsafe_markup
@@ -58,7 +58,7 @@ def test_metric_cards_carry_every_field_from_the_spec():
     body = metric_cards.cards_body({"fact_f1"})
     assert body.index('id="fact_f1"') < body.index('id="accuracy"')  # the run's metrics first
     card = metric_cards.card(METRICS["mse"])
-    assert "lower is better" in card and "0 or more" in card and "score_mse" in card
+    assert "lower is better" in card and "0 or more" in card and "mse_items" in card
 
 
 def test_table_headers_that_name_a_metric_link_to_its_card():

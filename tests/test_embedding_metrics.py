@@ -295,7 +295,7 @@ def test_embedding_metrics_name_the_bad_position(tiny_bert, bad) -> None:
     with pytest.raises(ValueError, match=r"hyps\[1\] is .*not a string"):
         em.bertscore(hyps, refs, **kw)
     with pytest.raises(ValueError, match=r"hyps\[1\] is .*not a string"):
-        em.bertscore_items(hyps, refs, **kw)
+        em.bertscore_items(refs, hyps, **kw)
     with pytest.raises(ValueError, match=r"refs\[1\] is .*not a string"):
         em.bertscore(refs, hyps, **kw)
     with pytest.raises(ValueError, match=r"hyps\[1\] is .*not a string"):
@@ -303,9 +303,9 @@ def test_embedding_metrics_name_the_bad_position(tiny_bert, bad) -> None:
     with pytest.raises(ValueError, match=r"refs\[1\] is .*not a string"):
         em.moverscore(hyps, refs, tiny_bert)
     with pytest.raises(ValueError, match=r"hyps\[1\] is .*not a string"):
-        em.moverscore_items(hyps, refs, model=tiny_bert, device="cpu")
-    with pytest.raises(ValueError, match=r"refs\[1\] is .*not a string"):
         em.moverscore_items(refs, hyps, model=tiny_bert, device="cpu")
+    with pytest.raises(ValueError, match=r"refs\[1\] is .*not a string"):
+        em.moverscore_items(hyps, refs, model=tiny_bert, device="cpu")
     with pytest.raises(ValueError, match=r"texts\[1\] is .*not a string"):
         em.get_idf_dict(hyps, tiny_bert)
     with pytest.raises(ValueError, match="one string"):

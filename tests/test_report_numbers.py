@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from saf_utils import metrics as MS
 from saf_utils import protocol as P
-from saf_utils.metrics import spec as MS
 from saf_utils.reporting import headline, index_page
 
 

@@ -142,9 +142,9 @@ def test_moverscore_by_split_matches_per_table_calls(monkeypatch):
     monkeypatch.setattr(E, "moverscore", fake)
     p = _two_systems()
     hyps, refs = evaluation._texts(p.reset_index(drop=True))
-    got = evaluation._moverscore_by_split(p.reset_index(drop=True), hyps, refs, "m")
+    got = evaluation._moverscore_by_split(p.reset_index(drop=True), refs, hyps, "m")
     for _, g in p.reset_index(drop=True).groupby("system"):
-        want = E.moverscore_items([hyps[i] for i in g.index], [refs[i] for i in g.index], "m")
+        want = E.moverscore_items([refs[i] for i in g.index], [hyps[i] for i in g.index], "m")
         assert np.allclose(got[g.index].to_numpy(), want)
 
 

@@ -1,4 +1,4 @@
-"""Task specs (saf_utils.taskspec / saf_utils.tasks) and metric metadata (metrics.spec): the
+"""Task specs (saf_utils.taskspec / saf_utils.tasks) and metric metadata (saf_utils.metrics): the
 registered specs are consistent with the notebooks and metrics, and a new task reaches the
 runner's data check and the index without a change in reporting/."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from saf_utils import metrics as MS
 from saf_utils import tasks
-from saf_utils.metrics import spec as MS
 from saf_utils.reporting import data_check, index_page, parameters, profiles
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,7 +35,7 @@ def test_metric_direction_and_unknown_metrics() -> None:
     assert not MS.lower_is_better("some_new_metric")  # default, stated as not registered
     assert MS.metric("some_new_metric").description == "not registered"
     with pytest.raises(ValueError, match="already registered"):
-        MS.register_metric(MS.Metric("accuracy", higher_is_better=False))
+        MS.add_metric(MS.Metric("accuracy", level="summary", higher_is_better=False))
 
 
 def _result(task, system, metric, value, split="test", role="system"):
@@ -58,7 +58,9 @@ def toy_task(tmp_path, monkeypatch):
         "                  ('99_toy',), SOURCE),)\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(tasks, "TASK_MODULES", (*tasks.TASK_MODULES, "toy_task_pkg.spec"))
-    monkeypatch.setitem(MS.METRICS, "toy_error", MS.Metric("toy_error", False, "any"))
+    monkeypatch.setitem(MS.METRICS, "toy_error",
+                        MS.Metric("toy_error", level="summary", higher_is_better=False,
+                                  scale="any"))
     yield
     sys.modules.pop("toy_task_pkg.spec", None)
     sys.modules.pop("toy_task_pkg", None)

@@ -251,25 +251,9 @@ def overlap_scores(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, list[f
 
     An empty output is scored as ``""`` (the metric layer's convention), never as ".".
     """
-    from saf_utils.metrics import check_pairs, content_f1, message_f1, message_f1_squad
+    from saf_utils.metrics import metric
 
-    hyps, refs = check_pairs(hyps, refs)
-    fns = {"message_f1": message_f1, "message_f1_squad": message_f1_squad,
-           "content_f1": content_f1}
-    return {name: [float(fn(h, r)) for h, r in zip(hyps, refs, strict=True)]
-            for name, fn in fns.items()}
-
-
-def reference_idf_moverscore(hyps: Sequence[str], refs: Sequence[str],
-                             model: str | None = None,
-                             idf_texts: Sequence[str] | None = None) -> list[float]:
-    """Per-reply MoverScore with the references' IDF on both sides, 0 for degenerate output
-    (:func:`saf_utils.metrics.embedding.moverscore_items`). ``idf_texts``: the reference
-    corpus of the IDF (default ``refs``); pass one fold's test replies to score several
-    systems' outputs in one call with the weights each system would get alone."""
-    from saf_utils.metrics.embedding import moverscore_items
-
-    return [float(x) for x in moverscore_items(hyps, refs, model, idf_texts=idf_texts)]
+    return {name: metric(name).items(refs, hyps) for name in OVERLAP_METRICS}
 
 
 def embedding_scores(hyps: Sequence[str], refs: Sequence[str],
@@ -279,17 +263,16 @@ def embedding_scores(hyps: Sequence[str], refs: Sequence[str],
     """Per-reply BERTScore F1 and MoverScore (packaged MiniLM unless models are given).
 
     Empty outputs are embedded as ``""`` (``[CLS] [SEP]``; bert-score scores them 0) and
-    score 0 in MoverScore (no weighted token). ``idf_texts``: MoverScore's IDF corpus
-    (default ``refs``), see :func:`reference_idf_moverscore`.
+    score 0 in MoverScore (no weighted token). ``idf_texts``: the reference corpus of
+    MoverScore's IDF (default ``refs``); pass one fold's test replies to score several
+    systems' outputs in one call with the weights each system would get alone.
     """
-    from saf_utils.metrics import check_pairs
-    from saf_utils.metrics.embedding import bertscore, resolve_device
+    from saf_utils.metrics import metric
 
-    hyps, refs = check_pairs(hyps, refs)
-    bs = bertscore(list(hyps), list(refs), model_type=bertscore_model,
-                   num_layers=bertscore_layers, device=resolve_device())
-    return {"bertscore_f1": [float(x) for x in bs["f1_per_pair"]],
-            "moverscore": reference_idf_moverscore(hyps, refs, moverscore_model, idf_texts)}
+    return {"bertscore_f1": metric("bertscore_f1").items(
+                refs, hyps, model_type=bertscore_model, num_layers=bertscore_layers),
+            "moverscore": metric("moverscore").items(refs, hyps, model=moverscore_model,
+                                                     idf_texts=idf_texts)}
 
 
 def generation_metrics(hyps: Sequence[str], refs: Sequence[str], embedding: bool = True,
@@ -299,7 +282,7 @@ def generation_metrics(hyps: Sequence[str], refs: Sequence[str], embedding: bool
     hypotheses and references, the output statistics of
     :func:`saf_utils.metrics.output_stats`, and ``empty_share``.
     """
-    from saf_utils.metrics import output_stats
+    from saf_utils.metrics import metric, output_stats
 
     if len(hyps) != len(refs) or not refs:
         raise ValueError(f"generation_metrics: {len(hyps)} hypotheses, {len(refs)} references")
@@ -309,5 +292,5 @@ def generation_metrics(hyps: Sequence[str], refs: Sequence[str], embedding: bool
                                        moverscore_model))
     out = {name: float(np.mean(v)) for name, v in scores.items()}
     out.update(output_stats(hyps, refs))
-    out["empty_share"] = float(np.mean([not h.strip() for h in hyps]))
+    out["empty_share"] = metric("empty_share").score(refs, hyps).value
     return out

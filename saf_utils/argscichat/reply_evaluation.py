@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
 from saf_utils import protocol as P
@@ -66,7 +65,7 @@ def score_predictions(preds: pd.DataFrame, splits: Sequence[str] = ("test",),
 def output_stat_table(preds: pd.DataFrame, split: str = "test") -> pd.DataFrame:
     """Output statistics (length ratio, distinct-2, repetition, identical outputs, empty
     share) per system, fold and seed."""
-    from saf_utils.metrics import output_stats
+    from saf_utils.metrics import metric, output_stats
 
     rows = []
     sub = preds[preds.split == split]
@@ -75,7 +74,8 @@ def output_stat_table(preds: pd.DataFrame, split: str = "test") -> pd.DataFrame:
         rows.append({"system": system, "role": role, "fold": fold,
                      "seed": None if pd.isna(seed) else int(seed),
                      **output_stats(list(g.output), list(g.gold)),
-                     "empty_share": float(np.mean([not o.strip() for o in g.output]))})
+                     "empty_share": metric("empty_share").score(list(g.gold),
+                                                                list(g.output)).value})
     out = pd.DataFrame(rows)
     if not out.empty:
         out["seed"] = seed_column(out.seed)

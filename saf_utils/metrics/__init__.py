@@ -1,15 +1,32 @@
-"""The one metric layer of both tasks.
+"""The one metric layer of both tasks: every metric is a registered
+:class:`~saf_utils.metrics.base.Metric` (:data:`METRICS`, looked up with :func:`metric`).
 
-- :mod:`.overlap`: Fact-F1, Message-F1 (card and SQuAD), content-word F1, output statistics
+- :mod:`.base`: the :class:`Metric` object, :func:`register_metric`, direction and scale
+  lookups (:func:`lower_is_better`, :func:`bounds`, :func:`scale_label`)
 - :mod:`.labels`: accuracy, macro/weighted F1, score MSE, confusion (any label set)
-- :mod:`.generation`: sacreBLEU, chrF, ROUGE-1/2/L, METEOR
+- :mod:`.generation`: sacreBLEU, chrF, ROUGE-2, METEOR
 - :mod:`.embedding`: BERTScore and MoverScore (models load lazily, on first use)
+- :mod:`.overlap`: Fact-F1, Message-F1 (card and SQuAD), content-word F1, output statistics
 
-Conventions, the same in both tasks (docs/metrics.md): text inputs must be
-strings (``None`` raises naming its position); an empty generation is scored as ``""``;
-MoverScore weights both sides with the references' IDF; models run on ``device="auto"``.
+Conventions, the same in both tasks (docs/metrics.md): a scorer takes ``(gold, pred)``,
+references first; text inputs must be strings (``None`` raises naming its position); an
+empty generation is scored as ``""``; MoverScore weights both sides with the references'
+IDF; models run on ``device="auto"``.
 """
 
+from saf_utils.metrics import embedding as _embedding  # noqa: E402,F401  (registers its metrics)
+from saf_utils.metrics.base import (
+    METRICS,
+    Metric,
+    Score,
+    add_metric,
+    bounds,
+    lower_is_better,
+    metric,
+    of_level,
+    register_metric,
+    scale_label,
+)
 from saf_utils.metrics.checks import MissingResourceError, check_pairs, check_texts
 from saf_utils.metrics.generation import (
     UnicodeWordTokenizer,
@@ -32,8 +49,10 @@ from saf_utils.metrics.overlap import (
 )
 
 __all__ = [
-    "MissingResourceError", "UnicodeWordTokenizer", "bleu", "check_pairs", "check_texts",
-    "chrf", "confusion", "content_f1", "content_tokens", "fact_f1", "find_wordnet",
-    "label_metrics", "load_wordnet", "message_f1", "message_f1_squad", "meteor",
-    "normalize_answer", "output_stats", "rouge", "score_mse",
+    "METRICS", "Metric", "MissingResourceError", "Score", "UnicodeWordTokenizer", "add_metric",
+    "bleu", "bounds", "check_pairs", "check_texts", "chrf", "confusion", "content_f1",
+    "content_tokens", "fact_f1", "find_wordnet", "label_metrics", "load_wordnet",
+    "lower_is_better", "message_f1", "message_f1_squad", "meteor", "metric",
+    "normalize_answer", "of_level", "output_stats", "register_metric", "rouge",
+    "scale_label", "score_mse",
 ]

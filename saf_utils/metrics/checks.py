@@ -6,7 +6,7 @@ a metric on the wrong pairs, so every metric checks its inputs here first.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 
@@ -41,3 +41,15 @@ def check_pairs(hyps: Sequence[Any], refs: Sequence[Any]) -> tuple[list[str], li
     h, r = check_texts(hyps, "hyps"), check_texts(refs, "refs")
     check_parallel(h, r)
     return h, r
+
+
+def per_distinct_pair(score: Callable[[list[str], list[str]], Sequence[float]],
+                      hyps: Sequence[Any], refs: Sequence[Any]) -> list[float]:
+    """``score(hyps, refs)`` on each distinct (hyp, ref) pair once, spread back to every pair
+    (retrieval systems repeat many texts; a per-pair score does not depend on the others)."""
+    h, r = check_pairs(hyps, refs)
+    pairs = list(zip(h, r, strict=True))
+    unique = list(dict.fromkeys(pairs))
+    values = score([a for a, _ in unique], [b for _, b in unique])
+    lookup = dict(zip(unique, values, strict=True))
+    return [float(lookup[p]) for p in pairs]

@@ -25,7 +25,8 @@ import numpy as np
 
 from saf_utils import numerics
 from saf_utils.encoders import minilm_path, resolve_model
-from saf_utils.metrics.checks import check_pairs, check_texts
+from saf_utils.metrics.base import register_metric
+from saf_utils.metrics.checks import check_pairs, check_texts, per_distinct_pair
 
 __all__ = [
     "MINILM_LAYERS",
@@ -35,7 +36,10 @@ __all__ = [
     "get_bertscorer",
     "load_encoder",
     "get_idf_dict",
+    "bertscore_items",
     "moverscore",
+    "moverscore_items",
+    "resolve_device",
 ]
 
 #: SAF paper's German BERTScore setting (needs the hub model in the local cache).
@@ -277,10 +281,6 @@ def moverscore(
     (``ot.emd2``) in float64 instead of pyemd. ``n_gram`` must be 1 (v2 ignores it);
     ``remove_subwords=False`` keeps ``##`` pieces (v2 always drops them).
     """
-    import ot
-    import torch
-    from tqdm.auto import tqdm
-
     refs, hyps = check_texts(refs, "refs"), check_texts(hyps, "hyps")
     if len(refs) != len(hyps):
         raise ValueError(f"got {len(refs)} references and {len(hyps)} hypotheses")
@@ -294,26 +294,35 @@ def moverscore(
             stacklevel=2,
         )
     enc, tok = load_encoder(model, device)
-    max_tokens = _max_tokens(enc, tok)
-    stop = frozenset(stop_words)
+    ids, keep = _pieces(tok, _max_tokens(enc, tok), [*refs, *hyps], frozenset(stop_words),
+                        remove_subwords)
+    emb = _embed(enc, tok, ids, keep, device, batch_size, show_progress)
+    w_ref = _idf_weights(refs, ids, keep, idf_dict_ref)
+    w_hyp = _idf_weights(hyps, ids, keep, idf_dict_hyp)
+    return _emd_scores(refs, hyps, emb, w_ref, w_hyp, degenerate_score)
 
-    uniq = list(dict.fromkeys([*refs, *hyps]))
-    tokens = {
-        t: [tok.cls_token, *tok.tokenize(t)[:max_tokens], tok.sep_token] for t in uniq
-    }
-    ids = {t: tok.convert_tokens_to_ids(tokens[t]) for t in uniq}
-    keep = {
-        t: np.array(
-            [
-                not (w in stop or (remove_subwords and "##" in w) or w in _PUNCTUATION)
-                for w in tokens[t]
-            ]
-        )
-        for t in uniq
-    }
 
-    # Embed each unique text once, longest first so padding stays small.
-    order = sorted(uniq, key=lambda t: -len(ids[t]))
+def _pieces(tok: Any, max_tokens: int, texts: Sequence[str], stop: frozenset[str],
+            remove_subwords: bool) -> tuple[dict[str, list[int]], dict[str, np.ndarray]]:
+    """Per distinct text: ``[CLS] + tokenize(text)[:max_tokens] + [SEP]`` ids and which
+    pieces carry weight (not ``##`` pieces, single ASCII punctuation or stop words)."""
+    ids, keep = {}, {}
+    for t in dict.fromkeys(texts):
+        tokens = [tok.cls_token, *tok.tokenize(t)[:max_tokens], tok.sep_token]
+        ids[t] = tok.convert_tokens_to_ids(tokens)
+        keep[t] = np.array([not (w in stop or (remove_subwords and "##" in w)
+                                 or w in _PUNCTUATION) for w in tokens])
+    return ids, keep
+
+
+def _embed(enc: Any, tok: Any, ids: Mapping[str, list[int]], keep: Mapping[str, np.ndarray],
+           device: str, batch_size: int, show_progress: bool | None) -> dict[str, np.ndarray]:
+    """L2-normalised last-layer embeddings of each text's weighted pieces; each distinct text
+    embedded once, longest first so that padding stays small."""
+    import torch
+    from tqdm.auto import tqdm
+
+    order = sorted(ids, key=lambda t: -len(ids[t]))
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
     emb: dict[str, np.ndarray] = {}
     if show_progress is None:
@@ -335,23 +344,35 @@ def moverscore(
                 vecs = hidden[row, : len(ids[t])][keep[t]].astype(np.float64)
                 norms = np.linalg.norm(vecs, axis=1, keepdims=True)
                 emb[t] = vecs / (norms + 1e-30)
+    return emb
 
-    def weights(texts: Sequence[str], given: Mapping[int, float] | None) -> dict[str, Any]:
-        if given is None:
-            table, unseen = _idf([ids[t] for t in texts])
-        else:
-            # A given table behaves like the original's defaultdict from get_idf_dict:
-            # ids it lacks get its default (or its largest weight, i.e. log(N+1)).
-            table = given
-            factory = getattr(given, "default_factory", None)
-            unseen = factory() if factory else max(given.values(), default=1.0)
-        out = {}
-        for t in dict.fromkeys(texts):
-            ws = [table.get(i, unseen) for i, k in zip(ids[t], keep[t], strict=True) if k]
-            out[t] = np.asarray(ws, dtype=np.float64)
-        return out
 
-    w_ref, w_hyp = weights(refs, idf_dict_ref), weights(hyps, idf_dict_hyp)
+def _idf_weights(texts: Sequence[str], ids: Mapping[str, list[int]],
+                 keep: Mapping[str, np.ndarray], given: Mapping[int, float] | None
+                 ) -> dict[str, np.ndarray]:
+    """IDF weight of each weighted piece of each text: from ``texts`` themselves, or from a
+    given table (which behaves like the original's defaultdict from ``get_idf_dict``: ids it
+    lacks get its default, or its largest weight, i.e. log(N+1))."""
+    if given is None:
+        table, unseen = _idf([ids[t] for t in texts])
+    else:
+        table = given
+        factory = getattr(given, "default_factory", None)
+        unseen = factory() if factory else max(given.values(), default=1.0)
+    out = {}
+    for t in dict.fromkeys(texts):
+        ws = [table.get(i, unseen) for i, k in zip(ids[t], keep[t], strict=True) if k]
+        out[t] = np.asarray(ws, dtype=np.float64)
+    return out
+
+
+def _emd_scores(refs: Sequence[str], hyps: Sequence[str], emb: Mapping[str, np.ndarray],
+                w_ref: Mapping[str, np.ndarray], w_hyp: Mapping[str, np.ndarray],
+                degenerate_score: float) -> list[float]:
+    """1 - EMD per pair (Euclidean cost between normalised embeddings, POT in float64);
+    ``degenerate_score`` where one side has no weight."""
+    import ot
+
     scores: list[float] = []
     for ref, hyp in zip(refs, hyps, strict=True):
         a, b = w_ref[ref], w_hyp[hyp]
@@ -363,7 +384,6 @@ def moverscore(
         dist = np.sqrt(np.clip(2.0 - 2.0 * cos, 1e-30, None))
         scores.append(float(1.0 - ot.emd2(a / sa, b / sb, dist, numItermax=1_000_000)))
     return scores
-
 
 
 # --------------------------------------------------------------------------------------
@@ -380,31 +400,39 @@ def resolve_device(device: str | None = "auto") -> str:
     return device
 
 
-def bertscore_items(hyps: Sequence[str], refs: Sequence[str], model_type: str | None = None,
+@register_metric("bertscore_f1", inputs="texts", library="bert-score",
+                 description="BERTScore F1",
+                 definition="Mean per-output BERTScore F1: greedy cosine matching of "
+                 "contextual token embeddings, no IDF, rescaled with bert-score's baseline "
+                 "where one ships.",
+                 reference="Zhang et al. (2020), BERTScore: Evaluating Text Generation with "
+                 "BERT, ICLR")
+def bertscore_items(refs: Sequence[str], hyps: Sequence[str], model_type: str | None = None,
                     num_layers: int | None = None, lang: str | None = None,
                     device: str | None = "auto", batch_size: int = 64) -> list[float]:
-    """Per-pair BERTScore F1 with the collection's conventions.
+    """Per-pair BERTScore F1 with the collection's conventions (references first).
 
     An empty hypothesis is scored as ``""`` (bert-score embeds ``[CLS] [SEP]``), never
-    replaced by a stand-in; each distinct (hyp, ref) pair is scored once; rescaled where
-    bert-score ships a baseline for ``(lang, model_type)``.
+    replaced by a stand-in; each distinct (hyp, ref) pair is scored once (the same numbers:
+    bert-score embeds each distinct sentence once anyway); rescaled where bert-score ships a
+    baseline for ``(lang, model_type)``; ``model_type=None`` is the packaged MiniLM.
     """
-    from saf_utils.metrics.checks import check_pairs
-
-    hyps, refs = check_pairs(hyps, refs)
-    unique = list(dict.fromkeys(zip(hyps, refs, strict=True)))
-    res = bertscore([h for h, _ in unique], [r for _, r in unique], model_type=model_type,
-                    num_layers=num_layers, lang=lang, device=resolve_device(device),
-                    batch_size=batch_size)
-    f1 = dict(zip(unique, res["f1_per_pair"], strict=True))
-    return [f1[p] for p in zip(hyps, refs, strict=True)]
+    dev = resolve_device(device)
+    return per_distinct_pair(
+        lambda h, r: bertscore(h, r, model_type=model_type, num_layers=num_layers, lang=lang,
+                               device=dev, batch_size=batch_size)["f1_per_pair"], hyps, refs)
 
 
-def moverscore_items(hyps: Sequence[str], refs: Sequence[str],
+@register_metric("moverscore", inputs="texts", library="own port of moverscore_v2",
+                 description="MoverScore",
+                 definition="Mean per-output MoverScore v2: earth mover's distance between "
+                 "IDF-weighted contextual embeddings (one IDF table from the references).",
+                 reference="Zhao et al. (2019), MoverScore, EMNLP")
+def moverscore_items(refs: Sequence[str], hyps: Sequence[str],
                      model: str | os.PathLike[str] | tuple[Any, Any] | None = None,
                      device: str | None = "auto", batch_size: int = 64,
                      idf_texts: Sequence[str] | None = None) -> list[float]:
-    """Per-pair MoverScore v2 with the collection's conventions.
+    """Per-pair MoverScore v2 with the collection's conventions (references first).
 
     One IDF table from the *references* weights both sides: moverscore_v2's per-side IDF
     gives a system that always writes the same text weight 0 on every token (a perfect
@@ -414,16 +442,12 @@ def moverscore_items(hyps: Sequence[str], refs: Sequence[str],
     that several systems' outputs on the same references can be scored in one call with the
     weights each would get alone; each distinct (hyp, ref) pair is scored once.
     """
-    from saf_utils.metrics.checks import check_pairs, check_texts
-
     hyps, refs = check_pairs(hyps, refs)
     corpus = refs if idf_texts is None else check_texts(idf_texts, "idf_texts")
     model = model or minilm_path()
     dev = resolve_device(device)
     idf = get_idf_dict(corpus, model, device=dev)
-    unique = list(dict.fromkeys(zip(hyps, refs, strict=True)))
-    scores = moverscore([r for _, r in unique], [h for h, _ in unique], model=model,
-                        device=dev, batch_size=batch_size, idf_dict_ref=idf,
-                        idf_dict_hyp=idf, degenerate_score=0.0)
-    lookup = dict(zip(unique, scores, strict=True))
-    return [lookup[p] for p in zip(hyps, refs, strict=True)]
+    return per_distinct_pair(
+        lambda h, r: moverscore(r, h, model=model, device=dev, batch_size=batch_size,
+                                idf_dict_ref=idf, idf_dict_hyp=idf, degenerate_score=0.0),
+        hyps, refs)

@@ -10,11 +10,14 @@ from __future__ import annotations
 import io
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from saf_utils.metrics.checks import MissingResourceError, check_pairs
+import numpy as np
+
+from saf_utils.metrics.base import METRICS, register_metric
+from saf_utils.metrics.checks import MissingResourceError, check_pairs, per_distinct_pair
 from saf_utils.text import word_tokens
 
 
@@ -36,20 +39,71 @@ class UnicodeWordTokenizer:
         return tokens
 
 
+def _sacrebleu_stats(metric: Any, refs: Sequence[str], hyps: Sequence[str]
+                     ) -> tuple[np.ndarray, Callable[[np.ndarray], np.ndarray]]:
+    """sacreBLEU's own per-segment statistics (n-gram matches and totals, lengths) and the
+    score of their integer sums: exactly ``corpus_score(...).score`` for the whole corpus,
+    and for any resample of segments."""
+    hyps, refs = check_pairs(hyps, refs)
+    stats = np.asarray(metric._extract_corpus_statistics(hyps, [refs]), dtype=float)
+
+    def score(s: np.ndarray) -> np.ndarray:  # integer sums -> same floats as corpus_score
+        rows = np.rint(s).astype(np.int64).tolist()
+        return np.array([metric._compute_score_from_stats(r).score for r in rows])
+
+    return stats, score
+
+
+_SACREBLEU = "Post (2018), A Call for Clarity in Reporting BLEU Scores, WMT"
+_CHRF = "Popović (2015), chrF: character n-gram F-score for automatic MT evaluation, WMT"
+
+
+@register_metric("sacrebleu", level="corpus", scale="0-100", inputs="texts",
+                 library="sacrebleu", description="corpus BLEU (sacreBLEU)",
+                 definition="Corpus BLEU: geometric mean of 1-4-gram precisions with a brevity "
+                 "penalty, default 13a tokenisation, one reference per output.",
+                 reference=_SACREBLEU)
+def bleu_stats(refs: Sequence[str], hyps: Sequence[str], **bleu_args: Any):
+    """Corpus sacreBLEU (0-100) from per-segment statistics; ``bleu_args`` go to
+    ``sacrebleu.metrics.BLEU``."""
+    from sacrebleu.metrics import BLEU
+
+    return _sacrebleu_stats(BLEU(**bleu_args), refs, hyps)
+
+
+@register_metric("chrf", level="corpus", scale="0-100", inputs="texts", library="sacrebleu",
+                 description="character n-gram F-score (sacreBLEU)",
+                 definition="Corpus chrF: F-score (beta 2) of character 6-grams, sacreBLEU "
+                 "defaults.", reference=_CHRF)
+def chrf_stats(refs: Sequence[str], hyps: Sequence[str], **chrf_args: Any):
+    """Corpus chrF (sacreBLEU defaults: char 6-grams, beta 2; 0-100) from per-segment
+    statistics; ``chrf_args`` go to ``sacrebleu.metrics.CHRF``."""
+    from sacrebleu.metrics import CHRF
+
+    return _sacrebleu_stats(CHRF(**chrf_args), refs, hyps)
+
+
 def bleu(hyps: Sequence[str], refs: Sequence[str]) -> float:
     """Corpus sacreBLEU (default 13a tokenisation), one reference per hypothesis, 0-100."""
-    import sacrebleu
-
-    hyps, refs = check_pairs(hyps, refs)
-    return float(sacrebleu.corpus_bleu(hyps, [refs]).score)
+    return METRICS["sacrebleu"].score(refs, hyps).value
 
 
 def chrf(hyps: Sequence[str], refs: Sequence[str]) -> float:
     """Corpus chrF (sacreBLEU defaults: char 6-grams, beta 2), 0-100."""
+    return METRICS["chrf"].score(refs, hyps).value
+
+
+@register_metric("feedback_chrf", scale="0-100", inputs="texts", library="sacrebleu",
+                 description="chrF of the feedback alone",
+                 definition="Sentence chrF (sacreBLEU defaults) of the feedback text only, "
+                 "the label prefix removed; for sorting and binning examples.",
+                 reference=_CHRF)
+def sentence_chrf(refs: Sequence[str], hyps: Sequence[str]) -> list[float]:
+    """Per-pair chrF (0-100) of parallel texts (an empty output is ``""``)."""
     import sacrebleu
 
     hyps, refs = check_pairs(hyps, refs)
-    return float(sacrebleu.corpus_chrf(hyps, [refs]).score)
+    return [float(sacrebleu.sentence_chrf(h, [r]).score) for h, r in zip(hyps, refs, strict=True)]
 
 
 def rouge(
@@ -60,19 +114,35 @@ def rouge(
     Uses rouge-score with :class:`UnicodeWordTokenizer` unless another object with a
     ``.tokenize(text)`` method is given. Empty texts score 0 for that pair.
     """
-    from rouge_score import rouge_scorer
-
     hyps, refs = check_pairs(hyps, refs)
     types = ("rouge1", "rouge2", "rougeL")
+    per = _rouge_pairs(refs, hyps, types, tokenizer)
+    return {t: sum(per[t]) / len(hyps) for t in types}
+
+
+def _rouge_pairs(refs: list[str], hyps: list[str], types: Sequence[str], tokenizer: Any = None
+                 ) -> dict[str, list[float]]:
+    from rouge_score import rouge_scorer
+
     scorer = rouge_scorer.RougeScorer(
         list(types), use_stemmer=False, tokenizer=tokenizer or UnicodeWordTokenizer()
     )
-    totals = dict.fromkeys(types, 0.0)
+    out: dict[str, list[float]] = {t: [] for t in types}
     for hyp, ref in zip(hyps, refs, strict=True):
         scores = scorer.score(target=ref, prediction=hyp)
         for t in types:
-            totals[t] += scores[t].fmeasure
-    return {t: totals[t] / len(hyps) for t in types}
+            out[t].append(scores[t].fmeasure)
+    return out
+
+
+@register_metric("rouge2", inputs="texts", library="rouge-score", description="ROUGE-2 F1",
+                 definition="Mean per-output F-measure of word bigram overlap with the "
+                 "reference (Unicode-aware tokens, no stemming; an empty text scores 0).",
+                 reference="Lin (2004), ROUGE: A Package for Automatic Evaluation of "
+                 "Summaries")
+def rouge2_items(refs: Sequence[str], hyps: Sequence[str]) -> list[float]:
+    """Per-pair ROUGE-2 F-measure (as :func:`rouge`), each distinct pair computed once."""
+    return per_distinct_pair(lambda h, r: _rouge_pairs(r, h, ("rouge2",))["rouge2"], hyps, refs)
 
 
 # WordNet 3.0 lexicographer file names (wndb lexnames(5WN)). Debian's wordnet-base
@@ -173,6 +243,27 @@ def load_wordnet(wordnet_dir: str | os.PathLike[str] | None = None) -> Any:
     return _WORDNET_READERS[key]
 
 
+@register_metric("meteor", inputs="texts", library="nltk meteor_score, WordNet 3.0",
+                 description="METEOR (nltk)",
+                 definition="Mean per-output METEOR: unigram matches (exact, stem, WordNet "
+                 "synonym) with a fragmentation penalty.",
+                 reference="Banerjee and Lavie (2005), METEOR, ACL workshop")
+def meteor_items(refs: Sequence[str], hyps: Sequence[str],
+                 wordnet_dir: str | os.PathLike[str] | None = None) -> list[float]:
+    """Per-pair METEOR (see :func:`meteor`), each distinct pair computed once."""
+    from nltk.translate.meteor_score import meteor_score
+
+    wn = load_wordnet(wordnet_dir)
+    tok = UnicodeWordTokenizer()
+
+    def one(hyp: str, ref: str) -> float:
+        h, r = tok.tokenize(hyp), tok.tokenize(ref)
+        return meteor_score([r], h, wordnet=wn) if h and r else 0.0
+
+    return per_distinct_pair(lambda hs, rs: [one(h, r) for h, r in zip(hs, rs, strict=True)],
+                             hyps, refs)
+
+
 def meteor(
     hyps: Sequence[str],
     refs: Sequence[str],
@@ -186,13 +277,5 @@ def meteor(
     either side has no word tokens scores 0.0. Raises
     :class:`MissingResourceError` when WordNet is missing (never a silent 0).
     """
-    from nltk.translate.meteor_score import meteor_score
-
     hyps, refs = check_pairs(hyps, refs)
-    wn = load_wordnet(wordnet_dir)
-    tok = UnicodeWordTokenizer()
-    total = 0.0
-    for hyp, ref in zip(hyps, refs, strict=True):
-        h, r = tok.tokenize(hyp), tok.tokenize(ref)
-        total += meteor_score([r], h, wordnet=wn) if h and r else 0.0
-    return total / len(hyps)
+    return sum(meteor_items(refs, hyps, wordnet_dir)) / len(hyps)

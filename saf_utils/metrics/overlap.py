@@ -7,9 +7,13 @@ from __future__ import annotations
 import re
 import string
 from collections import Counter
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 
-from saf_utils.metrics.checks import check_pairs
+from saf_utils.metrics.base import Metric, add_metric, register_metric
+from saf_utils.metrics.checks import check_pairs, check_parallel
+
+_ARGSCICHAT = ("Ruggeri et al. (2023), A Dataset of Argumentative Dialogues on Scientific "
+               "Papers (ArgSciChat), ACL")
 
 
 def fact_f1(pred_sentences: Iterable[Hashable], gold_sentences: Iterable[Hashable]) -> float:
@@ -27,6 +31,23 @@ def fact_f1(pred_sentences: Iterable[Hashable], gold_sentences: Iterable[Hashabl
         return 0.0
     precision, recall = hit / len(pred), hit / len(gold)
     return 2 * precision * recall / (precision + recall)
+
+
+@register_metric("fact_f1", inputs="sentence_sets",
+                 description="F1 of selected against gold fact sentences",
+                 definition="Per message pair: set F1 of the selected paper sentences against "
+                 "the gold fact sentences (0 when either set is empty); mean over pairs with "
+                 "gold facts.", reference=_ARGSCICHAT)
+def fact_f1_items(gold: Sequence[Iterable[Hashable]], pred: Sequence[Iterable[Hashable]]
+                  ) -> list[float]:
+    """:func:`fact_f1` per item of parallel gold and selected sentence sets."""
+    check_parallel(pred, gold, "gold/pred")
+    return [fact_f1(p, g) for g, p in zip(gold, pred, strict=True)]
+
+
+def _per_reply(fn, refs: Sequence[str], hyps: Sequence[str]) -> list[float]:
+    hyps, refs = check_pairs(hyps, refs)
+    return [float(fn(h, r)) for h, r in zip(hyps, refs, strict=True)]
 
 
 def _str(x: object, what: str) -> str:
@@ -58,6 +79,15 @@ def message_f1(pred: str, gold: str) -> float:
     return _token_f1(pred_tokens, gold_tokens)
 
 
+@register_metric("message_f1", inputs="texts",
+                 description="token F1 of the reply (ArgSciChat card)",
+                 definition="Per reply: F1 of whitespace tokens against the gold reply, no "
+                 "normalisation (as the ArgSciChat model card).", reference=_ARGSCICHAT)
+def message_f1_items(refs: Sequence[str], hyps: Sequence[str]) -> list[float]:
+    """:func:`message_f1` per reply."""
+    return _per_reply(message_f1, refs, hyps)
+
+
 _PUNCT = frozenset(string.punctuation)
 
 
@@ -81,6 +111,15 @@ def message_f1_squad(pred: str, gold: str) -> float:
 
 
 
+@register_metric("message_f1_squad", inputs="texts",
+                 description="token F1 with SQuAD normalisation",
+                 definition="Per reply: token F1 after lower-casing and removing punctuation "
+                 "and articles.",
+                 reference="Rajpurkar et al. (2016), SQuAD, EMNLP; allenai/qasper-led-baseline")
+def message_f1_squad_items(refs: Sequence[str], hyps: Sequence[str]) -> list[float]:
+    """:func:`message_f1_squad` per reply."""
+    return _per_reply(message_f1_squad, refs, hyps)
+
 
 def _stop_words() -> frozenset[str]:
     from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
@@ -103,6 +142,16 @@ def content_f1(pred: str, gold: str) -> float:
     return _token_f1(p, g)
 
 
+@register_metric("content_f1", inputs="texts", library="scikit-learn stop words",
+                 description="F1 over content words (stop words out)",
+                 definition="Per reply: token F1 on SQuAD-normalised tokens without English "
+                 "stop words, so a reply of frequent function words scores low.",
+                 reference="this collection")
+def content_f1_items(refs: Sequence[str], hyps: Sequence[str]) -> list[float]:
+    """:func:`content_f1` per reply."""
+    return _per_reply(content_f1, refs, hyps)
+
+
 def output_stats(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, float]:
     """Corpus statistics of generated text, so degenerate output shows in numbers.
 
@@ -122,3 +171,37 @@ def output_stats(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, float]:
         "repetition": sum(reps) / len(reps) if reps else 0.0,
         "identical_outputs": Counter(hyps).most_common(1)[0][1] / len(hyps),
     }
+
+
+def _output_metric(key: str) -> Callable[[Sequence[str], Sequence[str]], float]:
+    def compute(refs: Sequence[str], hyps: Sequence[str]) -> float:
+        return output_stats(hyps, refs)[key]
+
+    compute.__name__ = "output_stats"  # the card names the function that computes it
+    return compute
+
+
+_DISTINCT = ("Li et al. (2016), A Diversity-Promoting Objective Function for Neural "
+             "Conversation Models, NAACL")
+for _name, _better, _short, _definition, _ref in (
+    ("distinct_2", True, "distinct bigrams / bigrams", "Distinct word bigrams over all bigrams "
+     "of a system's outputs (1: no bigram reused).", _DISTINCT),
+    ("repetition", False, "share of repeated tokens in an output", "Mean share of an "
+     "output's tokens that repeat an earlier token of the same output.", "this collection"),
+    ("identical_outputs", False, "share of the most frequent output", "Share of outputs "
+     "equal to the system's most frequent output (1: one reply for everything).",
+     "this collection"),
+):
+    add_metric(Metric(_name, level="output", higher_is_better=_better, inputs="texts",
+                      description=_short,
+                      definition=_definition, reference=_ref, compute=_output_metric(_name)))
+
+
+@register_metric("empty_share", level="output", higher_is_better=False, inputs="texts",
+                 description="share of empty outputs",
+                 definition="Share of outputs that are empty or whitespace.",
+                 reference="this collection")
+def empty_share(refs: Sequence[str], hyps: Sequence[str]) -> float:
+    """Share of outputs that are empty or whitespace only."""
+    hyps, refs = check_pairs(hyps, refs)
+    return sum(not h.strip() for h in hyps) / len(hyps)

@@ -221,7 +221,7 @@ def refresh(run_dir: Path) -> None:
 # ------------------------------------------------------------------ metric links
 def link_metric_headers(text: str) -> str:
     """A ``<th>`` whose text starts with a registered metric name links it to its card."""
-    from saf_utils.metrics.spec import METRICS
+    from saf_utils.metrics import METRICS
 
     if not METRICS:
         return text

@@ -12,8 +12,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from saf_utils.metrics.spec import bounds, lower_is_better, scale_label
-from saf_utils.metrics.spec import metric as metric_spec
+from saf_utils.metrics import bounds, lower_is_better, scale_label
+from saf_utils.metrics import metric as metric_spec
 from saf_utils.reporting.pages import fmt, table
 from saf_utils.reporting.sharing import esc
 

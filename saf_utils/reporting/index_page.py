@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from saf_utils.metrics.spec import bounds, scale_label
+from saf_utils.metrics import bounds, scale_label
 from saf_utils.reporting.headline import (
     SET_APART,
     chosen_by_split,

@@ -1,17 +1,19 @@
-"""The metric cards page: every registered metric (:data:`saf_utils.metrics.spec.METRICS`)
-with its definition, range, direction, implementation and reference, generated from those
-entries (no hand-written HTML per metric). Table headers that name a metric link to
-``metric-cards.html#<name>`` (:func:`saf_utils.reporting.chrome.link_metric_headers`)."""
+"""The metric cards page: every registered metric object (:data:`saf_utils.metrics.METRICS`)
+with its definition, range, direction, level, resampling, implementation and reference,
+generated from those objects (no hand-written HTML per metric). Table headers that name a
+metric link to ``metric-cards.html#<name>``
+(:func:`saf_utils.reporting.chrome.link_metric_headers`)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from saf_utils.metrics.spec import METRICS, Metric
+from saf_utils.metrics import METRICS, Metric
 from saf_utils.reporting.sharing import esc
 
-FIELDS = ("definition", "range", "direction", "implementation", "reference")
+FIELDS = ("definition", "range", "direction", "level", "resampling", "implementation",
+          "reference")
 
 
 def card(m: Metric, used: bool = False) -> str:
@@ -28,13 +30,16 @@ def cards_body(used: set[str] = frozenset()) -> str:
     order = sorted(METRICS.values(), key=lambda m: (m.name not in used, m.name))
     summary = "".join(
         f'<tr><td><a href="#{esc(m.name)}">{esc(m.name)}</a></td><td>{esc(m.range)}</td>'
-        f"<td>{esc(m.direction)}</td><td>{esc(m.description)}</td></tr>" for m in order)
-    return ("<h1>Metric cards</h1><p>Every metric the collection registers "
-            "(<code>saf_utils/metrics/spec.py</code>, which also gives the pages their "
-            "direction and scale). Metrics recorded in this run come first. A metric not "
-            "listed here is shown as higher-is-better on no fixed range.</p>"
+        f"<td>{esc(m.direction)}</td><td>{esc(m.level)}</td><td>{esc(m.description)}</td>"
+        "</tr>" for m in order)
+    return ("<h1>Metric cards</h1><p>Every metric the collection registers (one "
+            "<code>Metric</code> object each in <code>saf_utils/metrics/</code>, which also "
+            "gives the pages their direction and scale and the tasks their scorers). "
+            "Metrics recorded in this run come first. A metric not listed here is shown as "
+            "higher-is-better on no fixed range.</p>"
             "<h2 id=\"summary\">Summary</h2><table><thead><tr><th>metric</th><th>range</th>"
-            f"<th>direction</th><th>in short</th></tr></thead><tbody>{summary}</tbody></table>"
+            "<th>direction</th><th>level</th><th>in short</th></tr></thead>"
+            f"<tbody>{summary}</tbody></table>"
             "<h2 id=\"cards\">Cards</h2>" + "".join(card(m, m.name in used) for m in order))
 
 

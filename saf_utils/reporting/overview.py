@@ -76,7 +76,7 @@ def _chart(runs: Sequence[dict], columns: Sequence[tuple[str, str]],
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from saf_utils.metrics.spec import scale_label
+    from saf_utils.metrics import scale_label
 
     if not columns or not runs:
         return ""

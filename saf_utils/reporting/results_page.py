@@ -8,7 +8,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from saf_utils.metrics.spec import scale_label
+from saf_utils.metrics import scale_label
 from saf_utils.reporting.headline import clip_record, record_kind
 from saf_utils.reporting.manifest import write_text
 from saf_utils.reporting.pages import fmt, page

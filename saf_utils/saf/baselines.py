@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from saf_utils import metrics as M
 from saf_utils import numerics
 from saf_utils.encoders import l2_normalize
 from saf_utils.saf.data import SAF_LABELS
@@ -84,13 +85,7 @@ def majority_baseline(train: pd.DataFrame, test: pd.DataFrame,
 
 
 def _macro_f1(y: np.ndarray, pred: np.ndarray, labels: Sequence[str] = SAF_LABELS) -> float:
-    """Macro F1 over ``labels`` (fast numpy version for threshold grids)."""
-    f1s = []
-    for lab in labels:
-        tp = float(np.sum((pred == lab) & (y == lab)))
-        denom = float(np.sum(pred == lab) + np.sum(y == lab))
-        f1s.append(2 * tp / denom if denom else 0.0)
-    return float(np.mean(f1s))
+    return M.metric("macro_f1").score(y, pred, labels=labels).value
 
 
 @dataclass
@@ -269,8 +264,6 @@ def loqo_baselines(train: pd.DataFrame, encoder: Encoder) -> pd.DataFrame:
     Same protocol and columns as :func:`grouped_cv_generic`, so the systems' unseen-question
     paths can be compared (and one chosen) without touching a test split.
     """
-    from sklearn.metrics import accuracy_score, f1_score
-
     tr = train.reset_index(drop=True)
     a = l2_normalize(encoder(tr.provided_answer.tolist()))
     cos = _ref_cos(tr, a, encoder)
@@ -283,8 +276,6 @@ def loqo_baselines(train: pd.DataFrame, encoder: Encoder) -> pd.DataFrame:
         preds["majority"][held] = _mode(list(y[~held]))
         thr = ReferenceThresholds().fit(cos[~held], y[~held])
         preds["nearest_neighbour"][held] = thr.predict(cos[held])
-    return pd.DataFrame([{"system": name, "accuracy": accuracy_score(y, list(p)),
-                          "macro_f1": f1_score(y, list(p), average="macro",
-                                               labels=list(SAF_LABELS), zero_division=0)}
-                         for name, p in preds.items()])
+    return pd.DataFrame([{"system": name, "accuracy": M.metric("accuracy").score(y, p).value,
+                          "macro_f1": _macro_f1(y, p)} for name, p in preds.items()])
 

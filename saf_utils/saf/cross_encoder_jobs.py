@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from saf_utils import jobs as J
+from saf_utils import metrics as M
 from saf_utils import protocol as P
-from saf_utils.metrics.spec import lower_is_better
+from saf_utils.metrics import lower_is_better
 from saf_utils.saf import formats as S
 from saf_utils.saf.baselines import retrieved_feedback_table
 from saf_utils.saf.features import StackFeatures
@@ -98,16 +98,9 @@ def _vector(row: Mapping[str, Any]) -> list[float]:
     return [float(row["output"])]
 
 
-def _macro_f1(gold: Sequence[str], pred: Sequence[str]) -> float:
-    from sklearn.metrics import f1_score
-
-    return float(f1_score(list(gold), list(pred), average="macro", labels=list(S.SAF_LABELS),
-                          zero_division=0))
-
-
 def _label_scores(gold: Sequence[str], pred: Sequence[str]) -> dict[str, float]:
-    return {"accuracy": float(np.mean(np.array(pred) == np.array(gold))),
-            "macro_f1": _macro_f1(gold, pred)}
+    return {"accuracy": M.metric("accuracy").score(gold, pred).value,
+            "macro_f1": M.metric("macro_f1").score(gold, pred, labels=S.SAF_LABELS).value}
 
 
 def question_folds(questions: Sequence[str], k: int) -> dict[str, int]:

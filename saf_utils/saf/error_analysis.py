@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from saf_utils import metrics as M
 from saf_utils.saf.data import SAF_LABELS
 
 
@@ -53,11 +54,8 @@ def error_class_breakdown(preds: pd.DataFrame) -> pd.DataFrame | None:
 
 
 def sentence_chrf(hyps: Sequence[str], refs: Sequence[str]) -> list[float]:
-    """Per-pair chrF (0-100), for sorting and binning examples."""
-    import sacrebleu
-
-    return [float(sacrebleu.sentence_chrf(h or "", [r]).score)
-            for h, r in zip(hyps, refs, strict=True)]
+    """Per-pair chrF (0-100) of the feedback, for sorting and binning examples."""
+    return M.metric("feedback_chrf").items(list(refs), [h or "" for h in hyps])
 
 
 def worst_examples(preds: pd.DataFrame, n: int = 5) -> pd.DataFrame:

@@ -3,8 +3,8 @@
 Conventions (the collection's, see docs/metrics.md): label metrics count an
 unparseable output as wrong; MSE is over parseable rows (``mse_max_penalty`` charges the
 missing ones the worst error); feedback metrics score an empty output as ``""``; BERTScore
-and MoverScore come from :func:`saf_utils.metrics.embedding.bertscore_items` /
-:func:`~saf_utils.metrics.embedding.moverscore_items`.
+and MoverScore are the registered metrics of both tasks; every metric is scored by its object
+(:meth:`saf_utils.metrics.Metric.score`), this module only says which inputs each compares.
 
 Inference goes through :mod:`saf_utils.protocol` with one design per split
 (:func:`design_for`): the headline estimand is *new answers to these questions* (answers
@@ -27,21 +27,26 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from saf_utils import metrics as M
 from saf_utils import protocol as P
 from saf_utils import stats
-from saf_utils.metrics.spec import lower_is_better
 from saf_utils.saf.data import SAF_LABELS
 
-#: Metrics with one score per item (the mean over items is the metric).
-ITEM_METRICS = ("accuracy", "mse", "mse_max_penalty", "rouge2", "meteor", "bertscore_f1",
-                "moverscore", "unparseable_rate")
-#: Corpus metrics, bootstrapped from per-item sufficient statistics (exact, not averages).
-CORPUS_METRICS = ("macro_f1", "weighted_f1", "sacrebleu", "chrf")
-#: The headline metrics, in table order (sacreBLEU/chrF 0-100, the rest 0-1).
+#: The headline metrics, in table order (sacreBLEU/chrF 0-100, the rest 0-1): names only, each
+#: metric's level, direction and scorer are its object's (:mod:`saf_utils.metrics`).
 HEADLINE_METRICS = ("accuracy", "macro_f1", "weighted_f1", "mse", "sacrebleu", "chrf", "rouge2",
                     "meteor", "bertscore_f1", "moverscore")
-#: Metrics where lower is better (the direction lives in :mod:`saf_utils.metrics.spec`).
-LOWER_IS_BETTER = tuple(m for m in (*ITEM_METRICS, *CORPUS_METRICS) if lower_is_better(m))
+#: Every metric scored per table: the headline ones and two more per-item ones.
+SCORED_METRICS = ("accuracy", "macro_f1", "weighted_f1", "mse", "mse_max_penalty", "sacrebleu",
+                  "chrf", "rouge2", "meteor", "bertscore_f1", "moverscore", "unparseable_rate")
+#: Metrics with one score per item (the mean over items is the metric).
+ITEM_METRICS = M.of_level(SCORED_METRICS, "item")
+#: Corpus metrics, bootstrapped from per-item sufficient statistics (exact, not averages).
+CORPUS_METRICS = M.of_level(SCORED_METRICS, "corpus")
+#: Metrics where lower is better.
+LOWER_IS_BETTER = tuple(m for m in SCORED_METRICS if M.lower_is_better(m))
+#: Metrics that load a model (``embedding_metrics``).
+EMBEDDING_METRICS = ("bertscore_f1", "moverscore")
 #: Designs (see the module docstring); a split with fewer questions gets no question-level
 #: inference (no interval with 2 or 3 clusters can be calibrated).
 ANSWERS = P.Design("answers within questions", "item",
@@ -73,6 +78,36 @@ def _scores(preds: pd.DataFrame) -> list[float | None]:
     return [None if s is None or pd.isna(s) else float(s) for s in preds.pred_score]
 
 
+def _inputs(preds: pd.DataFrame) -> dict[str, tuple[list[Any], list[Any]]]:
+    """(gold, pred) of one table for each kind of metric input."""
+    hyps, refs = _texts(preds)
+    outputs = ([o if ok else None for o, ok in zip(preds.raw_output, preds.raw_output.notna(),
+                                                   strict=True)]
+               if "raw_output" in preds else [None] * len(preds))
+    return {"labels": (preds.gold_label.tolist(), _labels(preds)),
+            "scores": (preds.gold_score.tolist(), _scores(preds)),
+            "texts": (refs, hyps),
+            "outputs": (outputs, preds.parseable.astype(bool).tolist()
+                        if "parseable" in preds else [True] * len(preds))}
+
+
+def _options(name: str, bertscore_kwargs: Mapping[str, Any] | None,
+             moverscore_model: Any) -> dict[str, Any]:
+    if name in ("macro_f1", "weighted_f1", "accuracy"):
+        return {"labels": SAF_LABELS}
+    if name == "bertscore_f1":
+        return dict(bertscore_kwargs or {})
+    return {"model": moverscore_model} if name == "moverscore" else {}
+
+
+def _scored(embedding_metrics: bool, moverscore_model: Any,
+            names: Sequence[str] = SCORED_METRICS) -> list[str]:
+    """The metrics a table gets: embedding ones only with ``embedding_metrics``, MoverScore
+    only with a model."""
+    return [n for n in names if (embedding_metrics or n not in EMBEDDING_METRICS)
+            and (n != "moverscore" or moverscore_model is not None)]
+
+
 def evaluate_predictions(preds: pd.DataFrame, bertscore_kwargs: Mapping[str, Any] | None = None,
                          moverscore_model: Any = None, embedding_metrics: bool = True
                          ) -> dict[str, float]:
@@ -83,29 +118,18 @@ def evaluate_predictions(preds: pd.DataFrame, bertscore_kwargs: Mapping[str, Any
     parsed feedback (empty when unparseable) with gold. sacreBLEU/chrF are 0-100, the
     rest 0-1. (Tuning grids use this; reported numbers come from :func:`headline_table`.)
     """
-    from saf_utils import metrics as M
-
+    inputs = _inputs(preds)
     out: dict[str, float] = {}
-    lm = M.label_metrics(preds.gold_label.tolist(), _labels(preds), SAF_LABELS)
-    out.update({k: float(lm[k]) for k in ("accuracy", "macro_f1", "weighted_f1")})
-    out["n_unparseable"] = float(lm["n_unparseable"])
-    out["unparseable_rate"] = lm["n_unparseable"] / max(len(preds), 1)
-    sm = M.score_mse(preds.gold_score.tolist(), _scores(preds))
-    if not math.isnan(sm["mse"]):
-        out["mse"] = sm["mse"]
-    out["mse_max_penalty"] = sm["mse_max_penalty"]
-    hyps, refs = _texts(preds)
-    out["sacrebleu"] = M.bleu(hyps, refs)
-    out["chrf"] = M.chrf(hyps, refs)
-    out["rouge2"] = M.rouge(hyps, refs)["rouge2"]
-    out["meteor"] = M.meteor(hyps, refs)
-    if embedding_metrics:
-        from saf_utils.metrics.embedding import bertscore_items, moverscore_items
-
-        out["bertscore_f1"] = float(np.mean(bertscore_items(hyps, refs,
-                                                            **dict(bertscore_kwargs or {}))))
-        if moverscore_model is not None:
-            out["moverscore"] = float(np.mean(moverscore_items(hyps, refs, moverscore_model)))
+    names = [n for n in SCORED_METRICS if n != "unparseable_rate"]  # below, over every row
+    for name in _scored(embedding_metrics, moverscore_model, names):
+        m = M.metric(name)
+        value = m.score(*inputs[m.inputs],
+                        **_options(name, bertscore_kwargs, moverscore_model)).value
+        if not math.isnan(value):
+            out[name] = value
+    n_bad = sum(p is None for p in _labels(preds))
+    out["n_unparseable"] = float(n_bad)
+    out["unparseable_rate"] = n_bad / max(len(preds), 1)
     return out
 
 
@@ -140,101 +164,58 @@ def collapse_identical_seeds(preds: pd.DataFrame) -> pd.DataFrame:
 # --------------------------------------------------------------------------- per-item scores
 
 
-def _pair_cache(fn, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], float]:
-    return {p: fn(*p) for p in dict.fromkeys(pairs)}
-
-
 def item_scores(preds: pd.DataFrame, bertscore_kwargs: Mapping[str, Any] | None = None,
                 moverscore_model: Any = None, embedding_metrics: bool = True) -> pd.DataFrame:
     """Per-item scores of every (system, seed, split): one row per item and metric.
 
-    Columns ``split, system, seed, id, question, metric, value``. Metrics: accuracy (1/0,
-    unparseable = 0), ``mse`` (squared score error, parseable rows only), ``mse_max_penalty``
-    (unparseable = worst error), per-pair ROUGE-2 and METEOR, BERTScore F1 and MoverScore
-    (``embedding_metrics``; MoverScore only with a ``moverscore_model``), and
-    ``unparseable_rate`` (1/0) for generative systems (rows with a raw output). Their means
-    equal :func:`evaluate_predictions`. Each distinct (hypothesis, reference) pair is
-    scored once; MoverScore is scored per table (its IDF comes from the split's references).
+    Columns ``split, system, seed, id, question, metric, value``: every item metric of
+    :data:`ITEM_METRICS` from its object (embedding metrics with ``embedding_metrics``,
+    MoverScore only with a ``moverscore_model``; ``unparseable_rate`` only for rows with a
+    raw output). Their means equal :func:`evaluate_predictions`. MoverScore is scored per
+    split (its IDF comes from the split's references, :func:`_moverscore_by_split`).
     """
-    from saf_utils import metrics as M
-
     p = preds.reset_index(drop=True)
-    hyps, refs = _texts(p)
-    pairs = list(zip(hyps, refs, strict=True))
-    ps = pd.Series(_scores(p), dtype=float)
-    gold = p.gold_score.astype(float)
-    sq = (ps - gold) ** 2
-    cols: dict[str, pd.Series] = {
-        "accuracy": pd.Series([float(a == b) for a, b in zip(_labels(p), p.gold_label,
-                                                              strict=True)]),
-        "mse": sq,
-        "mse_max_penalty": sq.where(ps.notna(), np.maximum(gold, 1 - gold) ** 2),
-    }
-    rouge = _pair_cache(lambda h, r: M.rouge([h], [r])["rouge2"], pairs)
-    meteor = _pair_cache(lambda h, r: M.meteor([h], [r]), pairs)
-    cols["rouge2"] = pd.Series([rouge[x] for x in pairs])
-    cols["meteor"] = pd.Series([meteor[x] for x in pairs])
-    if embedding_metrics and len(p):
-        from saf_utils.metrics.embedding import bertscore_items
-
-        cols["bertscore_f1"] = pd.Series(bertscore_items(hyps, refs,
-                                                         **dict(bertscore_kwargs or {})))
-        if moverscore_model is not None:
-            cols["moverscore"] = _moverscore_by_split(p, hyps, refs, moverscore_model)
-    generative = p.raw_output.notna() if "raw_output" in p else pd.Series(False, index=p.index)
-    cols["unparseable_rate"] = pd.Series(
-        np.where(generative, 1.0 - p.parseable.astype(bool).astype(float), np.nan))
+    inputs = _inputs(p)
+    cols: dict[str, pd.Series] = {}
+    for name in _scored(embedding_metrics and len(p) > 0, moverscore_model, ITEM_METRICS):
+        m = M.metric(name)
+        if name == "moverscore":
+            cols[name] = _moverscore_by_split(p, *inputs["texts"], moverscore_model)
+        else:
+            cols[name] = pd.Series(m.items(*inputs[m.inputs],
+                                           **_options(name, bertscore_kwargs, None)))
     keys = p[["split", "system", "seed", "id", "question"]]
     long = [keys.assign(metric=m, value=v.to_numpy()) for m, v in cols.items()]
     out = pd.concat(long, ignore_index=True)
     return out[out.value.notna()].reset_index(drop=True)
 
 
-def _moverscore_by_split(p: pd.DataFrame, hyps: list[str], refs: list[str],
+def _moverscore_by_split(p: pd.DataFrame, refs: list[str], hyps: list[str],
                          model: Any) -> pd.Series:
     """Per-row MoverScore with the conventions of ``moverscore_items``, each pair scored once.
 
-    ``moverscore_items(h, r)`` weights both sides with the IDF of the references ``r`` of
+    ``moverscore_items(r, h)`` weights both sides with the IDF of the references ``r`` of
     one table (one split). Every table of a split shares those references, so the split's
     IDF is computed once and each distinct (hypothesis, reference) pair of the split is
     scored once (retrieval systems repeat many feedback texts): the same numbers as one
     ``moverscore_items`` call per (system, seed, split) table, at a fraction of the cost.
     """
-    from saf_utils.metrics.embedding import moverscore_items
-
     out = pd.Series(np.nan, index=p.index)
     for _, g in p.groupby("split", sort=False):
         first_table = g[(g.system == g.system.iloc[0]) & (seed_key(g) == seed_key(g).iloc[0])]
-        out[g.index] = moverscore_items([hyps[i] for i in g.index], [refs[i] for i in g.index],
-                                        model, idf_texts=[refs[i] for i in first_table.index])
+        out[g.index] = M.metric("moverscore").items(
+            [refs[i] for i in g.index], [hyps[i] for i in g.index], model=model,
+            idf_texts=[refs[i] for i in first_table.index])
     return out
 
 
 
 def corpus_stat(metric: str, preds: pd.DataFrame) -> tuple[np.ndarray, stats.Statistic]:
     """Per-item sufficient statistics and statistic of a corpus metric for one table."""
-    if metric in ("macro_f1", "weighted_f1"):
-        mat, macro = stats.macro_f1_stat(preds.gold_label.tolist(), _labels(preds), SAF_LABELS)
-        if metric == "macro_f1":
-            return mat, macro
-        k = len(SAF_LABELS)
-
-        def weighted(s: np.ndarray) -> np.ndarray:
-            tp, fp, fn = s[:, :k], s[:, k:2 * k], s[:, 2 * k:]
-            den = 2 * tp + fp + fn
-            f1 = np.divide(2 * tp, den, out=np.zeros_like(tp), where=den != 0)
-            support = tp + fn
-            tot = support.sum(1)
-            return np.divide((f1 * support).sum(1), tot, out=np.zeros_like(tot),
-                             where=tot != 0)
-
-        return mat, weighted
-    hyps, refs = _texts(preds)
-    if metric == "sacrebleu":
-        return stats.bleu_stat(hyps, refs)
-    if metric == "chrf":
-        return stats.chrf_stat(hyps, refs)
-    raise ValueError(f"unknown corpus metric {metric!r}; known: {list(CORPUS_METRICS)}")
+    if metric not in CORPUS_METRICS:
+        raise ValueError(f"unknown corpus metric {metric!r}; known: {list(CORPUS_METRICS)}")
+    m = M.metric(metric)
+    return m.statistics(*_inputs(preds)[m.inputs], **_options(metric, None, None))
 
 
 def _seed_tables(g: pd.DataFrame) -> list[pd.DataFrame]:

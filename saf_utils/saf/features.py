@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from saf_utils import metrics as M
 from saf_utils import numerics
 from saf_utils.encoders import l2_normalize
 from saf_utils.models import make_classifier
@@ -292,8 +293,6 @@ def grouped_cv_generic(train: pd.DataFrame, encoder: Encoder,
     (``feature_sets``: name → feature names, None = all); pass the row's settings to
     :class:`FeatureClassifier` so that the deployed model is the one validated.
     """
-    from sklearn.metrics import accuracy_score, f1_score
-
     tr = train.reset_index(drop=True)
     feats = generic_features(tr, encoder)
     y = tr.verification_feedback.to_numpy()
@@ -319,9 +318,9 @@ def grouped_cv_generic(train: pd.DataFrame, encoder: Encoder,
                         "generic_model": model, "feature_set": set_name,
                         "generic_feature_names": names,
                         "normalize_unseen": norm, "generic_class_weight": cw or "none",
-                        "generic_C": C, "accuracy": accuracy_score(y, pred),
-                        "macro_f1": f1_score(y, list(pred), average="macro",
-                                             labels=list(SAF_LABELS), zero_division=0)})
+                        "generic_C": C, "accuracy": M.metric("accuracy").score(y, pred).value,
+                        "macro_f1": M.metric("macro_f1").score(y, pred,
+                                                               labels=SAF_LABELS).value})
     return pd.DataFrame(rows)
 
 

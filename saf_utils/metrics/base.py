@@ -1,0 +1,220 @@
+"""A metric is one object: :class:`Metric` declares its name, direction, scale, level, how it
+resamples, a one-line definition and its reference next to the function that computes it, and
+:func:`register_metric` puts it in :data:`METRICS` once.
+
+Everything else reads the objects: the pages' direction ("highest"/"lowest", the bold best
+cell, the dot plots' axes), the choices on validation, the interval clipping
+(:func:`bounds`), the tasks' scorers (:meth:`Metric.score`, :meth:`Metric.statistics`) and
+the metric cards page (:mod:`saf_utils.reporting.metric_cards`). A name that is not
+registered is taken as higher-is-better on no fixed range (stated, not guessed, in pages).
+
+Levels (``level``):
+
+- ``"item"``: one value per item, the metric is their mean; the compute function returns the
+  per-item values (NaN: the item is not scored, e.g. an unparseable score in ``mse``).
+  Resampled as (value, 1) per scored item.
+- ``"corpus"``: not a mean of items (corpus BLEU, macro-F1); the compute function returns
+  per-item sufficient statistics and the statistic of their sums, so a resample or a
+  permutation is exact (:mod:`saf_utils.stats`).
+- ``"output"``: a statistic of a system's outputs (distinct-2, repetition): a point value,
+  not resampled.
+- ``"summary"``: recorded by the code that produces it (a training loss, a parse rate);
+  registered for its direction and card only (no compute function here).
+
+Every compute function takes ``(gold, pred, **options)``: references first, as
+scikit-learn's ``(y_true, y_pred)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import KW_ONLY, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from saf_utils.stats import Statistic
+
+LEVELS = ("item", "corpus", "output", "summary")
+#: What a metric compares (the inputs a task passes to its scorer).
+INPUTS = ("labels", "scores", "texts", "sentence_sets", "outputs", "")
+_RANGES = {"0-1": "0 to 1", "0-100": "0 to 100", ">=0": "0 or more",
+           "count": "0 or more (a count)"}
+
+
+@dataclass(frozen=True)
+class Score:
+    """One scorer call: the point value, the per-item values (item level; NaN = not scored)
+    or per-item sufficient statistics (corpus level, rows of ``stats``), and the statistic
+    that maps summed rows to the value (None for output metrics)."""
+
+    value: float
+    per_item: np.ndarray | None
+    statistic: Statistic | None = None
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A registered metric (see the module docstring for ``level``).
+
+    ``scale``: "0-1", "0-100" (sacreBLEU, chrF), ">=0" (squared errors), "count" or "any"
+    (no fixed range); :func:`bounds` reads it. ``inputs``: what it compares ("labels",
+    "scores", "texts", "sentence_sets"; "outputs": raw outputs and whether each parsed).
+    ``description`` is the short gloss (a header's tooltip); ``definition`` what is
+    computed; ``reference`` where the metric is defined;
+    ``library`` the package that computes it (empty: this collection's code). ``compute``
+    is the one function that computes it (see the levels); its module and name are the
+    card's implementation.
+    """
+
+    name: str
+    _: KW_ONLY
+    level: str = "item"
+    higher_is_better: bool = True
+    scale: str = "0-1"
+    inputs: str = ""
+    description: str = ""
+    definition: str = ""
+    reference: str = ""
+    library: str = ""
+    compute: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
+    where: str = ""  # who computes a summary metric (no compute function)
+
+    def __post_init__(self) -> None:
+        if self.level not in LEVELS:
+            raise ValueError(f"metric {self.name!r}: level {self.level!r} not in {LEVELS}")
+        if self.inputs not in INPUTS:
+            raise ValueError(f"metric {self.name!r}: inputs {self.inputs!r} not in {INPUTS}")
+        if (self.compute is None) != (self.level == "summary"):
+            raise ValueError(f"metric {self.name!r}: a {self.level} metric "
+                             f"{'needs' if self.compute is None else 'has no'} compute function")
+
+    @property
+    def range(self) -> str:
+        """The scale in words."""
+        return _RANGES.get(self.scale, "no fixed range")
+
+    @property
+    def direction(self) -> str:
+        return "higher is better" if self.higher_is_better else "lower is better"
+
+    @property
+    def implementation(self) -> str:
+        """Where it is computed: the compute function (and its library)."""
+        fn = self.compute
+        where = f"{fn.__module__}.{fn.__name__}" if fn is not None else self.where
+        return f"{where} ({self.library})" if self.library and where else where
+
+    @property
+    def resampling(self) -> str:
+        """How intervals and tests resample it, in words (the card's line)."""
+        return {"item": "per-item values (mean of the scored items)",
+                "corpus": "per-item sufficient statistics, summed (exact corpus value)",
+                "output": "not resampled (a statistic of the outputs)",
+                "summary": "not resampled (recorded as computed)"}[self.level]
+
+    def _call(self, gold: Sequence[Any], pred: Sequence[Any], **options: Any) -> Any:
+        if self.compute is None:
+            raise ValueError(f"metric {self.name!r} is recorded by {self.where or 'its code'}; "
+                             "it has no scorer here")
+        return self.compute(gold, pred, **options)
+
+    def items(self, gold: Sequence[Any], pred: Sequence[Any], **options: Any) -> list[float]:
+        """Per-item values of an item metric (NaN: not scored)."""
+        if self.level != "item":
+            raise ValueError(f"metric {self.name!r} is {self.level}-level, not per item")
+        return [float(x) for x in self._call(gold, pred, **options)]
+
+    def score(self, gold: Sequence[Any], pred: Sequence[Any], **options: Any) -> Score:
+        """The point value with the per-item values (or sufficient statistics) it came from."""
+        if self.level == "item":
+            v = np.asarray(self.items(gold, pred, **options), dtype=float)
+            ok = ~np.isnan(v)
+            return Score(float(v[ok].mean()) if ok.any() else float("nan"), v,
+                         lambda s: s[:, 0] / s[:, 1])
+        if self.level == "corpus":
+            mat, fn = self._call(gold, pred, **options)
+            return Score(float(fn(np.asarray(mat).sum(0)[None])[0]), np.asarray(mat), fn)
+        return Score(float(self._call(gold, pred, **options)), None)
+
+    def statistics(self, gold: Sequence[Any], pred: Sequence[Any],
+                   **options: Any) -> tuple[np.ndarray, Statistic]:
+        """Per-item sufficient statistics and their statistic, for :mod:`saf_utils.stats`.
+
+        Item metrics: ``(value, 1)`` per scored item and ``(0, 0)`` per unscored one, so
+        rows stay aligned with the items (and their clusters) and the statistic is the mean
+        of the scored items."""
+        if self.level not in ("item", "corpus"):
+            raise ValueError(f"metric {self.name!r} is {self.level}-level: not resampled")
+        s = self.score(gold, pred, **options)
+        if self.level == "corpus":
+            return s.per_item, s.statistic
+        ok = ~np.isnan(s.per_item)
+        return np.column_stack([np.where(ok, s.per_item, 0.0), ok.astype(float)]), s.statistic
+
+
+METRICS: dict[str, Metric] = {}
+
+
+def add_metric(m: Metric) -> Metric:
+    """Register ``m`` (the name must be new, or registered identically)."""
+    if m.name in METRICS and METRICS[m.name] != m:
+        raise ValueError(f"metric {m.name!r} is already registered differently")
+    METRICS[m.name] = m
+    return m
+
+
+def register_metric(name: str, **declared: Any) -> Callable[[Callable], Callable]:
+    """Decorator: register the decorated function as the compute function of metric ``name``
+    (the other :class:`Metric` fields as keywords); the function is returned unchanged."""
+    def deco(fn: Callable) -> Callable:
+        add_metric(Metric(name, compute=fn, **declared))
+        return fn
+
+    return deco
+
+
+def metric(name: str) -> Metric:
+    """The registered metric; an unregistered name is higher-is-better on any scale."""
+    return METRICS.get(name) or Metric(name, level="summary", scale="any",
+                                       description="not registered")
+
+
+def lower_is_better(name: str) -> bool:
+    return not metric(name).higher_is_better
+
+
+def of_level(names: Sequence[str], level: str) -> tuple[str, ...]:
+    """The names among ``names`` whose metric is of ``level`` (order kept)."""
+    return tuple(n for n in names if metric(n).level == level)
+
+
+def bounds(name: str) -> tuple[float, float] | None:
+    """The range a value of the metric lies in, from its scale ("0-1" -> (0, 1); ">=0" and
+    "count" -> (0, inf)); None where the scale fixes none. Intervals are clipped to it."""
+    scale = metric(name).scale
+    if scale in (">=0", "count"):
+        return (0.0, float("inf"))
+    lo, sep, hi = scale.partition("-")
+    try:
+        return (float(lo), float(hi)) if sep else None
+    except ValueError:
+        return None
+
+
+def scale_label(name: str) -> str:
+    """Direction and range for a reader: "↑ 0–1", "↓ ≥ 0", "↑" (no fixed range)."""
+    arrow = "↓" if lower_is_better(name) else "↑"
+    b = bounds(name)
+    if b is None:
+        return arrow
+    if b[1] == float("inf"):
+        return f"{arrow} ≥ {b[0]:g}"
+    return f"{arrow} {b[0]:g}–{b[1]:g}"
+
+
+add_metric(Metric("train_loss", level="summary", higher_is_better=False, scale="any",
+                  description="training loss at the end",
+                  definition="Mean training loss reported by the trainer at the end of "
+                  "fine-tuning.", reference="transformers documentation",
+                  library="transformers Trainer", where="saf_utils.seq2seq"))
