@@ -264,7 +264,7 @@ def _state_collator(states: list[np.ndarray]):
     return collate
 
 
-def build_model(settings: CrossEncoderSettings, labels: Sequence[str]):
+def build_cross_encoder(settings: CrossEncoderSettings, labels: Sequence[str]):
     """Tokenizer and sequence-classification model (a new head) for ``settings.model``."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
     from transformers.utils import logging as hf_logging
@@ -383,7 +383,7 @@ def train_and_predict(first: Sequence[str], second: Sequence[str], targets: Sequ
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
     labels, y = _label_targets(settings, targets)
-    model, tokenizer = build_model(settings, labels)
+    model, tokenizer = build_cross_encoder(settings, labels)
     settings = settings.for_depth(model.config.num_hidden_layers)
     trainable = freeze_lower(model, settings.freeze_layers)
     n_parameters = sum(p.numel() for p in model.parameters())

@@ -4,7 +4,7 @@
   non-UTF-8 file is an error naming file, line and byte offset.
 - :func:`unique_keys`: a ``json`` ``object_pairs_hook`` that refuses a key twice in one object
   (the later value would silently replace the earlier one).
-- :func:`show` / :func:`describe`: any cell value, whatever its type or size (huge integers,
+- :func:`shorten` / :func:`describe`: any cell value, whatever its type or size (huge integers,
   nested lists, bytes, long texts), in a few dozen characters: a prefix and the length.
 - :func:`id_clashes`: ids equal to an earlier id, exactly or only once normalised with
   :func:`saf_utils.text.identity_key` (the latter is always a data error naming both rows).
@@ -92,7 +92,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def show(value: Any, limit: int = SHOW_LIMIT) -> str:
+def shorten(value: Any, limit: int = SHOW_LIMIT) -> str:
     """``repr(value)``, or for a long one its first ``limit`` characters and its size.
 
     Safe for any value: an integer of thousands of digits is described by its digit count
@@ -125,17 +125,17 @@ def clip(text: str, limit: int = 300) -> str:
 
 
 def show_id(value: Any) -> str:
-    """An id as written (``t1``, ``7``) when it is short and printable, else :func:`show`."""
+    """An id as written (``t1``, ``7``) when it is short and printable, else :func:`shorten`."""
     if isinstance(value, str) and len(value) <= SHOW_LIMIT and value.isprintable():
         return value
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() <= 128:
         return str(value)
-    return show(value)
+    return shorten(value)
 
 
 def describe(value: Any, limit: int = SHOW_LIMIT) -> str:
-    """:func:`show` with the value's type: ``5 (int)``, ``'abc...' (str)``."""
-    return f"{show(value, limit)} ({type(_plain(value)).__name__})"
+    """:func:`shorten` with the value's type: ``5 (int)``, ``'abc...' (str)``."""
+    return f"{shorten(value, limit)} ({type(_plain(value)).__name__})"
 
 
 def is_int64(value: int) -> bool:
@@ -207,7 +207,7 @@ def clash_message(a: Any, b: Any) -> str:
     so that NFC ``'Pr\\xfcfung'`` and NFD ``'Pru\\u0308fung'`` look different)."""
     def shown(v: Any) -> str:
         if not isinstance(v, str) or v.isascii():
-            return show(v)
+            return shorten(v)
         text = ascii(v)
         return text if len(text) <= SHOW_LIMIT else f"{text[:SHOW_LIMIT]}... ({len(v)} characters)"
 
@@ -261,7 +261,7 @@ def load_json_file(path: Path, error: Callable[[str], Exception]) -> Any:
         key = exc.args[0][0]
         lines = duplicate_key_lines(text, key)
         where = f" (lines {', '.join(map(str, lines[:5]))})" if lines else ""
-        raise error(f"{path}: duplicate key {show(key)} in one JSON object{where}; the later "
+        raise error(f"{path}: duplicate key {shorten(key)} in one JSON object{where}; the later "
                     "value would silently replace the earlier one") from None
     except ValueError as exc:  # JSONDecodeError, or an integer of > 4300 digits
         raise error(f"{path}: not valid JSON ({clip(str(exc))})") from None

@@ -17,9 +17,7 @@ Everything a notebook concludes goes through here, so both tasks share one proto
   papers).
 - **Multiplicity** (:func:`adjust`): one pre-specified primary comparison per notebook keeps
   its raw p; every other p is Holm-adjusted within the notebook.
-- **Sentences** (:func:`verdict`, :func:`lead_sentence`): "higher than ... (adjusted p)" only
-  when the test says so, else "not distinguishable at this sample size" with the minimum
-  detectable effect.
+- **Sentences**: :mod:`saf_utils.verdicts` states these comparisons in words.
 
 Calibration (coverage, type-I error, power of every design used here) is measured by
 ``benchmarks/stats_calibration.py``; docs/statistics.md shows its table.
@@ -410,73 +408,6 @@ def composite(items: pd.DataFrame, choice: Choice, name: str = "val_chosen",
         r = sorted(set(out.role.dropna()))
         out["role"] = r[0] if len(r) == 1 else "system"
     return out
-
-
-# --------------------------------------------------------------------------- sentences
-
-def _f(x: float, d: int = 3) -> str:
-    return f"{x:.{d}f}" if abs(x) < 100 else f"{x:.1f}"
-
-
-def _p(p: float) -> str:
-    return "< 0.001" if p < 0.001 else f"= {p:.3f}"
-
-
-def verdict(row: Mapping[str, Any], metric: str | None = None, lower_is_better: bool = False,
-            alpha: float = 0.05) -> str:
-    """One sentence for one comparison row (:func:`paired_table` + :func:`adjust`).
-
-    Uses the adjusted p (``p_adj``) when present; states the estimand; without a
-    significant result says "not distinguishable at this sample size" and the MDE.
-    """
-    metric = metric or row.get("metric", "")
-    p = row.get("p_adj", row["p_value"])
-    p = row["p_value"] if p is None or (isinstance(p, float) and np.isnan(p)) else p
-    label = "p" if row.get("primary", False) or "p_adj" not in row else "Holm-adjusted p"
-    d, lo, hi = row["diff"], row["ci_low"], row["ci_high"]
-    diff = f"{d:+.3g} [{lo:+.3g}, {hi:+.3g}]"
-    est = f" (estimand: {row['estimand']})" if row.get("estimand") else ""
-    a, b = row["system"], row["reference"]
-    if p <= alpha:
-        better = (d < 0) if lower_is_better else (d > 0)
-        word = "better" if better else "worse"
-        return (f"{a} is {word} than {b} on {metric}: {diff}, {label} {_p(p)}, "
-                f"{row.get('method', '')}{est}.")
-    mde = row.get("mde", np.nan)
-    mde_txt = ("no p-value below alpha is possible with this few units" if not np.isfinite(mde)
-               else f"minimum detectable effect about {mde:.3g}")
-    return (f"{a} and {b} are not distinguishable on {metric} at this sample size: {diff}, "
-            f"{label} {_p(p)} ({mde_txt}){est}.")
-
-
-def leaders(headline: pd.DataFrame, roles: Mapping[str, str] | None = None,
-            lower_is_better: Sequence[str] = ()) -> dict[tuple, tuple[str, str]]:
-    """Per (split, metric): the top and runner-up system among eligible roles."""
-    out = {}
-    h = headline
-    if roles is not None:
-        h = h[h.system.map(lambda s: roles.get(s) in ELIGIBLE)]
-    elif "role" in h:
-        h = h[h.role.isin(ELIGIBLE)]
-    for (split, metric), g in h.groupby(["split", "metric"], sort=True):
-        g = numerics.sort_best(g, "mean", metric in lower_is_better)
-        if len(g) >= 2:
-            out[(split, metric)] = (g.system.iloc[0], g.system.iloc[1])
-    return out
-
-
-def lead_sentence(top: str, runner_up: str, cmp_row: Mapping[str, Any] | None, metric: str,
-                  alpha: float = 0.05) -> str:
-    """"Highest <metric>: A; the gap to B is (not) resolved" from the A-vs-B comparison."""
-    if cmp_row is None:
-        return f"Highest {metric}: {top}; the gap to {runner_up} was not tested."
-    p = cmp_row.get("p_adj", cmp_row["p_value"])
-    gap = f"{cmp_row['diff']:+.3g} [{cmp_row['ci_low']:+.3g}, {cmp_row['ci_high']:+.3g}]"
-    if p <= alpha:
-        return (f"Highest {metric}: {top}, ahead of {runner_up} by {gap} "
-                f"(adjusted p {_p(p)}): the lead is resolved.")
-    return (f"Highest {metric}: {top} by its point estimate, but not distinguishable from "
-            f"{runner_up} at this sample size ({gap}, adjusted p {_p(p)}).")
 
 
 # --------------------------------------------------------------------------- records

@@ -110,7 +110,7 @@ def train_scratch_tokenizer(texts: Sequence[str], vocab_size: int):
                                    unk_token="<unk>")
 
 
-def build_model(settings: Seq2SeqSettings, train_texts: Sequence[str] = ()):
+def build_seq2seq(settings: Seq2SeqSettings, train_texts: Sequence[str] = ()):
     """Model and tokenizer for ``settings.model`` (see the module docstring)."""
     from transformers import (
         AutoModelForSeq2SeqLM,
@@ -237,7 +237,7 @@ def train_seq2seq(
 
     _check_pairs(sources, targets, "training data")
     set_seed(settings.seed)
-    model, tokenizer = build_model(settings, list(sources) + list(targets))
+    model, tokenizer = build_seq2seq(settings, list(sources) + list(targets))
     train_ds = _dataset(tokenizer, sources, targets, settings)
     eval_ds = None
     if eval_sources is not None:

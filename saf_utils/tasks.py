@@ -26,7 +26,7 @@ def spec(task: str) -> TaskSpec | None:
     return next((s for s in specs() if s.name == task), None)
 
 
-def data_sources() -> list[DataSource]:
+def declared_data_sources() -> list[DataSource]:
     """The distinct data sources of the registered tasks, in first-use order."""
     seen: dict[str, DataSource] = {}
     for s in specs():

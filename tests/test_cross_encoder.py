@@ -222,7 +222,7 @@ def test_score_mode_system_and_job_config_file(tiny_bert: str, tmp_path: Path) -
 def test_cached_frozen_states_give_the_full_models_logits(tiny_bert: str) -> None:
     settings = CE.CrossEncoderSettings(model=tiny_bert, freeze_layers=1, max_length=16,
                                        eval_batch_size=2)
-    model, tok = CE.build_model(settings, ["Correct", "Incorrect"])
+    model, tok = CE.build_cross_encoder(settings, ["Correct", "Incorrect"])
     model.eval()
     first, second = ["a b c", "d", "a a a a b"], ["a", "c d c", "b"]
     states = CE.frozen_states(model, tok, "tiny", first, second, settings)
@@ -288,7 +288,7 @@ def test_mean_pooling_reads_the_token_mean_cached_or_not(tiny_bert: str) -> None
     model give the same logits, and they are the classifier over the masked token mean."""
     settings = CE.CrossEncoderSettings(model=tiny_bert, freeze_layers=1, max_length=16,
                                        eval_batch_size=2, pooling="mean")
-    model, tok = CE.build_model(settings, ["Correct", "Incorrect"])
+    model, tok = CE.build_cross_encoder(settings, ["Correct", "Incorrect"])
     model.eval()
     first, second = ["a b c", "d", "a a a a b"], ["a", "c d c", "b"]
     states = CE.frozen_states(model, tok, "tiny-mean", first, second, settings)

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from saf_utils import protocol as P
+from saf_utils import verdicts as V
 
 ITEM = P.Design("answers", "item", estimand="new answers to these questions", n_resamples=300)
 CLUSTER = P.Design("questions", "cluster", estimand="new questions")
@@ -105,14 +106,14 @@ def test_verdict_wording_follows_the_test():
     sig = {"system": "a", "reference": "b", "metric": "accuracy", "diff": 0.05, "ci_low": 0.01,
            "ci_high": 0.09, "p_value": 0.01, "p_adj": 0.02, "mde": 0.04,
            "estimand": "new answers to these questions", "method": "randomization"}
-    assert "a is better than b" in P.verdict(sig) and "Holm-adjusted p = 0.020" in P.verdict(sig)
-    assert "a is worse than b" in P.verdict({**sig, "diff": 0.05}, lower_is_better=True)
+    assert "a is better than b" in V.verdict(sig) and "Holm-adjusted p = 0.020" in V.verdict(sig)
+    assert "a is worse than b" in V.verdict({**sig, "diff": 0.05}, lower_is_better=True)
     ns = {**sig, "p_adj": 0.3}
-    text = P.verdict(ns)
+    text = V.verdict(ns)
     assert "not distinguishable" in text and "minimum detectable effect about 0.04" in text
-    assert "not distinguishable" in P.lead_sentence("a", "b", ns, "accuracy")
-    assert "resolved" in P.lead_sentence("a", "b", sig, "accuracy")
-    assert "not tested" in P.lead_sentence("a", "b", None, "accuracy")
+    assert "not distinguishable" in V.lead_sentence("a", "b", ns, "accuracy")
+    assert "resolved" in V.lead_sentence("a", "b", sig, "accuracy")
+    assert "not tested" in V.lead_sentence("a", "b", None, "accuracy")
 
 
 def test_choose_row_rounds_and_breaks_ties_by_grid_order() -> None:

@@ -173,7 +173,7 @@ def test_the_selector_recipe_reaches_records_and_the_index(tmp_path) -> None:
         p0 = ctx.pairs[(last.fold.iloc[0], last.split.iloc[0])][0]
         n = len(p0.content)
         assert list(last.selected.iloc[0]) == [n - 3, n - 2]  # skip=1 from the profile
-        items = AEV.fact_f1_items(run.predictions)
+        items = AEV.fact_f1_table(run.predictions)
         an = AEV.analyse_selection(items, SELECTORS.roles(names))
         rec = Recorder("03_fact_selection", tmp_path)
         AEV.record_selection_results(rec, an)

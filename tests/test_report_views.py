@@ -166,7 +166,7 @@ def test_argscichat_examples_say_when_the_data_folder_is_gone(tmp_path):
 def test_example_pages_are_skipped_without_their_inputs(tmp_path):
     run = tmp_path / "empty"
     run.mkdir()
-    assert examples.write_examples(run, {}, []) == []
+    assert examples.write_example_pages(run, {}, []) == []
     assert examples.example_pages(run) == []
 
 
@@ -200,9 +200,9 @@ def test_example_pages_are_rebuilt_only_when_their_inputs_change(toy_run):
     manifest = json.loads((run / "manifest.json").read_text())
     page = run / examples.SAF_PAGE
     before = page.stat().st_mtime_ns
-    examples.write_examples(run, manifest, [])
+    examples.write_example_pages(run, manifest, [])
     assert page.stat().st_mtime_ns == before  # unchanged inputs: not redrawn
     preds = run / SAF_NB / "predictions_test_unseen_answers.jsonl"
     preds.write_text(preds.read_text().replace("gold feedback 1", "new gold feedback 1"))
-    examples.write_examples(run, manifest, [])
+    examples.write_example_pages(run, manifest, [])
     assert "new gold feedback 1" in page.read_text()

@@ -89,7 +89,7 @@ def _designs(p):
 def test_headline_table_estimates_seed_means_and_cis():
     p = evaluation.collapse_identical_seeds(_two_systems(seeds=(1, 2)))
     items = evaluation.item_scores(p, embedding_metrics=False)
-    h = evaluation.headline_table(p, items, _designs(p), ("accuracy", "macro_f1", "sacrebleu"))
+    h = evaluation.headline_per_split(p, items, _designs(p), ("accuracy", "macro_f1", "sacrebleu"))
     per_seed = evaluation.per_seed_table(p, items, ("accuracy", "macro_f1", "sacrebleu"))
     for r in h.itertuples():
         seeds = per_seed[(per_seed.system == r.system) & (per_seed.metric == r.metric)]
@@ -106,8 +106,8 @@ def test_paired_table_against_reference():
     p = evaluation.collapse_identical_seeds(_two_systems(seeds=(1, 2)))
     items = evaluation.item_scores(p, embedding_metrics=False)
     designs = _designs(p)
-    h = evaluation.headline_table(p, items, designs, ("accuracy", "macro_f1"))
-    d = evaluation.paired_table(p, items, "ref", designs, ("accuracy", "macro_f1"))
+    h = evaluation.headline_per_split(p, items, designs, ("accuracy", "macro_f1"))
+    d = evaluation.paired_per_split(p, items, "ref", designs, ("accuracy", "macro_f1"))
     assert set(d.system) == {"sys"} and set(d.metric) == {"accuracy", "macro_f1"}
     for r in d.itertuples():
         est = h.set_index(["system", "metric"])["mean"]

@@ -181,7 +181,7 @@ def test_no_history_features_drop_exactly_the_gold_history():
 
 
 def test_evaluation_choices_tables_and_records(tmp_path, run):
-    items = EV.fact_f1_items(run.predictions)
+    items = EV.fact_f1_table(run.predictions)
     assert set(items.split) == {"val", "test"} and items.value.notna().all()
     assert (items.cluster == run.predictions.set_index("pair_id").paper_id
             .groupby(level=0).first().reindex(items.item).to_numpy()).all()
@@ -246,7 +246,7 @@ def test_evaluation_choices_tables_and_records(tmp_path, run):
 @pytest.mark.slow
 def test_a_fold_choice_ignores_other_folds_val(run):
     """Perturbing fold 1's val items never changes fold 0's choice (no pooled val)."""
-    items = EV.fact_f1_items(run.predictions)
+    items = EV.fact_f1_table(run.predictions)
     roles = X.SELECTORS.roles(dict.fromkeys(run.predictions.system))
     before = EV.analyse_selection(items, roles).chosen.per_fold
     for system in set(items.system):
@@ -262,7 +262,7 @@ def test_a_val_paper_of_two_folds_is_two_clusters():
     rows = [{"split": "val", "system": s, "fold": f, "pair_id": f"{f}_{i}", "paper_id": "P",
              "seed": None, "fact_f1": v, "role": "baseline"}
             for s, v in (("a", 0.5), ("b", 0.25)) for f in (0, 1) for i in range(3)]
-    items = EV.fact_f1_items(pd.DataFrame(rows), splits=("val",))
+    items = EV.fact_f1_table(pd.DataFrame(rows), splits=("val",))
     head = P.headline_table(items, EV.DESIGN).set_index("system")
     assert head.loc["a", "mean"] == pytest.approx(0.5)
     assert head.loc["a", "n_units"] == 2  # "0:P" and "1:P"

@@ -73,11 +73,11 @@ def test_invisible_characters_are_every_format_and_non_space_control_character()
     (5, "5"),
 ])
 def test_show_gives_a_prefix_and_the_size(value, expected):
-    assert loading.show(value) == expected
+    assert loading.shorten(value) == expected
 
 
 def test_show_survives_integers_too_long_for_repr():
-    assert loading.show(10**5000).endswith("(an integer of about 5001 digits)")
+    assert loading.shorten(10**5000).endswith("(an integer of about 5001 digits)")
 
 
 def test_id_clashes_tell_exact_duplicates_from_normalised_ones():

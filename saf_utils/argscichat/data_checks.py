@@ -19,7 +19,7 @@ from saf_utils.argscichat.data_schema import (
     DroppedFact,
     MessagePair,
 )
-from saf_utils.loading import clash_message, describe, load_json_file, show, show_id
+from saf_utils.loading import clash_message, describe, load_json_file, shorten, show_id
 from saf_utils.text import identity_key, squash
 
 
@@ -29,11 +29,11 @@ def _is_str_list(x: object) -> bool:
 
 def _check_paper(path: Path, title: str, paper: dict) -> str:
     """Type checks of one paper entry; returns its id as a string."""
-    where = f"{path}: paper {show(title, 120)}"
+    where = f"{path}: paper {shorten(title, 120)}"
     pid = paper["id"]
     if isinstance(pid, bool) or not isinstance(pid, (int, str)) or not str(pid).strip():
         raise ArgSciChatDataError(f"{where}: id is {describe(pid)}, expected an int or string")
-    where = f"{path}: paper {show(title, 120)} (id {show_id(pid)})"
+    where = f"{path}: paper {shorten(title, 120)} (id {show_id(pid)})"
     if not isinstance(paper["title"], str) or not paper["title"].strip():
         raise ArgSciChatDataError(f"{where}: title is {describe(paper['title'])}, "
                                   f"expected a non-empty string")
@@ -88,7 +88,7 @@ def _extra_keys(what: str, obj: dict, known: Sequence[str]) -> str | None:
     extra = [k for k in obj if k not in known]
     if not extra:
         return None
-    shown = ", ".join(show(k) for k in extra[:10]) + (
+    shown = ", ".join(shorten(k) for k in extra[:10]) + (
         f" and {len(extra) - 10} more" if len(extra) > 10 else "")
     return (f"{what}: key(s) {shown} not read (a {'paper' if known is _PAPER_KEYS else 'pair'} "
             f"has {list(known)}); not loaded")
@@ -107,7 +107,7 @@ def _history_anomalies(where: str, mp: dict, by_id: dict[str, dict], keys: dict[
             raise ArgSciChatDataError(
                 f"{where}: history id: {clash_message(hid, keys[identity_key(hid)])}")
         else:
-            out.append(("history_id_unknown", f"{where}: history id {show(hid)} names no "
+            out.append(("history_id_unknown", f"{where}: history id {shorten(hid)} names no "
                                               "message pair of this paper"))
     if not mp["history"]:
         return out
@@ -118,7 +118,7 @@ def _history_anomalies(where: str, mp: dict, by_id: dict[str, dict], keys: dict[
         out.append(("history_longer_than_ids",
                     f"{where}: {len(extra)} of {len(mp['history'])} history entries are in "
                     f"none of the {len(known)} earlier turn(s) named by history_ids "
-                    f"(first: {show(extra[0])})"))
+                    f"(first: {shorten(extra[0])})"))
     return out
 
 
@@ -132,14 +132,14 @@ def _paper_entry(path: Path, split: str, title: str, paper: Any,
     anomalies; returns its id and how messages name it (file, title, id)."""
     missing = [k for k in _PAPER_KEYS if not isinstance(paper, dict) or k not in paper]
     if missing:
-        raise ArgSciChatDataError(f"{path}: paper {show(title, 120)} lacks key(s) {missing}")
+        raise ArgSciChatDataError(f"{path}: paper {shorten(title, 120)} lacks key(s) {missing}")
     paper_id = _check_paper(path, title, paper)
-    at = f"{path}: paper {show(title, 120)} (id {show_id(paper_id)})"
+    at = f"{path}: paper {shorten(title, 120)} (id {show_id(paper_id)})"
     pkey = identity_key(paper_id)
     if pkey in paper_ids:
         other_id, other = paper_ids[pkey]
         what = ("the same id" if other_id == paper_id else clash_message(paper_id, other_id))
-        raise ArgSciChatDataError(f"{at}: {what} as paper {show(other, 120)}; every paper "
+        raise ArgSciChatDataError(f"{at}: {what} as paper {shorten(other, 120)}; every paper "
                                   "has its own id")
     paper_ids[pkey] = (paper_id, title)
     extra = _extra_keys(at, paper, _PAPER_KEYS)
@@ -149,7 +149,7 @@ def _paper_entry(path: Path, split: str, title: str, paper: Any,
     if identity_key(title) != identity_key(paper["title"]):
         anomalies.append(_anomaly(
             "paper_key_not_title", split, paper_id, paper_id, paper["title"], path,
-            f"{at}: its key differs from its title {show(paper['title'], 120)}"))
+            f"{at}: its key differs from its title {shorten(paper['title'], 120)}"))
     return paper_id, at
 
 
@@ -161,9 +161,9 @@ def _pair_entries(path: Path, split: str, title: str, paper: dict, paper_id: str
         if missing:
             rid = mp.get("id") if isinstance(mp, dict) else None
             raise ArgSciChatDataError(
-                f"{path}: paper {show(title, 120)}, message pair {n} (id={show(rid)}) "
+                f"{path}: paper {shorten(title, 120)}, message pair {n} (id={shorten(rid)}) "
                 f"lacks key(s) {missing}")
-        where = f"{at}, pair {show(mp['id'])}"
+        where = f"{at}, pair {shorten(mp['id'])}"
         if not isinstance(mp["id"], str) or not identity_key(mp["id"]):
             raise ArgSciChatDataError(f"{where}: id is {describe(mp['id'])}, "
                                       f"expected a non-empty string")
@@ -172,7 +172,7 @@ def _pair_entries(path: Path, split: str, title: str, paper: dict, paper_id: str
             other_id, other = seen[key]
             what = ("duplicate pair id" if other_id == mp["id"]
                     else f"pair id: {clash_message(mp['id'], other_id)}")
-            raise ArgSciChatDataError(f"{where}: {what} (also in paper {show(other, 120)})")
+            raise ArgSciChatDataError(f"{where}: {what} (also in paper {shorten(other, 120)})")
         seen[key] = (mp["id"], title)
         _check_pair(where, mp)
         extra = _extra_keys(where, mp, _PAIR_KEYS)
@@ -202,7 +202,7 @@ def _mapped_facts(where: str, split: str, mp: dict, index: ContentIndex,
                 kind = "fact_not_found" if field_name == "facts" else "history_fact_not_found"
                 what = "blank" if reason == "empty" else \
                     "found neither in the content nor in the title"
-                problems.append((kind, f"{where}, {field_name}: {show(piece)} is {what}"))
+                problems.append((kind, f"{where}, {field_name}: {shorten(piece)} is {what}"))
     return indexes, hist_idx, problems
 
 
@@ -215,7 +215,7 @@ def _paper_pairs(path: Path, split: str, paper: dict, paper_id: str, at: str,
     keys = {identity_key(i): i for i in by_id}
     pairs = []
     for mp in mps:
-        where = f"{at}, pair {show(mp['id'])}"
+        where = f"{at}, pair {shorten(mp['id'])}"
         indexes, hist_idx, problems = _mapped_facts(where, split, mp, index, dropped)
         problems += _history_anomalies(where, mp, by_id, keys)
         anomalies += [_anomaly(kind, split, mp["id"], paper_id, paper["title"], path, message)
@@ -285,15 +285,16 @@ def check_fold(fold: int, splits: dict[str, list[MessagePair]], files: dict[str,
             if hit is not None:
                 other_split, prev, same = hit
                 raise ArgSciChatDataError(
-                    f"fold {fold}: paper {show(p.title, 120)} (id {show_id(p.paper_id)}) is in "
-                    f"both {files[other_split]} (pair {show(prev.pair_id)}) and "
-                    f"{files[split]} (pair {show(p.pair_id)}); papers must not cross "
+                    f"fold {fold}: paper {shorten(p.title, 120)} (id {show_id(p.paper_id)}) is in "
+                    f"both {files[other_split]} (pair {shorten(prev.pair_id)}) and "
+                    f"{files[split]} (pair {shorten(p.pair_id)}); papers must not cross "
                     f"splits{same}")
             hit = _crossing(pair_owner, "pair_id", split, p)
             if hit is not None:
                 other_split, prev, same = hit
                 raise ArgSciChatDataError(
-                    f"fold {fold}: pair id {show(p.pair_id)} (paper {show(p.title, 120)}) is in "
+                    f"fold {fold}: pair id {shorten(p.pair_id)} "
+                    f"(paper {shorten(p.title, 120)}) is in "
                     f"both {files[other_split]} and {files[split]}{same}")
 
 
@@ -326,9 +327,9 @@ def paper_leaks(fold: int, splits: dict[str, list[MessagePair]], files: dict[str
                     "kind": "leak_paper_content", "split": split, "id": pid, "paper_id": pid,
                     "title": title, "file": files[split],
                     "message": (
-                        f"fold {fold}: paper {show(title, 120)} (id {show_id(pid)}) in "
+                        f"fold {fold}: paper {shorten(title, 120)} (id {show_id(pid)}) in "
                         f"{files[split]} shares {shared} of its {len(sents)} content sentences "
-                        f"with paper {show(otitle, 120)} "
+                        f"with paper {shorten(otitle, 120)} "
                         f"(id {oid}) in {files[earlier]} (normalised text)")})
                 break
     return out

@@ -255,7 +255,7 @@ SCRATCH_SEQ2SEQ = {"model": "scratch", "epochs": 8.0, "learning_rate": 0.003, "b
 
 
 @dataclass(frozen=True)
-class Seq2SeqParams:
+class ReplySeq2SeqParams:
     """``seq2seq``: the model's settings, its source parts (:data:`RG.GENERATION_INPUTS`)
     and whether training sources use gold facts in place of selected ones."""
 
@@ -264,7 +264,7 @@ class Seq2SeqParams:
     train_with_gold_facts: bool = True
 
 
-def _seq2seq_examples(fold: ReplyFold, params: Seq2SeqParams, split: str) -> J.Examples:
+def _seq2seq_examples(fold: ReplyFold, params: ReplySeq2SeqParams, split: str) -> J.Examples:
     """The training job's examples of one split: sources from ``params.inputs``."""
     pairs, inputs = fold[split], list(params.inputs)
     if split == "train":
@@ -278,7 +278,7 @@ def _seq2seq_examples(fold: ReplyFold, params: Seq2SeqParams, split: str) -> J.E
                       [p.reply for p in pairs])
 
 
-def _seq2seq(fold: ReplyFold, params: Seq2SeqParams, config: ReplyConfig
+def _seq2seq(fold: ReplyFold, params: ReplySeq2SeqParams, config: ReplyConfig
              ) -> list[SystemOutput]:
     base = J.TrainJob(examples="", task="argscichat",
                       output_dir=config.work_dir or "seq2seq_jobs",
@@ -298,8 +298,8 @@ def _seq2seq(fold: ReplyFold, params: Seq2SeqParams, config: ReplyConfig
     return out
 
 
-@REPLY_SYSTEMS.register("seq2seq", "system", params=Seq2SeqParams)
-def seq2seq(data: ReplyData, params: Seq2SeqParams, **context: Any) -> pd.DataFrame:
+@REPLY_SYSTEMS.register("seq2seq", "system", params=ReplySeq2SeqParams)
+def seq2seq(data: ReplyData, params: ReplySeq2SeqParams, **context: Any) -> pd.DataFrame:
     """A seq2seq model per seed, trained on the fold's train pairs (gold facts in training
     unless ``train_with_gold_facts`` is False), generating val/test replies from the
     selected facts.

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from saf_utils import protocol as P
+from saf_utils import verdicts as V
 from saf_utils.argscichat import generation as RG
 from saf_utils.argscichat.replies import (
     DATASET,
@@ -114,7 +115,7 @@ def analyse_replies(items: pd.DataFrame, best_metric: str = PRIMARY_METRIC,
     headline = P.headline_table(test_items, design)
     roles_all = {**order, CHOSEN: test_items[test_items.system == CHOSEN].role.iloc[0]}
     frames = [P.paired_table(test_items, FLOOR, design)] if FLOOR in set(test.system) else []
-    for (_split, metric), (top, runner) in P.leaders(headline, roles_all).items():
+    for (_split, metric), (top, runner) in V.leaders(headline, roles_all).items():
         if FLOOR not in (top, runner):  # each test leader against its runner-up
             pair = test_items[test_items.system.isin([top, runner])
                               & (test_items.metric == metric)]
@@ -164,13 +165,13 @@ def reply_sentences(an: ReplyAnalysis, metrics: Sequence[str] = (PRIMARY_METRIC,
     out = []
     prim = c[c.primary] if len(c) else c
     if len(prim):
-        out.append("Primary comparison (pre-specified): " + P.verdict(prim.iloc[0].to_dict()))
+        out.append("Primary comparison (pre-specified): " + V.verdict(prim.iloc[0].to_dict()))
     rest = c[~c.primary & c.metric.isin(metrics) & c.role.isin(ELIGIBLE)
              & (c.reference == FLOOR)] if len(c) else c
-    out += [P.verdict(r) for r in rest.to_dict("records")]
-    for (_split, metric), (top, runner) in P.leaders(an.headline).items():
+    out += [V.verdict(r) for r in rest.to_dict("records")]
+    for (_split, metric), (top, runner) in V.leaders(an.headline).items():
         if metric in metrics:
             row = c[(c.system == top) & (c.reference == runner) & (c.metric == metric)]
-            out.append(P.lead_sentence(top, runner, row.iloc[0].to_dict() if len(row) else
+            out.append(V.lead_sentence(top, runner, row.iloc[0].to_dict() if len(row) else
                                        None, metric))
     return out

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from saf_utils import protocol as P
+from saf_utils import verdicts as V
 
 TASK, DATASET, METRIC = "argscichat_fact_selection", "argscichat", "fact_f1"
 ITEM_COLUMNS = ("task", "dataset", "split", "system", "metric", "item", "cluster", "value",
@@ -36,7 +37,7 @@ CHOSEN, BASELINE = "val_chosen", "val_best_baseline"
 GOLD_HISTORY_NOTE = "reads earlier turns' gold facts"
 
 
-def fact_f1_items(preds: pd.DataFrame, splits: Sequence[str] = ("val", "test")) -> pd.DataFrame:
+def fact_f1_table(preds: pd.DataFrame, splits: Sequence[str] = ("val", "test")) -> pd.DataFrame:
     """Per-item Fact-F1 rows (``Recorder.add_items`` schema, cluster = paper id, + ``role``).
 
     Only pairs with gold fact sentences (``fact_f1`` not null) are items.
@@ -44,7 +45,7 @@ def fact_f1_items(preds: pd.DataFrame, splits: Sequence[str] = ("val", "test")) 
     need = {"fold", "split", "pair_id", "paper_id", "system", "seed", "fact_f1"}
     missing = sorted(need - set(preds.columns))
     if missing:
-        raise ValueError(f"fact_f1_items: predictions lack column(s) {missing}")
+        raise ValueError(f"fact_f1_table: predictions lack column(s) {missing}")
     p = preds[preds.split.isin(splits) & preds.fact_f1.notna()]
     out = pd.DataFrame({
         "task": TASK, "dataset": DATASET, "split": p.split.to_numpy(),
@@ -95,7 +96,7 @@ def analyse_selection(items: pd.DataFrame, roles: Mapping[str, str],
     for abl, full in (ablations or {}).items():
         if {abl, full} <= set(test.system):
             frames.append(P.paired_table(test[test.system.isin([abl, full])], full, design))
-    leads = P.leaders(headline[headline.split == "test"], roles)
+    leads = V.leaders(headline[headline.split == "test"], roles)
     for (_split, metric), (top, runner) in leads.items():
         if BASELINE not in (top, runner):
             pair = test[test.system.isin([top, runner]) & (test.metric == metric)]
@@ -141,13 +142,13 @@ def summary_table(an: Analysis, gold_history: Sequence[str] = ()) -> pd.DataFram
 
 def selection_sentences(an: Analysis) -> list[str]:
     """The notebook's conclusions, from the tests (primary first, then the adjusted rest)."""
-    out = ["Primary comparison (pre-specified): " + P.verdict(an.primary())]
+    out = ["Primary comparison (pre-specified): " + V.verdict(an.primary())]
     for r in an.comparisons[~an.comparisons.primary].to_dict("records"):
-        out.append(P.verdict(r))
+        out.append(V.verdict(r))
     for (_split, metric), (top, runner) in an.leads.items():
         c = an.comparisons[(an.comparisons.system == top) & (an.comparisons.reference == runner)
                            & (an.comparisons.metric == metric)]
-        out.append(P.lead_sentence(top, runner, c.iloc[0].to_dict() if len(c) else None,
+        out.append(V.lead_sentence(top, runner, c.iloc[0].to_dict() if len(c) else None,
                                    metric))
     return out
 

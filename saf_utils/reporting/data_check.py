@@ -18,9 +18,9 @@ from saf_utils.reporting.profiles import (
 def data_env_vars() -> tuple[str, ...]:
     """Environment variables that name local data folders: each task's data source, and
     WordNet for METEOR."""
-    from saf_utils.tasks import data_sources
+    from saf_utils.tasks import declared_data_sources
 
-    return (*(d.env for d in data_sources()), "WORDNET_DIR")
+    return (*(d.env for d in declared_data_sources()), "WORDNET_DIR")
 
 
 
@@ -44,11 +44,11 @@ def check_data_sources(plans: list[NotebookPlan]) -> list[dict[str, Any]]:
     dataset: a local folder (the parameter, else its environment variable) must exist; with
     neither, the hub copy must be cached or its host reachable (:class:`DataSource`).
     """
-    from saf_utils.tasks import data_sources
+    from saf_utils.tasks import declared_data_sources
 
     out: list[dict[str, Any]] = []
     problems: list[str] = []
-    for src in data_sources():
+    for src in declared_data_sources():
         notebooks = [p.name for p in plans if src.param in p.declared]
         params = {p.params.get(src.param) for p in plans if p.name in notebooks}
         for value in sorted(params, key=str) if notebooks else ():

@@ -42,7 +42,7 @@ def example_pages(run_dir: Path) -> list[tuple[str, str]]:
     return [(name, what) for name, what in PAGES if (Path(run_dir) / name).is_file()]
 
 
-def write_examples(run_dir: Path, manifest: Mapping[str, Any], records: Sequence[dict]
+def write_example_pages(run_dir: Path, manifest: Mapping[str, Any], records: Sequence[dict]
                    ) -> list[Path]:
     """The example pages whose inputs the run has (02's predictions; 03's selections or 04's
     replies); a page that cannot be built says why on the page instead of costing the run's

@@ -1,7 +1,7 @@
 """The headline numbers of a task, as cells, tables and sentences: per (dataset, split) one
 cell per system and metric (the headline record with its CI, or the mean over seeds and
 folds), the val-chosen systems marked, oracles and probes set apart, the paired
-differences against the chosen system and the lead sentence (:func:`lead_sentence`) that
+differences against the chosen system and the lead sentence (:func:`lead_html`) that
 says what a reader may conclude. :mod:`.index_page` and the sweep pages draw them."""
 
 from __future__ import annotations
@@ -359,7 +359,7 @@ def _value_text(systems: dict[str, dict], s: str, metric: str) -> str:
 
 
 
-def lead_sentence(systems: dict[str, dict], metric: str,
+def lead_html(systems: dict[str, dict], metric: str,
                   chosen: dict[str, str] | set[str] = frozenset(),
                   diffs: dict[tuple, dict] | None = None) -> str:
     """Plain words first: which system is best on ``metric`` and whether it is

@@ -24,7 +24,7 @@ from saf_utils.reporting.headline import (
     direction_words,
     headline_cells,
     headline_html,
-    lead_sentence,
+    lead_html,
     p_text,
     paired_differences,
     record_kind,
@@ -226,7 +226,7 @@ def task_sections(records: list[dict], sources: Sequence[dict] = ()) -> list[str
             parts = [f'<h2 id="{esc(task)}">{esc(t["title"])}</h2>']
         parts.append(f'<h3 id="{esc(task)}-{esc(split)}">{esc(split)} '
                      f'<small>({esc(t["dataset"])})</small></h3>')
-        parts.append(lead_sentence(systems, t["metric"], t["chosen"], t["diffs"]))
+        parts.append(lead_html(systems, t["metric"], t["chosen"], t["diffs"]))
         parts.append(leakage_note(sources, task, split))
         parts.append(headline_html(systems, t["metrics"], t["chosen"]))
         cells = [c for e in systems.values() for c in e.values()

@@ -203,7 +203,7 @@ def write_reports(run_dir: Path, manifest: Manifest) -> None:
     write_json(run_dir / "metrics.json", {"records": records,
                                           "summary": summary.to_dict(orient="records"),
                                           "skipped_record_lines": skipped})
-    examples.write_examples(run_dir, written, records)  # before the index, which links them
+    examples.write_example_pages(run_dir, written, records)  # before the index, which links them
     index_page.write_index(run_dir, written, records, examples.example_pages(run_dir))
     results_page.write_results(run_dir, written, records)
     metric_cards.write_cards(run_dir / chrome.CARDS_PAGE, run_dir)

@@ -56,7 +56,7 @@ def predictions_beside_gold(preds: pd.DataFrame, system: str) -> pd.DataFrame:
 def wide_table(table: pd.DataFrame, split: str, value: str = "mean",
                metrics: Sequence[str] = HEADLINE_METRICS, digits: int = 3,
                systems: Sequence[str] | None = None) -> pd.DataFrame:
-    """One split of :func:`saf_utils.saf.evaluate.headline_table` / ``paired_table`` as
+    """One split of :func:`saf_utils.saf.evaluate.headline_per_split` / ``paired_per_split`` as
     system × metric strings
     ``value [low, high]`` (``diff`` tables add ``p=``)."""
     sub = table[table.split == split]

@@ -16,7 +16,7 @@ benchmarks/loader_bench.py and docs/data.md). Two kinds of findings:
   :func:`saf_utils.text.is_blank`), a text cell that is not a string (a number, a list,
   bytes). All problems are raised together as one :class:`SAFDataError`, each naming file,
   split, row, id and column, with any value shown as a prefix and its size
-  (:func:`saf_utils.loading.show`).
+  (:func:`saf_utils.loading.shorten`).
 - **Anomalies** (content that real releases contain; :data:`SAF_ANOMALY_KINDS`): a blank
   student answer (``empty_answer``; graded, e.g. as an empty submission), a label that
   disagrees with the score (``label_score_mismatch``; Correct <=> 1, Incorrect <=> 0,

@@ -26,7 +26,7 @@ from saf_utils.loading import (
     id_key,
     id_keys,
     is_int64,
-    show,
+    shorten,
     show_id,
 )
 from saf_utils.saf.data_schema import (
@@ -57,7 +57,7 @@ def _extra_columns(split: str, file: str, df: pd.DataFrame) -> list[dict[str, An
             continue
         filled = int(df[col].notna().sum())
         out.append({"kind": "extra_column", "id": str(col), "row": None, "file": file,
-                    "message": f"{file} [{split}]: column {show(str(col))} is not a SAF column "
+                    "message": f"{file} [{split}]: column {shorten(str(col))} is not a SAF column "
                                f"(known: {list(SAF_COLUMNS + SAF_OPTIONAL_COLUMNS)}); not "
                                f"loaded ({filled} of {len(df)} cells filled)"})
     return out
@@ -128,7 +128,7 @@ def _text_problem(value: Any, col: str) -> str | None:
     if _isna(value):
         return "missing label" if col == "verification_feedback" else "missing value"
     if not isinstance(value, str):
-        return f"{show(value)} is a {type(value).__name__}, not a string"
+        return f"{shorten(value)} is a {type(value).__name__}, not a string"
     if is_blank(value):
         return "empty (blank) text"
     return None
@@ -185,7 +185,7 @@ def _check_ids(sp: _Split) -> None:
         elif isinstance(rid, bool) or not isinstance(rid, str | int):
             sp.problem(i, "id", f"{describe(rid)} is not a string or integer")
         elif isinstance(rid, int) and not is_int64(rid):
-            sp.problem(i, "id", f"integer {show(rid)} beyond the 64-bit range; write such ids "
+            sp.problem(i, "id", f"integer {shorten(rid)} beyond the 64-bit range; write such ids "
                                 "as strings")
         else:
             good_id.append(i)
@@ -215,7 +215,7 @@ def _check_answers(sp: _Split) -> None:
     blank = []
     for i, answer in sp.cells("provided_answer", _suspects(sp.frame["provided_answer"])):
         if not _isna(answer) and not isinstance(answer, str):
-            sp.problem(i, "provided_answer", f"{show(answer)} is a {type(answer).__name__}, "
+            sp.problem(i, "provided_answer", f"{shorten(answer)} is a {type(answer).__name__}, "
                                              "not a string")
         elif _isna(answer) or is_blank(answer):
             sp.anomaly(i, "empty_answer", f"{sp.at(i)}, column 'provided_answer': empty answer")
@@ -232,10 +232,10 @@ def _check_scores_and_labels(sp: _Split) -> None:
     disagrees with its score is an anomaly. The frame's scores become floats."""
     scores = _scores(sp.frame["score"])
     for i, raw in sp.cells("score", np.flatnonzero(np.isnan(scores))):
-        sp.problem(i, "score", f"not a number ({show(raw)})")
+        sp.problem(i, "score", f"not a number ({shorten(raw)})")
     outside = ~np.isnan(scores) & ((scores < 0) | (scores > 1))
     for i, raw in sp.cells("score", np.flatnonzero(outside)):
-        shown = show(raw if np.isinf(scores[i]) else float(scores[i]))
+        shown = shorten(raw if np.isinf(scores[i]) else float(scores[i]))
         sp.problem(i, "score", f"{shown} outside [0, 1]")
     labels = sp.frame["verification_feedback"]
     known = labels.isin(SAF_LABELS).to_numpy(dtype=bool)
@@ -243,7 +243,7 @@ def _check_scores_and_labels(sp: _Split) -> None:
         label = labels.iat[i]
         if isinstance(label, str):
             sp.problem(i, "verification_feedback",
-                       f"{show(label)} not one of {list(SAF_LABELS)}")
+                       f"{shorten(label)} not one of {list(SAF_LABELS)}")
     expected = np.where(scores == 1, "Correct",
                         np.where(scores == 0, "Incorrect", "Partially correct"))
     valid = known & ~np.isnan(scores) & ~outside

@@ -53,16 +53,16 @@ def error_class_breakdown(preds: pd.DataFrame) -> pd.DataFrame | None:
     return out
 
 
-def sentence_chrf(hyps: Sequence[str], refs: Sequence[str]) -> list[float]:
-    """Per-pair chrF (0-100) of the feedback, for sorting and binning examples."""
-    return M.metric("feedback_chrf").items(list(refs), [h or "" for h in hyps])
+def _feedback_chrf(p: pd.DataFrame) -> list[float]:
+    """Per-row chrF (0-100) of the predicted feedback against the gold feedback."""
+    return M.metric("feedback_chrf").items(p.gold_feedback.astype(str).tolist(),
+                                           p.pred_feedback.fillna("").astype(str).tolist())
 
 
 def worst_examples(preds: pd.DataFrame, n: int = 5) -> pd.DataFrame:
     """Wrong labels with the largest score error, then the lowest feedback chrF."""
     p = _row_errors(preds)
-    p["feedback_chrf"] = sentence_chrf(p.pred_feedback.fillna("").astype(str).tolist(),
-                                       p.gold_feedback.astype(str).tolist())
+    p["feedback_chrf"] = _feedback_chrf(p)
     p = p.sort_values(["correct", "sq_error", "feedback_chrf"], ascending=[True, False, True],
                       kind="stable")
     cols = ["system", "split", "question", "provided_answer", "gold_label", "pred_label",
@@ -80,8 +80,7 @@ def feedback_by_answer_length(preds: pd.DataFrame, bins: Sequence[float] = (0, 5
     names = [f"{int(lo)}+" if math.isinf(hi) else f"{int(lo)}-{int(hi) - 1}"
              for lo, hi in zip(edges[:-1], edges[1:], strict=True)]
     p["length_bin"] = pd.cut(p.answer_words, bins=edges, right=False, labels=names)
-    p["feedback_chrf"] = sentence_chrf(p.pred_feedback.fillna("").astype(str).tolist(),
-                                       p.gold_feedback.astype(str).tolist())
+    p["feedback_chrf"] = _feedback_chrf(p)
     out = (p.groupby(["system", "split", "length_bin"], sort=True, observed=True)
            .agg(n=("id", "size"), accuracy=("correct", "mean"),
                 feedback_chrf=("feedback_chrf", "mean")).reset_index())
@@ -93,7 +92,7 @@ def seen_unseen_gap(summary: pd.DataFrame, metrics: Sequence[str] = (
         "accuracy", "macro_f1", "sacrebleu", "bertscore_f1")) -> pd.DataFrame:
     """Per system and metric: unseen answers − unseen questions.
 
-    ``summary`` has ``split, system, metric, mean`` (e.g. :func:`headline_table`, or the
+    ``summary`` has ``split, system, metric, mean`` (e.g. :func:`headline_per_split`, or the
     headline records of notebook 02).
     """
     s = summary[summary.metric.isin(metrics)]

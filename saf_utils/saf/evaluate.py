@@ -30,6 +30,7 @@ import pandas as pd
 from saf_utils import metrics as M
 from saf_utils import protocol as P
 from saf_utils import stats
+from saf_utils import verdicts as V
 from saf_utils.saf.data import SAF_LABELS
 
 #: The headline metrics, in table order (sacreBLEU/chrF 0-100, the rest 0-1): names only, each
@@ -116,7 +117,7 @@ def evaluate_predictions(preds: pd.DataFrame, bertscore_kwargs: Mapping[str, Any
     Label metrics count unparseable rows as wrong; ``mse`` is over rows with a score
     (``mse_max_penalty`` charges missing ones the worst error); feedback metrics compare
     parsed feedback (empty when unparseable) with gold. sacreBLEU/chrF are 0-100, the
-    rest 0-1. (Tuning grids use this; reported numbers come from :func:`headline_table`.)
+    rest 0-1. (Tuning grids use this; reported numbers come from :func:`headline_per_split`.)
     """
     inputs = _inputs(preds)
     out: dict[str, float] = {}
@@ -275,7 +276,7 @@ def _items(items: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame:
                                                              "question": "cluster"})
 
 
-def headline_table(preds: pd.DataFrame, items: pd.DataFrame,
+def headline_per_split(preds: pd.DataFrame, items: pd.DataFrame,
                    designs: Mapping[str, P.Design], metrics: Sequence[str] = HEADLINE_METRICS
                    ) -> pd.DataFrame:
     """Mean and 95 % interval of every (split, system, metric) under its split's design.
@@ -302,7 +303,7 @@ def headline_table(preds: pd.DataFrame, items: pd.DataFrame,
                 "n_units", "n_seeds", "seed_std", "method", "estimand"]]
 
 
-def paired_table(preds: pd.DataFrame, items: pd.DataFrame, reference: str,
+def paired_per_split(preds: pd.DataFrame, items: pd.DataFrame, reference: str,
                  designs: Mapping[str, P.Design], metrics: Sequence[str] = HEADLINE_METRICS,
                  systems: Sequence[str] | None = None) -> pd.DataFrame:
     """Systems minus ``reference`` per split (those in ``designs``) and metric.
@@ -440,20 +441,20 @@ def evaluate(preds: pd.DataFrame, role_of: Mapping[str, str],
     items = item_scores(preds, bertscore_kwargs, moverscore_model, embedding_metrics)
     n_q = preds.groupby("split").question.nunique()
     designs = {s: design_for(int(n_q[s]), n_resamples, seed) for s in n_q.index}
-    headline = headline_table(preds, items, designs, metrics)
+    headline = headline_per_split(preds, items, designs, metrics)
     roles = {s: role_of[s] for s in dict.fromkeys(preds.system)}
     reference = choose_on_validation(headline, roles, selection_metric, ("baseline",))
     choice = choose_on_validation(headline, roles, selection_metric)
     ref, chosen = reference.per_fold[None], choice.per_fold[None]
     eligible = [s for s in roles if roles[s] in P.ELIGIBLE]
     tests = {s: d for s, d in designs.items() if s.startswith("test")}
-    frames = [paired_table(preds, items, ref, tests, HEADLINE_METRICS, eligible)]
+    frames = [paired_per_split(preds, items, ref, tests, HEADLINE_METRICS, eligible)]
     lower = LOWER_IS_BETTER
-    leads = P.leaders(headline[headline.split.isin(list(tests))
+    leads = V.leaders(headline[headline.split.isin(list(tests))
                                & headline.metric.isin(HEADLINE_METRICS)], roles, lower)
     for (split, metric), (top, runner) in leads.items():
         if ref not in (top, runner):
-            frames.append(paired_table(preds, items, runner, {split: tests[split]},
+            frames.append(paired_per_split(preds, items, runner, {split: tests[split]},
                                           (metric,), [top]))
     many = [s for s in tests if n_q[s] >= FEW_QUESTIONS]
     if chosen != ref and many:

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from saf_utils import protocol as P
+from saf_utils import verdicts as V
 from saf_utils.registry import role_order
 from saf_utils.saf import evaluate as EV
 from saf_utils.saf.context import UNSEEN_QUESTIONS
@@ -61,20 +62,20 @@ def conclusions(ev: EV.Evaluation) -> list[str]:
     prim = c[c.primary]
     if len(prim):
         r = prim.iloc[0].to_dict()
-        out.append("Primary comparison (pre-specified): " + P.verdict(r))
+        out.append("Primary comparison (pre-specified): " + V.verdict(r))
     else:
         out.append(f"The val-chosen system `{ev.chosen}` is the strongest baseline itself: "
                    "there is no primary comparison.")
     for r in c[(c.system == ev.chosen) & (c.reference == ev.reference) & ~c.primary
                & c.metric.isin(["accuracy", "macro_f1", "sacrebleu"])].to_dict("records"):
-        out.append(f"{r['split']}: " + P.verdict(r, lower_is_better=r["metric"] in lower))
+        out.append(f"{r['split']}: " + V.verdict(r, lower_is_better=r["metric"] in lower))
     h = ev.headline[ev.headline.split.isin(c.split.unique())]
-    for (split, metric), (top, runner) in P.leaders(h, ev.roles(), lower).items():
+    for (split, metric), (top, runner) in V.leaders(h, ev.roles(), lower).items():
         if metric not in ("accuracy", "macro_f1", "sacrebleu"):
             continue
         row = c[(c.split == split) & (c.metric == metric) & (c.system == top)
                 & (c.reference == runner)]
-        out.append(f"{split}: " + P.lead_sentence(top, runner, row.iloc[0].to_dict()
+        out.append(f"{split}: " + V.lead_sentence(top, runner, row.iloc[0].to_dict()
                                                   if len(row) else None, metric))
     return out
 
@@ -83,7 +84,7 @@ def _role(ev: EV.Evaluation, system: str) -> str:
     return ev.role_of[system]
 
 
-def _record_evaluation(rec: Any, ev: EV.Evaluation, dataset: str) -> int:
+def _write_evaluation(rec: Any, ev: EV.Evaluation, dataset: str) -> int:
     """Headline, per-seed values, the val choice and reference, comparisons, *new
     questions* intervals and per-question rows of few-question splits."""
     roles = ev.roles()
@@ -155,7 +156,7 @@ def _record_unseen(rec: Any, dataset: str, unseen_cv: pd.DataFrame, choice: P.Ch
     return len(unseen_cv) + 1
 
 
-def record(rec: Any, ev: EV.Evaluation, dataset: str, run: SAFRun | None = None) -> int:
+def record_evaluation(rec: Any, ev: EV.Evaluation, dataset: str, run: SAFRun | None = None) -> int:
     """Write the evaluation and the run's choices; returns the number of records.
 
     Headline (seed None, interval, method, estimand, role), per-seed values (seeded systems
@@ -166,7 +167,7 @@ def record(rec: Any, ev: EV.Evaluation, dataset: str, run: SAFRun | None = None)
     tuning grids of feature_clf and the cross-encoder, the unseen-question CV and its
     choice, and per-item scores (``items.jsonl``).
     """
-    n = _record_evaluation(rec, ev, dataset)
+    n = _write_evaluation(rec, ev, dataset)
     if run is not None:
         if run.state.feature_clf is not None:
             n += _record_feature_clf(rec, dataset, run.state.feature_clf.tuning)
@@ -212,7 +213,7 @@ def record_and_conclude(rec: Any, ev: EV.Evaluation, run: SAFRun, dataset: str
     """Notebook 02's one call: :func:`record` everything, and the closing sentences (the
     choices on validation, :func:`conclusions`, :func:`cross_encoder_notes`, unseen
     questions). Returns the number of records and the sentences (plain text)."""
-    n = record(rec, ev, dataset, run)
+    n = record_evaluation(rec, ev, dataset, run)
     lines = [f"Chosen on validation by {ev.selection_metric}: `{ev.chosen}` "
              f"({ev.roles()[ev.chosen]}); strongest baseline on validation: `{ev.reference}`."]
     lines += conclusions(ev)
