@@ -85,3 +85,13 @@ def test_a_new_task_source_is_checked_before_a_run(toy_task, tmp_path, monkeypat
     (entry,) = data_check.check_data_sources([plan])
     assert entry["dataset"] == "toy" and entry["kind"] == "local"
     assert "TOY_DATA" in data_check.data_env_vars()
+
+
+def test_dry_run_lines_show_every_argscichat_systems_effective_parameters() -> None:
+    lines = tasks.system_params_lines("03_fact_selection",
+                                      {"system_params": {"random": {"seeds": [3]}}})
+    assert "      system random: seeds=[3]" in lines and any("system bm25" in x for x in lines)
+    reply = tasks.system_params_lines("04_generation", {})
+    assert any(x.startswith("      system constant_frequent: n_words=") for x in reply)
+    bad = tasks.system_params_lines("04_generation", {"system_params": {"nope": {}}})
+    assert len(bad) == 1 and "error" in bad[0] and "nope" in bad[0]

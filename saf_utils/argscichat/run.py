@@ -26,7 +26,7 @@ from saf_utils.argscichat.replies import (
 )
 from saf_utils.argscichat.selection_fit import SelectionContext
 from saf_utils.argscichat.selectors import SELECTORS
-from saf_utils.registry import Registry
+from saf_utils.registry import Registry, params_dict
 
 SystemParams = Mapping[str, Mapping[str, Any]]
 
@@ -45,6 +45,27 @@ def check_system_params(registry: Registry, names: Iterable[str],
     for name, values in given.items():
         registry.params(name, values)
     return given
+
+
+def effective_params(registry: Registry, system_params: SystemParams | None = None
+                     ) -> dict[str, dict[str, Any]]:
+    """system -> the parameters it runs with (its dataclass defaults updated by
+    ``system_params``, checked), for every registered system: what ``--dry-run`` prints."""
+    names = list(registry)
+    check_system_params(registry, names, system_params)
+    return {n: params_dict(registry.params(n, (system_params or {}).get(n))) for n in names}
+
+
+def effective_selector_params(system_params: SystemParams | None = None
+                              ) -> dict[str, dict[str, Any]]:
+    """:func:`effective_params` of the fact selectors (notebook 03)."""
+    return effective_params(SELECTORS, system_params)
+
+
+def effective_reply_params(system_params: SystemParams | None = None
+                           ) -> dict[str, dict[str, Any]]:
+    """:func:`effective_params` of the reply systems (notebook 04)."""
+    return effective_params(REPLY_SYSTEMS, system_params)
 
 
 def _run_each(registry: Registry, names: Sequence[str], data: Any,

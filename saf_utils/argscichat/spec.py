@@ -26,3 +26,7 @@ SPECS = (
              ("content_f1", "bertscore_f1", "message_f1"), ARGSCICHAT_SPLITS,
              ("04_generation", "06_argscichat_error_analysis"), ARGSCICHAT_SOURCE),
 )
+
+#: notebook -> the function that lists each system's effective parameters (``--dry-run``).
+SYSTEM_PARAMS = {"03_fact_selection": "saf_utils.argscichat.run:effective_selector_params",
+                 "04_generation": "saf_utils.argscichat.run:effective_reply_params"}
