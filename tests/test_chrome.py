@@ -38,6 +38,8 @@ def test_bar_links_every_page_of_the_run_and_is_replaced_not_repeated(tmp_path):
     assert again.count(chrome.START) == 1 and again.count("<nav") == 1
     assert '<a href="02_b.html" title="02_b">02</a>' in again
     assert '<a href="compare-base.html" title="compare-base">base</a>' in again
+    # decorating a page again (every refresh does) gives the same page, not a longer one
+    assert chrome.decorate(again, run, "01_a.html") == again
 
 
 def test_refresh_writes_the_cards_and_decorates_every_page(tmp_path):

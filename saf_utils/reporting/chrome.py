@@ -179,7 +179,9 @@ def nav_bar(run_dir: Path, current: str, items: Sequence[tuple[int, str, str]] =
             f"<style>{CSS}</style><script>{JS}</script>{END}")
 
 
-_BLOCK = re.compile(re.escape(START) + ".*?" + re.escape(END), re.S)
+#: the bar and the line break :func:`decorate` puts before it (so that decorating a page
+#: again gives the same page, not one more blank line each time)
+_BLOCK = re.compile(r"\n?" + re.escape(START) + ".*?" + re.escape(END), re.S)
 _BLOCK_SPACED = re.compile(r"\s*" + re.escape(START) + ".*?" + re.escape(END) + r"\s*", re.S)
 
 
@@ -187,6 +189,8 @@ def without_bar(text: str) -> str:
     """A page without its navigation bar: what stays the same while :func:`refresh` rewrites
     the bar as the run's pages appear (reuse verifies pages by this)."""
     return _BLOCK_SPACED.sub("", text, count=1)
+
+
 _BODY = re.compile(r"<body\b[^>]*>", re.I)
 
 
