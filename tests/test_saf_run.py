@@ -234,3 +234,26 @@ def test_run_seq2seq_trains_in_process(tmp_path):
     preds, logs = SJ.run_seq2seq(data, tiny, None, [1], tmp_path)
     assert len(preds) == sum(len(df) for df in data.evals.values())
     assert logs.train_steps.tolist() == [2] and preds.raw_output.notna().all()
+
+
+def test_each_system_gets_its_own_peak_memory_and_time() -> None:
+    """usage.measure resets the peak around a step: a later, smaller step does not inherit
+    an earlier step's peak (Linux), and the cost table shows both figures."""
+    import numpy as np
+
+    from saf_utils import usage
+    from saf_utils.saf import browse
+    from saf_utils.saf.context import RunState
+
+    state = RunState(seconds={"big": 1.0, "small": 0.5})
+    with usage.measure(state.peak_mb, "big"):
+        block = np.ones(60 * 2**20 // 8)  # 60 MiB, touched
+        block[::512] += 1
+    del block
+    with usage.measure(state.peak_mb, "small"):
+        pass
+    if usage.reset_peak():
+        assert state.peak_mb["big"] - state.peak_mb["small"] > 40
+    table = browse.cost_table(state)
+    assert list(table.columns) == ["system", "seconds", "peak memory (MiB)"]
+    assert table.system.tolist() == ["big", "small"] and table.seconds.tolist() == [1.0, 0.5]

@@ -4,6 +4,7 @@ headline or comparison tables as ``value [low, high]`` strings."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -74,3 +75,12 @@ def wide_table(table: pd.DataFrame, split: str, value: str = "mean",
     return pd.DataFrame([[cells.get((s, m), "") for m in cols] for s in order
                          if any(k[0] == s for k in cells)],
                         index=[s for s in order if any(k[0] == s for k in cells)], columns=cols)
+
+
+def cost_table(state: Any) -> pd.DataFrame:
+    """Wall time and peak resident memory of each system of a run (``RunState.seconds`` /
+    ``peak_mb``; the memory the process held before a system ran is included)."""
+    names = list(dict.fromkeys([*state.seconds, *state.peak_mb]))
+    return pd.DataFrame({"system": names,
+                         "seconds": [round(state.seconds.get(n, np.nan), 1) for n in names],
+                         "peak memory (MiB)": [state.peak_mb.get(n) for n in names]})

@@ -103,6 +103,8 @@ class RunState:
     unseen_cv: dict[str, pd.DataFrame] = field(default_factory=dict)  # system -> CV rows
     seq2seq_logs: pd.DataFrame | None = None  # one training-log row per seq2seq job
     seconds: dict[str, float] = field(default_factory=dict)  # system -> wall time
+    # system -> peak resident memory of the process while it ran, MiB (saf_utils.usage)
+    peak_mb: dict[str, float | None] = field(default_factory=dict)
 
 
 @dataclass

@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from saf_utils import protocol as P
+from saf_utils import usage
 from saf_utils.registry import params_dict
 from saf_utils.saf.baselines import loqo_baselines
 from saf_utils.saf.context import EncoderChoice, RunContext, RunState, SAFData
@@ -101,7 +102,8 @@ def run_systems(data: SAFData, names: Sequence[str], encoders: EncoderChoice,
     for name in names:
         t0 = time.perf_counter()
         given = {name: system_params[name]} if name in system_params else {}
-        frames.append(SYSTEMS.run([name], data, given, ctx=ctx))
+        with usage.measure(ctx.state.peak_mb, name):
+            frames.append(SYSTEMS.run([name], data, given, ctx=ctx))
         ctx.state.seconds.setdefault(name, time.perf_counter() - t0)
     frames = [f for f in frames if len(f)]
     preds = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
