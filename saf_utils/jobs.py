@@ -245,9 +245,16 @@ def train_job(job: TrainJob, log: Callable[[str], None] = print) -> JobResult:
     """Train, generate and (on rank 0) write the job's files; the in-process path.
 
     In one process this is exactly ``train_seq2seq`` + ``generate`` per split (same
-    settings, same seed handling), so its outputs equal the notebook's direct calls.
+    settings, same seed handling), so its outputs equal the notebook's direct calls. Fixed
+    kernels before torch's first operation, and the fixed training threads
+    (:func:`saf_utils.numerics.training_threads`) for the whole job.
     """
-    numerics.pin()  # fixed kernels and threads before torch's first operation
+    numerics.pin_kernels()
+    with numerics.training_threads():
+        return _train_job(job, log)
+
+
+def _train_job(job: TrainJob, log: Callable[[str], None]) -> JobResult:
     if job.kind == "cross_encoder":
         return _train_cross_encoder_job(job, log)
     rank, world = dist_rank_world()
@@ -430,7 +437,8 @@ def run_job(config: dict[str, Any] | TrainJob, launcher: str = "none",
     for stale in [*out.glob("rank*.error"), out / OUTPUT_FILE, out / LOG_FILE]:
         stale.unlink(missing_ok=True)  # never read an earlier run's files as this run's
     if launcher == "none":
-        return train_job(job, log)
+        with numerics.training_threads():  # the same model whatever the machine's threads
+            return train_job(job, log)
     cfg = out / CONFIG_FILE
     cfg.write_text(json.dumps(job.to_dict(), indent=1, ensure_ascii=False))
     cmd = launch_command(launcher, cfg)

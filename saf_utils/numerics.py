@@ -29,9 +29,11 @@ no longer comparable across them).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import warnings
+from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
 
@@ -41,6 +43,9 @@ import numpy as np
 #: Fixed rather than "all cores": a reduction split over another number of threads sums in
 #: another order.
 THREADS = 2
+#: Threads of every training job (:func:`training_threads`): one, so that a model trained on
+#: a laptop, a 2-core runner or a 64-core server (any ``--workers``) is the same model.
+TRAIN_THREADS = 1
 #: Decimals kept of a feature before fitting (values are cosines, ratios and logs near 1;
 #: float32 kernels differ by about 1e-7 there, float64 ones by about 1e-16).
 DECIMALS = 5
@@ -140,6 +145,43 @@ def pin_threads(n: int | None = None) -> int:
     if torch.get_num_threads() != n:
         torch.set_num_threads(n)
     return n
+
+
+def train_threads() -> int:
+    """Threads of a training job: ``SAF_TRAIN_THREADS`` if set, else :data:`TRAIN_THREADS`."""
+    raw = os.environ.get("SAF_TRAIN_THREADS", "").strip()
+    if not raw:
+        return TRAIN_THREADS
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"SAF_TRAIN_THREADS={raw!r}: give a positive integer")
+    return int(raw)
+
+
+@contextlib.contextmanager
+def training_threads() -> Iterator[int]:
+    """Run a training job (fit and predict) on :func:`train_threads` threads, then restore.
+
+    Why: the pinned kernels make inference and the sentence features identical for any
+    thread count, but a model *trained* from scratch is not: the gradient reductions of
+    torch's CPU kernels split their sums by thread, and over hundreds of steps the last-bit
+    differences change the generated texts (measured: the cpu profile's scratch T5 models,
+    1 against 2 threads; docs/reproducibility.md). One fixed count for every job, whatever
+    the machine or ``--workers``, gives the same models everywhere. ``SAF_NUMERICS=native``
+    leaves the threads alone."""
+    if native():
+        yield 0
+        return
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    before = torch.get_num_threads()
+    n = train_threads()
+    with threadpool_limits(limits=n):
+        torch.set_num_threads(n)
+        try:
+            yield n
+        finally:
+            torch.set_num_threads(before)
 
 
 def pin() -> None:

@@ -13,7 +13,8 @@ import saf_utils
 
 ROOT = Path(saf_utils.__file__).parent
 TASKS = ("saf", "argscichat")
-#: layer of a module: 0 shared (text, stats, protocol, verdicts, jobs, artifacts, registry, metrics, ...),
+#: layer of a module: 0 shared (text, stats, protocol, verdicts, jobs, artifacts, registry,
+#: metrics, ...),
 #: 1 a task package, 2 the task-spec registry (saf_utils.tasks), reporting and the CLI.
 TOP = {"reporting": 2, "run": 2, "tasks": 2}  # tasks: the registry of task specs
 

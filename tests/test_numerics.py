@@ -144,3 +144,60 @@ def test_systems_give_identical_outputs_under_two_numeric_settings(tmp_path):
     a = _probe(tmp_path / "a", {})
     b = _probe(tmp_path / "b", OTHER_MACHINE)
     assert a == b
+
+
+def test_training_threads_fix_the_count_and_restore_it(monkeypatch):
+    import torch
+
+    monkeypatch.delenv("SAF_NUMERICS", raising=False)
+    monkeypatch.delenv("SAF_TRAIN_THREADS", raising=False)
+    before = torch.get_num_threads()
+    with numerics.training_threads() as n:
+        assert n == numerics.TRAIN_THREADS == torch.get_num_threads()
+    assert torch.get_num_threads() == before
+    monkeypatch.setenv("SAF_TRAIN_THREADS", "two")
+    with pytest.raises(ValueError, match="SAF_TRAIN_THREADS='two'"):
+        numerics.train_threads()
+    monkeypatch.setenv("SAF_NUMERICS", "native")
+    with numerics.training_threads() as n:
+        assert n == 0 and torch.get_num_threads() == before
+
+
+TRAIN_PROBE = r"""
+import json, os, sys
+import pandas as pd
+from saf_utils import jobs as J
+from saf_utils import numerics
+numerics.pin()
+data = os.path.join(os.environ["SAF_DATA"], "data")
+train = pd.read_parquet(os.path.join(data, "train-00000-of-00001.parquet")).head(400)
+job = J.with_examples(
+    J.TrainJob(examples="", output_dir=sys.argv[1], task="probe", save_model=False,
+               settings=dict(model="scratch", max_steps=30, learning_rate=2e-3, batch_size=16,
+                             max_source_length=192, max_target_length=64)),
+    J.Examples(list(train.id), list(train.provided_answer), list(train.answer_feedback)),
+    {"test": J.Examples(list(train.id[:8]), list(train.provided_answer[:8]),
+                        list(train.answer_feedback[:8]))})
+res = J.run_jobs([job], log=lambda line: None)
+print("PROBE " + json.dumps([repr(float(res.logs.train_loss.iloc[0])),
+                             res.predictions.output.tolist()]))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("SAF_DATA"), reason="needs SAF_DATA (real answers)")
+def test_a_model_trained_on_one_or_two_threads_is_the_same_model(tmp_path):
+    """Training reductions split by thread: without training_threads the loss of this probe
+    (a scratch T5 of the cpu profile's size, 30 steps on 400 real answers) differs between
+    SAF_NUM_THREADS 1 and 2, as the cpu profile's scratch T5 models did."""
+    out = []
+    for n in ("1", "2"):
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("SAF_NUMERICS", "SAF_TRAIN_THREADS", "OMP_NUM_THREADS")}
+        env.update({"PYTHONPATH": str(ROOT), "SAF_NUM_THREADS": n, "TQDM_DISABLE": "1",
+                    "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"})
+        proc = subprocess.run([sys.executable, "-c", TRAIN_PROBE, str(tmp_path / n)], cwd=ROOT,
+                              env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        out.append([x for x in proc.stdout.splitlines() if x.startswith("PROBE ")][-1])
+    assert out[0] == out[1]
