@@ -363,6 +363,15 @@ def _training_args(settings: CrossEncoderSettings, output_dir: str, cached: bool
         disable_tqdm=os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true"))
 
 
+def _train_log(trainer: Any, out: Any, train_seconds: float, seconds: float
+               ) -> dict[str, Any]:
+    """Loss, steps, time, world size, memory and the Trainer's log of one fine-tune."""
+    return {"train_loss": float(out.training_loss), "train_steps": int(out.global_step),
+            "train_seconds": round(train_seconds, 1), "seconds": round(seconds, 1),
+            "world_size": int(trainer.args.world_size), **peak_memory_mb(),
+            "log_history": list(trainer.state.log_history)}
+
+
 def train_and_predict(first: Sequence[str], second: Sequence[str], targets: Sequence[str],
                       evals: dict[str, tuple[Sequence[str], Sequence[str]]],
                       settings: CrossEncoderSettings, output_dir: str | None = None
@@ -416,15 +425,9 @@ def train_and_predict(first: Sequence[str], second: Sequence[str], targets: Sequ
         out = trainer.train()
         train_seconds = time.perf_counter() - t0
         results[settings.epochs] = predict_all(trainer)
-        log: dict[str, Any] = {
-            "settings": asdict(settings), "labels": labels,
-            "n_parameters": n_parameters,
-            "n_trainable": trainable, "n_train": len(first), "cached_frozen": cached,
-            "train_loss": float(out.training_loss), "train_steps": int(out.global_step),
-            "train_seconds": round(train_seconds, 1),
-            "seconds": round(time.perf_counter() - t0, 1),
-            "world_size": int(args.world_size), **peak_memory_mb(),
-            "log_history": list(trainer.state.log_history)}
+        log = {"settings": asdict(settings), "labels": labels, "n_parameters": n_parameters,
+               "n_trainable": trainable, "n_train": len(first), "cached_frozen": cached,
+               **_train_log(trainer, out, train_seconds, time.perf_counter() - t0)}
         if output_dir:
             trainer.save_model(output_dir)
     return results, log

@@ -11,6 +11,7 @@ also works. :func:`default_encoder` picks by the data's language.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -110,6 +111,14 @@ def l2_normalize(x: np.ndarray) -> np.ndarray:
 _CACHE: dict[tuple[str, bool], dict[str, np.ndarray]] = {}
 
 
+def _progress(show: bool | None, n: int) -> bool:
+    """A progress bar for long encodings, unless ``TQDM_DISABLE`` is set (the runner sets it:
+    a rendered page shows no progress bars)."""
+    if show is not None:
+        return show
+    return n > 500 and os.environ.get("TQDM_DISABLE", "").lower() not in ("1", "true")
+
+
 def encode(
     texts: Sequence[str],
     model: str = DEFAULT_ENCODER,
@@ -133,7 +142,7 @@ def encode(
             batch_size=batch_size,
             convert_to_numpy=True,
             normalize_embeddings=normalize,
-            show_progress_bar=len(missing) > 500 if show_progress is None else show_progress,
+            show_progress_bar=_progress(show_progress, len(missing)),
         )
         vecs = numerics.round_features(vecs).astype(np.float32)
         cache.update(zip(missing, vecs, strict=True))

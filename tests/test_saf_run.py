@@ -257,3 +257,5 @@ def test_each_system_gets_its_own_peak_memory_and_time() -> None:
     table = browse.cost_table(state)
     assert list(table.columns) == ["system", "seconds", "peak memory (MiB)"]
     assert table.system.tolist() == ["big", "small"] and table.seconds.tolist() == [1.0, 0.5]
+    family = browse.cost_table(RunState(seconds={"f:": 2.0, "f:use": 1.0}, peak_mb={"f:": 9.0}))
+    assert family["peak memory (MiB)"].tolist() == [9.0, 9.0]  # a variant ran in its family

@@ -81,6 +81,13 @@ def cost_table(state: Any) -> pd.DataFrame:
     """Wall time and peak resident memory of each system of a run (``RunState.seconds`` /
     ``peak_mb``; the memory the process held before a system ran is included)."""
     names = list(dict.fromkeys([*state.seconds, *state.peak_mb]))
+
+    def peak(name: str) -> float | None:  # a variant (feature_clf:use) ran inside its family
+        if name in state.peak_mb:
+            return state.peak_mb[name]
+        family = [k for k in state.peak_mb if k.endswith(":") and name.startswith(k)]
+        return state.peak_mb[max(family, key=len)] if family else None
+
     return pd.DataFrame({"system": names,
                          "seconds": [round(state.seconds.get(n, np.nan), 1) for n in names],
-                         "peak memory (MiB)": [state.peak_mb.get(n) for n in names]})
+                         "peak memory (MiB)": [peak(n) for n in names]})
