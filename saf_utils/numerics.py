@@ -159,7 +159,8 @@ def train_threads() -> int:
 
 @contextlib.contextmanager
 def training_threads() -> Iterator[int]:
-    """Run a training job (fit and predict) on :func:`train_threads` threads, then restore.
+    """Run a training job (fit and predict) on :func:`train_threads` threads, then restore;
+    the embedding metrics (BERTScore, MoverScore) run on the same count.
 
     Why: the pinned kernels make inference and the sentence features identical for any
     thread count, but a model *trained* from scratch is not: the gradient reductions of

@@ -286,7 +286,8 @@ def test_metric_cards_are_generated_and_linked_from_headers(smoke_run, browser):
     assert set(ids) == set(METRICS)
     fields = browser.js("Array.from(document.querySelectorAll('#fact_f1 th'))"
                         ".map(t => t.textContent)")
-    assert fields == ["definition", "range", "direction", "implementation", "reference"]
+    assert fields == ["definition", "range", "direction", "level", "resampling",
+                      "implementation", "reference"]
     assert all(METRICS[m].definition and METRICS[m].reference for m in METRICS)
     browser.open(run / "index.html")
     linked = browser.js("Array.from(document.querySelectorAll('th a.saf-metric'))"

@@ -418,9 +418,11 @@ def bertscore_items(refs: Sequence[str], hyps: Sequence[str], model_type: str | 
     baseline for ``(lang, model_type)``; ``model_type=None`` is the packaged MiniLM.
     """
     dev = resolve_device(device)
-    return per_distinct_pair(
-        lambda h, r: bertscore(h, r, model_type=model_type, num_layers=num_layers, lang=lang,
-                               device=dev, batch_size=batch_size)["f1_per_pair"], hyps, refs)
+    with numerics.training_threads():  # the same last bits on any thread count
+        return per_distinct_pair(
+            lambda h, r: bertscore(h, r, model_type=model_type, num_layers=num_layers,
+                                   lang=lang, device=dev, batch_size=batch_size)["f1_per_pair"],
+            hyps, refs)
 
 
 @register_metric("moverscore", inputs="texts", library="own port of moverscore_v2",
@@ -447,7 +449,8 @@ def moverscore_items(refs: Sequence[str], hyps: Sequence[str],
     model = model or minilm_path()
     dev = resolve_device(device)
     idf = get_idf_dict(corpus, model, device=dev)
-    return per_distinct_pair(
-        lambda h, r: moverscore(r, h, model=model, device=dev, batch_size=batch_size,
-                                idf_dict_ref=idf, idf_dict_hyp=idf, degenerate_score=0.0),
-        hyps, refs)
+    with numerics.training_threads():  # the same last bits on any thread count
+        return per_distinct_pair(
+            lambda h, r: moverscore(r, h, model=model, device=dev, batch_size=batch_size,
+                                    idf_dict_ref=idf, idf_dict_hyp=idf, degenerate_score=0.0),
+            hyps, refs)

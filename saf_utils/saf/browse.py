@@ -91,3 +91,11 @@ def cost_table(state: Any) -> pd.DataFrame:
     return pd.DataFrame({"system": names,
                          "seconds": [round(state.seconds.get(n, np.nan), 1) for n in names],
                          "peak memory (MiB)": [peak(n) for n in names]})
+
+
+def params_table(params: dict[str, dict[str, Any]]) -> pd.DataFrame:
+    """One row per system: the parameters it runs with (``SAFRun.params``), as text."""
+    from saf_utils.registry import params_text
+
+    return pd.DataFrame({"system": list(params),
+                         "parameters": [params_text(v) or "(none)" for v in params.values()]})
