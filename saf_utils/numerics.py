@@ -70,14 +70,19 @@ def native() -> bool:
     return os.environ.get("SAF_NUMERICS", "pinned").strip().lower() == "native"
 
 
+def _count(name: str, default: int) -> int:
+    """The positive integer in environment variable ``name``, else ``default``."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"{name}={raw!r}: give a positive integer")
+    return int(raw)
+
+
 def threads() -> int:
     """The pinned thread count: ``SAF_NUM_THREADS`` if set, else :data:`THREADS`."""
-    raw = os.environ.get("SAF_NUM_THREADS", "").strip()
-    if not raw:
-        return THREADS
-    if not raw.isdigit() or int(raw) < 1:
-        raise ValueError(f"SAF_NUM_THREADS={raw!r}: give a positive integer")
-    return int(raw)
+    return _count("SAF_NUM_THREADS", THREADS)
 
 
 @lru_cache(maxsize=1)
@@ -149,12 +154,7 @@ def pin_threads(n: int | None = None) -> int:
 
 def train_threads() -> int:
     """Threads of a training job: ``SAF_TRAIN_THREADS`` if set, else :data:`TRAIN_THREADS`."""
-    raw = os.environ.get("SAF_TRAIN_THREADS", "").strip()
-    if not raw:
-        return TRAIN_THREADS
-    if not raw.isdigit() or int(raw) < 1:
-        raise ValueError(f"SAF_TRAIN_THREADS={raw!r}: give a positive integer")
-    return int(raw)
+    return _count("SAF_TRAIN_THREADS", TRAIN_THREADS)
 
 
 @contextlib.contextmanager
