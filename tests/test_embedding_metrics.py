@@ -207,6 +207,31 @@ def test_bertscore_hand_case(tiny_bert) -> None:
     assert out["f1"] == pytest.approx(out["f1_per_pair"][0])
 
 
+def test_bertscore_batches_do_not_follow_the_hash_seed(tiny_bert, monkeypatch) -> None:
+    """bert-score batches ``sorted(set(sentences), key=word count)``: ties came in set order,
+    which follows the process's hash seed, and another batch's padding moved the scores in
+    their last bits (BERTScore differed between two runs of the cpu profile). Ties now
+    come in text order, in every process."""
+    import bert_score.utils as bu
+
+    em.get_bertscorer(tiny_bert, num_layers=2, device="cpu")  # patches bert-score
+    seen: list[list[str]] = []
+    original = bu.get_bert_embedding
+
+    def spy(batch, *args, **kwargs):
+        seen.append(list(batch))
+        return original(batch, *args, **kwargs)
+
+    monkeypatch.setattr(bu, "get_bert_embedding", spy)
+    words = ["cat", "dog", "mat", "house", "haus", "gut", "big", "small"]
+    hyps = [f"the {w} sat" for w in words]  # all three words long: all ties
+    refs = [f"a {w}" for w in reversed(words)]
+    em.bertscore(hyps, refs, model_type=tiny_bert, num_layers=2, device="cpu", batch_size=3)
+    order = [s for batch in seen for s in batch]
+    assert order == sorted(sorted(set(hyps + refs)), key=lambda x: len(x.split(" ")),
+                           reverse=True)
+
+
 def test_bertscore_empty_and_whitespace_strings(tiny_bert) -> None:
     # bert-score 0.3.13 calls a tokenizer method removed in transformers v5 for "" inputs
     out = em.bertscore(["", "   ", "das haus"], ["das haus", "", "das haus"],

@@ -59,6 +59,11 @@ MINILM_LAYERS = 6
 _SCORERS: dict[tuple[Any, ...], Any] = {}
 
 
+def _sorted_by_text(items: Any, key: Any = None, reverse: bool = False) -> list[Any]:
+    """``sorted`` whose ties (equal ``key``) come in text order, not in the input's order."""
+    return sorted(sorted(items), key=key, reverse=reverse)
+
+
 def _patch_bert_score() -> None:
     """Make bert-score 0.3.13 work with transformers v5 (idempotent).
 
@@ -68,11 +73,20 @@ def _patch_bert_score() -> None:
     ``tokenizer.encode("", add_special_tokens=True)`` (``[CLS] [SEP]`` / ``<s> </s>``,
     the same ids). Everything else (``model_max_length`` truncation, ``encoder.layer``
     pruning for BERT-family models, ``out[0]`` hidden states) works unchanged.
+
+    And one source of irreproducibility: ``bert_cos_score_idf`` batches the sentences in
+    the order of ``sorted(set(sentences), key=word count)``, so sentences of equal length
+    come in the order of the set, which follows the process's string-hash seed; another
+    batch has other padding and the scores move in their last bits (measured: 1,836 SAF
+    feedback pairs, ``PYTHONHASHSEED`` 0 against 1). Its module's ``sorted`` (used nowhere
+    else there) is replaced by one that orders by the text first, so ties are broken by
+    the text, and the scores are the same in every process.
     """
     import bert_score.utils as bu
 
     if getattr(bu.sent_encode, "_saf_patched", False):
         return
+    bu.sorted = _sorted_by_text  # the module's global shadows the builtin in dedup_and_sort
     original = bu.sent_encode
 
     def sent_encode(tokenizer: Any, sent: str) -> list[int]:
