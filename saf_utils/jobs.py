@@ -1,29 +1,25 @@
 """The jobs layer: one training job, task-agnostic, in the kernel or under a launcher.
 
-Two job kinds share everything below: ``"seq2seq"`` (:mod:`saf_utils.seq2seq`, generates
-text) and ``"cross_encoder"`` (:mod:`saf_utils.cross_encoder`, a pretrained encoder
-fine-tuned on text pairs: ``source`` and ``pair`` of the examples, ``target`` a label or a
-score; it writes the predicted label or score as ``output`` and the class probabilities as
-``probs``, per ``epoch`` when asked).
+Two job kinds: ``"seq2seq"`` (:mod:`saf_utils.seq2seq`, generates text) and
+``"cross_encoder"`` (:mod:`saf_utils.cross_encoder`, a pretrained encoder fine-tuned on text
+pairs, ``source`` and ``pair``; it writes the predicted label or score as ``output``, the
+class probabilities as ``probs``, per ``epoch`` when asked).
 
 A task writes its examples (source, target and id per split; ``train`` for training) once
-with :func:`write_examples` (:func:`with_examples` puts the file beside the jobs' folders);
-a :class:`TrainJob` holds that file, the :class:`~saf_utils.seq2seq.Seq2SeqSettings`, a
-seed and an output folder, and reads nothing else. :func:`train_job` trains with
-:func:`saf_utils.seq2seq.train_seq2seq`, generates for every evaluation split and writes,
-under ``output_dir``: ``model/`` (unless ``save_model: false``), ``predictions.jsonl`` (one
-row per example and split, input order) and ``train_log.json``.
+with :func:`write_examples`; a :class:`TrainJob` holds that file, the settings, a seed and
+an output folder, and reads nothing else. :func:`train_job` trains, predicts every
+evaluation split and writes under ``output_dir``: ``model/`` (unless ``save_model: false``),
+``predictions.jsonl`` (one row per example and split, input order) and ``train_log.json``.
 
-``python -m saf_utils.train CONFIG`` (:func:`main`) runs one job and runs unchanged under
-``torchrun --nproc_per_node N`` or ``accelerate launch``: each process trains one DDP replica
-(the Trainer does DDP by itself), generation is split over the ranks and gathered in input
-order, and only rank 0 writes. A failing rank writes its exception to
-``<output_dir>/rank<k>.error`` so that the caller can report the root cause.
+``python -m saf_utils.train CONFIG`` (:func:`main`) runs one job, unchanged under
+``torchrun --nproc_per_node N`` or ``accelerate launch``: each process trains one DDP
+replica, generation is split over the ranks and gathered in input order, only rank 0
+writes; a failing rank writes its exception to ``<output_dir>/rank<k>.error``.
 
-Tasks call :func:`run_job` / :func:`run_jobs`: ``launcher="none"`` trains in the kernel
-(bit-identical to calling ``train_seq2seq`` + ``generate`` directly), ``"torchrun:N"`` or
-``"accelerate[:N]"`` start the launcher (:func:`launch_command`) as a subprocess and stream
-its log into the cell.
+Tasks call :func:`run_job` / :func:`run_jobs` with a launcher: ``"none"`` trains in the
+kernel, ``"processes:N"`` runs N jobs at a time in forked copies of it
+(:mod:`saf_utils.job_pool`; the same outputs), ``"torchrun:N"`` or ``"accelerate[:N]"``
+start the launcher (:func:`launch_command`) as a subprocess and stream its log.
 """
 
 from __future__ import annotations
@@ -43,7 +39,7 @@ from typing import Any, NamedTuple
 
 import pandas as pd
 
-from saf_utils import numerics
+from saf_utils import job_pool, numerics
 from saf_utils.seq2seq import Seq2SeqSettings, dist_rank_world, generate, train_seq2seq
 from saf_utils.text import listing
 
@@ -126,11 +122,6 @@ class TrainJob:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
-
-    def seq2seq_settings(self) -> Seq2SeqSettings:
-        if self.kind != "seq2seq":
-            raise ValueError(f"a {self.kind} job has no Seq2SeqSettings")
-        return self.kind_settings()
 
     def kind_settings(self) -> Any:
         """The settings object of the job's kind, with the job's seed."""
@@ -259,7 +250,7 @@ def _train_job(job: TrainJob, log: Callable[[str], None]) -> JobResult:
         return _train_cross_encoder_job(job, log)
     rank, world = dist_rank_world()
     out = Path(job.output_dir)
-    settings = job.seq2seq_settings()
+    settings = job.kind_settings()
     train, evals = read_examples(job.examples)
     if rank == 0:
         log(f"[train] {job.task} {job.system} seed {settings.seed}: {len(train.sources)} "
@@ -393,8 +384,8 @@ def launch_command(launcher: str, config_path: str | os.PathLike) -> list[str]:
     if kind == "accelerate":
         extra = ["--multi_gpu", "--num_processes", n, "--num_machines", "1"] if n else []
         return [sys.executable, "-m", "accelerate.commands.launch", *extra, *target]
-    raise ValueError(f"launcher {launcher!r}: use none, torchrun:N, torchrun:gpu, accelerate "
-                     "or accelerate:N")
+    raise ValueError(f"launcher {launcher!r}: use none, processes:N, torchrun:N, torchrun:gpu, "
+                     "accelerate or accelerate:N")
 
 
 def load_result(output_dir: str | os.PathLike) -> JobResult:
@@ -436,7 +427,7 @@ def run_job(config: dict[str, Any] | TrainJob, launcher: str = "none",
     out.mkdir(parents=True, exist_ok=True)
     for stale in [*out.glob("rank*.error"), out / OUTPUT_FILE, out / LOG_FILE]:
         stale.unlink(missing_ok=True)  # never read an earlier run's files as this run's
-    if launcher == "none":
+    if launcher == "none" or launcher.startswith("processes"):  # one job: in the kernel
         with numerics.training_threads():  # the same model whatever the machine's threads
             return train_job(job, log)
     cfg = out / CONFIG_FILE
@@ -475,19 +466,31 @@ def job_grid(base: dict[str, Any] | TrainJob, seeds: Sequence[int]) -> list[Trai
         for seed in seeds]
 
 
+def _timed(fn: Callable[..., Any], *args: Any) -> tuple[Any, float]:
+    t0 = time.perf_counter()
+    return fn(*args), time.perf_counter() - t0
+
+
 def run_jobs(jobs: Sequence[dict[str, Any] | TrainJob], launcher: str = "none",
              log: Callable[[str], None] = print) -> RunResults:
-    """Run jobs one after the other; all prediction rows and one log row per job."""
+    """Run jobs one after the other (``"processes:N"``: N at a time in forked processes,
+    :mod:`saf_utils.job_pool`; the same outputs); all prediction rows and one log row per
+    job, in job order."""
+    jobs = [TrainJob.from_dict(j) if isinstance(j, dict) else j for j in jobs]
+    n = job_pool.processes(launcher)
+    if n:  # the forked processes wrote every job's outputs: read them back
+        seconds = job_pool.run_forked(jobs, n, run_job, TrainJobError, log)
+        done = [(load_result(j.output_dir), s) for j, s in zip(jobs, seconds, strict=True)]
+    else:
+        done = [_timed(run_job, job, launcher, log) for job in jobs]
     preds, logs = [], []
-    for job in jobs:
-        t0 = time.perf_counter()
-        result = run_job(job, launcher, log)
+    for result, seconds_total in done:
         summary = {k: v for k, v in result.log["summary"].items()
                    if k not in ("settings", "labels")}
         job_d = result.log["job"]
         logs.append({"system": job_d["system"], "seed": result.log["summary"]["settings"]["seed"],
                      "fold": job_d["fold"],
-                     **summary, "seconds_total": round(time.perf_counter() - t0, 1),
+                     **summary, "seconds_total": round(seconds_total, 1),
                      "output_dir": str(result.output_dir)})
         preds.append(result.predictions)
     predictions = (pd.concat(preds, ignore_index=True) if preds

@@ -47,6 +47,7 @@ def system_params_lines(notebook: str, params: dict) -> list[str]:
                     params.get("system_params"))
             except ValueError as err:  # an unknown system or parameter: say so, plainly
                 return [f"      system_params: error: {err}"]
+            run = params.get("systems")  # None: every registered one
             return [f"      system {system}: {params_text(v) or '(no parameters)'}"
-                    for system, v in values.items()]
+                    for system, v in values.items() if run is None or system in run]
     return []

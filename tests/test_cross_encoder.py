@@ -195,6 +195,44 @@ def test_cross_encoder_system_oof_stacking_end_to_end(tiny_bert: str, tmp_path: 
     assert len(grid) == 2 * len(run.grid)  # accuracy and macro-F1 per grid row
 
 
+@pytest.mark.slow
+def test_forked_processes_train_the_same_models(tiny_bert: str, tmp_path: Path) -> None:
+    """``launcher="processes:2"`` runs the further seeds and the out-of-fold jobs side by
+    side in forked copies of the kernel (which hold its cached frozen states): every
+    output and probability is the one the in-kernel run gives."""
+    data = load_data(str(FIXTURES / "saf_csv"), language="en")
+    params = {"cross_encoder": {"model": tiny_bert, "settings": {**TINY, "freeze_layers": 1},
+                                "learning_rate": [1e-3], "epochs": [1, 2],
+                                "order": ["answer_first"], "include_question": [False],
+                                "folds": 2}}
+    encoders = R.choose_encoders("en", "bow", (), params)
+    runs, lines = {}, []
+    for launcher in ("none", "processes:2"):
+        out = R.run_systems(data, ["cross_encoder"], encoders, params, seeds=[1, 2, 3],
+                            output_dir=tmp_path / launcher.replace(":", "-"),
+                            launcher=launcher, log=lines.append, embed=bow_encoder)
+        runs[launcher] = out.state.cross_encoder
+    a, b = runs["none"], runs["processes:2"]
+    assert "[jobs] 4 jobs on 2 forked processes" in lines  # seeds 2, 3 and two folds
+    for frame in ("outputs", "oof"):
+        x, y = getattr(a, frame), getattr(b, frame)
+        assert x.output.tolist() == y.output.tolist() and x.probs.tolist() == y.probs.tolist()
+    assert a.logs.job.tolist() == b.logs.job.tolist() == ["grid", "seed", "seed", "oof", "oof"]
+    assert sum("train loss" in line for line in lines) == 2 * 5  # children's lines come back
+
+
+def test_a_failing_forked_job_names_itself(tmp_path: Path) -> None:
+    from saf_utils import job_pool
+
+    with pytest.raises(ValueError, match="processes:N"):
+        job_pool.processes("processes:0")
+    assert job_pool.processes("none") is None and job_pool.processes("processes:3") == 3
+    bad = [J.TrainJob(examples=str(tmp_path / f"missing{i}.jsonl"), kind="cross_encoder",
+                      output_dir=str(tmp_path / f"job{i}"), system=f"ce{i}") for i in (1, 2)]
+    with pytest.raises(J.TrainJobError, match=r"2 of 2 job\(s\) failed; first: ce1 seed None"):
+        J.run_jobs(bad, launcher="processes:2", log=lambda m: None)
+
+
 def test_stack_features_refuse_missing_rows() -> None:
     feats = StackFeatures({("train", 1): [0.2]}, ["x"])
     df = pd.DataFrame({"id": [1, 2], "split": ["train", "train"]})

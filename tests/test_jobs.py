@@ -41,7 +41,7 @@ def test_config_errors_and_launch_commands(tmp_path: Path) -> None:
     path = tmp_path / "job.yaml"
     path.write_text("examples: e.jsonl\noutput_dir: o\nfold: 0\nsettings: {max_steps: 2}\n")
     job = J.TrainJob.load(path)
-    assert job.seq2seq_settings().max_steps == 2 and job.fold == 0
+    assert job.kind_settings().max_steps == 2 and job.fold == 0
 
 
 def test_examples_roundtrip_keeps_order_and_id_types(tmp_path: Path) -> None:

@@ -137,16 +137,15 @@ class CrossEncoderRun:
         return StackFeatures(table, names)
 
 
-def cross_encoder_oof(ce: CrossEncoderJobs, config: Mapping[str, Any], seed: int,
-                      folds: int = 3) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Out-of-fold cross-encoder outputs for every training answer: grouped k-fold over
+def oof_jobs(ce: CrossEncoderJobs, config: Mapping[str, Any], seed: int, folds: int = 3
+             ) -> list[J.TrainJob]:
+    """Out-of-fold cross-encoder jobs for every training answer: grouped k-fold over
     questions, one fine-tune per fold on the other folds' answers.
 
     No training answer's output comes from a model that saw it, nor any answer to its
     question: the stacked classifier never learns from in-sample probabilities, and the
     same outputs score the cross-encoder's unseen-question path (grouped CV, cheaper than
-    one fine-tune per left-out question). Returns the rows (``fold`` = the held-out fold,
-    ``trained_on`` = that job's examples file) and the jobs' logs.
+    one fine-tune per left-out question). :func:`oof_rows` reads their outputs.
     """
     tr = ce.data.train
     fold_of = question_folds(tr.question.tolist(), folds)
@@ -157,13 +156,20 @@ def cross_encoder_oof(ce: CrossEncoderJobs, config: Mapping[str, Any], seed: int
                      config["order"], config["include_question"], fold=k,
                      learning_rate=config["learning_rate"], epochs=config["epochs"])
         jobs += J.job_grid(job, [seed])
-    res = ce.run(jobs)
-    oof = res.predictions.copy()
+    return jobs
+
+
+def oof_rows(ce: CrossEncoderJobs, jobs: Sequence[J.TrainJob], predictions: pd.DataFrame
+             ) -> pd.DataFrame:
+    """The out-of-fold rows of :func:`oof_jobs` (``fold`` = the held-out fold,
+    ``trained_on`` = that job's examples file), one per training answer."""
+    tr = ce.data.train
+    oof = predictions[predictions.system == "cross_encoder-oof"].copy()
     oof["trained_on"] = oof.fold.map({j.fold: j.examples for j in jobs})
     oof = oof.merge(tr[["id", "question", "verification_feedback"]], on="id", how="left")
     if len(oof) != len(tr) or oof.id.duplicated().any():
         raise ValueError(f"{len(oof)} out-of-fold rows for {len(tr)} training answers")
-    return oof, res.logs.assign(job="oof")
+    return oof
 
 
 def grid_search(ce: CrossEncoderJobs, grid: Mapping[str, Sequence[Any]], seed: int
@@ -215,9 +221,10 @@ def run_cross_encoder(ce: CrossEncoderJobs, grid: Mapping[str, Sequence[Any]],
                       ) -> CrossEncoderRun:
     """Choose the cross-encoder's settings on validation (:func:`grid_search`, macro-F1,
     :func:`saf_utils.protocol.choose_row`), train one model per further seed, and compute
-    out-of-fold outputs on train (:func:`cross_encoder_oof`, first seed) for stacking and
-    the unseen-question CV. The first seed's model is the chosen grid run after the chosen
-    epoch (constant learning rate: the same model as a fresh run of that many epochs)."""
+    out-of-fold outputs on train (:func:`oof_jobs`, first seed) for stacking and the
+    unseen-question CV; the seeds' and the folds' jobs run as one batch. The first seed's
+    model is the chosen grid run after the chosen epoch (constant learning rate: the same
+    model as a fresh run of that many epochs)."""
     if "validation" not in ce.data.evals:
         raise ValueError("run_cross_encoder needs a validation split")
     table, res = grid_search(ce, grid, seeds[0])
@@ -231,14 +238,17 @@ def run_cross_encoder(ce: CrossEncoderJobs, grid: Mapping[str, Sequence[Any]],
     job = ce.job(CE_SYSTEM, ce.data.train, ce.data.evals, config["order"],
                  config["include_question"], learning_rate=config["learning_rate"],
                  epochs=config["epochs"])
-    seeded = ce.run(J.job_grid(job, seeds[1:]))
-    outputs = pd.concat([first.assign(system=CE_SYSTEM), seeded.predictions],
+    seed_jobs, folds_jobs = J.job_grid(job, seeds[1:]), oof_jobs(ce, config, seeds[0], folds)
+    done = ce.run([*seed_jobs, *folds_jobs])  # one batch: side by side with processes:N
+    p = done.predictions
+    outputs = pd.concat([first.assign(system=CE_SYSTEM), p[p.system == CE_SYSTEM]],
                         ignore_index=True)
-    oof, oof_logs = cross_encoder_oof(ce, config, seeds[0], folds)
+    oof = oof_rows(ce, folds_jobs, p)
     cv = pd.DataFrame([{"system": CE_SYSTEM, **_label_scores(
         oof.verification_feedback.tolist(), ce.labels(oof.output.tolist())),
         "protocol": f"grouped {oof.fold.nunique()}-fold over questions"}])
-    logs = pd.concat([res.logs.assign(job="grid"), seeded.logs.assign(job="seed"), oof_logs],
+    kinds = ["seed"] * len(seed_jobs) + ["oof"] * len(folds_jobs)
+    logs = pd.concat([res.logs.assign(job="grid"), done.logs.assign(job=kinds)],
                      ignore_index=True)
     return CrossEncoderRun(_prediction_tables(ce, outputs, encoder), table, config, outputs,
                            oof, cv, logs, chosen_row=i)

@@ -35,7 +35,7 @@ class StackFeatures:
 
     ``table`` maps ``(split, id)`` to one vector (e.g. a cross-encoder's class
     probabilities); training rows must hold out-of-fold values (see
-    :func:`saf_utils.saf.cross_encoder_jobs.cross_encoder_oof`). A row without an entry is an error:
+    :func:`saf_utils.saf.cross_encoder_jobs.oof_jobs`). A row without an entry is an error:
     silently filling it would hide a leak or a misaligned split.
     """
 

@@ -1,0 +1,88 @@
+"""Training jobs in forked processes (``launcher="processes:N"``): the same models, sooner.
+
+Why forked processes and not threads, torchrun or Dask: a training job is pinned to
+:func:`saf_utils.numerics.train_threads` threads so that its model does not depend on the
+machine, so the only way to use a second core is a second job at the same time. A forked
+child inherits the kernel's memory, and with it the tokenised pairs and the frozen layers'
+states that the first cross-encoder job cached (:mod:`saf_utils.cross_encoder`): a fresh
+process (``python -m saf_utils.train``, Dask) would recompute them, which costs more than
+the job. Each child runs whole jobs with :func:`saf_utils.jobs.run_job` in-process, exactly
+as ``launcher="none"`` does; every job seeds its own run, so the outputs are the same
+whichever child runs it and in whatever order (tested against ``"none"``).
+
+A child writes its outputs to the job's folder, as always; the parent reads them there
+(:func:`saf_utils.jobs.load_result`) and gets back only the job's log lines and, on failure,
+its traceback. Children never touch the kernel's output streams (a forked copy of a Jupyter
+kernel's stream would wait on threads that did not survive the fork): their lines come back
+with the result and are logged by the parent in job order.
+"""
+
+from __future__ import annotations
+
+import functools
+import multiprocessing
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any
+
+PREFIX = "processes"
+
+
+def processes(launcher: str) -> int | None:
+    """N of ``"processes:N"`` (N ≥ 1), None for any other launcher."""
+    if not launcher.startswith(PREFIX):
+        return None
+    _, _, n = launcher.partition(":")
+    if not n.isdigit() or int(n) < 1:
+        raise ValueError(f"launcher {launcher!r}: use processes:N with N a positive integer")
+    return int(n)
+
+
+#: ``run_one(job, "none", log)``: :func:`saf_utils.jobs.run_job`, passed in by the caller
+#: (this module sits below :mod:`saf_utils.jobs`; a module-level function pickles by name).
+RunOne = Callable[[Any, str, Callable[[str], None]], Any]
+
+
+def _child(run_one: RunOne, job: Any) -> tuple[list[str], str | None, float]:
+    """Run one job in a forked child: (log lines, traceback or None, seconds)."""
+    lines: list[str] = []
+    devnull = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (the child's lifetime)
+    sys.stdout = sys.stderr = devnull  # never the kernel's streams (see module doc)
+    t0 = time.perf_counter()
+    try:
+        run_one(job, "none", lines.append)
+    except BaseException:  # noqa: BLE001 - the parent raises it with the job's name
+        return lines, traceback.format_exc()[-3000:], time.perf_counter() - t0
+    return lines, None, time.perf_counter() - t0
+
+
+def run_forked(jobs: Sequence[Any], n: int, run_one: RunOne, error: type[Exception],
+               log: Callable[[str], None] = print) -> list[float]:
+    """Run ``jobs`` (TrainJob) with ``run_one`` on up to ``n`` forked processes; their
+    outputs are in their folders afterwards. Returns each job's seconds; a failure raises
+    ``error`` naming the first failed job (the other jobs still finish)."""
+    jobs = list(jobs)
+    if n <= 1 or len(jobs) <= 1 or sys.platform == "win32":
+        out = []
+        for job in jobs:
+            t0 = time.perf_counter()
+            run_one(job, "none", log)
+            out.append(time.perf_counter() - t0)
+        return out
+    ctx = multiprocessing.get_context("fork")
+    log(f"[jobs] {len(jobs)} jobs on {min(n, len(jobs))} forked processes")
+    with ctx.Pool(min(n, len(jobs)), maxtasksperchild=1) as pool:
+        results = pool.map(functools.partial(_child, run_one), jobs, chunksize=1)
+    seconds, failed = [], []
+    for job, (lines, trace, secs) in zip(jobs, results, strict=True):
+        for line in lines:
+            log(line)
+        seconds.append(secs)
+        if trace is not None:
+            failed.append(f"{job.system} seed {job.seed} ({job.output_dir}):\n{trace}")
+    if failed:
+        raise error(f"{len(failed)} of {len(jobs)} job(s) failed; first: {failed[0]}")
+    return seconds
