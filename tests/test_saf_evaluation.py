@@ -184,3 +184,17 @@ def test_error_analysis_helpers():
     assert len(w) == 2 and not (w.gold_label == w.pred_label).any()
     fl = error_analysis.feedback_by_answer_length(p)
     assert fl.n.sum() == 6 and set(fl.length_bin) <= {"0-4", "5-9", "10-19", "20-39", "40+"}
+
+
+def test_confusion_grid_draws_every_matrix_with_its_counts():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    p = _preds()
+    cms = error_analysis.confusion_by_split(p)
+    fig = error_analysis.confusion_grid(cms, ["m", "absent"], ["test_unseen_answers"])
+    drawn, blank = fig.axes
+    cm = cms[("m", "test_unseen_answers")]
+    assert [t.get_text() for t in drawn.texts] == [str(v) for v in cm.to_numpy().ravel()]
+    assert [t.get_text() for t in drawn.get_xticklabels()] == list(cm.columns)
+    assert not blank.axison and not blank.texts  # no predictions: an empty cell, no matrix

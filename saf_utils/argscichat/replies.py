@@ -84,7 +84,7 @@ class ReplyConfig:
     encoder: str = "local:all-MiniLM-L6-v2"  # sentence encoder of nearest_reply
     embed: Callable[[Sequence[str]], np.ndarray] | None = None  # overrides encoder (tests)
     seeds: Sequence[int] = (0,)  # seeds of the trained systems
-    launcher: str = "none"  # seq2seq training: none, torchrun:N or accelerate[:N]
+    launcher: str = "none"  # seq2seq training: none, processes:N, torchrun:N or accelerate[:N]
     work_dir: str | None = None  # where the training jobs write (model, predictions, log)
     save_model: bool = False
     log: Callable[[str], None] = print
