@@ -230,3 +230,31 @@ def test_missing_wordnet_raises_clearly(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("WORDNET_DIR", str(tmp_path))
     with pytest.raises(m.MissingResourceError, match="WORDNET_DIR"):
         m.find_wordnet()
+
+
+def test_sacrebleu_segments_are_extracted_once_per_distinct_pair(monkeypatch) -> None:
+    """A report scores the same retrieved feedback texts in many tables: each distinct
+    (hypothesis, reference) pair's statistics are extracted once, and the corpus scores
+    stay exactly sacreBLEU's."""
+    from sacrebleu.metrics import BLEU, CHRF
+
+    from saf_utils.metrics import generation as G
+
+    hyps = ["the cat sat", "a dog", "the cat sat", "x y z", ""]
+    refs = ["the cat sat on the mat", "a dog ran", "the cat sat on the mat", "x y", "q"]
+    want = {"bleu": BLEU().corpus_score(hyps, [refs]).score,
+            "chrf": CHRF().corpus_score(hyps, [refs]).score,
+            "bleu_tail": BLEU().corpus_score(hyps[1:], [refs[1:]]).score}
+    extracted: list[int] = []
+    for cls in (BLEU, CHRF):
+        original = cls._extract_corpus_statistics
+        def spy(self, h, r, f=original):
+            extracted.append(len(h))
+            return f(self, h, r)
+
+        monkeypatch.setattr(cls, "_extract_corpus_statistics", spy)
+    monkeypatch.setattr(G, "_SEGMENT_STATS", {})
+    assert m.bleu(hyps, refs) == want["bleu"] and m.chrf(hyps, refs) == want["chrf"]
+    assert extracted == [4, 4]  # 5 pairs, 4 distinct, once per metric
+    assert m.bleu(hyps[1:], refs[1:]) == want["bleu_tail"] and extracted == [4, 4]
+    assert m.bleu(["new"], ["pair"]) >= 0 and extracted == [4, 4, 1]

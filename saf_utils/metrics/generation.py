@@ -39,13 +39,30 @@ class UnicodeWordTokenizer:
         return tokens
 
 
-def _sacrebleu_stats(metric: Any, refs: Sequence[str], hyps: Sequence[str]
+#: Per-segment statistics already extracted, per (metric, its arguments): (hyp, ref) -> row.
+_SEGMENT_STATS: dict[tuple[Any, ...], dict[tuple[str, str], list[int]]] = {}
+
+
+def _sacrebleu_stats(metric: Any, refs: Sequence[str], hyps: Sequence[str],
+                     key: tuple[Any, ...] = ()
                      ) -> tuple[np.ndarray, Callable[[np.ndarray], np.ndarray]]:
     """sacreBLEU's own per-segment statistics (n-gram matches and totals, lengths) and the
     score of their integer sums: exactly ``corpus_score(...).score`` for the whole corpus,
-    and for any resample of segments."""
+    and for any resample of segments.
+
+    A segment's statistics depend on its hypothesis and reference alone, so each distinct
+    pair is extracted once per process (``key``: the metric and its arguments): a report
+    scores many systems, seeds and resampled tables that repeat the same retrieved feedback
+    texts, and sacreBLEU's extraction was most of 02's evaluation time."""
     hyps, refs = check_pairs(hyps, refs)
-    stats = np.asarray(metric._extract_corpus_statistics(hyps, [refs]), dtype=float)
+    cache = _SEGMENT_STATS.setdefault((type(metric).__name__, *key), {})
+    pairs = list(zip(hyps, refs, strict=True))
+    missing = [p for p in dict.fromkeys(pairs) if p not in cache]
+    if missing:
+        found = metric._extract_corpus_statistics([h for h, _ in missing],
+                                                  [[r for _, r in missing]])
+        cache.update(zip(missing, found, strict=True))
+    stats = np.asarray([cache[p] for p in pairs], dtype=float)
 
     def score(s: np.ndarray) -> np.ndarray:  # integer sums -> same floats as corpus_score
         rows = np.rint(s).astype(np.int64).tolist()
@@ -68,7 +85,7 @@ def bleu_stats(refs: Sequence[str], hyps: Sequence[str], **bleu_args: Any):
     ``sacrebleu.metrics.BLEU``."""
     from sacrebleu.metrics import BLEU
 
-    return _sacrebleu_stats(BLEU(**bleu_args), refs, hyps)
+    return _sacrebleu_stats(BLEU(**bleu_args), refs, hyps, tuple(sorted(bleu_args.items())))
 
 
 @register_metric("chrf", level="corpus", scale="0-100", inputs="texts", library="sacrebleu",
@@ -80,7 +97,7 @@ def chrf_stats(refs: Sequence[str], hyps: Sequence[str], **chrf_args: Any):
     statistics; ``chrf_args`` go to ``sacrebleu.metrics.CHRF``."""
     from sacrebleu.metrics import CHRF
 
-    return _sacrebleu_stats(CHRF(**chrf_args), refs, hyps)
+    return _sacrebleu_stats(CHRF(**chrf_args), refs, hyps, tuple(sorted(chrf_args.items())))
 
 
 def bleu(hyps: Sequence[str], refs: Sequence[str]) -> float:
