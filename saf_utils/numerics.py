@@ -134,12 +134,18 @@ def pin_kernels() -> dict[str, str]:
     return dict(KERNEL_ENV)
 
 
+#: Thread counts of the :func:`training_threads` blocks being run (innermost last).
+_TRAINING: list[int] = []
+
+
 def pin_threads(n: int | None = None) -> int:
     """Limit torch's intra-op pool and every OpenMP/BLAS pool (threadpoolctl) to ``n``
-    threads (default :func:`threads`); returns the count (0: not pinned, native mode)."""
+    threads (default :func:`threads`; inside :func:`training_threads`, its count: a model or
+    scorer first loaded inside that block must not undo it); returns the count (0: not
+    pinned, native mode)."""
     if native():
         return 0
-    n = threads() if n is None else n
+    n = (_TRAINING[-1] if _TRAINING else threads()) if n is None else n
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(limits=n)
@@ -179,9 +185,11 @@ def training_threads() -> Iterator[int]:
     n = train_threads()
     with threadpool_limits(limits=n):
         torch.set_num_threads(n)
+        _TRAINING.append(n)
         try:
             yield n
         finally:
+            _TRAINING.pop()
             torch.set_num_threads(before)
 
 

@@ -155,6 +155,17 @@ def test_training_threads_fix_the_count_and_restore_it(monkeypatch):
     with numerics.training_threads() as n:
         assert n == numerics.TRAIN_THREADS == torch.get_num_threads()
     assert torch.get_num_threads() == before
+    # a model or scorer first loaded inside the block pins threads again: to the block's
+    # count, not SAF_NUM_THREADS (BERTScore's last bits moved with SAF_NUM_THREADS: its
+    # scorer, loaded inside the block, had undone it)
+    monkeypatch.setenv("SAF_NUM_THREADS", "2")
+    with numerics.training_threads() as n:
+        numerics.pin_threads()
+        assert torch.get_num_threads() == n == numerics.TRAIN_THREADS
+    assert torch.get_num_threads() == before
+    numerics.pin_threads()
+    assert torch.get_num_threads() == 2
+    torch.set_num_threads(before)
     monkeypatch.setenv("SAF_TRAIN_THREADS", "two")
     with pytest.raises(ValueError, match="SAF_TRAIN_THREADS='two'"):
         numerics.train_threads()
