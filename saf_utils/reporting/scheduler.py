@@ -38,10 +38,14 @@ RUNNER_ENV = ("PYTHONHASHSEED", "TOKENIZERS_PARALLELISM", "TQDM_DISABLE",
               "HF_HUB_DISABLE_PROGRESS_BARS", *numerics.KERNEL_ENV, *numerics.OPENBLAS_ENV)
 #: ``SAF_``: the data folders, SAF_NUM_THREADS / SAF_NUMERICS (:mod:`saf_utils.numerics`), caches.
 RUNNER_ENV_PREFIXES = ("HF_", "TRANSFORMERS_", "SAF_")
-#: Thread limits: the kernel gets the runner's (unset where it has none). A Dask nanny sets
-#: them to 1 in its worker processes, which would make a kernel single-threaded and change
-#: the last digits of float32 sums (BERTScore) against a serial run.
-THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+#: What a Dask nanny sets in its worker processes (``distributed.nanny.pre-spawn-environ``);
+#: the kernel gets the runner's values instead (unset where it has none). Thread limits of 1
+#: would make a kernel single-threaded and change the last digits of float32 sums against a
+#: serial run; ``MALLOC_TRIM_THRESHOLD_=65536`` made glibc hand freed memory back to the
+#: system at once, so every large tensor was page-faulted in again (cpu profile, 2 workers:
+#: 221 million minor page faults and 367 s of system time, against 47 s serially).
+THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+              "MALLOC_TRIM_THRESHOLD_")
 #: How long an interrupted Dask task may take to stop its kernel and save the partial notebook.
 STOP_GRACE_S = 90
 
