@@ -427,7 +427,7 @@ def run_job(config: dict[str, Any] | TrainJob, launcher: str = "none",
     out.mkdir(parents=True, exist_ok=True)
     for stale in [*out.glob("rank*.error"), out / OUTPUT_FILE, out / LOG_FILE]:
         stale.unlink(missing_ok=True)  # never read an earlier run's files as this run's
-    if launcher == "none" or launcher.startswith("processes"):  # one job: in the kernel
+    if launcher == "none" or job_pool.processes(launcher):  # one job: in the kernel
         with numerics.training_threads():  # the same model whatever the machine's threads
             return train_job(job, log)
     cfg = out / CONFIG_FILE

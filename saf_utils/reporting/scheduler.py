@@ -44,17 +44,30 @@ RUNNER_ENV_PREFIXES = ("HF_", "TRANSFORMERS_", "SAF_")
 #: serial run; ``MALLOC_TRIM_THRESHOLD_=65536`` made glibc hand freed memory back to the
 #: system at once, so every large tensor was page-faulted in again (cpu profile, 2 workers:
 #: 221 million minor page faults and 367 s of system time, against 47 s serially).
-THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-              "MALLOC_TRIM_THRESHOLD_")
+NANNY_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+             "MALLOC_TRIM_THRESHOLD_")
+
+
+def nanny_env() -> tuple[str, ...]:
+    """:data:`NANNY_ENV` and whatever else this Dask version's nanny sets."""
+    try:
+        import dask
+
+        extra = dask.config.get("distributed.nanny.pre-spawn-environ", {}) or {}
+    except ImportError:
+        extra = {}
+    return tuple(dict.fromkeys([*NANNY_ENV, *map(str, extra)]))
+
+
 #: How long an interrupted Dask task may take to stop its kernel and save the partial notebook.
 STOP_GRACE_S = 90
 
 
 def forwarded_env() -> dict[str, str | None]:
     """The variables of :data:`RUNNER_ENV`, its prefixes and the data folders, as set here;
-    :data:`THREAD_ENV` as here, None for unset."""
+    :func:`nanny_env` as here, None for unset."""
     names = set(RUNNER_ENV) | set(data_env_vars())
-    return {**{k: os.environ.get(k) for k in THREAD_ENV},
+    return {**{k: os.environ.get(k) for k in nanny_env()},
             **{k: v for k, v in os.environ.items()
                if k in names or k.startswith(RUNNER_ENV_PREFIXES)}}
 
