@@ -90,24 +90,48 @@ def train_scratch_tokenizer(texts: Sequence[str], vocab_size: int):
     trainer = trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=specials,
                                       unk_token="<unk>", show_progress=False)
     tok.train_from_iterator(list(texts), trainer=trainer)
-    # The trainer orders tied pieces differently from run to run: re-sort them so that token
-    # ids, and hence the trained model, are identical for the same texts and seed.
-    # Characters the trainer appends after its pieces get scores min - k * 1e-4 in hash order;
-    # rounding alone leaves those near a rounding boundary falling either way, which changes
-    # how unseen text is segmented (and, under DDP, differs between the ranks' tokenizers).
-    # All single characters scored below every multi-character piece share one score.
-    raw = [(p, sc) for p, sc in json.loads(tok.to_str())["model"]["vocab"]]
-    multi = min((sc for p, sc in raw if len(p) > 1 and p not in specials), default=math.inf)
-    tail = [sc for p, sc in raw if len(p) == 1 and sc <= multi]
-    vocab = [(p, round(min(tail) if len(p) == 1 and sc <= multi else sc, 2)) for p, sc in raw]
-    rest = sorted((v for v in vocab if v[0] not in specials), key=lambda v: (-v[1], v[0]))
-    ordered = [v for s in specials for v in vocab if v[0] == s] + rest
+    ordered = canonical_unigram_vocab(json.loads(tok.to_str())["model"]["vocab"], specials)
     tok.model = models.Unigram(ordered, unk_id=specials.index("<unk>"))
     eos = tok.token_to_id("</s>")
     tok.post_processor = TemplateProcessing(single="$A </s>", pair="$A </s> $B </s>",
                                             special_tokens=[("</s>", eos)])
     return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="</s>",
                                    unk_token="<unk>")
+
+
+#: Score step between the characters the Unigram trainer appends (tokenizers' ``finalize``).
+_APPENDED_STEP = 1e-4
+
+
+def canonical_unigram_vocab(raw: Sequence[Sequence[Any]], specials: Sequence[str]
+                            ) -> list[tuple[str, float]]:
+    """The trained Unigram vocabulary ``raw`` (piece, score) in a form that is the same on
+    every run: specials first, then pieces by score rounded to 2 decimals, ties by text.
+
+    Why: the trainer is not deterministic. It sorts tied pieces in hash order, and it
+    appends the characters none of its pieces cover with scores ``min - k * 1e-4``, ``k``
+    in the order of a Rust ``HashSet``, which changes on every call. Only the assignment of
+    those scores to characters changes, not their set. So every single character scored
+    within that run's span of the lowest one (or below every multi-character piece) gets
+    the lowest single-character score; rounding alone would leave characters near a
+    rounding boundary falling either way. Measured: 8 tokenizers trained in one process on
+    one ArgSciChat fold's texts were 8 different vocabularies, and segmented the unseen
+    test sources differently, before this (issue 22); under DDP the ranks' tokenizers
+    would differ the same way.
+    """
+    raw = [(str(p), float(sc)) for p, sc in raw]
+    singles = [sc for p, sc in raw if len(p) == 1 and p not in specials]
+    low = min(singles, default=math.inf)
+    span = low + _APPENDED_STEP * len(singles) + 1e-9
+    multi = min((sc for p, sc in raw if len(p) > 1 and p not in specials), default=math.inf)
+
+    def score(p: str, sc: float) -> float:
+        tail = len(p) == 1 and p not in specials and (sc <= span or sc <= multi)
+        return round(low if tail else sc, 2)
+
+    vocab = [(p, score(p, sc)) for p, sc in raw]
+    rest = sorted((v for v in vocab if v[0] not in specials), key=lambda v: (-v[1], v[0]))
+    return [v for s in specials for v in vocab if v[0] == s] + rest
 
 
 def build_seq2seq(settings: Seq2SeqSettings, train_texts: Sequence[str] = ()):
