@@ -67,6 +67,10 @@ class Design:
     seed: int = 0
     alpha: float = 0.05
     label: str | None = None  # tags records of a secondary estimand ("new questions")
+    #: Random assignments in all where none of the first ``n_resamples`` is as extreme as
+    #: the observed difference (:func:`saf_utils.stats.paired_randomization`): a floor of
+    #: 1 / 20,001, so that Holm over a notebook's few hundred comparisons can reach alpha.
+    max_resamples: int = 20_000
 
     def but(self, **changes: Any) -> Design:
         """A copy with some fields changed (e.g. ``estimand`` for a 2-question split)."""
@@ -227,7 +231,7 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, design: Design,
     if units is not None and corpus is not None:
         raise ValueError(f"{design.name}: cluster-level tests are for item means only")
     r = stats.paired_randomization(sa, sb, fn, units, design.n_resamples, design.seed,
-                                   design.alpha)
+                                   design.alpha, max_resamples=design.max_resamples)
     return {"diff": r.diff, "ci_low": r.low, "ci_high": r.high, "p_value": r.p_value,
             "estimate": r.estimate_a, "estimate_ref": r.estimate_b, "method": r.method,
             "estimand": design.estimand, "label": design.label, "mde": r.mde,

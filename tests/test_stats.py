@@ -78,6 +78,40 @@ def test_consistently_better_system_is_significant():
     assert worse.high < 0 and worse.p_value < 0.01
 
 
+def test_p_at_its_floor_draws_more_assignments_so_holm_can_reach_alpha():
+    """A difference no random assignment reaches: with 1,000 assignments p sits at
+    1/1,001, which Holm over ~190 comparisons turns into ~0.19; ``max_resamples`` draws
+    more (same stream) until the floor is 1/20,001. A p off the floor is unchanged."""
+    rng = np.random.default_rng(0)
+    b = rng.random(300)
+    a = b + 0.2
+    first = S.paired_randomization(a, b, n_resamples=1000, seed=4)
+    more = S.paired_randomization(a, b, n_resamples=1000, seed=4, max_resamples=20_000)
+    assert first.p_value == pytest.approx(1 / 1001) and more.p_value == pytest.approx(1 / 20_001)
+    assert S.holm([first.p_value] * 190)[0] > 0.05 > S.holm([more.p_value] * 190)[0]
+    assert more.low > 0 and more.diff == first.diff
+    close = b + rng.normal(0, 0.3, 300) * 0.1  # an ordinary p: no further draws
+    plain = S.paired_randomization(close, b, n_resamples=1000, seed=4)
+    assert plain.p_value > 1 / 1001
+    assert S.paired_randomization(close, b, n_resamples=1000, seed=4,
+                                  max_resamples=20_000) == plain
+
+
+def test_design_refines_p_at_its_floor():
+    """protocol.compare passes the design's ``max_resamples`` on."""
+    from saf_utils import protocol as P
+
+    rng = np.random.default_rng(1)
+    v = rng.random(200)
+    frame = pd.DataFrame({"item": range(200), "cluster": np.arange(200) // 10})
+    design = P.Design("items", "item", estimand="these items", n_resamples=500)
+    r = P.compare(frame.assign(value=v + 0.3), frame.assign(value=v), design)
+    assert r["p_value"] == pytest.approx(1 / (design.max_resamples + 1))
+    off = P.compare(frame.assign(value=v + 0.3), frame.assign(value=v),
+                    design.but(max_resamples=0))
+    assert off["p_value"] == pytest.approx(1 / 501)
+
+
 def test_sign_flip_is_exact_and_matches_enumeration():
     """6 clusters: all 64 sign assignments; p by hand, and CI consistent with p."""
     d = np.array([0.3, 0.1, 0.2, -0.05, 0.15, 0.25])
