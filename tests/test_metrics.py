@@ -258,3 +258,6 @@ def test_sacrebleu_segments_are_extracted_once_per_distinct_pair(monkeypatch) ->
     assert extracted == [4, 4]  # 5 pairs, 4 distinct, once per metric
     assert m.bleu(hyps[1:], refs[1:]) == want["bleu_tail"] and extracted == [4, 4]
     assert m.bleu(["new"], ["pair"]) >= 0 and extracted == [4, 4, 1]
+    monkeypatch.setattr(G, "SEGMENT_CACHE_LIMIT", 4)  # full: starts afresh, same numbers
+    assert m.bleu(hyps, refs) == want["bleu"] and extracted == [4, 4, 1, 4]
+    assert max(len(c) for c in G._SEGMENT_STATS.values()) <= 4

@@ -41,6 +41,9 @@ class UnicodeWordTokenizer:
 
 #: Per-segment statistics already extracted, per (metric, its arguments): (hyp, ref) -> row.
 _SEGMENT_STATS: dict[tuple[Any, ...], dict[tuple[str, str], list[int]]] = {}
+#: Distinct pairs kept per metric before the cache starts afresh (a long Lab session over
+#: many corpora must not grow without bound; a report holds a few tens of thousands).
+SEGMENT_CACHE_LIMIT = 500_000
 
 
 def _sacrebleu_stats(metric: Any, refs: Sequence[str], hyps: Sequence[str],
@@ -58,6 +61,9 @@ def _sacrebleu_stats(metric: Any, refs: Sequence[str], hyps: Sequence[str],
     cache = _SEGMENT_STATS.setdefault((type(metric).__name__, *key), {})
     pairs = list(zip(hyps, refs, strict=True))
     missing = [p for p in dict.fromkeys(pairs) if p not in cache]
+    if len(cache) + len(missing) > SEGMENT_CACHE_LIMIT:
+        cache.clear()
+        missing = list(dict.fromkeys(pairs))
     if missing:
         found = metric._extract_corpus_statistics([h for h, _ in missing],
                                                   [[r for _, r in missing]])
