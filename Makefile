@@ -14,9 +14,9 @@ UV          := $(CURDIR)/.cache/uv-tool/bin/uv
 # Extra arguments for `make lock`, e.g. LOCK_ARGS=--upgrade or LOCK_ARGS="--upgrade-package numpy".
 LOCK_ARGS   ?=
 PROFILE     ?= cpu
-# Notebooks at once (a local Dask cluster for more than one): 02 runs beside 03 and 04 on 2
-# cores; WORKERS=1 runs them one after another in this process.
-WORKERS     ?= 2
+# Notebooks at once, e.g. WORKERS=1 (one after another, in this process); empty: the
+# profile's `workers` (cpu: 2, a local Dask cluster), else 1.
+WORKERS     ?=
 RUN_ARGS    ?=
 WORDNET_CACHE ?= $(CURDIR)/.cache/wordnet
 
@@ -66,7 +66,7 @@ wordnet:
 	else echo "WARNING: no apt-get; METEOR will raise until WORDNET_DIR is set"; fi
 
 reports: install
-	$(PY) -m saf_utils.run --profile $(PROFILE) --workers $(WORKERS) $(RUN_ARGS)
+	$(PY) -m saf_utils.run --profile $(PROFILE) $(if $(WORKERS),--workers $(WORKERS)) $(RUN_ARGS)
 
 smoke: PROFILE = smoke
 smoke: reports

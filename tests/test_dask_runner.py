@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import nbformat
 import pytest
@@ -151,6 +152,33 @@ def test_bad_cluster_options_are_one_line_and_rc_2(tmp_path, capsys):
             assert expected in err and len(err.splitlines()) == 1, err
     assert cli.main(["sweep", *base, "--run-name", "x", "--matrix", "value=[1.0]"]) == 2
     assert "--run-name is for one run" in capsys.readouterr().err
+    assert not (tmp_path / "reports").exists()
+
+
+def test_the_profile_says_how_many_notebooks_at_once(tmp_path, capsys):
+    """``workers`` in a profile is the default of ``--workers`` (the cpu profile's 2 lives
+    there, not in the Makefile); ``--workers`` overrides it, ``--scheduler`` ignores it
+    (the cluster's workers run the notebooks), and a bad value is one line and rc 2."""
+    base = _toy(tmp_path)
+    profile = tmp_path / "toy.yaml"
+    cfg = yaml.safe_load(profile.read_text())
+
+    def where(*args: str) -> str:
+        assert cli.main([*base, "--dry-run", *args]) == 0
+        return capsys.readouterr().out
+
+    assert "in this process, one after another" in where()
+    profile.write_text(yaml.safe_dump({**cfg, "workers": 2}))
+    assert "local cluster of 2 workers" in where()
+    assert "in this process, one after another" in where("--workers", "1")
+    assert "on the workers of tcp://127.0.0.1:1" in where("--scheduler", "tcp://127.0.0.1:1")
+    assert cli.main(["sweep", *base, "--dry-run", "--sweep-name", "sw",
+                     "--matrix", "value=[0.5]"]) == 0
+    assert "local cluster of 2 workers" in capsys.readouterr().out
+    profile.write_text(yaml.safe_dump({**cfg, "workers": "two"}))
+    assert cli.main([*base, "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "'workers' must be a whole number" in err and len(err.splitlines()) == 1
     assert not (tmp_path / "reports").exists()
 
 
@@ -366,10 +394,11 @@ def test_workers_split_the_cores_unless_a_thread_count_is_stated(tmp_path, monke
     monkeypatch.setattr("saf_utils.reporting.scheduler.open_executor", fake_open)
     monkeypatch.setattr(os, "cpu_count", lambda: 4)
     req = runner.RunRequest(workers=2)
+    plan = SimpleNamespace(cfg={}, plans=[], workers=2)
     with pytest.raises(Stop):
-        runner.run_profile(req, plan={"cfg": {}, "plans": []})
+        runner.run_profile(req, plan=plan)
     assert seen["threads"] == "2" and "SAF_NUM_THREADS" not in os.environ
     monkeypatch.setenv("SAF_NUM_THREADS", "3")
     with pytest.raises(Stop):
-        runner.run_profile(req, plan={"cfg": {}, "plans": []})
+        runner.run_profile(req, plan=plan)
     assert seen["threads"] == "3"

@@ -49,7 +49,7 @@ class RunRequest:
     argv: list[str] | None = None
     reuse: str | None = None
     no_reuse: bool = False
-    workers: int = 1  # notebooks at once: 1 in this process, N on a local Dask cluster
+    workers: int | None = None  # --workers; None: the profile's (scheduler.resolve_workers)
     scheduler: str | None = None  # tcp://host:port of a running Dask scheduler
     label: str = ""  # before each progress line (a sweep's cell, its runs print at once)
 
@@ -81,6 +81,7 @@ class RunPlan:
     run_name: str | None = None
     baseline: Path | None = None
     reuse_from: list[tuple[Path, dict]] = field(default_factory=list)  # where to look, in order
+    workers: int = 1  # notebooks at once (scheduler.resolve_workers of the request and profile)
 
 
 def prepare(req: RunRequest) -> RunPlan:
@@ -102,8 +103,12 @@ def prepare(req: RunRequest) -> RunPlan:
         baseline = resolve_run(req.baseline, req.reports_dir)
         load_run(baseline)
     data = check_data_sources(plans)
+    from saf_utils.reporting.scheduler import check_scheduler_options, resolve_workers
+
+    workers = resolve_workers(req.workers, req.scheduler, cfg.get("workers"))
+    check_scheduler_options(workers, req.scheduler)
     return RunPlan(cfg, plans, deps, data, existing, old_manifest, run_name, baseline,
-                   _reuse_sources(req, cfg, existing))
+                   _reuse_sources(req, cfg, existing), workers)
 
 
 def _existing_run(req: RunRequest) -> tuple[Path | None, dict | None]:
@@ -183,7 +188,7 @@ def describe_plan(plan: RunPlan, req: RunRequest) -> str:
         lines.append(f"Compare with {plan.baseline} (compare.html)")
     from saf_utils.reporting.scheduler import where_text
 
-    lines.append(where_text(req.workers, req.scheduler))
+    lines.append(where_text(plan.workers, req.scheduler))
     if plan.reuse_from:
         where = (plan.reuse_from[0][0] if len(plan.reuse_from) == 1 else
                  f"the latest of {len(plan.reuse_from)} {cfg['name']} runs that has it")

@@ -129,7 +129,7 @@ def check_run_name(name: str) -> str:
 
 # ------------------------------------------------------------------ profiles
 PROFILE_KEYS = {"name", "description", "extends", "notebooks", "depends_on", "parameters",
-                "notebook_parameters", "choices", "hide_code", "timeout", "reuse",
+                "notebook_parameters", "choices", "hide_code", "timeout", "reuse", "workers",
                 "matrix"}  # matrix: saf-run sweep's axes (reporting/sweep.py checks them)
 
 
@@ -149,6 +149,10 @@ def _check_fields(path: Path, cfg: dict) -> None:
     if cfg.get("reuse") not in (None, False, "latest"):
         raise bad("reuse", "'latest' (reuse unchanged notebooks of the profile's latest run) "
                   "or null")
+    workers = cfg.get("workers")
+    if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool)
+                                or workers < 1):
+        raise bad("workers", "a whole number of notebooks at once, >= 1 (or null)")
     timeout = cfg.get("timeout")
     if timeout is not None and (not isinstance(timeout, int) or isinstance(timeout, bool)
                                 or timeout <= 0):

@@ -97,7 +97,7 @@ def run_profile(req: RunRequest, plan: RunPlan | None = None,
     """Run the notebooks of a profile; returns the run folder, one result per executed or
     reused notebook and the run status (ok | failed | interrupted:<SIGNAL>).
 
-    Notebooks run on ``executor`` (:mod:`.scheduler`; default: the one ``req.workers`` /
+    Notebooks run on ``executor`` (:mod:`.scheduler`; default: the one ``plan.workers`` /
     ``req.scheduler`` name), each as soon as its ``depends_on`` have finished; ``plan`` is
     :func:`prepare`'s (made here when not given). The steps: :func:`_own_executor`,
     :func:`_environment`, :func:`_open_manifest`, then :class:`_Run` (start, finish, stop,
@@ -122,10 +122,10 @@ def _own_executor(req: RunRequest, plan: RunPlan) -> tuple[Path, list[NotebookRe
     # N notebooks at once on this machine share its cores: OpenMP pools of 2 threads per
     # kernel on 2 cores spin against each other (03's gradient boosting ran 10x slower).
     saved = os.environ.get("SAF_NUM_THREADS")
-    if req.workers > 1 and not req.scheduler and not saved:
-        os.environ["SAF_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // req.workers))
+    if plan.workers > 1 and not req.scheduler and not saved:
+        os.environ["SAF_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // plan.workers))
     try:
-        with open_executor(req.workers, req.scheduler) as ex:
+        with open_executor(plan.workers, req.scheduler) as ex:
             return run_profile(req, plan, ex)
     finally:  # a later run in this process gets its own split
         if saved is None:

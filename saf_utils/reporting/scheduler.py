@@ -321,6 +321,23 @@ def _import_distributed() -> Any:
     return distributed
 
 
+#: Notebooks at once where neither ``--workers`` nor the profile's ``workers`` says: one,
+#: in the runner's process.
+DEFAULT_WORKERS = 1
+
+
+def resolve_workers(workers: int | None, address: str | None,
+                    profile_workers: int | None = None) -> int:
+    """Notebooks at once: ``--workers`` if given, else the profile's ``workers`` (for a
+    local run: with ``--scheduler`` the cluster's own workers run them), else
+    :data:`DEFAULT_WORKERS`."""
+    if workers is not None:
+        return workers
+    if address is None and profile_workers is not None:
+        return profile_workers
+    return DEFAULT_WORKERS
+
+
 def check_scheduler_options(workers: Any, address: str | None) -> None:
     """``--workers`` is a whole number >= 1; ``--scheduler`` excludes ``--workers N > 1``."""
     if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
@@ -346,9 +363,10 @@ def where_text(workers: int, address: str | None) -> str:
 
 def add_cluster_arguments(ap: Any) -> None:
     """``--workers`` and ``--scheduler`` of ``saf-run`` and ``saf-run sweep``."""
-    ap.add_argument("--workers", type=int, default=1, metavar="N",
-                    help="notebooks at once: 1 (default) runs them in this process, one after "
-                         "another; N > 1 on a local Dask cluster of N workers")
+    ap.add_argument("--workers", type=int, default=None, metavar="N",
+                    help="notebooks at once: 1 runs them in this process, one after another; "
+                         "N > 1 on a local Dask cluster of N workers (default: the profile's "
+                         "'workers', else 1)")
     ap.add_argument("--scheduler", metavar="ADDRESS",
                     help="run the notebooks on this Dask scheduler's workers (tcp://host:8786;"
                          " they need the run folder and the data at the same paths)")

@@ -19,7 +19,7 @@ import json
 import re
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -111,8 +111,6 @@ class Cell:
 
 def plan_cells(base: Any, matrix: dict[str, list], sweep_dir: Path) -> list[Cell]:
     """One checked run plan per cell (:func:`runner.prepare`): a bad value fails here."""
-    from dataclasses import replace
-
     from saf_utils.reporting import runner
 
     cells, names = [], set()
@@ -397,7 +395,11 @@ def run_sweep(args: Any, argv: list[str]) -> int:
     from saf_utils.reporting import runner
     from saf_utils.reporting.profiles import load_profile
     from saf_utils.reporting.runs import new_run_dir
-    from saf_utils.reporting.scheduler import check_scheduler_options, open_executor
+    from saf_utils.reporting.scheduler import (
+        check_scheduler_options,
+        open_executor,
+        resolve_workers,
+    )
 
     for opt in ("run_name", "run_dir", "baseline"):
         if getattr(args, opt):
@@ -405,8 +407,9 @@ def run_sweep(args: Any, argv: list[str]) -> int:
                               "run per cell in its own folder (--sweep-name)")
     base = runner.request_from_args(args, argv)  # reports_dir: each cell gets the sweep's
     reports = Path(args.reports_dir).resolve() if args.reports_dir else REPORTS_DIR
-    check_scheduler_options(args.workers, args.scheduler)
     cfg = load_profile(args.profile or "cpu", args.config)
+    base = replace(base, workers=resolve_workers(args.workers, args.scheduler, cfg.get("workers")))
+    check_scheduler_options(base.workers, args.scheduler)
     matrix = parse_matrix(args.matrix, cfg.get("matrix"), cfg["path"])
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     name = check_folder_name(args.sweep_name or f"sweep-{cfg['name']}-{stamp}", "--sweep-name")
@@ -414,7 +417,7 @@ def run_sweep(args: Any, argv: list[str]) -> int:
     if args.dry_run:
         print(describe_sweep(cells, matrix, reports / name, base))
         return 0
-    with open_executor(args.workers, args.scheduler) as executor:
+    with open_executor(base.workers, args.scheduler) as executor:
         sweep_dir = new_run_dir(reports, name)
         for c in cells:  # the folder may have got a suffix
             c.req.reports_dir = str(sweep_dir)
