@@ -27,6 +27,20 @@ def _p(p: float) -> str:
     return "< 0.001" if p < 0.001 else f"= {p:.3f}"
 
 
+#: Beside an interval that excludes 0 while the Holm-adjusted p does not reach alpha: the
+#: interval inverts the raw test, the verdict reads the adjusted one.
+UNADJUSTED = "interval not adjusted for the notebook's other comparisons"
+
+
+def _gap(row: Mapping[str, Any], p: float, adjusted: bool, alpha: float) -> str:
+    """``diff [low, high]``, flagged when the raw interval and the adjusted p disagree."""
+    d, lo, hi = row["diff"], row["ci_low"], row["ci_high"]
+    text = f"{d:+.3g} [{lo:+.3g}, {hi:+.3g}]"
+    if adjusted and p > alpha and (lo > 0 or hi < 0):
+        text += f" ({UNADJUSTED})"
+    return text
+
+
 def verdict(row: Mapping[str, Any], metric: str | None = None, lower_is_better: bool = False,
             alpha: float = 0.05) -> str:
     """One sentence for one comparison row (:func:`saf_utils.protocol.paired_table` +
@@ -38,9 +52,10 @@ def verdict(row: Mapping[str, Any], metric: str | None = None, lower_is_better: 
     metric = metric or row.get("metric", "")
     p = row.get("p_adj", row["p_value"])
     p = row["p_value"] if p is None or (isinstance(p, float) and np.isnan(p)) else p
-    label = "p" if row.get("primary", False) or "p_adj" not in row else "Holm-adjusted p"
-    d, lo, hi = row["diff"], row["ci_low"], row["ci_high"]
-    diff = f"{d:+.3g} [{lo:+.3g}, {hi:+.3g}]"
+    adjusted = not row.get("primary", False) and "p_adj" in row
+    label = "Holm-adjusted p" if adjusted else "p"
+    d = row["diff"]
+    diff = _gap(row, p, adjusted, alpha)
     est = f" (estimand: {row['estimand']})" if row.get("estimand") else ""
     a, b = row["system"], row["reference"]
     if p <= alpha:
@@ -77,7 +92,7 @@ def lead_sentence(top: str, runner_up: str, cmp_row: Mapping[str, Any] | None, m
     if cmp_row is None:
         return f"Highest {metric}: {top}; the gap to {runner_up} was not tested."
     p = cmp_row.get("p_adj", cmp_row["p_value"])
-    gap = f"{cmp_row['diff']:+.3g} [{cmp_row['ci_low']:+.3g}, {cmp_row['ci_high']:+.3g}]"
+    gap = _gap(cmp_row, p, "p_adj" in cmp_row, alpha)
     if p <= alpha:
         return (f"Highest {metric}: {top}, ahead of {runner_up} by {gap} "
                 f"(adjusted p {_p(p)}): the lead is resolved.")

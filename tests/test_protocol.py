@@ -114,6 +114,11 @@ def test_verdict_wording_follows_the_test():
     assert "not distinguishable" in V.lead_sentence("a", "b", ns, "accuracy")
     assert "resolved" in V.lead_sentence("a", "b", sig, "accuracy")
     assert "not tested" in V.lead_sentence("a", "b", None, "accuracy")
+    # the raw interval excludes 0 but Holm does not reach alpha: the sentence says why
+    assert V.UNADJUSTED in text and V.UNADJUSTED in V.lead_sentence("a", "b", ns, "accuracy")
+    assert V.UNADJUSTED not in V.verdict(sig)
+    assert V.UNADJUSTED not in V.verdict({**ns, "ci_low": -0.01})
+    assert V.UNADJUSTED not in V.verdict({**ns, "primary": True, "p_value": 0.3})
 
 
 def test_choose_row_rounds_and_breaks_ties_by_grid_order() -> None:
