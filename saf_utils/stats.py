@@ -224,7 +224,10 @@ def paired_randomization(
         out = np.empty(swaps.shape[0])
         for start in range(0, swaps.shape[0], 1000):
             delta = swaps[start:start + 1000] @ (sb - sa)  # swapped units' stats change sides
-            out[start:start + 1000] = statistic(ta + delta) - statistic(tb - delta)
+            # rounded as the bootstrap's sums: BLAS kernels differ in the last bits (measured:
+            # OpenBLAS Haswell vs SkylakeX moved a MoverScore interval by 2e-16)
+            out[start:start + 1000] = (statistic(round_features(ta + delta, SUM_DECIMALS))
+                                       - statistic(round_features(tb - delta, SUM_DECIMALS)))
         return out
 
     null = null_of(swap)

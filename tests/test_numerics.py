@@ -212,3 +212,28 @@ def test_a_model_trained_on_one_or_two_threads_is_the_same_model(tmp_path):
         assert proc.returncode == 0, proc.stderr[-3000:]
         out.append([x for x in proc.stdout.splitlines() if x.startswith("PROBE ")][-1])
     assert out[0] == out[1]
+
+
+RANDOMIZATION_PROBE = r"""
+import numpy as np
+from saf_utils import stats as S
+rng = np.random.default_rng(3)
+b = -0.3 * rng.random(700) - 0.1
+a = b + rng.normal(-0.26, 0.05, 700)
+r = S.paired_randomization(a, b, n_resamples=1000, seed=0, max_resamples=20000)
+print("PROBE", repr((r.low, r.high, r.p_value)))
+"""
+
+
+def test_randomization_intervals_do_not_follow_the_blas_kernel():
+    """The null's sums are matrix products: OpenBLAS's SkylakeX kernel moved this interval
+    by about 1e-16 against Haswell's before they were rounded (as in the cpu profile, where
+    one MoverScore interval of 02 differed between runs A7 and B7)."""
+    outs = set()
+    for core in ("Haswell", "SkylakeX"):
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENBLAS_CORETYPE": core}
+        proc = subprocess.run([sys.executable, "-c", RANDOMIZATION_PROBE], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        outs.add([x for x in proc.stdout.splitlines() if x.startswith("PROBE")][-1])
+    assert len(outs) == 1, outs
