@@ -231,9 +231,12 @@ def paired_randomization(
         return out
 
     null = null_of(swap)
-    tol = 1e-12 * max(1.0, abs(diff))
+    # the observed assignment (no swap) on the null's own rounded path, so that it equals
+    # the null's identity row exactly
+    obs = abs(float(null_of(np.zeros((1, sa.shape[0])))[0]))
+    tol = 1e-12 * max(1.0, obs)
     if rng is not None and max_resamples and max_resamples > swap.shape[0] \
-            and not (np.abs(null) >= abs(diff) - tol).any():
+            and not (np.abs(null) >= obs - tol).any():
         more = [null]
         for start in range(swap.shape[0], max_resamples, 1000):
             b = min(1000, max_resamples - start)
@@ -242,7 +245,7 @@ def paired_randomization(
     u = np.sort(np.abs(null))[::-1]
     extra = 0 if exact else 1  # Monte Carlo: the observed assignment counts once more
     n = u.size + extra
-    p = float(min(1.0, ((u >= abs(diff) - tol).sum() + extra) / n))
+    p = float(min(1.0, ((u >= obs - tol).sum() + extra) / n))
     k = int(np.floor(alpha * n + 1e-9)) - extra  # p <= alpha  <=>  #{u >= |d|} <= k
     q = float(u[k]) if 0 <= k < u.size else float(u[0])
     if p <= alpha:  # ties at the boundary: make the two answers agree exactly
