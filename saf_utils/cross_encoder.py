@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from saf_utils.encoders import resolve_model
-from saf_utils.seq2seq import quiet_trainer
+from saf_utils.seq2seq import configure_trainer, precision
 
 MODES = ("label", "score")
 POOLINGS = ("cls", "mean")
@@ -350,16 +350,19 @@ def _training_args(settings: CrossEncoderSettings, output_dir: str, cached: bool
     from transformers import TrainingArguments
 
     cuda = torch.cuda.is_available()
+    mixed = precision(settings)
     return TrainingArguments(
         output_dir=output_dir, per_device_train_batch_size=settings.batch_size,
         per_device_eval_batch_size=settings.eval_batch_size,
         learning_rate=settings.learning_rate, weight_decay=settings.weight_decay,
         lr_scheduler_type="constant", num_train_epochs=settings.epochs,
         seed=settings.seed, data_seed=settings.seed, full_determinism=not cuda,
-        fp16=settings.fp16 and cuda, bf16=settings.bf16 and cuda, use_cpu=not cuda,
+        fp16=mixed == "fp16", bf16=mixed == "bf16", use_cpu=not cuda,
         save_strategy="no", eval_strategy="no", report_to=[],
         logging_steps=settings.logging_steps, dataloader_num_workers=0,
         remove_unused_columns=not cached,
+        # plain DDP, the mean of the ranks' mean losses (see seq2seq.configure_trainer)
+        average_tokens_across_devices=False,
         disable_tqdm=os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true"))
 
 
@@ -368,7 +371,9 @@ def _train_log(trainer: Any, out: Any, train_seconds: float, seconds: float
     """Loss, steps, time, world size, memory and the Trainer's log of one fine-tune."""
     return {"train_loss": float(out.training_loss), "train_steps": int(out.global_step),
             "train_seconds": round(train_seconds, 1), "seconds": round(seconds, 1),
-            "world_size": int(trainer.args.world_size), **peak_memory_mb(),
+            "world_size": int(trainer.args.world_size),
+            "precision": "fp16" if trainer.args.fp16 else "bf16" if trainer.args.bf16 else "fp32",
+            **peak_memory_mb(),
             "log_history": list(trainer.state.log_history)}
 
 
@@ -419,7 +424,7 @@ def train_and_predict(first: Sequence[str], second: Sequence[str], targets: Sequ
                           data_collator=collator,
                           processing_class=None if cached else tokenizer,
                           callbacks=[callback])
-        quiet_trainer(trainer)
+        configure_trainer(trainer)
         callback.trainer = trainer
         t0 = time.perf_counter()
         out = trainer.train()

@@ -94,11 +94,10 @@ class TrainJob:
     kind: str = "seq2seq"  # seq2seq | cross_encoder
 
     def __post_init__(self) -> None:
-        cls = settings_class(self.kind)
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(self.settings) - known)
-        if unknown:
-            raise ValueError(f"unknown {cls.__name__} field(s) {unknown}")
+        # Every value checked against its field's type here, in the kernel, before a
+        # launcher starts: a learning rate that arrives as the string "5e-05" is an error
+        # naming the field, not an optimizer's TypeError in a rank's traceback.
+        self.kind_settings()
 
     @classmethod
     def from_dict(cls, config: dict[str, Any]) -> TrainJob:
@@ -111,11 +110,18 @@ class TrainJob:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> TrainJob:
-        """A job from a YAML or JSON file."""
-        import yaml  # YAML is a superset of JSON: one reader for both
+        """A job from a JSON file (what :func:`run_job` writes) or a YAML file (by hand).
 
+        JSON is read as JSON: YAML 1.1 reads the ``5e-05`` that ``json.dumps`` writes for
+        5e-5 as a string, so a launched job would get its learning rate as text.
+        """
         with open(path, encoding="utf-8") as fh:
-            config = yaml.safe_load(fh)
+            if str(path).endswith(".json"):
+                config = json.load(fh)
+            else:  # by hand: a value YAML reads as text is named by kind_settings
+                import yaml
+
+                config = yaml.safe_load(fh)
         if not isinstance(config, dict):
             raise ValueError(f"{path}: a job config must be a mapping")
         return cls.from_dict(config)
@@ -124,11 +130,19 @@ class TrainJob:
         return dataclasses.asdict(self)
 
     def kind_settings(self) -> Any:
-        """The settings object of the job's kind, with the job's seed."""
+        """The settings object of the job's kind, with the job's seed; every value checked
+        against its field's type (:func:`saf_utils.registry.make_params`) and an int given
+        for a float field cast to float."""
+        from saf_utils.registry import make_params
+
+        cls = settings_class(self.kind)
         values = dict(self.settings)
         if self.seed is not None:
             values["seed"] = self.seed
-        return settings_class(self.kind)(**values)
+        settings = make_params(cls, values, f"{cls.__name__} of job {self.system!r}")
+        floats = {f.name: float(getattr(settings, f.name)) for f in dataclasses.fields(cls)
+                  if isinstance(f.default, float) and isinstance(getattr(settings, f.name), int)}
+        return dataclasses.replace(settings, **floats)
 
 
 @dataclass
@@ -386,6 +400,29 @@ def launch_command(launcher: str, config_path: str | os.PathLike) -> list[str]:
         return [sys.executable, "-m", "accelerate.commands.launch", *extra, *target]
     raise ValueError(f"launcher {launcher!r}: use none, processes:N, torchrun:N, torchrun:gpu, "
                      "accelerate or accelerate:N")
+
+
+def check_launcher(launcher: str) -> None:
+    """A launcher this machine can start, or a one-line ``ValueError`` saying why not.
+
+    Checked when a run is planned, before any notebook runs: ``torchrun:gpu`` (one process
+    per visible GPU) and ``accelerate:N`` (``--multi_gpu``) need CUDA, and without it used to
+    fail only at the first training job, after every CPU system of the notebook had run.
+    """
+    if launcher == "none" or job_pool.processes(launcher):
+        return
+    launch_command(launcher, CONFIG_FILE)  # the syntax
+    kind, _, n = launcher.partition(":")
+    if kind == "torchrun" and n != "gpu" and not (n.isdigit() and int(n) >= 1):
+        raise ValueError(f"launcher {launcher!r}: torchrun:N needs N >= 1 (or torchrun:gpu)")
+    if kind == "accelerate" and n and not (n.isdigit() and int(n) >= 1):
+        raise ValueError(f"launcher {launcher!r}: accelerate:N needs N >= 1")
+    if n == "gpu" or (kind == "accelerate" and n):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ValueError(f"launcher {launcher!r} needs CUDA GPUs and this machine has "
+                             "none: use torchrun:N (N CPU processes) or none")
 
 
 def load_result(output_dir: str | os.PathLike) -> JobResult:

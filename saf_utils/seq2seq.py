@@ -180,8 +180,11 @@ def build_seq2seq(settings: Seq2SeqSettings, train_texts: Sequence[str] = ()):
     return model, tokenizer
 
 
-def _is_led(tokenizer) -> bool:
-    return type(tokenizer).__name__.startswith("LED")
+def is_led(model: Any) -> bool:
+    """Whether ``model`` is LED (Longformer-Encoder-Decoder), by the model's own type: its
+    tokenizer loads as a ``RobertaTokenizer`` (transformers 5), so the tokenizer's class
+    name cannot tell."""
+    return getattr(getattr(model, "config", None), "model_type", "") == "led"
 
 
 def _led_global(ids: Sequence[int]) -> list[int]:
@@ -190,18 +193,55 @@ def _led_global(ids: Sequence[int]) -> list[int]:
     return [1] + [0] * (len(ids) - 1)
 
 
-def _dataset(tokenizer, sources, targets, settings: Seq2SeqSettings):
+def _dataset(tokenizer, sources, targets, settings: Seq2SeqSettings, led: bool = False):
     import datasets
 
     enc = tokenizer(list(sources), max_length=settings.max_source_length, truncation=True)
     rows = {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
-    if _is_led(tokenizer):
+    if led:
         rows["global_attention_mask"] = [_led_global(ids) for ids in enc["input_ids"]]
     if targets is not None:
         rows["labels"] = tokenizer(text_target=list(targets),
                                    max_length=settings.max_target_length,
                                    truncation=True)["input_ids"]
     return datasets.Dataset.from_dict(rows)
+
+
+def seq2seq_collator(tokenizer: Any, model: Any) -> Any:
+    """``DataCollatorForSeq2Seq`` that also pads LED's ``global_attention_mask`` (with 0,
+    on the tokenizer's padding side), which the stock collator leaves ragged and fails on."""
+    import torch
+    from transformers import DataCollatorForSeq2Seq
+
+    class _Collator(DataCollatorForSeq2Seq):
+        def __call__(self, features: list[dict[str, Any]], return_tensors: Any = None) -> Any:
+            key = "global_attention_mask"
+            masks = [f.pop(key) for f in features] if features and key in features[0] else None
+            batch = super().__call__(features, return_tensors)
+            if masks is not None:
+                n = batch["input_ids"].shape[1]
+                left = getattr(self.tokenizer, "padding_side", "right") == "left"
+                batch[key] = torch.tensor([[0] * (n - len(m)) + list(m) if left else
+                                           list(m) + [0] * (n - len(m)) for m in masks])
+            return batch
+
+    return _Collator(tokenizer, model=model)
+
+
+def precision(settings: Any) -> str:
+    """The precision a fine-tune actually runs in: ``fp16``/``bf16`` where asked for and
+    CUDA is there, else ``fp32``. Asked for without CUDA, it warns: the Trainer would run
+    fp32 while the settings (and a log that only copied them) said fp16."""
+    import warnings
+
+    import torch
+
+    asked = "fp16" if settings.fp16 else "bf16" if settings.bf16 else "fp32"
+    if asked != "fp32" and not torch.cuda.is_available():
+        warnings.warn(f"{asked} asked for, but there is no CUDA device: training in fp32 "
+                      "(the train log's 'precision' says so)", stacklevel=2)
+        return "fp32"
+    return asked
 
 
 def training_arguments(settings: Seq2SeqSettings, output_dir: str) -> Any:
@@ -211,6 +251,7 @@ def training_arguments(settings: Seq2SeqSettings, output_dir: str) -> Any:
     from transformers import Seq2SeqTrainingArguments
 
     cuda = torch.cuda.is_available()
+    mixed = precision(settings)
     return Seq2SeqTrainingArguments(
         output_dir=output_dir,
         per_device_train_batch_size=settings.batch_size,
@@ -225,8 +266,8 @@ def training_arguments(settings: Seq2SeqSettings, output_dir: str) -> Any:
         seed=settings.seed,
         data_seed=settings.seed,
         full_determinism=not cuda,
-        fp16=settings.fp16 and cuda,
-        bf16=settings.bf16 and cuda,
+        fp16=mixed == "fp16",
+        bf16=mixed == "bf16",
         use_cpu=not cuda,
         save_strategy="no",
         eval_strategy="no",
@@ -234,10 +275,7 @@ def training_arguments(settings: Seq2SeqSettings, output_dir: str) -> Any:
         logging_steps=settings.logging_steps,
         disable_tqdm=os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true"),
         dataloader_num_workers=0,
-        # T5/mT5/mBART/LED compute a mean loss and ignore num_items_in_batch, yet declare
-        # **kwargs, so under DDP the Trainer's token averaging (default on) would multiply
-        # their loss and gradients by the world size. Off: plain DDP (mean of the ranks'
-        # mean losses). With one process this changes nothing.
+        # plain DDP, the mean of the ranks' mean losses (see configure_trainer)
         average_tokens_across_devices=False,
     )
 
@@ -257,24 +295,25 @@ def train_seq2seq(
     Trainer's ``log_history``, and the eval loss when eval pairs are given. Nothing is saved
     unless ``output_dir`` is given (under DDP only the main process writes).
     """
-    from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, set_seed
+    from transformers import Seq2SeqTrainer, set_seed
 
     _check_pairs(sources, targets, "training data")
     set_seed(settings.seed)
     model, tokenizer = build_seq2seq(settings, list(sources) + list(targets))
-    train_ds = _dataset(tokenizer, sources, targets, settings)
+    led = is_led(model)
+    train_ds = _dataset(tokenizer, sources, targets, settings, led)
     eval_ds = None
     if eval_sources is not None:
         _check_pairs(eval_sources, eval_targets, "evaluation data")
-        eval_ds = _dataset(tokenizer, eval_sources, eval_targets, settings)
+        eval_ds = _dataset(tokenizer, eval_sources, eval_targets, settings, led)
     with tempfile.TemporaryDirectory() as tmp:
         args = training_arguments(settings, output_dir or tmp)
         trainer = Seq2SeqTrainer(
             model=model, args=args, train_dataset=train_ds,
-            data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
+            data_collator=seq2seq_collator(tokenizer, model),
             processing_class=tokenizer,
         )
-        quiet_trainer(trainer)
+        configure_trainer(trainer)
         t0 = time.perf_counter()
         out = trainer.train()
         log: dict[str, Any] = {
@@ -285,6 +324,8 @@ def train_seq2seq(
             "train_steps": int(out.global_step),
             "train_seconds": round(time.perf_counter() - t0, 1),
             "world_size": int(args.world_size),
+            "precision": "fp16" if args.fp16 else "bf16" if args.bf16 else "fp32",
+            **({"global_attention": "first token"} if led else {}),
             "log_history": list(trainer.state.log_history),
         }
         if eval_ds is not None:
@@ -357,7 +398,7 @@ def _generate_local(model, tokenizer, sources: Sequence[str], settings: Seq2SeqS
         enc = tokenizer([sources[i] for i in idx], max_length=settings.max_source_length,
                         truncation=True, padding=True, return_tensors="pt").to(device)
         enc.pop("token_type_ids", None)
-        if _is_led(tokenizer):
+        if is_led(model):
             enc["global_attention_mask"] = torch.zeros_like(enc["input_ids"])
             enc["global_attention_mask"][:, 0] = 1
         with torch.no_grad():
@@ -370,11 +411,23 @@ def _generate_local(model, tokenizer, sources: Sequence[str], settings: Seq2SeqS
     return outputs
 
 
-def quiet_trainer(trainer: Any) -> Any:
-    """Without progress bars (``TQDM_DISABLE``) the Trainer prints each log as a raw dict
-    (``{'train_runtime': ...}``) into the notebook; the ``[train]`` summary line says it for
-    people, so the printer is removed."""
+def configure_trainer(trainer: Any) -> Any:
+    """The two settings every Trainer of the collection needs, set in one place.
+
+    - **Mean losses, scaled as a mean.** Every model here (T5/mT5, mBART, LED, BERT/XLM-R
+      classifiers) returns the mean loss of its batch and ignores ``num_items_in_batch``,
+      yet declares ``**kwargs``, so the Trainer takes it for a token-sum loss: it then
+      skips the division by the gradient-accumulation steps (loss and gradient x
+      ``grad_accum``: the mBART recipe's batch 1 x 4 trained on a 4x loss, clipped at a 4x
+      norm) and, with ``average_tokens_across_devices``, multiplies by the number of DDP
+      processes. Declaring the models loss-kwargs-free restores the plain mean on every
+      path: the same loss and gradient at any accumulation and any world size.
+    - **No raw log dicts.** Without progress bars (``TQDM_DISABLE``) the Trainer prints
+      each log as a dict (``{'train_runtime': ...}``) into the notebook; the ``[train]``
+      summary line says it for people, so the printer is removed.
+    """
     from transformers.trainer_callback import PrinterCallback
 
+    trainer.model_accepts_loss_kwargs = False
     trainer.remove_callback(PrinterCallback)
     return trainer

@@ -23,3 +23,30 @@ def smoke_run(tmp_path_factory) -> tuple[Path, int]:
     reports = tmp_path_factory.mktemp("smoke")
     code = cli.main(["--profile", "smoke", "--reports-dir", str(reports), "--run-name", "s"])
     return reports / "s", code
+
+
+@pytest.fixture(scope="session")
+def standin(tmp_path_factory):
+    """``standin(hub_id) -> folder``: a tiny stand-in of a gpu-profile model
+    (:mod:`tests.standins`), built once per session on the SAF fixtures' texts."""
+    from tests.standins import build_standin
+
+    root = tmp_path_factory.mktemp("standins")
+    built: dict[str, Path] = {}
+
+    def get(hub_id: str) -> Path:
+        if hub_id not in built:
+            built[hub_id] = build_standin(hub_id, fixture_texts(), root / hub_id.replace("/", "--"))
+        return built[hub_id]
+
+    return get
+
+
+def fixture_texts() -> list[str]:
+    """Every text of the SAF fixtures (German and English), for stand-in tokenizers."""
+    import pandas as pd
+
+    frames = [pd.read_csv(p) for p in sorted((Path(__file__).parent / "fixtures" / "saf_csv")
+                                             .glob("*.csv"))]
+    cols = ("question", "reference_answer", "provided_answer", "answer_feedback")
+    return [str(t) for df in frames for c in cols if c in df for t in df[c].dropna()]

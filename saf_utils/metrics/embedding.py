@@ -414,11 +414,23 @@ def resolve_device(device: str | None = "auto") -> str:
     return device
 
 
+def _bertscore_pairs(refs: Sequence[str], hyps: Sequence[str], rescale: bool,
+                     model_type: str | None, num_layers: int | None, lang: str | None,
+                     device: str | None, batch_size: int) -> list[float]:
+    dev = resolve_device(device)
+    with numerics.training_threads():  # the same last bits on any thread count
+        return per_distinct_pair(
+            lambda h, r: bertscore(h, r, model_type=model_type, num_layers=num_layers,
+                                   lang=lang, rescale=rescale, device=dev,
+                                   batch_size=batch_size)["f1_per_pair"],
+            hyps, refs)
+
+
 @register_metric("bertscore_f1", inputs="texts", library="bert-score",
                  description="BERTScore F1",
                  definition="Mean per-output BERTScore F1: greedy cosine matching of "
-                 "contextual token embeddings, no IDF, rescaled with bert-score's baseline "
-                 "where one ships.",
+                 "contextual token embeddings, no IDF, not rescaled (see "
+                 "bertscore_f1_rescaled).",
                  reference="Zhang et al. (2020), BERTScore: Evaluating Text Generation with "
                  "BERT, ICLR")
 def bertscore_items(refs: Sequence[str], hyps: Sequence[str], model_type: str | None = None,
@@ -428,15 +440,34 @@ def bertscore_items(refs: Sequence[str], hyps: Sequence[str], model_type: str | 
 
     An empty hypothesis is scored as ``""`` (bert-score embeds ``[CLS] [SEP]``), never
     replaced by a stand-in; each distinct (hyp, ref) pair is scored once (the same numbers:
-    bert-score embeds each distinct sentence once anyway); rescaled where bert-score ships a
-    baseline for ``(lang, model_type)``; ``model_type=None`` is the packaged MiniLM.
+    bert-score embeds each distinct sentence once anyway); ``model_type=None`` is the
+    packaged MiniLM. Never rescaled, whatever ``lang``: a rescaled score leaves 0-1 (below
+    0 where a pair is less similar than the baseline's random pairs), so it is reported as
+    its own metric, :func:`bertscore_rescaled_items`.
     """
-    dev = resolve_device(device)
-    with numerics.training_threads():  # the same last bits on any thread count
-        return per_distinct_pair(
-            lambda h, r: bertscore(h, r, model_type=model_type, num_layers=num_layers,
-                                   lang=lang, device=dev, batch_size=batch_size)["f1_per_pair"],
-            hyps, refs)
+    return _bertscore_pairs(refs, hyps, False, model_type, num_layers, lang, device,
+                            batch_size)
+
+
+@register_metric("bertscore_f1_rescaled", inputs="texts", library="bert-score", scale="any",
+                 description="BERTScore F1, rescaled with bert-score's baseline",
+                 definition="Mean per-output BERTScore F1 rescaled as (F - b) / (1 - b) with "
+                 "bert-score's baseline b for the language and model (the mean F1 of random "
+                 "sentence pairs): at most 1, and below 0 for pairs less similar than "
+                 "random ones; as papers that rescale report it.",
+                 reference="Zhang et al. (2020), BERTScore, ICLR; bert-score's "
+                 "rescale_baseline")
+def bertscore_rescaled_items(refs: Sequence[str], hyps: Sequence[str],
+                             model_type: str | None = None, num_layers: int | None = None,
+                             lang: str | None = None, device: str | None = "auto",
+                             batch_size: int = 64) -> list[float]:
+    """Per-pair rescaled BERTScore F1; a ``ValueError`` where bert-score ships no baseline
+    for ``(lang, model_type)`` (never unrescaled scores under this name)."""
+    if baseline_path(lang, model_type or minilm_path()) is None:
+        raise ValueError(f"bert-score ships no rescaling baseline for language {lang!r} and "
+                         f"model {model_type!r}")
+    return _bertscore_pairs(refs, hyps, True, model_type, num_layers, lang, device,
+                            batch_size)
 
 
 @register_metric("moverscore", inputs="texts", library="own port of moverscore_v2",

@@ -96,6 +96,7 @@ def prepare(req: RunRequest) -> RunPlan:
     deps = check_dependencies(cfg, names, existing, {
         n["name"]: n.get("status") for n in (old_manifest or {}).get("notebooks", [])})
     plans = plan_notebooks(cfg, names, nb_dir, req.overrides or [])
+    _check_launchers(plans)
     baseline = None
     if req.baseline:  # a readable run: checked manifest and metrics
         from saf_utils.reporting.compare import load_run, resolve_run
@@ -109,6 +110,18 @@ def prepare(req: RunRequest) -> RunPlan:
     check_scheduler_options(workers, req.scheduler)
     return RunPlan(cfg, plans, deps, data, existing, old_manifest, run_name, baseline,
                    _reuse_sources(req, cfg, existing), workers)
+
+
+def _check_launchers(plans: list[NotebookPlan]) -> None:
+    """Each notebook's training launcher can start here (a GPU launcher needs a GPU)."""
+    from saf_utils.jobs import check_launcher
+
+    for p in plans:
+        if isinstance(p.params.get("launcher"), str):
+            try:
+                check_launcher(p.params["launcher"])
+            except ValueError as err:
+                raise RunnerError(f"{p.name}: {err}") from None
 
 
 def _existing_run(req: RunRequest) -> tuple[Path | None, dict | None]:

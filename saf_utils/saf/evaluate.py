@@ -39,7 +39,8 @@ HEADLINE_METRICS = ("accuracy", "macro_f1", "weighted_f1", "mse", "sacrebleu", "
                     "meteor", "bertscore_f1", "moverscore")
 #: Every metric scored per table: the headline ones and two more per-item ones.
 SCORED_METRICS = ("accuracy", "macro_f1", "weighted_f1", "mse", "mse_max_penalty", "sacrebleu",
-                  "chrf", "rouge2", "meteor", "bertscore_f1", "moverscore", "unparseable_rate")
+                  "chrf", "rouge2", "meteor", "bertscore_f1", "bertscore_f1_rescaled",
+                  "moverscore", "unparseable_rate")
 #: Metrics with one score per item (the mean over items is the metric).
 ITEM_METRICS = M.of_level(SCORED_METRICS, "item")
 #: Corpus metrics, bootstrapped from per-item sufficient statistics (exact, not averages).
@@ -47,7 +48,7 @@ CORPUS_METRICS = M.of_level(SCORED_METRICS, "corpus")
 #: Metrics where lower is better.
 LOWER_IS_BETTER = tuple(m for m in SCORED_METRICS if M.lower_is_better(m))
 #: Metrics that load a model (``embedding_metrics``).
-EMBEDDING_METRICS = ("bertscore_f1", "moverscore")
+EMBEDDING_METRICS = ("bertscore_f1", "bertscore_f1_rescaled", "moverscore")
 #: Designs (see the module docstring); a split with fewer questions gets no question-level
 #: inference (no interval with 2 or 3 clusters can be calibrated).
 ANSWERS = P.Design("answers within questions", "item",
@@ -96,17 +97,24 @@ def _options(name: str, bertscore_kwargs: Mapping[str, Any] | None,
              moverscore_model: Any) -> dict[str, Any]:
     if name in ("macro_f1", "weighted_f1", "accuracy"):
         return {"labels": SAF_LABELS}
-    if name == "bertscore_f1":
+    if name.startswith("bertscore_f1"):
         return dict(bertscore_kwargs or {})
     return {"model": moverscore_model} if name == "moverscore" else {}
 
 
 def _scored(embedding_metrics: bool, moverscore_model: Any,
-            names: Sequence[str] = SCORED_METRICS) -> list[str]:
+            names: Sequence[str] = SCORED_METRICS,
+            bertscore_kwargs: Mapping[str, Any] | None = None) -> list[str]:
     """The metrics a table gets: embedding ones only with ``embedding_metrics``, MoverScore
-    only with a model."""
+    only with a model, rescaled BERTScore only where bert-score ships a baseline for the
+    BERTScore model and language."""
+    from saf_utils.metrics.embedding import baseline_path, minilm_path
+
+    kw = bertscore_kwargs or {}
+    rescaled = baseline_path(kw.get("lang"), kw.get("model_type") or minilm_path()) is not None
     return [n for n in names if (embedding_metrics or n not in EMBEDDING_METRICS)
-            and (n != "moverscore" or moverscore_model is not None)]
+            and (n != "moverscore" or moverscore_model is not None)
+            and (n != "bertscore_f1_rescaled" or rescaled)]
 
 
 def evaluate_predictions(preds: pd.DataFrame, bertscore_kwargs: Mapping[str, Any] | None = None,
@@ -122,7 +130,7 @@ def evaluate_predictions(preds: pd.DataFrame, bertscore_kwargs: Mapping[str, Any
     inputs = _inputs(preds)
     out: dict[str, float] = {}
     names = [n for n in SCORED_METRICS if n != "unparseable_rate"]  # below, over every row
-    for name in _scored(embedding_metrics, moverscore_model, names):
+    for name in _scored(embedding_metrics, moverscore_model, names, bertscore_kwargs):
         m = M.metric(name)
         value = m.score(*inputs[m.inputs],
                         **_options(name, bertscore_kwargs, moverscore_model)).value
@@ -178,7 +186,8 @@ def item_scores(preds: pd.DataFrame, bertscore_kwargs: Mapping[str, Any] | None 
     p = preds.reset_index(drop=True)
     inputs = _inputs(p)
     cols: dict[str, pd.Series] = {}
-    for name in _scored(embedding_metrics and len(p) > 0, moverscore_model, ITEM_METRICS):
+    for name in _scored(embedding_metrics and len(p) > 0, moverscore_model, ITEM_METRICS,
+                        bertscore_kwargs):
         m = M.metric(name)
         if name == "moverscore":
             cols[name] = _moverscore_by_split(p, *inputs["texts"], moverscore_model)
