@@ -525,8 +525,9 @@ def run_jobs(jobs: Sequence[dict[str, Any] | TrainJob], launcher: str = "none",
         summary = {k: v for k, v in result.log["summary"].items()
                    if k not in ("settings", "labels")}
         job_d = result.log["job"]
-        logs.append({"system": job_d["system"], "seed": result.log["summary"]["settings"]["seed"],
-                     "fold": job_d["fold"],
+        settings = result.log["summary"]["settings"]
+        logs.append({"system": job_d["system"], "seed": settings["seed"],
+                     "fold": job_d["fold"], "model": settings.get("model"),
                      **summary, "seconds_total": round(seconds_total, 1),
                      "output_dir": str(result.output_dir)})
         preds.append(result.predictions)

@@ -74,3 +74,78 @@ def annotate(path: str | Path, **fields: Any) -> None:
     if key not in _SOURCES:
         raise KeyError(f"{key}: not registered; call register() first")
     _SOURCES[key].update(fields)
+
+
+# --------------------------------------------------------------------------- models
+
+#: Parameter keys whose string values (keys, for ``models``) name a model, at any depth of a
+#: notebook's parameters (``system_params`` nests them).
+MODEL_KEYS = ("model", "encoder", "extra_encoders", "bertscore_model", "moverscore_model",
+              "models")
+_NOT_MODELS = ("scratch",)
+_FOLDERS: dict[str, tuple[tuple[tuple[str, int, int], ...], str]] = {}
+
+
+def _named_models(value: Any, key: str = "") -> list[str]:
+    if isinstance(value, dict):
+        names = [k for k in value if isinstance(k, str)] if key == "models" else []
+        return names + [m for k, v in value.items() for m in _named_models(v, str(k))]
+    if isinstance(value, (list, tuple)):
+        return [m for v in value for m in _named_models(v, key)]
+    if isinstance(value, str) and key in MODEL_KEYS and value not in _NOT_MODELS:
+        return [value.removeprefix("bert2bert:")]
+    return []
+
+
+def folder_digest(folder: Path) -> str:
+    """SHA-256 over the relative paths and contents of a model folder's files, computed once
+    per process while no file's size or modification time changes (weights are large)."""
+    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    stats = tuple((p.relative_to(folder).as_posix(), p.stat().st_size, p.stat().st_mtime_ns)
+                  for p in files)
+    key = str(folder.resolve())
+    if key not in _FOLDERS or _FOLDERS[key][0] != stats:
+        h = hashlib.sha256()
+        for p, (rel, _, _) in zip(files, stats, strict=True):
+            h.update(rel.encode() + b"\0" + sha256_file(p).encode())
+        _FOLDERS[key] = (stats, h.hexdigest())
+    return _FOLDERS[key][1]
+
+
+def _hub_revision(repo_id: str) -> tuple[str | None, str]:
+    """(commit, how it was found) of a hub model: the local hub cache's ``main``, else the
+    hub's current commit (what a download would fetch), else None offline."""
+    import os
+
+    from huggingface_hub import try_to_load_from_cache
+
+    cached = try_to_load_from_cache(repo_id, "config.json")
+    if isinstance(cached, str):
+        return Path(cached).parent.name, "hub cache"
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
+        return None, "not in the hub cache (offline)"
+    try:
+        from huggingface_hub import model_info
+
+        return model_info(repo_id).sha, "hub"
+    except Exception as exc:  # noqa: BLE001 - no network, no such repo: said, not raised
+        return None, f"unresolved ({type(exc).__name__})"
+
+
+def model_identity(name: str) -> dict[str, Any]:
+    """What a model name resolves to: a packaged model (pinned by the lock), a local folder
+    with the digest of its files, or a hub id with the commit it resolves to."""
+    if name.startswith("local:"):
+        return {"model": name, "source": "packaged (pinned by the lock)"}
+    folder = Path(name).expanduser()
+    if folder.is_dir():
+        return {"model": name, "source": "folder", "sha256": folder_digest(folder)}
+    revision, how = _hub_revision(name)
+    return {"model": name, "source": how, "revision": revision}
+
+
+def model_identities(params: dict[str, Any]) -> list[dict[str, Any]]:
+    """The identity of every model a notebook's parameters name (:func:`model_identity`),
+    once each, in order: hub ids with their revision, folders with a digest. It is part of
+    the reuse key, so a model updated under the same name reruns the notebook."""
+    return [model_identity(m) for m in dict.fromkeys(_named_models(params))]

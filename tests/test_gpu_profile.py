@@ -202,3 +202,43 @@ def test_a_gpu_launcher_without_a_gpu_is_a_planning_error(launcher):
     for bad in ("torchrun", "torchrun:0", "mpirun:2"):
         with pytest.raises(ValueError):
             J.check_launcher(bad)
+
+
+# ------------------------------------------------------------------ DDP parity
+
+
+def _parity_job(tmp_path, kind: str, folder, batch_size: int) -> J.TrainJob:
+    ids = [1, 2, 3, 4]
+    sources = ["Eine Einigung.", "Der Schuldner.", "Ein Vertrag ist das.", "Niemand."]
+    targets = (["Correct", "Incorrect", "Correct", "Partially correct"] if kind != "seq2seq"
+               else ["Die Antwort ist richtig."] * 4)  # equal lengths: a mean of means
+    pairs = ["Eine Einigung zweier Parteien."] * 4 if kind != "seq2seq" else None
+    train = J.Examples(ids, sources, targets, pairs)
+    evals = {"val": J.Examples([9], ["Ja."], [targets[0]], pairs[:1] if pairs else None)}
+    examples = J.write_examples(tmp_path / f"{kind}-{batch_size}.jsonl", train, evals)
+    settings = ({"model": str(folder), "epochs": 1, "max_length": 32, "freeze_layers": 0,
+                 "cache_frozen": False, "labels": ["Correct", "Incorrect",
+                                                   "Partially correct"]}
+                if kind != "seq2seq" else
+                {"model": str(folder), "max_steps": 1, "src_lang": "de_DE",
+                 "tgt_lang": "de_DE", "max_target_length": 16, "eval_batch_size": 1})
+    return J.TrainJob(examples=str(examples), output_dir=str(tmp_path / f"{kind}-{batch_size}"),
+                      kind=kind, save_model=False, seed=3,
+                      settings={**settings, "batch_size": batch_size, "logging_steps": 1,
+                                "learning_rate": 5e-5})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind,hub_id", [("cross_encoder", "xlm-roberta-base"),
+                                         ("seq2seq", MBART)])
+def test_two_ddp_processes_log_the_kernels_loss(tmp_path, standin, monkeypatch, kind, hub_id):
+    """Batch 4 in the kernel = 2 x 2 under ``torchrun --nproc_per_node 2`` on the same four
+    examples: the cross-encoder had logged 2 x ln 3 under DDP (loss x world size)."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    folder = standin(hub_id)
+    kernel = J.run_job(_parity_job(tmp_path, kind, folder, 4), log=lambda line: None)
+    ddp = J.run_job(_parity_job(tmp_path, kind, folder, 2), launcher="torchrun:2",
+                    log=lambda line: None)
+    assert ddp.log["summary"]["world_size"] == 2
+    assert _first_step(ddp.log)["loss"] == pytest.approx(_first_step(kernel.log)["loss"],
+                                                         rel=1e-4)

@@ -278,6 +278,13 @@ def _seq2seq_examples(fold: ReplyFold, params: ReplySeq2SeqParams, split: str) -
                       [p.reply for p in pairs])
 
 
+#: What the page shows of each trained model: which model ran, in which precision, on how
+#: many processes, and with LED's global attention (what the profile asked for is not
+#: always what ran: fp16 needs CUDA).
+TRAIN_LOG_FIELDS = ("model", "precision", "world_size", "global_attention", "train_loss",
+                    "train_steps", "train_seconds")
+
+
 def _seq2seq(fold: ReplyFold, params: ReplySeq2SeqParams, config: ReplyConfig
              ) -> list[SystemOutput]:
     base = J.TrainJob(examples="", task="argscichat",
@@ -293,8 +300,7 @@ def _seq2seq(fold: ReplyFold, params: ReplySeq2SeqParams, config: ReplyConfig
         logs = res.logs[res.logs.seed == seed].iloc[0].to_dict()
         out.append(SystemOutput({s: p[p.split == s].output.tolist() for s in EVAL_SPLITS},
                                 seed=int(seed),
-                                log={k: logs[k] for k in ("train_loss", "train_steps",
-                                                          "train_seconds") if k in logs}))
+                                log={k: logs[k] for k in TRAIN_LOG_FIELDS if k in logs}))
     return out
 
 

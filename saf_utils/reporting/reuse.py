@@ -13,7 +13,10 @@ would have now:
 - ``package``: SHA-256 of the package sources (``saf_utils/**/*.py``) except the runner's own
   modules (:data:`RUNNER_ONLY`: they pick which notebooks run, they neither run inside a
   notebook nor render its page), so that fixing the runner does not rerun every notebook;
-- ``depends_on``: the digest of the output folder of each notebook it depends on, in this run.
+- ``depends_on``: the digest of the output folder of each notebook it depends on, in this run;
+- ``models``: every model the parameters name, resolved (:func:`saf_utils.provenance.
+  model_identities`): a hub id with the commit it resolves to, a local folder with the
+  digest of its files, so a model updated under the same name reruns the notebook.
 
 Equal inputs: the notebook, its page and its folder are hard-linked (copied where links are
 impossible) into the new run and verified there: every copied file is hashed and compared with
@@ -42,7 +45,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from saf_utils.provenance import sha256_file
+from saf_utils.provenance import model_identities, sha256_file
 from saf_utils.reporting.manifest import PROJECT_ROOT, died
 
 IGNORED_PARAMETERS = ("output_dir",)
@@ -151,14 +154,15 @@ def notebook_inputs(nb_path: Path, params: dict[str, Any], lock_sha: str | None,
         "lock": lock_sha,
         "package": package_digest(),
         "depends_on": dict(sorted(depends.items())),
+        "models": model_identities(params),
     }
     return {**inputs, "key": _sha(inputs)}
 
 
 def changed(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """The names of the inputs that differ (``[]``: reuse)."""
-    return [k for k in ("notebook", "parameters", "data", "lock", "package", "depends_on")
-            if old.get(k) != new.get(k)]
+    return [k for k in ("notebook", "parameters", "data", "lock", "package", "depends_on",
+                        "models") if old.get(k) != new.get(k)]
 
 
 def profile_runs(reports_dir: Path, profile: str, exclude: Path | None = None) -> list[Path]:

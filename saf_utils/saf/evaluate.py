@@ -33,10 +33,11 @@ from saf_utils import stats
 from saf_utils import verdicts as V
 from saf_utils.saf.data import SAF_LABELS
 
-#: The headline metrics, in table order (sacreBLEU/chrF 0-100, the rest 0-1): names only, each
+#: The headline metrics, in table order (sacreBLEU/chrF 0-100, rescaled BERTScore at most 1 and
+#: unbounded below, the rest 0-1): names only, each
 #: metric's level, direction and scorer are its object's (:mod:`saf_utils.metrics`).
 HEADLINE_METRICS = ("accuracy", "macro_f1", "weighted_f1", "mse", "sacrebleu", "chrf", "rouge2",
-                    "meteor", "bertscore_f1", "moverscore")
+                    "meteor", "bertscore_f1", "bertscore_f1_rescaled", "moverscore")
 #: Every metric scored per table: the headline ones and two more per-item ones.
 SCORED_METRICS = ("accuracy", "macro_f1", "weighted_f1", "mse", "mse_max_penalty", "sacrebleu",
                   "chrf", "rouge2", "meteor", "bertscore_f1", "bertscore_f1_rescaled",
