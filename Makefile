@@ -35,7 +35,15 @@ $(VENV)/.installed: pyproject.toml $(LOCK)
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (saf_utils)" >/dev/null
 	touch $@
 
-install: $(VENV)/.installed wordnet
+install: $(VENV)/.installed $(VENV)/etc/jupyter/jupyter_server_config.py wordnet
+
+# The pre-save hook for every Jupyter server started from the venv (`jupyter lab` by hand
+# too, not only `make lab`): jupyter_server reads jupyter_server_config.py from
+# <prefix>/etc/jupyter. (A jupyter_server_config.d/*.json file there only enables
+# extensions; a ContentsManager setting in it is ignored.)
+$(VENV)/etc/jupyter/jupyter_server_config.py: jupyter_server_config.py $(VENV)/.installed
+	mkdir -p $(@D)
+	cp jupyter_server_config.py $@
 
 # Regenerate the lock from pyproject.toml with uv (kept in .cache, not in the project venv). Versions
 # already in the lock are kept unless LOCK_ARGS says --upgrade; torch stays out (see
@@ -77,10 +85,11 @@ test: install
 lint: install
 	$(VENV)/bin/ruff check saf_utils tests benchmarks
 
-# JupyterLab on notebooks/ with the project's jupyter_server_config.py: saves of the tracked
-# notebooks are stripped to their committed form (saf_utils/reporting/lab.py).
+# JupyterLab on notebooks/; the venv's copy of jupyter_server_config.py strips saves of the
+# tracked notebooks to their committed form (saf_utils/reporting/lab.py). As root (a
+# container), Jupyter refuses to start without --allow-root.
 lab: install
-	$(VENV)/bin/jupyter lab --config=$(CURDIR)/jupyter_server_config.py notebooks/
+	$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) notebooks/
 
 clean-venv:
 	rm -rf $(VENV)

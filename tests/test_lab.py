@@ -102,3 +102,50 @@ def test_every_tracked_notebook_is_already_in_stripped_form():
         nb = nbformat.read(path, as_version=4)
         assert nbformat.writes(lab.strip_notebook(copy.deepcopy(nb))) == nbformat.writes(nb), \
             path.name
+
+
+@pytest.mark.slow
+def test_jupyter_lab_from_the_venv_keeps_a_tracked_notebook_clean_without_config(tmp_path):
+    """``jupyter lab`` started by hand from the venv (no ``--config``, not ``make lab``)
+    reads the copy ``make install`` puts in ``<venv>/etc/jupyter``: a save of a tracked
+    notebook with outputs (what Lab's autosave sends after a cell ran) leaves the file
+    byte for byte as committed."""
+    import json
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    if Path(sys.prefix).resolve() != (ROOT / ".venv").resolve():
+        pytest.skip("not the project's .venv (make install puts the config there)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    jupyter = Path(sys.executable).parent / "jupyter"
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / "user-config"),
+           "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
+    cmd = [str(jupyter), "lab", "--no-browser", "--allow-root", f"--port={port}",
+           "--ip=127.0.0.1", "--IdentityProvider.token=t", f"--ServerApp.root_dir={ROOT}"]
+    path = TRACKED[0]
+    before = path.read_bytes()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/api/contents/notebooks/{path.name}?token=t"
+    try:
+        for _ in range(120):
+            try:
+                urllib.request.urlopen(url, timeout=2)
+                break
+            except OSError:
+                time.sleep(0.5)
+        body = json.dumps({"type": "notebook", "format": "json",
+                           "content": _as_lab_leaves_it(path)}).encode()
+        req = urllib.request.Request(url, data=body, method="PUT",
+                                     headers={"Content-Type": "application/json"})
+        urllib.request.urlopen(req, timeout=30).read()
+        assert path.read_bytes() == before
+    finally:
+        path.write_bytes(before)  # never leave a dirtied tracked notebook behind
+        proc.terminate()
+        proc.wait(timeout=30)

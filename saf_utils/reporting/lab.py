@@ -4,7 +4,8 @@ Opening a notebook of ``notebooks/`` in JupyterLab and letting it autosave would
 tracked file: outputs and execution counts, the running kernel's ``kernelspec`` ("Python 3
 (saf_utils)"), ``language_info``, and cell metadata such as ``execution``, ``scrolled`` or
 ``collapsed``. :func:`pre_save_hook` (a jupyter_server ``FileContentsManager.pre_save_hook``,
-set by the project's ``jupyter_server_config.py``, which ``make lab`` loads) strips all of
+set by the project's ``jupyter_server_config.py``, which ``make install`` copies to the
+venv's ``etc/jupyter`` where every Jupyter server of the venv reads it) strips all of
 that from every notebook saved under ``notebooks/`` before it is written, so a save that
 changed no source is byte for byte the committed file. Notebooks elsewhere (a copy saved as
 ``reports/interactive/x.ipynb``) keep their outputs.
