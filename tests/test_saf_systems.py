@@ -13,7 +13,7 @@ from fakes import bow_encoder
 from saf_frames import toy_frame
 from threadpoolctl import threadpool_limits
 
-from saf_utils.saf import baselines, features
+from saf_utils.saf import baselines, features, reference
 from saf_utils.saf import formats as S
 from saf_utils.saf import run as R
 from saf_utils.saf import systems as SY
@@ -69,7 +69,7 @@ def test_feedback_bank_strategies():
 
 
 def test_strip_points():
-    assert (baselines.strip_points("A (0.25 P) und B (je 0.25 P), C (0.25-0.5 P).")
+    assert (reference.strip_points("A (0.25 P) und B (je 0.25 P), C (0.25-0.5 P).")
             == "A und B , C .")
 
 

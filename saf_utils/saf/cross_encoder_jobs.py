@@ -21,7 +21,11 @@ from saf_utils import metrics as M
 from saf_utils import protocol as P
 from saf_utils.metrics import lower_is_better
 from saf_utils.saf import formats as S
-from saf_utils.saf.baselines import retrieved_feedback_table
+from saf_utils.saf.baselines import (
+    UnseenFeedback,
+    per_question_accuracy,
+    retrieved_feedback_table,
+)
 from saf_utils.saf.features import StackFeatures
 from saf_utils.text import listing
 
@@ -200,8 +204,8 @@ def grid_search(ce: CrossEncoderJobs, grid: Mapping[str, Sequence[Any]], seed: i
     return pd.DataFrame(rows), res
 
 
-def _prediction_tables(ce: CrossEncoderJobs, outputs: pd.DataFrame, encoder: Any
-                       ) -> pd.DataFrame:
+def _prediction_tables(ce: CrossEncoderJobs, outputs: pd.DataFrame, encoder: Any,
+                       unseen_feedback: UnseenFeedback = "nearest_question") -> pd.DataFrame:
     """``cross_encoder``'s prediction table per (seed, split), feedback retrieved for the
     predicted label."""
     out = []
@@ -212,13 +216,14 @@ def _prediction_tables(ce: CrossEncoderJobs, outputs: pd.DataFrame, encoder: Any
                   else None)
         out.append(retrieved_feedback_table(ce.data.train, gold_df, ce.labels(r.output.tolist()),
                                             CE_SYSTEM, encoder, scores, int(seed),
-                                            raw=r.output.tolist()))
+                                            raw=r.output.tolist(),
+                                            unseen_feedback=unseen_feedback))
     return pd.concat(out, ignore_index=True)
 
 
 def run_cross_encoder(ce: CrossEncoderJobs, grid: Mapping[str, Sequence[Any]],
-                      seeds: Sequence[int], encoder: Any = None, folds: int = 3
-                      ) -> CrossEncoderRun:
+                      seeds: Sequence[int], encoder: Any = None, folds: int = 3,
+                      unseen_feedback: UnseenFeedback = "nearest_question") -> CrossEncoderRun:
     """Choose the cross-encoder's settings on validation (:func:`grid_search`, macro-F1,
     :func:`saf_utils.protocol.choose_row`), train one model per further seed, and compute
     out-of-fold outputs on train (:func:`oof_jobs`, first seed) for stacking and the
@@ -244,14 +249,17 @@ def run_cross_encoder(ce: CrossEncoderJobs, grid: Mapping[str, Sequence[Any]],
     outputs = pd.concat([first.assign(system=CE_SYSTEM), p[p.system == CE_SYSTEM]],
                         ignore_index=True)
     oof = oof_rows(ce, folds_jobs, p)
+    oof_labels = ce.labels(oof.output.tolist())
     cv = pd.DataFrame([{"system": CE_SYSTEM, **_label_scores(
-        oof.verification_feedback.tolist(), ce.labels(oof.output.tolist())),
+        oof.verification_feedback.tolist(), oof_labels),
+        "per_question": per_question_accuracy(oof.question, oof.verification_feedback,
+                                              oof_labels),
         "protocol": f"grouped {oof.fold.nunique()}-fold over questions"}])
     kinds = ["seed"] * len(seed_jobs) + ["oof"] * len(folds_jobs)
     logs = pd.concat([res.logs.assign(job="grid"), done.logs.assign(job=kinds)],
                      ignore_index=True)
-    return CrossEncoderRun(_prediction_tables(ce, outputs, encoder), table, config, outputs,
-                           oof, cv, logs, chosen_row=i)
+    return CrossEncoderRun(_prediction_tables(ce, outputs, encoder, unseen_feedback), table,
+                           config, outputs, oof, cv, logs, chosen_row=i)
 
 
 def stacking_choice(headline: pd.DataFrame, metric: str = "macro_f1",

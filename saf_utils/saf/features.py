@@ -17,15 +17,10 @@ from saf_utils import metrics as M
 from saf_utils import numerics
 from saf_utils.encoders import l2_normalize
 from saf_utils.models import make_classifier
-from saf_utils.saf.baselines import (
-    Encoder,
-    FeedbackBank,
-    content_words,
-    reference_sentences,
-    strip_points,
-)
+from saf_utils.saf.baselines import Encoder, FeedbackBank, UnseenFeedback, per_question_accuracy
 from saf_utils.saf.data import SAF_LABELS
 from saf_utils.saf.formats import LABEL_SCORE, prediction_table
+from saf_utils.saf.reference import content_words, reference_sentences, strip_points
 from saf_utils.text import word_tokens
 
 
@@ -176,7 +171,7 @@ class FeatureClassifier:
     normalize_unseen: bool = False
     k: int = 5
     feedback: str = "most_frequent"
-    unseen_feedback: str = "nearest_question"
+    unseen_feedback: UnseenFeedback = "nearest_question"
     seed: int = 0
     system: str = "feature_clf"
     stack: StackFeatures | None = None  # extra seen-question features (stacking)
@@ -257,8 +252,8 @@ class FeatureClassifier:
         tr_q = self._train.question.to_numpy()
         tr_y = self._train.verification_feedback.to_numpy()
         scores, fbs = [], []
-        for i, (q, ref, lab) in enumerate(zip(te.question, te.reference_answer, labels,
-                                              strict=True)):
+        for i, (q, ref, lab, ans) in enumerate(zip(te.question, te.reference_answer, labels,
+                                                   te.provided_answer, strict=True)):
             if seen[i]:
                 scores.append(float(self._score.get((q, lab), LABEL_SCORE[lab])))
                 fb = None
@@ -274,7 +269,7 @@ class FeatureClassifier:
                            or self._bank.by_label.get(lab, ""))
             else:
                 scores.append(LABEL_SCORE[lab])
-                fbs.append(self._bank.unseen(q, ref, lab, self.unseen_feedback))
+                fbs.append(self._bank.unseen(q, ref, lab, self.unseen_feedback, ans))
         return prediction_table(te, self.system, labels=labels, scores=scores, feedback=fbs,
                                 seed=self.seed, backoff=list(~seen))
 
@@ -320,7 +315,8 @@ def grouped_cv_generic(train: pd.DataFrame, encoder: Encoder,
                         "normalize_unseen": norm, "generic_class_weight": cw or "none",
                         "generic_C": C, "accuracy": M.metric("accuracy").score(y, pred).value,
                         "macro_f1": M.metric("macro_f1").score(y, pred,
-                                                               labels=SAF_LABELS).value})
+                                                               labels=SAF_LABELS).value,
+                        "per_question": per_question_accuracy(qs, y, pred)})
     return pd.DataFrame(rows)
 
 
