@@ -76,7 +76,7 @@ def test_strip_points():
 def test_generic_and_knn_features_shapes():
     train = toy_frame("train")
     f = features.generic_features(train, bow_encoder)
-    assert list(f.columns) == list(features.GENERIC_FEATURES) and f.notna().all().all()
+    assert list(f.columns) == list(features.QUESTION_AGNOSTIC) and f.notna().all().all()
     a = bow_encoder(train.provided_answer.tolist())
     k = features.knn_features(train, a, train, a, k=3, leave_one_out=True)
     assert len(k) == len(train) and k.notna().all().all()

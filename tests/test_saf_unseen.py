@@ -3,6 +3,8 @@ on train and the one-standard-error rule with its nested regret (tiny hand-made 
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -215,7 +217,9 @@ def test_feedback_contrast_same_labels_old_feedback_and_the_majority(tmp_path):
                            "test_unseen_questions": new}, "toy")
     bow = EncoderChoice("de", "bow", (), "x", ())
     out = R.run_systems(data, ["majority", "nearest_neighbour"], bow, embed=bow_encoder)
-    ev = EV.evaluate(out.preds, out.roles, embedding_metrics=False, n_resamples=100)
+    design = EV.design_for(1, n_resamples=100).but(max_resamples=100)
+    ev = SimpleNamespace(preds=EV.collapse_identical_seeds(out.preds),
+                         designs={"test_unseen_questions": design})
     head, paired = EV.feedback_contrast(ev, data.train, data.evals, "nearest_neighbour",
                                         "nn retrieval", encoder=bow_encoder)
     assert set(head.system) == {"nearest_neighbour", "nn retrieval", "majority"}
@@ -228,3 +232,15 @@ def test_feedback_contrast_same_labels_old_feedback_and_the_majority(tmp_path):
     assert (head.ci_low <= head["mean"] + 1e-9).all()
     rec = Recorder("02_baseline_finetuning", tmp_path)
     assert RC.record_contrast(rec, "toy", head, paired) == len(head) + 2 * len(paired)
+    text = RC.contrast_sentence(head, paired, "nearest_neighbour")
+    assert text.startswith("`nearest_neighbour` on test_unseen_questions: accuracy ")
+    assert "minus `nn retrieval`: sacrebleu" in text and "minus `majority`: accuracy" in text
+
+
+def test_alignment_features_read_only_the_answer_and_the_reference():
+    a = RF.alignment("Foto der Sanitäranlagen von außen angefertigt", REF, "sentence")
+    assert set(a) == set(RF.ALIGNMENT_FEATURES)
+    assert a["unit_covered"] == 0.5 and 0.25 <= a["unit_cov_mean"] < 0.5
+    assert 0.0 < a["stem_recall"] < 1.0 and a["negation_mismatch"] == 0.0
+    assert RF.alignment("das muss man nicht", REF)["negation_mismatch"] == 1.0
+    assert RF.negated("you can't") and RF.negated("kein Foto") and not RF.negated("ein Foto")

@@ -506,7 +506,8 @@ def feedback_contrast(ev: Evaluation, train: pd.DataFrame, evals: Mapping[str, p
             train, gold.reset_index(), t.pred_label.tolist(), twin, encoder,
             scores=t.pred_score.astype(float).tolist(), seed=seed,
             unseen_feedback=twin_feedback))
-    base = ev.preds[(ev.preds.system == baseline) & (ev.preds.split == split)]
+    base = (ev.preds[(ev.preds.system == baseline) & (ev.preds.split == split)]
+            if baseline != system else mine.iloc[:0])
     preds = collapse_identical_seeds(pd.concat([mine, *twins, base], ignore_index=True))
     items = item_scores(preds, embedding_metrics=False)
     metrics = ("accuracy", "macro_f1", *FEEDBACK_METRICS)
@@ -514,6 +515,6 @@ def feedback_contrast(ev: Evaluation, train: pd.DataFrame, evals: Mapping[str, p
     head = headline_per_split(preds, items, designs, metrics)
     paired = pd.concat([
         paired_per_split(preds, items, twin, designs, FEEDBACK_METRICS, [system]),
-        paired_per_split(preds, items, baseline, designs, metrics, [system])],
-        ignore_index=True)
+        *([paired_per_split(preds, items, baseline, designs, metrics, [system])]
+          if len(base) else [])], ignore_index=True)
     return head, paired

@@ -4,6 +4,7 @@ conventions (:mod:`saf_utils.reporting.records`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -197,6 +198,24 @@ def record_contrast(rec: Any, dataset: str, headline: pd.DataFrame, paired: pd.D
                                       ci_low=None, ci_high=None), TASK, dataset,
                            kind="analysis")
     return n
+
+
+def contrast_sentence(headline: pd.DataFrame, paired: pd.DataFrame, system: str,
+                      metrics: Sequence[str] = ("accuracy", "sacrebleu", "chrf", "meteor")
+                      ) -> str:
+    """The closing note's sentence on :func:`record_contrast`'s tables: ``system``'s value
+    and interval per metric, then each difference to a reference with its interval."""
+    def cell(r: Any, value: str) -> str:
+        return f"{r[value]:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}]"
+
+    h = headline[headline.system == system].set_index("metric")
+    parts = [f"{m} {cell(h.loc[m], 'mean')}" for m in metrics if m in h.index]
+    text = f"`{system}` on {headline.split.iloc[0]}: " + ", ".join(parts)
+    for ref, g in paired[paired.system == system].groupby("reference", sort=False):
+        d = g.set_index("metric")
+        text += f"; minus `{ref}`: " + ", ".join(f"{m} {cell(d.loc[m], 'diff')}"
+                                                 for m in metrics if m in d.index)
+    return text + " (answers resampled within their question; conditional on them)."
 
 
 def record_evaluation(rec: Any, ev: EV.Evaluation, dataset: str, run: SAFRun | None = None) -> int:

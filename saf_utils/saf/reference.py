@@ -19,6 +19,13 @@ _POINTS = re.compile(r"\(\s*(?:je\s+)?[\d.,\s\-–]+\s*P\.?\s*\)", re.IGNORECASE
 #: cut off by an annotation, "(0.5 P) angefertigt werden.", stays with its clause).
 UNITS = ("sentence", "clause")
 MIN_CLAUSE_WORDS = 3
+#: Negation words (German and English): an answer that negates where the reference does not
+#: (or the reverse) often contradicts it, whatever the question.
+NEGATIONS = frozenset({"nicht", "kein", "keine", "keinen", "keinem", "keiner", "nie",
+                       "niemals", "nichts", "ohne", "not", "no", "never", "none", "nothing",
+                       "without", "cannot"})
+#: The question-agnostic answer–reference alignment features of :func:`alignment`.
+ALIGNMENT_FEATURES = ("unit_cov_mean", "unit_covered", "stem_recall", "negation_mismatch")
 #: Characters of a word's prefix that stand for its stem: a crude, language-agnostic stemmer
 #: (German and English inflect mostly at the end), so "geöffnet" matches "geöffneten".
 STEM_CHARS = 5
@@ -85,3 +92,20 @@ def coverage(answer: str, unit: str) -> float:
     """Share of the unit's stems that the answer contains (1.0 for a unit without any)."""
     need = stems(unit)
     return len(need & stems(answer)) / len(need) if need else 1.0
+
+
+def negated(text: str) -> bool:
+    """Whether ``text`` holds a negation word (:data:`NEGATIONS`) or an English "n't"."""
+    return "n't" in text.lower() or any(t in NEGATIONS for t in word_tokens(text))
+
+
+def alignment(answer: str, reference: str, unit: str = "clause", tau: float = 0.5
+              ) -> dict[str, float]:
+    """Answer–reference alignment that reads no other answer (:data:`ALIGNMENT_FEATURES`):
+    the mean coverage of the reference's content units, the share covered at least ``tau``,
+    the stem recall of the whole reference, and 1 where exactly one of the two negates."""
+    cov = [coverage(answer, u) for u in content_units(reference, unit)]
+    return {"unit_cov_mean": sum(cov) / len(cov),
+            "unit_covered": sum(c >= tau for c in cov) / len(cov),
+            "stem_recall": coverage(answer, strip_points(reference)),
+            "negation_mismatch": float(negated(answer) != negated(strip_points(reference)))}

@@ -28,7 +28,9 @@ from saf_utils.saf import feedback_choice as FCH
 from saf_utils.saf.baselines import UnseenFeedback
 from saf_utils.saf.context import RunContext, SAFData, make_encoder
 from saf_utils.saf.cross_encoder_jobs import CE_SYSTEM, CrossEncoderJobs, run_cross_encoder
+from saf_utils.saf.features import QUESTION_AGNOSTIC
 from saf_utils.saf.formats import PREDICTION_COLUMNS
+from saf_utils.saf.reference import ALIGNMENT_FEATURES
 from saf_utils.saf.seq2seq_jobs import run_seq2seq
 
 STACKED_SYSTEM = "feature_clf:stacked"
@@ -109,7 +111,10 @@ class FeatureClfParams:
     #: unseen-question feature sets (name -> feature names, None: all), CV candidates
     generic_feature_sets: dict = field(default_factory=lambda: {
         "all": None, "cos": ["cos_ref"],
-        "core": ["cos_ref", "cos_ref_sent_max", "ref_recall", "log_len"]})
+        "core": ["cos_ref", "cos_ref_sent_max", "ref_recall", "log_len"],
+        "core+alignment": ["cos_ref", "cos_ref_sent_max", "ref_recall", "log_len",
+                           *ALIGNMENT_FEATURES],
+        "all+alignment": list(QUESTION_AGNOSTIC)})
     generic_models: tuple[str, ...] = ("logreg",)  # unseen-question classifier candidates
 
 
