@@ -244,3 +244,16 @@ def test_alignment_features_read_only_the_answer_and_the_reference():
     assert 0.0 < a["stem_recall"] < 1.0 and a["negation_mismatch"] == 0.0
     assert RF.alignment("das muss man nicht", REF)["negation_mismatch"] == 1.0
     assert RF.negated("you can't") and RF.negated("kein Foto") and not RF.negated("ein Foto")
+
+
+def test_oof_label_shares_show_a_collapse_per_held_out_question():
+    from saf_utils.saf.cross_encoder_jobs import oof_label_shares
+
+    oof = pd.DataFrame({"question": ["a", "a", "b", "b"], "fold": [0, 0, 1, 1],
+                        "output": ["Partially correct"] * 3 + [1.0],
+                        "verification_feedback": ["Correct", "Partially correct",
+                                                  "Incorrect", "Correct"]})
+    t = oof_label_shares(oof).set_index("question")
+    assert t.loc["a", "pred Partially correct"] == 1.0 and t.loc["a", "accuracy"] == 0.5
+    assert t.loc["b", "pred Correct"] == 0.5 and t.loc["b", "gold Incorrect"] == 0.5
+    assert t.loc["b", "n"] == 2 and t.loc["b", "fold"] == 1

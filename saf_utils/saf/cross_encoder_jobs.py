@@ -141,6 +141,23 @@ class CrossEncoderRun:
         return StackFeatures(table, names)
 
 
+def oof_label_shares(oof: pd.DataFrame) -> pd.DataFrame:
+    """Per held-out training question: the share of each label among the out-of-fold
+    predictions beside the gold shares, and the accuracy. A cross-encoder that collapses on
+    questions it has not seen shows one predicted share near 1 whatever the gold shares."""
+    pred = [o if isinstance(o, str) else S.score_to_label(float(o)) for o in oof.output]
+    df = oof.assign(pred=pred)
+    rows = []
+    for q, g in df.groupby("question", sort=False):
+        row = {"question": q, "fold": int(g.fold.iloc[0]), "n": len(g),
+               "accuracy": float((g.pred == g.verification_feedback).mean())}
+        for lab in S.SAF_LABELS:
+            row[f"pred {lab}"] = float((g.pred == lab).mean())
+            row[f"gold {lab}"] = float((g.verification_feedback == lab).mean())
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def oof_jobs(ce: CrossEncoderJobs, config: Mapping[str, Any], seed: int, folds: int = 3
              ) -> list[J.TrainJob]:
     """Out-of-fold cross-encoder jobs for every training answer: grouped k-fold over
