@@ -394,6 +394,70 @@ def choose_row(table: pd.DataFrame, metric: str, split: str = "val",
     return int(choose_value(scores, metric, lower_is_better, split))
 
 
+def fold_summary(per_fold: pd.DataFrame, order: Sequence[str]) -> pd.DataFrame:
+    """Per system (in ``order``): mean over folds of ``value``, its standard error
+    (sample std / sqrt(folds)) and the number of folds. ``per_fold``: ``system, fold,
+    value``, one row per (system, fold)."""
+    g = per_fold.groupby("system").value
+    out = pd.DataFrame({"value": g.mean(), "se": g.std(ddof=1) / np.sqrt(g.size()),
+                        "n_folds": g.size()}).reindex([s for s in order if s in set(
+                            per_fold.system)])
+    return out.rename_axis("system").reset_index()
+
+
+def choose_within_se(per_fold: pd.DataFrame, metric: str, roles: Mapping[str, str],
+                     allowed: Sequence[str] = ELIGIBLE, split: str = "train",
+                     lower_is_better: bool = False, n_se: float = 1.0) -> Choice:
+    """The one-standard-error rule over cross-validation folds (Breiman et al. 1984).
+
+    ``roles`` lists the candidates **simplest first** (system -> role). The best mean over
+    folds sets the bar: the chosen candidate is the simplest whose mean is within ``n_se``
+    of the best's standard errors of it. With few folds (six training questions) the
+    candidates' means differ by less than their noise, and the plain best mean
+    (``n_se=0``) picks the luckiest; the rule picks a complex candidate only where it is
+    better by more than the noise of its own estimate. Values are compared rounded to
+    :data:`saf_utils.numerics.SCORE_DECIMALS`. The table adds ``se``, ``n_folds``, ``bar``.
+    """
+    cand = per_fold[per_fold.system.map(lambda s: roles.get(s) in set(allowed))]
+    t = fold_summary(cand[np.isfinite(cand.value.astype(float))], list(roles))
+    if t.empty:
+        raise ValueError(f"choose_within_se: no {split} {metric!r} values of roles "
+                         f"{list(allowed)}")
+    sign = -1.0 if lower_is_better else 1.0
+    v = (sign * t.value).round(numerics.SCORE_DECIMALS)
+    best = int(np.argmax(v.to_numpy()))  # ties: the simplest
+    se = float(t.se.iloc[best]) if np.isfinite(t.se.iloc[best]) else 0.0
+    bar = round(float(v.iloc[best]) - n_se * se, numerics.SCORE_DECIMALS)
+    pick = int(np.flatnonzero(v.to_numpy() >= bar)[0])
+    t["chosen"] = [i == pick for i in range(len(t))]
+    t["role"] = t.system.map(roles)
+    t["fold"] = None
+    t["bar"] = sign * bar
+    return Choice(metric, split, {None: t.system.iloc[pick]},
+                  t[["fold", "system", "role", "value", "se", "n_folds", "bar", "chosen"]])
+
+
+def rule_regret(per_fold: pd.DataFrame, rule: Any, lower_is_better: bool = False
+                ) -> pd.DataFrame:
+    """Regret of a choice rule, by leaving each fold out in turn (nested).
+
+    ``rule(rows) -> system`` chooses from the other folds' rows of ``per_fold``
+    (``system, fold, value``); the held-out fold's row of its pick is compared with the
+    best candidate on that fold (hindsight). One row per fold: ``chosen``, ``best``, their
+    values and ``regret`` (>= 0, in the metric's units). Its mean is what the rule is
+    expected to lose on a new fold against choosing with hindsight."""
+    rows = []
+    for f in dict.fromkeys(per_fold.fold):
+        held = per_fold[per_fold.fold == f].set_index("system").value.astype(float)
+        pick = rule(per_fold[per_fold.fold != f])
+        best = held.idxmin() if lower_is_better else held.idxmax()
+        sign = -1.0 if lower_is_better else 1.0
+        rows.append({"fold": f, "chosen": pick, "best": best, "value_chosen": held[pick],
+                     "value_best": held[best],
+                     "regret": sign * (held[best] - held[pick])})
+    return pd.DataFrame(rows)
+
+
 def composite(items: pd.DataFrame, choice: Choice, name: str = "val_chosen",
               fold: str = "fold") -> pd.DataFrame:
     """Items of each fold's chosen system, renamed ``name`` (fold f's part is the system

@@ -48,7 +48,7 @@ def test_registry_roles_variants_and_parameters():
         SY.SYSTEMS["nope"]
     table = SY.SYSTEMS.table(["majority", "nearest_neighbour"])
     assert table.role.tolist() == ["baseline", "baseline"]
-    assert table.params.tolist() == ["", "unseen_feedback='nearest_question'"]
+    assert table.params.tolist() == ["", "unseen_feedback='chosen'"]
     # every system declares a parameters dataclass: the one place of its defaults
     assert all(e.params_type is not None for e in SY.SYSTEMS.values())
 
@@ -166,9 +166,13 @@ def test_run_evaluate_record_end_to_end_on_fixtures(source, tmp_path):
     assert chosen.split.tolist() == ["validation"] and chosen.system.tolist() == [ev.chosen]
     # unseen questions have their own choice (CV on train), which index.html stars there
     uq = recs[(recs.kind == "tuning") & (recs.subset == "chosen for test_unseen_questions")]
-    best_cv = cv[~cv.transductive].sort_values("macro_f1", ascending=False, kind="stable")
-    assert uq.split.tolist() == ["train"] and uq.system.tolist() == [best_cv.system.iloc[0]]
-    assert uq.system.tolist() == [out.unseen_chosen]
+    assert uq.split.tolist() == ["train"] and uq.system.tolist() == [out.unseen_chosen]
+    assert uq.metric.tolist() == ["accuracy"]  # the pre-declared metric of the one-SE rule
+    t = out.unseen_choice.table
+    assert t[t.chosen].value.iloc[0] >= t.bar.iloc[0] - 1e-9  # within one SE of the best
+    assert set(out.unseen_regret.rule) == {"one_se", "best_mean"}
+    assert (out.unseen_regret.regret >= -1e-12).all()
+    assert (recs.metric == "regret_accuracy").sum() == 2
     assert not recs.metric.str.contains(r"_q\d|accuracy_").any()  # no groupings in names
     items = pd.read_json(tmp_path / "items.jsonl", lines=True)
     assert set(items.cluster) <= set(out.preds.question) and items.value.notna().all()

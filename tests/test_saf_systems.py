@@ -13,7 +13,7 @@ from fakes import bow_encoder
 from saf_frames import toy_frame
 from threadpoolctl import threadpool_limits
 
-from saf_utils.saf import baselines, features
+from saf_utils.saf import baselines, features, reference
 from saf_utils.saf import formats as S
 from saf_utils.saf import run as R
 from saf_utils.saf import systems as SY
@@ -69,14 +69,14 @@ def test_feedback_bank_strategies():
 
 
 def test_strip_points():
-    assert (baselines.strip_points("A (0.25 P) und B (je 0.25 P), C (0.25-0.5 P).")
+    assert (reference.strip_points("A (0.25 P) und B (je 0.25 P), C (0.25-0.5 P).")
             == "A und B , C .")
 
 
 def test_generic_and_knn_features_shapes():
     train = toy_frame("train")
     f = features.generic_features(train, bow_encoder)
-    assert list(f.columns) == list(features.GENERIC_FEATURES) and f.notna().all().all()
+    assert list(f.columns) == list(features.QUESTION_AGNOSTIC) and f.notna().all().all()
     a = bow_encoder(train.provided_answer.tolist())
     k = features.knn_features(train, a, train, a, k=3, leave_one_out=True)
     assert len(k) == len(train) and k.notna().all().all()

@@ -9,7 +9,6 @@ saf_utils.encoders.encode, model=...)``) and returns a
 """
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -23,7 +22,8 @@ from saf_utils import numerics
 from saf_utils.encoders import l2_normalize
 from saf_utils.saf.data import SAF_LABELS
 from saf_utils.saf.formats import LABEL_SCORE, prediction_table
-from saf_utils.text import split_sentences, word_tokens
+from saf_utils.saf.grounded import GroundedFeedback, GroundedParams
+from saf_utils.saf.reference import strip_points
 
 # --------------------------------------------------------------------------- helpers
 
@@ -34,22 +34,6 @@ def _mode(values: Sequence[Any]) -> Any:
 
 
 Encoder = Callable[[Sequence[str]], np.ndarray]
-
-
-_POINTS = re.compile(r"\(\s*(?:je\s+)?[\d.,\s\-–]+\s*P\.?\s*\)", re.IGNORECASE)
-
-
-def strip_points(text: str) -> str:
-    """Remove grading annotations like ``(0.25 P)`` / ``(je 0.25 P)`` from a reference answer."""
-    return " ".join(_POINTS.sub("", text).split())
-
-
-def content_words(text: str) -> set[str]:
-    return {t for t in word_tokens(text) if len(t) > 3 and not t.isdigit()}
-
-
-def reference_sentences(text: str) -> list[str]:
-    return split_sentences(strip_points(text), ".!?;") or [text]
 
 
 # --------------------------------------------------------------------------- baselines
@@ -122,13 +106,21 @@ class ReferenceThresholds:
         return self._apply(cos, self.lo, self.hi)
 
 
+#: How unseen questions get feedback: a retrieval strategy's name (``nearest_question``,
+#: ``reference``, ``global``), ``grounded`` (the default :class:`GroundedParams`) or a
+#: :class:`GroundedParams`.
+UnseenFeedback = str | GroundedParams
+
+
 class FeedbackBank:
     """Training feedback, looked up by (question, label) and by answer similarity.
 
     For unseen questions: Correct gets the most frequent training feedback of Correct
     answers (often a fixed phrase), other labels the most frequent feedback of that label
-    for the training question closest to the new one (``strategy="nearest_question"``) or
-    the reference answer without point annotations (``strategy="reference"``).
+    for the training question closest to the new one (``strategy="nearest_question"``),
+    the reference answer without point annotations (``strategy="reference"``) or the
+    reference's content the answer misses behind a learned lead-in (``"grounded"`` or a
+    :class:`GroundedParams`: :class:`saf_utils.saf.grounded.GroundedFeedback`).
     """
 
     def __init__(self, train: pd.DataFrame, encoder: Encoder | None = None):
@@ -140,6 +132,7 @@ class FeedbackBank:
             .to_dict()
         self.questions = sorted(set(train.question))
         self._q_emb: np.ndarray | None = None
+        self._grounded: dict[GroundedParams, GroundedFeedback] = {}
 
     def most_frequent(self, question: str, label: str) -> str | None:
         return self.by_q_label.get((question, label))
@@ -152,10 +145,20 @@ class FeedbackBank:
         v = l2_normalize(self.encoder([question]))[0]
         return self.questions[int(np.argmax(numerics.round_features(self._q_emb @ v)))]
 
+    def grounded(self, params: GroundedParams) -> GroundedFeedback:
+        """The grounded writer of ``params`` (lead-ins learned once from this bank's train)."""
+        if params not in self._grounded:
+            self._grounded[params] = GroundedFeedback(self.train, params)
+        return self._grounded[params]
+
     def unseen(self, question: str, reference: str, label: str,
-               strategy: str = "nearest_question") -> str:
+               strategy: UnseenFeedback = "nearest_question", answer: str = "") -> str:
         if label == "Correct" or strategy == "global":
             return self.by_label.get(label, "")
+        if strategy == "grounded":
+            strategy = GroundedParams()
+        if isinstance(strategy, GroundedParams):
+            return self.grounded(strategy).write(answer, reference, label)
         if strategy == "reference":
             return strip_points(reference)
         if strategy == "nearest_question":
@@ -166,7 +169,8 @@ class FeedbackBank:
 
 def nearest_neighbour_baseline(train: pd.DataFrame, test: pd.DataFrame, encoder: Encoder,
                                system: str = "nearest_neighbour",
-                               unseen_feedback: str = "nearest_question") -> pd.DataFrame:
+                               unseen_feedback: UnseenFeedback = "nearest_question"
+                               ) -> pd.DataFrame:
     """Label, score and feedback of the most similar training answer to the same question.
 
     Unseen questions have no training answers: their label comes from
@@ -181,7 +185,8 @@ def nearest_neighbour_baseline(train: pd.DataFrame, test: pd.DataFrame, encoder:
     bank = FeedbackBank(tr, encoder)
     idx_by_q = {q: np.flatnonzero(tr.question.to_numpy() == q) for q in set(tr.question)}
     labels, scores, fbs, back = [], [], [], []
-    for i, (q, ref) in enumerate(zip(test.question, test.reference_answer, strict=True)):
+    for i, (q, ref, ans) in enumerate(zip(test.question, test.reference_answer,
+                                          test.provided_answer, strict=True)):
         cand = idx_by_q.get(q)
         if cand is not None and len(cand):
             j = cand[int(np.argmax(numerics.round_features(a_tr[cand] @ a_te[i])))]
@@ -193,7 +198,7 @@ def nearest_neighbour_baseline(train: pd.DataFrame, test: pd.DataFrame, encoder:
             lab = thr.predict(ref_cos_te[i:i + 1])[0]
             labels.append(lab)
             scores.append(LABEL_SCORE[lab])
-            fbs.append(bank.unseen(q, ref, lab, unseen_feedback))
+            fbs.append(bank.unseen(q, ref, lab, unseen_feedback, ans))
             back.append(True)
     return prediction_table(test, system, labels=labels, scores=scores, feedback=fbs,
                             backoff=back)
@@ -208,9 +213,10 @@ def label_oracle(train: pd.DataFrame, test: pd.DataFrame, encoder: Encoder | Non
     system: it is the ceiling of retrieved feedback when the label is right.
     """
     bank = FeedbackBank(train.reset_index(drop=True), encoder)
-    fbs = [bank.most_frequent(q, lab) or bank.unseen(q, ref, lab)
-           for q, ref, lab in zip(test.question, test.reference_answer,
-                                  test.verification_feedback, strict=True)]
+    fbs = [bank.most_frequent(q, lab) or bank.unseen(q, ref, lab, answer=ans)
+           for q, ref, lab, ans in zip(test.question, test.reference_answer,
+                                       test.verification_feedback, test.provided_answer,
+                                       strict=True)]
     seen = test.question.isin(set(train.question)).to_numpy()
     return prediction_table(test, system, labels=test.verification_feedback.tolist(),
                             scores=test.score.astype(float).tolist(), feedback=fbs,
@@ -221,7 +227,8 @@ def retrieved_feedback_table(train: pd.DataFrame, test: pd.DataFrame, labels: Se
                              system: str, encoder: Encoder | None = None,
                              scores: Sequence[float] | None = None, seed: int | None = None,
                              raw: Sequence[str] | None = None,
-                             unseen_feedback: str = "nearest_question") -> pd.DataFrame:
+                             unseen_feedback: UnseenFeedback = "nearest_question"
+                             ) -> pd.DataFrame:
     """Prediction table of a label predictor with feedback retrieved as ``feature_clf`` does.
 
     Seen questions: the most frequent training feedback of (question, predicted label) and
@@ -234,15 +241,15 @@ def retrieved_feedback_table(train: pd.DataFrame, test: pd.DataFrame, labels: Se
     mean_score = tr.groupby(["question", "verification_feedback"]).score.mean().to_dict()
     seen_q = set(tr.question)
     out_scores, fbs, back = [], [], []
-    for i, (q, ref, lab) in enumerate(zip(test.question, test.reference_answer, labels,
-                                          strict=True)):
+    for i, (q, ref, lab, ans) in enumerate(zip(test.question, test.reference_answer, labels,
+                                               test.provided_answer, strict=True)):
         seen = q in seen_q
         back.append(not seen)
         if seen:
             fbs.append(bank.most_frequent(q, lab) or bank.by_label.get(lab, ""))
             default = float(mean_score.get((q, lab), LABEL_SCORE[lab]))
         else:
-            fbs.append(bank.unseen(q, ref, lab, unseen_feedback))
+            fbs.append(bank.unseen(q, ref, lab, unseen_feedback, ans))
             default = LABEL_SCORE[lab]
         out_scores.append(float(scores[i]) if scores is not None else default)
     return prediction_table(test, system, labels=list(labels), scores=out_scores,
@@ -256,13 +263,24 @@ def _ref_cos(df: pd.DataFrame, a: np.ndarray, encoder: Encoder) -> np.ndarray:
 
 
 
+def per_question_accuracy(questions: Sequence[str], gold: Sequence[str],
+                          pred: Sequence[str]) -> dict[str, float]:
+    """Question -> accuracy of its held-out answers: the folds of an unseen-question CV,
+    whose spread over questions is the standard error of a choice
+    (:func:`saf_utils.protocol.choose_within_se`)."""
+    hit = pd.Series(np.asarray(list(gold), dtype=object) == np.asarray(list(pred), dtype=object))
+    return {str(q): float(v) for q, v in hit.groupby(np.asarray(list(questions)),
+                                                      sort=False).mean().items()}
+
+
 def loqo_baselines(train: pd.DataFrame, encoder: Encoder) -> pd.DataFrame:
     """Leave-one-question-out accuracy/macro-F1 of the baselines' unseen-question paths.
 
     ``majority``: the global majority label of the other questions; ``nearest_neighbour``:
     :class:`ReferenceThresholds` fitted on the other questions' answer–reference cosines.
-    Same protocol and columns as :func:`grouped_cv_generic`, so the systems' unseen-question
-    paths can be compared (and one chosen) without touching a test split.
+    Same protocol and columns as :func:`grouped_cv_generic` (``per_question``: question ->
+    accuracy), so the systems' unseen-question paths can be compared (and one chosen)
+    without touching a test split.
     """
     tr = train.reset_index(drop=True)
     a = l2_normalize(encoder(tr.provided_answer.tolist()))
@@ -277,5 +295,7 @@ def loqo_baselines(train: pd.DataFrame, encoder: Encoder) -> pd.DataFrame:
         thr = ReferenceThresholds().fit(cos[~held], y[~held])
         preds["nearest_neighbour"][held] = thr.predict(cos[held])
     return pd.DataFrame([{"system": name, "accuracy": M.metric("accuracy").score(y, p).value,
-                          "macro_f1": _macro_f1(y, p)} for name, p in preds.items()])
+                          "macro_f1": _macro_f1(y, p),
+                          "per_question": per_question_accuracy(qs, y, p)}
+                         for name, p in preds.items()])
 

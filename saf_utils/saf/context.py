@@ -101,6 +101,8 @@ class RunState:
     cross_encoder: Any = None  # saf_utils.saf.cross_encoder_jobs.CrossEncoderRun
     variant_tunings: dict[str, Any] = field(default_factory=dict)  # encoder -> its tuning
     unseen_cv: dict[str, pd.DataFrame] = field(default_factory=dict)  # system -> CV rows
+    #: the unseen-question feedback chosen on train (feedback_choice.FeedbackChoice)
+    unseen_feedback: Any = None
     seq2seq_logs: pd.DataFrame | None = None  # one training-log row per seq2seq job
     seconds: dict[str, float] = field(default_factory=dict)  # system -> wall time
     # system -> peak resident memory of the process while it ran, MiB (saf_utils.usage)

@@ -21,7 +21,11 @@ from saf_utils import metrics as M
 from saf_utils import protocol as P
 from saf_utils.metrics import lower_is_better
 from saf_utils.saf import formats as S
-from saf_utils.saf.baselines import retrieved_feedback_table
+from saf_utils.saf.baselines import (
+    UnseenFeedback,
+    per_question_accuracy,
+    retrieved_feedback_table,
+)
 from saf_utils.saf.features import StackFeatures
 from saf_utils.text import listing
 
@@ -137,6 +141,23 @@ class CrossEncoderRun:
         return StackFeatures(table, names)
 
 
+def oof_label_shares(oof: pd.DataFrame) -> pd.DataFrame:
+    """Per held-out training question: the share of each label among the out-of-fold
+    predictions beside the gold shares, and the accuracy. A cross-encoder that collapses on
+    questions it has not seen shows one predicted share near 1 whatever the gold shares."""
+    pred = [o if isinstance(o, str) else S.score_to_label(float(o)) for o in oof.output]
+    df = oof.assign(pred=pred)
+    rows = []
+    for q, g in df.groupby("question", sort=False):
+        row = {"question": q, "fold": int(g.fold.iloc[0]), "n": len(g),
+               "accuracy": float((g.pred == g.verification_feedback).mean())}
+        for lab in S.SAF_LABELS:
+            row[f"pred {lab}"] = float((g.pred == lab).mean())
+            row[f"gold {lab}"] = float((g.verification_feedback == lab).mean())
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def oof_jobs(ce: CrossEncoderJobs, config: Mapping[str, Any], seed: int, folds: int = 3
              ) -> list[J.TrainJob]:
     """Out-of-fold cross-encoder jobs for every training answer: grouped k-fold over
@@ -200,8 +221,8 @@ def grid_search(ce: CrossEncoderJobs, grid: Mapping[str, Sequence[Any]], seed: i
     return pd.DataFrame(rows), res
 
 
-def _prediction_tables(ce: CrossEncoderJobs, outputs: pd.DataFrame, encoder: Any
-                       ) -> pd.DataFrame:
+def _prediction_tables(ce: CrossEncoderJobs, outputs: pd.DataFrame, encoder: Any,
+                       unseen_feedback: UnseenFeedback = "nearest_question") -> pd.DataFrame:
     """``cross_encoder``'s prediction table per (seed, split), feedback retrieved for the
     predicted label."""
     out = []
@@ -212,13 +233,14 @@ def _prediction_tables(ce: CrossEncoderJobs, outputs: pd.DataFrame, encoder: Any
                   else None)
         out.append(retrieved_feedback_table(ce.data.train, gold_df, ce.labels(r.output.tolist()),
                                             CE_SYSTEM, encoder, scores, int(seed),
-                                            raw=r.output.tolist()))
+                                            raw=r.output.tolist(),
+                                            unseen_feedback=unseen_feedback))
     return pd.concat(out, ignore_index=True)
 
 
 def run_cross_encoder(ce: CrossEncoderJobs, grid: Mapping[str, Sequence[Any]],
-                      seeds: Sequence[int], encoder: Any = None, folds: int = 3
-                      ) -> CrossEncoderRun:
+                      seeds: Sequence[int], encoder: Any = None, folds: int = 3,
+                      unseen_feedback: UnseenFeedback = "nearest_question") -> CrossEncoderRun:
     """Choose the cross-encoder's settings on validation (:func:`grid_search`, macro-F1,
     :func:`saf_utils.protocol.choose_row`), train one model per further seed, and compute
     out-of-fold outputs on train (:func:`oof_jobs`, first seed) for stacking and the
@@ -244,14 +266,17 @@ def run_cross_encoder(ce: CrossEncoderJobs, grid: Mapping[str, Sequence[Any]],
     outputs = pd.concat([first.assign(system=CE_SYSTEM), p[p.system == CE_SYSTEM]],
                         ignore_index=True)
     oof = oof_rows(ce, folds_jobs, p)
+    oof_labels = ce.labels(oof.output.tolist())
     cv = pd.DataFrame([{"system": CE_SYSTEM, **_label_scores(
-        oof.verification_feedback.tolist(), ce.labels(oof.output.tolist())),
+        oof.verification_feedback.tolist(), oof_labels),
+        "per_question": per_question_accuracy(oof.question, oof.verification_feedback,
+                                              oof_labels),
         "protocol": f"grouped {oof.fold.nunique()}-fold over questions"}])
     kinds = ["seed"] * len(seed_jobs) + ["oof"] * len(folds_jobs)
     logs = pd.concat([res.logs.assign(job="grid"), done.logs.assign(job=kinds)],
                      ignore_index=True)
-    return CrossEncoderRun(_prediction_tables(ce, outputs, encoder), table, config, outputs,
-                           oof, cv, logs, chosen_row=i)
+    return CrossEncoderRun(_prediction_tables(ce, outputs, encoder, unseen_feedback), table,
+                           config, outputs, oof, cv, logs, chosen_row=i)
 
 
 def stacking_choice(headline: pd.DataFrame, metric: str = "macro_f1",

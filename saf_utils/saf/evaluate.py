@@ -485,3 +485,46 @@ def evaluate(preds: pd.DataFrame, role_of: Mapping[str, str],
     return Evaluation(preds, items, designs, headline, per_seed_table(preds, items, metrics),
                       ref, chosen, choice, selection_metric, comp,
                       new_questions_table(items, many), per_question, few, roles)
+
+
+#: The feedback metrics of :func:`feedback_contrast` (the label metrics are the same on
+#: both sides of its retrieval contrast).
+FEEDBACK_METRICS = ("sacrebleu", "chrf", "rouge2", "meteor")
+
+
+def feedback_contrast(ev: Evaluation, train: pd.DataFrame, evals: Mapping[str, pd.DataFrame],
+                      system: str, twin: str, split: str = "test_unseen_questions",
+                      baseline: str = "majority", encoder: Any = None,
+                      twin_feedback: Any = "nearest_question") -> tuple[pd.DataFrame,
+                                                                         pd.DataFrame]:
+    """``system`` on ``split`` against the same labels with the old feedback (``twin``:
+    its labels, feedback retrieved with ``twin_feedback``), and against ``baseline``.
+
+    Returns the headline (mean and interval under the split's design) of the system, its
+    twin and the baseline, and the paired differences (system minus twin on the feedback
+    metrics: only the feedback differs; system minus baseline on labels and feedback).
+    """
+    from saf_utils.saf.baselines import retrieved_feedback_table
+
+    mine = ev.preds[(ev.preds.system == system) & (ev.preds.split == split)]
+    gold = evals[split].set_index("id")
+    twins = []
+    for _, t in mine.groupby(seed_key(mine), sort=True):
+        t = t.set_index("id").loc[gold.index]
+        seed = None if pd.isna(t.seed.iloc[0]) else int(t.seed.iloc[0])
+        twins.append(retrieved_feedback_table(
+            train, gold.reset_index(), t.pred_label.tolist(), twin, encoder,
+            scores=t.pred_score.astype(float).tolist(), seed=seed,
+            unseen_feedback=twin_feedback))
+    base = (ev.preds[(ev.preds.system == baseline) & (ev.preds.split == split)]
+            if baseline != system else mine.iloc[:0])
+    preds = collapse_identical_seeds(pd.concat([mine, *twins, base], ignore_index=True))
+    items = item_scores(preds, embedding_metrics=False)
+    metrics = ("accuracy", "macro_f1", *FEEDBACK_METRICS)
+    designs = {split: ev.designs[split]}
+    head = headline_per_split(preds, items, designs, metrics)
+    paired = pd.concat([
+        paired_per_split(preds, items, twin, designs, FEEDBACK_METRICS, [system]),
+        *([paired_per_split(preds, items, baseline, designs, metrics, [system])]
+          if len(base) else [])], ignore_index=True)
+    return head, paired

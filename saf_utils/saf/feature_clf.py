@@ -15,7 +15,7 @@ import pandas as pd
 
 from saf_utils import protocol as P
 from saf_utils.saf import evaluate as EV
-from saf_utils.saf.baselines import loqo_baselines, nearest_neighbour_baseline
+from saf_utils.saf.baselines import UnseenFeedback, loqo_baselines, nearest_neighbour_baseline
 from saf_utils.saf.features import FeatureClassifier, grouped_cv_generic
 
 
@@ -92,11 +92,12 @@ def tune_feature_clf(data: Any, encoder: Any, models: Sequence[str], Cs: Sequenc
 
 def cv_row(tuning: FeatureClfTuning, system: str, normalize: bool = False) -> pd.DataFrame:
     """The chosen unseen-question CV row of ``tuning`` as a row of the unseen-question table
-    (``system, accuracy, macro_f1``); empty without that variant."""
+    (``system, accuracy, macro_f1, per_question``); empty without that variant."""
     if normalize not in tuning.cv_choice:
-        return pd.DataFrame(columns=["system", "accuracy", "macro_f1"])
+        return pd.DataFrame(columns=["system", "accuracy", "macro_f1", "per_question"])
     r = tuning.cv.loc[tuning.cv_choice[normalize]]
-    return pd.DataFrame([{"system": system, "accuracy": r.accuracy, "macro_f1": r.macro_f1}])
+    return pd.DataFrame([{"system": system, "accuracy": r.accuracy, "macro_f1": r.macro_f1,
+                          "per_question": r.per_question}])
 
 
 def fitted_per_seed(data: Any, encoder: Any, config: Mapping[str, Any], seeds: Sequence[int],
@@ -125,10 +126,12 @@ class EncoderVariant:
     seconds: float
 
 
-def nearest_neighbour_variant(data: Any, encoder: Any, system: str) -> tuple[pd.DataFrame,
-                                                                            pd.DataFrame]:
+def nearest_neighbour_variant(data: Any, encoder: Any, system: str,
+                              unseen_feedback: UnseenFeedback = "nearest_question"
+                              ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``nearest_neighbour`` on another encoder: predictions and its LOQO row."""
-    preds = pd.concat([nearest_neighbour_baseline(data.train, df, encoder, system=system)
+    preds = pd.concat([nearest_neighbour_baseline(data.train, df, encoder, system=system,
+                                                  unseen_feedback=unseen_feedback)
                        for df in data.evals.values()], ignore_index=True)
     loqo = loqo_baselines(data.train, encoder)
     return preds, loqo[loqo.system == "nearest_neighbour"].assign(system=system)

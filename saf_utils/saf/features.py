@@ -17,15 +17,16 @@ from saf_utils import metrics as M
 from saf_utils import numerics
 from saf_utils.encoders import l2_normalize
 from saf_utils.models import make_classifier
-from saf_utils.saf.baselines import (
-    Encoder,
-    FeedbackBank,
+from saf_utils.saf.baselines import Encoder, FeedbackBank, UnseenFeedback, per_question_accuracy
+from saf_utils.saf.data import SAF_LABELS
+from saf_utils.saf.formats import LABEL_SCORE, prediction_table
+from saf_utils.saf.reference import (
+    ALIGNMENT_FEATURES,
+    alignment,
     content_words,
     reference_sentences,
     strip_points,
 )
-from saf_utils.saf.data import SAF_LABELS
-from saf_utils.saf.formats import LABEL_SCORE, prediction_table
 from saf_utils.text import word_tokens
 
 
@@ -60,6 +61,10 @@ GENERIC_FEATURES = (
     "cos_ref", "cos_ref_sent_max", "cos_ref_sent_mean", "cos_question", "ref_recall",
     "ref_precision", "ref_jaccard", "log_len", "len_ratio", "cos_ref_rank",
 )
+#: Every question-agnostic feature a feature set may name: the generic ones (the seen-question
+#: model's and the default unseen-question set) and the alignment of the answer with the
+#: reference's content units (:func:`saf_utils.saf.reference.alignment`).
+QUESTION_AGNOSTIC = (*GENERIC_FEATURES, *ALIGNMENT_FEATURES)
 
 
 def generic_features(df: pd.DataFrame, encoder: Encoder) -> pd.DataFrame:
@@ -68,7 +73,9 @@ def generic_features(df: pd.DataFrame, encoder: Encoder) -> pd.DataFrame:
     Embedding cosine answer↔reference (whole, and max/mean over reference sentences),
     answer↔question, lexical recall/precision/Jaccard of reference content words, answer
     length and length ratio, and the cosine's rank among the *reference's own sentences*
-    (a per-question normaliser that needs no other answers).
+    (a per-question normaliser that needs no other answers); then the alignment features
+    (:data:`~saf_utils.saf.reference.ALIGNMENT_FEATURES`: content-unit coverage, negation
+    mismatch).
     """
     a = l2_normalize(encoder(df.provided_answer.tolist()))
     refs = [strip_points(r) for r in df.reference_answer]
@@ -97,6 +104,8 @@ def generic_features(df: pd.DataFrame, encoder: Encoder) -> pd.DataFrame:
         out["log_len"].append(math.log(n_ans))
         out["len_ratio"].append(n_ans / max(len(word_tokens(refs[i])), 1))
         out["cos_ref_rank"].append(cos_ref - float(self_sims.mean()))
+        for k, v in alignment(df.provided_answer.iloc[i], df.reference_answer.iloc[i]).items():
+            out.setdefault(k, []).append(v)
     return pd.DataFrame(numerics.round_features(pd.DataFrame(out).to_numpy()),
                         columns=list(out), index=df.index)
 
@@ -176,7 +185,7 @@ class FeatureClassifier:
     normalize_unseen: bool = False
     k: int = 5
     feedback: str = "most_frequent"
-    unseen_feedback: str = "nearest_question"
+    unseen_feedback: UnseenFeedback = "nearest_question"
     seed: int = 0
     system: str = "feature_clf"
     stack: StackFeatures | None = None  # extra seen-question features (stacking)
@@ -193,7 +202,7 @@ class FeatureClassifier:
         return make_classifier(kind, self.seed, C=C, class_weight=class_weight)
 
     def _seen_matrix(self, df: pd.DataFrame, a: np.ndarray, loo: bool) -> np.ndarray:
-        f = self._generic_of(df)
+        f = self._generic_of(df)[list(GENERIC_FEATURES)]
         knn = knn_features(self._train, self._a_train, df, a, self.k, leave_one_out=loo)
         qs = np.array([[float(q == u) for u in self._questions] for q in df.question])
         extra = [self.stack(df).to_numpy()] if self.stack is not None else []
@@ -257,8 +266,8 @@ class FeatureClassifier:
         tr_q = self._train.question.to_numpy()
         tr_y = self._train.verification_feedback.to_numpy()
         scores, fbs = [], []
-        for i, (q, ref, lab) in enumerate(zip(te.question, te.reference_answer, labels,
-                                              strict=True)):
+        for i, (q, ref, lab, ans) in enumerate(zip(te.question, te.reference_answer, labels,
+                                                   te.provided_answer, strict=True)):
             if seen[i]:
                 scores.append(float(self._score.get((q, lab), LABEL_SCORE[lab])))
                 fb = None
@@ -274,7 +283,7 @@ class FeatureClassifier:
                            or self._bank.by_label.get(lab, ""))
             else:
                 scores.append(LABEL_SCORE[lab])
-                fbs.append(self._bank.unseen(q, ref, lab, self.unseen_feedback))
+                fbs.append(self._bank.unseen(q, ref, lab, self.unseen_feedback, ans))
         return prediction_table(te, self.system, labels=labels, scores=scores, feedback=fbs,
                                 seed=self.seed, backoff=list(~seen))
 
@@ -299,10 +308,10 @@ def grouped_cv_generic(train: pd.DataFrame, encoder: Encoder,
     qs = tr.question.to_numpy()
     rows = []
     for set_name, names in (feature_sets or {"all": None}).items():
-        unknown = sorted(set(names or ()) - set(GENERIC_FEATURES))
+        unknown = sorted(set(names or ()) - set(QUESTION_AGNOSTIC))
         if unknown:
             raise ValueError(f"feature set {set_name!r}: unknown feature(s) {unknown}; "
-                             f"known: {list(GENERIC_FEATURES)}")
+                             f"known: {list(QUESTION_AGNOSTIC)}")
         raw = feats[list(names or GENERIC_FEATURES)].to_numpy()
         for norm in normalize:
             X = per_question_zscore(raw, qs) if norm else raw
@@ -320,7 +329,8 @@ def grouped_cv_generic(train: pd.DataFrame, encoder: Encoder,
                         "normalize_unseen": norm, "generic_class_weight": cw or "none",
                         "generic_C": C, "accuracy": M.metric("accuracy").score(y, pred).value,
                         "macro_f1": M.metric("macro_f1").score(y, pred,
-                                                               labels=SAF_LABELS).value})
+                                                               labels=SAF_LABELS).value,
+                        "per_question": per_question_accuracy(qs, y, pred)})
     return pd.DataFrame(rows)
 
 

@@ -4,6 +4,7 @@ conventions (:mod:`saf_utils.reporting.records`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -142,18 +143,79 @@ def _record_cross_encoder(rec: Any, dataset: str, ce: CrossEncoderRun) -> int:
     return n
 
 
-def _record_unseen(rec: Any, dataset: str, unseen_cv: pd.DataFrame, choice: P.Choice) -> int:
-    """Each system's unseen-question CV on train and the system chosen by it (subset
-    ``chosen for test_unseen_questions``, :func:`saf_utils.protocol.chosen_for`)."""
+def _record_unseen(rec: Any, dataset: str, run: SAFRun) -> int:
+    """Each system's unseen-question CV on train (macro-F1 and the rule's accuracy, with its
+    standard error over held-out questions), the system the one-SE rule chose (subset
+    ``chosen for test_unseen_questions``, :func:`saf_utils.protocol.chosen_for`), the
+    rule's nested regret and the unseen-question feedback choice."""
+    unseen_cv, choice = run.unseen_cv, run.unseen_choice
+    n = 0
     for r in unseen_cv.itertuples():
         rec.add(TASK, dataset, "train", r.system, "macro_f1", r.macro_f1, kind="tuning",
                 subset=("loqo unseen-question path" if r.protocol == "leave one question out"
                         else f"{r.protocol} unseen-question path"), role=r.role)
-    best = choice.table[choice.table.chosen].iloc[0]
-    rec.add(TASK, dataset, "train", best.system, "macro_f1", best.value, kind="tuning",
-            subset=P.chosen_for(UNSEEN_QUESTIONS), role=best.role,
-            method="leave-one-question-out CV on train; validation has no unseen questions")
-    return len(unseen_cv) + 1
+        n += 1
+    how = (f"one-standard-error rule over held-out training questions, mean per-question "
+           f"{choice.metric}, simplest first; validation has no unseen questions")
+    for r in choice.table.itertuples():
+        rec.add(TASK, dataset, "train", r.system, choice.metric, r.value, kind="tuning",
+                subset=P.chosen_for(UNSEEN_QUESTIONS) if r.chosen
+                else "unseen-question candidate", role=r.role, method=how)
+        n += 1
+    if run.unseen_regret is not None and len(run.unseen_regret):
+        for rule, g in run.unseen_regret.groupby("rule", sort=False):
+            rec.add(TASK, dataset, "train", f"rule:{rule}", "regret_accuracy",
+                    float(g.regret.mean()), kind="analysis", subset="unseen-question choice",
+                    method="nested leave-one-question-out on train")
+            n += 1
+    fb = run.state.unseen_feedback
+    if fb is not None:
+        for r in fb.choice.table.itertuples():
+            rec.add(TASK, dataset, "train", str(r.system), fb.choice.metric, r.value,
+                    kind="tuning", subset="unseen-question feedback chosen" if r.chosen
+                    else "unseen-question feedback candidate", role="system",
+                    method="one-standard-error rule, leave-one-question-out on train, "
+                    "gold labels")
+            n += 1
+    return n
+
+
+CONTRAST = "unseen-question feedback contrast"  # subset of :func:`record_contrast`'s records
+
+
+def record_contrast(rec: Any, dataset: str, headline: pd.DataFrame, paired: pd.DataFrame
+                    ) -> int:
+    """:func:`saf_utils.saf.evaluate.feedback_contrast`'s tables (kind analysis): each
+    system's mean and interval (subset :data:`CONTRAST`), each difference (``minus <ref>``)
+    with its interval and its p Holm-adjusted within the contrast."""
+    n = rec.add_frame(headline.rename(columns={"mean": "value"}), TASK, dataset,
+                      kind="analysis", subset=CONTRAST)
+    if len(paired):
+        adj = P.adjust(paired)
+        n += rec.add_frame(adj.assign(value=adj["diff"], subset="minus " + adj.reference),
+                           TASK, dataset, kind="analysis")
+        n += rec.add_frame(adj.assign(value=adj.p_adj, subset="p_adj vs " + adj.reference,
+                                      ci_low=None, ci_high=None), TASK, dataset,
+                           kind="analysis")
+    return n
+
+
+def contrast_sentence(headline: pd.DataFrame, paired: pd.DataFrame, system: str,
+                      metrics: Sequence[str] = ("accuracy", "sacrebleu", "chrf", "meteor")
+                      ) -> str:
+    """The closing note's sentence on :func:`record_contrast`'s tables: ``system``'s value
+    and interval per metric, then each difference to a reference with its interval."""
+    def cell(r: Any, value: str) -> str:
+        return f"{r[value]:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}]"
+
+    h = headline[headline.system == system].set_index("metric")
+    parts = [f"{m} {cell(h.loc[m], 'mean')}" for m in metrics if m in h.index]
+    text = f"`{system}` on {headline.split.iloc[0]}: " + ", ".join(parts)
+    for ref, g in paired[paired.system == system].groupby("reference", sort=False):
+        d = g.set_index("metric")
+        text += f"; minus `{ref}`: " + ", ".join(f"{m} {cell(d.loc[m], 'diff')}"
+                                                 for m in metrics if m in d.index)
+    return text + " (answers resampled within their question; conditional on them)."
 
 
 def record_evaluation(rec: Any, ev: EV.Evaluation, dataset: str, run: SAFRun | None = None) -> int:
@@ -174,7 +236,7 @@ def record_evaluation(rec: Any, ev: EV.Evaluation, dataset: str, run: SAFRun | N
         if run.state.cross_encoder is not None:
             n += _record_cross_encoder(rec, dataset, run.state.cross_encoder)
         if len(run.unseen_cv):
-            n += _record_unseen(rec, dataset, run.unseen_cv, run.unseen_choice)
+            n += _record_unseen(rec, dataset, run)
     rec.add_items(recorder_items(ev.items, TASK, dataset))
     return n
 
@@ -203,9 +265,27 @@ def unseen_sentence(ev: EV.Evaluation, run: SAFRun, split: str = UNSEEN_QUESTION
                                             for r in acc[acc.system == s].itertuples())
                       for s in role_order(roles) if s in set(acc.system)
                       and roles[s] != "oracle")
-    return (f"Unseen questions (conditional on these questions, no claim about new "
+    t = run.unseen_choice.table
+    best = t.iloc[int(t.value.to_numpy().argmax())]
+    chosen = t[t.chosen].iloc[0]
+    text = (f"Unseen questions (conditional on these questions, no claim about new "
             f"questions): accuracy per question: {per_q}. Chosen for unseen questions by "
-            f"leave-one-question-out CV on train: `{run.unseen_chosen}`.")
+            f"the one-standard-error rule on leave-one-question-out {run.unseen_choice.metric}"
+            f" over training questions: `{run.unseen_chosen}` ({chosen.value:.3f} ± "
+            f"{chosen.se:.3f}; best mean `{best.system}` {best.value:.3f} ± {best.se:.3f}).")
+    if run.unseen_regret is not None and len(run.unseen_regret):
+        reg = run.unseen_regret.groupby("rule", sort=False).regret.mean()
+        text += (" Regret nested over held-out training questions (accuracy lost against "
+                 "the best system on that question): "
+                 + ", ".join(f"{k} {v:.3f}" for k, v in reg.items()) + ".")
+    fb = run.state.unseen_feedback
+    if fb is not None:
+        ft = fb.choice.table.set_index("system")
+        text += (f" Unseen-question feedback chosen by the same rule on leave-one-question-out "
+                 f"{fb.choice.metric} (gold labels): `{fb.name}` ({ft.value[fb.name]:.1f}; "
+                 f"retrieval `nearest_question` {ft.value.get('nearest_question', np.nan):.1f}"
+                 f", best {ft.value.max():.1f}).")
+    return text
 
 
 def record_and_conclude(rec: Any, ev: EV.Evaluation, run: SAFRun, dataset: str

@@ -69,6 +69,9 @@ class SAFRun:
     unseen_cv: pd.DataFrame  # each system's unseen-question path, CV on train
     unseen_choice: P.Choice  # the inductive system chosen for unseen questions
     params: dict[str, dict[str, Any]]  # the parameters each system ran with
+    #: the unseen-question choice rule (and the plain best mean) nested over held-out
+    #: training questions: what each would have lost against hindsight (:func:`unseen_regret`)
+    unseen_regret: pd.DataFrame | None = None
 
     @property
     def roles(self) -> dict[str, str]:
@@ -108,7 +111,7 @@ def run_systems(data: SAFData, names: Sequence[str], encoders: EncoderChoice,
     frames = [f for f in frames if len(f)]
     preds = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     cv = unseen_question_cv(data, ctx, encoders)
-    return SAFRun(preds, ctx.state, cv, choose_unseen(cv), params)
+    return SAFRun(preds, ctx.state, cv, choose_unseen(cv), params, unseen_regret(cv))
 
 
 def unseen_question_cv(data: SAFData, ctx: RunContext, encoders: EncoderChoice
@@ -135,10 +138,57 @@ def unseen_question_cv(data: SAFData, ctx: RunContext, encoders: EncoderChoice
     return out
 
 
-def choose_unseen(unseen_cv: pd.DataFrame, metric: str = "macro_f1") -> P.Choice:
-    """The inductive system with the best CV ``metric`` on train for unseen questions
-    (:func:`saf_utils.protocol.choose_from`; ties: the table's order)."""
-    cand = unseen_cv[~unseen_cv.transductive.astype(bool)]
-    roles = dict(zip(cand.system, cand.role, strict=True))
-    return P.choose_from(cand.rename(columns={metric: "value"})[["system", "value"]], metric,
-                         roles, P.ELIGIBLE, "train")
+#: Families of systems, simplest first: the order the one-standard-error rule prefers
+#: (within a family, the CV table's order).
+SIMPLICITY = ("baselines", "feature_clf", "cross_encoder", "seq2seq")
+#: The pre-declared metric of the unseen-question choice: accuracy on each held-out
+#: training question (the folds), averaged over questions, so that every question counts
+#: once, as a new question would.
+UNSEEN_METRIC = "accuracy"
+
+
+def unseen_folds(unseen_cv: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
+    """The inductive candidates' per-question CV values (``system, fold, value``) and their
+    roles, simplest first (:data:`SIMPLICITY`)."""
+    cand = unseen_cv[~unseen_cv.transductive.astype(bool)].reset_index(drop=True)
+    if "per_question" not in cand:
+        raise ValueError("the unseen-question CV has no per-question values")
+    rank = {f: i for i, f in enumerate(SIMPLICITY)}
+    key = {s: (rank.get(SYSTEMS[s].family, len(rank)), i) for i, s in enumerate(cand.system)}
+    roles = {s: r for s, r in sorted(zip(cand.system, cand.role, strict=True),
+                                     key=lambda x: key[x[0]])}
+    rows = [{"system": r.system, "fold": q, "value": float(v)}
+            for r in cand.itertuples() if isinstance(r.per_question, dict)
+            for q, v in r.per_question.items()]
+    return pd.DataFrame(rows, columns=["system", "fold", "value"]), roles
+
+
+def choose_unseen(unseen_cv: pd.DataFrame, metric: str = UNSEEN_METRIC, n_se: float = 1.0
+                  ) -> P.Choice:
+    """The inductive system for unseen questions: the one-standard-error rule
+    (:func:`saf_utils.protocol.choose_within_se`) over held-out training questions on the
+    pre-declared :data:`UNSEEN_METRIC`, simplest first (:data:`SIMPLICITY`). Six training
+    questions cannot tell a dozen candidates apart; the rule moves to a more complex system
+    only where it is better by more than the best one's standard error over questions."""
+    if metric != UNSEEN_METRIC:
+        raise ValueError(f"the unseen-question CV has per-question {UNSEEN_METRIC} only")
+    folds, roles = unseen_folds(unseen_cv)
+    return P.choose_within_se(folds, metric, roles, P.ELIGIBLE, "train", n_se=n_se)
+
+
+def unseen_regret(unseen_cv: pd.DataFrame, n_se: float = 1.0) -> pd.DataFrame:
+    """The rule's regret nested over held-out training questions, beside the plain best
+    mean's (``rule``: ``one_se`` / ``best_mean``): for each question, the rule applied to
+    the other questions' CV values, and its pick's accuracy on that question against the
+    best candidate's. The candidates' per-question values come from one CV (a question's
+    value is from models that did not see it; the other questions' from models that did see
+    it), so this is the regret of the choice step, not of the whole pipeline."""
+    folds, roles = unseen_folds(unseen_cv)
+
+    def rule(k: float):
+        return lambda rows: P.choose_within_se(rows, UNSEEN_METRIC, roles, P.ELIGIBLE,
+                                               "train", n_se=k).per_fold[None]
+
+    return pd.concat([P.rule_regret(folds, rule(n_se)).assign(rule="one_se"),
+                      P.rule_regret(folds, rule(0.0)).assign(rule="best_mean")],
+                     ignore_index=True)

@@ -24,12 +24,18 @@ import pandas as pd
 from saf_utils.registry import NoParams, Registry
 from saf_utils.saf import baselines as B
 from saf_utils.saf import feature_clf as FC
+from saf_utils.saf import feedback_choice as FCH
+from saf_utils.saf.baselines import UnseenFeedback
 from saf_utils.saf.context import RunContext, SAFData, make_encoder
 from saf_utils.saf.cross_encoder_jobs import CE_SYSTEM, CrossEncoderJobs, run_cross_encoder
+from saf_utils.saf.features import QUESTION_AGNOSTIC
 from saf_utils.saf.formats import PREDICTION_COLUMNS
+from saf_utils.saf.reference import ALIGNMENT_FEATURES
 from saf_utils.saf.seq2seq_jobs import run_seq2seq
 
 STACKED_SYSTEM = "feature_clf:stacked"
+#: The value of a system's ``unseen_feedback`` that means "the strategy chosen on train"
+CHOSEN_FEEDBACK = "chosen"
 TRANSDUCTIVE_SYSTEM = "feature_clf:transductive"
 
 #: SAF systems; ``seq2seq:`` covers every ``seq2seq:<model>``.
@@ -45,6 +51,25 @@ def _empty() -> pd.DataFrame:
     return pd.DataFrame(columns=list(PREDICTION_COLUMNS))
 
 
+def unseen_feedback(data: SAFData, ctx: RunContext, value: str = CHOSEN_FEEDBACK
+                    ) -> UnseenFeedback:
+    """The feedback strategy of unseen questions: ``value``, or for :data:`CHOSEN_FEEDBACK`
+    the one chosen by leave-one-question-out on train (computed once per run, kept in
+    ``ctx.state.unseen_feedback``: :func:`saf_utils.saf.feedback_choice.choose_unseen_feedback`).
+    Every system's unseen-question path reads it, so the feedback of unseen questions is one
+    choice, whichever system's labels are chosen. Retrieval (``nearest_question``) where
+    no eval split has an unseen question or train has fewer than 3 questions (a standard
+    error over held-out questions needs at least 2 in each nested fold)."""
+    if value != CHOSEN_FEEDBACK:
+        return value
+    seen = set(data.train.question)
+    if len(seen) < 3 or all(df.question.isin(seen).all() for df in data.evals.values()):
+        return "nearest_question"  # nothing to choose on, or no question needs it
+    if ctx.state.unseen_feedback is None:
+        ctx.state.unseen_feedback = FCH.choose_unseen_feedback(data.train, ctx.encoder)
+    return ctx.state.unseen_feedback.strategy
+
+
 # --------------------------------------------------------------------------- baselines
 
 
@@ -56,8 +81,9 @@ def majority(data: SAFData, params: NoParams, ctx: RunContext) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class NearestNeighbourParams:
-    #: feedback of unseen questions: nearest_question | reference | global
-    unseen_feedback: str = "nearest_question"
+    #: feedback of unseen questions: chosen (on train, as every system's) | nearest_question
+    #: | reference | global | grounded
+    unseen_feedback: str = CHOSEN_FEEDBACK
 
 
 @SYSTEMS.register("nearest_neighbour", "baseline", params=NearestNeighbourParams,
@@ -66,8 +92,9 @@ class NearestNeighbourParams:
                   "to the same question; unseen questions: answer-reference cosine thresholds")
 def nearest_neighbour(data: SAFData, params: NearestNeighbourParams, ctx: RunContext
                       ) -> pd.DataFrame:
+    fb = unseen_feedback(data, ctx, params.unseen_feedback)
     return _every_split(data, lambda df: B.nearest_neighbour_baseline(
-        data.train, df, ctx.encoder, unseen_feedback=params.unseen_feedback))
+        data.train, df, ctx.encoder, unseen_feedback=fb))
 
 
 # --------------------------------------------------------------------------- feature classifier
@@ -84,7 +111,10 @@ class FeatureClfParams:
     #: unseen-question feature sets (name -> feature names, None: all), CV candidates
     generic_feature_sets: dict = field(default_factory=lambda: {
         "all": None, "cos": ["cos_ref"],
-        "core": ["cos_ref", "cos_ref_sent_max", "ref_recall", "log_len"]})
+        "core": ["cos_ref", "cos_ref_sent_max", "ref_recall", "log_len"],
+        "core+alignment": ["cos_ref", "cos_ref_sent_max", "ref_recall", "log_len",
+                           *ALIGNMENT_FEATURES],
+        "all+alignment": list(QUESTION_AGNOSTIC)})
     generic_models: tuple[str, ...] = ("logreg",)  # unseen-question classifier candidates
 
 
@@ -108,7 +138,8 @@ def _tune(data: SAFData, params: FeatureClfParams, encoder: Any, transductive: b
                   description="feature classifier + retrieved feedback (inductive)")
 def feature_clf(data: SAFData, params: FeatureClfParams, ctx: RunContext) -> pd.DataFrame:
     tuning = _tune(data, params, ctx.encoder, transductive=True)
-    classifiers = FC.fitted_per_seed(data, ctx.encoder, tuning.config, ctx.seeds)
+    classifiers = FC.fitted_per_seed(data, ctx.encoder, tuning.config, ctx.seeds,
+                                     unseen_feedback=unseen_feedback(data, ctx))
     ctx.state.feature_clf = FeatureClfRun(params, tuning, classifiers)
     ctx.state.unseen_cv["feature_clf"] = FC.cv_row(tuning, "feature_clf")
     return FC.predict_all(data, classifiers)
@@ -158,7 +189,8 @@ def _per_encoder(ctx: RunContext, prefix: str, fn: Any) -> pd.DataFrame:
 def nearest_neighbour_variants(data: SAFData, params: NoParams, ctx: RunContext
                                ) -> pd.DataFrame:
     def one(system: str, name: str, encoder: Any) -> pd.DataFrame:
-        preds, loqo = FC.nearest_neighbour_variant(data, encoder, system)
+        preds, loqo = FC.nearest_neighbour_variant(data, encoder, system,
+                                                   unseen_feedback(data, ctx))
         ctx.state.unseen_cv[system] = loqo
         return preds
 
@@ -175,8 +207,9 @@ def feature_clf_variants(data: SAFData, params: FeatureClfParams, ctx: RunContex
         tuning = _tune(data, params, encoder, transductive=False)
         ctx.state.variant_tunings[name] = tuning
         ctx.state.unseen_cv[system] = FC.cv_row(tuning, system)
-        return FC.predict_all(data, FC.fitted_per_seed(data, encoder, tuning.config,
-                                                       ctx.seeds, system))
+        return FC.predict_all(data, FC.fitted_per_seed(
+            data, encoder, tuning.config, ctx.seeds, system,
+            unseen_feedback=unseen_feedback(data, ctx)))
 
     return _per_encoder(ctx, "feature_clf", one)
 
@@ -211,7 +244,8 @@ class CrossEncoderParams:
 def cross_encoder(data: SAFData, params: CrossEncoderParams, ctx: RunContext) -> pd.DataFrame:
     jobs = CrossEncoderJobs(data, {**params.settings, "model": ctx.encoders.cross_encoder},
                             ctx.mode, ctx.output_dir / "cross_encoder", ctx.launcher, ctx.log)
-    run = run_cross_encoder(jobs, params.grid(), ctx.seeds, ctx.encoder, params.folds)
+    run = run_cross_encoder(jobs, params.grid(), ctx.seeds, ctx.encoder, params.folds,
+                            unseen_feedback(data, ctx))
     ctx.state.cross_encoder = run
     ctx.state.unseen_cv[CE_SYSTEM] = run.grouped_cv
     return run.preds
@@ -230,7 +264,9 @@ def feature_clf_stacked(data: SAFData, params: NoParams, ctx: RunContext) -> pd.
         raise ValueError(f"{STACKED_SYSTEM} stacks the cross-encoder: run cross_encoder "
                          "before it")
     classifiers = [FC.FeatureClassifier(ctx.encoder, seed=int(seed), system=STACKED_SYSTEM,
-                                        stack=ce.stack_features(seed), **run.tuning.config)
+                                        stack=ce.stack_features(seed),
+                                        unseen_feedback=unseen_feedback(data, ctx),
+                                        **run.tuning.config)
                    .fit(data.train) for seed in sorted(ce.outputs.seed.unique())]
     return FC.predict_all(data, classifiers)
 

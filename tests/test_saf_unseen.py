@@ -1,0 +1,259 @@
+"""Unseen questions: the reference's content units, grounded feedback, the feedback choice
+on train and the one-standard-error rule with its nested regret (tiny hand-made frames)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+from fakes import bow_encoder
+from saf_frames import toy_frame
+
+from saf_utils import protocol as P
+from saf_utils.saf import baselines as B
+from saf_utils.saf import feedback_choice as FCH
+from saf_utils.saf import grounded as G
+from saf_utils.saf import reference as RF
+from saf_utils.saf import run as R
+from saf_utils.saf import systems as SY
+from saf_utils.saf.context import EncoderChoice, RunContext, SAFData
+
+REF = ("Es muss ein Foto der Sanitäranlagen von außen (0.5 P) angefertigt werden. "
+       "Der Zustand muss in der Frage nach Begehbarkeit beantwortet (0.5 P) werden.")
+
+
+# --------------------------------------------------------------------------- reference units
+
+
+def test_content_units_split_at_annotations_and_keep_short_pieces_with_their_clause():
+    assert RF.content_units(REF, "sentence") == [
+        "Es muss ein Foto der Sanitäranlagen von außen angefertigt werden.",
+        "Der Zustand muss in der Frage nach Begehbarkeit beantwortet werden."]
+    two = RF.content_units("Tanken (0.25 P) und im Shop einkaufen (0.25 P), Budget 16 Euro "
+                           "bleibt beim Jobber.", "clause")
+    assert two == ["Tanken und im Shop einkaufen", "Budget 16 Euro bleibt beim Jobber."]
+    # an abbreviation does not end a sentence
+    assert RF.content_units("Achte z.B. auf die Begrüßung und Verabschiedung.", "sentence") \
+        == ["Achte z.B. auf die Begrüßung und Verabschiedung."]
+    with pytest.raises(ValueError, match="unknown content unit"):
+        RF.content_units(REF, "word")
+
+
+def test_coverage_matches_word_stems_and_numbers():
+    assert RF.stems("Die Tankstelle 16 geöffnet") == {"tanks", "16", "geöff"}
+    assert RF.coverage("die Tankstellen waren geöffnet", "Tankstelle geöffnet") == 1.0
+    assert RF.coverage("nichts davon", "Tankstelle geöffnet") == 0.0
+    assert RF.coverage("egal", "und es") == 1.0  # no content: nothing to miss
+
+
+# --------------------------------------------------------------------------- grounded feedback
+
+
+def _train() -> pd.DataFrame:
+    return pd.DataFrame({
+        "question": ["A", "A", "B", "B", "C"],
+        "verification_feedback": ["Partially correct", "Partially correct",
+                                  "Partially correct", "Incorrect", "Correct"],
+        "answer_feedback": ["Wichtig ist, dass x.", "Bitte noch y.", "Wichtig ist, dass z.",
+                            "Leider falsch.", "Korrekt!"]})
+
+
+def test_lead_ins_prefer_openings_shared_by_questions():
+    leads = G.lead_ins(_train(), 3)
+    assert leads["Partially correct"] == "Wichtig ist, dass"  # in 2 questions, not 1
+    assert leads["Incorrect"] == "Leider falsch." and G.lead_ins(_train(), 0) == {}
+
+
+def test_grounded_feedback_names_what_the_answer_misses_behind_the_lead_in():
+    g = G.GroundedFeedback(_train(), G.GroundedParams(unit="sentence", tau=0.5))
+    text = g.write("ich mache ein Foto der Sanitäranlagen von außen", REF, "Partially correct")
+    assert text == ("Wichtig ist, dass Der Zustand muss in der Frage nach Begehbarkeit "
+                    "beantwortet werden.")
+    # Incorrect with incorrect="all": the whole reference, even what the answer covers
+    assert g.write("Foto der Sanitäranlagen von außen", REF, "Incorrect").count(".") == 3
+    # nothing below tau: the least covered unit; max_units caps the list
+    capped = G.GroundedFeedback(_train(), G.GroundedParams("sentence", 0.5, 1, 0, "missing"))
+    assert capped.missing("", REF) == [RF.content_units(REF, "sentence")[0]]
+    assert capped.write("", REF, "Incorrect") == RF.content_units(REF, "sentence")[0]
+    assert "grounded:sentence,tau=0.5,max=1" in capped.params.name
+    with pytest.raises(ValueError, match="incorrect"):
+        G.GroundedFeedback(_train(), G.GroundedParams(incorrect="some"))
+
+
+def test_feedback_bank_writes_grounded_feedback_and_praise_for_correct():
+    bank = B.FeedbackBank(_train())
+    assert bank.unseen("Q", REF, "Correct", "grounded", "egal") == "Korrekt!"
+    grounded = bank.unseen("Q", REF, "Partially correct", G.GroundedParams(lead_words=0),
+                           "Foto der Sanitäranlagen von außen angefertigt")
+    assert grounded.startswith("Der Zustand") and "Foto" not in grounded
+    assert bank.grounded(G.GroundedParams()) is bank.grounded(G.GroundedParams())  # cached
+
+
+# --------------------------------------------------------------------------- feedback choice
+
+
+def test_feedback_candidates_are_simplest_first():
+    grid = FCH.FeedbackGrid(units=("sentence",), taus=(0.5,), max_units=(None,),
+                            lead_words=(0, 3), incorrect=("all",))
+    cands = grid.candidates()
+    assert list(cands)[:3] == ["global", "nearest_question", "reference"]
+    assert [c.lead_words for c in list(cands.values())[3:]] == [0, 3]
+
+
+def test_feedback_choice_by_leave_one_question_out_on_train():
+    train = toy_frame("train", ("Q1", "Q2", "Q3"))
+    grid = FCH.FeedbackGrid(units=("sentence",), taus=(0.5,), max_units=(None,),
+                            lead_words=(0,), incorrect=("all",))
+    cv = FCH.loqo_feedback_cv(train, grid.candidates(), bow_encoder)
+    assert len(cv) == 3 * 4 and set(cv.fold) == {"Q1", "Q2", "Q3"} and (cv.n == 6).all()
+    fc = FCH.choose_unseen_feedback(train, bow_encoder, grid)
+    assert fc.name in grid.candidates() and fc.strategy == grid.candidates()[fc.name]
+    assert len(fc.regret) == len(fc.regret_best_mean) == 3
+    assert (fc.regret.regret >= -1e-9).all() and fc.choice.table.chosen.sum() == 1
+
+
+# --------------------------------------------------------------------------- the one-SE rule
+
+
+def _folds() -> pd.DataFrame:
+    # "simple" is within one SE of "complex" (mean 0.60 vs 0.62, SE of complex 0.1)
+    rows = {"simple": [0.5, 0.6, 0.7], "complex": [0.52, 0.72, 0.62 + 0.0],
+            "bad": [0.1, 0.2, 0.3]}
+    return pd.DataFrame([{"system": s, "fold": f"q{i}", "value": v}
+                         for s, vals in rows.items() for i, v in enumerate(vals)])
+
+
+def test_fold_summary_mean_se_and_order():
+    t = P.fold_summary(_folds(), ["bad", "simple", "complex"])
+    assert t.system.tolist() == ["bad", "simple", "complex"]
+    assert t.value.round(3).tolist() == [0.2, 0.6, 0.62] and (t.n_folds == 3).all()
+    assert t.se.iloc[1] == pytest.approx(0.1 / np.sqrt(3))
+
+
+def test_one_se_rule_prefers_the_simpler_system_within_the_noise():
+    roles = {"simple": "baseline", "complex": "system", "bad": "system"}
+    c = P.choose_within_se(_folds(), "accuracy", roles)
+    assert c.per_fold == {None: "simple"} and c.split == "train"
+    assert c.table.chosen.tolist() == [True, False, False]
+    assert P.choose_within_se(_folds(), "accuracy", roles, n_se=0).per_fold[None] == "complex"
+    # far better than its SE: the complex one
+    far = _folds().assign(value=lambda d: np.where(d.system == "complex", d.value + 0.3,
+                                                   d.value))
+    assert P.choose_within_se(far, "accuracy", roles).per_fold[None] == "complex"
+    # lower is better: the same rule mirrored
+    low = _folds().assign(value=lambda d: -d.value)
+    assert P.choose_within_se(low, "mse", roles, lower_is_better=True).per_fold[None] \
+        == "simple"
+    with pytest.raises(ValueError, match="no train"):
+        P.choose_within_se(_folds(), "accuracy", {"x": "oracle"})
+
+
+def test_rule_regret_is_nested_over_folds():
+    roles = {"simple": "baseline", "complex": "system", "bad": "system"}
+    reg = P.rule_regret(_folds(), lambda rows: P.choose_within_se(
+        rows, "accuracy", roles, n_se=0).per_fold[None])
+    assert reg.fold.tolist() == ["q0", "q1", "q2"]
+    assert (reg.regret >= 0).all()
+    assert reg.best.tolist() == ["complex", "complex", "simple"]
+    assert reg.regret.iloc[2] == pytest.approx(0.7 - 0.62)  # q2: complex chosen, simple best
+
+
+# --------------------------------------------------------------------------- the SAF runner
+
+
+def test_per_question_accuracy():
+    acc = B.per_question_accuracy(["a", "a", "b"], ["C", "I", "C"], ["C", "C", "C"])
+    assert acc == {"a": 0.5, "b": 1.0}
+
+
+def _cv() -> pd.DataFrame:
+    return pd.DataFrame([
+        {"system": "feature_clf", "accuracy": 0.62, "macro_f1": 0.5, "role": "system",
+         "transductive": False, "per_question": {"q0": 0.52, "q1": 0.72, "q2": 0.62}},
+        {"system": "majority", "accuracy": 0.2, "macro_f1": 0.1, "role": "baseline",
+         "transductive": False, "per_question": {"q0": 0.1, "q1": 0.2, "q2": 0.3}},
+        {"system": "nearest_neighbour", "accuracy": 0.6, "macro_f1": 0.5, "role": "baseline",
+         "transductive": False, "per_question": {"q0": 0.5, "q1": 0.6, "q2": 0.7}},
+        {"system": "feature_clf:transductive", "accuracy": 0.9, "macro_f1": 0.9,
+         "role": "system", "transductive": True, "per_question": {"q0": 0.9, "q1": 0.9,
+                                                                   "q2": 0.9}}])
+
+
+def test_unseen_choice_is_the_one_se_rule_simplest_family_first():
+    folds, roles = R.unseen_folds(_cv())
+    assert list(roles) == ["majority", "nearest_neighbour", "feature_clf"]  # no transductive
+    assert len(folds) == 9
+    assert R.choose_unseen(_cv()).per_fold[None] == "nearest_neighbour"
+    reg = R.unseen_regret(_cv())
+    assert set(reg.rule) == {"one_se", "best_mean"} and len(reg) == 6
+    with pytest.raises(ValueError, match="per-question accuracy"):
+        R.choose_unseen(_cv(), "macro_f1")
+
+
+def test_unseen_feedback_is_chosen_once_per_run_where_questions_are_unseen():
+    train = toy_frame("train", ("Q1", "Q2", "Q3"))
+    ctx = RunContext(EncoderChoice("de", "bow", (), "x", ()), embed=bow_encoder)
+    seen_only = SAFData(train, {"test_unseen_answers": toy_frame("t", ("Q1",))}, "toy")
+    assert SY.unseen_feedback(seen_only, ctx) == "nearest_question"
+    assert ctx.state.unseen_feedback is None
+    new = toy_frame("u", ("Q1",)).assign(question="Q9")
+    data = SAFData(train, {"test_unseen_questions": new}, "toy")
+    assert SY.unseen_feedback(data, ctx, "reference") == "reference"
+    chosen = SY.unseen_feedback(data, ctx)
+    assert ctx.state.unseen_feedback is not None
+    assert chosen == ctx.state.unseen_feedback.strategy
+
+
+def test_feedback_contrast_same_labels_old_feedback_and_the_majority(tmp_path):
+    from saf_utils.reporting.records import Recorder
+    from saf_utils.saf import evaluate as EV
+    from saf_utils.saf import record as RC
+
+    train = toy_frame("train", ("Q1", "Q2", "Q3"))
+    new = toy_frame("test_unseen_questions", ("Q1",), seed=3).assign(question="Q9")
+    data = SAFData(train, {"validation": toy_frame("validation", ("Q1", "Q2"), seed=1),
+                           "test_unseen_questions": new}, "toy")
+    bow = EncoderChoice("de", "bow", (), "x", ())
+    out = R.run_systems(data, ["majority", "nearest_neighbour"], bow, embed=bow_encoder)
+    design = EV.design_for(1, n_resamples=100).but(max_resamples=100)
+    ev = SimpleNamespace(preds=EV.collapse_identical_seeds(out.preds),
+                         designs={"test_unseen_questions": design})
+    head, paired = EV.feedback_contrast(ev, data.train, data.evals, "nearest_neighbour",
+                                        "nn retrieval", encoder=bow_encoder)
+    assert set(head.system) == {"nearest_neighbour", "nn retrieval", "majority"}
+    acc = head[head.metric == "accuracy"].set_index("system")["mean"]
+    assert acc["nearest_neighbour"] == acc["nn retrieval"]  # same labels
+    twin = paired[paired.reference == "nn retrieval"]
+    assert set(twin.metric) == set(EV.FEEDBACK_METRICS)
+    assert (twin.system == "nearest_neighbour").all()
+    assert "accuracy" in set(paired[paired.reference == "majority"].metric)
+    assert (head.ci_low <= head["mean"] + 1e-9).all()
+    rec = Recorder("02_baseline_finetuning", tmp_path)
+    assert RC.record_contrast(rec, "toy", head, paired) == len(head) + 2 * len(paired)
+    text = RC.contrast_sentence(head, paired, "nearest_neighbour")
+    assert text.startswith("`nearest_neighbour` on test_unseen_questions: accuracy ")
+    assert "minus `nn retrieval`: sacrebleu" in text and "minus `majority`: accuracy" in text
+
+
+def test_alignment_features_read_only_the_answer_and_the_reference():
+    a = RF.alignment("Foto der Sanitäranlagen von außen angefertigt", REF, "sentence")
+    assert set(a) == set(RF.ALIGNMENT_FEATURES)
+    assert a["unit_covered"] == 0.5 and 0.25 <= a["unit_cov_mean"] < 0.5
+    assert 0.0 < a["stem_recall"] < 1.0 and a["negation_mismatch"] == 0.0
+    assert RF.alignment("das muss man nicht", REF)["negation_mismatch"] == 1.0
+    assert RF.negated("you can't") and RF.negated("kein Foto") and not RF.negated("ein Foto")
+
+
+def test_oof_label_shares_show_a_collapse_per_held_out_question():
+    from saf_utils.saf.cross_encoder_jobs import oof_label_shares
+
+    oof = pd.DataFrame({"question": ["a", "a", "b", "b"], "fold": [0, 0, 1, 1],
+                        "output": ["Partially correct"] * 3 + [1.0],
+                        "verification_feedback": ["Correct", "Partially correct",
+                                                  "Incorrect", "Correct"]})
+    t = oof_label_shares(oof).set_index("question")
+    assert t.loc["a", "pred Partially correct"] == 1.0 and t.loc["a", "accuracy"] == 0.5
+    assert t.loc["b", "pred Correct"] == 0.5 and t.loc["b", "gold Incorrect"] == 0.5
+    assert t.loc["b", "n"] == 2 and t.loc["b", "fold"] == 1
