@@ -225,6 +225,7 @@ print("PROBE", repr((r.low, r.high, r.p_value)))
 """
 
 
+@pytest.mark.slow  # two subprocesses, one per OpenBLAS kernel
 def test_randomization_intervals_do_not_follow_the_blas_kernel():
     """The null's sums are matrix products: OpenBLAS's SkylakeX kernel moved this interval
     by about 1e-16 against Haswell's before they were rounded (as in the cpu profile, where

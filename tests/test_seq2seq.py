@@ -62,30 +62,6 @@ def test_bert2bert_from_a_local_encoder(tmp_path):
     assert len(generate(model, tok, SOURCES[:3], settings)) == 3
 
 
-def test_led_gets_a_global_attention_mask(tmp_path):
-    """The gpu profile's LED path: global attention on the first token, train and generate."""
-    from tokenizers import ByteLevelBPETokenizer
-    from transformers import LEDConfig, LEDForConditionalGeneration, LEDTokenizerFast
-
-    bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator(SOURCES + TARGETS, vocab_size=300,
-                            special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
-    bpe.save_model(str(tmp_path))
-    tok = LEDTokenizerFast(str(tmp_path / "vocab.json"), str(tmp_path / "merges.txt"))
-    tok.save_pretrained(tmp_path)
-    config = LEDConfig(vocab_size=len(tok), d_model=32, encoder_layers=1, decoder_layers=1,
-                       encoder_attention_heads=2, decoder_attention_heads=2,
-                       encoder_ffn_dim=64, decoder_ffn_dim=64, attention_window=[8],
-                       max_encoder_position_embeddings=64, max_decoder_position_embeddings=32,
-                       pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id,
-                       eos_token_id=tok.eos_token_id, decoder_start_token_id=tok.eos_token_id)
-    LEDForConditionalGeneration(config).save_pretrained(tmp_path)
-    settings = Seq2SeqSettings(model=str(tmp_path), **TINY)
-    model, tok, log = train_seq2seq(SOURCES, TARGETS, settings)
-    assert log["train_steps"] == 4
-    assert len(generate(model, tok, SOURCES[:3], settings)) == 3
-
-
 def test_bad_input_is_reported():
     settings = Seq2SeqSettings(model="scratch", **TINY)
     with pytest.raises(ValueError, match="3 sources but 2 targets"):
