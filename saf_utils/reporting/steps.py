@@ -45,7 +45,9 @@ def record_inputs(res: NotebookResult, p: NotebookPlan, out: Path,
     """The inputs, file digests and output digest of a successful execution, its page
     rendered (what --reuse compares and verifies)."""
     res.inputs = reuse.notebook_inputs(p.path, res.parameters, (lock_info() or {}).get("sha256"),
-                                       deps_out, reuse.read_sources(out / p.name))
+                                       deps_out, reuse.notebook_data(
+                                           res.parameters, p.declared,
+                                           reuse.read_sources(out / p.name)))
     res.files = reuse.output_files(out, p.name)
     res.outputs = reuse.folder_digest(res.files, p.name)
 
@@ -74,9 +76,12 @@ def try_reuse(reuse_from: list[tuple[Path, dict]], p: NotebookPlan, out: Path,
         return None
     src, old_manifest, old = found
     params = run_parameters(p, out)
+    old_data = old["inputs"].get("data")
+    read = (old_data.get("other_files") or {}) if isinstance(old_data, dict) else {}
     now = reuse.notebook_inputs(p.path, params, (lock_info() or {}).get("sha256"), deps_out,
-                                reuse.data_digests(old["inputs"].get("data") or {}))
-    diff = reuse.changed(old["inputs"], now)
+                                reuse.notebook_data(params, p.declared, read))
+    diff = [f"data ({reuse.data_change(old_data, now['data'])})" if d == "data" else d
+            for d in reuse.changed(old["inputs"], now)]
     if None in deps_out.values():
         diff.append("depends_on")
     if diff:
