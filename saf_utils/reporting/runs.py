@@ -36,7 +36,8 @@ PREVIOUS_DIR = "previous"
 # be written: disk full, read-only folder); error (the runner itself raised); killed (found
 # later: its process is gone and it never recorded an end); running (still going, or of
 # another host).
-RUN_STATUSES = ("running", "ok", "failed", "interrupted", "write_error", "error", "killed")
+RUN_STATUSES = ("running", "ok", "failed", "interrupted", "cluster_lost", "write_error", "error",
+                "killed")
 RESERVE_FILE = ".saf-run-reserve"
 RESERVE_BYTES = 1 << 20  # freed to write the final status on a full disk (manifest < 1 MiB)
 
@@ -58,6 +59,7 @@ class NotebookResult:
     files: dict[str, str] | None = None  # reuse.output_files: what a reuse verifies
     reused: dict[str, Any] | None = None  # {"from": run, "at": time, "original": execution}
     worker: str | None = None  # the Dask worker that executed it (None: the runner's process)
+    restarts: list[str] | None = None  # Dask workers lost while running it (it started again)
 
 
 def new_run_dir(reports_dir: Path, run_name: str) -> Path:
