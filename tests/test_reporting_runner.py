@@ -620,3 +620,43 @@ def test_a_manifest_reads_back_an_older_runs_keys_unchanged():
     back = m.to_dict()
     assert {k: back[k] for k in old} == old and back["executions"] == old["notebooks"]
     assert Manifest.from_dict(back).to_dict() == back
+
+
+def test_every_notebook_parameter_has_a_declared_type():
+    """Each parameter of the project's notebooks has a type: its default, or where that is
+    None the runner's declaration (so that planning can check every value)."""
+    for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        for key, info in parameters.notebook_parameters(nb).items():
+            known, example = parameters.declared_type(info, key)
+            assert known and example is not None, (nb.name, key)
+
+
+def test_numbers_out_of_type_or_range_are_refused_at_planning(project, capsys):
+    """nan, inf, -1, 0, 1e308 and 10**29 as a row cap (None by default): one line and exit 2
+    from -p, a profile and a sweep matrix; nan/inf anywhere inside a value too."""
+    tmp, base, reports = project
+    nbs = tmp / "notebooks"
+    notebook(nbs / "m_rows.ipynb", "max_rows = None\nseeds = [1, 2]\nlr = 0.001\n"
+             "system_params = {}\noutput_dir = None", "pass")
+    prof = tmp / "m.yaml"
+    args = ["--config", str(prof), "--notebooks-dir", str(nbs), "--reports-dir", str(reports),
+            "--dry-run"]
+    prof.write_text("notebooks: [m_rows]\n")
+    for raw in (".nan", ".inf", "-.inf", "-1", "0", "1e308", str(10**29)):
+        assert cli.main(args + ["-p", f"max_rows={raw}"]) == 2, raw
+        assert "m_rows.max_rows" in _err_line(capsys), raw
+        assert cli.main(["sweep", *args, "--matrix", f"max_rows=[30, {raw}]"]) == 2, raw
+        assert "max_rows" in _err_line(capsys), raw
+        prof.write_text(f"notebooks: [m_rows]\nparameters: {{max_rows: {raw}}}\n")
+        assert cli.main(args) == 2, raw
+        assert "max_rows" in _err_line(capsys), raw
+        prof.write_text("notebooks: [m_rows]\n")
+    for item, expected in (("seeds=[1, -2]", "-2 is outside 0 to"),
+                           ("lr=.nan", "nan is not a finite number"),
+                           ("system_params={a: {lr: .inf}}", "inf is not a finite number"),
+                           ("max_rows=30.0", "the type declared for max_rows")):
+        assert cli.main(args + ["-p", item]) == 2, item
+        assert expected in _err_line(capsys), item
+    assert cli.main(args + ["-p", "max_rows=30", "-p", "lr=-0.5"]) == 0
+    assert "max_rows = 30 " in capsys.readouterr().out
+    assert not reports.exists()
