@@ -163,7 +163,8 @@ def nav_bar(run_dir: Path, current: str, items: Sequence[tuple[int, str, str]] =
         parts.append('<span class="group">compare:</span> ' + " ".join(
             link(label.removeprefix("compare").lstrip("-") or "baseline", file, label)
             for label, file in pages["compare"]))
-    examples = sorted(p.name for p in run_dir.glob("examples-*.html"))
+    examples = sorted(p.name for p in run_dir.glob("examples-*.html")  # first pages only
+                      if not re.search(r"-\d+\.html$", p.name))
     if examples:  # one example through every system (reporting/examples.py)
         parts.append('<span class="group">examples:</span> ' + " ".join(
             link(f.removeprefix("examples-").removesuffix(".html"), f,
