@@ -277,6 +277,32 @@ def test_csv_download_of_an_interactive_table(smoke_run, browser, tmp_path):
     assert not browser.network()
 
 
+def test_every_table_csv_download_of_a_run_carries_no_live_formula(smoke_run, browser,
+                                                                     tmp_path):
+    """Each interactive table of every page of the run, downloaded as CSV: no cell a
+    spreadsheet would run (= + - @ TAB CR first, also after blanks), numbers kept."""
+    run, _ = smoke_run
+    browser.send("Page.setDownloadBehavior", behavior="allow", downloadPath=str(tmp_path))
+    n = 0
+    for p in _pages_with_tables(run):
+        browser.open(p, READY)
+        for tid in browser.js("Object.keys(window.safTables)"):
+            rows = _download_csv(browser, f"#{tid} .buttons-csv", tmp_path)
+            live = [c for r in rows for c in r if c.lstrip().startswith(tuple("=+-@\t\r"))
+                    and not _number(c)]
+            assert not live, (p.name, tid, live[:5])
+            n += 1
+    assert n >= 6 and not browser.network()
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return text.strip().lstrip("-")[:1].isdigit() or text.strip().startswith("-.")
+
+
 def test_metric_cards_are_generated_and_linked_from_headers(smoke_run, browser):
     from saf_utils.metrics import METRICS
 

@@ -168,7 +168,10 @@ def test_run_dir_reruns_a_notebook_and_keeps_both_executions(project, capsys):
     out = capsys.readouterr().out
     assert "r1" in out and "r2" in out and "2/2 ok" in out
     # a failed dependency: its dependents are skipped, and cannot be rerun on top of it
-    assert cli.main(base + ["--run-name", "r3", "-p", "value=.nan"]) == 1
+    # (a value such as .nan is refused at planning, so the notebook itself fails)
+    notebook(tmp / "notebooks" / "a_first.ipynb", "value = 0.5\nn = 3\noutput_dir = None",
+             "raise ValueError('boom')")
+    assert cli.main(base + ["--run-name", "r3"]) == 1
     m = json.loads((reports / "r3" / "manifest.json").read_text())
     assert [n["status"] for n in m["notebooks"]] == ["failed", "skipped"]
     capsys.readouterr()
