@@ -222,6 +222,8 @@ def test_example_pages_are_split_into_pages_of_at_most_per_page(tmp_path, monkey
     assert 'id="saf-test_unseen_answers-a1"' in text and "saf-test_unseen_answers-a0" not in text
     nav = re.search(r'<nav class="saf-nav".*?</nav>', (run / "index.html").read_text(), re.S)
     assert nav and "examples-saf-2.html" not in nav.group(0)
+    nav = re.search(r'<nav class="saf-nav".*?</nav>', text, re.S)  # page 2: "saf" is here
+    assert nav and re.search(r'<span class="here"[^>]*>saf</span>', nav.group(0))
     (run / "examples-saf-7.html").write_text("stale")
     monkeypatch.setattr(example_parts, "PER_PAGE", 100)
     manifest = json.loads((run / "manifest.json").read_text())
