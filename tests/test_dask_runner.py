@@ -554,3 +554,18 @@ def test_a_worker_lost_mid_notebook_is_recorded_as_a_restart(tmp_path, monkeypat
     entry = json.loads((reports / "r" / "manifest.json").read_text())["notebooks"][0]
     assert entry["status"] == "ok" and len(entry["restarts"]) == 1, entry
     assert entry["restarts"][0] != entry["worker"]
+
+
+def test_a_lost_connection_is_cluster_lost_wherever_the_executor_meets_it():
+    """Counting slots, submitting or waiting on a client whose scheduler is gone: one
+    ClusterLost naming the scheduler (never an OSError the runner would call a write error)."""
+    class GoneClient:
+        def nthreads(self):
+            raise OSError("Timed out trying to connect to tcp://127.0.0.1:9")
+
+        submit = nthreads
+
+    ex = scheduler.DaskExecutor(GoneClient(), {"kind": "dask", "scheduler": "tcp://127.0.0.1:9"})
+    for call in (ex.free_slots, lambda: ex.submit(SimpleNamespace(name="a"))):
+        with pytest.raises(scheduler.ClusterLost, match="lost the Dask scheduler tcp://127"):
+            call()

@@ -194,7 +194,14 @@ class DaskExecutor:
         self._checked: set[str] = set()
 
     def slots(self) -> int:
-        return max(1, sum(self.client.nthreads().values()))
+        try:
+            return max(1, sum(self.client.nthreads().values()))
+        except Exception as exc:  # noqa: BLE001 - the connection to the cluster is gone
+            raise self._lost(exc) from None
+
+    def _lost(self, exc: BaseException) -> ClusterLost:
+        return ClusterLost(f"lost the Dask scheduler {self.description.get('scheduler')}: "
+                           f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
 
     def free_slots(self) -> int:
         return max(0, self.slots() - len(self._inflight))
@@ -248,8 +255,11 @@ class DaskExecutor:
     def submit(self, task: NotebookTask) -> Any:
         if self.stopped:  # a run set this task up while the signal arrived
             raise Interrupted(self.stopped)
-        future = self.client.submit(run_notebook, task, self.stop_event, pure=False,
-                                    key=f"{task.name}-{uuid.uuid4().hex[:8]}", retries=0)
+        try:
+            future = self.client.submit(run_notebook, task, self.stop_event, pure=False,
+                                        key=f"{task.name}-{uuid.uuid4().hex[:8]}", retries=0)
+        except Exception as exc:  # noqa: BLE001 - the connection to the cluster is gone
+            raise self._lost(exc) from None
         self._inflight.add(future)
         return future
 
@@ -266,9 +276,7 @@ class DaskExecutor:
             except TimeoutError:
                 continue
             except Exception as exc:  # noqa: BLE001 - the connection to the cluster is gone
-                where = self.description.get("scheduler")
-                raise ClusterLost(f"lost the Dask scheduler {where}: {type(exc).__name__}: "
-                                  f"{' '.join(str(exc).split())[:300]}") from None
+                raise self._lost(exc) from None
             if done:
                 return [(f, self._outcome(f)) for f in handles if f in done]
 
