@@ -569,3 +569,26 @@ def test_a_lost_connection_is_cluster_lost_wherever_the_executor_meets_it():
     for call in (ex.free_slots, lambda: ex.submit(SimpleNamespace(name="a"))):
         with pytest.raises(scheduler.ClusterLost, match="lost the Dask scheduler tcp://127"):
             call()
+
+
+@pytest.mark.slow
+def test_a_two_cell_sweep_on_two_workers_writes_its_shared_pages(tmp_path, capsys,
+                                                                   monkeypatch):
+    """Both cells end at about the same time and write the sweep folder's runs.html: no
+    writer fails on a shared temporary name; saf-run list lists the sweep."""
+    pytest.importorskip("distributed")
+    monkeypatch.setenv("SAF_NUM_THREADS", "1")
+    nbs = tmp_path / "notebooks"
+    nbs.mkdir()
+    notebook(nbs / "a_first.ipynb", "value = 0.5\noutput_dir = None",
+             RECORD.replace("NAME", "'a_first'"))
+    (tmp_path / "p.yaml").write_text("notebooks: [a_first]\n")
+    reports = tmp_path / "reports"
+    base = run_args(tmp_path / "p.yaml", nbs, reports)
+    assert cli.main(["sweep", *base, "--matrix", "value=[0.25, 0.75]", "--workers", "2",
+                     "--sweep-name", "sw"]) == 0
+    err = capsys.readouterr().err
+    assert "not written" not in err, err
+    assert (reports / "sw" / "runs.html").is_file()
+    assert cli.main(["list", "--reports-dir", str(reports)]) == 0
+    assert "sweep sw" in capsys.readouterr().out
