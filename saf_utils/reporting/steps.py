@@ -112,12 +112,12 @@ def _copied(src: Path, old_manifest: dict, old: dict, p: NotebookPlan, out: Path
         reuse.remove_outputs(out, p.name)
         print(f"{tag} {p.name}: not reused from {src.name}: {bad}; running it", flush=True)
         return None
-    original = reuse.original_execution(old_manifest.get("run", src.name), old_manifest, old)
+    original = reuse.original_execution(src.name, old_manifest, old)
     res = NotebookResult(p.name, "ok", started=old.get("started"), finished=old.get("finished"),
                          seconds=old.get("seconds"), parameters=params, invocation=n_inv,
                          html=old.get("html") if same_html else None, inputs=now,
                          outputs=reuse.folder_digest(files, p.name), files=files,
-                         reused={"from": old_manifest.get("run", src.name), "at": now_iso(),
+                         reused={"from": src.name, "at": now_iso(),
                                  "original": original})
     if not same_html:
         render(res, out / f"{p.name}.ipynb", hide)
