@@ -605,3 +605,23 @@ def test_a_huge_paper_key_is_shown_short(tmp_path):
     assert "paper 'KKKK" in str(err.value) and "... (100000 characters) (id 8): content is 5 " \
         "(int)" in str(err.value)
     assert len(str(err.value)) < 500
+
+
+def test_history_id_naming_the_pair_itself_is_a_counted_anomaly(tmp_path):
+    """Counted by id: the pair's own messages are no earlier turn, so a history entry found
+    only in them ("Hi" inside "this" once passed a substring test) is counted too."""
+    root = _fixture_copy(tmp_path)
+
+    def self_ref(ps):
+        pair = _train_pair(ps, 1)
+        pair["history_ids"].append(pair["id"])
+        pair["history_facts"].append([])
+        pair["history"].append(pair["P_Message"])
+
+    _edit(root, "fold_0_train.json", self_ref)
+    with pytest.warns(ArgSciChatDataWarning, match="1 history_id_self"):
+        fold = load_argscichat(root, fold=0)
+    kinds = [(a["kind"], a["id"]) for a in fold.anomalies]
+    assert ("history_id_self", "P_1") in kinds and ("history_longer_than_ids", "P_1") in kinds
+    msg = next(a["message"] for a in fold.anomalies if a["kind"] == "history_id_self")
+    assert "names this pair itself" in msg

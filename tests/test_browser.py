@@ -277,6 +277,32 @@ def test_csv_download_of_an_interactive_table(smoke_run, browser, tmp_path):
     assert not browser.network()
 
 
+def test_every_table_csv_download_of_a_run_carries_no_live_formula(smoke_run, browser,
+                                                                     tmp_path):
+    """Each interactive table of every page of the run, downloaded as CSV: no cell a
+    spreadsheet would run (= + - @ TAB CR first, also after blanks), numbers kept."""
+    run, _ = smoke_run
+    browser.send("Page.setDownloadBehavior", behavior="allow", downloadPath=str(tmp_path))
+    n = 0
+    for p in _pages_with_tables(run):
+        browser.open(p, READY)
+        for tid in browser.js("Object.keys(window.safTables)"):
+            rows = _download_csv(browser, f"#{tid} .buttons-csv", tmp_path)
+            live = [c for r in rows for c in r if c.lstrip().startswith(tuple("=+-@\t\r"))
+                    and not _number(c)]
+            assert not live, (p.name, tid, live[:5])
+            n += 1
+    assert n >= 6 and not browser.network()
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return text.strip().lstrip("-")[:1].isdigit() or text.strip().startswith("-.")
+
+
 def test_metric_cards_are_generated_and_linked_from_headers(smoke_run, browser):
     from saf_utils.metrics import METRICS
 
@@ -294,3 +320,49 @@ def test_metric_cards_are_generated_and_linked_from_headers(smoke_run, browser):
                         ".map(a => a.getAttribute('href'))")
     assert "metric-cards.html#fact_f1" in linked
     assert all(h.split("#")[1] in ids for h in linked)
+
+
+FORMULAS = ["=1+1", "+cmd|' /C calc'!A0", "-2+3+cmd|' /C calc'!A0", "@SUM(1,1)", "\t=1",
+            " +SUM(1,1)", "plain", "-0.25"]
+SCORES = [-1.5, 2, -3, 0.25, 1, 2, 3, -4]
+
+
+def _download_csv(b: Browser, button: str, folder) -> list[list[str]]:
+    before = set(folder.glob("*.csv"))
+    b.js(f"document.querySelector({json.dumps(button)}).click()")
+    deadline = time.monotonic() + 20
+    while not set(folder.glob("*.csv")) - before and time.monotonic() < deadline:
+        time.sleep(0.2)
+    new = set(folder.glob("*.csv")) - before
+    assert new, f"no CSV downloaded from {button}"
+    time.sleep(0.3)  # the download is written in one go, but give it a moment
+    return list(csv.reader(new.pop().open(encoding="utf-8-sig", newline="")))
+
+
+def test_csv_downloads_carry_no_live_formula(browser, tmp_path):
+    """Every table's Download CSV: a cell a spreadsheet would run (= + - @ TAB CR, also after
+    blanks) starts with ', a number (negative too) stays a number."""
+    import pandas as pd
+
+    from saf_utils.reporting import pages, tables
+
+    frame = pd.DataFrame({"text": FORMULAS, "score": SCORES})
+    specs = {"t1": tables.table_spec(frame, caption="first"),
+             "t2": tables.table_spec(frame.rename(columns={"text": "=HEAD()"}),
+                                     caption="second")}
+    body = "".join(tables.placeholder(k, v) for k, v in specs.items())
+    page = tmp_path / "p.html"
+    page.write_text(pages.page("csv", body, itables=specs), encoding="utf-8")
+    browser.open(page, READY)
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    browser.send("Page.setDownloadBehavior", behavior="allow", downloadPath=str(downloads))
+    for tid in specs:
+        rows = _download_csv(browser, f"#{tid} .buttons-csv", downloads)
+        leads = tuple("=+-@\t\r")
+        assert not [c for r in rows for c in r if c.lstrip().startswith(leads)
+                    and not c.lstrip("-").replace(".", "", 1).isdigit()], rows
+        want = {("'" if c.strip()[0] in "=+-@" and c != "-0.25" else "") + c.strip(): v
+                for c, v in zip(FORMULAS, SCORES, strict=True)}
+        assert {r[0]: float(r[1]) for r in rows[1:]} == want, rows
+    assert not browser.network() and not browser.exceptions

@@ -155,6 +155,102 @@ def test_bad_cluster_options_are_one_line_and_rc_2(tmp_path, capsys):
     assert not (tmp_path / "reports").exists()
 
 
+def _listener(answer: bytes | None):
+    """A loopback port that accepts and then never answers (``answer`` None) or answers
+    ``answer`` to whatever it is sent; returns (port, close)."""
+    import socket
+    import threading
+
+    srv = socket.create_server(("127.0.0.1", 0))
+    conns = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            conns.append(conn)
+            if answer is not None:
+                conn.recv(65536)
+                conn.sendall(answer)
+
+    threading.Thread(target=serve, daemon=True).start()
+
+    def close() -> None:
+        for c in [*conns, srv]:
+            c.close()
+
+    return srv.getsockname()[1], close
+
+
+def test_scheduler_addresses_are_checked_and_a_bad_peer_is_one_line(tmp_path, capsys,
+                                                                       monkeypatch):
+    """A malformed address, an unknown scheme, TLS without settings, a port that accepts and
+    never answers, a port that answers HTTP: each one line, exit 2, within the stated
+    handshake time, before anything is written."""
+    pytest.importorskip("distributed")
+    monkeypatch.setattr(scheduler, "HANDSHAKE_TIMEOUT_S", 3)
+    base = _toy(tmp_path)
+    silent, close_silent = _listener(None)
+    http, close_http = _listener(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"
+                                 * 40)
+    try:
+        for address, expected in (
+                ("tcp://", "a Dask scheduler address"),
+                ("nosuchproto://x:1", "a Dask scheduler address"),
+                ("tcp://127.0.0.1", "a Dask scheduler address"),
+                ("tcp://127.0.0.1:99999", "a Dask scheduler address"),
+                ("tcp://127.0.0.1:1/x", "a Dask scheduler address"),
+                ("tcp://\x1b]0;x\x07:1", "a Dask scheduler address"),
+                ("tls://127.0.0.1:1", "cannot connect"),
+                (f"tcp://127.0.0.1:{silent}", "no Dask answer within 3 s"),
+                (f"tcp://127.0.0.1:{http}", "cannot connect")):
+            t0 = time.monotonic()
+            assert cli.main([*base, "--scheduler", address]) == 2, address
+            err = capsys.readouterr().err.strip()
+            assert expected in err and len(err.splitlines()) == 1, (address, err)
+            assert "\x1b" not in err and time.monotonic() - t0 < 15, (address, err)
+    finally:
+        close_silent()
+        close_http()
+    assert not (tmp_path / "reports").exists()
+
+
+class LostExecutor(FakeExecutor):
+    """A cluster whose scheduler goes away while the first notebook runs."""
+
+    description = {"kind": "dask", "scheduler": "tcp://127.0.0.1:9"}
+
+    def preflight(self, folder, plans, data):
+        pass
+
+    def wait(self, handles):
+        raise scheduler.ClusterLost("lost the Dask scheduler tcp://127.0.0.1:9: "
+                                    "FuturesCancelledError: scheduler-connection-lost")
+
+    def stop(self, sig):
+        return {}
+
+
+def test_a_lost_scheduler_marks_the_run_and_its_notebook_not_error(tmp_path, capsys):
+    """The run says cluster_lost with the cause, the running notebook is interrupted, the
+    others stay pending; no traceback, exit 1."""
+    from saf_utils.reporting import runner
+
+    base = _toy(tmp_path)
+    args = cli.run_parser().parse_args([*base, "--run-name", "lost", "--only", "a_first,b"])
+    req = runner.request_from_args(args, ["saf-run"])
+    out, results, status = runner.run_profile(req, executor=LostExecutor(1))
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["status"] == "cluster_lost" and "scheduler-connection-lost" in m["status_reason"]
+    assert [(n["name"], n["status"]) for n in m["notebooks"]] == [
+        ("a_first", "interrupted"), ("b_reads_a", "pending")]
+    assert "lost the Dask scheduler" in m["notebooks"][0]["error"]
+    assert runner.exit_code(status, [r.name for r in results if r.status != "ok"]) == 1
+    assert "Traceback" not in capsys.readouterr().err
+
+
 def test_the_profile_says_how_many_notebooks_at_once(tmp_path, capsys):
     """``workers`` in a profile is the default of ``--workers`` (the cpu profile's 2 lives
     there, not in the Makefile); ``--workers`` overrides it, ``--scheduler`` ignores it
@@ -238,7 +334,8 @@ def test_local_cluster_runs_independent_notebooks_at_once(tmp_path, capsys, monk
 
 @pytest.fixture()
 def dask_cluster(tmp_path):
-    """A ``dask scheduler`` and one ``dask worker`` (no nanny: its pid is the worker's)."""
+    """A ``dask scheduler`` and one ``dask worker`` (no nanny: its pid is the worker's):
+    (address, the worker's pid, the scheduler's process)."""
     pytest.importorskip("distributed")
     dask = Path(sys.executable).with_name("dask")
     file = tmp_path / "scheduler.json"
@@ -257,7 +354,7 @@ def dask_cluster(tmp_path):
                                    "--nthreads", "1", "--no-nanny", "--memory-limit", "0",
                                    *common], env=env, cwd=str(tmp_path),
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        yield address, worker.pid
+        yield address, worker.pid, sched
     finally:
         for proc in (worker, sched):
             if proc is not None:
@@ -275,7 +372,7 @@ def test_sweep_on_a_dask_scheduler_matches_serial_runs(tmp_path, dask_cluster, c
     them, sweep.html lists both, and each cell's records are those of a serial run."""
     if not (os.environ.get("SAF_DATA") and os.environ.get("ARGSCICHAT_DATA")):
         pytest.skip("needs SAF_DATA and ARGSCICHAT_DATA (local data copies)")
-    address, worker_pid = dask_cluster
+    address, worker_pid, _ = dask_cluster
     reports = tmp_path / "reports"
     args = ["--profile", "smoke", "--only", "01", "--reports-dir", str(reports),
             "--matrix", "max_rows=[30, 60]"]
@@ -402,3 +499,96 @@ def test_workers_split_the_cores_unless_a_thread_count_is_stated(tmp_path, monke
     with pytest.raises(Stop):
         runner.run_profile(req, plan=plan)
     assert seen["threads"] == "3"
+
+
+@pytest.mark.slow
+def test_a_scheduler_killed_mid_run_is_recorded_as_cluster_lost(tmp_path, dask_cluster):
+    """The scheduler SIGKILLed while a notebook runs on its worker: the run ends (bounded)
+    with status cluster_lost naming the scheduler, the notebook interrupted, exit 1."""
+    address, _, sched = dask_cluster
+    nbs = tmp_path / "notebooks"
+    nbs.mkdir()
+    notebook(nbs / "c_sleeps.ipynb", "output_dir = None",
+             "import os, time\nfrom pathlib import Path\n"
+             "Path(output_dir, 'kernel.pid').write_text(str(os.getpid()))\ntime.sleep(120)")
+    (tmp_path / "p.yaml").write_text("notebooks: [c_sleeps]\n")
+    reports = tmp_path / "reports"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "saf_utils.run", *run_args(tmp_path / "p.yaml", nbs, reports),
+         "--run-name", "s", "--scheduler", address], cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    pid = reports / "s" / "c_sleeps" / "kernel.pid"
+    deadline = time.time() + 120
+    while not pid.is_file() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    assert pid.is_file(), proc.communicate()
+    sched.kill()
+    out, err = proc.communicate(timeout=150)
+    assert proc.returncode == 1, (out, err)
+    m = json.loads((reports / "s" / "manifest.json").read_text())
+    assert m["status"] == "cluster_lost" and address in m["status_reason"], m["status_reason"]
+    assert m["notebooks"][0]["status"] == "interrupted", m["notebooks"]
+    assert "the runner itself raised" not in err and "Traceback" not in out
+
+
+@pytest.mark.slow
+def test_a_worker_lost_mid_notebook_is_recorded_as_a_restart(tmp_path, monkeypatch):
+    """A notebook whose first run kills its Dask worker: Dask starts it again on a worker,
+    the run is ok, and the manifest names the worker lost under ``restarts``."""
+    pytest.importorskip("distributed")
+    monkeypatch.setenv("SAF_NUM_THREADS", "1")
+    nbs = tmp_path / "notebooks"
+    nbs.mkdir()
+    marker = tmp_path / "killed-once"
+    notebook(nbs / "k_kills.ipynb", "output_dir = None\nvalue = 0.5",
+             "import os, signal\nfrom pathlib import Path\n"
+             f"m = Path({str(marker)!r})\n"
+             "if not m.exists():\n    m.write_text('x')\n"
+             "    os.kill(os.getppid(), signal.SIGKILL)\n    import time; time.sleep(60)",
+             RECORD.replace("NAME", "'k_kills'"))
+    (tmp_path / "p.yaml").write_text("notebooks: [k_kills]\n")
+    reports = tmp_path / "reports"
+    assert cli.main([*run_args(tmp_path / "p.yaml", nbs, reports), "--run-name", "r",
+                     "--workers", "2"]) == 0
+    entry = json.loads((reports / "r" / "manifest.json").read_text())["notebooks"][0]
+    assert entry["status"] == "ok" and len(entry["restarts"]) == 1, entry
+    assert entry["restarts"][0] != entry["worker"]
+
+
+def test_a_lost_connection_is_cluster_lost_wherever_the_executor_meets_it():
+    """Counting slots, submitting or waiting on a client whose scheduler is gone: one
+    ClusterLost naming the scheduler (never an OSError the runner would call a write error)."""
+    class GoneClient:
+        def nthreads(self):
+            raise OSError("Timed out trying to connect to tcp://127.0.0.1:9")
+
+        submit = nthreads
+
+    ex = scheduler.DaskExecutor(GoneClient(), {"kind": "dask", "scheduler": "tcp://127.0.0.1:9"})
+    for call in (ex.free_slots, lambda: ex.submit(SimpleNamespace(name="a"))):
+        with pytest.raises(scheduler.ClusterLost, match="lost the Dask scheduler tcp://127"):
+            call()
+
+
+@pytest.mark.slow
+def test_a_two_cell_sweep_on_two_workers_writes_its_shared_pages(tmp_path, capsys,
+                                                                   monkeypatch):
+    """Both cells end at about the same time and write the sweep folder's runs.html: no
+    writer fails on a shared temporary name; saf-run list lists the sweep."""
+    pytest.importorskip("distributed")
+    monkeypatch.setenv("SAF_NUM_THREADS", "1")
+    nbs = tmp_path / "notebooks"
+    nbs.mkdir()
+    notebook(nbs / "a_first.ipynb", "value = 0.5\noutput_dir = None",
+             RECORD.replace("NAME", "'a_first'"))
+    (tmp_path / "p.yaml").write_text("notebooks: [a_first]\n")
+    reports = tmp_path / "reports"
+    base = run_args(tmp_path / "p.yaml", nbs, reports)
+    assert cli.main(["sweep", *base, "--matrix", "value=[0.25, 0.75]", "--workers", "2",
+                     "--sweep-name", "sw"]) == 0
+    err = capsys.readouterr().err
+    assert "not written" not in err, err
+    assert (reports / "sw" / "runs.html").is_file()
+    assert cli.main(["list", "--reports-dir", str(reports)]) == 0
+    assert "sweep sw" in capsys.readouterr().out

@@ -206,3 +206,40 @@ def test_example_pages_are_rebuilt_only_when_their_inputs_change(toy_run):
     preds.write_text(preds.read_text().replace("gold feedback 1", "new gold feedback 1"))
     examples.write_example_pages(run, manifest, [])
     assert "new gold feedback 1" in page.read_text()
+
+
+def test_example_pages_are_split_into_pages_of_at_most_per_page(tmp_path, monkeypatch):
+    """More examples than a page holds: further pages, each linked from the others; the
+    navigation bar links the first page only; pages of an earlier, larger run are removed."""
+    from saf_utils.reporting import example_parts
+
+    monkeypatch.setattr(example_parts, "PER_PAGE", 1)
+    run, _ = _run(tmp_path, "paged")
+    first, second = run / examples.SAF_PAGE, run / "examples-saf-2.html"
+    assert first.is_file() and second.is_file() and not (run / "examples-saf-3.html").exists()
+    text = second.read_text()
+    assert "(page 2 of 2)" in text and 'href="examples-saf.html"' in text
+    assert 'id="saf-test_unseen_answers-a1"' in text and "saf-test_unseen_answers-a0" not in text
+    nav = re.search(r'<nav class="saf-nav".*?</nav>', (run / "index.html").read_text(), re.S)
+    assert nav and "examples-saf-2.html" not in nav.group(0)
+    nav = re.search(r'<nav class="saf-nav".*?</nav>', text, re.S)  # page 2: "saf" is here
+    assert nav and re.search(r'<span class="here"[^>]*>saf</span>', nav.group(0))
+    (run / "examples-saf-7.html").write_text("stale")
+    monkeypatch.setattr(example_parts, "PER_PAGE", 100)
+    manifest = json.loads((run / "manifest.json").read_text())
+    (run / examples.SIGNATURE_FILE).unlink()
+    examples.write_example_pages(run, manifest, [])
+    assert not second.exists() and not (run / "examples-saf-7.html").exists()
+    assert "(page" not in first.read_text()
+
+
+@pytest.mark.slow
+def test_example_pages_do_not_grow_with_the_data():
+    """At ten times the answers the largest example page is as large as before (one page
+    of every answer grew tenfold), and under 1.5 MB."""
+    from benchmarks.example_pages_bench import measure
+    from saf_utils.reporting.example_parts import PER_PAGE
+
+    one, ten = measure(150, 5), measure(1500, 5)
+    assert ten["pages"] == -(-1500 // PER_PAGE) and ten["total_bytes"] > 9 * one["total_bytes"]
+    assert ten["largest_bytes"] <= 1.05 * one["largest_bytes"] < 1.5e6, (one, ten)

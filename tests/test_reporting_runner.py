@@ -168,7 +168,10 @@ def test_run_dir_reruns_a_notebook_and_keeps_both_executions(project, capsys):
     out = capsys.readouterr().out
     assert "r1" in out and "r2" in out and "2/2 ok" in out
     # a failed dependency: its dependents are skipped, and cannot be rerun on top of it
-    assert cli.main(base + ["--run-name", "r3", "-p", "value=.nan"]) == 1
+    # (a value such as .nan is refused at planning, so the notebook itself fails)
+    notebook(tmp / "notebooks" / "a_first.ipynb", "value = 0.5\nn = 3\noutput_dir = None",
+             "raise ValueError('boom')")
+    assert cli.main(base + ["--run-name", "r3"]) == 1
     m = json.loads((reports / "r3" / "manifest.json").read_text())
     assert [n["status"] for n in m["notebooks"]] == ["failed", "skipped"]
     capsys.readouterr()
@@ -620,3 +623,155 @@ def test_a_manifest_reads_back_an_older_runs_keys_unchanged():
     back = m.to_dict()
     assert {k: back[k] for k in old} == old and back["executions"] == old["notebooks"]
     assert Manifest.from_dict(back).to_dict() == back
+
+
+def test_every_notebook_parameter_has_a_declared_type():
+    """Each parameter of the project's notebooks has a type: its default, or where that is
+    None the runner's declaration (so that planning can check every value)."""
+    for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        for key, info in parameters.notebook_parameters(nb).items():
+            known, example = parameters.declared_type(info, key)
+            assert known and example is not None, (nb.name, key)
+
+
+def test_numbers_out_of_type_or_range_are_refused_at_planning(project, capsys):
+    """nan, inf, -1, 0, 1e308 and 10**29 as a row cap (None by default): one line and exit 2
+    from -p, a profile and a sweep matrix; nan/inf anywhere inside a value too."""
+    tmp, base, reports = project
+    nbs = tmp / "notebooks"
+    notebook(nbs / "m_rows.ipynb", "max_rows = None\nseeds = [1, 2]\nlr = 0.001\n"
+             "system_params = {}\noutput_dir = None", "pass")
+    prof = tmp / "m.yaml"
+    args = ["--config", str(prof), "--notebooks-dir", str(nbs), "--reports-dir", str(reports),
+            "--dry-run"]
+    prof.write_text("notebooks: [m_rows]\n")
+    for raw in (".nan", ".inf", "-.inf", "-1", "0", "1e308", str(10**29)):
+        assert cli.main(args + ["-p", f"max_rows={raw}"]) == 2, raw
+        assert "m_rows.max_rows" in _err_line(capsys), raw
+        assert cli.main(["sweep", *args, "--matrix", f"max_rows=[30, {raw}]"]) == 2, raw
+        assert "max_rows" in _err_line(capsys), raw
+        prof.write_text(f"notebooks: [m_rows]\nparameters: {{max_rows: {raw}}}\n")
+        assert cli.main(args) == 2, raw
+        assert "max_rows" in _err_line(capsys), raw
+        prof.write_text("notebooks: [m_rows]\n")
+    for item, expected in (("seeds=[1, -2]", "-2 is outside 0 to"),
+                           ("lr=.nan", "nan is not a finite number"),
+                           ("system_params={a: {lr: .inf}}", "inf is not a finite number"),
+                           ("max_rows=30.0", "the type declared for max_rows")):
+        assert cli.main(args + ["-p", item]) == 2, item
+        assert expected in _err_line(capsys), item
+    assert cli.main(args + ["-p", "max_rows=30", "-p", "lr=-0.5"]) == 0
+    assert "max_rows = 30 " in capsys.readouterr().out
+    assert not reports.exists()
+
+
+def _headline_run(folder: Path, value: object, run: object = None) -> Path:
+    rec = {"notebook": "a_first", "task": "argscichat_fact_selection", "dataset": "d",
+           "split": "test", "system": "sys", "metric": "fact_f1", "value": value,
+           "role": "system", "kind": "result"}
+    return _fake_run(folder, {"run": run or folder.name, "profile": "toy", "status": "ok",
+                              "started": f"2026-01-0{len(folder.name) % 9 + 1}T00:00:00+00:00",
+                              "notebooks": [{"name": "a_first", "status": "ok"}]},
+                     {"records": [rec]})
+
+
+def test_runs_page_rows_come_from_each_folder_and_bad_records_are_counted(tmp_path, capsys):
+    """A copied run (its manifest names another run, or an absolute path) is listed under
+    its own folder with its own numbers and link; a non-number headline value is one counted
+    note, never a traceback, and the other runs are still listed."""
+    from saf_utils.reporting import overview
+
+    reports = tmp_path / "reports"
+    _headline_run(reports / "orig", 0.5)
+    _headline_run(reports / "copied", 0.25, run="orig")
+    _headline_run(reports / "abs", 0.125, run=str(reports / "orig"))
+    _headline_run(reports / "badvalue", "abc")
+    assert cli.main(["list", "--reports-dir", str(reports), "--html"]) == 0
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    notes = [line for line in captured.err.splitlines() if "note:" in line]
+    assert len(notes) == 2, captured.err  # two renamed runs (list reads no records)
+    text = (reports / overview.PAGE).read_text()
+    for name, shown in (("orig", "data-v=\"0.5\""), ("copied", "data-v=\"0.25\""),
+                        ("abs", "data-v=\"0.125\"")):
+        row = re.search(rf'<tr><td>(?:<a href="{name}/index.html">)?{name}\b.*?</tr>', text)
+        assert row and shown in row.group(0), (name, row and row.group(0))
+    assert "3 note(s) on the runs" in text and "copied or renamed" in text
+    assert "badvalue/metrics.json: 1 record(s) left out" in text
+    assert str(reports / "orig") not in text.replace("$RUN", "")
+    # a run ending later in the same folder still writes the page
+    assert run._write_overview(reports) is None and "runs.html not written" not in \
+        capsys.readouterr().err
+
+
+def test_shared_pages_are_written_by_parallel_writers_without_collisions(tmp_path):
+    """16 writers of one page at once: each writes a temporary file of its own and
+    replaces the page atomically; none fails, no temporary file is left."""
+    import threading
+
+    from saf_utils.reporting.manifest import write_text
+
+    page, errors = tmp_path / "runs.html", []
+
+    def write(i: int) -> None:
+        try:
+            for _ in range(20):
+                write_text(page, f"writer {i}\n" * 2000)
+        except Exception as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:3]
+    assert len(set(page.read_text().splitlines())) == 1  # one writer's whole page
+    assert [p.name for p in tmp_path.iterdir()] == ["runs.html"]
+
+
+def test_a_killed_sweep_is_listed_as_killed_with_its_cells_true_statuses(tmp_path, capsys):
+    """sweep.json left "running" by a process that is gone: list and runs.html say killed,
+    the cell that finished says ok (from its run folder), the one never started pending."""
+    import socket
+
+    from saf_utils.reporting import overview
+
+    reports = tmp_path / "reports"
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    sweep_dir = reports / "sweep-toy-1"
+    _headline_run(sweep_dir / "value-1", 0.5)
+    (sweep_dir / "sweep.json").write_text(json.dumps({
+        "sweep": "sweep-toy-1", "profile": "toy", "matrix": {"value": [1, 2]},
+        "started": "2026-01-01T00:00:00+00:00", "status": "running", "pid": dead.pid,
+        "host": socket.gethostname(), "cells": [
+            {"name": "value-1", "values": {"value": 1}, "status": "pending"},
+            {"name": "value-2", "values": {"value": 2}, "status": "pending"}]}))
+    assert cli.main(["list", "--reports-dir", str(reports), "--html"]) == 0
+    out = capsys.readouterr().out
+    assert "sweep sweep-toy-1  toy  killed" in out and "value-1 ok, value-2 pending" in out
+    summary = json.loads((sweep_dir / "sweep.json").read_text())
+    assert summary["status"] == "killed"
+    assert [c["status"] for c in summary["cells"]] == ["ok", "pending"]
+    assert "killed" in (sweep_dir / "sweep.html").read_text()
+    text = (reports / overview.PAGE).read_text()
+    assert "<h2>Sweeps</h2>" in text and 'href="sweep-toy-1/sweep.html"' in text
+    assert "value-1: ok, value-2: pending" in text
+
+
+def test_saf_run_list_escapes_control_characters_from_files(tmp_path, capsys):
+    """A manifest's run, profile or status with terminal control sequences (window title,
+    screen clear, colours) reaches the terminal escaped, in list and in compare."""
+    reports = tmp_path / "reports"
+    evil = "\x1b]0;pwned\x07\x1b[2J\x1b[32mok\x1b[0m\u202e"
+    _fake_run(reports / "r1", {"run": "r1", "profile": evil, "status": "ok",
+                               "started": "2026-01-01T00:00:00+00:00", "notebooks": [
+                                   {"name": "a_first", "status": "ok", "parameters": {}}]})
+    _fake_run(reports / "r2")
+    assert cli.main(["list", "--reports-dir", str(reports)]) == 0
+    assert cli.main(["compare", "r1", "r2", "--reports-dir", str(reports)]) in (0, 1)
+    captured = capsys.readouterr()
+    for stream in (captured.out, captured.err):
+        assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e]", stream), stream
+    assert "\\x1b]0;pwned\\x07" in captured.out

@@ -191,3 +191,89 @@ def test_reuse_file_digests_and_mismatches(tmp_path):
     assert "no digests" in reuse.mismatch(None, files)
     reuse.remove_outputs(run_dir, "nb")
     assert sorted(p.name for p in run_dir.iterdir()) == ["nb-b"]
+
+
+def test_data_input_is_what_the_notebook_would_read_now(tmp_path, monkeypatch):
+    """The data key lists the folders a notebook would read now: another folder (either data
+    variable or saf_source), a new, removed or changed file, an optional file appearing or
+    disappearing, each changes it, and the change is named."""
+    a, b, chat = tmp_path / "a", tmp_path / "b", tmp_path / "chat"
+    for d in (a, b, chat):
+        d.mkdir()
+        (d / "train.json").write_text("[]")
+    monkeypatch.setenv("SAF_DATA", str(a))
+    monkeypatch.setenv("ARGSCICHAT_DATA", str(chat))
+    declared = {"saf_source": {}, "argscichat_source": {}, "output_dir": {}}
+    first = reuse.notebook_data({"saf_source": None}, declared)
+    assert first["saf"] == {"source": str(a.resolve()), "files": {"train.json": first["saf"][
+        "files"]["train.json"]}}
+    assert reuse.notebook_data({}, declared) == first
+    monkeypatch.setenv("SAF_DATA", str(b))  # same bytes, another folder
+    now = reuse.notebook_data({}, declared)
+    assert now != first and reuse.data_change(first, now) == f"saf source {a} -> {b}"
+    monkeypatch.setenv("SAF_DATA", str(a))
+    now = reuse.notebook_data({"saf_source": str(b)}, declared)
+    assert reuse.data_change(first, now) == f"saf source {a} -> {b}"
+    (chat / "intents.csv").write_text("id,intent\n")  # an optional file appears
+    with_intents = reuse.notebook_data({}, declared)
+    assert reuse.data_change(first, with_intents) == f"argscichat: intents.csv is new in {chat}"
+    (chat / "intents.csv").unlink()  # ... and disappears again
+    assert reuse.data_change(with_intents, reuse.notebook_data({}, declared)) == \
+        f"argscichat: intents.csv was removed from {chat}"
+    assert reuse.notebook_data({}, declared) == first
+    monkeypatch.setenv("ARGSCICHAT_DATA", str(b))
+    assert reuse.data_change(first, reuse.notebook_data({}, declared)) == \
+        f"argscichat source {chat} -> {b}"
+    monkeypatch.setenv("ARGSCICHAT_DATA", str(chat))
+    (a / "train.json").write_text("[1]")
+    assert reuse.data_change(first, reuse.notebook_data({}, declared)) == \
+        f"saf: train.json changed in {a}"
+    # a notebook without data sources: only the files its execution read elsewhere
+    other = tmp_path / "cache.bin"
+    other.write_text("x")
+    assert reuse.notebook_data({}, {"output_dir": {}}, [str(other)]) == {
+        "other_files": reuse.data_digests([str(other)])}
+    assert "recorded before" in reuse.data_change({str(other): "0"}, first)
+
+
+@pytest.mark.slow
+def test_reuse_reruns_a_notebook_whose_data_folder_changed(project, capfd, monkeypatch):
+    """SAF_DATA, ARGSCICHAT_DATA or saf_source pointing at another folder, or an optional
+    file appearing in it, never returns the earlier run's results."""
+    from tests.toy_project import notebook, run_args
+
+    tmp, _, reports = project
+    notebook(tmp / "notebooks" / "e_reads.ipynb",
+             "saf_source = None\nargscichat_source = None\noutput_dir = None", "pass")
+    (tmp / "e.yaml").write_text("notebooks: [e_reads]\nreuse: latest\n")
+    base = run_args(tmp / "e.yaml", tmp / "notebooks", reports)
+    folders = {}
+    for name in ("saf_a", "saf_b", "chat_a"):
+        folders[name] = tmp / name
+        folders[name].mkdir()
+        (folders[name] / "train.json").write_text("[]")
+    monkeypatch.setenv("SAF_DATA", str(folders["saf_a"]))
+    monkeypatch.setenv("ARGSCICHAT_DATA", str(folders["chat_a"]))
+    assert cli.main(base + ["--run-name", "r1"]) == 0
+    capfd.readouterr()
+
+    def run(name: str, *extra: str) -> str:
+        assert cli.main(base + ["--run-name", name, *extra]) == 0
+        return capfd.readouterr().out
+
+    assert "e_reads reused from r1" in run("r2")
+    monkeypatch.setenv("SAF_DATA", str(folders["saf_b"]))
+    assert (f"e_reads: changed since r1: data (saf source {folders['saf_a']} -> "
+            f"{folders['saf_b']})") in run("r3", "--reuse", "r1")
+    monkeypatch.setenv("SAF_DATA", str(folders["saf_a"]))
+    monkeypatch.setenv("ARGSCICHAT_DATA", str(folders["saf_b"]))
+    assert ": data (argscichat source" in run("r4", "--reuse", "r1")
+    monkeypatch.setenv("ARGSCICHAT_DATA", str(folders["chat_a"]))
+    (folders["chat_a"] / "intents.csv").write_text("id,intent\n")
+    assert "data (argscichat: intents.csv is new in" in run("r5", "--reuse", "r1")
+    (folders["chat_a"] / "intents.csv").unlink()
+    assert "data (argscichat: intents.csv was removed from" in run("r6", "--reuse", "r5")
+    assert "changed since r1: parameters, data (saf source" in run(
+        "r7", "--reuse", "r1", "-p", f"saf_source={folders['saf_b']}")
+    assert _manifest(reports / "r7")["notebooks"][0]["inputs"]["data"]["saf"]["source"] == \
+        str(folders["saf_b"].resolve())

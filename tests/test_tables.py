@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 
 import nbformat
 import pandas as pd
+import pytest
 
 from saf_utils.argscichat import browse as AB
 from saf_utils.argscichat.data import MessagePair
@@ -140,3 +143,21 @@ def test_pair_browser_shows_history_facts_and_chosen_reply():
     row = t.iloc[0]
     assert row.history == "1. hi\n2. hello" and row.gold_facts == "[1] s1"
     assert row.selected_facts.startswith("[1] s1\n[2] s2") and row.reply == "s1 s2"
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="no node to run the page's script")
+def test_csv_export_neutralises_every_formula_lead_but_keeps_numbers():
+    """A CSV cell starting with = + - @ TAB or CR (also after blanks) gets a leading ';
+    numbers, negative ones included, stay numbers."""
+    cells = ["=1+1", "+cmd|' /C calc'!A0", "-2+3+cmd|' /C calc'!A0", "@SUM(1,1)", "\t=1",
+             "\r=1", "  =1", " +SUM(1,1)", "-0.25", "-3", "1e-5", "-1.5E+3", " 12 ", "text",
+             "a=b", "", "-", "-inf", "- 1"]
+    script = tables.CSV_CELL_JS + f"console.log(JSON.stringify({json.dumps(cells)}.map(csvCell)"
+    script += ".concat([csvCell(-2), csvCell(null)])));"
+    out = json.loads(subprocess.run(["node", "-e", script], capture_output=True, text=True,
+                                    check=True, timeout=60).stdout)
+    escaped = ["'" + c for c in cells[:8]]
+    assert out[:8] == escaped
+    assert out[8:15] == cells[8:15]  # numbers and plain text unchanged
+    assert out[15:19] == ["", "'-", "'-inf", "'- 1"]
+    assert out[19:] == [-2, None]

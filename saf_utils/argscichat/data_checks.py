@@ -96,12 +96,16 @@ def _extra_keys(what: str, obj: dict, known: Sequence[str]) -> str | None:
 
 def _history_anomalies(where: str, mp: dict, by_id: dict[str, dict], keys: dict[str, str]
                        ) -> list[tuple[str, str]]:
-    """(kind, message) for history ids naming no pair of the paper, and for history entries
-    found in none of the earlier turns they name (their messages and facts, :func:`squash`)."""
+    """(kind, message) for history ids naming no pair of the paper or the pair itself (by id:
+    its own text is no earlier turn), and for history entries found in none of the earlier
+    turns they name (their messages and facts, :func:`squash`)."""
     out = []
     known = []
     for hid in mp["history_ids"]:
-        if hid in by_id:
+        if identity_key(hid) == identity_key(mp["id"]):
+            out.append(("history_id_self", f"{where}: history id {shorten(hid)} names this "
+                                           "pair itself, not an earlier turn"))
+        elif hid in by_id:
             known.append(by_id[hid])
         elif identity_key(hid) in keys:
             raise ArgSciChatDataError(

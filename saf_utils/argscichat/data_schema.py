@@ -49,11 +49,12 @@ ARGSCICHAT_SHA256 = {
 #: fact (``history_facts``) found neither in the content nor in the title, or blank (dropped
 #: from ``fact_indexes`` / ``history_fact_indexes``); history entries found in none of the
 #: earlier turns named by ``history_ids`` (their messages and facts); a history id that names
-#: no pair of the paper; a paper or message pair with keys the loader does not read
-#: (``extra_key``, one per object, its paper or pair id as the id: never dropped silently).
+#: no pair of the paper, or the pair itself (by id); a paper or message pair with keys the
+#: loader does not read (``extra_key``, one per object, its paper or pair id as the id:
+#: never dropped silently).
 ARGSCICHAT_ANOMALY_KINDS = ("leak_paper_content", "paper_key_not_title", "fact_not_found",
                             "history_fact_not_found", "history_longer_than_ids",
-                            "history_id_unknown", "extra_key")
+                            "history_id_unknown", "history_id_self", "extra_key")
 #: Columns of the anomaly report (one row per split and kind, zero counts included).
 ARGSCICHAT_REPORT_COLUMNS = ("fold", "split", "kind", "count", "ids", "files")
 INTENT_COLUMNS = ("Role", "Message Number", "Sentence Number", "Sentence", "Tag")

@@ -144,12 +144,13 @@ def nav_bar(run_dir: Path, current: str, items: Sequence[tuple[int, str, str]] =
     """The navigation bar of page ``current`` (a file name in ``run_dir``)."""
     run = _manifest(run_dir).get("run") or run_dir.name
     pages = run_pages(run_dir)
+    here = re.sub(r"^(examples-.*)-\d+\.html$", r"\1.html", current)  # an example page's 1st
 
     def link(label: str, file: str | None, title: str = "") -> str:
         tip = f' title="{esc(title)}"' if title else ""
         if file is None:
             return f'<span class="pending"{tip}>{esc(label)}</span>'
-        if file == current:
+        if file == here:
             return f'<span class="here"{tip}>{esc(label)}</span>'
         return f'<a href="{esc(file)}"{tip}>{esc(label)}</a>'
 
@@ -163,7 +164,8 @@ def nav_bar(run_dir: Path, current: str, items: Sequence[tuple[int, str, str]] =
         parts.append('<span class="group">compare:</span> ' + " ".join(
             link(label.removeprefix("compare").lstrip("-") or "baseline", file, label)
             for label, file in pages["compare"]))
-    examples = sorted(p.name for p in run_dir.glob("examples-*.html"))
+    examples = sorted(p.name for p in run_dir.glob("examples-*.html")  # first pages only
+                      if not re.search(r"-\d+\.html$", p.name))
     if examples:  # one example through every system (reporting/examples.py)
         parts.append('<span class="group">examples:</span> ' + " ".join(
             link(f.removeprefix("examples-").removesuffix(".html"), f,

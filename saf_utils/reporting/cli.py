@@ -14,11 +14,13 @@ not be written, 130/143 interrupted (SIGINT/SIGTERM).
 from __future__ import annotations
 
 import argparse
+import re
 import sys
+from typing import Any
 
 from saf_utils.reporting.manifest import ReportWriteError
 from saf_utils.reporting.profiles import REPORTS_DIR, RunnerError
-from saf_utils.reporting.runs import list_runs
+from saf_utils.reporting.runs import list_runs, list_sweeps
 
 EXIT_WRITE = 3
 
@@ -154,10 +156,19 @@ def list_main(argv: list[str]) -> int:
             _err(exc)
             return EXIT_WRITE
         print(f"HTML: {out}", file=sys.stderr)
+    from saf_utils.reporting.sweep import settle_killed_sweeps
+
+    settle_killed_sweeps(args.reports_dir)
     problems: list[str] = []
     runs = list_runs(args.reports_dir, problems)
+    sweeps = list_sweeps(args.reports_dir, problems)
     for why in problems:  # one line each; the other runs are still listed
-        _err(f"skipped a malformed run: {why}")
+        _err(f"note: {why}")
+    for w in sweeps:
+        ok = sum(v == "ok" for v in w["cells"].values())
+        print(f"sweep {w['sweep']}  {w.get('profile') or ''}  {w['status']}  "
+              f"{str(w.get('started') or '').replace('+00:00', 'Z')}  {ok}/{len(w['cells'])}"
+              " cells ok: " + ", ".join(f"{k} {v}" for k, v in w["cells"].items()))
     if not runs:
         print(f"no {'readable ' if problems else ''}runs in {args.reports_dir or REPORTS_DIR}")
         return 0
@@ -171,17 +182,46 @@ def list_main(argv: list[str]) -> int:
     return 0
 
 
+#: What a terminal would act on rather than show: C0 controls but newline and tab, DEL, C1
+#: controls, and the bidirectional overrides that reorder a line.
+CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with every :data:`CONTROL` character written as its escape (``\\x1b``)."""
+    return CONTROL.sub(lambda m: ascii(m.group())[1:-1], text)
+
+
+class _Escaping:
+    """A text stream that writes :func:`terminal_safe` text: names and values from files (a
+    manifest's run, a notebook's headings) never reach the terminal as control sequences."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(terminal_safe(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def main(argv: list[str] | None = None) -> int:
+    """``saf-run``: everything it prints goes through :class:`_Escaping`."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "compare":
-        return compare_main(argv[1:])
-    if argv and argv[0] == "list":
-        return list_main(argv[1:])
-    if argv and argv[0] == "sweep":
-        return sweep_main(argv[1:])
-    if argv and argv[0] == "run":
-        argv = argv[1:]
-    return run_main(argv)
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Escaping(saved[0]), _Escaping(saved[1])
+    try:
+        if argv and argv[0] == "compare":
+            return compare_main(argv[1:])
+        if argv and argv[0] == "list":
+            return list_main(argv[1:])
+        if argv and argv[0] == "sweep":
+            return sweep_main(argv[1:])
+        return run_main(argv[1:] if argv and argv[0] == "run" else argv)
+    finally:
+        sys.stdout, sys.stderr = saved
 
 
 if __name__ == "__main__":

@@ -107,6 +107,39 @@ def scores_of(items: pd.DataFrame, keys: Sequence[str]) -> dict[tuple, dict[str,
     return out
 
 
+#: The most examples one example page holds (list rows and detail views): more examples make
+#: more pages (``examples-saf.html``, ``examples-saf-2.html``, ...), so that no page grows
+#: with the data (a page of every answer was 9.2 MB, 92 MB at ten times the data); each page
+#: links the others with the first and last example they hold.
+PER_PAGE = 100
+
+
+def page_file(stem: str, k: int) -> str:
+    """The file of page ``k`` (from 1) of the example pages ``stem`` (``examples-saf``)."""
+    return f"{stem}.html" if k == 1 else f"{stem}-{k}.html"
+
+
+def build_pages(title: str, stem: str, run_dir: Path, intro: str, list_head: Sequence[str],
+                list_rows: list[list[str]], details: list[str], labels: list[str]
+                ) -> list[tuple[str, str]]:
+    """``[(file, text)]``: the examples in pages of at most :data:`PER_PAGE`, each with a
+    pager (``labels``: how each example is named there)."""
+    spans = [(a, min(a + PER_PAGE, len(list_rows)))
+             for a in range(0, max(len(list_rows), 1), PER_PAGE)]
+    out = []
+    for k, (a, b) in enumerate(spans, 1):
+        pager = "" if len(spans) == 1 else (
+            f'<p class="pager">Page {k} of {len(spans)} ({PER_PAGE} examples a page; the '
+            "search box searches this page): " + " · ".join(
+                (f"<b>{j}</b>" if j == k else f'<a href="{page_file(stem, j)}">{j}</a>')
+                + f" <small>{esc(labels[x])} … {esc(labels[y - 1])}</small>"
+                for j, (x, y) in enumerate(spans, 1)) + "</p>")
+        name = title if len(spans) == 1 else f"{title} (page {k} of {len(spans)})"
+        out.append((page_file(stem, k), build_page(name, run_dir, intro + pager, list_head,
+                                                   list_rows[a:b], details[a:b])))
+    return out
+
+
 def build_page(title: str, run_dir: Path, intro: str, list_head: Sequence[str],
                list_rows: list[list[str]], details: list[str]) -> str:
     """An example page: title, intro, the detail views (one shown: ``:target``), the list."""

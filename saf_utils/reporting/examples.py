@@ -2,7 +2,8 @@
 
 - ``examples-saf.html`` (:mod:`.examples_saf`): every answer of 02's evaluation splits;
 - ``examples-argscichat.html`` (:mod:`.examples_argscichat`): every scored test message pair
-  of 03/04; both are made of the parts in :mod:`.example_parts`.
+  of 03/04; both are made of the parts in :mod:`.example_parts`, in pages of at most
+  ``example_parts.PER_PAGE`` examples (``examples-saf-2.html``, ...).
 
 Written by the runner with the other pages (:func:`saf_utils.reporting.runs.write_reports`)
 from the files notebooks hand to each other (:mod:`saf_utils.artifacts`: predictions,
@@ -55,14 +56,18 @@ def write_example_pages(run_dir: Path, manifest: Mapping[str, Any], records: Seq
             out.append(run_dir / name)  # its inputs did not change since it was written
             continue
         try:
-            text = build(run_dir, manifest, records)
+            built = build(run_dir, manifest, records)
         except (OSError, ValueError, KeyError, TypeError) as exc:
             from saf_utils.reporting.pages import page
 
-            text = page(name, f"<h1>{esc(name)}</h1><p class=\"warn\">This page could not be "
-                        f"built: {esc(type(exc).__name__)}: {esc(exc)}</p>", run_dir=run_dir)
-        if text is not None:
-            out.append(write_text(run_dir / name, text))
+            built = [(name, page(name, f"<h1>{esc(name)}</h1><p class=\"warn\">This page "
+                                 f"could not be built: {esc(type(exc).__name__)}: {esc(exc)}"
+                                 "</p>", run_dir=run_dir))]
+        if built is not None:
+            for stale in run_dir.glob(f"{Path(name).stem}-*.html"):  # pages of fewer examples
+                if stale.name not in dict(built) and stale.stem.rsplit("-", 1)[1].isdigit():
+                    stale.unlink(missing_ok=True)
+            out += [write_text(run_dir / file, text) for file, text in built]
             _write_signature(run_dir, name, sig)
     return out
 

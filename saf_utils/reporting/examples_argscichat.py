@@ -16,7 +16,7 @@ from saf_utils import artifacts as AR
 from saf_utils.reporting.example_parts import (
     anchor,
     artifact_folder,
-    build_page,
+    build_pages,
     first_seed,
     intro,
     num,
@@ -27,6 +27,7 @@ from saf_utils.reporting.example_parts import (
 )
 from saf_utils.reporting.sharing import esc
 
+STEM = "examples-argscichat"
 LIST_HEAD = ["fold", "pair", "turn", "query", "gold reply", "★ selector: Fact-F1"]
 GUIDE = (" Pick a pair (the search box filters the list) to see its history, the query, the "
          "gold reply and facts, the facts each selector chose and every reply system's reply, "
@@ -77,10 +78,11 @@ def _by_pair(df: pd.DataFrame) -> dict[tuple, dict[str, dict]]:
 
 
 def argscichat_page(run_dir: Path, manifest: Mapping[str, Any], records: Sequence[dict]
-                    ) -> str | None:
+                    ) -> list[tuple[str, str]] | None:
     """``examples-argscichat.html`` from the selections, the replies and both notebooks'
-    per-item scores, with the pair texts from the run's data folder; None when no notebook
-    of the run wrote selections or replies."""
+    per-item scores, with the pair texts from the run's data folder (``[(file, text)]``: pages
+    of at most ``example_parts.PER_PAGE`` pairs); None when no notebook of the run wrote
+    selections or replies."""
     d_sel = artifact_folder(run_dir, manifest, AR.SELECTIONS_FILE)
     d_gen = artifact_folder(run_dir, manifest, AR.GENERATIONS_FILE)
     if d_sel is None and d_gen is None:
@@ -98,9 +100,10 @@ def argscichat_page(run_dir: Path, manifest: Mapping[str, Any], records: Sequenc
                                    gen_by.get((f, pid), {}))
         rows.append(row)
         details.append(detail)
-    return build_page("ArgSciChat examples: one message pair, every system", run_dir,
-                      intro(f"{len(rows)} test message pairs of {len({k[0] for k in keys})} "
-                            "fold(s).", GUIDE, note), LIST_HEAD, rows, details)
+    return build_pages("ArgSciChat examples: one message pair, every system", STEM, run_dir,
+                       intro(f"{len(rows)} test message pairs of {len({k[0] for k in keys})} "
+                             "fold(s).", GUIDE, note), LIST_HEAD, rows, details,
+                       [f"fold {f} {pid}" for f, pid in keys])
 
 
 class _View:

@@ -16,7 +16,7 @@ from saf_utils import artifacts as AR
 from saf_utils.reporting.example_parts import (
     anchor,
     artifact_folder,
-    build_page,
+    build_pages,
     first_seed,
     intro,
     natural,
@@ -29,13 +29,14 @@ from saf_utils.reporting.example_parts import (
 )
 from saf_utils.reporting.sharing import esc
 
+STEM = "examples-saf"
 SET_APART = ("oracle", "probe")  # roles not counted among the systems that were right
 LIST_HEAD = ["split", "id", "question", "answer", "gold label", "gold score", "right"]
 GUIDE = (" Pick an answer (the search box filters the list; <i>right</i> counts the "
          "baselines and systems with the gold label) to see question, reference, answer, "
          "gold label, score and feedback, and every system's prediction and feedback with "
          "its per-item scores. Link one answer with <code>examples-saf.html#saf-&lt;split"
-         "&gt;-&lt;id&gt;</code>.")
+         "&gt;-&lt;id&gt;</code> (the page that holds it).")
 
 
 def _label_cell(pred: Any, gold: Any, parseable: Any) -> str:
@@ -50,9 +51,10 @@ def _label_cell(pred: Any, gold: Any, parseable: Any) -> str:
 
 
 def saf_page(run_dir: Path, manifest: Mapping[str, Any], records: Sequence[dict]
-             ) -> str | None:
-    """``examples-saf.html`` from the SAF prediction files and per-item scores; None when no
-    notebook of the run wrote predictions."""
+             ) -> list[tuple[str, str]] | None:
+    """``examples-saf.html`` (and its further pages: ``[(file, text)]``) from the SAF
+    prediction files and per-item scores; None when no notebook of the run wrote
+    predictions."""
     folder = artifact_folder(run_dir, manifest, AR.SAF_PREDICTIONS_FILE.format(split="*"))
     if folder is None:
         return None
@@ -66,15 +68,16 @@ def saf_page(run_dir: Path, manifest: Mapping[str, Any], records: Sequence[dict]
     by_example: dict[tuple, dict[str, dict]] = {}  # plain dicts: pandas per cell is slow
     for r in preds.to_dict("records"):
         by_example.setdefault((r["split"], r["id"]), {})[str(r["system"])] = r
-    rows, details = [], []
+    rows, details, labels = [], [], []
     for split, ex_id in sorted(by_example, key=lambda k: (split_rank[k[0]], natural(k[1]))):
         row, detail = view.example(split, ex_id, by_example[(split, ex_id)])
         rows.append(row)
         details.append(detail)
-    return build_page("SAF examples: one answer, every system", run_dir,
-                      intro(f"{len(rows)} answers of {preds.split.nunique()} splits, "
-                            f"{len(view.systems)} systems (seeded systems: first seed).", GUIDE),
-                      LIST_HEAD, rows, details)
+        labels.append(f"{split} {ex_id}")
+    return build_pages("SAF examples: one answer, every system", STEM, run_dir,
+                       intro(f"{len(rows)} answers of {preds.split.nunique()} splits, "
+                             f"{len(view.systems)} systems (seeded systems: first seed).",
+                             GUIDE), LIST_HEAD, rows, details, labels)
 
 
 class _View:

@@ -9,6 +9,7 @@ import platform
 import re
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
@@ -84,14 +85,16 @@ class ReportWriteError(OSError):
 
 
 def write_text(path: str | os.PathLike, text: str) -> Path:
-    """Write atomically (temporary file + rename): a failure never leaves a truncated file.
+    """Write atomically (a temporary file of a unique name + rename): a failure never leaves
+    a truncated file, and writers of one shared page at once (runs ending together, sweep
+    cells) never collide on a temporary name; the last replace wins.
 
     Raises :class:`ReportWriteError` with one readable line naming the path and the reason.
     """
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:12]}.tmp")
     try:
-        with open(tmp, "w", encoding="utf-8") as fh:
+        with open(tmp, "x", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())

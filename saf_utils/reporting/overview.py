@@ -43,17 +43,28 @@ for(const t of document.querySelectorAll('table.sortable')){
 """
 
 
-def run_headlines(run_dir: Path) -> dict[str, dict[str, Any]]:
+def run_headlines(run_dir: Path, problems: list[str] | None = None
+                  ) -> dict[str, dict[str, Any]]:
     """Per task: ``{"metric", "split", "system", "value", "chosen"}`` of a run: the system
     starred on the task's first split (the notebook's choice), else the best comparable
-    one, on the task's first headline metric (``{}`` without readable records)."""
+    one, on the task's first headline metric (``{}`` without readable records). Records
+    that cannot be compared (a value that is no finite number, ...) are left out, with one
+    line in ``problems`` naming the first."""
+    from saf_utils.reporting.compare import _check_record
     from saf_utils.reporting.headline import split_verdict
     from saf_utils.reporting.index_page import task_splits
 
     try:
         records = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))["records"]
+        if not isinstance(records, list):
+            raise TypeError("records is no list")
     except (OSError, ValueError, KeyError, TypeError):
         return {}
+    bad = [(i, why) for i, r in enumerate(records) if (why := _check_record(r))]
+    if bad and problems is not None:
+        problems.append(f"{run_dir.name}/metrics.json: {len(bad)} record(s) left out of its "
+                        f"headline (records[{bad[0][0]}]: {bad[0][1]})")
+    records = [r for i, r in enumerate(records) if i not in dict(bad)]
     out: dict[str, dict[str, Any]] = {}
     for t in task_splits(records):
         if t["task"] in out:
@@ -108,13 +119,19 @@ def write_overview(reports_dir: str | os.PathLike | None = None,
     from saf_utils.reporting.manifest import write_text
     from saf_utils.reporting.pages import duration_text, fmt, page, table
     from saf_utils.reporting.profiles import REPORTS_DIR
-    from saf_utils.reporting.runs import list_runs
+    from saf_utils.reporting.runs import list_runs, list_sweeps
 
     root = Path(reports_dir or REPORTS_DIR)
     problems: list[str] = []
     runs = list_runs(root, problems)
-    for r in runs:
-        r["headlines"] = run_headlines(root / str(r["run"]))
+    for r in runs:  # r["run"] is the run's folder (never a name or path from its manifest)
+        try:
+            r["headlines"] = run_headlines(root / str(r["run"]), problems)
+        except Exception as exc:  # noqa: BLE001 - one run's records never fail the page
+            r["headlines"] = {}
+            problems.append(f"{r['run']}: headline left out ({type(exc).__name__}: "
+                            f"{' '.join(str(exc).split())[:200]})")
+    sweeps = list_sweeps(root, problems)
     from saf_utils.tasks import specs
 
     rank = {sp.name: i for i, sp in enumerate(specs())}
@@ -147,13 +164,24 @@ def write_overview(reports_dir: str | os.PathLike | None = None,
                          f"{star}</small></td>")
         rows.append(cells)
     notes = "".join(f'<li class="warn">{esc(p)}</li>' for p in problems)
+    sweep_rows = [[f'<a href="{esc(w["sweep"])}/sweep.html">{esc(w["sweep"])}</a>',
+                   esc(w.get("profile") or ""),
+                   f'<span class="{esc(w["status"].split()[0])}">{esc(w["status"])}</span>',
+                   esc(str(w.get("started") or "").replace("+00:00", "Z")),
+                   f"{sum(v == 'ok' for v in w['cells'].values())}/{len(w['cells'])} ok",
+                   esc(", ".join(f"{k}: {v}" for k, v in w["cells"].items()))]
+                  for w in sweeps]
     body = (f"<h1>Runs in {esc(root.name)}</h1>"
             f"<p>{len(runs)} run(s), oldest first; click a header to sort. Per task: the "
             "first headline metric on the task's first split, of the system the notebook "
             "chose for that split (★), else of its best baseline or system; the run's "
             "index.html has the intervals and tests.</p>"
             + table(head, rows, "sortable")
-            + (f"<p>Runs that could not be read:</p><ul>{notes}</ul>" if notes else "")
+            + (f"<p>{len(problems)} note(s) on the runs (a run that cannot be read is left "
+               f"out):</p><ul>{notes}</ul>" if notes else "")
+            + ("<h2>Sweeps</h2>" + table(["sweep", "profile", "status", "started", "cells",
+                                          "cell status"], sweep_rows, "sortable")
+               if sweeps else "")
             + "<h2>Headline metrics over runs</h2>" + _chart(runs, columns, titles))
     out = Path(path) if path else root / PAGE
     return write_text(out, page(f"Runs in {root.name}", body, script=SORT_JS,

@@ -7,6 +7,7 @@ precedence), their types and the profile's ``choices``; which notebooks are sele
 from __future__ import annotations
 
 import ast
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,6 +76,56 @@ def declared_default(info: Any) -> tuple[bool, Any]:
 
 
 
+#: The type of each parameter whose notebook default is None, as an example value (a list's
+#: example gives its elements' type); None stays allowed (the notebook's own default).
+NONE_DEFAULT_TYPES: dict[str, Any] = {
+    **dict.fromkeys(("saf_source", "argscichat_source", "encoder", "bertscore_model",
+                     "bertscore_lang", "moverscore_model", "output_dir"), ""),
+    **dict.fromkeys(("max_rows", "max_train_rows", "bertscore_layers"), 0),
+    **dict.fromkeys(("systems", "extra_encoders", "baselines", "oracles", "ablations"), [""]),
+    "prompt_words": {},
+}
+#: The largest whole number a parameter takes (a row cap of 10**29 is a typo, not a cap).
+MAX_INT = 2**31 - 1
+#: The range of whole-number parameters (a list's elements too); others: 0 to MAX_INT.
+INT_RANGES: dict[str, tuple[int, int]] = {
+    **dict.fromkeys(("max_rows", "max_train_rows", "n_resamples", "k", "bertscore_layers"),
+                    (1, MAX_INT)),
+}
+
+
+def declared_type(info: Any, key: str) -> tuple[bool, Any]:
+    """(known, example) of a parameter's type: its notebook default, else
+    :data:`NONE_DEFAULT_TYPES`."""
+    known, default = declared_default(info)
+    if known and default is None and key in NONE_DEFAULT_TYPES:
+        return True, NONE_DEFAULT_TYPES[key]
+    return known, default
+
+
+def out_of_range(key: str, value: Any, default: Any) -> str | None:
+    """Why a value's numbers are not allowed (None: they are): every number finite (no nan or
+    inf anywhere inside), and a whole-number parameter (``default`` an int, or a list of
+    them) within ``key``'s :data:`INT_RANGES`."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            stack += list(v.values())
+        elif isinstance(v, (list, tuple)):
+            stack += list(v)
+        elif isinstance(v, float) and not math.isfinite(v):
+            return f"{v} is not a finite number"
+    examples = default if isinstance(default, (list, tuple)) else [default]
+    if not any(type(d) is int for d in examples):
+        return None
+    lo, hi = INT_RANGES.get(key, (0, MAX_INT))
+    for v in value if isinstance(value, (list, tuple)) else [value]:
+        if type(v) is int and not lo <= v <= hi:
+            return f"{short(v)} is outside {lo:,} to {hi:,}"
+    return None
+
+
 def _type_ok(value: Any, default: Any) -> bool:
     if default is None or value is None:
         return True
@@ -112,9 +163,13 @@ def _type_name(x: Any) -> str:
 
 def check_types(notebook: str, params: dict[str, Any], declared: dict[str, Any],
                 origins: dict[str, str]) -> None:
-    """Each value must have the type of the notebook's default (None fits anything)."""
+    """Each value must have the type of the notebook's default (:func:`declared_type`; None
+    fits anything) and its numbers a range (:func:`out_of_range`)."""
     for key, value in params.items():
-        known, default = declared_default(declared.get(key))
+        known, default = declared_type(declared.get(key), key)
+        if value is not None and (why := out_of_range(key, value, default)):
+            raise RunnerError(f"{notebook}.{key} = {short(value)} (from "
+                              f"{origins.get(key, '?')}): {why}")
         if known and not _type_ok(value, default):
             what = (f"{_type_name(value)}, from {origins.get(key, '?')}")
             want = _type_name(default)
@@ -122,9 +177,11 @@ def check_types(notebook: str, params: dict[str, Any], declared: dict[str, Any],
                 bad = next(v for v in value if not _element_ok(v, default))
                 what = (f"element {short(bad)} is {_type_name(bad)}, from {origins.get(key, '?')}")
                 want += " of " + " or ".join(sorted({_type_name(d) for d in default}))
-            raise RunnerError(
-                f"{notebook}.{key} = {short(value)} ({what}) does not match the notebook's "
-                f"default {short(default)} ({want})")
+            said = (f"the notebook's default {short(default)}" if
+                    declared_default(declared.get(key))[1] is not None else
+                    f"the type declared for {key} (parameters.NONE_DEFAULT_TYPES)")
+            raise RunnerError(f"{notebook}.{key} = {short(value)} ({what}) does not match "
+                              f"{said} ({want})")
 
 
 

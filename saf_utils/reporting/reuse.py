@@ -7,8 +7,10 @@ would have now:
 
 - ``notebook``: SHA-256 of the notebook file;
 - ``parameters``: SHA-256 of the resolved parameters (``output_dir`` left out);
-- ``data``: SHA-256 of each data file the earlier execution read (its ``data_sources.json``),
-  hashed again now;
+- ``data``: what the notebook would read now (:func:`notebook_data`): per dataset it declares,
+  the resolved source and the SHA-256 of every file in that folder (so another folder, or a
+  new, removed or changed file, an optional one included, reruns it), plus any file its
+  execution read outside those folders, hashed again now;
 - ``lock``: SHA-256 of the lock file;
 - ``package``: SHA-256 of the package sources (``saf_utils/**/*.py``) except the runner's own
   modules (:data:`RUNNER_ONLY`: they pick which notebooks run, they neither run inside a
@@ -104,14 +106,25 @@ def mismatch(recorded: Any, now: dict[str, str], skip: Iterable[str] = ()) -> st
     recorded, in words; None when every file matches (``skip``: files not compared)."""
     if not isinstance(recorded, dict) or not recorded:
         return "no digests of its files were recorded (executed before reuse verified files)"
-    skip = set(skip)
-    for f in sorted((set(recorded) | set(now)) - skip):
-        if f not in now:
-            return f"{f} is missing"
-        if f not in recorded:
-            return f"{f} was not made by its execution"
-        if recorded[f] != now[f]:
-            return f"{f} differs from the file its execution made (edited?)"
+    found = first_difference(recorded, now, skip)
+    if found is None:
+        return None
+    f, how = found
+    return {"gone": f"{f} is missing", "new": f"{f} was not made by its execution"}.get(
+        how, f"{f} differs from the file its execution made (edited?)")
+
+
+def first_difference(old: dict[str, Any], new: dict[str, Any], skip: Iterable[str] = ()
+                     ) -> tuple[str, str] | None:
+    """The first key (sorted) whose value differs, with how: ``gone``, ``new`` or
+    ``changed``; None when equal (``skip``: keys not compared)."""
+    for f in sorted((set(old) | set(new)) - set(skip)):
+        if f not in new:
+            return f, "gone"
+        if f not in old:
+            return f, "new"
+        if old[f] != new[f]:
+            return f, "changed"
     return None
 
 
@@ -133,6 +146,54 @@ def package_digest() -> str:
 def data_digests(paths: Iterable[str]) -> dict[str, str]:
     """``{path: sha256}`` of files now (``"missing"`` for a file that is gone)."""
     return {p: sha256_file(p) if Path(p).is_file() else "missing" for p in sorted(set(paths))}
+
+
+def notebook_data(params: dict[str, Any], declared: Iterable[str],
+                  read: Iterable[str] = ()) -> dict[str, Any]:
+    """The ``data`` input of a notebook: what it would read now, not what an earlier execution
+    read (another folder must never return the old results).
+
+    Per dataset whose source parameter it declares: the source (the parameter, else the
+    dataset's environment variable, else its hub id) and, for a local folder, ``{relative
+    path: sha256}`` of every file in it, so that a new, removed or changed file (an optional
+    ``intents.csv`` appearing) changes the key; ``other_files``: the files in ``read`` outside
+    those folders (a hub copy's cache), hashed now."""
+    from saf_utils.tasks import declared_data_sources
+
+    out: dict[str, Any] = {}
+    roots: list[Path] = []
+    for src in declared_data_sources():
+        if src.param not in declared:
+            continue
+        value = str(params.get(src.param) or os.environ.get(src.env) or src.hub)
+        root = Path(value).expanduser()
+        if not root.exists():
+            out[src.name] = {"source": value}
+            continue
+        root = root.resolve()
+        roots.append(root)
+        files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+        out[src.name] = {"source": str(root), "files": {
+            (p.name if p == root else p.relative_to(root).as_posix()): sha256_file(p)
+            for p in files}}
+    out["other_files"] = data_digests(
+        p for p in read if not any(Path(p).is_relative_to(r) for r in roots))
+    return out
+
+
+def data_change(old: Any, new: dict[str, Any]) -> str:
+    """What differs between two :func:`notebook_data`, in words (the first difference)."""
+    if not isinstance(old, dict) or "other_files" not in old:
+        return "recorded before the key listed the data folders"
+    name, _ = first_difference(old, new) or ("", "")
+    a, b = old.get(name), new.get(name)
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return f"{name} added or removed"
+    if a.get("source", "") != b.get("source", ""):
+        return f"{name} source {a.get('source')} -> {b.get('source')}"
+    f, how = first_difference(a.get("files", a), b.get("files", b)) or ("?", "")
+    verb = {"gone": "was removed from", "new": "is new in"}.get(how, "changed in")
+    return f"{name}: {f} {verb} {b.get('source', 'its file')}"
 
 
 def read_sources(folder: Path) -> dict[str, str]:

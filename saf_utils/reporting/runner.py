@@ -66,6 +66,7 @@ from saf_utils.reporting.runs import (
     write_reports,
     write_status,
 )
+from saf_utils.reporting.scheduler import ClusterLost
 from saf_utils.reporting.steps import record_inputs, render, run_parameters, try_reuse
 
 EXIT_INTERRUPTED = {"SIGINT": 130, "SIGTERM": 143}
@@ -73,9 +74,11 @@ EXIT_INTERRUPTED = {"SIGINT": 130, "SIGTERM": 143}
 
 def exit_code(status: str, failed: list[str], what: str = "Failed notebook(s)") -> int:
     """A run's (or sweep's) exit code from its status and what did not succeed, which it
-    names on stderr: 0 ok, 1 failed, 130/143 interrupted."""
+    names on stderr: 0 ok, 1 failed or cluster lost, 130/143 interrupted."""
     if status.startswith("interrupted"):
         return EXIT_INTERRUPTED.get(status.split(":", 1)[1], 130)
+    if status.startswith("cluster_lost"):  # the reason is the run's last line already
+        return 1
     if failed:
         print(f"{what}: {', '.join(failed)}", file=sys.stderr)
         return 1
@@ -251,6 +254,10 @@ class _Run:
             self.status = f"interrupted:{sig}"
             with _signals(raise_on_signal=False):
                 self.interrupted(str(sig), executor)
+        except ClusterLost as lost:  # not a bug of the runner: the notebooks were cut off
+            self.status = f"cluster_lost:{lost}"
+            with _signals(raise_on_signal=False):
+                self.interrupted(str(lost), executor)
         except BaseException as exc:  # noqa: BLE001 - a write error or a bug: recorded, re-raised
             stop = exc
             self.status = "write_error" if isinstance(exc, OSError) else "error"
@@ -308,6 +315,7 @@ class _Run:
         current.seconds = round(time.perf_counter() - run.t0, 1)
         current.finished = now_iso()
         current.error, current.worker = outcome.error, outcome.worker
+        current.restarts = getattr(outcome, "restarts", None) or None
         current.status = "failed" if current.error else "ok"
         render(current, self.out / f"{p.name}.ipynb", self.hide)
         if current.status == "ok":  # after its page: the file digests include it
@@ -319,12 +327,13 @@ class _Run:
         self.record(current)
 
     def interrupted(self, sig: str, executor: Any) -> None:
-        """Ctrl-C or SIGTERM: the executions out are stopped and marked interrupted."""
+        """Ctrl-C, SIGTERM or a lost cluster (``sig``: why): the executions out are stopped
+        and marked interrupted."""
         came_back = {o.out_nb: o for o in executor.stop(sig).values()}
         for run in self.running.values():
             current = run.result
             current.status = "interrupted"
-            current.error = f"interrupted by {sig}"
+            current.error = f"interrupted by {sig}" if sig.startswith("SIG") else sig
             current.seconds = current.seconds or round(time.perf_counter() - run.t0, 1)
             current.finished = current.finished or now_iso()
             out_nb = self.out / f"{current.name}.ipynb"
@@ -336,7 +345,7 @@ class _Run:
                 except ReportWriteError as exc:  # the run's status is still written
                     current.error += f" | page not written: {exc}"
             self._keep(current)
-        print(f"Run {self.out.name} interrupted by {sig}", file=sys.stderr, flush=True)
+        print(f"Run {self.out.name} interrupted: {sig}", file=sys.stderr, flush=True)
 
     def stopped(self, exc: BaseException, executor: Any) -> None:
         """A write error or a bug: tasks still out (Dask) are cancelled, the executions
@@ -395,7 +404,7 @@ def _close_run(out: Path, manifest: Manifest, invocation: dict, status: str,
     kept for it (:func:`runs.write_status`). Returns the error to raise (None: none)."""
     run_status, _, sig = status.partition(":")
     bad = ", ".join(f"{r.name} ({r.status})" for r in results if r.status != "ok")
-    reason = _why(stop) if stop is not None else {"interrupted": sig,
+    reason = _why(stop) if stop is not None else {"interrupted": sig, "cluster_lost": sig,
                                                   "failed": f"not ok: {bad}"}.get(run_status)
 
     def record(s: str, why: str | None) -> None:

@@ -26,17 +26,20 @@ from saf_utils.reporting.profiles import (
     REPORTS_DIR,
     RunnerError,
     check_folder_name,
+    short,
 )
 from saf_utils.reporting.records import RECORDS_FILE, SOURCES_FILE, summarize
 
 PREVIOUS_DIR = "previous"
+SWEEP_FILE = "sweep.json"  # a sweep folder's summary (reporting/sweep.py writes it)
 
 # How a run ended (manifest ``status``; ``status_reason`` says more): ok; failed (a notebook
 # failed or was skipped); interrupted (SIGINT/SIGTERM); write_error (a report file could not
 # be written: disk full, read-only folder); error (the runner itself raised); killed (found
 # later: its process is gone and it never recorded an end); running (still going, or of
 # another host).
-RUN_STATUSES = ("running", "ok", "failed", "interrupted", "write_error", "error", "killed")
+RUN_STATUSES = ("running", "ok", "failed", "interrupted", "cluster_lost", "write_error", "error",
+                "killed")
 RESERVE_FILE = ".saf-run-reserve"
 RESERVE_BYTES = 1 << 20  # freed to write the final status on a full disk (manifest < 1 MiB)
 
@@ -58,6 +61,7 @@ class NotebookResult:
     files: dict[str, str] | None = None  # reuse.output_files: what a reuse verifies
     reused: dict[str, Any] | None = None  # {"from": run, "at": time, "original": execution}
     worker: str | None = None  # the Dask worker that executed it (None: the runner's process)
+    restarts: list[str] | None = None  # Dask workers lost while running it (it started again)
 
 
 def new_run_dir(reports_dir: Path, run_name: str) -> Path:
@@ -272,7 +276,8 @@ def list_runs(reports_dir: str | os.PathLike | None = None,
     manifest (:func:`runs.settle_killed`).
 
     A malformed run (unreadable or not a run manifest) raises :class:`RunnerError`, unless
-    ``problems`` is a list: then its one-line reason is appended and the others are listed.
+    ``problems`` is a list: then its one-line reason is appended and the others are listed
+    (so is a note on a run whose manifest names another run: a run is named by its folder).
     """
     from saf_utils.reporting.compare import check_manifest
 
@@ -293,6 +298,10 @@ def list_runs(reports_dir: str | os.PathLike | None = None,
             continue
         if settle_killed(mpath.parent, man := Manifest.from_dict(m)):  # a dead "running" run:
             m = man.to_dict()                                          # "killed", written down
+        folder = mpath.parent.name  # the run is its folder: a copied or renamed run is itself
+        if m.get("run") not in (None, folder) and problems is not None:
+            problems.append(f"{folder}: its manifest names run {short(m.get('run'))} (copied "
+                            "or renamed?); listed under its folder")
         status = m.get("status") or ("ok" if all(n.get("status") == "ok" for n in
                                                   m.get("notebooks") or []) else "failed")
         if status == "interrupted" and m.get("status_reason"):
@@ -300,7 +309,7 @@ def list_runs(reports_dir: str | os.PathLike | None = None,
         nbs = m.get("notebooks") or []
         git = m.get("git") or {}
         runs.append({
-            "run": m.get("run") or mpath.parent.name, "profile": m.get("profile"),
+            "run": folder, "profile": m.get("profile"),
             "commit": str(git.get("commit") or "")[:8] + ("+" if git.get("dirty") else ""),
             "status": status, "started": m.get("started"),
             "seconds": _seconds(m.get("started"), m.get("finished"))
@@ -308,3 +317,34 @@ def list_runs(reports_dir: str | os.PathLike | None = None,
             "notebooks": f"{sum(n.get('status') == 'ok' for n in nbs)}/{len(nbs)} ok",
         })
     return sorted(runs, key=lambda r: str(r.get("started")))
+
+
+def list_sweeps(reports_dir: str | os.PathLike | None = None,
+                problems: list[str] | None = None) -> list[dict]:
+    """Sweeps under the reports folder (``*/sweep.json``), oldest first: name (its folder),
+    profile, status, started, ``cells`` (``{cell: status}``) and ``summary`` (the file).
+
+    Each cell's status is read from its own run folder (:func:`list_runs`, killed runs
+    settled); a cell without one keeps the file's. A sweep still ``running`` whose process on
+    this host is gone is ``killed``. An unreadable ``sweep.json`` is one line in
+    ``problems``."""
+    root = Path(reports_dir or REPORTS_DIR)
+    out = []
+    for spath in sorted(root.glob(f"*/{SWEEP_FILE}")):
+        try:
+            summary = json.loads(spath.read_text(encoding="utf-8"))
+            if not isinstance(summary, dict) or not isinstance(summary.get("cells"), list) \
+                    or not all(isinstance(c, dict) for c in summary["cells"]):
+                raise ValueError("not a sweep summary (an object with a 'cells' list)")
+        except (OSError, ValueError) as exc:
+            if problems is not None:
+                problems.append(f"{spath.parent.name}/{SWEEP_FILE}: skipped "
+                                f"({' '.join(str(exc).split())[:200]})")
+            continue
+        ran = {r["run"]: r["status"] for r in list_runs(spath.parent, problems)}
+        cells = {str(c.get("name")): ran.get(str(c.get("name")), str(c.get("status")))
+                 for c in summary["cells"]}
+        out.append({"sweep": spath.parent.name, "profile": summary.get("profile"),
+                    "status": "killed" if died(summary) else str(summary.get("status")),
+                    "started": summary.get("started"), "cells": cells, "summary": summary})
+    return sorted(out, key=lambda r: str(r.get("started")))

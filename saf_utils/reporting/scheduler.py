@@ -91,6 +91,12 @@ class Outcome:
     interrupted: bool = False
     worker: str | None = None
     out_nb: str | None = None  # the task's output notebook (which task this was)
+    restarts: list[str] = field(default_factory=list)  # workers lost while it ran there
+
+
+class ClusterLost(Exception):
+    """The connection to the Dask scheduler is gone mid-run (the runner records the run as
+    ``cluster_lost`` and its running notebooks as interrupted)."""
 
 
 def section_printer(tag: str, t0: float, emit: Callable[..., None] = print
@@ -188,7 +194,14 @@ class DaskExecutor:
         self._checked: set[str] = set()
 
     def slots(self) -> int:
-        return max(1, sum(self.client.nthreads().values()))
+        try:
+            return max(1, sum(self.client.nthreads().values()))
+        except Exception as exc:  # noqa: BLE001 - the connection to the cluster is gone
+            raise self._lost(exc) from None
+
+    def _lost(self, exc: BaseException) -> ClusterLost:
+        return ClusterLost(f"lost the Dask scheduler {self.description.get('scheduler')}: "
+                           f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
 
     def free_slots(self) -> int:
         return max(0, self.slots() - len(self._inflight))
@@ -242,8 +255,11 @@ class DaskExecutor:
     def submit(self, task: NotebookTask) -> Any:
         if self.stopped:  # a run set this task up while the signal arrived
             raise Interrupted(self.stopped)
-        future = self.client.submit(run_notebook, task, self.stop_event, pure=False,
-                                    key=f"{task.name}-{uuid.uuid4().hex[:8]}", retries=0)
+        try:
+            future = self.client.submit(run_notebook, task, self.stop_event, pure=False,
+                                        key=f"{task.name}-{uuid.uuid4().hex[:8]}", retries=0)
+        except Exception as exc:  # noqa: BLE001 - the connection to the cluster is gone
+            raise self._lost(exc) from None
         self._inflight.add(future)
         return future
 
@@ -259,18 +275,34 @@ class DaskExecutor:
                 done = wait(handles, timeout=0.5, return_when="FIRST_COMPLETED").done
             except TimeoutError:
                 continue
+            except Exception as exc:  # noqa: BLE001 - the connection to the cluster is gone
+                raise self._lost(exc) from None
             if done:
                 return [(f, self._outcome(f)) for f in handles if f in done]
 
     def _outcome(self, future: Any) -> Outcome:
         self._inflight.discard(future)
         if future.status == "finished":
-            return Outcome(**future.result())
-        if future.status == "cancelled":
+            out = Outcome(**future.result())
+        elif future.status == "cancelled":
             return Outcome("the Dask task was cancelled")
-        exc = future.exception()
-        return Outcome(f"the Dask task failed: {type(exc).__name__}: "
-                       f"{' '.join(str(exc).split())[:400]}")
+        else:
+            exc = future.exception()
+            out = Outcome(f"the Dask task failed: {type(exc).__name__}: "
+                          f"{' '.join(str(exc).split())[:400]}")
+        out.restarts = self._restarts(future.key)
+        return out
+
+    def _restarts(self, key: Any) -> list[str]:
+        """The workers a task started on before its last start (each lost mid-task: Dask
+        started the notebook again elsewhere), from the events :func:`run_notebook` logs."""
+        try:
+            events = self.client.get_events(self.stop_event)
+        except Exception:  # noqa: BLE001 - no events, no restarts to tell
+            return []
+        starts = [e.get("worker") for _, e in events if isinstance(e, dict)
+                  and e.get("key") == str(key)]
+        return [str(w) for w in starts[:-1]]
 
     def request_stop(self, sig: str) -> None:
         """Ask every running task to stop its kernel (a distributed Event the tasks poll);
@@ -293,12 +325,15 @@ class DaskExecutor:
         if pending:
             try:
                 wait(pending, timeout=STOP_GRACE_S)
-            except TimeoutError:
+            except Exception:  # noqa: BLE001 - a timeout, or a scheduler that is gone
                 pass
         out = {f: self._outcome(f) for f in pending if f.done()}
         left = [f for f in pending if not f.done()]
         if left:
-            self.client.cancel(left, force=True)
+            try:
+                self.client.cancel(left, force=True)
+            except Exception:  # noqa: BLE001 - a gone scheduler: the tasks are gone with it
+                pass
             self._inflight.difference_update(left)
         return out
 
@@ -345,9 +380,68 @@ def check_scheduler_options(workers: Any, address: str | None) -> None:
     if address is not None and workers != 1:
         raise RunnerError("--workers sizes a local cluster; with --scheduler the cluster's own "
                           "workers run the notebooks (omit --workers)")
-    if address is not None and "://" not in address:
-        raise RunnerError(f"--scheduler {address!r}: a Dask scheduler address such as "
+    if address is not None:
+        check_address(address)
+
+
+#: The schemes a ``--scheduler`` address may have: Dask's TCP, and TLS where Dask's
+#: ``distributed.comm.tls`` settings give the certificates.
+SCHEMES = ("tcp", "tls")
+#: Seconds for the whole handshake with a scheduler (connect, identify, client start): a port
+#: that accepts and never answers, or answers something else, fails within this time.
+HANDSHAKE_TIMEOUT_S = 20
+
+
+def check_address(address: str) -> tuple[str, str, int]:
+    """``--scheduler``'s scheme, host and port, checked before anything connects."""
+    from urllib.parse import urlsplit
+
+    from saf_utils.reporting.profiles import short
+
+    scheme, sep, rest = address.partition("://")
+    try:
+        parts = urlsplit(f"//{rest}")
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host = port = None
+    if not sep or scheme not in SCHEMES or not host or not port or rest != parts.netloc:
+        raise RunnerError(f"--scheduler {short(address)}: a Dask scheduler address "
+                          f"{' or '.join(s + '://host:port' for s in SCHEMES)}, such as "
                           "tcp://host:8786")
+    return scheme, host, port
+
+
+def probe_scheduler(address: str, timeout: float = HANDSHAKE_TIMEOUT_S) -> None:
+    """Connect to ``address`` and ask who it is, all within ``timeout`` seconds; one
+    :class:`RunnerError` unless a Dask scheduler answers (a silent port, an HTTP server, a
+    TLS address without TLS settings)."""
+    import asyncio
+
+    from distributed.comm import connect
+    from distributed.security import Security
+
+    from saf_utils.reporting.profiles import short
+
+    async def identity() -> Any:
+        comm = await connect(address, timeout=timeout,
+                             **Security().get_connection_args("client"))
+        try:
+            await comm.write({"op": "identity"})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    try:
+        reply = asyncio.run(asyncio.wait_for(identity(), timeout))
+    except TimeoutError:
+        why = f"no Dask answer within {timeout:g} s"
+    except Exception as exc:  # noqa: BLE001 - every failure is one line (ArrayMemoryError too)
+        why = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+    else:
+        if isinstance(reply, dict) and reply.get("type") == "Scheduler":
+            return
+        why = "the peer is no Dask scheduler"
+    raise RunnerError(f"--scheduler {short(address)}: cannot connect ({short(why, 200)})")
 
 
 def where_text(workers: int, address: str | None) -> str:
@@ -401,14 +495,15 @@ def open_executor(workers: int = 1, address: str | None = None,
         description = {"kind": "dask-local", "workers": workers,
                        "scheduler": cluster.scheduler_address}
     else:
+        probe_scheduler(address, HANDSHAKE_TIMEOUT_S)
         try:
-            client = distributed.Client(address, timeout="20s")
-        except (OSError, TimeoutError) as exc:
+            client = distributed.Client(address, timeout=f"{HANDSHAKE_TIMEOUT_S}s")
+        except Exception as exc:  # noqa: BLE001 - one line, exit 2, nothing written
             raise RunnerError(f"--scheduler {address}: cannot connect "
                               f"({' '.join(str(exc).split())[:200]})") from None
         try:
             client.wait_for_workers(1, timeout=wait_for_workers_s)
-        except TimeoutError:
+        except Exception:  # noqa: BLE001 - a timeout, or the scheduler went away
             client.close()
             raise RunnerError(f"--scheduler {address}: no worker connected within "
                               f"{wait_for_workers_s:.0f} s (start one: dask worker {address})"
@@ -472,6 +567,8 @@ def run_notebook(task: NotebookTask, stop_event: str) -> dict[str, Any]:
             os.environ[key] = value
     worker = get_worker()
     event = Event(stop_event)
+    where = f"{worker.address} ({socket.gethostname()}, pid {os.getpid()})"
+    worker.log_event(stop_event, {"key": str(worker.get_current_task()), "worker": where})
     last = [time.monotonic()]
 
     def stop() -> str | None:
@@ -481,7 +578,6 @@ def run_notebook(task: NotebookTask, stop_event: str) -> dict[str, Any]:
         last[0] = now
         return "stop requested by the runner" if event.is_set() else None
 
-    where = f"{worker.address} ({socket.gethostname()}, pid {os.getpid()})"
     try:
         error = execute_one(Path(task.nb_path), Path(task.out_nb), task.params, task.timeout,
                             section_printer(task.tag, time.perf_counter(), client_print),

@@ -45,7 +45,9 @@ def record_inputs(res: NotebookResult, p: NotebookPlan, out: Path,
     """The inputs, file digests and output digest of a successful execution, its page
     rendered (what --reuse compares and verifies)."""
     res.inputs = reuse.notebook_inputs(p.path, res.parameters, (lock_info() or {}).get("sha256"),
-                                       deps_out, reuse.read_sources(out / p.name))
+                                       deps_out, reuse.notebook_data(
+                                           res.parameters, p.declared,
+                                           reuse.read_sources(out / p.name)))
     res.files = reuse.output_files(out, p.name)
     res.outputs = reuse.folder_digest(res.files, p.name)
 
@@ -74,9 +76,12 @@ def try_reuse(reuse_from: list[tuple[Path, dict]], p: NotebookPlan, out: Path,
         return None
     src, old_manifest, old = found
     params = run_parameters(p, out)
+    old_data = old["inputs"].get("data")
+    read = (old_data.get("other_files") or {}) if isinstance(old_data, dict) else {}
     now = reuse.notebook_inputs(p.path, params, (lock_info() or {}).get("sha256"), deps_out,
-                                reuse.data_digests(old["inputs"].get("data") or {}))
-    diff = reuse.changed(old["inputs"], now)
+                                reuse.notebook_data(params, p.declared, read))
+    diff = [f"data ({reuse.data_change(old_data, now['data'])})" if d == "data" else d
+            for d in reuse.changed(old["inputs"], now)]
     if None in deps_out.values():
         diff.append("depends_on")
     if diff:
@@ -107,12 +112,12 @@ def _copied(src: Path, old_manifest: dict, old: dict, p: NotebookPlan, out: Path
         reuse.remove_outputs(out, p.name)
         print(f"{tag} {p.name}: not reused from {src.name}: {bad}; running it", flush=True)
         return None
-    original = reuse.original_execution(old_manifest.get("run", src.name), old_manifest, old)
+    original = reuse.original_execution(src.name, old_manifest, old)
     res = NotebookResult(p.name, "ok", started=old.get("started"), finished=old.get("finished"),
                          seconds=old.get("seconds"), parameters=params, invocation=n_inv,
                          html=old.get("html") if same_html else None, inputs=now,
                          outputs=reuse.folder_digest(files, p.name), files=files,
-                         reused={"from": old_manifest.get("run", src.name), "at": now_iso(),
+                         reused={"from": src.name, "at": now_iso(),
                                  "original": original})
     if not same_html:
         render(res, out / f"{p.name}.ipynb", hide)

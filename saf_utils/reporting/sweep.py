@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import re
+import socket
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -27,8 +29,8 @@ from typing import Any
 from saf_utils.reporting.execute import Interrupted, _signals
 from saf_utils.reporting.manifest import git_state, now_iso, write_json
 from saf_utils.reporting.profiles import REPORTS_DIR, RunnerError, check_folder_name, yaml_load
+from saf_utils.reporting.runs import SWEEP_FILE, list_sweeps
 
-SWEEP_FILE = "sweep.json"
 SWEEP_PAGE = "sweep.html"
 _KEY = re.compile(r"(?:[\w-]+\.)?[A-Za-z_]\w*")
 
@@ -424,7 +426,8 @@ def run_sweep(args: Any, argv: list[str]) -> int:
         summary = {"sweep": sweep_dir.name, "profile": cfg["name"], "profile_file": cfg["path"],
                    "matrix": matrix, "argv": argv, "git": git_state(),
                    "executor": executor.description, "started": now_iso(), "finished": None,
-                   "status": "running", "cells": [_cell_entry(c) for c in cells]}
+                   "status": "running", "pid": os.getpid(), "host": socket.gethostname(),
+                   "cells": [_cell_entry(c) for c in cells]}
         write_sweep(sweep_dir, summary)
         print(f"Sweep {sweep_dir.name}: {len(cells)} cell(s) -> {sweep_dir}", flush=True)
         executor.preflight(sweep_dir, [p for c in cells for p in c.plan.plans],
@@ -442,3 +445,28 @@ def _cell_entry(c: Cell) -> dict[str, Any]:
             "seconds": c.seconds, "run_dir": str(c.run_dir) if c.run_dir else None,
             "index": f"{c.name}/index.html" if c.run_dir else None,
             "overrides": c.req.overrides}
+
+
+def settle_killed_sweeps(reports_dir: str | os.PathLike | None = None) -> None:
+    """A sweep whose process is gone while its ``sweep.json`` says running
+    (:func:`runs.list_sweeps`): ``sweep.json`` and ``sweep.html`` rewritten as ``killed``,
+    each cell with the status its run folder records (best effort, as for a killed run)."""
+    from saf_utils.reporting.manifest import ReportWriteError
+
+    root = Path(reports_dir or REPORTS_DIR)
+    for s in list_sweeps(root):
+        summary = s["summary"]
+        if s["status"] != "killed" or summary.get("status") == "killed":
+            continue
+        for c in summary["cells"]:
+            c["status"] = s["cells"][str(c.get("name"))]
+            if (root / s["sweep"] / str(c.get("name")) / "manifest.json").is_file():
+                c.update(run_dir=str(root / s["sweep"] / str(c["name"])),
+                         index=f"{c['name']}/index.html")
+        summary.update(status="killed", status_reason=f"process {summary.get('pid')} on "
+                       f"{summary.get('host')} ended without recording how the sweep ended; "
+                       f"found {now_iso()}")
+        try:
+            write_sweep(root / s["sweep"], summary)
+        except (ReportWriteError, RunnerError, KeyError, TypeError, ValueError):
+            continue  # a read-only folder, or a summary written by another version

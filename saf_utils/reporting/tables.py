@@ -197,17 +197,31 @@ def extract(nb: Any) -> dict[str, dict]:
     return specs
 
 
-INIT_JS = """
+#: A CSV cell a spreadsheet would read as a formula: one that starts, after blanks, with
+#: ``= + - @``, TAB or CR, unless it is a plain number (a negative number stays a number),
+#: gets a leading ``'`` (DataTables' own escape leaves ``+`` and ``-`` live).
+CSV_CELL_JS = r"""
+const FORMULA=/^\s*[=+\-@\t\r]/,NUMBER=/^\s*-?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?\s*$/i;
+const csvCell=s=>typeof s==='string'&&FORMULA.test(s)&&!NUMBER.test(s)?"'"+s:s;
+"""
+INIT_JS = CSV_CELL_JS + """
 const bytes=Uint8Array.from(atob(document.getElementById('saf-itables-src').textContent.trim()),
   c=>c.charCodeAt(0));
 const url=URL.createObjectURL(new Blob([bytes],{type:'text/javascript'}));
-const {ITable}=await import(url);URL.revokeObjectURL(url);
+const {ITable,jQuery}=await import(url);URL.revokeObjectURL(url);
+const strip=jQuery.fn.dataTable.Buttons.stripData,
+  how={stripHtml:true,stripNewlines:true,decodeEntities:true,trim:true},
+  safe=d=>csvCell(strip(d,how)),csvFormat={header:safe,footer:safe,body:safe};
+function csvSafe(layout){for(const v of Object.values(layout||{}))
+  for(const b of (v&&v.buttons)||[])
+    if(b&&b.extend==='csvHtml5')b.exportOptions={...b.exportOptions,format:csvFormat};}
 const specs=JSON.parse(document.getElementById('saf-itables-data').textContent);
 window.safTables={};
 for(const [id,spec] of Object.entries(specs)){
   const host=document.getElementById(id);if(!host)continue;
   const table=document.createElement('table');table.className=spec.classes||'display';
   host.replaceChildren(table);const args=spec.dt_args;delete args.keys_to_be_evaluated;
+  csvSafe(args.layout);
   const it=new ITable(table,args);window.safTables[id]=it;
   if(it.dt)it.dt.columns().every(function(){const q=this.search(),
     box=this.footer()&&this.footer().querySelector('input');if(q&&box)box.value=q;});}
