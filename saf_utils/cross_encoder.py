@@ -39,6 +39,7 @@ from saf_utils.seq2seq import configure_trainer, precision
 
 MODES = ("label", "score")
 POOLINGS = ("cls", "mean")
+CLASS_WEIGHTS = (None, "balanced")
 
 
 @dataclass
@@ -63,6 +64,10 @@ class CrossEncoderSettings:
     # the last layer's token states: how sentence encoders such as e5 and MiniLM were
     # trained; their checkpoints carry no trained pooler)
     pooling: str = "cls"
+    # the loss's class weights (label mode): None, or "balanced": each label weighted by
+    # n / (k * its count) in the training targets, so every label carries the same total
+    # weight and the head's bias cannot buy its loss with the frequent labels
+    class_weight: str | None = None
     seed: int = 42
     predict_every_epoch: bool = False  # predict the eval splits after every epoch
     fp16: bool = False  # GPU only
@@ -76,6 +81,8 @@ class CrossEncoderSettings:
             raise ValueError("epochs must be a positive integer")
         if self.pooling not in POOLINGS:
             raise ValueError(f"pooling {self.pooling!r}: use one of {POOLINGS}")
+        if self.class_weight not in CLASS_WEIGHTS:
+            raise ValueError(f"class_weight {self.class_weight!r}: use one of {CLASS_WEIGHTS}")
         if self.train_layers is not None and self.train_layers < 0:
             raise ValueError("train_layers must be a non-negative integer (or None)")
 
@@ -175,17 +182,45 @@ def _head(model: Any, pooling: str, hidden: Any, attention_mask: Any) -> Any:
     return model.classifier(model.dropout(pooled))
 
 
-def _loss(config: Any, logits: Any, labels: Any) -> Any:
+def class_weights(settings: CrossEncoderSettings, labels: Sequence[str],
+                  y: Sequence[float | int]) -> list[float] | None:
+    """The loss's weight per head label (``class_weight: balanced``), or None.
+
+    ``n / (k * count)`` over the ``k`` labels present in the ``n`` training targets: every
+    label carries the same total weight, so a head that predicts the commonest label (or the
+    label in the middle of the scale, where answers of a question it has never seen land)
+    for everything pays for it. Computed from the training targets only, so it transfers
+    to any release's label distribution. Labels absent from training weigh 1 (no target
+    carries them).
+    """
+    if settings.mode == "score" or settings.class_weight is None:
+        return None
+    counts = np.bincount(np.asarray(y, dtype=int), minlength=len(labels))
+    present = counts > 0
+    w = np.where(present, len(y) / (present.sum() * np.maximum(counts, 1)), 1.0)
+    return [float(v) for v in w]
+
+
+def _loss(config: Any, logits: Any, labels: Any, weight: Any = None) -> Any:
     from torch import nn
 
     if labels is None:
         return None
     if config.num_labels == 1:
         return nn.functional.mse_loss(logits.view(-1), labels.float().view(-1))
-    return nn.functional.cross_entropy(logits, labels.long().view(-1))
+    w = None if weight is None else weight.to(device=logits.device, dtype=logits.dtype)
+    return nn.functional.cross_entropy(logits, labels.long().view(-1), weight=w)
 
 
-def mean_pooled(model: Any) -> Any:
+def _weight_buffer(module: Any, weight: Sequence[float] | None) -> None:
+    """The class weights as a buffer of ``module`` (moved with it to the device)."""
+    import torch
+
+    module.register_buffer("class_weight", None if weight is None else
+                           torch.tensor(list(weight), dtype=torch.float32), persistent=False)
+
+
+def mean_pooled(model: Any, weight: Sequence[float] | None = None) -> Any:
     """A BERT-style classifier whose head reads the mean of the last layer's token states
     instead of the pooler (``pooling: mean`` without cached states); it shares the weights."""
     from torch import nn
@@ -196,21 +231,48 @@ def mean_pooled(model: Any) -> Any:
             super().__init__()
             self.config = model.config
             self.model = model
+            _weight_buffer(self, weight)
 
         def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any = None,
                     labels: Any = None) -> SequenceClassifierOutput:
             h = self.model.base_model(input_ids=input_ids, attention_mask=attention_mask,
                                       token_type_ids=token_type_ids).last_hidden_state
             logits = _head(self.model, "mean", h, attention_mask)
-            return SequenceClassifierOutput(loss=_loss(self.config, logits, labels),
-                                            logits=logits)
+            return SequenceClassifierOutput(
+                loss=_loss(self.config, logits, labels, self.class_weight), logits=logits)
 
     return _MeanPooled()
 
 
-def top_layers(model: Any, n_frozen: int, pooling: str = "cls") -> Any:
+def weighted_loss(model: Any, weight: Sequence[float]) -> Any:
+    """Any sequence classifier (its own pooling and head) trained on the class-weighted
+    loss: the model's logits, the loss computed here; it shares the weights."""
+    from torch import nn
+    from transformers.modeling_outputs import SequenceClassifierOutput
+
+    class _Weighted(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.config = model.config
+            self.model = model
+            _weight_buffer(self, weight)
+
+        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any = None,
+                    labels: Any = None) -> SequenceClassifierOutput:
+            extra = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
+            logits = self.model(input_ids=input_ids, attention_mask=attention_mask,
+                                **extra).logits
+            return SequenceClassifierOutput(
+                loss=_loss(self.config, logits, labels, self.class_weight), logits=logits)
+
+    return _Weighted()
+
+
+def top_layers(model: Any, n_frozen: int, pooling: str = "cls",
+               weight: Sequence[float] | None = None) -> Any:
     """The trainable top of a BERT-style classifier (layers above ``n_frozen``, pooler,
-    head) as a module over cached hidden states; it shares the classifier's weights."""
+    head) as a module over cached hidden states; it shares the classifier's weights.
+    ``weight``: the loss's class weights (:func:`class_weights`)."""
     import torch
     from torch import nn
     from transformers.masking_utils import create_bidirectional_mask
@@ -228,6 +290,7 @@ def top_layers(model: Any, n_frozen: int, pooling: str = "cls") -> Any:
             self.layers = nn.ModuleList(base.encoder.layer[n_frozen:])
             self.pooler, self.dropout = base.pooler, model.dropout
             self.classifier = model.classifier
+            _weight_buffer(self, weight)
 
         def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor,
                     labels: torch.Tensor | None = None) -> SequenceClassifierOutput:
@@ -238,8 +301,8 @@ def top_layers(model: Any, n_frozen: int, pooling: str = "cls") -> Any:
                 out = layer(h, attention_mask=mask)
                 h = out[0] if isinstance(out, tuple) else out
             logits = _head(model, pooling, h, attention_mask)
-            return SequenceClassifierOutput(loss=_loss(self.config, logits, labels),
-                                            logits=logits)
+            return SequenceClassifierOutput(
+                loss=_loss(self.config, logits, labels, self.class_weight), logits=logits)
 
     return _Top()
 
@@ -320,16 +383,20 @@ def _label_targets(settings: CrossEncoderSettings, targets: Sequence[str]
 
 def _datasets(model: Any, tokenizer: Any, settings: CrossEncoderSettings,
               first: Sequence[str], second: Sequence[str], y: Sequence[float | int],
-              evals: dict[str, tuple[Sequence[str], Sequence[str]]]
-              ) -> tuple[Any, Any, dict[str, Any], Any, bool]:
-    """The model the Trainer fits (the cached top, or the mean-pooled / plain classifier),
-    its train and eval datasets, the collator and whether the frozen part is cached."""
+              evals: dict[str, tuple[Sequence[str], Sequence[str]]],
+              labels: Sequence[str] = ()) -> tuple[Any, Any, dict[str, Any], Any, bool]:
+    """The model the Trainer fits (the cached top, or the mean-pooled / plain classifier,
+    on the class-weighted loss where asked), its train and eval datasets, the collator and
+    whether the frozen part is cached."""
     import datasets
 
     key = resolve_model(settings.model)
+    weight = class_weights(settings, labels, y)
     if not (settings.cache_frozen and settings.freeze_layers > 0):
         if settings.pooling == "mean":
-            model = mean_pooled(model)
+            model = mean_pooled(model, weight)
+        elif weight is not None:
+            model = weighted_loss(model, weight)
         return (model, _dataset(tokenizer, key, first, second, settings.max_length, y),
                 {s: _dataset(tokenizer, key, a, b, settings.max_length)
                  for s, (a, b) in evals.items()}, None, False)
@@ -341,7 +408,7 @@ def _datasets(model: Any, tokenizer: Any, settings: CrossEncoderSettings,
     for s, (a, _) in evals.items():
         eval_ds[s] = datasets.Dataset.from_dict({"idx": list(range(pos, pos + len(a)))})
         pos += len(a)
-    return (top_layers(model, settings.freeze_layers, settings.pooling), train_ds, eval_ds,
+    return (top_layers(model, settings.freeze_layers, settings.pooling, weight), train_ds, eval_ds,
             _state_collator(states), True)
 
 
@@ -402,7 +469,7 @@ def train_and_predict(first: Sequence[str], second: Sequence[str], targets: Sequ
     trainable = freeze_lower(model, settings.freeze_layers)
     n_parameters = sum(p.numel() for p in model.parameters())
     model, train_ds, eval_ds, collator, cached = _datasets(model, tokenizer, settings, first,
-                                                           second, y, evals)
+                                                           second, y, evals, labels)
     results: dict[int, dict[str, tuple[list[str], list[Any]]]] = {}
 
     class _EveryEpoch(TrainerCallback):
@@ -430,7 +497,9 @@ def train_and_predict(first: Sequence[str], second: Sequence[str], targets: Sequ
         out = trainer.train()
         train_seconds = time.perf_counter() - t0
         results[settings.epochs] = predict_all(trainer)
-        log = {"settings": asdict(settings), "labels": labels, "n_parameters": n_parameters,
+        log = {"settings": asdict(settings), "labels": labels,
+               "class_weights": class_weights(settings, labels, y),
+               "n_parameters": n_parameters,
                "n_trainable": trainable, "n_train": len(first), "cached_frozen": cached,
                **_train_log(trainer, out, train_seconds, time.perf_counter() - t0)}
         if output_dir:
