@@ -38,7 +38,7 @@ from saf_utils.encoders import resolve_model
 from saf_utils.seq2seq import configure_trainer, precision
 
 MODES = ("label", "score")
-POOLINGS = ("cls", "mean")
+POOLINGS = ("cls", "mean", "pair")
 CLASS_WEIGHTS = (None, "balanced")
 
 
@@ -62,7 +62,11 @@ class CrossEncoderSettings:
     cache_frozen: bool = True  # run the frozen layers once per pair (BERT-style models)
     # the head's input: "cls" (BERT's pooler over the first token) or "mean" (the mean of
     # the last layer's token states: how sentence encoders such as e5 and MiniLM were
-    # trained; their checkpoints carry no trained pooler)
+    # trained; their checkpoints carry no trained pooler) or "pair": the first text's and
+    # the second text's token states averaged apart (u, v), the head reading only how they
+    # compare, |u - v| and u * v (a new head, twice the hidden size): no feature says which
+    # question the pair is about, so what the head learns on some questions' answers
+    # applies to a question it has not seen
     pooling: str = "cls"
     # the loss's class weights (label mode): None, or "balanced": each label weighted by
     # n / (k * its count) in the training targets, so every label carries the same total
@@ -172,11 +176,28 @@ def frozen_states(model: Any, tokenizer: Any, key: str, first: Sequence[str],
     return [cache[p] for p in pairs]
 
 
-def _head(model: Any, pooling: str, hidden: Any, attention_mask: Any) -> Any:
-    """Logits of the classifier head over the last layer's states ``hidden``."""
+def _mean(hidden: Any, mask: Any) -> Any:
+    m = mask.unsqueeze(-1).to(hidden.dtype)
+    return (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
+
+
+def first_segment(input_ids: Any, sep_token_id: int) -> Any:
+    """Mask of the first text's positions in a pair (those before the first separator)."""
+    return (input_ids == sep_token_id).cumsum(-1) == 0
+
+
+def _head(model: Any, pooling: str, hidden: Any, attention_mask: Any,
+          first_mask: Any = None) -> Any:
+    """Logits of the classifier head over the last layer's states ``hidden``
+    (``first_mask``: the first text's positions, for ``pooling: pair``)."""
+    import torch
+
     if pooling == "mean":
-        m = attention_mask.unsqueeze(-1).to(hidden.dtype)
-        pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
+        pooled = _mean(hidden, attention_mask)
+    elif pooling == "pair":
+        first = first_mask.long() * attention_mask
+        u, v = _mean(hidden, first), _mean(hidden, attention_mask * (1 - first))
+        pooled = torch.cat([(u - v).abs(), u * v], dim=-1)
     else:
         pooled = model.base_model.pooler(hidden)
     return model.classifier(model.dropout(pooled))
@@ -220,9 +241,11 @@ def _weight_buffer(module: Any, weight: Sequence[float] | None) -> None:
                            torch.tensor(list(weight), dtype=torch.float32), persistent=False)
 
 
-def mean_pooled(model: Any, weight: Sequence[float] | None = None) -> Any:
+def mean_pooled(model: Any, weight: Sequence[float] | None = None, pooling: str = "mean",
+                sep_token_id: int | None = None) -> Any:
     """A BERT-style classifier whose head reads the mean of the last layer's token states
-    instead of the pooler (``pooling: mean`` without cached states); it shares the weights."""
+    (``pooling: mean``, or ``pair`` with ``sep_token_id``) instead of the pooler, without
+    cached states; it shares the weights."""
     from torch import nn
     from transformers.modeling_outputs import SequenceClassifierOutput
 
@@ -237,7 +260,8 @@ def mean_pooled(model: Any, weight: Sequence[float] | None = None) -> Any:
                     labels: Any = None) -> SequenceClassifierOutput:
             h = self.model.base_model(input_ids=input_ids, attention_mask=attention_mask,
                                       token_type_ids=token_type_ids).last_hidden_state
-            logits = _head(self.model, "mean", h, attention_mask)
+            first = None if pooling != "pair" else first_segment(input_ids, sep_token_id)
+            logits = _head(self.model, pooling, h, attention_mask, first)
             return SequenceClassifierOutput(
                 loss=_loss(self.config, logits, labels, self.class_weight), logits=logits)
 
@@ -293,6 +317,7 @@ def top_layers(model: Any, n_frozen: int, pooling: str = "cls",
             _weight_buffer(self, weight)
 
         def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor,
+                    first_mask: torch.Tensor | None = None,
                     labels: torch.Tensor | None = None) -> SequenceClassifierOutput:
             h = hidden_states
             mask = create_bidirectional_mask(config=self.config, inputs_embeds=h,
@@ -300,15 +325,16 @@ def top_layers(model: Any, n_frozen: int, pooling: str = "cls",
             for layer in self.layers:
                 out = layer(h, attention_mask=mask)
                 h = out[0] if isinstance(out, tuple) else out
-            logits = _head(model, pooling, h, attention_mask)
+            logits = _head(model, pooling, h, attention_mask, first_mask)
             return SequenceClassifierOutput(
                 loss=_loss(self.config, logits, labels, self.class_weight), logits=logits)
 
     return _Top()
 
 
-def _state_collator(states: list[np.ndarray]):
-    """Batches of cached states (padded) from dataset rows holding an index into them."""
+def _state_collator(states: list[np.ndarray], firsts: Sequence[int] | None = None):
+    """Batches of cached states (padded) from dataset rows holding an index into them;
+    with ``firsts`` (the first text's length in tokens per state), its mask too."""
     import torch
 
     def collate(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -316,10 +342,15 @@ def _state_collator(states: list[np.ndarray]):
         n = max(len(a) for a in arrays)
         hidden = torch.zeros(len(arrays), n, arrays[0].shape[1])
         mask = torch.zeros(len(arrays), n, dtype=torch.long)
+        first = torch.zeros(len(arrays), n, dtype=torch.long)
         for i, a in enumerate(arrays):
             hidden[i, :len(a)] = torch.from_numpy(a)
             mask[i, :len(a)] = 1
+            if firsts is not None:
+                first[i, :firsts[rows[i]["idx"]]] = 1
         batch = {"hidden_states": hidden, "attention_mask": mask}
+        if firsts is not None:
+            batch["first_mask"] = first
         if "labels" in rows[0]:
             batch["labels"] = torch.tensor([r["labels"] for r in rows])
         return batch
@@ -344,6 +375,15 @@ def build_cross_encoder(settings: CrossEncoderSettings, labels: Sequence[str]):
         model = AutoModelForSequenceClassification.from_pretrained(path, **head)
     finally:
         hf_logging.set_verbosity(level)
+    if settings.pooling == "pair":  # the head reads |u - v| and u * v: twice the width
+        from torch import nn
+
+        old = getattr(model, "classifier", None)
+        if not isinstance(old, nn.Linear) or tokenizer.sep_token_id is None:
+            raise ValueError(f"pooling: pair needs a BERT-style classifier (one linear head) "
+                             f"and a separator token, not {type(model).__name__}")
+        model.classifier = nn.Linear(2 * old.in_features, old.out_features)
+        model._init_weights(model.classifier)
     return model, tokenizer
 
 
@@ -393,8 +433,8 @@ def _datasets(model: Any, tokenizer: Any, settings: CrossEncoderSettings,
     key = resolve_model(settings.model)
     weight = class_weights(settings, labels, y)
     if not (settings.cache_frozen and settings.freeze_layers > 0):
-        if settings.pooling == "mean":
-            model = mean_pooled(model, weight)
+        if settings.pooling in ("mean", "pair"):
+            model = mean_pooled(model, weight, settings.pooling, tokenizer.sep_token_id)
         elif weight is not None:
             model = weighted_loss(model, weight)
         return (model, _dataset(tokenizer, key, first, second, settings.max_length, y),
@@ -408,8 +448,14 @@ def _datasets(model: Any, tokenizer: Any, settings: CrossEncoderSettings,
     for s, (a, _) in evals.items():
         eval_ds[s] = datasets.Dataset.from_dict({"idx": list(range(pos, pos + len(a)))})
         pos += len(a)
-    return (top_layers(model, settings.freeze_layers, settings.pooling, weight), train_ds, eval_ds,
-            _state_collator(states), True)
+    firsts = None
+    if settings.pooling == "pair":
+        ids = tokenize_pairs(tokenizer, key, [t for a, _ in texts for t in a],
+                             [t for _, b in texts for t in b], settings.max_length)["input_ids"]
+        firsts = [int(first_segment(np.asarray(x), tokenizer.sep_token_id).sum())
+                  for x in ids]
+    return (top_layers(model, settings.freeze_layers, settings.pooling, weight), train_ds,
+            eval_ds, _state_collator(states, firsts), True)
 
 
 def _training_args(settings: CrossEncoderSettings, output_dir: str, cached: bool) -> Any:

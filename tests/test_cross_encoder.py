@@ -409,3 +409,49 @@ def test_balanced_weights_stop_the_head_buying_its_loss_with_the_common_label(
         assert log["class_weights"] == (None if weight is None else [0.6, 3.0])
     assert probs[None] < 0.3  # near the prior 2/12
     assert probs["balanced"] > 0.4  # near an even share
+
+
+def test_pair_pooling_compares_the_two_texts_cached_or_not(tiny_bert: str) -> None:
+    """pooling: pair: the head reads |u - v| and u * v of the answer's and the reference's
+    token means (a head twice the hidden size), so nothing in its input names the question;
+    the cached top and the full model give the same logits."""
+    settings = CE.CrossEncoderSettings(model=tiny_bert, freeze_layers=1, max_length=16,
+                                       eval_batch_size=2, pooling="pair")
+    model, tok = CE.build_cross_encoder(settings, ["Correct", "Incorrect"])
+    assert model.classifier.in_features == 2 * model.config.hidden_size
+    model.eval()
+    first, second = ["a b c", "d", "a a a a b"], ["a", "c d c", "b"]
+    states = CE.frozen_states(model, tok, "tiny-pair", first, second, settings)
+    enc = tok(first, second, padding=True, return_tensors="pt")
+    mask = CE.first_segment(enc["input_ids"], tok.sep_token_id)
+    assert mask.sum(1).tolist() == [4, 2, 6]  # [CLS] and the answer's tokens
+    firsts = mask.sum(1).tolist()
+    top = CE.top_layers(model, 1, "pair").eval()
+    batch = CE._state_collator(states, firsts)([{"idx": i} for i in range(3)])
+    assert torch.equal(batch["first_mask"], (mask & enc["attention_mask"].bool()).long())
+    with torch.no_grad():
+        full = CE.mean_pooled(model, pooling="pair", sep_token_id=tok.sep_token_id).eval()(
+            **enc).logits
+        got = top(**batch).logits
+        h = model.base_model(**enc).last_hidden_state
+        a = enc["attention_mask"].unsqueeze(-1).float()
+        f = mask.unsqueeze(-1).float() * a
+        u, v = (h * f).sum(1) / f.sum(1), (h * (a - f)).sum(1) / (a - f).sum(1)
+        by_hand = model.classifier(torch.cat([(u - v).abs(), u * v], -1))
+    assert torch.allclose(full, got, atol=1e-5) and torch.allclose(full, by_hand, atol=1e-5)
+
+
+def test_pair_pooling_trains_through_the_job_on_both_paths(tiny_bert: str) -> None:
+    """Cached frozen states or the full model: the same training code, class-weighted."""
+    out = {}
+    for cached in (True, False):
+        settings = CE.CrossEncoderSettings(model=tiny_bert, freeze_layers=1, max_length=16,
+                                           pooling="pair", cache_frozen=cached, epochs=1,
+                                           batch_size=2, class_weight="balanced", seed=0,
+                                           logging_steps=100)
+        res, log = CE.train_and_predict(["a b", "c", "a", "d d"], ["a", "b c", "a", "c"],
+                                        ["Correct", "Incorrect", "Correct", "Correct"],
+                                        {"t": (["a b", "c"], ["a", "b c"])}, settings)
+        assert log["cached_frozen"] == cached and log["class_weights"] == [2 / 3, 2.0]
+        out[cached] = [p["Correct"] for p in res[1]["t"][1]]
+    assert np.allclose(out[True], out[False], atol=1e-2)
