@@ -19,7 +19,13 @@ Why these choices:
   output (the hidden states after the frozen layers, computed in eval mode, so without
   dropout) is cached per process, and the Trainer fine-tunes only the top layers and the
   head (:func:`top_layers`) on those states. On 2 cores this is what makes a grid, three
-  seeds and out-of-fold models affordable; the logits equal the full model's.
+  seeds and out-of-fold models affordable; the logits equal the full model's;
+- ``pooling: pair`` gives the head only how the answer's and the reference's token means
+  compare (|u - v|, u * v): over the mean of the whole pair the head learns which question
+  a pair belongs to and gives a question it has not seen one label for nearly every answer
+  (docs/encoders.md); ``class_weight: balanced`` weights the loss by inverse label
+  frequencies of the training targets (tried against that collapse: it moved it to other
+  labels, so the cpu profile leaves it off).
 """
 
 from __future__ import annotations
