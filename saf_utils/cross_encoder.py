@@ -19,7 +19,13 @@ Why these choices:
   output (the hidden states after the frozen layers, computed in eval mode, so without
   dropout) is cached per process, and the Trainer fine-tunes only the top layers and the
   head (:func:`top_layers`) on those states. On 2 cores this is what makes a grid, three
-  seeds and out-of-fold models affordable; the logits equal the full model's.
+  seeds and out-of-fold models affordable; the logits equal the full model's;
+- ``pooling: pair`` gives the head only how the answer's and the reference's token means
+  compare (|u - v|, u * v): over the mean of the whole pair the head learns which question
+  a pair belongs to and gives a question it has not seen one label for nearly every answer
+  (docs/encoders.md); ``class_weight: balanced`` weights the loss by inverse label
+  frequencies of the training targets (tried against that collapse: it moved it to other
+  labels, so the cpu profile leaves it off).
 """
 
 from __future__ import annotations
@@ -38,7 +44,8 @@ from saf_utils.encoders import resolve_model
 from saf_utils.seq2seq import configure_trainer, precision
 
 MODES = ("label", "score")
-POOLINGS = ("cls", "mean")
+POOLINGS = ("cls", "mean", "pair")
+CLASS_WEIGHTS = (None, "balanced")
 
 
 @dataclass
@@ -61,8 +68,16 @@ class CrossEncoderSettings:
     cache_frozen: bool = True  # run the frozen layers once per pair (BERT-style models)
     # the head's input: "cls" (BERT's pooler over the first token) or "mean" (the mean of
     # the last layer's token states: how sentence encoders such as e5 and MiniLM were
-    # trained; their checkpoints carry no trained pooler)
+    # trained; their checkpoints carry no trained pooler) or "pair": the first text's and
+    # the second text's token states averaged apart (u, v), the head reading only how they
+    # compare, |u - v| and u * v (a new head, twice the hidden size): no feature says which
+    # question the pair is about, so what the head learns on some questions' answers
+    # applies to a question it has not seen
     pooling: str = "cls"
+    # the loss's class weights (label mode): None, or "balanced": each label weighted by
+    # n / (k * its count) in the training targets, so every label carries the same total
+    # weight and the head's bias cannot buy its loss with the frequent labels
+    class_weight: str | None = None
     seed: int = 42
     predict_every_epoch: bool = False  # predict the eval splits after every epoch
     fp16: bool = False  # GPU only
@@ -76,6 +91,8 @@ class CrossEncoderSettings:
             raise ValueError("epochs must be a positive integer")
         if self.pooling not in POOLINGS:
             raise ValueError(f"pooling {self.pooling!r}: use one of {POOLINGS}")
+        if self.class_weight not in CLASS_WEIGHTS:
+            raise ValueError(f"class_weight {self.class_weight!r}: use one of {CLASS_WEIGHTS}")
         if self.train_layers is not None and self.train_layers < 0:
             raise ValueError("train_layers must be a non-negative integer (or None)")
 
@@ -165,29 +182,76 @@ def frozen_states(model: Any, tokenizer: Any, key: str, first: Sequence[str],
     return [cache[p] for p in pairs]
 
 
-def _head(model: Any, pooling: str, hidden: Any, attention_mask: Any) -> Any:
-    """Logits of the classifier head over the last layer's states ``hidden``."""
+def _mean(hidden: Any, mask: Any) -> Any:
+    m = mask.unsqueeze(-1).to(hidden.dtype)
+    return (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
+
+
+def first_segment(input_ids: Any, sep_token_id: int) -> Any:
+    """Mask of the first text's positions in a pair (those before the first separator)."""
+    return (input_ids == sep_token_id).cumsum(-1) == 0
+
+
+def _head(model: Any, pooling: str, hidden: Any, attention_mask: Any,
+          first_mask: Any = None) -> Any:
+    """Logits of the classifier head over the last layer's states ``hidden``
+    (``first_mask``: the first text's positions, for ``pooling: pair``)."""
+    import torch
+
     if pooling == "mean":
-        m = attention_mask.unsqueeze(-1).to(hidden.dtype)
-        pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
+        pooled = _mean(hidden, attention_mask)
+    elif pooling == "pair":
+        first = first_mask.long() * attention_mask
+        u, v = _mean(hidden, first), _mean(hidden, attention_mask * (1 - first))
+        pooled = torch.cat([(u - v).abs(), u * v], dim=-1)
     else:
         pooled = model.base_model.pooler(hidden)
     return model.classifier(model.dropout(pooled))
 
 
-def _loss(config: Any, logits: Any, labels: Any) -> Any:
+def class_weights(settings: CrossEncoderSettings, labels: Sequence[str],
+                  y: Sequence[float | int]) -> list[float] | None:
+    """The loss's weight per head label (``class_weight: balanced``), or None.
+
+    ``n / (k * count)`` over the ``k`` labels present in the ``n`` training targets: every
+    label carries the same total weight, so a head that predicts the commonest label (or the
+    label in the middle of the scale, where answers of a question it has never seen land)
+    for everything pays for it. Computed from the training targets only, so it transfers
+    to any release's label distribution. Labels absent from training weigh 1 (no target
+    carries them).
+    """
+    if settings.mode == "score" or settings.class_weight is None:
+        return None
+    counts = np.bincount(np.asarray(y, dtype=int), minlength=len(labels))
+    present = counts > 0
+    w = np.where(present, len(y) / (present.sum() * np.maximum(counts, 1)), 1.0)
+    return [float(v) for v in w]
+
+
+def _loss(config: Any, logits: Any, labels: Any, weight: Any = None) -> Any:
     from torch import nn
 
     if labels is None:
         return None
     if config.num_labels == 1:
         return nn.functional.mse_loss(logits.view(-1), labels.float().view(-1))
-    return nn.functional.cross_entropy(logits, labels.long().view(-1))
+    w = None if weight is None else weight.to(device=logits.device, dtype=logits.dtype)
+    return nn.functional.cross_entropy(logits, labels.long().view(-1), weight=w)
 
 
-def mean_pooled(model: Any) -> Any:
+def _weight_buffer(module: Any, weight: Sequence[float] | None) -> None:
+    """The class weights as a buffer of ``module`` (moved with it to the device)."""
+    import torch
+
+    module.register_buffer("class_weight", None if weight is None else
+                           torch.tensor(list(weight), dtype=torch.float32), persistent=False)
+
+
+def mean_pooled(model: Any, weight: Sequence[float] | None = None, pooling: str = "mean",
+                sep_token_id: int | None = None) -> Any:
     """A BERT-style classifier whose head reads the mean of the last layer's token states
-    instead of the pooler (``pooling: mean`` without cached states); it shares the weights."""
+    (``pooling: mean``, or ``pair`` with ``sep_token_id``) instead of the pooler, without
+    cached states; it shares the weights."""
     from torch import nn
     from transformers.modeling_outputs import SequenceClassifierOutput
 
@@ -196,21 +260,49 @@ def mean_pooled(model: Any) -> Any:
             super().__init__()
             self.config = model.config
             self.model = model
+            _weight_buffer(self, weight)
 
         def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any = None,
                     labels: Any = None) -> SequenceClassifierOutput:
             h = self.model.base_model(input_ids=input_ids, attention_mask=attention_mask,
                                       token_type_ids=token_type_ids).last_hidden_state
-            logits = _head(self.model, "mean", h, attention_mask)
-            return SequenceClassifierOutput(loss=_loss(self.config, logits, labels),
-                                            logits=logits)
+            first = None if pooling != "pair" else first_segment(input_ids, sep_token_id)
+            logits = _head(self.model, pooling, h, attention_mask, first)
+            return SequenceClassifierOutput(
+                loss=_loss(self.config, logits, labels, self.class_weight), logits=logits)
 
     return _MeanPooled()
 
 
-def top_layers(model: Any, n_frozen: int, pooling: str = "cls") -> Any:
+def weighted_loss(model: Any, weight: Sequence[float]) -> Any:
+    """Any sequence classifier (its own pooling and head) trained on the class-weighted
+    loss: the model's logits, the loss computed here; it shares the weights."""
+    from torch import nn
+    from transformers.modeling_outputs import SequenceClassifierOutput
+
+    class _Weighted(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.config = model.config
+            self.model = model
+            _weight_buffer(self, weight)
+
+        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any = None,
+                    labels: Any = None) -> SequenceClassifierOutput:
+            extra = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
+            logits = self.model(input_ids=input_ids, attention_mask=attention_mask,
+                                **extra).logits
+            return SequenceClassifierOutput(
+                loss=_loss(self.config, logits, labels, self.class_weight), logits=logits)
+
+    return _Weighted()
+
+
+def top_layers(model: Any, n_frozen: int, pooling: str = "cls",
+               weight: Sequence[float] | None = None) -> Any:
     """The trainable top of a BERT-style classifier (layers above ``n_frozen``, pooler,
-    head) as a module over cached hidden states; it shares the classifier's weights."""
+    head) as a module over cached hidden states; it shares the classifier's weights.
+    ``weight``: the loss's class weights (:func:`class_weights`)."""
     import torch
     from torch import nn
     from transformers.masking_utils import create_bidirectional_mask
@@ -228,8 +320,10 @@ def top_layers(model: Any, n_frozen: int, pooling: str = "cls") -> Any:
             self.layers = nn.ModuleList(base.encoder.layer[n_frozen:])
             self.pooler, self.dropout = base.pooler, model.dropout
             self.classifier = model.classifier
+            _weight_buffer(self, weight)
 
         def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor,
+                    first_mask: torch.Tensor | None = None,
                     labels: torch.Tensor | None = None) -> SequenceClassifierOutput:
             h = hidden_states
             mask = create_bidirectional_mask(config=self.config, inputs_embeds=h,
@@ -237,15 +331,16 @@ def top_layers(model: Any, n_frozen: int, pooling: str = "cls") -> Any:
             for layer in self.layers:
                 out = layer(h, attention_mask=mask)
                 h = out[0] if isinstance(out, tuple) else out
-            logits = _head(model, pooling, h, attention_mask)
-            return SequenceClassifierOutput(loss=_loss(self.config, logits, labels),
-                                            logits=logits)
+            logits = _head(model, pooling, h, attention_mask, first_mask)
+            return SequenceClassifierOutput(
+                loss=_loss(self.config, logits, labels, self.class_weight), logits=logits)
 
     return _Top()
 
 
-def _state_collator(states: list[np.ndarray]):
-    """Batches of cached states (padded) from dataset rows holding an index into them."""
+def _state_collator(states: list[np.ndarray], firsts: Sequence[int] | None = None):
+    """Batches of cached states (padded) from dataset rows holding an index into them;
+    with ``firsts`` (the first text's length in tokens per state), its mask too."""
     import torch
 
     def collate(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -253,10 +348,15 @@ def _state_collator(states: list[np.ndarray]):
         n = max(len(a) for a in arrays)
         hidden = torch.zeros(len(arrays), n, arrays[0].shape[1])
         mask = torch.zeros(len(arrays), n, dtype=torch.long)
+        first = torch.zeros(len(arrays), n, dtype=torch.long)
         for i, a in enumerate(arrays):
             hidden[i, :len(a)] = torch.from_numpy(a)
             mask[i, :len(a)] = 1
+            if firsts is not None:
+                first[i, :firsts[rows[i]["idx"]]] = 1
         batch = {"hidden_states": hidden, "attention_mask": mask}
+        if firsts is not None:
+            batch["first_mask"] = first
         if "labels" in rows[0]:
             batch["labels"] = torch.tensor([r["labels"] for r in rows])
         return batch
@@ -281,6 +381,15 @@ def build_cross_encoder(settings: CrossEncoderSettings, labels: Sequence[str]):
         model = AutoModelForSequenceClassification.from_pretrained(path, **head)
     finally:
         hf_logging.set_verbosity(level)
+    if settings.pooling == "pair":  # the head reads |u - v| and u * v: twice the width
+        from torch import nn
+
+        old = getattr(model, "classifier", None)
+        if not isinstance(old, nn.Linear) or tokenizer.sep_token_id is None:
+            raise ValueError(f"pooling: pair needs a BERT-style classifier (one linear head) "
+                             f"and a separator token, not {type(model).__name__}")
+        model.classifier = nn.Linear(2 * old.in_features, old.out_features)
+        model._init_weights(model.classifier)
     return model, tokenizer
 
 
@@ -320,16 +429,20 @@ def _label_targets(settings: CrossEncoderSettings, targets: Sequence[str]
 
 def _datasets(model: Any, tokenizer: Any, settings: CrossEncoderSettings,
               first: Sequence[str], second: Sequence[str], y: Sequence[float | int],
-              evals: dict[str, tuple[Sequence[str], Sequence[str]]]
-              ) -> tuple[Any, Any, dict[str, Any], Any, bool]:
-    """The model the Trainer fits (the cached top, or the mean-pooled / plain classifier),
-    its train and eval datasets, the collator and whether the frozen part is cached."""
+              evals: dict[str, tuple[Sequence[str], Sequence[str]]],
+              labels: Sequence[str] = ()) -> tuple[Any, Any, dict[str, Any], Any, bool]:
+    """The model the Trainer fits (the cached top, or the mean-pooled / plain classifier,
+    on the class-weighted loss where asked), its train and eval datasets, the collator and
+    whether the frozen part is cached."""
     import datasets
 
     key = resolve_model(settings.model)
+    weight = class_weights(settings, labels, y)
     if not (settings.cache_frozen and settings.freeze_layers > 0):
-        if settings.pooling == "mean":
-            model = mean_pooled(model)
+        if settings.pooling in ("mean", "pair"):
+            model = mean_pooled(model, weight, settings.pooling, tokenizer.sep_token_id)
+        elif weight is not None:
+            model = weighted_loss(model, weight)
         return (model, _dataset(tokenizer, key, first, second, settings.max_length, y),
                 {s: _dataset(tokenizer, key, a, b, settings.max_length)
                  for s, (a, b) in evals.items()}, None, False)
@@ -341,8 +454,14 @@ def _datasets(model: Any, tokenizer: Any, settings: CrossEncoderSettings,
     for s, (a, _) in evals.items():
         eval_ds[s] = datasets.Dataset.from_dict({"idx": list(range(pos, pos + len(a)))})
         pos += len(a)
-    return (top_layers(model, settings.freeze_layers, settings.pooling), train_ds, eval_ds,
-            _state_collator(states), True)
+    firsts = None
+    if settings.pooling == "pair":
+        ids = tokenize_pairs(tokenizer, key, [t for a, _ in texts for t in a],
+                             [t for _, b in texts for t in b], settings.max_length)["input_ids"]
+        firsts = [int(first_segment(np.asarray(x), tokenizer.sep_token_id).sum())
+                  for x in ids]
+    return (top_layers(model, settings.freeze_layers, settings.pooling, weight), train_ds,
+            eval_ds, _state_collator(states, firsts), True)
 
 
 def _training_args(settings: CrossEncoderSettings, output_dir: str, cached: bool) -> Any:
@@ -402,7 +521,7 @@ def train_and_predict(first: Sequence[str], second: Sequence[str], targets: Sequ
     trainable = freeze_lower(model, settings.freeze_layers)
     n_parameters = sum(p.numel() for p in model.parameters())
     model, train_ds, eval_ds, collator, cached = _datasets(model, tokenizer, settings, first,
-                                                           second, y, evals)
+                                                           second, y, evals, labels)
     results: dict[int, dict[str, tuple[list[str], list[Any]]]] = {}
 
     class _EveryEpoch(TrainerCallback):
@@ -430,7 +549,9 @@ def train_and_predict(first: Sequence[str], second: Sequence[str], targets: Sequ
         out = trainer.train()
         train_seconds = time.perf_counter() - t0
         results[settings.epochs] = predict_all(trainer)
-        log = {"settings": asdict(settings), "labels": labels, "n_parameters": n_parameters,
+        log = {"settings": asdict(settings), "labels": labels,
+               "class_weights": class_weights(settings, labels, y),
+               "n_parameters": n_parameters,
                "n_trainable": trainable, "n_train": len(first), "cached_frozen": cached,
                **_train_log(trainer, out, train_seconds, time.perf_counter() - t0)}
         if output_dir:

@@ -344,3 +344,114 @@ def test_mean_pooling_reads_the_token_mean_cached_or_not(tiny_bert: str) -> None
     assert not torch.allclose(full, cls, atol=1e-3)
     with pytest.raises(ValueError, match="pooling 'max'"):
         CE.CrossEncoderSettings(pooling="max")
+
+
+def test_balanced_class_weights_from_the_training_labels() -> None:
+    plain = CE.CrossEncoderSettings()
+    balanced = CE.CrossEncoderSettings(class_weight="balanced")
+    labels = ["Correct", "Incorrect", "Partially correct"]
+    y = [0, 0, 0, 1]  # 3 Correct, 1 Incorrect, no Partially correct
+    assert CE.class_weights(plain, labels, y) is None
+    assert CE.class_weights(balanced, labels, y) == pytest.approx([4 / 6, 2.0, 1.0])
+    score = CE.CrossEncoderSettings(class_weight="balanced", mode="score")
+    assert CE.class_weights(score, labels, [0.0, 1.0]) is None
+    with pytest.raises(ValueError, match="class_weight"):
+        CE.CrossEncoderSettings(class_weight="inverse")
+
+
+@pytest.mark.parametrize("cached,pooling", [(True, "mean"), (False, "mean"), (False, "cls")])
+def test_the_loss_is_class_weighted_on_every_path(tiny_bert: str, cached: bool,
+                                                  pooling: str) -> None:
+    """Cached top, mean-pooled and plain classifier: the loss the Trainer minimises is
+    the weighted cross-entropy of the logits."""
+    settings = CE.CrossEncoderSettings(model=tiny_bert, freeze_layers=1, max_length=16,
+                                       pooling=pooling, cache_frozen=cached,
+                                       class_weight="balanced")
+    labels = ["Correct", "Incorrect"]
+    first, second, y = ["a b", "c d", "a a", "d"], ["a", "b", "a", "c"], [0, 0, 0, 1]
+    model, tok = CE.build_cross_encoder(settings, labels)
+    CE.freeze_lower(model, 1)
+    fit, train_ds, _, collator, was_cached = CE._datasets(model, tok, settings, first, second,
+                                                          y, {}, labels)
+    assert was_cached == cached
+    fit.eval()
+    if cached:
+        batch = collator([dict(r) for r in train_ds])
+    else:
+        batch = tok(first, second, padding=True, return_tensors="pt")
+        batch["labels"] = torch.tensor(y)
+    with torch.no_grad():
+        out = fit(**batch)
+    w = torch.tensor([4 / 6, 2.0])
+    want = torch.nn.functional.cross_entropy(out.logits, torch.tensor(y), weight=w)
+    plain = torch.nn.functional.cross_entropy(out.logits, torch.tensor(y))
+    assert torch.allclose(out.loss, want, atol=1e-6)
+    assert not torch.allclose(out.loss, plain, atol=1e-4)
+
+
+def test_balanced_weights_stop_the_head_buying_its_loss_with_the_common_label(
+        tiny_bert: str) -> None:
+    """Inputs that say nothing about the label (the case of a question the model has not
+    seen): unweighted, the head learns the training prior and gives the rare label a low
+    probability; balanced, every label carries the same weight, so the rare label's
+    probability rises towards an even share."""
+    first, second = ["a b"] * 12, ["a b"] * 12
+    targets = ["Correct"] * 10 + ["Incorrect"] * 2
+    probs = {}
+    for weight in (None, "balanced"):
+        settings = CE.CrossEncoderSettings(model=tiny_bert, freeze_layers=1, max_length=16,
+                                           pooling="mean", class_weight=weight, epochs=15,
+                                           learning_rate=1e-2, batch_size=12, seed=0,
+                                           logging_steps=100)
+        res, log = CE.train_and_predict(first, second, targets, {"t": (["a b"], ["a b"])},
+                                        settings)
+        probs[weight] = res[15]["t"][1][0]["Incorrect"]
+        assert log["class_weights"] == (None if weight is None else [0.6, 3.0])
+    assert probs[None] < 0.3  # near the prior 2/12
+    assert probs["balanced"] > 0.4  # near an even share
+
+
+def test_pair_pooling_compares_the_two_texts_cached_or_not(tiny_bert: str) -> None:
+    """pooling: pair: the head reads |u - v| and u * v of the answer's and the reference's
+    token means (a head twice the hidden size), so nothing in its input names the question;
+    the cached top and the full model give the same logits."""
+    settings = CE.CrossEncoderSettings(model=tiny_bert, freeze_layers=1, max_length=16,
+                                       eval_batch_size=2, pooling="pair")
+    model, tok = CE.build_cross_encoder(settings, ["Correct", "Incorrect"])
+    assert model.classifier.in_features == 2 * model.config.hidden_size
+    model.eval()
+    first, second = ["a b c", "d", "a a a a b"], ["a", "c d c", "b"]
+    states = CE.frozen_states(model, tok, "tiny-pair", first, second, settings)
+    enc = tok(first, second, padding=True, return_tensors="pt")
+    mask = CE.first_segment(enc["input_ids"], tok.sep_token_id)
+    assert mask.sum(1).tolist() == [4, 2, 6]  # [CLS] and the answer's tokens
+    firsts = mask.sum(1).tolist()
+    top = CE.top_layers(model, 1, "pair").eval()
+    batch = CE._state_collator(states, firsts)([{"idx": i} for i in range(3)])
+    assert torch.equal(batch["first_mask"], (mask & enc["attention_mask"].bool()).long())
+    with torch.no_grad():
+        full = CE.mean_pooled(model, pooling="pair", sep_token_id=tok.sep_token_id).eval()(
+            **enc).logits
+        got = top(**batch).logits
+        h = model.base_model(**enc).last_hidden_state
+        a = enc["attention_mask"].unsqueeze(-1).float()
+        f = mask.unsqueeze(-1).float() * a
+        u, v = (h * f).sum(1) / f.sum(1), (h * (a - f)).sum(1) / (a - f).sum(1)
+        by_hand = model.classifier(torch.cat([(u - v).abs(), u * v], -1))
+    assert torch.allclose(full, got, atol=1e-5) and torch.allclose(full, by_hand, atol=1e-5)
+
+
+def test_pair_pooling_trains_through_the_job_on_both_paths(tiny_bert: str) -> None:
+    """Cached frozen states or the full model: the same training code, class-weighted."""
+    out = {}
+    for cached in (True, False):
+        settings = CE.CrossEncoderSettings(model=tiny_bert, freeze_layers=1, max_length=16,
+                                           pooling="pair", cache_frozen=cached, epochs=1,
+                                           batch_size=2, class_weight="balanced", seed=0,
+                                           logging_steps=100)
+        res, log = CE.train_and_predict(["a b", "c", "a", "d d"], ["a", "b c", "a", "c"],
+                                        ["Correct", "Incorrect", "Correct", "Correct"],
+                                        {"t": (["a b", "c"], ["a", "b c"])}, settings)
+        assert log["cached_frozen"] == cached and log["class_weights"] == [2 / 3, 2.0]
+        out[cached] = [p["Correct"] for p in res[1]["t"][1]]
+    assert np.allclose(out[True], out[False], atol=1e-2)
