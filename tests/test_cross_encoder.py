@@ -389,6 +389,7 @@ def test_the_loss_is_class_weighted_on_every_path(tiny_bert: str, cached: bool,
     assert not torch.allclose(out.loss, plain, atol=1e-4)
 
 
+@pytest.mark.slow  # a few hundred optimizer steps: about 5 s
 def test_balanced_weights_stop_the_head_buying_its_loss_with_the_common_label(
         tiny_bert: str) -> None:
     """Inputs that say nothing about the label (the case of a question the model has not
