@@ -1,4 +1,4 @@
-"""Speed/memory benchmark of the data loaders at release scale (issue 22, item 7).
+"""Speed/memory benchmark of the data loaders at release scale.
 
 Cases (each loaded in a fresh Python process, so that peak memory is the loader's own):
 

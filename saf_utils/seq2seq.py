@@ -116,7 +116,7 @@ def canonical_unigram_vocab(raw: Sequence[Sequence[Any]], specials: Sequence[str
     the lowest single-character score; rounding alone would leave characters near a
     rounding boundary falling either way. Measured: 8 tokenizers trained in one process on
     one ArgSciChat fold's texts were 8 different vocabularies, and segmented the unseen
-    test sources differently, before this (issue 22); under DDP the ranks' tokenizers
+    test sources differently, before this; under DDP the ranks' tokenizers
     would differ the same way.
     """
     raw = [(str(p), float(sc)) for p, sc in raw]

@@ -383,7 +383,7 @@ def test_real_argscichat_has_no_leakage_and_intents_load():
     assert intents.shape == (881, 5) and set(intents.Role) == {"Proponent", "Domain Expert"}
 
 
-# --------------------------------------------------------------------------- issue 22
+# --------------------------------------------------------------------------- same numbers anywhere
 
 
 def _anomalies(root: Path, kind: str) -> tuple[list[dict], object]:

@@ -1,4 +1,4 @@
-"""Same numbers on any machine (issue 22, item 8): pinned kernels and threads, rounded
+"""Same numbers on any machine: pinned kernels and threads, rounded
 features, rounded tie-breaks; and a system run under two numeric settings in subprocesses."""
 
 from __future__ import annotations

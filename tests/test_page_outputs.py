@@ -1,4 +1,4 @@
-"""The executed notebooks of a smoke run print for people (issue 24): no stray cell values
+"""The executed notebooks of a smoke run print for people: no stray cell values
 (``Out[10]: 5``), no dict or list printed as its repr, conclusions rendered as Markdown.
 ``SAF_SMOKE_RUN=<run folder>`` checks an existing run."""
 

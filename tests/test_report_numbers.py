@@ -1,6 +1,6 @@
 """Numbers that read right on index.html: intervals inside the metric's range, the method
 named as used, the star on the system each split's choice made, scale and direction beside
-each metric, plain-words lead sentences (issue 24, item 3)."""
+each metric, plain-words lead sentences."""
 
 from __future__ import annotations
 

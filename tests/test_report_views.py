@@ -1,5 +1,5 @@
 """The example pages (one SAF answer / one ArgSciChat message pair through every system) and
-the runs overview (issue 24, items 6 and 7), on synthetic run folders."""
+the runs overview, on synthetic run folders."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """SAF loader: shipped fixtures, malformed variants built in temp dirs, and the real shared data.
 
-Each SAF row of issue 10's table has a test here: a real release's content anomalies load
+Each SAF row of the bad-input table has a test here: a real release's content anomalies load
 and are counted; a missing, misnamed, partial (shard) or doubled split file, a 0-row split,
 blank required text, a CSV NA label and mixed-type ids are SAFDataErrors naming the place.
 Issue 16: leakage by content (a copied row, a seen "unseen" question) is a counted anomaly;
@@ -615,7 +615,7 @@ def test_provenance_rehashes_a_file_rewritten_between_two_loads(tmp_path):
     assert again == after
 
 
-# --------------------------------------------------------------------------- issue 22
+# --------------------------------------------------------------------------- same numbers anywhere
 
 NFD = "NFD"
 

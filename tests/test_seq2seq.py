@@ -86,7 +86,7 @@ def test_canonical_vocab_ignores_the_order_of_appended_characters():
     """The trainer appends uncovered characters with scores ``min - k * 1e-4`` in a new
     hash order on every call: the same set of scores, assigned differently. The canonical
     vocabulary must not depend on the assignment, even where the run straddles a rounding
-    boundary and sits above the lowest multi-character piece (issue 22: one ArgSciChat
+    boundary and sits above the lowest multi-character piece (one ArgSciChat
     fold's tokenizers differed from run to run)."""
     import itertools
 

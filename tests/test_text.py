@@ -1,4 +1,4 @@
-"""The one text identity (issue 22): identity_key, is_blank and squash built on it, and the
+"""The one text identity: identity_key, is_blank and squash built on it, and the
 shared loader helpers that show any value in a few dozen characters."""
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ TASK = "saf"
 
 def cross_encoder_notes(ce: CrossEncoderRun, headline: pd.DataFrame,
                         metric: str = "macro_f1") -> list[str]:
-    """Sentences for the closing note: the setting chosen on validation, whether stacking
+    """Sentences for the notebook's conclusions: the setting chosen on validation, whether stacking
     won there, the unseen-question CV, and the cost (time per seed, peak memory)."""
     stack = stacking_choice(headline, metric, STACKED_SYSTEM)
     vals = stack.table.set_index("system").value
@@ -203,7 +203,7 @@ def record_contrast(rec: Any, dataset: str, headline: pd.DataFrame, paired: pd.D
 def contrast_sentence(headline: pd.DataFrame, paired: pd.DataFrame, system: str,
                       metrics: Sequence[str] = ("accuracy", "sacrebleu", "chrf", "meteor")
                       ) -> str:
-    """The closing note's sentence on :func:`record_contrast`'s tables: ``system``'s value
+    """The conclusions' sentence on :func:`record_contrast`'s tables: ``system``'s value
     and interval per metric, then each difference to a reference with its interval."""
     def cell(r: Any, value: str) -> str:
         return f"{r[value]:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}]"
