@@ -42,9 +42,9 @@ SPECS = (
              ("content_f1", "message_f1", "bertscore_f1", "moverscore"), ARGSCICHAT_SPLITS,
              ("04_generation", "06_argscichat_error_analysis"), ARGSCICHAT_SOURCE,
              published=GENERATION_PUBLISHED,
-             headline_note="Content-word F1 leads because a constant string of frequent "
-             "words scores well on Message-F1 without answering anything; Message-F1, "
-             "BERTScore and MoverScore, the paper's metrics, follow."),
+             headline_note="Content-word F1 leads: a constant string of frequent words "
+             "scores well on Message-F1 without answering anything. Message-F1, BERTScore "
+             "and MoverScore (the paper's metrics) follow."),
 )
 
 #: notebook -> the function that lists each system's effective parameters (``--dry-run``).

@@ -29,7 +29,7 @@ _CARD = "https://huggingface.co/Short-Answer-Feedback/mbart-finetuned-saf-"
 _CARD_METRICS = ("sacrebleu", "rouge2", "meteor", "bertscore_f1", "accuracy", "weighted_f1",
                  "macro_f1")
 SAF_PUBLISHED = tuple(
-    Published(f"mbart-finetuned-saf-{domain}", f"hub model card mbart-finetuned-saf-{domain}",
+    Published(f"mBART {domain} card", f"hub model card mbart-finetuned-saf-{domain}",
               _CARD + domain, dataset, split, "percent",
               tuple(zip(_CARD_METRICS, values, strict=True)),
               comparable=("accuracy", "weighted_f1", "macro_f1", "sacrebleu"))
