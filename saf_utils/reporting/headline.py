@@ -256,18 +256,20 @@ def headline_html(systems: dict[str, dict], metrics: Sequence[str],
         e = systems[s]
         if e["role"] in SET_APART and not separated:
             rows.append([f'<td colspan="{len(present) + 2}">oracles (see gold) and probes '
-                         "(exploit a metric): not comparable, shown for reference</td>"])
+                         "(exploit a metric): not comparable, shown for reference "
+                         f'<a href="{GLOSSARY}#gold-inputs">⚠</a></td>'])
             classes.append("sep")
             separated = True
         name = esc(s)
-        mark = input_mark(e)
-        if e.get("note") and not (mark and e["role"] not in SET_APART):
+        # oracles and probes: marked by their role and the separator row above them
+        mark = input_mark(e) if e["role"] not in SET_APART else ""
+        if e.get("note") and not mark:
             name += f' <small class="note">({esc(e["note"])})</small>'
-        name += mark
         if s in chosen:
             name += " " + _star(chosen[s])
         if e["failed"]:
             name += ' <span class="failed" title="from a notebook that did not finish">†</span>'
+        name += mark
         cells = [name, esc(e["role"] or "")]
         cells += [cell_html(e.get(m), best[m] is not None and e["role"] not in SET_APART
                              and m in e and e[m]["mean"] == best[m]) for m in present]
@@ -334,10 +336,10 @@ def p_text(p: float | None) -> str:
 
 
 def _p_text(d: dict) -> str:
+    if d["primary"]:
+        return f", {p_text(_verdict_p(d))}, the primary comparison"
     if d["p"] is None:
         return ""
-    if d["primary"]:
-        return f", {p_text(d['p'])}, the primary comparison"
     if d["p_adj"] is not None:
         return f", {p_text(d['p'])}, Holm-adjusted {p_text(d['p_adj'])}"
     return f", {p_text(d['p'])}, unadjusted"
@@ -353,8 +355,16 @@ def _diff_text(d: dict | None) -> str:
     return f"{txt} vs {esc(d['ref'])}{_p_text(d)}{_unadjusted_clause(d)}"
 
 
+def _verdict_p(d: dict) -> float | None:
+    """The p a verdict reads: the raw p of the primary comparison (recorded as ``primary p
+    vs``, so it may sit in ``p_adj`` alone), else the Holm-adjusted p, else the raw one."""
+    if d["primary"]:
+        return d["p"] if d["p"] is not None else d["p_adj"]
+    return d["p"] if d["p_adj"] is None else d["p_adj"]
+
+
 def _significant(d: dict, alpha: float = 0.05) -> bool:
-    p = d["p"] if d["primary"] or d["p_adj"] is None else d["p_adj"]
+    p = _verdict_p(d)
     return p is not None and p <= alpha
 
 
@@ -386,8 +396,8 @@ def which_test(d: dict) -> str:
     """Which test a difference's p comes from, its p, and glossary links:
     "Holm-adjusted p = 0.41", "p = 0.003, the primary comparison (not adjusted)"."""
     if d["primary"]:
-        return f"{p_text(d['p'])}, the {term('primary comparison', 'primary-comparison')} " \
-               "(not adjusted)"
+        return f"{p_text(_verdict_p(d))}, the " \
+               f"{term('primary comparison', 'primary-comparison')} (not adjusted)"
     if d["p_adj"] is not None:
         return f"{term('Holm-adjusted', 'holm')} {p_text(d['p_adj'])}"
     return f"{p_text(d['p'])}, unadjusted"
@@ -489,10 +499,10 @@ def lead_html(systems: dict[str, dict], metric: str,
     for s in [s for s in system_order(systems, metric) if s in chosen and metric in systems[s]]:
         how = chosen[s]
         if s == top:
-            txt += f" It is also the system to report (★): {esc(how)}."
+            txt += f" It is also the system {esc(how)} (★). It is the one to report."
         else:
             txt += (f" The system to report (★, chosen without the test data) is "
-                    f"<b>{esc(s)}</b>{input_mark(systems[s])}: {esc(how)}.")
+                    f"<b>{esc(s)}</b>{input_mark(systems[s])}, {esc(how)}.")
             stats.append(_value_text(systems, s, metric))
         mine = sorted((x for (system, _), x in diffs.items() if system == s),
                       key=lambda x: not x["primary"])
