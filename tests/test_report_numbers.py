@@ -248,6 +248,9 @@ def test_published_values_say_their_scale_and_convert_only_the_same_metric():
                      (("accuracy", 81.0), ("bertscore_f1", 55.0)), comparable=("accuracy",))
     assert _text(index_page.published_value(card, "accuracy", 81.0)) == "81.0 % = 0.810"
     assert "= 0.55" not in index_page.published_value(card, "bertscore_f1", 55.0)
+    bleu = Published("card", "src", "u", "ds", "s", "percent", (("sacrebleu", 0.3),),
+                     comparable=("sacrebleu",))
+    assert _text(index_page.published_value(bleu, "sacrebleu", 0.3)) == "0.3 (0–100)"
     assert "computed differently here" in index_page.published_value(card, "bertscore_f1", 55)
     paper = Published("LED", "paper", "https://y", "ds", "test", "0-1",
                       (("message_f1", None),))

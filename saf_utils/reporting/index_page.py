@@ -77,10 +77,14 @@ def dot_plot(tables: dict[tuple, dict[str, dict]], metrics: Sequence[str], title
                             color=f"C{k}", alpha=0.45 if apart else 1.0, capsize=2, ms=4)
         ax.set_title(f"{metric} ({scale_label(metric)})", fontsize=9)
         b = bounds(metric)
-        if b is not None:  # the axis stays inside the metric's range (plus a margin)
+        if b is not None:  # the axis stays inside the metric's range (plus a margin) ...
             lo, hi = ax.get_xlim()
             pad = 0.02 * ((b[1] - b[0]) if math.isfinite(b[1]) else (hi - lo))
-            ax.set_xlim(max(lo, b[0] - pad), min(hi, b[1] + pad))
+            means = [c["mean"] for t in tables.values() for e in t.values()
+                     if isinstance(c := e.get(metric), dict)]
+            # ... unless an estimate lies outside it: the declared range is then wrong, and
+            # the figure shows the point rather than cut it off
+            ax.set_xlim(max(lo, min([b[0], *means]) - pad), min(hi, max([b[1], *means]) + pad))
         ax.grid(axis="x", alpha=0.3)
         ax.tick_params(labelsize=8)
     axes[0].set_yticks(range(len(systems)))
@@ -183,7 +187,9 @@ def published_value(p: Published, metric: str, value: float) -> str:
     """A cited value as the source prints it, with its scale ("81.0 %", "0.162 (0–1)"),
     converted to the metric's own scale only where the metric is the same here and the
     scales differ ("81.0 % = 0.810"); a metric computed differently here is said to be."""
-    if p.scale == "percent":
+    if p.scale == "percent" and bounds(metric) == (0.0, 100.0):  # SacreBLEU: its own scale
+        txt = f"{value:.1f} <small>(0–100)</small>"
+    elif p.scale == "percent":
         txt = f"{value:.1f} %"
         if metric in p.comparable and bounds(metric) == (0.0, 1.0):
             txt += f" <small>= {value / 100:.3f}</small>"

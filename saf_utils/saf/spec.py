@@ -51,8 +51,8 @@ SPECS = (
                           "05_saf_error_analysis"), SAF_SOURCE, published=SAF_PUBLISHED,
              split_notes=(("test_unseen_questions",
                            "SacreBLEU (0-100) is near 0 on unseen questions, for the published "
-                           "card too (micro-job: 0.3): feedback written for questions not seen "
-                           "in training shares few n-grams with the gold feedback."),)),
+                           "cards too: feedback written for questions not seen in training "
+                           "shares few n-grams with the gold feedback."),)),
 )
 
 #: notebook -> "module:function" giving the parameters each of its systems runs with
