@@ -1,8 +1,10 @@
 """The headline numbers of a task, as cells, tables and sentences: per (dataset, split) one
 cell per system and metric (the headline record with its CI, or the mean over seeds and
-folds), the val-chosen systems marked, oracles and probes set apart, the paired
-differences against the chosen system and the lead sentence (:func:`lead_html`) that
-says what a reader may conclude. :mod:`.index_page` and the sweep pages draw them."""
+folds), the val-chosen systems marked, oracles and probes set apart, systems that read gold
+inputs marked (:func:`input_mark`), the paired differences against the chosen system, the
+verdict on a gap in words (:func:`gap_html`: the test named, never against its interval)
+and the lead sentence (:func:`lead_html`) that says what a reader may conclude; terms link
+to the run's glossary (:func:`term`). :mod:`.index_page` and the sweep pages draw them."""
 
 from __future__ import annotations
 

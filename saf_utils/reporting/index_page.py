@@ -1,7 +1,13 @@
-"""``index.html``, the headline page of a run: run, profile, commit, notebook status and
-times above the fold; then per task one table (systems x main metrics, mean [95% CI], role,
-val-chosen system marked, oracles and probes set apart: :mod:`.headline`), one figure and
-the data files the run read."""
+"""``index.html``, the headline page of a run. Its first screen (:func:`glance_table`)
+answers, per task and split: which system to report (★, chosen without the test data) with
+its interval, whether it is distinguishable from the runner-up (the test named), and the
+published numbers beside it (:class:`saf_utils.taskspec.Published`, declared on the task
+specs: scale, same or different data, source); the title names the tasks and their data.
+Below: the run (commit, times, notebooks), then per task one table (systems x headline
+metrics, mean [95% CI], role, ★, oracles and probes set apart, ⚠ on systems that read gold
+inputs: :mod:`.headline`), the published numbers of each split, one figure, and the data
+files the run read. Terms link to the run's glossary (``how-to-read.html``, from
+``how_to_read.md``)."""
 
 from __future__ import annotations
 
