@@ -52,7 +52,6 @@ class Published:
     #: metrics computed the same way here (others, e.g. BERTScore on another model, are
     #: quoted for context only)
     comparable: tuple[str, ...] = ()
-    note: str = ""
 
     def __post_init__(self) -> None:
         if self.scale not in ("percent", "0-1"):
