@@ -32,10 +32,40 @@ class DataSource:
 
 
 @dataclass(frozen=True)
+class Published:
+    """What a paper or model card reports for one system on one dataset and split: cited on
+    the pages beside the run's numbers, never measured here and never a record.
+
+    ``values``: (metric name in this collection, value as the source prints it); a value
+    ``None`` says the source reports that metric and the pages do not quote it. ``scale``:
+    the scale the source prints, ``"percent"`` (0-100) or ``"0-1"``; a page converts a value
+    to the metric's own scale only where the metric is the same (:attr:`comparable`).
+    """
+
+    system: str
+    source: str
+    url: str
+    dataset: str
+    split: str
+    scale: str
+    values: tuple[tuple[str, float | None], ...]
+    #: metrics computed the same way here (others, e.g. BERTScore on another model, are
+    #: quoted for context only)
+    comparable: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.scale not in ("percent", "0-1"):
+            raise ValueError(f"published {self.system!r} ({self.source}): scale "
+                             f"{self.scale!r} is neither 'percent' nor '0-1'")
+
+
+@dataclass(frozen=True)
 class TaskSpec:
     """One record task (the ``task`` field of its records): its title in the index, the
-    headline metrics in order (the first one leads the sentence), its splits in page order,
-    the notebooks that write it and the data it reads."""
+    headline metrics in order (the first one leads the sentence; ``headline_note`` says why
+    it leads), its splits in page order, the notebooks that write it, the data it reads, the
+    published numbers it is compared with (:class:`Published`) and notes the index shows
+    under a split's numbers (``split_notes``: (split, sentence))."""
 
     name: str
     title: str
@@ -43,3 +73,6 @@ class TaskSpec:
     splits: tuple[str, ...]
     notebooks: tuple[str, ...]
     source: DataSource
+    published: tuple[Published, ...] = ()
+    headline_note: str = ""
+    split_notes: tuple[tuple[str, str], ...] = ()

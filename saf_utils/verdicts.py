@@ -29,7 +29,8 @@ def _p(p: float) -> str:
 
 #: Beside an interval that excludes 0 while the Holm-adjusted p does not reach alpha: the
 #: interval inverts the raw test, the verdict reads the adjusted one.
-UNADJUSTED = "interval not adjusted for the notebook's other comparisons"
+UNADJUSTED = ("interval not adjusted for the notebook's other comparisons: it excludes 0, "
+              "the Holm-adjusted test does not reach the level")
 
 
 def _gap(row: Mapping[str, Any], p: float, adjusted: bool, alpha: float) -> str:
@@ -66,8 +67,9 @@ def verdict(row: Mapping[str, Any], metric: str | None = None, lower_is_better: 
     mde = row.get("mde", np.nan)
     mde_txt = ("no p-value below alpha is possible with this few units" if not np.isfinite(mde)
                else f"minimum detectable effect about {mde:.3g}")
-    return (f"{a} and {b} are not distinguishable on {metric} at this sample size: {diff}, "
-            f"{label} {_p(p)} ({mde_txt}){est}.")
+    test = " by the Holm-adjusted test" if adjusted else ""
+    return (f"{a} and {b} are not distinguishable on {metric}{test} at this sample size: "
+            f"{diff}, {label} {_p(p)} ({mde_txt}){est}.")
 
 
 def leaders(headline: pd.DataFrame, roles: Mapping[str, str] | None = None,
@@ -96,5 +98,6 @@ def lead_sentence(top: str, runner_up: str, cmp_row: Mapping[str, Any] | None, m
     if p <= alpha:
         return (f"Highest {metric}: {top}, ahead of {runner_up} by {gap} "
                 f"(adjusted p {_p(p)}): the lead is resolved.")
+    test = " by the Holm-adjusted test" if "p_adj" in cmp_row else ""
     return (f"Highest {metric}: {top} by its point estimate, but not distinguishable from "
-            f"{runner_up} at this sample size ({gap}, adjusted p {_p(p)}).")
+            f"{runner_up}{test} at this sample size ({gap}, adjusted p {_p(p)}).")

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 import re
+from html import unescape
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -14,10 +16,11 @@ import pytest
 from saf_utils import metrics as MS
 from saf_utils import protocol as P
 from saf_utils.reporting import headline, index_page
+from saf_utils.taskspec import Published
 
 
 def _result(system, split, metric, value, role="system", **kw):
-    return {"task": "saf", "dataset": "saf_micro", "split": split, "system": system,
+    return {"task": "saf", "dataset": "saf_micro_job_german", "split": split, "system": system,
             "metric": metric, "value": value, "role": role, "kind": "result", "seed": None,
             "fold": None, "subset": None, **kw}
 
@@ -146,24 +149,138 @@ def test_lead_sentences_say_it_in_plain_words_first():
     html = "\n".join(index_page.task_sections(_choice_records()))
     uq = html.split('id="saf-test_unseen_questions"')[1]
     lead = re.search(r'<p class="lead">(.*?)<br>', uq, re.S).group(1)
-    assert lead.startswith("<b>nearest_neighbour</b> is best")
-    assert "<b>not distinguishable</b> from the runner-up <b>feature_clf</b> at this sample " \
-           "size" in lead
-    assert "It is also the system chosen on train by macro_f1" in lead
+    assert lead.startswith("On test, <b>nearest_neighbour</b> is best")
+    assert "<b>not distinguishable</b> from the runner-up <b>feature_clf</b> by the " \
+           "Holm-adjusted test at this sample size" in lead
+    assert ("It is also the system chosen on train by macro_f1 (leave-one-question-out CV on "
+            "train) (★). It is the one to report") in lead
     assert "[" not in lead and "p =" not in lead  # the statistics come after, in small print
     stats = re.search(r'<small class="stats">(.*?)</small></p>', uq, re.S).group(1)
     assert "+0.05 [-0.2, +0.3]" in stats and "p = 0.62, Holm-adjusted p = 1.00" in stats
+    ua = html.split('id="saf-test_unseen_questions"')[0]
+    assert "<b>feature_clf</b> is best" in ua and "(★). It is the one to report" in ua
 
 
-def test_the_first_screen_names_best_runner_up_and_verdict_per_split():
-    html = index_page.glance_table(_choice_records())
+def _text(html: str) -> str:
+    return unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html)).strip())
+
+
+def _selection_records():
+    """ArgSciChat fact selection on test: the val-chosen composite, a system that reads
+    earlier turns' gold facts and is highest on test, the reference baseline; the primary
+    comparison and the test of the gold reader against the chosen system (run that way
+    round)."""
+    def rec(system, value, role="system", **kw):
+        return {**_result(system, "test", "fact_f1", value, role=role, **kw),
+                "task": "argscichat_fact_selection", "dataset": "argscichat"}
+    recs = [rec("ranker", 0.16, ci_low=0.0, ci_high=0.58, note="reads earlier turns' gold facts"),
+            rec("val_chosen", 0.12, ci_low=0.0, ci_high=1.0),
+            rec("val_best_baseline", 0.06, role="baseline", ci_low=0.0, ci_high=0.5),
+            {**rec("val_chosen", 0.2), "split": "val", "kind": "tuning", "subset": "chosen"}]
+    for system, sub, v, ci in (
+            ("val_chosen", "minus val_best_baseline", 0.06, (0.0, 0.12)),
+            ("val_chosen", "primary p vs val_best_baseline", 0.5, None),
+            ("ranker", "minus val_chosen", 0.04, (-0.05, 0.13)),
+            ("ranker", "p vs val_chosen", 0.3, None), ("ranker", "p_adj vs val_chosen", 0.9, None)):
+        recs.append({**rec(system, v), "kind": "analysis", "subset": sub,
+                     **({"ci_low": ci[0], "ci_high": ci[1]} if ci else {})})
+    return recs
+
+
+def test_the_first_screen_names_the_reportable_system_its_verdict_and_the_published_anchors():
+    html = index_page.glance_table(_choice_records() + _selection_records())
     rows = re.findall(r"<tr>(.*?)</tr>", html, re.S)[1:]
-    text = [re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", r)).strip() for r in rows]
-    assert text[0].startswith("SAF (short answer feedback) test_unseen_answers accuracy ↑ 0–1")
-    assert "feature_clf 0.8 [0.7, 0.9] nearest_neighbour: not tested" in text[0]
-    assert "nearest_neighbour 0.55" in text[1]
-    assert "no (not at this sample size) Holm-adjusted p = 1.00" in text[1]
-    assert text[1].endswith("nearest_neighbour 0.55 (chosen on train by macro_f1)")
+    ua, uq, sel = (_text(r) for r in rows)
+    # the reportable system (★, chosen without test) with its interval, on its metric
+    assert ua.startswith("SAF (short answer feedback) test_unseen_answers · "
+                         "saf_micro_job_german ★ feature_clf accuracy ↑ 0–1 0.8 [0.7, 0.9]")
+    assert "vs the runner-up nearest_neighbour : not tested" in ua
+    assert "★ is also the highest on test" in ua
+    # the runner-up verdict names its test, Holm-adjusted
+    assert "★ nearest_neighbour accuracy ↑ 0–1 0.55 [0.45, 0.65]" in uq
+    assert ("not distinguishable from the runner-up feature_clf at this sample size "
+            "( difference +0.05 [-0.2, +0.3], Holm-adjusted p = 1.00)") in uq
+    # published anchors: the same data first, the legal-domain card marked as other data,
+    # percent converted to the page's 0-1 scale (accuracy is the same metric)
+    assert "same data : mBART micro-job card 80.1 % = 0.801 ( source )" in ua
+    assert ("different data (saf_legal_domain_german) : mBART legal-domain card 81.0 % = "
+            "0.810") in ua
+    assert ua.index("same data") < ua.index("different data")
+    assert "mBART micro-job card 48.7 % = 0.487" in uq
+    # ArgSciChat: ★ is the val-chosen composite; the highest on test reads gold inputs and
+    # says so; a test run the other way round is turned around; the primary comparison
+    assert "★ val_chosen fact_f1 ↑ 0–1 0.12 [0, 1]" in sel
+    assert ("not distinguishable from the highest on test ranker 0.16 [0, 0.58] (for "
+            "reference only) ⚠ reads earlier turns' gold facts at this sample size "
+            "( difference -0.04 [-0.13, +0.05], Holm-adjusted p = 0.90)") in sel
+    assert ("not distinguishable from the reference val_best_baseline at this sample size "
+            "( difference +0.06 [0, +0.12], p = 0.50, the primary comparison (not "
+            "adjusted))") in sel
+    assert "same data : First 0.079 (0–1) ; TF-IDF 0.162 (0–1) ; SBERT 0.162 (0–1)" in sel
+    assert 'href="https://arxiv.org/abs/2202.06690"' in html
+    assert 'href="how-to-read.html#gold-inputs"' in html
+    # every row that names the gold reader marks it, in the task section too
+    section = "\n".join(index_page.task_sections(_selection_records()))
+    assert all("⚠" in _text(r) for r in re.findall(r"<tr[^>]*>(.*?)</tr>", section, re.S)
+               if re.search(r"\branker\b", _text(r)))
+    assert "ranker ⚠ reads earlier turns' gold facts" in _text(section)
+
+
+def test_a_verdict_never_reads_against_its_interval():
+    d = {"ref": "b", "diff": -0.061, "low": -0.096, "high": -0.025, "p": 0.012,
+         "p_adj": 0.123, "primary": False}
+    text = _text(headline.gap_html(d, "<b>b</b>", "accuracy"))
+    assert text.startswith("not distinguishable from b")
+    assert ("Holm-adjusted p = 0.12; the interval is not adjusted for the other comparisons "
+            "and excludes 0, the Holm-adjusted test does not reach 0.05") in text
+    straddles = _text(headline.gap_html({**d, "high": 0.01}, "b", "accuracy"))
+    assert "excludes 0" not in straddles
+    primary = _text(headline.gap_html({**d, "primary": True}, "b", "accuracy"))
+    assert primary.startswith("distinguishable from b: behind beyond chance")
+    assert "primary comparison" in primary and "excludes 0" not in primary
+    assert "behind" not in _text(headline.gap_html({**d, "primary": True}, "b", "mse"))
+    assert _text(headline.gap_html(None, "b", "accuracy")) == "vs b: not tested"
+    assert headline.oriented({("a", "b"): d}, "b", "a")["low"] == pytest.approx(0.025)
+
+
+def test_published_values_say_their_scale_and_convert_only_the_same_metric():
+    card = Published("card", "src", "https://x", "ds", "s", "percent",
+                     (("accuracy", 81.0), ("bertscore_f1", 55.0)), comparable=("accuracy",))
+    assert _text(index_page.published_value(card, "accuracy", 81.0)) == "81.0 % = 0.810"
+    assert "= 0.55" not in index_page.published_value(card, "bertscore_f1", 55.0)
+    bleu = Published("card", "src", "u", "ds", "s", "percent", (("sacrebleu", 0.3),),
+                     comparable=("sacrebleu",))
+    assert _text(index_page.published_value(bleu, "sacrebleu", 0.3)) == "0.3 (0–100)"
+    assert "computed differently here" in index_page.published_value(card, "bertscore_f1", 55)
+    paper = Published("LED", "paper", "https://y", "ds", "test", "0-1",
+                      (("message_f1", None),))
+    assert _text(index_page.published_html([paper], "ds", ["content_f1"])) == (
+        "same data : LED reports message_f1: not quoted here ( source )")
+    with pytest.raises(ValueError, match="scale 'percentage'"):
+        Published("x", "src", "u", "ds", "s", "percentage", ())
+
+
+def test_every_glossary_link_has_its_entry():
+    glossary = (Path(headline.__file__).parent / "how_to_read.md").read_text()
+    anchors = set(re.findall(r'<a id="([\w-]+)"></a>', glossary))
+    html = index_page.glance_table(_choice_records() + _selection_records()) + "\n".join(
+        index_page.task_sections(_selection_records())) + index_page.INDEX_NOTE
+    used = set(re.findall(r'href="how-to-read\.html#([\w-]+)"', html))
+    used |= set(re.findall(r"term\([^)]*?,\s*['\"]([\w-]+)['\"]\)",
+                           Path(index_page.__file__).read_text()
+                           + Path(headline.__file__).read_text()))
+    assert used and used <= anchors, used - anchors
+    for term in ("reportable", "interval", "estimand", "paired-difference", "holm",
+                 "cluster-t", "primary-comparison", "gold-inputs", "not-distinguishable",
+                 "clipped", "published"):
+        assert term in anchors
+
+
+def test_the_title_names_project_tasks_and_data():
+    short, tasks = index_page.run_subject(_choice_records() + _selection_records())
+    assert short == "SAF & ArgSciChat"
+    assert tasks == ("SAF (short answer feedback) on saf_micro_job_german; "
+                     "ArgSciChat fact selection on argscichat")
 
 
 def test_metric_headers_carry_direction_and_range_and_p_values_read_as_p():

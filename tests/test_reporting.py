@@ -35,8 +35,9 @@ class StrictHTML(HTMLParser):
         self._cell: list[str] | None = None
 
     def handle_starttag(self, tag, attrs):
-        for k, v in attrs:
-            if k in ("src", "href") and v and re.match(r"\s*(https?:)?//", v):
+        for k, v in attrs:  # a resource the page would load (a link to a source is none)
+            if (k == "src" or (k == "href" and tag == "link")) and v \
+                    and re.match(r"\s*(https?:)?//", v):
                 self.external.append(v)
         if tag == "tr":
             self.rows.append([])

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from saf_utils.argscichat.data import ARGSCICHAT_FOLDS, ARGSCICHAT_SPLITS, _argscichat_cache_dir
-from saf_utils.taskspec import DataSource, TaskSpec
+from saf_utils.taskspec import DataSource, Published, TaskSpec
 
 
 def cached(_hub: str) -> bool:
@@ -17,14 +17,33 @@ def cached(_hub: str) -> bool:
 ARGSCICHAT_SOURCE = DataSource("argscichat", "argscichat_source", "ARGSCICHAT_DATA",
                                "github (pinned commit)", "raw.githubusercontent.com", cached)
 
+#: Published numbers of the ArgSciChat paper (Ruggeri, Mesgar and Gurevych), cited, never
+#: measured here: the fact-selection baselines' Fact-F1 (0-1) on the official test folds; the
+#: LED reply baseline's Message-F1, BERTScore and MoverScore are reported there and not
+#: quoted (None).
+_PAPER = ("Ruggeri et al., A Dataset of Argumentative Dialogues on Scientific Papers "
+          "(ArgSciChat)")
+_PAPER_URL = "https://arxiv.org/abs/2202.06690"
+SELECTION_PUBLISHED = tuple(
+    Published(system, _PAPER, _PAPER_URL, "argscichat", "test", "0-1",
+              (("fact_f1", value),), comparable=("fact_f1",))
+    for system, value in (("First", 0.079), ("TF-IDF", 0.162), ("SBERT", 0.162)))
+GENERATION_PUBLISHED = (
+    Published("LED", _PAPER, _PAPER_URL, "argscichat", "test", "0-1",
+              (("message_f1", None), ("bertscore_f1", None), ("moverscore", None))),
+)
+
 SPECS = (
     TaskSpec("argscichat_fact_selection", "ArgSciChat fact selection", ("fact_f1",),
              ARGSCICHAT_SPLITS, ("03_fact_selection", "06_argscichat_error_analysis"),
-             ARGSCICHAT_SOURCE),
-    # content-word F1 leads: a constant string of frequent words games Message-F1
+             ARGSCICHAT_SOURCE, published=SELECTION_PUBLISHED),
     TaskSpec("argscichat_generation", "ArgSciChat generation",
-             ("content_f1", "bertscore_f1", "message_f1"), ARGSCICHAT_SPLITS,
-             ("04_generation", "06_argscichat_error_analysis"), ARGSCICHAT_SOURCE),
+             ("content_f1", "message_f1", "bertscore_f1", "moverscore"), ARGSCICHAT_SPLITS,
+             ("04_generation", "06_argscichat_error_analysis"), ARGSCICHAT_SOURCE,
+             published=GENERATION_PUBLISHED,
+             headline_note="Content-word F1 leads: a constant string of frequent words "
+             "scores well on Message-F1 without answering anything. Message-F1, BERTScore "
+             "and MoverScore (the paper's metrics) follow."),
 )
 
 #: notebook -> the function that lists each system's effective parameters (``--dry-run``).

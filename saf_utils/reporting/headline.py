@@ -1,8 +1,10 @@
 """The headline numbers of a task, as cells, tables and sentences: per (dataset, split) one
 cell per system and metric (the headline record with its CI, or the mean over seeds and
-folds), the val-chosen systems marked, oracles and probes set apart, the paired
-differences against the chosen system and the lead sentence (:func:`lead_html`) that
-says what a reader may conclude. :mod:`.index_page` and the sweep pages draw them."""
+folds), the val-chosen systems marked, oracles and probes set apart, systems that read gold
+inputs marked (:func:`input_mark`), the paired differences against the chosen system, the
+verdict on a gap in words (:func:`gap_html`: the test named, never against its interval)
+and the lead sentence (:func:`lead_html`) that says what a reader may conclude; terms link
+to the run's glossary (:func:`term`). :mod:`.index_page` and the sweep pages draw them."""
 
 from __future__ import annotations
 
@@ -22,6 +24,33 @@ SET_APART = ("oracle", "probe")  # roles that are not comparable to systems
 
 
 ROLE_ORDER = {"system": 0, "baseline": 1, None: 2, "oracle": 3, "probe": 4}
+
+#: The glossary page of a run (``saf_utils/reporting/how_to_read.md``, rendered into every
+#: run); :func:`term` links a word on a page to its entry there.
+GLOSSARY = "how-to-read.html"
+
+
+def term(text: str, anchor: str) -> str:
+    """``text`` linked to its glossary entry ``#anchor`` (text is escaped)."""
+    return f'<a class="term" href="{GLOSSARY}#{esc(anchor)}">{esc(text)}</a>'
+
+
+def input_mark(entry: dict) -> str:
+    """The mark of a system whose numbers are not a fair comparison: an oracle (sees gold),
+    a probe (exploits a metric), or a system whose record note says it reads gold inputs
+    (e.g. "reads earlier turns' gold facts"); "" for any other. The note comes from the
+    records and is escaped."""
+    note = str(entry.get("note") or "")
+    if entry.get("role") == "oracle":
+        what = "oracle: sees the gold answer"
+    elif entry.get("role") == "probe":
+        what = "probe: exploits the metric"
+    elif "gold" in note.lower():
+        what = note
+    else:
+        return ""
+    return (f' <small class="warn gold">⚠ <a href="{GLOSSARY}#gold-inputs">'
+            f"{esc(what)}</a></small>")
 
 
 
@@ -148,9 +177,9 @@ def chosen_by_split(records: list[dict], task: str) -> dict[Any, dict[str, str]]
         if sub == "chosen":
             how = _choice_words(r, bool(parts))
             if parts and str(r.get("system")) not in parts:  # a composite: say what it is
-                how += "; it is " + ", ".join(
+                how += " (per fold: " + "; ".join(
                     f"{s} on fold{'s' if len(f) > 1 else ''} "
-                    f"{', '.join(map(str, sorted(f)))}" for s, f in sorted(parts.items()))
+                    f"{', '.join(map(str, sorted(f)))}" for s, f in sorted(parts.items())) + ")"
             out.setdefault(None, {})[str(r.get("system"))] = how
         elif sub.startswith("chosen for "):
             out.setdefault(sub[len("chosen for "):], {})[str(r.get("system"))] = \
@@ -229,16 +258,20 @@ def headline_html(systems: dict[str, dict], metrics: Sequence[str],
         e = systems[s]
         if e["role"] in SET_APART and not separated:
             rows.append([f'<td colspan="{len(present) + 2}">oracles (see gold) and probes '
-                         "(exploit a metric): not comparable, shown for reference</td>"])
+                         "(exploit a metric): not comparable, shown for reference "
+                         f'<a href="{GLOSSARY}#gold-inputs">⚠</a></td>'])
             classes.append("sep")
             separated = True
         name = esc(s)
-        if e.get("note"):
+        # oracles and probes: marked by their role and the separator row above them
+        mark = input_mark(e) if e["role"] not in SET_APART else ""
+        if e.get("note") and not mark:
             name += f' <small class="note">({esc(e["note"])})</small>'
         if s in chosen:
             name += " " + _star(chosen[s])
         if e["failed"]:
             name += ' <span class="failed" title="from a notebook that did not finish">†</span>'
+        name += mark
         cells = [name, esc(e["role"] or "")]
         cells += [cell_html(e.get(m), best[m] is not None and e["role"] not in SET_APART
                              and m in e and e[m]["mean"] == best[m]) for m in present]
@@ -305,10 +338,10 @@ def p_text(p: float | None) -> str:
 
 
 def _p_text(d: dict) -> str:
+    if d["primary"]:
+        return f", {p_text(_verdict_p(d))}, the primary comparison"
     if d["p"] is None:
         return ""
-    if d["primary"]:
-        return f", {p_text(d['p'])}, the primary comparison"
     if d["p_adj"] is not None:
         return f", {p_text(d['p'])}, Holm-adjusted {p_text(d['p_adj'])}"
     return f", {p_text(d['p'])}, unadjusted"
@@ -321,14 +354,81 @@ def _diff_text(d: dict | None) -> str:
     txt = f"{d['diff']:+.3g}"
     if d["low"] is not None and d["high"] is not None:
         txt += f" [{d['low']:+.3g}, {d['high']:+.3g}]"
-    return f"{txt} vs {esc(d['ref'])}{_p_text(d)}"
+    return f"{txt} vs {esc(d['ref'])}{_p_text(d)}{_unadjusted_clause(d)}"
 
+
+def _verdict_p(d: dict) -> float | None:
+    """The p a verdict reads: the raw p of the primary comparison (recorded as ``primary p
+    vs``, so it may sit in ``p_adj`` alone), else the Holm-adjusted p, else the raw one."""
+    if d["primary"]:
+        return d["p"] if d["p"] is not None else d["p_adj"]
+    return d["p"] if d["p_adj"] is None else d["p_adj"]
 
 
 def _significant(d: dict, alpha: float = 0.05) -> bool:
-    p = d["p"] if d["primary"] or d["p_adj"] is None else d["p_adj"]
+    p = _verdict_p(d)
     return p is not None and p <= alpha
 
+
+def _unadjusted_clause(d: dict, alpha: float = 0.05) -> str:
+    """Beside a difference whose interval excludes 0 while its Holm-adjusted p does not reach
+    ``alpha``: the interval inverts the raw test, the verdict reads the adjusted one."""
+    lo, hi = d.get("low"), d.get("high")
+    if d["primary"] or d["p_adj"] is None or _significant(d, alpha) or lo is None \
+            or hi is None or not (lo > 0 or hi < 0):
+        return ""
+    return ("; the interval is not adjusted for the other comparisons and excludes 0, the "
+            f"Holm-adjusted test does not reach {alpha:g}")
+
+
+def oriented(diffs: dict[tuple, dict], a: str, b: str) -> dict | None:
+    """The test of ``a`` minus ``b`` from ``diffs`` (keyed (system, reference)), whichever
+    way the notebook ran it (a reversed test is turned around: the difference and its
+    interval change sign, the p-values stay)."""
+    if (a, b) in diffs:
+        return diffs[(a, b)]
+    d = diffs.get((b, a))
+    if d is None:
+        return None
+    neg = {k: None if d[k] is None else -d[k] for k in ("diff", "low", "high")}
+    return {**d, "ref": b, "diff": neg["diff"], "low": neg["high"], "high": neg["low"]}
+
+
+def which_test(d: dict) -> str:
+    """Which test a difference's p comes from, its p, and glossary links:
+    "Holm-adjusted p = 0.41", "p = 0.003, the primary comparison (not adjusted)"."""
+    if d["primary"]:
+        return f"{p_text(_verdict_p(d))}, the " \
+               f"{term('primary comparison', 'primary-comparison')} (not adjusted)"
+    if d["p_adj"] is not None:
+        return f"{term('Holm-adjusted', 'holm')} {p_text(d['p_adj'])}"
+    return f"{p_text(d['p'])}, unadjusted"
+
+
+def gap_html(d: dict | None, other: str, metric: str) -> str:
+    """Whether a system is distinguishable from ``other`` (HTML naming it, e.g. "the
+    runner-up <b>B</b>") by the test ``d`` of system minus other: words first, then the
+    difference with its 95 % interval and the test; never a "not distinguishable" that reads
+    against its interval."""
+    if d is None:
+        return f"vs {other}: not tested"
+    if _significant(d):
+        ahead = (d["diff"] < 0) if lower_is_better(metric) else (d["diff"] > 0)
+        words = (f"<b>distinguishable</b> from {other}: {'ahead' if ahead else 'behind'} "
+                 "beyond chance")
+    else:
+        words = (f"<b>{term('not distinguishable', 'not-distinguishable')}</b> from {other} "
+                 "at this sample size")
+    ci = (f" [{_signed(d['low'])}, {_signed(d['high'])}]" if d["low"] is not None
+          and d["high"] is not None else "")
+    return (f"{words} <small>({term('difference', 'paired-difference')} "
+            f"{_signed(d['diff'])}{ci}, {which_test(d)}{_unadjusted_clause(d)})</small>")
+
+
+def _signed(x: float) -> str:
+    """A difference with its sign, 3 significant digits; a float residue (|x| < 1e-9, e.g.
+    an interval end of -1.4e-11) reads as 0."""
+    return "0" if abs(x) < 1e-9 else f"{x:+.3g}"
 
 
 def split_verdict(systems: dict[str, dict], metric: str,
@@ -349,7 +449,6 @@ def split_verdict(systems: dict[str, dict], metric: str,
         out["status"] = ("not tested" if d is None else "resolved" if _significant(d)
                          else "not distinguishable")
     return out
-
 
 
 def _value_text(systems: dict[str, dict], s: str, metric: str) -> str:
@@ -374,7 +473,8 @@ def lead_html(systems: dict[str, dict], metric: str,
         return ""
     top, runner, d = v["top"], v["runner"], v["diff"]
     word = "lowest" if lower_is_better(metric) else "highest"
-    txt = f"<b>{esc(top)}</b> is best: {word} {metric_words(metric)}"
+    txt = f"On test, <b>{esc(top)}</b>{input_mark(systems[top])} is best: {word} " \
+          f"{metric_words(metric)}"
     stats = [_value_text(systems, top, metric)]
     tie = runner is not None and systems[top][metric]["mean"] == systems[runner][metric]["mean"]
     if v["status"] == "alone":
@@ -384,23 +484,27 @@ def lead_html(systems: dict[str, dict], metric: str,
         stats.append(f"difference {_diff_text(d)}" if d else _value_text(systems, runner, metric))
     elif v["status"] == "not tested":
         gap = abs(systems[top][metric]["mean"] - systems[runner][metric]["mean"])
-        txt += (f"; it is {fmt(gap)} ahead of <b>{esc(runner)}</b> by the point estimate, "
-                "a gap that was not tested")
+        txt += (f"; it is {fmt(gap)} ahead of <b>{esc(runner)}</b>"
+                f"{input_mark(systems[runner])} by the point estimate, a gap that was not "
+                "tested")
         stats.append(_value_text(systems, runner, metric))
     elif v["status"] == "resolved":
-        txt += f"; it is ahead of the runner-up <b>{esc(runner)}</b> beyond chance"
+        txt += (f"; it is ahead of the runner-up <b>{esc(runner)}</b>"
+                f"{input_mark(systems[runner])} beyond chance")
         stats.append(f"difference {_diff_text(d)}")
     else:
-        txt += (f"; it is <b>not distinguishable</b> from the runner-up <b>{esc(runner)}</b> "
-                "at this sample size")
+        holm = "" if d["primary"] or d["p_adj"] is None else " by the Holm-adjusted test"
+        txt += (f"; it is <b>not distinguishable</b> from the runner-up <b>{esc(runner)}</b>"
+                f"{input_mark(systems[runner])}{holm} at this sample size")
         stats.append(f"difference {_diff_text(d)}")
     txt += "."
     for s in [s for s in system_order(systems, metric) if s in chosen and metric in systems[s]]:
         how = chosen[s]
         if s == top:
-            txt += f" It is also the system {esc(how)} (★)."
+            txt += f" It is also the system {esc(how)} (★). It is the one to report."
         else:
-            txt += f" The system {esc(how)} (★) is <b>{esc(s)}</b>."
+            txt += (f" The system to report (★, chosen without the test data) is "
+                    f"<b>{esc(s)}</b>{input_mark(systems[s])}, {esc(how)}.")
             stats.append(_value_text(systems, s, metric))
         mine = sorted((x for (system, _), x in diffs.items() if system == s),
                       key=lambda x: not x["primary"])
@@ -413,9 +517,3 @@ def star_words(how: str) -> str:
     return "val-chosen" if how.startswith(("chosen on validation", "chosen on val ",
                                            "chosen on each fold's val")) \
         else how.split(" (")[0].split("; ")[0]
-
-
-
-def composition(how: str) -> str:
-    """What a composite chosen system is made of ("A on folds 0, 1, B on fold 2"), or ""."""
-    return how.split("; it is ", 1)[1] if "; it is " in how else ""

@@ -1,7 +1,13 @@
-"""``index.html``, the headline page of a run: run, profile, commit, notebook status and
-times above the fold; then per task one table (systems x main metrics, mean [95% CI], role,
-val-chosen system marked, oracles and probes set apart: :mod:`.headline`), one figure and
-the data files the run read."""
+"""``index.html``, the headline page of a run. Its first screen (:func:`glance_table`)
+answers, per task and split: which system to report (★, chosen without the test data) with
+its interval, whether it is distinguishable from the runner-up (the test named), and the
+published numbers beside it (:class:`saf_utils.taskspec.Published`, declared on the task
+specs: scale, same or different data, source); the title names the tasks and their data.
+Below: the run (commit, times, notebooks), then per task one table (systems x headline
+metrics, mean [95% CI], role, ★, oracles and probes set apart, ⚠ on systems that read gold
+inputs: :mod:`.headline`), the published numbers of each split, one figure, and the data
+files the run read. Terms link to the run's glossary (``how-to-read.html``, from
+``how_to_read.md``)."""
 
 from __future__ import annotations
 
@@ -15,26 +21,28 @@ from typing import Any
 
 from saf_utils.metrics import bounds, scale_label
 from saf_utils.reporting.headline import (
+    GLOSSARY,
     SET_APART,
     chosen_by_split,
     chosen_on,
     clipped,
-    composition,
     design_note,
     direction_words,
+    gap_html,
     headline_cells,
     headline_html,
+    input_mark,
     lead_html,
-    p_text,
+    oriented,
     paired_differences,
     record_kind,
-    split_verdict,
-    star_words,
     system_order,
+    term,
 )
 from saf_utils.reporting.manifest import write_text
 from saf_utils.reporting.pages import duration_text, fmt, page, table
 from saf_utils.reporting.sharing import esc
+from saf_utils.taskspec import Published
 
 
 def dot_plot(tables: dict[tuple, dict[str, dict]], metrics: Sequence[str], title: str) -> str:
@@ -75,10 +83,14 @@ def dot_plot(tables: dict[tuple, dict[str, dict]], metrics: Sequence[str], title
                             color=f"C{k}", alpha=0.45 if apart else 1.0, capsize=2, ms=4)
         ax.set_title(f"{metric} ({scale_label(metric)})", fontsize=9)
         b = bounds(metric)
-        if b is not None:  # the axis stays inside the metric's range (plus a margin)
+        if b is not None:  # the axis stays inside the metric's range (plus a margin) ...
             lo, hi = ax.get_xlim()
             pad = 0.02 * ((b[1] - b[0]) if math.isfinite(b[1]) else (hi - lo))
-            ax.set_xlim(max(lo, b[0] - pad), min(hi, b[1] + pad))
+            means = [c["mean"] for t in tables.values() for e in t.values()
+                     if isinstance(c := e.get(metric), dict)]
+            # ... unless an estimate lies outside it: the declared range is then wrong, and
+            # the figure shows the point rather than cut it off
+            ax.set_xlim(max(lo, min([b[0], *means]) - pad), min(hi, max([b[1], *means]) + pad))
         ax.grid(axis="x", alpha=0.3)
         ax.tick_params(labelsize=8)
     axes[0].set_yticks(range(len(systems)))
@@ -157,6 +169,7 @@ def task_splits(records: list[dict]) -> Iterable[dict[str, Any]]:
                 page_order.get(kv[0][1], len(page_order)), str(kv[0])))):
             metric = next(m for m in metrics if any(m in e for e in systems.values()))
             yield {"task": task, "title": title, "metrics": metrics, "tables": tables,
+                   "spec": sp,
                    "first": i == 0, "last": i == len(tables) - 1, "dataset": ds,
                    "split": split, "systems": systems, "metric": metric,
                    "chosen": chosen_on(chosen, split),
@@ -164,55 +177,152 @@ def task_splits(records: list[dict]) -> Iterable[dict[str, Any]]:
                              if k[0] == ds and k[1] == split and k[3] == metric}}
 
 
-def _distinguishable(v: dict) -> str:
-    d = v["diff"]
-    if v["status"] == "alone":
-        return "—"
-    if v["status"] == "not tested":
-        return "not tested"
-    p = d["p"] if d["primary"] or d["p_adj"] is None else d["p_adj"]
-    which = "" if d["primary"] or d["p_adj"] is None else "Holm-adjusted "
-    word = "<b>yes</b>" if v["status"] == "resolved" else "<b>no</b> (not at this sample size)"
-    return f"{word} <small>{which}{p_text(p)}</small>"
+def _value(cell: dict) -> str:
+    """"0.86 [0.819, 0.897]" of a headline cell."""
+    ci = (f' <small>[{fmt(cell["low"])}, {fmt(cell["high"])}]</small>'
+          if cell.get("low") is not None and cell.get("high") is not None else "")
+    return f'<span class="num">{fmt(cell["mean"])}</span>{ci}'
+
+
+def _metric_label(metric: str) -> str:
+    return (f'{esc(metric)} <small class="scale" title="{esc(direction_words(metric))}">'
+            f"{esc(scale_label(metric))}</small>")
+
+
+def published_value(p: Published, metric: str, value: float) -> str:
+    """A cited value as the source prints it, with its scale ("81.0 %", "0.162 (0–1)"),
+    converted to the metric's own scale only where the metric is the same here and the
+    scales differ ("81.0 % = 0.810"); a metric computed differently here is said to be."""
+    if p.scale == "percent" and bounds(metric) == (0.0, 100.0):  # SacreBLEU: its own scale
+        txt = f"{value:.1f} <small>(0–100)</small>"
+    elif p.scale == "percent":
+        txt = f"{value:.1f} %"
+        if metric in p.comparable and bounds(metric) == (0.0, 1.0):
+            txt += f" <small>= {value / 100:.3f}</small>"
+    else:
+        txt = f"{value:.3f} <small>(0–1)</small>"
+    if metric not in p.comparable:
+        txt += " <small>(computed differently here)</small>"
+    return txt
+
+
+def published_html(anchors: Sequence[Published], dataset: Any, metrics: Sequence[str],
+                   names: bool = True) -> str:
+    """The published numbers of one split (:class:`~saf_utils.taskspec.Published`) for
+    ``metrics`` (``names``: say which metric each value is): per source, each system's
+    values with their scale, whether the source's data is this run's (``dataset``), the
+    link; metrics the source reports without a number here are named. "" without
+    anchors."""
+    groups: dict[tuple, list[Published]] = defaultdict(list)
+    for a in anchors:
+        groups[(a.source, a.url, a.dataset)].append(a)
+    parts = []
+    # the same data first: that is the number to set beside the run's
+    for (source, url, ds), group in sorted(groups.items(),
+                                           key=lambda kv: str(kv[0][2]) != str(dataset)):
+        same = ('<b class="same">same data</b>' if str(ds) == str(dataset) else
+                f'<b class="warn">different data</b> <small>({esc(ds)})</small>')
+        values, unquoted = [], []
+        for a in group:
+            got = dict(a.values)
+            shown = [(f"{esc(m)} " if names else "") + published_value(a, m, got[m])
+                     for m in metrics if got.get(m) is not None]
+            if shown:
+                values.append(f"{esc(a.system)} " + ", ".join(shown))
+            unquoted += [m for m, v in a.values if v is None and m not in unquoted]
+        if unquoted:
+            values.append(f"{esc(', '.join(a.system for a in group))} reports "
+                          f"{esc(', '.join(unquoted))}: not quoted here")
+        if values:
+            parts.append(f'{same}: {"; ".join(values)} <small>(<a href="{esc(url)}" '
+                         f'title="{esc(source)}">source</a>)</small>')
+    return "<br>".join(parts)
+
+
+def _anchors(t: dict) -> list[Published]:
+    sp = t.get("spec")
+    return [a for a in (sp.published if sp else ()) if a.split == t["split"]]
+
+
+def _split_notes(t: dict) -> list[str]:
+    sp = t.get("spec")
+    return [note for split, note in (sp.split_notes if sp else ()) if split == t["split"]]
+
+
+def reportable(t: dict) -> str | None:
+    """The split's reportable system: the one chosen without the test data (★) that has a
+    number on the leading metric; None when the notebook recorded no such choice."""
+    systems, metric = t["systems"], t["metric"]
+    return next((s for s in system_order(systems, metric)
+                 if s in t["chosen"] and metric in systems[s]), None)
+
+
+def _glance_row(t: dict) -> list[str] | None:
+    systems, metric = t["systems"], t["metric"]
+    ranked = [s for s in system_order(systems, metric)
+              if systems[s]["role"] not in SET_APART and metric in systems[s]]
+    if not ranked:
+        return None
+    star = reportable(t)
+    split_id = f"{t['task']}-{t['split']}"
+    where = (f'<a href="#{esc(split_id)}">{esc(t["title"])}</a><br>'
+             f'<small>{esc(t["split"])} · {esc(t["dataset"])}</small>')
+    if star is None:
+        rep = (f"<small>no system was chosen without the test data here; see the "
+               f'<a href="#{esc(split_id)}">section</a></small>')
+        verdict = ""
+    else:
+        e = systems[star]
+        rep = (f'★ <b>{esc(star)}</b>{input_mark(e)}<br>{_metric_label(metric)} '
+               f"{_value(e[metric])}")
+        sp = t.get("spec")
+        if sp is not None and sp.headline_note:
+            rep += (f'<br><small>{esc(sp.headline_note)} <a href="#{esc(split_id)}">'
+                    "All metrics below</a>.</small>")
+        rest = [s for s in ranked if s != star]
+        top = ranked[0]
+        if not rest:
+            verdict = "no other comparable system"
+        else:
+            other = rest[0]  # the runner-up, or the highest on test when ★ is not
+            who = (f"the runner-up <b>{esc(other)}</b>" if top == star else
+                   f"the highest on test <b>{esc(other)}</b> {_value(systems[other][metric])}"
+                   " <small>(for reference only)</small>")
+            verdict = gap_html(oriented(t["diffs"], star, other), who + input_mark(
+                systems[other]), metric)
+            primary = next((d for (s, _ref), d in t["diffs"].items()
+                            if s == star and d["primary"] and d["ref"] != other), None)
+            if primary is not None:
+                verdict += "<br>" + gap_html(primary, f"the reference <b>{esc(primary['ref'])}"
+                                             "</b>", metric)
+            if top == star:
+                verdict += "<br><small>★ is also the highest on test.</small>"
+    published = published_html(_anchors(t), t["dataset"], [metric], names=False) or \
+        "<small>none declared</small>"
+    return [where, rep, verdict, published]
 
 
 def glance_table(records: list[dict]) -> str:
-    """The first screen of the index: per task and split the best comparable system on the
-    leading metric, the runner-up, whether their gap is distinguishable, and the system the
-    notebook chose for that split (★). Empty without result records."""
-    rows = []
-    for t in task_splits(records):
-        systems, metric = t["systems"], t["metric"]
-        v = split_verdict(systems, metric, t["diffs"])
-        if v is None:
-            continue
-        cell = systems[v["top"]][metric]
-        best = (f'<b>{esc(v["top"])}</b> <span class="num">{fmt(cell["mean"])}'
-                + (f' <small>[{fmt(cell["low"])}, {fmt(cell["high"])}]</small>'
-                   if cell["low"] is not None else "") + "</span>")
-        star = "; ".join(
-            f'{esc(s)} <span class="num">{fmt(systems[s][metric]["mean"])}</span> '
-            f'<small title="{esc(h)}">({esc(star_words(h))}'
-            f'{"; " + esc(composition(h)) if composition(h) else ""})</small>'
-            for s, h in t["chosen"].items() if s in systems and metric in systems[s]) or "—"
-        split_id = f"{t['task']}-{t['split']}"
-        rows.append([f'<a href="#{esc(split_id)}">{esc(t["title"])}<br>'
-                     f'<small>{esc(t["split"])}</small></a>',
-                     f'{esc(metric)} <small class="scale" title="{esc(direction_words(metric))}">'
-                     f"{esc(scale_label(metric))}</small>",
-                     best, (f"{esc(v['runner'])}: " if v["runner"] else "")
-                     + _distinguishable(v), star])
+    """The first screen of the index: per task and split the reportable system (★, chosen
+    without the test data) on the leading metric with its interval, whether it is
+    distinguishable from the runner-up (in words, with the test named), the highest on
+    test as a reference, and the published numbers of that split beside it (scale, same or
+    different data, source). Empty without result records."""
+    rows = [r for r in map(_glance_row, task_splits(records)) if r]
     if not rows:
         return ""
-    return ('<h2 id="at-a-glance">At a glance</h2>' + table(
-        ["task and split", "metric", "best system [95 % interval]",
-         "runner-up: distinguishable from the best?", "★ chosen for this split"], rows,
-        "glance")
-        + '<p class="note">Best and runner-up among baselines and systems (oracles and '
-        "probes excluded), by the point estimate of the task's first headline metric; "
-        "whether their gap is distinguishable comes from the notebook's paired test of that "
-        "pair (Holm-adjusted unless it is the primary comparison). Every metric and interval "
-        "is in the task sections below.</p>")
+    head = ["task · split · data",
+            f"<th>{term('★ reportable', 'reportable')} system: value "
+            f"[{term('95 % interval', 'interval')}]</th>",
+            "<th>vs the runner-up (is the lead real?)</th>",
+            f"<th>{term('published', 'published')} (cited, not measured here)</th>"]
+    return ('<h2 id="at-a-glance">At a glance</h2>' + table(head, rows, "glance")
+            + f'<p class="note">Cite the ★ system: it was chosen on validation (or, where '
+            "validation cannot speak, by cross-validation on train), never on test. Oracles "
+            "and probes never count; ⚠ marks a system that reads "
+            f"{term('gold inputs', 'gold-inputs')}. Every term: "
+            f'<a href="{GLOSSARY}">how to read these numbers</a>; every metric and interval '
+            "is in the task sections below.</p>")
 
 
 def task_sections(records: list[dict], sources: Sequence[dict] = ()) -> list[str]:
@@ -233,9 +343,19 @@ def task_sections(records: list[dict], sources: Sequence[dict] = ()) -> list[str
                  if isinstance(c, dict) and c.get("estimand")]
         designs = design_note(cells)
         if designs:
-            clip = (" ‡: the interval reached past the metric's range and is clipped to it."
-                    if any(clipped(c) for c in cells) else "")
-            parts.append(f'<p class="note">95 % intervals; {esc(designs)}.{clip}</p>')
+            clip = (f" {term('‡', 'clipped')}: the interval reached past the metric's range "
+                    "and is clipped to it." if any(clipped(c) for c in cells) else "")
+            parts.append(f'<p class="note">{term("95 % intervals", "interval")}; '
+                         f"{esc(designs)}.{clip}</p>")
+        notes = _split_notes(t)
+        if t.get("spec") is not None and t["spec"].headline_note:
+            notes.insert(0, t["spec"].headline_note)
+        if notes:
+            parts.append(f'<p class="note">{" ".join(esc(n) for n in notes)}</p>')
+        cited = published_html(_anchors(t), t["dataset"], t["metrics"])
+        if cited:
+            parts.append(f'<p class="published">{term("Published", "published")} (cited, '
+                         f"not measured here): {cited}</p>")
         if t["last"]:
             try:
                 parts.append(dot_plot(t["tables"], t["metrics"], t["title"]))
@@ -301,14 +421,39 @@ def _links(run_dir: Path, example_links: Sequence[tuple[str, str]]) -> str:
 
 
 INDEX_NOTE = (
-    """<p class="note">Cells: mean [95 % interval] of the headline record (fold and seed null);
-the note under each table names the interval's method and estimand; ‡ marks an interval
-clipped to the metric's range. * = no headline record, mean over the per-seed/per-fold
-records without an interval. 3 significant digits. Beside each metric: ↑ higher or ↓ lower
-is better, and its range. Bold: best baseline or system. ★: the system the notebook chose
-for that split (hover for how). Only <code>result</code> records are
-shown; analysis and tuning records are in metrics.json and the notebooks. Published numbers
-are quoted inside the notebooks, never here.</p>""")
+    f"""<p class="note">Cells: mean [95 % interval] of the headline record (fold and seed null);
+the note under each table names the interval's method and {term('estimand', 'estimand')};
+{term('‡', 'clipped')} marks an interval clipped to the metric's range.
+{term('*', 'mean-star')} = no headline record, mean over the per-seed/per-fold records without
+an interval. 3 significant digits. Beside each metric: ↑ higher or ↓ lower is better, and its
+range. Bold: best baseline or system on test. {term('★', 'reportable')}: the system the
+notebook chose for that split without the test data, the one to report (hover for how).
+Only <code>result</code> records are shown; analysis and tuning records are in metrics.json
+and the notebooks. Published numbers come from the task specs and are cited, never
+measured here. Every term: <a href="{GLOSSARY}">how to read these numbers</a>.</p>""")
+
+
+def project_name() -> str:
+    """The project as its package metadata describes it (pyproject's ``description``)."""
+    from importlib.metadata import PackageNotFoundError, metadata
+
+    try:
+        return metadata("saf_utils")["Summary"] or "saf_utils"
+    except PackageNotFoundError:
+        return "saf_utils"
+
+
+def run_subject(records: list[dict]) -> tuple[str, str]:
+    """What a run is about, from its result records: a short name (the first word of each
+    task title: "SAF & ArgSciChat") and the tasks with the data they read ("SAF (short
+    answer feedback) on saf_micro_job_german; …")."""
+    short: dict[str, None] = {}
+    data: dict[str, dict[str, None]] = defaultdict(dict)
+    for t in task_splits(records):
+        short[str(t["title"]).split()[0]] = None
+        data[str(t["dataset"])][t["title"]] = None
+    return (" & ".join(short),
+            "; ".join(f"{', '.join(ts)} on {ds}" for ds, ts in data.items()))
 
 
 def write_index(run_dir: Path, manifest: dict, records: list[dict],
@@ -324,18 +469,21 @@ def write_index(run_dir: Path, manifest: dict, records: list[dict],
                for n in manifest.get("notebooks", [])]
     commit = esc((git.get("commit") or "unknown")[:12]) + (" (dirty)" if git.get("dirty") else "")
     sections = task_sections(records, manifest.get("data_sources") or [])
-    body = f"""<h1>Run {esc(manifest.get('run', run_dir.name))}
+    run = manifest.get("run", run_dir.name)
+    short, tasks = run_subject(records)
+    body = f"""<h1>{esc(short) + " · " if short else ""}run {esc(run)}
 <span class="{esc(status)}">{esc(status)}</span></h1>
-<p class="meta">Profile <b>{esc(manifest.get('profile'))}</b> · commit <code>{commit}</code> ·
-started {esc(manifest.get('started'))} · finished {esc(manifest.get('finished') or '—')}<br>
-{esc(manifest.get('description') or '')}</p>
+<p class="meta">{esc(project_name())}.{" Tasks: " + esc(tasks) + "." if tasks else ""}
+Profile <b>{esc(manifest.get('profile'))}</b>: {esc(manifest.get('description') or '')}</p>
 {glance_table(records)}
+<p class="meta">Commit <code>{commit}</code> · started {esc(manifest.get('started'))} ·
+finished {esc(manifest.get('finished') or '—')}</p>
 {table(['notebook', 'status', 'time', 'started', 'error'], nb_rows)}
 {_earlier_and_warnings(manifest)}
 <p>{_links(run_dir, example_links)}</p>
 {''.join(sections) or '<p>No result record yet.</p>'}
 {INDEX_NOTE}"""
-    return write_text(run_dir / "index.html", page(f"Run {manifest.get('run', run_dir.name)}",
+    return write_text(run_dir / "index.html", page((f"{short} · " if short else "") + f"run {run}",
                                                    body + chrome.downloads_section(
                                                        run_dir, records) + data_table(manifest),
                                                    run_dir=run_dir,

@@ -39,6 +39,9 @@ small,.note{color:#666}.warn{color:#a00}
 img{max-width:100%}
 body.wide{max-width:none;margin:1.5em 1.5em}
 table.glance{width:100%}
+@media (max-width:700px){table.glance thead{display:none}table.glance,table.glance tbody,
+table.glance tr,table.glance td{display:block}table.glance td{border-width:0 1px}
+table.glance tr{border-top:2px solid #999}}
 p.lead small.stats{color:#555}small.scale{color:#555;font-weight:normal;
 white-space:nowrap}
 """

@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from saf_utils.saf.data import SAF_LABELS
+from saf_utils.saf.spec import SAF_PUBLISHED
 
 # --------------------------------------------------------------------------- constants
 
@@ -38,32 +39,6 @@ MODES = ("verification", "score")
 #: multiples of 0.25; "Partially correct" is the middle).
 LABEL_SCORE: dict[str, float] = {"Correct": 1.0, "Partially correct": 0.5, "Incorrect": 0.0}
 
-#: Published numbers (model cards on the Hugging Face hub), cited, never measured here.
-#: Scale as on the cards: every metric in percent (0-100).
-PUBLISHED_SAF_RESULTS: tuple[dict[str, Any], ...] = tuple(
-    {"model": model, "source": src, "dataset": ds, "split": split,
-     **dict(zip(("sacrebleu", "rouge2", "meteor", "bertscore_f1", "accuracy",
-                 "weighted_f1", "macro_f1"), vals, strict=True))}
-    for model, src, ds, split, vals in (
-        ("mbart-finetuned-saf-legal-domain",
-         "https://huggingface.co/Short-Answer-Feedback/mbart-finetuned-saf-legal-domain",
-         "saf_legal_domain_german", "test_unseen_answers",
-         (43.6, 45.3, 57.4, 55.0, 81.0, 79.4, 71.3)),
-        ("mbart-finetuned-saf-legal-domain",
-         "https://huggingface.co/Short-Answer-Feedback/mbart-finetuned-saf-legal-domain",
-         "saf_legal_domain_german", "test_unseen_questions",
-         (3.0, 4.2, 19.9, 16.1, 60.0, 54.4, 53.2)),
-        ("mbart-finetuned-saf-micro-job",
-         "https://huggingface.co/Short-Answer-Feedback/mbart-finetuned-saf-micro-job",
-         "saf_micro_job_german", "test_unseen_answers",
-         (39.5, 29.8, 63.3, 63.1, 80.1, 80.3, 80.7)),
-        ("mbart-finetuned-saf-micro-job",
-         "https://huggingface.co/Short-Answer-Feedback/mbart-finetuned-saf-micro-job",
-         "saf_micro_job_german", "test_unseen_questions",
-         (0.3, 0.5, 33.8, 31.3, 48.7, 46.5, 40.6)),
-    )
-)
-
 EVAL_SPLITS = ("validation", "test_unseen_answers", "test_unseen_questions")
 
 PREDICTION_COLUMNS = (
@@ -74,8 +49,11 @@ PREDICTION_COLUMNS = (
 
 
 def published_table() -> pd.DataFrame:
-    """:data:`PUBLISHED_SAF_RESULTS` as a frame (percent scale, as on the cards)."""
-    return pd.DataFrame(list(PUBLISHED_SAF_RESULTS))
+    """The published numbers of the SAF task spec (:data:`saf_utils.saf.spec.SAF_PUBLISHED`,
+    the hub model cards) as a frame: model, source, dataset, split and one column per metric
+    (percent scale, as on the cards)."""
+    return pd.DataFrame([{"model": p.system, "source": p.url, "dataset": p.dataset,
+                          "split": p.split, **dict(p.values)} for p in SAF_PUBLISHED])
 
 
 # --------------------------------------------------------------------------- formats
