@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -42,6 +43,16 @@ import pandas as pd
 from saf_utils import job_pool, numerics
 from saf_utils.seq2seq import Seq2SeqSettings, dist_rank_world, generate, train_seq2seq
 from saf_utils.text import listing
+
+_LOG = logging.getLogger(__name__)
+
+
+def progress(message: str) -> None:
+    """A job's progress line (``[train] ...``): logged at INFO on ``saf_utils.jobs``, not
+    printed, so it stays out of the notebook's output and page (a job's numbers are in its
+    ``train_log.json``); ``logging.basicConfig(level="INFO")`` shows the lines while a
+    notebook runs in JupyterLab."""
+    _LOG.info(message)
 
 CONFIG_FILE = "job.json"
 EXAMPLES_FILE = "examples.jsonl"
@@ -246,7 +257,7 @@ def _init_distributed() -> tuple[int, int]:
     return dist_rank_world()
 
 
-def train_job(job: TrainJob, log: Callable[[str], None] = print) -> JobResult:
+def train_job(job: TrainJob, log: Callable[[str], None] = progress) -> JobResult:
     """Train, generate and (on rank 0) write the job's files; the in-process path.
 
     In one process this is exactly ``train_seq2seq`` + ``generate`` per split (same
@@ -452,7 +463,7 @@ def _failure_message(out: Path, returncode: int, tail: Sequence[str]) -> str:
 
 
 def run_job(config: dict[str, Any] | TrainJob, launcher: str = "none",
-            log: Callable[[str], None] = print) -> JobResult:
+            log: Callable[[str], None] = progress) -> JobResult:
     """Run one job in the kernel (``"none"``) or under a launcher, and return its results.
 
     With a launcher the job is written to ``<output_dir>/job.json``, the launcher runs as a
@@ -509,7 +520,7 @@ def _timed(fn: Callable[..., Any], *args: Any) -> tuple[Any, float]:
 
 
 def run_jobs(jobs: Sequence[dict[str, Any] | TrainJob], launcher: str = "none",
-             log: Callable[[str], None] = print) -> RunResults:
+             log: Callable[[str], None] = progress) -> RunResults:
     """Run jobs one after the other (``"processes:N"``: N at a time in forked processes,
     :mod:`saf_utils.job_pool`; the same outputs); all prediction rows and one log row per
     job, in job order."""
