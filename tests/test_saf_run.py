@@ -263,3 +263,5 @@ def test_each_system_gets_its_own_peak_memory_and_time() -> None:
     assert table.system.tolist() == ["big", "small"] and table.seconds.tolist() == [1.0, 0.5]
     family = browse.cost_table(RunState(seconds={"f:": 2.0, "f:use": 1.0}, peak_mb={"f:": 9.0}))
     assert family["peak memory (MiB)"].tolist() == [9.0, 9.0]  # a variant ran in its family
+    assert family.system.tolist() == ["every f variant", "f:use"]  # no empty suffix
+    assert browse.params_table({"f:": {"a": 1}}).system.tolist() == ["every f variant"]
