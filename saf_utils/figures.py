@@ -20,12 +20,14 @@ the few lines here: every text's window extent after ``fig.canvas.draw()``, comp
 from __future__ import annotations
 
 import io
+import re
 import warnings
 from collections.abc import Sequence
 from itertools import combinations
 from typing import Any
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.transforms import Bbox
@@ -47,6 +49,26 @@ def palette(n: int) -> list[tuple[float, float, float]]:
     spaces hues evenly: neighbouring greens). Beyond 22 the colours repeat: label instead."""
     colours = [*plt.get_cmap("tab10").colors, *plt.get_cmap("Set3").colors]  # type: ignore
     return [tuple(colours[i % len(colours)]) for i in range(n)]
+
+
+def wrap_label(text: str, width: int = 12) -> str:
+    """``text`` in lines of at most ``width`` characters, broken after ``_`` or a space (a
+    longer word stays whole): ``test_unseen_questions`` -> ``test_unseen_`` / ``questions``."""
+    lines: list[str] = []
+    for piece in re.split(r"(?<=[_ ])", text):
+        if lines and len(lines[-1]) + len(piece.rstrip()) <= width:
+            lines[-1] += piece
+        else:
+            lines.append(piece)
+    return "\n".join(line.rstrip() for line in lines if line.strip())
+
+
+def wrap_ticks(ax: Any, axis: str = "x", width: int = 12) -> None:
+    """The tick labels of ``ax``'s ``axis`` wrapped (:func:`wrap_label`), not rotated: long
+    category names side by side without overlapping."""
+    ticks = getattr(ax, f"get_{axis}ticks")()
+    labels = [wrap_label(t.get_text(), width) for t in getattr(ax, f"get_{axis}ticklabels")()]
+    getattr(ax, f"set_{axis}ticks")(ticks, labels, rotation=0)
 
 
 def _texts(texts: Sequence[Any], renderer: Any) -> list[tuple[str, Bbox]]:
@@ -124,8 +146,13 @@ def show(fig: Figure, alt: str) -> None:
 def frame_html(df: pd.DataFrame) -> str:
     """``df`` as the HTML table :func:`readable_tables` displays (at most
     ``display.max_rows`` rows, as pandas; every column; whole texts; missing as :data:`MISSING`)."""
+    out = df.copy()
+    for i, dtype in enumerate(df.dtypes):  # pandas writes None as "None" whatever na_rep says
+        if dtype.kind == "O":
+            col = df.iloc[:, i]
+            out.isetitem(i, col.where(col.notna(), np.nan))
     with pd.option_context("display.max_colwidth", None):
-        return df.to_html(na_rep=MISSING, max_rows=pd.get_option("display.max_rows"),
+        return out.to_html(na_rep=MISSING, max_rows=pd.get_option("display.max_rows"),
                           max_cols=None, notebook=True)
 
 

@@ -97,6 +97,25 @@ def test_the_notebooks_layouts_overlap_nowhere() -> None:
     plt.close("all")
 
 
+def test_wrapped_tick_labels_sit_side_by_side() -> None:
+    splits = ["validation", "test_unseen_questions", "train", "test_unseen_answers"]
+    assert figures.wrap_label("test_unseen_questions") == "test_unseen_\nquestions"
+    assert figures.wrap_label("Partially correct") == "Partially\ncorrect"
+    figs = []
+    for wrap in (False, True):  # 01's label shares as they were (rotated 20°), then wrapped
+        fig, ax = plt.subplots(figsize=(4.5, 3.5))  # 01: two panels and a legend
+        ax.bar(range(4), [0.5, 0.4, 0.3, 0.4])
+        ax.set_xticks(range(4), splits)
+        if wrap:
+            figures.wrap_ticks(ax)
+        else:
+            ax.tick_params(axis="x", rotation=20)
+        plt.tight_layout()
+        figs.append(figures.overlaps(fig))
+    assert figs[0] and figs[1] == []
+    plt.close("all")
+
+
 def test_palette_colours_can_be_told_apart() -> None:
     def distance(a, b) -> float:
         return float(np.linalg.norm(np.subtract(to_rgb(a), to_rgb(b))))
@@ -127,10 +146,11 @@ def test_show_displays_a_png_with_alt_text_and_warns_on_overlap(monkeypatch) -> 
 
 def test_frames_show_whole_with_one_missing_value() -> None:
     df = pd.DataFrame({"params": ["generic_feature_sets={'all': None, " + "x" * 200 + "}", None],
-                       "value": [0.5, np.nan], **{f"c{i}": [i, i] for i in range(25)}})
+                       "value": [0.5, np.nan], "fold": [None, None],
+                       **{f"c{i}": [i, i] for i in range(25)}})
     html = figures.frame_html(df)
     assert "x" * 200 + "}" in html  # no text cut mid-value
-    assert "None</td>" not in html and "NaN" not in html and html.count(figures.MISSING) == 2
+    assert "None</td>" not in html and "NaN" not in html and html.count(figures.MISSING) == 4
     assert "c12" in html and "columns" not in html  # every column, no "2 rows x 27 columns"
     with warnings.catch_warnings():
         warnings.simplefilter("error")
