@@ -137,10 +137,17 @@ def show(fig: Figure, alt: str) -> None:
         warnings.warn(f"figure {alt[:60]!r}: " + "; ".join(found[:5])
                       + (f" (+{len(found) - 5} more)" if len(found) > 5 else ""),
                       FigureOverlapWarning, stacklevel=2)
+    data = png(fig)
+    plt.close(fig)
+    display(Image(data=data, format="png", alt=alt))
+
+
+def png(fig: Figure) -> bytes:
+    """``fig`` as PNG bytes, cropped to what it draws (``bbox_inches="tight"``: a legend
+    outside the axes is kept whole, not cut at the figure's edge)."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
-    plt.close(fig)
-    display(Image(data=buf.getvalue(), format="png", alt=alt))
+    return buf.getvalue()
 
 
 def frame_html(df: pd.DataFrame) -> str:
