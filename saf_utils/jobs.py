@@ -9,7 +9,7 @@ A task writes its examples (source, target and id per split; ``train`` for train
 with :func:`write_examples`; a :class:`TrainJob` holds that file, the settings, a seed and
 an output folder, and reads nothing else. :func:`train_job` trains, predicts every
 evaluation split and writes under ``output_dir``: ``model/`` (unless ``save_model: false``),
-``predictions.jsonl`` (one row per example and split, input order) and ``train_log.json``.
+``predictions.jsonl.gz`` (one row per example and split, input order) and ``train_log.json``.
 
 ``python -m saf_utils.train CONFIG`` (:func:`main`) runs one job, unchanged under
 ``torchrun --nproc_per_node N`` or ``accelerate launch``: each process trains one DDP
@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -40,12 +41,24 @@ from typing import Any, NamedTuple
 import pandas as pd
 
 from saf_utils import job_pool, numerics
+from saf_utils.artifacts import read_text, write_jsonl
 from saf_utils.seq2seq import Seq2SeqSettings, dist_rank_world, generate, train_seq2seq
 from saf_utils.text import listing
 
+_LOG = logging.getLogger(__name__)
+
+
+def progress(message: str) -> None:
+    """A job's progress line (``[train] ...``): logged at INFO on ``saf_utils.jobs``, not
+    printed, so it stays out of the notebook's output and page (a job's numbers are in its
+    ``train_log.json``); ``logging.basicConfig(level="INFO")`` shows the lines while a
+    notebook runs in JupyterLab."""
+    _LOG.info(message)
+
 CONFIG_FILE = "job.json"
-EXAMPLES_FILE = "examples.jsonl"
-OUTPUT_FILE = "predictions.jsonl"
+#: gzip-compressed, as the run's other per-item files (:mod:`saf_utils.artifacts`).
+EXAMPLES_FILE = "examples.jsonl.gz"
+OUTPUT_FILE = "predictions.jsonl.gz"
 LOG_FILE = "train_log.json"
 LAUNCHER_LOG = "launcher.log"
 MODEL_DIR = "model"
@@ -180,33 +193,30 @@ def write_examples(path: str | os.PathLike, train: Examples,
     rows (split ``train``) first, then each evaluation split in order."""
     if TRAIN_SPLIT in evals:
         raise ValueError(f"evaluation splits may not be named {TRAIN_SPLIT!r}")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as fh:
-        for split, ex in {TRAIN_SPLIT: train, **evals}.items():
-            pairs = ex.pairs if ex.pairs is not None else [None] * len(ex.ids)
-            for i, s, t, p in zip(ex.ids, ex.sources, ex.targets, pairs, strict=True):
-                row = {"split": split, "id": i, "source": s, "target": t}
-                if ex.pairs is not None:
-                    row["pair"] = p
-                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-    return path
+    rows = []
+    for split, ex in {TRAIN_SPLIT: train, **evals}.items():
+        pairs = ex.pairs if ex.pairs is not None else [None] * len(ex.ids)
+        for i, s, t, p in zip(ex.ids, ex.sources, ex.targets, pairs, strict=True):
+            row = {"split": split, "id": i, "source": s, "target": t}
+            if ex.pairs is not None:
+                row["pair"] = p
+            rows.append(row)
+    return write_jsonl(rows, path)
 
 
 def read_examples(path: str | os.PathLike) -> tuple[Examples, dict[str, Examples]]:
     """Training examples and the evaluation splits' examples of :func:`write_examples`."""
     splits: dict[str, Examples] = {}
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                row = json.loads(line)
-                ex = splits.setdefault(row["split"], Examples(
-                    [], [], [], [] if "pair" in row else None))
-                ex.ids.append(row["id"])
-                ex.sources.append(row["source"])
-                ex.targets.append(row["target"])
-                if ex.pairs is not None:
-                    ex.pairs.append(row["pair"])
+    for line in read_text(path).splitlines():
+        if line.strip():
+            row = json.loads(line)
+            ex = splits.setdefault(row["split"], Examples(
+                [], [], [], [] if "pair" in row else None))
+            ex.ids.append(row["id"])
+            ex.sources.append(row["source"])
+            ex.targets.append(row["target"])
+            if ex.pairs is not None:
+                ex.pairs.append(row["pair"])
     train = splits.pop(TRAIN_SPLIT, None)
     if train is None or not train.sources:
         raise ValueError(f"{path}: no training examples")
@@ -220,7 +230,7 @@ def _folder_name(text: str) -> str:
 def with_examples(base: TrainJob | dict[str, Any], train: Examples,
                   evals: Mapping[str, Examples]) -> TrainJob:
     """``base`` reading examples written once to
-    ``<output_dir>/<system>/[fold<f>-]examples.jsonl`` (shared by its seeds)."""
+    ``<output_dir>/<system>/[fold<f>-]examples.jsonl.gz`` (shared by its seeds)."""
     job = base if isinstance(base, TrainJob) else TrainJob.from_dict(base)
     name = (f"fold{job.fold}-" if job.fold is not None else "") + EXAMPLES_FILE
     path = write_examples(Path(job.output_dir) / _folder_name(job.system) / name, train, evals)
@@ -246,7 +256,7 @@ def _init_distributed() -> tuple[int, int]:
     return dist_rank_world()
 
 
-def train_job(job: TrainJob, log: Callable[[str], None] = print) -> JobResult:
+def train_job(job: TrainJob, log: Callable[[str], None] = progress) -> JobResult:
     """Train, generate and (on rank 0) write the job's files; the in-process path.
 
     In one process this is exactly ``train_seq2seq`` + ``generate`` per split (same
@@ -291,9 +301,7 @@ def _train_job(job: TrainJob, log: Callable[[str], None]) -> JobResult:
 
 
 def _write_outputs(out: Path, rows: list[dict[str, Any]], record: dict[str, Any]) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    with open(out / OUTPUT_FILE, "w", encoding="utf-8") as fh:
-        fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    write_jsonl(rows, out / OUTPUT_FILE)
     (out / LOG_FILE).write_text(json.dumps(record, indent=1, ensure_ascii=False))
 
 
@@ -428,8 +436,8 @@ def check_launcher(launcher: str) -> None:
 def load_result(output_dir: str | os.PathLike) -> JobResult:
     """Read a finished job's predictions and log back (ids keep their JSON types)."""
     out = Path(output_dir)
-    with open(out / OUTPUT_FILE, encoding="utf-8") as fh:
-        rows = [json.loads(line) for line in fh if line.strip()]
+    rows = [json.loads(line) for line in read_text(out / OUTPUT_FILE).splitlines()
+            if line.strip()]
     record = json.loads((out / LOG_FILE).read_text(encoding="utf-8"))
     return JobResult(_output_frame(rows), record, out)
 
@@ -452,7 +460,7 @@ def _failure_message(out: Path, returncode: int, tail: Sequence[str]) -> str:
 
 
 def run_job(config: dict[str, Any] | TrainJob, launcher: str = "none",
-            log: Callable[[str], None] = print) -> JobResult:
+            log: Callable[[str], None] = progress) -> JobResult:
     """Run one job in the kernel (``"none"``) or under a launcher, and return its results.
 
     With a launcher the job is written to ``<output_dir>/job.json``, the launcher runs as a
@@ -509,7 +517,7 @@ def _timed(fn: Callable[..., Any], *args: Any) -> tuple[Any, float]:
 
 
 def run_jobs(jobs: Sequence[dict[str, Any] | TrainJob], launcher: str = "none",
-             log: Callable[[str], None] = print) -> RunResults:
+             log: Callable[[str], None] = progress) -> RunResults:
     """Run jobs one after the other (``"processes:N"``: N at a time in forked processes,
     :mod:`saf_utils.job_pool`; the same outputs); all prediction rows and one log row per
     job, in job order."""

@@ -45,7 +45,8 @@ def test_saf_predictions_per_split(tmp_path) -> None:
     preds = pd.DataFrame({"id": [1, 2, 3], "split": ["validation", "test_a", "test_a"],
                           "pred_label": [None, "Correct", "Incorrect"], "seed": [None, 1, 1]})
     paths = AR.write_saf_predictions(preds, tmp_path)
-    assert [p.name for p in paths] == ["predictions_validation.jsonl", "predictions_test_a.jsonl"]
+    assert [p.name for p in paths] == ["predictions_validation.jsonl.gz",
+                                         "predictions_test_a.jsonl.gz"]
     back = AR.read_saf_predictions(tmp_path)
     assert sorted(back.id) == ["1", "2", "3"] and back.pred_label.dtype == object
     with pytest.raises(FileNotFoundError, match="02_baseline_finetuning"):
@@ -82,3 +83,20 @@ def test_selections_and_generations_roundtrip(tmp_path) -> None:
     AR.write_generations(gens, tmp_path)
     g = AR.read_generations(tmp_path)
     assert g.seed.tolist() == [3] and g.output.tolist() == ["ä"]
+
+
+def test_per_item_files_are_gzip_read_back_as_written(tmp_path) -> None:
+    """The per-item files are compressed (they are most of a run folder's weight) and read
+    back as the rows that were written, appended chunks included; same rows, same bytes."""
+    rows = pd.DataFrame({"item": ["a", "b"], "value": [0.5, 1.0], "text": ["Frage ä", "x"]})
+    path = AR.write_jsonl(rows, tmp_path / AR.ITEMS_FILE)
+    assert path.read_bytes()[:2] == b"\x1f\x8b"  # the gzip magic number
+    again = AR.write_jsonl(rows, tmp_path / "again" / AR.ITEMS_FILE)
+    assert again.read_bytes() == path.read_bytes()
+    AR.append_jsonl(rows.assign(item=["c", "d"]), path)
+    back = AR.read_items(tmp_path)
+    assert back.item.tolist() == ["a", "b", "c", "d"] and back.text.iloc[0] == "Frage ä"
+    assert pd.read_json(path, lines=True).shape == (4, 3)  # plain pandas reads it too
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / AR.ITEMS_FILE).write_text("")
+    assert AR.read_items(tmp_path / "empty").empty

@@ -106,15 +106,15 @@ def test_notebook_page_folds_code_and_collects_warnings_into_one_box(tmp_path):
 def test_downloads_link_each_tasks_predictions_and_item_scores(tmp_path):
     run = _run(tmp_path)
     (run / "02_b").mkdir()
-    for f in ("predictions_test.jsonl", "items.jsonl", "records.jsonl"):
+    for f in ("predictions_test.jsonl.gz", "items.jsonl.gz", "records.jsonl"):
         (run / "02_b" / f).write_text("{}\n")
     (run / "01_a").mkdir()
-    (run / "01_a" / "items.jsonl").write_text("{}\n")
+    (run / "01_a" / "items.jsonl.gz").write_text("{}\n")
     records = [{"task": "saf", "notebook": "02_b", "kind": "result"},
                {"task": "other", "notebook": "01_a", "kind": "result"},
                {"task": "saf", "notebook": "01_a", "kind": "result", "system": "data"}]
     html = chrome.downloads_section(run, records)
-    assert '<a href="02_b/predictions_test.jsonl">' in html and "02_b/items.jsonl" in html
+    assert '<a href="02_b/predictions_test.jsonl.gz">' in html and "02_b/items.jsonl.gz" in html
     assert "records.jsonl" not in html
     saf_row = html.split("<td>saf</td>")[1].split("</tr>")[0]
     assert "01_a" not in saf_row  # 01's data counts are not the task's predictions

@@ -85,8 +85,8 @@ def test_the_gpu_profile_runs_every_system_on_stand_ins(hub, tmp_path, monkeypat
     assert status == dict.fromkeys(NOTEBOOKS, "ok")
 
     # every system of 02 predicted every row, and has records
-    preds = pd.read_json(run / "02_baseline_finetuning" / "predictions_test_unseen_answers.jsonl",
-                         lines=True)
+    preds = pd.read_json(run / "02_baseline_finetuning" /
+                         "predictions_test_unseen_answers.jsonl.gz", lines=True)
     systems = set(preds.system)
     assert {"seq2seq:mbart-large-cc25", "seq2seq:mt5-base", "cross_encoder",
             "feature_clf:stacked", "majority", "label_oracle"} <= systems
@@ -116,7 +116,7 @@ def test_the_gpu_profile_runs_every_system_on_stand_ins(hub, tmp_path, monkeypat
         assert summary["settings"]["num_beams"] == 4
 
     # 03 and 04: every system predicted
-    replies = pd.read_json(next((run / "04_generation").glob("generations*.jsonl")), lines=True)
+    replies = pd.read_json(next((run / "04_generation").glob("generations*.jsonl*")), lines=True)
     assert {"seq2seq", "copy_selected", "nearest_reply"} <= set(replies.system)
 
     # every model the run loaded is named with its revision in the manifest

@@ -61,7 +61,7 @@ def test_examples_roundtrip_keeps_order_and_id_types(tmp_path: Path) -> None:
 def test_examples_written_once_per_system_and_fold_jobs_per_seed(tmp_path: Path) -> None:
     base = J.TrainJob(examples="", output_dir=str(tmp_path), system="seq2seq:a/b", fold=2)
     job = J.with_examples(base, *examples())
-    assert Path(job.examples) == tmp_path / "seq2seq_a_b" / "fold2-examples.jsonl"
+    assert Path(job.examples) == tmp_path / "seq2seq_a_b" / "fold2-examples.jsonl.gz"
     grid = J.job_grid(job, [0, 1])
     assert [Path(j.output_dir) for j in grid] == [tmp_path / "seq2seq_a_b" / "fold2-seed0",
                                                   tmp_path / "seq2seq_a_b" / "fold2-seed1"]

@@ -202,8 +202,9 @@ def test_example_pages_are_rebuilt_only_when_their_inputs_change(toy_run):
     before = page.stat().st_mtime_ns
     examples.write_example_pages(run, manifest, [])
     assert page.stat().st_mtime_ns == before  # unchanged inputs: not redrawn
-    preds = run / SAF_NB / "predictions_test_unseen_answers.jsonl"
-    preds.write_text(preds.read_text().replace("gold feedback 1", "new gold feedback 1"))
+    preds = run / SAF_NB / "predictions_test_unseen_answers.jsonl.gz"
+    AR.write_jsonl([json.loads(line) for line in AR.read_text(preds).replace(
+        "gold feedback 1", "new gold feedback 1").splitlines()], preds)
     examples.write_example_pages(run, manifest, [])
     assert "new gold feedback 1" in page.read_text()
 

@@ -189,6 +189,8 @@ def test_error_analysis_helpers():
 def test_confusion_grid_draws_every_matrix_with_its_counts():
     import matplotlib
 
+    from saf_utils import figures
+
     matplotlib.use("Agg")
     p = _preds()
     cms = error_analysis.confusion_by_split(p)
@@ -196,5 +198,6 @@ def test_confusion_grid_draws_every_matrix_with_its_counts():
     drawn, blank = fig.axes
     cm = cms[("m", "test_unseen_answers")]
     assert [t.get_text() for t in drawn.texts] == [str(v) for v in cm.to_numpy().ravel()]
-    assert [t.get_text() for t in drawn.get_xticklabels()] == list(cm.columns)
+    assert [t.get_text().replace("\n", " ") for t in drawn.get_xticklabels()] == list(cm.columns)
+    assert figures.overlaps(fig) == []  # the labels sit side by side
     assert not blank.axison and not blank.texts  # no predictions: an empty cell, no matrix

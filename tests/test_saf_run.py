@@ -174,10 +174,10 @@ def test_run_evaluate_record_end_to_end_on_fixtures(source, tmp_path):
     assert (out.unseen_regret.regret >= -1e-12).all()
     assert (recs.metric == "regret_accuracy").sum() == 2
     assert not recs.metric.str.contains(r"_q\d|accuracy_").any()  # no groupings in names
-    items = pd.read_json(tmp_path / "items.jsonl", lines=True)
+    items = AR.read_items(tmp_path)
     assert set(items.cluster) <= set(out.preds.question) and items.value.notna().all()
     paths = AR.write_saf_predictions(ev.preds, tmp_path)
-    assert sorted(p.name for p in paths) == sorted(f"predictions_{s}.jsonl" for s in data.evals)
+    assert sorted(p.name for p in paths) == sorted(f"predictions_{s}.jsonl.gz" for s in data.evals)
     assert len(AR.read_saf_predictions(tmp_path)) == len(ev.preds)
 
 
@@ -263,3 +263,5 @@ def test_each_system_gets_its_own_peak_memory_and_time() -> None:
     assert table.system.tolist() == ["big", "small"] and table.seconds.tolist() == [1.0, 0.5]
     family = browse.cost_table(RunState(seconds={"f:": 2.0, "f:use": 1.0}, peak_mb={"f:": 9.0}))
     assert family["peak memory (MiB)"].tolist() == [9.0, 9.0]  # a variant ran in its family
+    assert family.system.tolist() == ["every f variant", "f:use"]  # no empty suffix
+    assert browse.params_table({"f:": {"a": 1}}).system.tolist() == ["every f variant"]

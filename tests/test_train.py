@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from saf_utils import artifacts as AR
 from saf_utils import jobs as T
 from saf_utils.seq2seq import Seq2SeqSettings, generate, train_seq2seq
 
@@ -85,7 +86,7 @@ def test_main_in_process_equals_direct_calls(tmp_path):
     cfg = tmp_path / "job.json"
     cfg.write_text(json.dumps(saf_job(out, save_model=False)))
     assert T.main([str(cfg)]) == 0
-    rows = [json.loads(line) for line in open(out / T.OUTPUT_FILE, encoding="utf-8")]
+    rows = [json.loads(line) for line in AR.read_text(out / T.OUTPUT_FILE).splitlines()]
     log = json.loads((out / T.LOG_FILE).read_text())
     assert not (out / T.MODEL_DIR).exists()
 

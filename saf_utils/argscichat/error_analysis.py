@@ -116,7 +116,7 @@ def generation_error_frame(gens: pd.DataFrame, pairs: Sequence[MessagePair],
     test query of the fold (same system and seed); ``train_copy``: the output is a training
     reply of the fold verbatim; ``paper_bigram_share``: share of the output's (lower-cased
     word) bigrams found in the paper's sentences, i.e. how much is copied from the paper.
-    With ``items`` (04's ``items.jsonl``) each row also gets its scores, one column per
+    With ``items`` (04's ``items.jsonl.gz``) each row also gets its scores, one column per
     metric, joined on (system, fold, seed, pair); nothing is recomputed.
     """
     from saf_utils.text import word_tokens

@@ -87,7 +87,7 @@ class ReplyConfig:
     launcher: str = "none"  # seq2seq training: none, processes:N, torchrun:N or accelerate[:N]
     work_dir: str | None = None  # where the training jobs write (model, predictions, log)
     save_model: bool = False
-    log: Callable[[str], None] = print
+    log: Callable[[str], None] = J.progress
 
     def metric(self) -> Callable[[str, str], float]:
         from saf_utils import metrics

@@ -337,7 +337,8 @@ def downloads_section(run_dir: Path, records: Sequence[dict]) -> str:
     return ('<h2 id="downloads">Downloads: predictions and per-item scores</h2>'
             "<table><thead><tr><th>task</th><th>predictions</th><th>per-item scores "
             f"(every task of the notebook)</th></tr></thead><tbody>{''.join(rows)}</tbody>"
-            '</table><p class="note">JSON lines, one object per line. Every interactive table '
+            '</table><p class="note">gzip-compressed JSON lines, one object per line (zcat or '
+            "pandas <code>read_json(path, lines=True)</code> read them). Every interactive table "
             "also has a <i>Download CSV</i> button (the rows its filters show).</p>")
 
 

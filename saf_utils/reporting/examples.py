@@ -82,7 +82,7 @@ def _signature(run_dir: Path, patterns: Sequence[str], manifest: Mapping[str, An
     folders = dict.fromkeys(f for pat in patterns
                             if (f := artifact_folder(run_dir, manifest, pat)) is not None)
     for folder in folders:
-        for f in sorted(folder.glob("*.jsonl")):
+        for f in sorted(folder.glob("*.jsonl*")):
             st = f.stat()
             parts.append([f.name, folder.name, st.st_size, st.st_mtime_ns])
     from saf_utils.reporting import example_parts, examples_argscichat, examples_saf

@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from saf_utils.artifacts import ITEMS_FILE, RECORDS_FILE
+from saf_utils.artifacts import ITEMS_FILE, RECORDS_FILE, append_jsonl
 from saf_utils.provenance import data_sources
 from saf_utils.registry import ROLES
 from saf_utils.reporting.manifest import PROJECT_ROOT
@@ -143,7 +143,7 @@ class Recorder:
         return len(frame)
 
     def add_items(self, items: pd.DataFrame) -> int:
-        """Append per-item scores (columns :data:`ITEM_COLUMNS`) to ``items.jsonl``.
+        """Append per-item scores (columns :data:`ITEM_COLUMNS`) to ``items.jsonl.gz``.
 
         They are what paired tests and run comparisons resample; ``cluster`` is the unit
         that was sampled (SAF question, ArgSciChat paper). Returns the number of rows.
@@ -154,8 +154,7 @@ class Recorder:
         rows = items[list(ITEM_COLUMNS)]
         if rows["value"].isna().any():
             raise ValueError("add_items: NaN values; score unparseable outputs explicitly")
-        with open(self.dir / ITEMS_FILE, "a", encoding="utf-8") as fh:
-            fh.write(rows.to_json(orient="records", lines=True, force_ascii=False))
+        append_jsonl(rows, self.dir / ITEMS_FILE)
         return len(rows)
 
     def frame(self) -> pd.DataFrame:

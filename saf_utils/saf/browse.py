@@ -77,6 +77,12 @@ def wide_table(table: pd.DataFrame, split: str, value: str = "mean",
                         index=[s for s in order if any(k[0] == s for k in cells)], columns=cols)
 
 
+def system_label(name: str) -> str:
+    """A system's name as a table row says it: a template (``feature_clf:``, whose variants
+    are ``feature_clf:<encoder>`` etc.) is "every feature_clf variant", not an empty suffix."""
+    return f"every {name[:-1]} variant" if name.endswith(":") else name
+
+
 def cost_table(state: Any) -> pd.DataFrame:
     """Wall time and peak resident memory of each system of a run (``RunState.seconds`` /
     ``peak_mb``; the memory the process held before a system ran is included)."""
@@ -88,7 +94,7 @@ def cost_table(state: Any) -> pd.DataFrame:
         family = [k for k in state.peak_mb if k.endswith(":") and name.startswith(k)]
         return state.peak_mb[max(family, key=len)] if family else None
 
-    return pd.DataFrame({"system": names,
+    return pd.DataFrame({"system": [system_label(n) for n in names],
                          "seconds": [round(state.seconds.get(n, np.nan), 1) for n in names],
                          "peak memory (MiB)": [peak(n) for n in names]})
 
@@ -97,5 +103,5 @@ def params_table(params: dict[str, dict[str, Any]]) -> pd.DataFrame:
     """One row per system: the parameters it runs with (``SAFRun.params``), as text."""
     from saf_utils.registry import params_text
 
-    return pd.DataFrame({"system": list(params),
+    return pd.DataFrame({"system": [system_label(n) for n in params],
                          "parameters": [params_text(v) or "(none)" for v in params.values()]})

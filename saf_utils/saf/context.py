@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from saf_utils.jobs import progress
 from saf_utils.saf import formats as S
 from saf_utils.saf.data import load_saf, saf_dataset_name
 
@@ -118,7 +119,7 @@ class RunContext:
     output_dir: Path = Path(".")
     mode: str = "verification"  # verification: label + feedback; score: score + feedback
     launcher: str = "none"  # seq2seq and cross-encoder jobs
-    log: Callable[[str], None] = print
+    log: Callable[[str], None] = progress
     state: RunState = field(default_factory=RunState)
     #: the sentence encoder as a callable (None: :func:`make_encoder` of
     #: ``encoders.sentence``); tests pass a fake

@@ -62,7 +62,7 @@ class CrossEncoderJobs:
     mode: str
     output_dir: str | Path
     launcher: str = "none"
-    log: Callable[[str], None] = print
+    log: Callable[[str], None] = J.progress
 
     def job(self, system: str, train: pd.DataFrame, evals: Mapping[str, pd.DataFrame],
             order: str, include_question: bool, fold: int | None = None, **extra: Any

@@ -36,6 +36,8 @@ def confusion_grid(cms: dict[tuple[str, str], pd.DataFrame], systems: Sequence[s
     """
     import matplotlib.pyplot as plt
 
+    from saf_utils.figures import wrap_label
+
     fig, axes = plt.subplots(len(systems), len(splits), squeeze=False,
                              figsize=(4.2 * len(splits), 3.2 * len(systems)))
     for i, system in enumerate(systems):
@@ -50,8 +52,11 @@ def confusion_grid(cms: dict[tuple[str, str], pd.DataFrame], systems: Sequence[s
             for (r, c), v in np.ndenumerate(values):
                 ax.text(c, r, f"{int(v)}", ha="center", va="center",
                         color="white" if v > high else "black")
-            ax.set_xticks(range(values.shape[1]), list(cm.columns), rotation=30, ha="right")
-            ax.set_yticks(range(values.shape[0]), list(cm.index))
+            # labels wrapped side by side, not rotated into each other
+            ax.set_xticks(range(values.shape[1]), [wrap_label(str(c), 9) for c in cm.columns],
+                          fontsize=8)
+            ax.set_yticks(range(values.shape[0]), [wrap_label(str(c), 9) for c in cm.index],
+                          fontsize=8)
             ax.grid(False)
             ax.set_title(f"{system}\n{split}", fontsize=9)
             ax.set_xlabel("predicted")

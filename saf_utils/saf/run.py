@@ -19,6 +19,7 @@ import pandas as pd
 
 from saf_utils import protocol as P
 from saf_utils import usage
+from saf_utils.jobs import progress
 from saf_utils.registry import params_dict
 from saf_utils.saf.baselines import loqo_baselines
 from saf_utils.saf.context import EncoderChoice, RunContext, RunState, SAFData
@@ -87,7 +88,7 @@ def run_systems(data: SAFData, names: Sequence[str], encoders: EncoderChoice,
                 system_params: Mapping[str, Mapping[str, Any]] | None = None,
                 seeds: Sequence[int] = (0,), output_dir: str | Path = ".",
                 mode: str = "verification",
-                launcher: str = "none", log: Callable[[str], None] = print,
+                launcher: str = "none", log: Callable[[str], None] = progress,
                 embed: Callable[[Sequence[str]], Any] | None = None) -> SAFRun:
     """Run ``names`` (registration order) through :meth:`Registry.run`, one at a time so
     each gets its wall time; then score every system's unseen-question path on train and

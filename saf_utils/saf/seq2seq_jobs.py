@@ -60,7 +60,7 @@ def seq2seq_jobs(data: Any, seq2seq: Mapping[str, Any],
 def run_seq2seq(data: Any, seq2seq: Mapping[str, Any],
                 seq2seq_models: Mapping[str, Mapping[str, Any]] | None, seeds: Sequence[int],
                 output_dir: str | Path, mode: str = "verification", include_question: bool = True,
-                launcher: str = "none", log: Callable[[str], None] = print
+                launcher: str = "none", log: Callable[[str], None] = J.progress
                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Train and generate per (model, seed) via :func:`saf_utils.jobs.run_jobs`; parse outputs.
 
