@@ -155,7 +155,7 @@ def read_records(folder: str | os.PathLike, producer: str | None = None) -> pd.D
 
 
 def read_items(folder: str | os.PathLike, producer: str | None = None) -> pd.DataFrame:
-    """One notebook's per-item scores (``items.jsonl``)."""
+    """One notebook's per-item scores (``items.jsonl.gz``)."""
     return read_jsonl(Path(folder) / ITEMS_FILE, producer)
 
 
@@ -175,7 +175,7 @@ def chosen(records: pd.DataFrame, task: str | None = None, subset: str = "chosen
 # --------------------------------------------------------------------------- 02: SAF predictions
 
 def write_saf_predictions(preds: pd.DataFrame, folder: str | os.PathLike) -> list[Path]:
-    """One ``predictions_<split>.jsonl`` per split (every system and seed) in ``folder``."""
+    """One ``predictions_<split>.jsonl.gz`` per split (every system and seed) in ``folder``."""
     return [write_jsonl(p, Path(folder) / SAF_PREDICTIONS_FILE.format(split=split))
             for split, p in preds.groupby("split", sort=False)]
 

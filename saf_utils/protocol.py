@@ -3,7 +3,7 @@ choices on validation, multiplicity and the sentences that state conclusions.
 
 Tasks hand over a tidy *items* frame (``split, system, metric, item, cluster, value`` and
 optionally ``seed``, ``fold``, ``role``; one row per scored item, the layout of
-``items.jsonl``) plus a :class:`Design`: what was sampled and what a number is about.
+``items.jsonl.gz``) plus a :class:`Design`: what was sampled and what a number is about.
 Everything a notebook concludes goes through here, so both tasks share one protocol:
 
 - **Estimates** (:func:`headline_table`): seeds averaged per (item, fold) first; the design

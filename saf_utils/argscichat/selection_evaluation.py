@@ -163,7 +163,7 @@ def record_selection_results(rec: Any, an: Analysis, tuning: pd.DataFrame | None
       ``primary p`` / ``p_adj vs <ref>`` (Holm);
     - the per-fold choices (kind tuning, ``chosen`` / ``candidate``; the baseline choice as
       ``reference baseline``); val grid points (``<param>=<value>``);
-    - per-item scores (items.jsonl).
+    - per-item scores (items.jsonl.gz).
     """
     items = an.items
     seeded = set(items[items.seed.notna()].system)

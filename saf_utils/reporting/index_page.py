@@ -12,7 +12,6 @@ files the run read. Terms link to the run's glossary (``how-to-read.html``, from
 from __future__ import annotations
 
 import base64
-import io
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -50,6 +49,8 @@ def dot_plot(tables: dict[tuple, dict[str, dict]], metrics: Sequence[str], title
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
+    from saf_utils.figures import palette, png
+
     present = [m for m in metrics if any(m in e for t in tables.values() for e in t.values())]
     if not present:
         return ""
@@ -67,6 +68,7 @@ def dot_plot(tables: dict[tuple, dict[str, dict]], metrics: Sequence[str], title
     from matplotlib.lines import Line2D
 
     keys = sorted(tables, key=str)
+    colours = palette(len(keys))
     for ax, metric in zip(axes, present, strict=True):
         for k, key in enumerate(keys):
             t = tables[key]
@@ -80,7 +82,7 @@ def dot_plot(tables: dict[tuple, dict[str, dict]], metrics: Sequence[str], title
                     err = [[cell["mean"] - cell["low"]], [cell["high"] - cell["mean"]]]
                 apart = t[s]["role"] in SET_APART
                 ax.errorbar(cell["mean"], y + off, xerr=err, fmt=markers[k % len(markers)],
-                            color=f"C{k}", alpha=0.45 if apart else 1.0, capsize=2, ms=4)
+                            color=colours[k], alpha=0.45 if apart else 1.0, capsize=2, ms=4)
         ax.set_title(f"{metric} ({scale_label(metric)})", fontsize=9)
         b = bounds(metric)
         if b is not None:  # the axis stays inside the metric's range (plus a margin) ...
@@ -97,17 +99,16 @@ def dot_plot(tables: dict[tuple, dict[str, dict]], metrics: Sequence[str], title
     axes[0].set_yticklabels(systems, fontsize=8)
     labels = [str(split) if len({d for d, _ in keys}) == 1 else f"{ds} {split}"
               for ds, split in keys]
-    handles = [Line2D([], [], marker=markers[k % len(markers)], color=f"C{k}", ls="")
+    handles = [Line2D([], [], marker=markers[k % len(markers)], color=colours[k], ls="")
                for k in range(len(keys))]
-    if len(labels) > 1:
-        fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8,
-                   frameon=False)
+    if len(labels) > 1:  # one column right of the panels: never over points or titles
+        fig.legend(handles, labels, loc="upper left", bbox_to_anchor=(1, 0.95), ncol=1,
+                   fontsize=8, frameon=False)
     fig.suptitle(f"{title}: mean with 95% CI (faded: oracles and probes)", fontsize=9)
-    fig.tight_layout(rect=(0, 0.06 if len(labels) > 1 else 0, 1, 0.95))
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    data = base64.b64encode(buf.getvalue()).decode("ascii")
-    return f'<img alt="{esc(title)} dot plot" src="data:image/png;base64,{data}">'
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    data = base64.b64encode(png(fig)).decode("ascii")
+    alt = f"{title}: mean and 95% interval of {', '.join(present)} per system"
+    return f'<img alt="{esc(alt)}" src="data:image/png;base64,{data}">'
 
 
 def _source_matches(source: dict, task: Any, split: Any) -> bool:

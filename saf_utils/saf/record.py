@@ -227,7 +227,7 @@ def record_evaluation(rec: Any, ev: EV.Evaluation, dataset: str, run: SAFRun | N
     ``primary p`` / ``p_adj vs <ref>``), *new questions* intervals (kind analysis, subset
     ``new questions``), per-question rows of few-question splits (subset = question id), the
     tuning grids of feature_clf and the cross-encoder, the unseen-question CV and its
-    choice, and per-item scores (``items.jsonl``).
+    choice, and per-item scores (``items.jsonl.gz``).
     """
     n = _write_evaluation(rec, ev, dataset)
     if run is not None:
