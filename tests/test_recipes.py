@@ -246,4 +246,4 @@ def test_notebook_02_needs_no_edit_for_a_new_saf_system() -> None:
     assert not (per_system - {"seeds"}) & set(params), sorted(per_system & set(params))
     code = "\n".join("".join(c["source"]) for c in json.loads(nb_path.read_text())["cells"]
                      if c["cell_type"] == "code")
-    assert "SYSTEMS.names()" in code and "runner.run_systems(" in code
+    assert "runner.planned_systems(" in code and "runner.run_systems(" in code
