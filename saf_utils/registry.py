@@ -10,8 +10,10 @@ parameters the system reads. Adding a system is one function plus one registrati
 
 A task gives its entries extra ``info`` (e.g. ``kind``, ``family``, ``ablation_of``),
 readable as attributes. A registry made with ``variants=True`` lets a name ending in ``:``
-cover every ``name:<variant>`` (SAF's ``seq2seq:<model>``). Notebooks list systems from a
-registry (:meth:`Registry.names`), never by hand.
+cover every ``name:<variant>`` (SAF's ``seq2seq:<model>``). Notebooks and profiles select
+systems from a registry (:meth:`Registry.select`: every one, a list, or by role and info),
+never by hand; :meth:`Registry.each` is the one loop that checks their parameters
+(:meth:`Registry.check_params`), runs and times them.
 """
 
 from __future__ import annotations

@@ -35,7 +35,11 @@ class DataSource:
 class TaskSpec:
     """One record task (the ``task`` field of its records): its title in the index, the
     headline metrics in order (the first one leads the sentence), its splits in page order,
-    the notebooks that write it and the data it reads."""
+    the notebooks that write it and the data it reads.
+
+    ``headline`` is the one meaning of "headline metrics" in the collection: the few the
+    index and its sentences lead with. Every other metric a task scores is named in its
+    evaluation module (SAF: ``saf.evaluate.SCORED_METRICS``)."""
 
     name: str
     title: str
