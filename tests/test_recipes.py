@@ -189,6 +189,29 @@ def test_notebook_02_needs_no_edit_for_a_new_saf_system() -> None:
     assert "runner.planned_systems(" in code and "runner.run_systems(" in code
 
 
+def test_a_metric_scale_can_be_any_interval_and_takes_only_its_options() -> None:
+    from saf_utils import metrics as M
+
+    @M.register_metric("agreement", level="item", inputs="scores", scale="[-1, 1]",
+                       description="sign agreement")
+    def agreement(gold, pred, labels=None):
+        return [1.0 if (g > 0) == (p > 0) else -1.0 for g, p in zip(gold, pred, strict=True)]
+
+    try:
+        m = M.metric("agreement")
+        assert M.bounds("agreement") == (-1.0, 1.0) and m.range == "-1 to 1"
+        assert M.scale_label("agreement") == "↑ -1–1"
+        assert m.options({"labels": ["x"], "model": "m"}) == {"labels": ["x"]}
+        assert m.score([1.0, -1.0], [2.0, 3.0], **m.options({"model": "m"})).value == 0.0
+    finally:
+        del M.METRICS["agreement"]
+    assert M.bounds("accuracy") == (0.0, 1.0) and M.bounds("chrf") == (0.0, 100.0)
+    assert M.bounds("mse") == (0.0, float("inf")) and M.bounds("unregistered") is None
+    for bad in ("-1-1", "[1, -1]", "[0, inf]", "0..1"):
+        with pytest.raises(ValueError, match="scale"):
+            M.Metric("x", scale=bad, compute=len)
+
+
 def test_every_notebook_has_an_empty_your_reading_cell() -> None:
     """A markdown cell for the author's own reading beside the computed conclusions: its
     title and no visible text (an HTML comment says what goes there)."""
