@@ -1,6 +1,6 @@
 """The ArgSciChat runner: the data each task's systems read (the folds' pairs capped as a
 notebook asks), and one function per task that runs any list of registry names through
-:meth:`saf_utils.registry.Registry.run` with the parameters a profile gives per system
+:meth:`saf_utils.registry.Registry.each` with the parameters a profile gives per system
 name (03's and 04's ``system_params``) and returns tidy prediction rows, the systems' val
 choices and seconds per system."""
 
