@@ -73,6 +73,8 @@ def apply_recipes(dest: Path) -> dict[str, str]:
         if (ROOT / rel).is_file():
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / rel, dest / rel)
+    if (ROOT / ".cache").is_dir():  # downloaded resources (WordNet, models): `make` puts
+        (dest / ".cache").symlink_to((ROOT / ".cache").resolve())  # them there, untracked
     profile = dest / "configs" / "smoke.yaml"
     cfg = yaml.safe_load(profile.read_text(encoding="utf-8"))
     for kind, collected in COLLECTED_IN.items():
