@@ -10,13 +10,17 @@ parameters the system reads. Adding a system is one function plus one registrati
 
 A task gives its entries extra ``info`` (e.g. ``kind``, ``family``, ``ablation_of``),
 readable as attributes. A registry made with ``variants=True`` lets a name ending in ``:``
-cover every ``name:<variant>`` (SAF's ``seq2seq:<model>``). Notebooks list systems from a
-registry (:meth:`Registry.names`), never by hand.
+cover every ``name:<variant>`` (SAF's ``seq2seq:<model>``). Notebooks and profiles select
+systems from a registry (:meth:`Registry.select`: every one, a list, or by role and info),
+never by hand; :meth:`Registry.each` is the one loop that checks their parameters
+(:meth:`Registry.check_params`), runs and times them.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -176,28 +180,86 @@ class Registry:
             raise TypeError(f"{self.what} {name!r} declares no parameters dataclass")
         return make_params(entry.params_type, values, f"{self.what} {name!r}")
 
-    def run(self, names: Iterable[str], data: Any,
-            params: Mapping[str, Mapping[str, Any]] | None = None, **context: Any
-            ) -> pd.DataFrame:
-        """The one runner of a task: every system of ``names`` as ``fn(data, params,
-        **context)``, its parameters from ``params[name]`` over the dataclass defaults;
-        the tidy predictions frames concatenated, each with its ``system`` column.
+    def select(self, selection: Sequence[str] | Mapping[str, Any] | None = None,
+               within: Iterable[str] | None = None) -> list[str]:
+        """The systems a notebook's ``systems``-style parameter names, in registration order.
 
-        A name in ``params`` that is not run is an error (a typo would silently keep the
-        defaults)."""
+        ``None``: every registered one (of ``within``, default all); a list: those names
+        (checked, in registration order); a mapping selects among ``within`` by what the
+        registrations say, so that a new system runs unless a profile leaves it out:
+        ``roles`` (a list of :data:`ROLES`), ``exclude`` (names), and any ``info`` key with
+        the list of its values kept (e.g. ``family: [baselines]``).
+        ``{exclude: ["seq2seq:"]}`` is every system but the seq2seq models.
+        """
+        pool = list(self) if within is None else self.check(within)
+        if selection is None:
+            return self.order(pool)
+        if not isinstance(selection, Mapping):
+            if isinstance(selection, str):
+                raise ValueError(f"{self.what}s: {selection!r} is one name, not a list or a "
+                                 "mapping (write [name])")
+            return self.order(self.check(selection))
+        sel = dict(selection)
+        roles, exclude = sel.pop("roles", None), self.check(sel.pop("exclude", None) or [])
+        unknown = sorted(set(sel) - set(self.defaults))
+        if unknown:
+            raise ValueError(f"{self.what}s: unknown selection key(s) {unknown}; known: "
+                             f"roles, exclude, {', '.join(sorted(self.defaults))}")
+        bad_roles = sorted(set(roles or ()) - set(ROLES))
+        if bad_roles:
+            raise ValueError(f"{self.what}s: role(s) {bad_roles} not one of {ROLES}")
+        return [n for n in self.order(pool) if (roles is None or self[n].role in roles)
+                and n not in exclude and all(self[n].info.get(k) in list(v)
+                                             for k, v in sel.items())]
+
+    def check_params(self, names: Iterable[str],
+                     params: Mapping[str, Mapping[str, Any] | None] | None
+                     ) -> dict[str, dict[str, Any]]:
+        """``params`` (system name -> parameter values) checked against the systems ``names``
+        that run: a name that is not run, or a value its dataclass rejects, is a ValueError
+        before anything runs (a typo would silently keep the defaults)."""
         names = self.check(names)
-        params = dict(params or {})
-        stray = sorted(set(params) - set(names))
+        given = {n: dict(v or {}) for n, v in (params or {}).items()}
+        stray = sorted(set(given) - set(names))
         if stray:
-            raise ValueError(f"parameters given for {self.what}(s) {stray} that are not run; "
-                             f"run: {names}")
-        frames = []
+            unknown = [n for n in stray if n not in self]
+            raise ValueError(f"parameters given for {self.what}(s) {stray} that are not run"
+                             + (f" (unknown {self.what}(s) {unknown}; known: {list(self)})"
+                                if unknown else "") + f"; run: {names}")
+        for name, values in given.items():
+            if self[name].params_type is not None:
+                self.params(name, values)
+        return given
+
+    def each(self, names: Iterable[str], data: Any,
+             params: Mapping[str, Mapping[str, Any]] | None = None,
+             around: Callable[[str], AbstractContextManager] | None = None, **context: Any
+             ) -> Iterator[tuple[str, pd.DataFrame, float]]:
+        """The one loop over systems: ``(name, predictions, seconds)`` per system of
+        ``names``, each called as ``fn(data, params, **context)`` with ``params[name]`` over
+        its dataclass defaults (all checked first: :meth:`check_params`), inside
+        ``around(name)`` (e.g. a memory probe); the frame has its ``system`` column."""
+        names = self.check(names)
+        params = self.check_params(names, params)
         for name in names:
-            out = self[name].fn(data, self.params(name, params.get(name)), **context)
+            t0 = time.perf_counter()
+            with around(name) if around is not None else nullcontext():
+                try:
+                    out = self[name].fn(data, self.params(name, params.get(name)), **context)
+                except ValueError as e:
+                    raise ValueError(f"{self.what} {name!r}: {e}") from e
             if not isinstance(out, pd.DataFrame):
                 raise TypeError(f"{self.what} {name!r} returned {type(out).__name__}, "
                                 f"not a predictions DataFrame")
-            frames.append(out.assign(system=out["system"] if "system" in out else name))
+            out = out.assign(system=out["system"] if "system" in out else name)
+            yield name, out, time.perf_counter() - t0
+
+    def run(self, names: Iterable[str], data: Any,
+            params: Mapping[str, Mapping[str, Any]] | None = None, **context: Any
+            ) -> pd.DataFrame:
+        """Every system of ``names`` (:meth:`each`), the tidy predictions frames
+        concatenated. A name in ``params`` that is not run is an error."""
+        frames = [out for _, out, _ in self.each(names, data, params, **context)]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
     def _params_text(self, name: str) -> str:

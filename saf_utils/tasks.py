@@ -34,20 +34,28 @@ def declared_data_sources() -> list[DataSource]:
     return list(seen.values())
 
 
-def system_params_lines(notebook: str, params: dict) -> list[str]:
-    """Dry-run lines: the parameters every system of ``notebook`` runs with (defaults of its
-    dataclass updated by the notebook's ``system_params``), from the task module's
-    ``SYSTEM_PARAMS`` hook (notebook -> "module:function"); [] where no task declares one."""
+def planned_systems(notebook: str, params: dict) -> dict[str, dict] | None:
+    """The systems ``notebook`` runs with its parameters ``params``, each with the
+    parameters it runs with, from the task module's ``PLANNED_SYSTEMS`` hook (notebook ->
+    "module:function"); None where no task declares one. A bad selection or parameter is a
+    ValueError."""
     for name in TASK_MODULES:
-        hook = getattr(importlib.import_module(name), "SYSTEM_PARAMS", {}).get(notebook)
+        hook = getattr(importlib.import_module(name), "PLANNED_SYSTEMS", {}).get(notebook)
         if hook:
             module, fn = hook.split(":")
-            try:
-                values = getattr(importlib.import_module(module), fn)(
-                    params.get("system_params"))
-            except ValueError as err:  # an unknown system or parameter: say so, plainly
-                return [f"      system_params: error: {err}"]
-            run = params.get("systems")  # None: every registered one
-            return [f"      system {system}: {params_text(v) or '(no parameters)'}"
-                    for system, v in values.items() if run is None or system in run]
-    return []
+            return getattr(importlib.import_module(module), fn)(params)
+    return None
+
+
+def system_params_lines(notebook: str, params: dict) -> list[str]:
+    """Dry-run lines: every system ``notebook`` will run, with the parameters it runs with
+    (:func:`planned_systems`); [] where no task declares the notebook's systems."""
+    try:
+        planned = planned_systems(notebook, params)
+    except ValueError as err:  # an unknown system or parameter: say so, plainly
+        return [f"      systems: error: {err}"]
+    if planned is None:
+        return []
+    return [f"      runs {len(planned)} systems: {', '.join(planned)}"] + [
+        f"      system {system}: {params_text(v) or '(no parameters)'}"
+        for system, v in planned.items()]

@@ -65,7 +65,11 @@ class TaskSpec:
     headline metrics in order (the first one leads the sentence; ``headline_note`` says why
     it leads), its splits in page order, the notebooks that write it, the data it reads, the
     published numbers it is compared with (:class:`Published`) and notes the index shows
-    under a split's numbers (``split_notes``: (split, sentence))."""
+    under a split's numbers (``split_notes``: (split, sentence)).
+
+    ``headline`` is the one meaning of "headline metrics" in the collection: the few the
+    index and its sentences lead with. Every other metric a task scores is named in its
+    evaluation module (SAF: ``saf.evaluate.SCORED_METRICS``)."""
 
     name: str
     title: str

@@ -1,107 +1,42 @@
-"""The "Add a system" recipe of docs/recipes.md, followed as written, reaches the records, the
-index and its headline table (SAF, fact selection, reply generation: the ArgSciChat recipes'
-code blocks run as written, their module under the name their import line names). The
-"Add a task" and "Add a metric" recipes are followed in test_tasks.py, "Add a notebook" in
-test_run.py (a toy notebook recorded through Recorder reaches metrics.json and index.html).
+"""The recipes of docs/recipes.md, applied as written to a copy of the repository (its
+tracked files): each system's and the metric's module written into the package there, its
+one import line added where the task collects its modules, its profile entry merged into
+the smoke profile. On that copy the layers test passes and ``saf-run --dry-run`` lists the
+new systems with their parameters (fast); a smoke run of 02, 03 and 04 records them and the
+new metric, with the notebook-cell system of "Try a system in the notebook first" run by 02
+(slow). The "Add a task" recipe is followed in test_tasks.py, "Add a notebook" in
+test_run.py.
 """
 
 from __future__ import annotations
 
+import ast
+import json
+import os
+import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from fakes import bow_encoder, fake_embed
-from threadpoolctl import threadpool_limits
+import yaml
+from fakes import bow_encoder
 
-from saf_utils.argscichat import dialogue as A
-from saf_utils.argscichat import selection_evaluation as AEV
-from saf_utils.argscichat.data import load_argscichat
 from saf_utils.argscichat.systems import SELECTORS
 from saf_utils.artifacts import record_rows
-from saf_utils.reporting import index_page, pages
-from saf_utils.reporting.records import Recorder
-from saf_utils.saf import evaluate as SEV
-from saf_utils.saf import record as SRC
 from saf_utils.saf import run as SR
+from saf_utils.saf.all_systems import SYSTEMS
 from saf_utils.saf.context import EncoderChoice, load_data
-from saf_utils.saf.systems import SYSTEMS
 
+ROOT = Path(__file__).parents[1]
 FIX = Path(__file__).parent / "fixtures"
-RECIPES = Path(__file__).parents[1] / "docs" / "recipes.md"
-
-
-def _headline(path: Path, system: str, split: str) -> tuple[list[dict], str]:
-    """The system's headline records (kind result, no fold, no seed) on ``split`` and the
-    index sections rendered from all records of the file."""
-    rows = record_rows([path])
-    mine = [r for r in rows if r["system"] == system and r["kind"] == "result"
-            and r["fold"] is None and r["seed"] is None and r["split"] == split]
-    return mine, "\n".join(index_page.task_sections(rows))
-
-
-def _row(html: str, system: str) -> str:
-    """The index table row of ``system`` (its name cell up to the end of the row)."""
-    start = html.index(f"<td>{system}")
-    return html[start:html.index("</tr>", start)]
-
-
-#: The recipe's SAF system, as its own module (docs/recipes.md, "SAF").
-SAF_MODULE = '''
-from dataclasses import dataclass
-
-import pandas as pd
-
-from saf_utils.saf import formats as S
-from saf_utils.saf.systems import SYSTEMS
-
-
-@dataclass(frozen=True)
-class AlwaysPartialParams:
-    score: float = 0.5  # the score it predicts (its one hyperparameter)
-
-
-@SYSTEMS.register("always_partial", "baseline", params=AlwaysPartialParams)
-def always_partial(data, params, ctx):
-    """Always 'Partially correct', no feedback."""
-    return pd.concat([S.prediction_table(df, "always_partial",
-                                         labels=["Partially correct"] * len(df),
-                                         scores=[params.score] * len(df),
-                                         feedback=[""] * len(df))
-                      for df in data.evals.values()], ignore_index=True)
-'''
-
-
-@pytest.mark.slow
-def test_a_registered_saf_system_reaches_records_and_the_index(tmp_path, monkeypatch) -> None:
-    """Its module, one import line, one profile entry (a non-default value): nothing else."""
-    (tmp_path / "my_saf_system.py").write_text(SAF_MODULE, encoding="utf-8")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    try:
-        import my_saf_system  # noqa: F401  (the one import line)
-
-        profile_entry = {"always_partial": {"score": 0.25}}  # system_params of the profile
-        data = load_data(str(FIX / "saf_legal_jsonl"))
-        names = SYSTEMS.names(["baseline"])  # how 02 lists systems (all roles there)
-        assert "always_partial" in names
-        assert SR.effective_params(profile_entry)["always_partial"] == {"score": 0.25}
-        encoders = EncoderChoice("de", "bow", (), "local:all-MiniLM-L6-v2", ())
-        run = SR.run_systems(data, names, encoders, profile_entry, embed=bow_encoder)
-        mine = run.preds[run.preds.system == "always_partial"]
-        assert len(mine) and (mine.pred_score == 0.25).all()  # the profile's value
-        ev = SEV.evaluate(run.preds, run.roles, embedding_metrics=False, n_resamples=50)
-        rec = Recorder("02_baseline_finetuning", tmp_path)
-        SRC.record_and_conclude(rec, ev, run, "fixture")
-        rec.close()
-    finally:
-        SYSTEMS.unregister("always_partial")
-        sys.modules.pop("my_saf_system", None)
-    mine, html = _headline(rec.path, "always_partial", "test_unseen_answers")
-    assert {r["metric"] for r in mine} >= {"accuracy", "macro_f1", "sacrebleu"}
-    assert all(r["role"] == "baseline" and r["ci_low"] is not None for r in mine)
-    row = _row(html, "always_partial")
-    acc = next(r for r in mine if r["metric"] == "accuracy")
-    assert "baseline" in row and pages.fmt(acc["value"]) in row
+RECIPES = ROOT / "docs" / "recipes.md"
+#: recipe -> the file its import line goes into (docs/recipes.md says which)
+COLLECTED_IN = {"saf": "saf_utils/saf/all_systems.py",
+                "selector": "saf_utils/argscichat/systems.py",
+                "reply": "saf_utils/argscichat/systems.py",
+                "metric": "saf_utils/metrics/__init__.py"}
 
 
 def _recipe(name: str) -> str:
@@ -113,114 +48,128 @@ def _recipe(name: str) -> str:
     return body[:body.index("```")]
 
 
-def _follow(tmp_path: Path, kind: str) -> tuple[str, dict]:
-    """Follow an ArgSciChat recipe as written: its module (written under the name its import
-    line names, from tmp_path: the worktree stays clean), its import line as systems.py
-    would run it, and its profile entry; returns the module name and the notebook's
-    ``system_params`` from that entry."""
-    import importlib.util
-    import sys
-
-    import yaml
-
-    line = _recipe(f"{kind} import").strip()
-    module = line.split()[1]
-    path = tmp_path / f"{module.rsplit('.', 1)[1]}.py"
-    path.write_text(_recipe(f"{kind} module"), encoding="utf-8")
-    spec = importlib.util.spec_from_file_location(module, path)
-    sys.modules[module] = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sys.modules[module])
-    exec(line, {})  # the one import line of saf_utils/argscichat/systems.py
-    (notebook, entry), = yaml.safe_load(_recipe(f"{kind} profile")).items()
-    return module, entry["system_params"]
+def _module_path(import_line: str) -> str:
+    """The package file an import line imports (``import a.b`` / ``from a import b``)."""
+    node = ast.parse(import_line).body[0]
+    name = (node.names[0].name if isinstance(node, ast.Import)
+            else f"{node.module}.{node.names[0].name}")
+    return name.replace(".", "/") + ".py"
 
 
-def _forget(module: str, registry, name: str) -> None:
-    import sys
+def _merge(into: dict, entry: dict) -> None:
+    for k, v in entry.items():
+        if isinstance(v, dict) and isinstance(into.get(k), dict):
+            _merge(into[k], v)
+        else:
+            into[k] = v
 
-    registry.unregister(name)
-    sys.modules.pop(module, None)
+
+def apply_recipes(dest: Path) -> dict[str, str]:
+    """A copy of the repository's tracked files (as they are in the work tree) at ``dest``
+    with every recipe applied as written; returns the metric's name."""
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True,
+                           check=True).stdout.decode().split("\0")
+    for rel in filter(None, files):
+        if (ROOT / rel).is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / rel, dest / rel)
+    if (ROOT / ".cache").is_dir():  # downloaded resources (WordNet, models): `make` puts
+        (dest / ".cache").symlink_to((ROOT / ".cache").resolve())  # them there, untracked
+    profile = dest / "configs" / "smoke.yaml"
+    cfg = yaml.safe_load(profile.read_text(encoding="utf-8"))
+    for kind, collected in COLLECTED_IN.items():
+        line = _recipe(f"{kind} import").strip()
+        module = dest / _module_path(line)
+        assert not module.exists(), module
+        module.write_text(_recipe(f"{kind} module"), encoding="utf-8")
+        with open(dest / collected, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+        if kind != "metric":
+            _merge(cfg["notebook_parameters"], yaml.safe_load(_recipe(f"{kind} profile")))
+    profile.write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
+    # the metric's use: its name in the SAF task's one list of scored metrics
+    metric = re.search(r'register_metric\("(\w+)"', _recipe("metric module")).group(1)
+    evaluate = dest / "saf_utils" / "saf" / "evaluate.py"
+    text = evaluate.read_text(encoding="utf-8")
+    assert text.count('"moverscore", "unparseable_rate")') == 1
+    evaluate.write_text(text.replace('"moverscore", "unparseable_rate")',
+                                     f'"moverscore", "{metric}", "unparseable_rate")'),
+                        encoding="utf-8")
+    return {"metric": metric}
 
 
-def test_the_argscichat_recipes_name_the_files_they_touch() -> None:
+def _env(copy: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(copy)}
+
+
+def _saf_run(copy: Path, *args: str, timeout: int) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "saf_utils.run", *args], cwd=copy,
+                          env=_env(copy), capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def copy(tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    dest = tmp_path_factory.mktemp("recipes") / "repo"
+    return dest, apply_recipes(dest)
+
+
+def test_the_recipes_touch_their_module_one_import_line_and_one_profile_entry() -> None:
     text = RECIPES.read_text(encoding="utf-8")
-    for title in ("## Add a fact selector (ArgSciChat)", "## Add a reply system (ArgSciChat)"):
+    for title in ("### SAF", "## Add a fact selector (ArgSciChat)",
+                  "## Add a reply system (ArgSciChat)", "## Add a metric"):
         section = text[text.index(title):]
         files = section[:section.index("<!-- recipe:")]
-        assert "Files touched: **the" in files and "**one import line**" in files
-        assert "`saf_utils/argscichat/systems.py`" in files and "**one profile entry**" in files
+        assert "Files touched: **the" in files and "**one import line**" in files, title
+    for collected in COLLECTED_IN.values():
+        assert f"`{collected}`" in text, collected
 
 
-@pytest.mark.slow
-def test_the_selector_recipe_reaches_records_and_the_index(tmp_path) -> None:
-    from saf_utils.argscichat import run as R
-    from saf_utils.argscichat.selection_fit import SelectionConfig, SelectionContext
-    from saf_utils.argscichat.systems import SELECTORS
+def test_on_a_copy_the_layers_hold_and_the_dry_run_lists_the_new_systems(copy, monkeypatch
+                                                                          ) -> None:
+    import test_layers
 
-    module, system_params = _follow(tmp_path, "selector")
+    repo, _ = copy
+    monkeypatch.setattr(test_layers, "ROOT", repo / "saf_utils")  # the copy's package
+    assert test_layers.violations() == [] and test_layers.module_cycles() == []
+    data = [f"saf_source={FIX / 'saf_legal_jsonl'}", f"argscichat_source={FIX / 'argscichat'}"]
+    script = ("import sys\nfrom saf_utils.reporting import cli\n"
+              "for profile in ('smoke', 'cpu'):\n"
+              "    print('== profile', profile, flush=True)\n"
+              "    code = cli.main(['--profile', profile, '--dry-run', '-p', sys.argv[1], "
+              "'-p', sys.argv[2]])\n"
+              "    assert code in (0, None), code\n")
+    done = subprocess.run([sys.executable, "-c", script, *data], cwd=repo, env=_env(repo),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-2000:]
+    smoke, cpu = done.stdout.split("== profile cpu")
+    assert "systems: error" not in done.stdout, done.stdout
+    for system, params in (("always_partial", "score=0.25"), ("last_k", "skip=1"),
+                           ("echo_query", "words=3")):
+        assert f"      system {system}: {params}" in smoke, system  # the profile's value
+        assert re.search(rf"runs \d+ systems: .*\b{system}\b", smoke), system
+    # a profile that selects (cpu: every system but seq2seq): the new one runs, its default
+    assert "      system always_partial: score=0.5" in cpu
+
+
+def test_a_system_defined_in_a_notebook_cell_runs_with_the_others() -> None:
+    """The "notebook cell" recipe, run as 02's cell above its run cell would run it (twice:
+    a cell is rerun after an edit)."""
+    cell = _recipe("notebook cell")
     try:
-        names = SELECTORS.names(["baseline"])  # how 03 lists them (baselines=None: all)
-        assert "last_k" in names
-        assert SELECTORS.table(["last_k"]).params.iloc[0] == "skip=0"  # the one default
-        data = {f: load_argscichat(FIX / "argscichat", fold=f) for f in (0, 1)}
-        pairs = R.split_pairs(data)
-        ctx = SelectionContext(pairs, A.pair_index(p for ps in pairs.values() for p in ps),
-                               fake_embed, SelectionConfig(k=2))
-        R.check_system_params(SELECTORS, names, system_params)
-        with threadpool_limits(1, user_api="openmp"):
-            run = R.run_selectors(ctx, names, system_params)
-        last = run.predictions[run.predictions.system == "last_k"]
-        p0 = ctx.pairs[(last.fold.iloc[0], last.split.iloc[0])][0]
-        n = len(p0.content)
-        assert list(last.selected.iloc[0]) == [n - 3, n - 2]  # skip=1 from the profile
-        items = AEV.fact_f1_table(run.predictions)
-        an = AEV.analyse_selection(items, SELECTORS.roles(names))
-        rec = Recorder("03_fact_selection", tmp_path)
-        AEV.record_selection_results(rec, an)
-        rec.close()
+        for _ in range(2):
+            exec(compile(cell, "notebook cell", "exec"), {"SYSTEMS": SYSTEMS})
+        names = list(SR.planned_systems({"systems": None, "system_params": {}}))
+        assert names[-1] == "always_correct"
+        data = load_data(str(FIX / "saf_legal_jsonl"))
+        run = SR.run_systems(data, ["majority", "always_correct"],
+                             EncoderChoice("de", "bow", (), "local:all-MiniLM-L6-v2", ()),
+                             {"always_correct": {"score": 0.5}}, embed=bow_encoder)
+        mine = run.preds[run.preds.system == "always_correct"]
+        assert len(mine) and (mine.pred_label == "Correct").all()
+        assert (mine.pred_score == 0.5).all() and run.roles["always_correct"] == "baseline"
     finally:
-        _forget(module, SELECTORS, "last_k")
-    head, html = _headline(rec.path, "last_k", "test")
-    assert len(head) == 1 and head[0]["role"] == "baseline"  # one test paper per fold: no CI
-    assert "ArgSciChat fact selection" in html
-    assert pages.fmt(head[0]["value"]) in _row(html, "last_k")
-
-
-@pytest.mark.slow
-def test_the_reply_recipe_reaches_records_and_the_index(tmp_path) -> None:
-    from saf_utils import protocol as P
-    from saf_utils.argscichat import replies as RS
-    from saf_utils.argscichat import reply_evaluation as REV
-    from saf_utils.argscichat import run as R
-    from saf_utils.argscichat.systems import REPLY_SYSTEMS
-
-    module, system_params = _follow(tmp_path, "reply")
-    try:
-        systems = list(REPLY_SYSTEMS)  # how 04 lists them (systems=None: all)
-        assert "echo_query" in systems
-        assert REPLY_SYSTEMS.table(["echo_query"]).params.iloc[0] == "words=12"
-        data = {0: load_argscichat(FIX / "argscichat", 0)}
-        selected = {(0, s, p.pair_id): [0] for s in A.SPLITS for p in data[0][s]}
-        folds = R.reply_folds(data, selected, fact_system="first")
-        names = ["constant_frequent", "echo_query"]
-        run = R.run_reply_systems(folds, names, RS.ReplyConfig(log=lambda m: None),
-                                  system_params)
-        echo = run.predictions[run.predictions.system == "echo_query"]
-        assert echo.output.tolist() == [" ".join(p.query.split()[:3])
-                                        for p in folds[0].val + folds[0].test]
-        items = REV.score_predictions(run.predictions, splits=("val", "test"))
-        an = REV.analyse_replies(items, "content_f1")
-        rec = Recorder("04_generation", tmp_path)
-        P.record(rec, RS.TASK, RS.DATASET, headline=an.headline, comparisons=an.comparisons)
-        rec.close()
-    finally:
-        _forget(module, REPLY_SYSTEMS, "echo_query")
-    rows = record_rows([rec.path])
-    mine = [r for r in rows if r["system"] == "echo_query" and r["metric"] == "content_f1"
-            and r["fold"] is None and r["split"] == "test" and r["kind"] == "result"]
-    assert len(mine) == 1 and mine[0]["role"] == "baseline"
-    html = "\n".join(index_page.task_sections(rows))
-    assert "ArgSciChat generation" in html and "echo_query" in html
+        SYSTEMS.unregister("always_correct")
+    assert "always_correct" not in SYSTEMS
 
 
 @pytest.mark.parametrize("family", [SYSTEMS, SELECTORS])
@@ -232,18 +181,82 @@ def test_unregistering_leaves_the_registry_as_it_was(family) -> None:
 
 
 def test_notebook_02_needs_no_edit_for_a_new_saf_system() -> None:
-    """02 runs every registered name and takes parameters by system name only: no
+    """02 runs what its ``systems`` selects and takes parameters by system name only: no
     parameter of one system in its parameters cell (``seeds`` is the run's)."""
     import dataclasses
-    import json
 
     from saf_utils.reporting.parameters import notebook_parameters
 
-    nb_path = Path(__file__).parents[1] / "notebooks" / "02_baseline_finetuning.ipynb"
+    nb_path = ROOT / "notebooks" / "02_baseline_finetuning.ipynb"
     params = notebook_parameters(nb_path)
-    assert params["system_params"]["default"] == "{}"
+    assert params["system_params"]["default"] == "{}" and params["systems"]["default"] == "None"
     per_system = {f.name for e in SYSTEMS.values() for f in dataclasses.fields(e.params_type)}
     assert not (per_system - {"seeds"}) & set(params), sorted(per_system & set(params))
     code = "\n".join("".join(c["source"]) for c in json.loads(nb_path.read_text())["cells"]
                      if c["cell_type"] == "code")
-    assert "SYSTEMS.names()" in code and "runner.run_systems(" in code
+    assert "runner.planned_systems(" in code and "runner.run_systems(" in code
+
+
+def test_a_metric_scale_can_be_any_interval_and_takes_only_its_options() -> None:
+    from saf_utils import metrics as M
+
+    @M.register_metric("agreement", level="item", inputs="scores", scale="[-1, 1]",
+                       description="sign agreement")
+    def agreement(gold, pred, labels=None):
+        return [1.0 if (g > 0) == (p > 0) else -1.0 for g, p in zip(gold, pred, strict=True)]
+
+    try:
+        m = M.metric("agreement")
+        assert M.bounds("agreement") == (-1.0, 1.0) and m.range == "-1 to 1"
+        assert M.scale_label("agreement") == "↑ -1–1"
+        assert m.options({"labels": ["x"], "model": "m"}) == {"labels": ["x"]}
+        assert m.score([1.0, -1.0], [2.0, 3.0], **m.options({"model": "m"})).value == 0.0
+    finally:
+        del M.METRICS["agreement"]
+    assert M.bounds("accuracy") == (0.0, 1.0) and M.bounds("chrf") == (0.0, 100.0)
+    assert M.bounds("mse") == (0.0, float("inf")) and M.bounds("unregistered") is None
+    for bad in ("-1-1", "[1, -1]", "[0, inf]", "0..1"):
+        with pytest.raises(ValueError, match="scale"):
+            M.Metric("x", scale=bad, compute=len)
+
+
+def test_every_notebook_has_an_empty_your_reading_cell() -> None:
+    """A markdown cell for the author's own reading beside the computed conclusions: its
+    title and no visible text (an HTML comment says what goes there)."""
+    for path in sorted((ROOT / "notebooks").glob("0*.ipynb")):
+        cells = [c for c in json.loads(path.read_text(encoding="utf-8"))["cells"]
+                 if "".join(c["source"]).startswith("## Your reading")]
+        assert len(cells) == 1 and cells[0]["cell_type"] == "markdown", path.name
+        body = "".join(cells[0]["source"]).removeprefix("## Your reading")
+        assert not re.sub(r"<!--.*?-->", "", body, flags=re.S).strip(), path.name
+
+
+@pytest.mark.slow
+def test_a_smoke_run_of_the_copy_records_the_new_systems_and_metric(copy, tmp_path) -> None:
+    """02 (with the notebook-cell system pasted above its run cell), 03 and 04 on the copy:
+    every recipe's system is recorded with its profile value, and the metric too."""
+    if not (os.environ.get("SAF_DATA") and os.environ.get("ARGSCICHAT_DATA")):
+        pytest.skip("needs SAF_DATA and ARGSCICHAT_DATA (local data copies)")
+    repo, applied = copy
+    nb_path = repo / "notebooks" / "02_baseline_finetuning.ipynb"
+    nb = json.loads(nb_path.read_text(encoding="utf-8"))
+    at = next(i for i, c in enumerate(nb["cells"]) if "runner.run_systems(" in "".join(
+        c["source"]))
+    nb["cells"].insert(at, {"cell_type": "code", "execution_count": None, "id": "my-try",
+                            "metadata": {}, "outputs": [],
+                            "source": _recipe("notebook cell").splitlines(keepends=True)})
+    nb_path.write_text(json.dumps(nb, indent=1), encoding="utf-8")
+    done = _saf_run(repo, "--profile", "smoke", "--only", "02,03,04", "--no-reuse",
+                    "--reports-dir", str(tmp_path), "--run-name", "r", timeout=1500)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    run = tmp_path / "r"
+    rows = record_rows([run / nb / "records.jsonl" for nb in
+                        ("02_baseline_finetuning", "03_fact_selection", "04_generation")])
+    results = [r for r in rows if r["kind"] == "result"]
+    for system in ("always_partial", "always_correct", "last_k", "echo_query"):
+        assert any(r["system"] == system for r in results), system
+    assert any(r["metric"] == applied["metric"] and r["system"] == "majority"
+               for r in results)
+    preds = [json.loads(line) for line in (run / "02_baseline_finetuning" /
+                                           "predictions_validation.jsonl").open()]
+    assert {p["pred_score"] for p in preds if p["system"] == "always_partial"} == {0.25}

@@ -119,3 +119,54 @@ def test_the_runner_runs_names_with_their_parameters() -> None:
         reg.run(["toy"], ["a"], {"other": {}})
     with pytest.raises(ValueError, match="unknown"):
         reg.run(["nope"], ["a"])
+
+
+def test_a_selection_takes_every_system_a_list_or_what_the_registrations_say() -> None:
+    reg = make()
+    assert reg.select(None) == ["b", "a", "seq:"]
+    assert reg.select(["a", "b"]) == ["b", "a"]  # registration order
+    assert reg.select({"exclude": ["seq:"]}) == ["b", "a"]
+    assert reg.select({"roles": ["baseline", "oracle"]}) == ["a", "seq:"]
+    assert reg.select({"kind": ["fold"]}) == ["a"]
+    assert reg.select(None, within=["seq:", "a"]) == ["a", "seq:"]
+    assert reg.select({"exclude": ["a"]}, within=["a", "b"]) == ["b"]
+
+    @reg.register("new", "system")
+    def new():
+        """Registered later: an exclusion that does not name it selects it."""
+
+    assert reg.select({"exclude": ["seq:"]}) == ["b", "a", "new"]
+    with pytest.raises(ValueError, match="unknown selection key"):
+        reg.select({"family": ["x"]})
+    with pytest.raises(ValueError, match="role"):
+        reg.select({"roles": ["winner"]})
+    with pytest.raises(ValueError, match="unknown thing"):
+        reg.select({"exclude": ["zz"]})
+    with pytest.raises(ValueError, match="one name"):
+        reg.select("a")
+
+
+def test_each_checks_every_parameter_first_and_times_every_system() -> None:
+    reg, _ = _contract_registry()
+    calls = []
+    seen = list(reg.each(["toy"], ["a"], {"toy": {"k": 2}}, scale=1,
+                         around=lambda name: _note(calls, name)))
+    (name, out, seconds), = seen
+    assert name == "toy" and out.output.tolist() == [2] and seconds >= 0
+    assert calls == ["toy"]
+    with pytest.raises(ValueError, match=r"not run \(unknown toy system"):
+        list(reg.each(["toy"], ["a"], {"tyo": {}}))
+    with pytest.raises(ValueError, match="should be int"):
+        list(reg.each(["toy"], ["a"], {"toy": {"k": "2"}}))
+    assert reg.check_params(["toy"], {"toy": None}) == {"toy": {}}
+
+
+def _note(calls: list, name: str):
+    from contextlib import contextmanager
+
+    @contextmanager
+    def cm():
+        calls.append(name)
+        yield
+
+    return cm()

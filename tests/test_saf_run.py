@@ -42,8 +42,9 @@ def test_registry_roles_variants_and_parameters():
     assert not SY.SYSTEMS["feature_clf"].transductive
     assert SY.SYSTEMS["feature_clf"].fn is SY.feature_clf
     assert SY.SYSTEMS["seq2seq:x"].fn is SY.seq2seq_models
-    assert SY.SYSTEMS.names(["baseline"]) == ["majority", "nearest_neighbour",
-                                              "nearest_neighbour:"]
+    # the built-in baselines in registration order (a recipe's system may follow them)
+    assert SY.SYSTEMS.names(["baseline"])[:3] == ["majority", "nearest_neighbour",
+                                                  "nearest_neighbour:"]
     with pytest.raises(KeyError, match="not registered"):
         SY.SYSTEMS["nope"]
     table = SY.SYSTEMS.table(["majority", "nearest_neighbour"])
@@ -74,6 +75,9 @@ def test_dry_run_lines_show_each_systems_effective_parameters():
         ln[:len("      system feature_clf: models=('logreg', 'hgb'), Cs=[1.0], ")]
         for ln in lines]
     assert "      system majority: (no parameters)" in lines
+    assert lines[0].startswith("      runs ") and "majority, nearest_neighbour" in lines[0]
+    cpu = system_params_lines("02_baseline_finetuning", {"systems": {"exclude": ["seq2seq:"]}})
+    assert "seq2seq:" not in cpu[0] and "label_oracle" in cpu[0]  # a new system would run
     bad = system_params_lines("02_baseline_finetuning", {"system_params": {"majority": {"k": 1}}})
     assert len(bad) == 1 and "error: " in bad[0] and "unknown parameter" in bad[0]
     assert system_params_lines("01_data_exploration", {}) == []

@@ -1,12 +1,11 @@
 """The ArgSciChat runner: the data each task's systems read (the folds' pairs capped as a
 notebook asks), and one function per task that runs any list of registry names through
-:meth:`saf_utils.registry.Registry.run` with the parameters a profile gives per system
+:meth:`saf_utils.registry.Registry.each` with the parameters a profile gives per system
 name (03's and 04's ``system_params``) and returns tidy prediction rows, the systems' val
 choices and seconds per system."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,16 +15,9 @@ import pandas as pd
 from saf_utils.argscichat import dialogue as A
 from saf_utils.argscichat.data import ArgSciChatFold, MessagePair
 from saf_utils.argscichat.dialogue import pair_index
-from saf_utils.argscichat.replies import (
-    EVAL_SPLITS,
-    REPLY_SYSTEMS,
-    ReplyConfig,
-    ReplyData,
-    ReplyFold,
-    seed_column,
-)
+from saf_utils.argscichat.replies import EVAL_SPLITS, ReplyConfig, ReplyData, ReplyFold, seed_column
 from saf_utils.argscichat.selection_fit import SelectionContext
-from saf_utils.argscichat.selectors import SELECTORS
+from saf_utils.argscichat.systems import REPLY_SYSTEMS, SELECTORS
 from saf_utils.registry import Registry, params_dict
 
 SystemParams = Mapping[str, Mapping[str, Any]]
@@ -33,63 +25,66 @@ SystemParams = Mapping[str, Mapping[str, Any]]
 
 def check_system_params(registry: Registry, names: Iterable[str],
                         system_params: SystemParams | None) -> dict[str, dict[str, Any]]:
-    """``system_params`` (system name -> parameter values) checked against what runs: a name
-    that is not run, or a parameter its dataclass lacks, is a ValueError (a typo would
-    silently keep the defaults)."""
-    names = registry.check(names)
-    given = {n: dict(v or {}) for n, v in (system_params or {}).items()}
-    stray = sorted(set(given) - set(names))
-    if stray:
-        raise ValueError(f"system_params names {registry.what}(s) {stray} that are not run; "
-                         f"run: {names}")
-    for name, values in given.items():
-        registry.params(name, values)
-    return given
+    """``system_params`` checked against the systems ``names`` that run
+    (:meth:`saf_utils.registry.Registry.check_params`)."""
+    return registry.check_params(names, system_params)
 
 
-def effective_params(registry: Registry, system_params: SystemParams | None = None
-                     ) -> dict[str, dict[str, Any]]:
+def effective_params(registry: Registry, names: Iterable[str],
+                     system_params: SystemParams | None = None) -> dict[str, dict[str, Any]]:
     """system -> the parameters it runs with (its dataclass defaults updated by
-    ``system_params``, checked), for every registered system: what ``--dry-run`` prints."""
-    names = list(registry)
-    check_system_params(registry, names, system_params)
-    return {n: params_dict(registry.params(n, (system_params or {}).get(n))) for n in names}
+    ``system_params``, checked), for every system of ``names``."""
+    given = registry.check_params(names, system_params)
+    return {n: params_dict(registry.params(n, given.get(n))) for n in registry.check(names)}
 
 
-def effective_selector_params(system_params: SystemParams | None = None
-                              ) -> dict[str, dict[str, Any]]:
-    """:func:`effective_params` of the fact selectors (notebook 03)."""
-    return effective_params(SELECTORS, system_params)
+def selector_groups(params: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Notebook 03's selectors by group, from its parameters ``params``: each group's
+    parameter (``baselines``, ``oracles``, ``systems``: learned selectors that ablate none,
+    ``ablations``) selects within the group (:meth:`saf_utils.registry.Registry.select`;
+    None: every registered one of the group), so a new selector runs in its group unless a
+    profile leaves it out."""
+    groups = {"baselines": SELECTORS.names(["baseline"]), "oracles": SELECTORS.names(["oracle"]),
+              "systems": SELECTORS.names(["system"], ablation_of=None),
+              "ablations": [n for n in SELECTORS.names(["system"])
+                            if SELECTORS[n].ablation_of]}
+    return {g: SELECTORS.select(params.get(g), within=names) for g, names in groups.items()}
 
 
-def effective_reply_params(system_params: SystemParams | None = None
-                           ) -> dict[str, dict[str, Any]]:
-    """:func:`effective_params` of the reply systems (notebook 04)."""
-    return effective_params(REPLY_SYSTEMS, system_params)
+def planned_selectors(params: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The selectors notebook 03 runs with its parameters ``params``, each with the
+    parameters it runs with (``saf-run --dry-run``)."""
+    names = [n for group in selector_groups(params).values() for n in group]
+    return effective_params(SELECTORS, names, params.get("system_params"))
+
+
+def planned_reply_systems(params: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The reply systems notebook 04 runs with its parameters ``params`` (``systems``:
+    :meth:`saf_utils.registry.Registry.select`), each with the parameters it runs with."""
+    return effective_params(REPLY_SYSTEMS, REPLY_SYSTEMS.select(params.get("systems")),
+                            params.get("system_params"))
 
 
 def _run_each(registry: Registry, names: Sequence[str], data: Any,
               system_params: SystemParams | None, sinks: Sequence[list] = ()
               ) -> tuple[pd.DataFrame, dict[str, float], list[list[dict[str, Any]]]]:
-    """Every name through ``registry.run`` (one at a time, to time each) with its entry of
-    ``system_params`` (name -> parameter values over its dataclass defaults). ``sinks``: lists
-    the systems append rows to (tuning, logs); returns the predictions (with ``role``),
-    seconds per system and, per sink, the rows appended, each with its ``system``."""
-    params = {n: dict(v or {}) for n, v in (system_params or {}).items()}
-    registry.check(params)  # an unknown name fails; a registered one not run here is another
-    frames, seconds = [], {}  # step's (check_system_params checks a notebook's whole list)
+    """Every name through :meth:`Registry.each` with its entry of ``system_params``.
+    ``sinks``: lists the systems append rows to (tuning, logs); returns the predictions
+    (with ``role``), seconds per system and, per sink, the rows appended, each with its
+    ``system``. A notebook runs its systems in several calls, so ``system_params`` may name
+    registered systems another call runs (the notebook checks its whole list first:
+    :func:`check_system_params`)."""
+    params = {n: v for n, v in (system_params or {}).items() if n in set(names)}
+    registry.check(system_params or {})  # an unknown name fails here
+    frames, seconds = [], {}
     named: list[list[dict[str, Any]]] = [[] for _ in sinks]
-    for name in names:
-        t0 = time.perf_counter()
-        starts = [len(sink) for sink in sinks]
-        try:
-            out = registry.run([name], data, {name: params[name]} if name in params else {})
-        except ValueError as e:
-            raise ValueError(f"{registry.what} {name!r}: {e}") from e
+    starts = [len(sink) for sink in sinks]
+    for name, out, secs in registry.each(names, data, params):
         frames.append(out.assign(role=registry[name].role))
-        seconds[name] = time.perf_counter() - t0
-        for rows, sink, start in zip(named, sinks, starts, strict=True):
-            rows += [{"fold": r["fold"], "system": name, **r} for r in sink[start:]]
+        seconds[name] = secs
+        for i, (rows, sink) in enumerate(zip(named, sinks, strict=True)):
+            rows += [{"fold": r["fold"], "system": name, **r} for r in sink[starts[i]:]]
+            starts[i] = len(sink)
     preds = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     return preds, seconds, named
 

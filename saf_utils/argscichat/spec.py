@@ -46,6 +46,7 @@ SPECS = (
              "and MoverScore (the paper's metrics) follow."),
 )
 
-#: notebook -> the function that lists each system's effective parameters (``--dry-run``).
-SYSTEM_PARAMS = {"03_fact_selection": "saf_utils.argscichat.run:effective_selector_params",
-                 "04_generation": "saf_utils.argscichat.run:effective_reply_params"}
+#: notebook -> "module:function" listing the systems it runs with its parameters, each with
+#: the parameters it runs with (:data:`saf_utils.saf.spec.PLANNED_SYSTEMS`).
+PLANNED_SYSTEMS = {"03_fact_selection": "saf_utils.argscichat.run:planned_selectors",
+                   "04_generation": "saf_utils.argscichat.run:planned_reply_systems"}

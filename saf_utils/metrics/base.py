@@ -27,7 +27,7 @@ scikit-learn's ``(y_true, y_pred)``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
@@ -57,8 +57,9 @@ class Score:
 class Metric:
     """A registered metric (see the module docstring for ``level``).
 
-    ``scale``: "0-1", "0-100" (sacreBLEU, chrF), ">=0" (squared errors), "count" or "any"
-    (no fixed range); :func:`bounds` reads it. ``inputs``: what it compares ("labels",
+    ``scale``: "0-1", "0-100" (sacreBLEU, chrF), ">=0" (squared errors), "count", "any"
+    (no fixed range) or any closed interval written "[lo, hi]" (e.g. "[-1, 1]" for a
+    correlation); :func:`bounds` reads it. ``inputs``: what it compares ("labels",
     "scores", "texts", "sentence_sets"; "outputs": raw outputs and whether each parsed).
     ``description`` is the short gloss (a header's tooltip); ``definition`` what is
     computed; ``reference`` where the metric is defined;
@@ -88,11 +89,28 @@ class Metric:
         if (self.compute is None) != (self.level == "summary"):
             raise ValueError(f"metric {self.name!r}: a {self.level} metric "
                              f"{'needs' if self.compute is None else 'has no'} compute function")
+        if self.scale not in (*_RANGES, "any") and _interval(self.scale) is None:
+            raise ValueError(f"metric {self.name!r}: scale {self.scale!r} is none of "
+                             f"{[*_RANGES, 'any']} nor an interval like '[-1, 1]'")
 
     @property
     def range(self) -> str:
         """The scale in words."""
+        lohi = _interval(self.scale)
+        if lohi is not None:
+            return f"{lohi[0]:g} to {lohi[1]:g}"
         return _RANGES.get(self.scale, "no fixed range")
+
+    def options(self, available: Mapping[str, Any]) -> dict[str, Any]:
+        """Of a task's ``available`` options (e.g. its label set, a model), those the compute
+        function takes by name: a task offers what it has once, each metric takes its own
+        (no per-metric table in the task)."""
+        import inspect
+
+        if self.compute is None:
+            return {}
+        takes = inspect.signature(self.compute).parameters
+        return {k: v for k, v in available.items() if k in takes}
 
     @property
     def direction(self) -> str:
@@ -195,11 +213,23 @@ def bounds(name: str) -> tuple[float, float] | None:
     scale = metric(name).scale
     if scale in (">=0", "count"):
         return (0.0, float("inf"))
-    lo, sep, hi = scale.partition("-")
+    if scale in ("0-1", "0-100"):
+        return (0.0, float(scale[2:]))
+    return _interval(scale)
+
+
+def _interval(scale: str) -> tuple[float, float] | None:
+    """(lo, hi) of a scale written "[lo, hi]" (lo < hi, finite); None for any other text."""
+    import math
+
+    text = scale.strip()
+    if not (text.startswith("[") and text.endswith("]")) or text.count(",") != 1:
+        return None
     try:
-        return (float(lo), float(hi)) if sep else None
+        lo, hi = (float(x) for x in text[1:-1].split(","))
     except ValueError:
         return None
+    return (lo, hi) if math.isfinite(lo) and math.isfinite(hi) and lo < hi else None
 
 
 def scale_label(name: str) -> str:

@@ -85,6 +85,10 @@ NONE_DEFAULT_TYPES: dict[str, Any] = {
     **dict.fromkeys(("systems", "extra_encoders", "baselines", "oracles", "ablations"), [""]),
     "prompt_words": {},
 }
+#: Parameters that select a notebook's systems: a list of names, or a mapping that selects
+#: by role and registration info (:meth:`saf_utils.registry.Registry.select`, which checks
+#: the mapping's keys and names when the plan lists the systems).
+SELECTION_PARAMS = ("systems", "baselines", "oracles", "ablations")
 #: The largest whole number a parameter takes (a row cap of 10**29 is a typo, not a cap).
 MAX_INT = 2**31 - 1
 #: The range of whole-number parameters (a list's elements too); others: 0 to MAX_INT.
@@ -166,6 +170,8 @@ def check_types(notebook: str, params: dict[str, Any], declared: dict[str, Any],
     """Each value must have the type of the notebook's default (:func:`declared_type`; None
     fits anything) and its numbers a range (:func:`out_of_range`)."""
     for key, value in params.items():
+        if key in SELECTION_PARAMS and isinstance(value, dict):
+            continue  # a selection mapping: the registry checks it (tasks.planned_systems)
         known, default = declared_type(declared.get(key), key)
         if value is not None and (why := out_of_range(key, value, default)):
             raise RunnerError(f"{notebook}.{key} = {short(value)} (from "

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from saf_utils.saf.evaluate import HEADLINE_METRICS
+from saf_utils.saf.evaluate import TABLE_METRICS
 
 #: Long-text columns: shown whole and wrapped by the interactive table.
 WRAP = ("question", "reference_answer", "provided_answer", "feedback", "gold_feedback",
@@ -55,7 +55,7 @@ def predictions_beside_gold(preds: pd.DataFrame, system: str) -> pd.DataFrame:
 
 
 def wide_table(table: pd.DataFrame, split: str, value: str = "mean",
-               metrics: Sequence[str] = HEADLINE_METRICS, digits: int = 3,
+               metrics: Sequence[str] = TABLE_METRICS, digits: int = 3,
                systems: Sequence[str] | None = None) -> pd.DataFrame:
     """One split of :func:`saf_utils.saf.evaluate.headline_per_split` / ``paired_per_split`` as
     system × metric strings

@@ -33,15 +33,18 @@ from saf_utils import stats
 from saf_utils import verdicts as V
 from saf_utils.saf.data import SAF_LABELS
 
-#: The headline metrics, in table order (sacreBLEU/chrF 0-100, rescaled BERTScore at most 1 and
-#: unbounded below, the rest 0-1): names only, each
-#: metric's level, direction and scorer are its object's (:mod:`saf_utils.metrics`).
-HEADLINE_METRICS = ("accuracy", "macro_f1", "weighted_f1", "mse", "sacrebleu", "chrf", "rouge2",
-                    "meteor", "bertscore_f1", "bertscore_f1_rescaled", "moverscore")
-#: Every metric scored per table: the headline ones and two more per-item ones.
+#: Every metric scored per table, in table order (sacreBLEU/chrF 0-100, rescaled BERTScore at
+#: most 1 and unbounded below, the rest 0-1): names only, each metric's level, direction,
+#: scale, inputs and options are its object's (:mod:`saf_utils.metrics`). A new metric of
+#: this task is one name here. The index's headline metrics are the task spec's
+#: (:data:`saf_utils.saf.spec.SPECS`, ``TaskSpec.headline``).
 SCORED_METRICS = ("accuracy", "macro_f1", "weighted_f1", "mse", "mse_max_penalty", "sacrebleu",
                   "chrf", "rouge2", "meteor", "bertscore_f1", "bertscore_f1_rescaled",
                   "moverscore", "unparseable_rate")
+#: Scored and recorded, but no column of the result tables (no intervals or tests).
+UNTABULATED_METRICS = ("mse_max_penalty", "unparseable_rate")
+#: The metrics of the result tables (intervals, paired tests), in table order.
+TABLE_METRICS = tuple(m for m in SCORED_METRICS if m not in UNTABULATED_METRICS)
 #: Metrics with one score per item (the mean over items is the metric).
 ITEM_METRICS = M.of_level(SCORED_METRICS, "item")
 #: Corpus metrics, bootstrapped from per-item sufficient statistics (exact, not averages).
@@ -96,11 +99,11 @@ def _inputs(preds: pd.DataFrame) -> dict[str, tuple[list[Any], list[Any]]]:
 
 def _options(name: str, bertscore_kwargs: Mapping[str, Any] | None,
              moverscore_model: Any) -> dict[str, Any]:
-    if name in ("macro_f1", "weighted_f1", "accuracy"):
-        return {"labels": SAF_LABELS}
-    if name.startswith("bertscore_f1"):
-        return dict(bertscore_kwargs or {})
-    return {"model": moverscore_model} if name == "moverscore" else {}
+    """The options of this task that metric ``name`` takes (those its compute function names:
+    :meth:`saf_utils.metrics.Metric.options`): the label set, BERTScore's and MoverScore's
+    models."""
+    return M.metric(name).options({"labels": SAF_LABELS, **dict(bertscore_kwargs or {}),
+                                   "model": moverscore_model})
 
 
 def _scored(embedding_metrics: bool, moverscore_model: Any,
@@ -260,7 +263,7 @@ def _seed_mean_stat(metric: str, tables: Sequence[pd.DataFrame], reps: int = 1):
 
 
 def per_seed_table(preds: pd.DataFrame, items: pd.DataFrame,
-                   metrics: Sequence[str] = HEADLINE_METRICS) -> pd.DataFrame:
+                   metrics: Sequence[str] = TABLE_METRICS) -> pd.DataFrame:
     """Point value of every metric per (split, system, seed): the per-seed records."""
     rows = []
     it = items[items.metric.isin(metrics)]
@@ -287,7 +290,7 @@ def _items(items: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame:
 
 
 def headline_per_split(preds: pd.DataFrame, items: pd.DataFrame,
-                   designs: Mapping[str, P.Design], metrics: Sequence[str] = HEADLINE_METRICS
+                   designs: Mapping[str, P.Design], metrics: Sequence[str] = TABLE_METRICS
                    ) -> pd.DataFrame:
     """Mean and 95 % interval of every (split, system, metric) under its split's design.
 
@@ -314,7 +317,7 @@ def headline_per_split(preds: pd.DataFrame, items: pd.DataFrame,
 
 
 def paired_per_split(preds: pd.DataFrame, items: pd.DataFrame, reference: str,
-                 designs: Mapping[str, P.Design], metrics: Sequence[str] = HEADLINE_METRICS,
+                 designs: Mapping[str, P.Design], metrics: Sequence[str] = TABLE_METRICS,
                  systems: Sequence[str] | None = None) -> pd.DataFrame:
     """Systems minus ``reference`` per split (those in ``designs``) and metric.
 
@@ -447,7 +450,7 @@ def evaluate(preds: pd.DataFrame, role_of: Mapping[str, str],
     (the registry's, e.g. :attr:`saf_utils.saf.run.SAFRun.roles`).
     """
     preds = collapse_identical_seeds(preds)
-    metrics = (*HEADLINE_METRICS, "mse_max_penalty", "unparseable_rate")
+    metrics = (*TABLE_METRICS, *UNTABULATED_METRICS)
     items = item_scores(preds, bertscore_kwargs, moverscore_model, embedding_metrics)
     n_q = preds.groupby("split").question.nunique()
     designs = {s: design_for(int(n_q[s]), n_resamples, seed) for s in n_q.index}
@@ -458,10 +461,10 @@ def evaluate(preds: pd.DataFrame, role_of: Mapping[str, str],
     ref, chosen = reference.per_fold[None], choice.per_fold[None]
     eligible = [s for s in roles if roles[s] in P.ELIGIBLE]
     tests = {s: d for s, d in designs.items() if s.startswith("test")}
-    frames = [paired_per_split(preds, items, ref, tests, HEADLINE_METRICS, eligible)]
+    frames = [paired_per_split(preds, items, ref, tests, TABLE_METRICS, eligible)]
     lower = LOWER_IS_BETTER
     leads = V.leaders(headline[headline.split.isin(list(tests))
-                               & headline.metric.isin(HEADLINE_METRICS)], roles, lower)
+                               & headline.metric.isin(TABLE_METRICS)], roles, lower)
     for (split, metric), (top, runner) in leads.items():
         if ref not in (top, runner):
             frames.append(paired_per_split(preds, items, runner, {split: tests[split]},

@@ -2,14 +2,14 @@
 over every eval split, with parameters by system name, and the choices made on train where
 validation cannot speak (unseen questions).
 
-Notebook 02 calls :func:`run_systems` once with ``SYSTEMS.names()``; profiles supply
+Notebook 02 calls :func:`run_systems` once with the systems :func:`planned_systems` lists
+(its ``systems`` parameter: every registered one unless a profile selects); profiles supply
 ``system_params`` (system name -> {parameter: value}; a name ending in ``:`` sets every
 variant). :func:`effective_params` shows what each system runs with (``saf-run --dry-run``).
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,19 +21,26 @@ from saf_utils import protocol as P
 from saf_utils import usage
 from saf_utils.jobs import progress
 from saf_utils.registry import params_dict
+from saf_utils.saf.all_systems import SYSTEMS
 from saf_utils.saf.baselines import loqo_baselines
 from saf_utils.saf.context import EncoderChoice, RunContext, RunState, SAFData
-from saf_utils.saf.systems import SYSTEMS
 
 
 def effective_params(system_params: Mapping[str, Mapping[str, Any]] | None = None,
                      names: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
     """system -> the parameters it runs with: its dataclass defaults updated by
-    ``system_params`` (checked: an unknown system or parameter is a ValueError)."""
-    system_params = dict(system_params or {})
-    SYSTEMS.check(system_params)
+    ``system_params`` (checked: an unknown system or parameter, or one given for a system
+    not in ``names``, is a ValueError)."""
     names = SYSTEMS.names() if names is None else SYSTEMS.check(names)
-    return {n: params_dict(SYSTEMS.params(n, system_params.get(n))) for n in names}
+    given = SYSTEMS.check_params(names, system_params)
+    return {n: params_dict(SYSTEMS.params(n, given.get(n))) for n in names}
+
+
+def planned_systems(params: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The systems notebook 02 runs with the parameters ``params`` of its parameters cell
+    (``systems``: :meth:`saf_utils.registry.Registry.select`; ``system_params``), each with
+    the parameters it runs with: what the notebook runs and ``saf-run --dry-run`` lists."""
+    return effective_params(params.get("system_params"), SYSTEMS.select(params.get("systems")))
 
 
 def choose_encoders(language: str, encoder: str | None = None,
@@ -90,25 +97,19 @@ def run_systems(data: SAFData, names: Sequence[str], encoders: EncoderChoice,
                 mode: str = "verification",
                 launcher: str = "none", log: Callable[[str], None] = progress,
                 embed: Callable[[Sequence[str]], Any] | None = None) -> SAFRun:
-    """Run ``names`` (registration order) through :meth:`Registry.run`, one at a time so
-    each gets its wall time; then score every system's unseen-question path on train and
+    """Run ``names`` (registration order) through :meth:`Registry.each` (wall time and peak
+    memory per system); then score every system's unseen-question path on train and
     choose among the inductive ones (:func:`unseen_question_cv`). ``embed``: the sentence
     encoder as a callable (None: ``encoders.sentence`` through the encoder cache)."""
     names = SYSTEMS.order(SYSTEMS.check(names))
-    system_params = dict(system_params or {})
-    stray = sorted(set(SYSTEMS.check(system_params)) - set(names))
-    if stray:
-        raise ValueError(f"system_params for system(s) {stray} that are not run; run: {names}")
     params = effective_params(system_params, names)  # every value checked before any run
     ctx = RunContext(encoders, tuple(seeds), Path(output_dir), mode, launcher, log,
                      embed=embed)
     frames = []
-    for name in names:
-        t0 = time.perf_counter()
-        given = {name: system_params[name]} if name in system_params else {}
-        with usage.measure(ctx.state.peak_mb, name):
-            frames.append(SYSTEMS.run([name], data, given, ctx=ctx))
-        ctx.state.seconds.setdefault(name, time.perf_counter() - t0)
+    for name, out, seconds in SYSTEMS.each(names, data, system_params, ctx=ctx, around=(
+            lambda name: usage.measure(ctx.state.peak_mb, name))):
+        frames.append(out)
+        ctx.state.seconds.setdefault(name, seconds)  # variants have set their own
     frames = [f for f in frames if len(f)]
     preds = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     cv = unseen_question_cv(data, ctx, encoders)

@@ -55,6 +55,7 @@ SPECS = (
                            "shares few n-grams with the gold feedback."),)),
 )
 
-#: notebook -> "module:function" giving the parameters each of its systems runs with
-#: (``fn(system_params) -> {system: {parameter: value}}``), shown by ``saf-run --dry-run``.
-SYSTEM_PARAMS = {"02_baseline_finetuning": "saf_utils.saf.run:effective_params"}
+#: notebook -> "module:function" listing the systems it runs with its parameters, each with
+#: the parameters it runs with (``fn(notebook parameters) -> {system: {parameter: value}}``):
+#: what the notebook runs and ``saf-run --dry-run`` prints.
+PLANNED_SYSTEMS = {"02_baseline_finetuning": "saf_utils.saf.run:planned_systems"}

@@ -1,7 +1,8 @@
 """The registered SAF systems: each one a parameters dataclass (its defaults live only there)
 and ``fn(data, params, ctx) -> prediction table`` on every eval split.
 
-:func:`saf_utils.saf.run.run_systems` runs any list of these names through
+:func:`saf_utils.saf.run.run_systems` runs any list of these names (and those of the modules
+:mod:`saf_utils.saf.all_systems` collects) through
 :meth:`saf_utils.registry.Registry.run`; profiles set parameters by system name
 (``system_params`` of notebook 02). Registration order is run order: a system that reads
 another's result (``feature_clf:transductive`` and ``feature_clf:stacked`` read
@@ -305,6 +306,3 @@ def label_oracle_system(data: SAFData, params: NoParams, ctx: RunContext) -> pd.
     """gold label and score, feedback retrieved for the gold label (sees gold)"""
     return _every_split(data, lambda df: B.label_oracle(data.train, df, ctx.encoder))
 
-
-# --------------------------------------------------------------------------- in their own modules
-# A system in its own module registers itself on import: one line here each (docs/recipes.md).
