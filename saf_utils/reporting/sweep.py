@@ -226,10 +226,9 @@ def _label(cell: dict) -> str:
 
 def sweep_tables(cells: list[dict]) -> list[dict]:
     """Per task (registered specs first) and split: the headline cells of every run
-    (:func:`headline.headline_cells` over that run's records)."""
+    (:func:`crossrun.headline_cells` of the cells' :func:`crossrun.frame`)."""
     from saf_utils.reporting.compare import load_run
-    from saf_utils.reporting.headline import headline_cells
-    from saf_utils.tasks import specs
+    from saf_utils.reporting.crossrun import frame, headline_cells, task_metrics
 
     records_of: dict[str, list[dict]] = {}
     for c in cells:
@@ -238,28 +237,21 @@ def sweep_tables(cells: list[dict]) -> list[dict]:
                 records_of[c["name"]] = load_run(Path(c["run_dir"]))[1]
             except RunnerError as exc:
                 c["error"] = c.get("error") or str(exc)
-    known = {s.name: s for s in specs()}
-    tasks = list(known) + sorted({str(r.get("task")) for rs in records_of.values() for r in rs
-                                  if (r.get("kind") or "result") == "result"
-                                  and r.get("task") not in known and r.get("system") != "data"})
+    df = frame(records_of)
     out = []
-    for task in tasks:
-        sp = known.get(task)
-        metrics = tuple(sp.headline) if sp and sp.headline else tuple(dict.fromkeys(
-            r["metric"] for rs in records_of.values() for r in rs if r.get("task") == task
-            and (r.get("kind") or "result") == "result"))[:4]
+    for task, title, metrics, splits in task_metrics(df):
         by_split: dict[str, list[dict]] = {}
         for c in cells:
-            tables = headline_cells(records_of.get(c["name"], []), task, metrics)
+            tables = headline_cells(df[df["run"] == c["name"]], task, metrics)
             for (ds, split), systems in tables.items():
                 for system, entry in systems.items():
                     by_split.setdefault(str(split), []).append({
                         "cell": c["name"], "dataset": ds, "system": system,
-                        "role": entry.get("role"), "failed": entry.get("failed", False),
+                        "role": entry["role"], "failed": entry["failed"],
                         **{m: entry[m] for m in metrics if m in entry}})
-        order = {s: i for i, s in enumerate(sp.splits if sp else ())}
+        order = {s: i for i, s in enumerate(splits)}
         for split in sorted(by_split, key=lambda s: (order.get(s, len(order)), s)):
-            out.append({"task": task, "title": sp.title if sp else task, "split": split,
+            out.append({"task": task, "title": title, "split": split,
                         "metrics": [m for m in metrics if any(m in r for r in by_split[split])],
                         "rows": by_split[split]})
     return out
@@ -268,8 +260,9 @@ def sweep_tables(cells: list[dict]) -> list[dict]:
 def _table_html(t: dict, cells: list[dict], keys: list[str]) -> str:
     """A row per system and cell: the cell's matrix values (the first links to its run's
     index), then the metrics; a system's rows together, in the first cell's order."""
+    from saf_utils.reporting.crossrun import html_table
     from saf_utils.reporting.headline import SET_APART, cell_html, system_order
-    from saf_utils.reporting.pages import esc, table
+    from saf_utils.reporting.pages import esc
 
     by_name = {c["name"]: c for c in cells}
     rank = {c["name"]: i for i, c in enumerate(cells)}
@@ -302,7 +295,7 @@ def _table_html(t: dict, cells: list[dict], keys: list[str]) -> str:
                            + ("first" if j == 0 else ""))
     head = ["system", *(k.rsplit(".", 1)[-1] for k in keys), *(["dataset"] if many_ds else []),
             *t["metrics"]]
-    return table(head, rows, "sweep", classes)
+    return html_table(head, rows, "sweep", classes)
 
 
 def _chart(t: dict, cells: list[dict]) -> str:
@@ -323,7 +316,9 @@ def _chart(t: dict, cells: list[dict]) -> str:
 
 def write_sweep(sweep_dir: Path, summary: dict) -> Path:
     """``sweep.json`` (the summary and the tables) and ``sweep.html``."""
-    from saf_utils.reporting.pages import duration_text, esc, page, table
+    from saf_utils.reporting.crossrun import html_table, page_html
+    from saf_utils.reporting.manifest import write_text
+    from saf_utils.reporting.pages import duration_text, esc
 
     cells = summary["cells"]
     summary["tables"] = sweep_tables(cells)
@@ -356,7 +351,7 @@ def write_sweep(sweep_dir: Path, summary: dict) -> Path:
 <p class="meta">Profile <b>{esc(summary['profile'])}</b> · commit <code>{commit}</code> ·
 started {esc(summary['started'])} · finished {esc(summary.get('finished') or '—')} ·
 {len(cells)} cell(s), each an ordinary run folder<br>Matrix: {matrix_txt}</p>
-{table(['run', *keys, 'status', 'time', 'error'], cell_rows)}
+{html_table(['run', *keys, 'status', 'time', 'error'], cell_rows)}
 <p><a href="{SWEEP_FILE}">{SWEEP_FILE}</a></p>
 {''.join(sections) or '<p>No result record yet.</p>'}
 <p class="note">Per task and split, a row per system and cell: mean [95% interval] of that
@@ -364,16 +359,9 @@ run's headline record, as on the run's index page (follow the cell's link); * = 
 record, mean over its per-seed/per-fold records. The charts show the same numbers, one colour
 per cell. Cells differ in the matrix values only; differences between cells are not tested
 here (<code>saf-run compare</code> two cells for paired tests on the same items).</p>"""
-    css = ("<style>tr.first td{border-top:2px solid #999}"
-           "table.sweep td:first-child{min-width:9em}</style>")
-    return _write_page(sweep_dir / SWEEP_PAGE,
-                           page(f"Sweep {summary['sweep']}", body, run_dir=sweep_dir), css)
-
-
-def _write_page(path: Path, html: str, css: str) -> Path:
-    from saf_utils.reporting.manifest import write_text
-
-    return write_text(path, html.replace("</head>", css + "</head>", 1))
+    css = "tr.first td{border-top:2px solid #999}table.sweep td:first-child{min-width:9em}"
+    return write_text(sweep_dir / SWEEP_PAGE,
+                      page_html(f"Sweep {summary['sweep']}", body, sweep_dir, css=css))
 
 
 # ------------------------------------------------------------------ the command
