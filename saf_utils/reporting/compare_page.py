@@ -15,7 +15,7 @@ from saf_utils.reporting.manifest import write_text
 from saf_utils.reporting.pages import esc, fmt
 
 WHERE = "task / dataset / split"
-NUMBERS = {"A", "B", "B - A", "value"}  # right-aligned on the page
+NUMBERS = {"A", "B", "B - A", "value"}  # right-aligned in the results' sections
 
 
 def _v(x: Any) -> str:
@@ -111,8 +111,8 @@ def write_compare_html(cmp: dict, path: str | os.PathLike) -> Path:
             f"B - A; a paired randomization test on the per-item scores of both runs flags "
             f"significant ones (Holm-adjusted over all changed records, p &lt; "
             f"{cmp['alpha']}).</p>"]
-    def cell(name: str, text: str, r: int) -> str:
-        if name in NUMBERS:
+    def cell(name: str, text: str, r: int, numbers: bool) -> str:
+        if numbers and name in NUMBERS:
             return f'<td class="num">{esc(text)}</td>'
         if name.startswith("paired test"):
             sig = (cmp["changed"][r].get("test") or {}).get("significant")
@@ -120,7 +120,8 @@ def write_compare_html(cmp: dict, path: str | os.PathLike) -> Path:
         return f"<b>{esc(text)}</b>" if name == "parameter" else esc(text)
 
     for i, (title, head, rows, empty) in enumerate(sections(cmp)):
-        html_rows = [[cell(head[j], t, r) for j, t in enumerate(row)]
+        numbers = head[0] == WHERE  # the results' sections
+        html_rows = [[cell(head[j], t, r, numbers) for j, t in enumerate(row)]
                      for r, row in enumerate(rows)]
         body.append(f"<h2>{esc(title)}</h2>" + (html_table(head, html_rows) if rows
                                                   else f"<p>{esc(empty)}</p>"))
