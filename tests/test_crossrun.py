@@ -91,9 +91,10 @@ def test_runs_page_groups_by_profile_and_dataset_and_offers_a_comparison(tmp_pat
     assert text.count("<img alt=\"headline metrics") == 1  # a chart for the group of two
     assert "table.sortable" not in text and "safTables" in text  # the bundled DataTables
     (root / "smoke2" / "compare-smoke1.html").write_text("<p>cmp</p>")
-    overview.write_overview(root)
-    second = _groups((root / overview.PAGE).read_text())["smoke · d"][1]
-    assert second[-1] == '<a href="smoke2/compare-smoke1.html">vs smoke1</a>'
+    (root / "cpu1" / "compare.html").write_text("<p>cmp</p>")  # saf-run --baseline's page
+    groups = _groups(overview.write_overview(root).read_text())
+    assert groups["smoke · d"][1][-1] == '<a href="smoke2/compare-smoke1.html">vs smoke1</a>'
+    assert groups["cpu · d"][0][-1] == '<a href="cpu1/compare.html">vs its baseline</a>'
 
 
 def test_runs_page_escapes_what_runs_say(tmp_path):

@@ -116,13 +116,16 @@ def _chart(runs: Sequence[dict], columns: Sequence[tuple[str, str]], dataset: st
 
 def _compare_cell(root: Path, previous: str | None, run: str, command: str) -> str:
     """The comparison of a run with the group's previous run: its page when it exists, else
-    the command that writes it."""
-    if previous is None:
-        return ""
+    the command that writes it; and the one with its ``--baseline`` run when it has one."""
+    out = []
+    if (root / run / "compare.html").is_file():
+        out.append(f'<a href="{esc(run)}/compare.html">vs its baseline</a>')
     page = f"compare-{previous}.html"
-    if (root / run / page).is_file():
-        return f'<a href="{esc(run)}/{esc(page)}">vs {esc(previous)}</a>'
-    return f"<code>{esc(f'saf-run compare {previous} {run}{command}')}</code>"
+    if previous is not None and (root / run / page).is_file():
+        out.append(f'<a href="{esc(run)}/{esc(page)}">vs {esc(previous)}</a>')
+    elif previous is not None:
+        out.append(f"<code>{esc(f'saf-run compare {previous} {run}{command}')}</code>")
+    return "<br>".join(out)
 
 
 def group_table(root: Path, key: tuple[str, str], runs: list[dict], rank: dict[str, int],
@@ -167,7 +170,8 @@ def group_table(root: Path, key: tuple[str, str], runs: list[dict], rank: dict[s
     title = f"{profile or 'no profile'} · {dataset}"
     chart = _chart(runs, columns, dataset) if dataset != NO_DATA else ""
     short = {} if len(rows) > 10 else {"paging": False, "layout": {  # no pages of one page
-        "topStart": None, "topEnd": "search", "bottomStart": None, "bottomEnd": None}}
+        "topStart": None, "topEnd": "search" if len(rows) > 5 else None, "bottomStart": None,
+        "bottomEnd": None}}
     return (f'<h2 id="group-{n}">{esc(title)}</h2>'
             + interactive(f"runs-{n}", pd.DataFrame(rows), None, specs, filters=False,
                           order=[], **short) + chart)
@@ -215,14 +219,14 @@ def write_overview(reports_dir: str | os.PathLike | None = None,
                    esc(", ".join(f"{k}: {v}" for k, v in w["cells"].items()))]
                   for w in sweeps]
     body = (f"<h1>Runs in {esc(root.name)}</h1>"
-            f"<p>{len(runs)} run(s) in {len(groups)} group(s) of one profile and dataset, "
-            "oldest first; a run is in the group of each dataset it has results on. Per "
+            f"<p>{len(runs)} run(s), oldest first, in {len(groups)} group(s) of one profile "
+            "and dataset (a run is in the group of each dataset it has results on). Per "
             "task: the first headline metric on the task's first split, of the system the "
             "notebook chose for that split (★), else of its best baseline or system, with "
-            "its 95% interval; the run's index.html has the tests. <b>compare</b>: the "
-            "comparison with the group's previous run where <code>saf-run compare</code> "
-            "wrote it, else the command that writes it (this page is a file and cannot run "
-            "it; after the command, <code>saf-run list --html</code> links the page).</p>"
+            "its 95% interval; the run's index.html has the tests.</p><p><b>compare</b>: "
+            "the comparison with the group's previous run where <code>saf-run compare</code>"
+            " wrote it, else the command that writes it: this page is a file and cannot run "
+            "it (afterwards <code>saf-run list --html</code> links the new page).</p>"
             + "".join(sections)
             + (f"<p>{len(problems)} note(s) on the runs (a run that cannot be read is left "
                f"out):</p><ul>{notes}</ul>" if notes else "")
