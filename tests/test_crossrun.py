@@ -104,9 +104,12 @@ def test_runs_page_escapes_what_runs_say(tmp_path):
     run = _run(root, "r2", evil, 0.25, "2026-01-02T00:00:00+00:00", dataset=evil)
     records = json.loads((run / "metrics.json").read_text())
     records["records"][0]["system"] = "<script>alert(2)</script>"
+    records["records"].append({**records["records"][0], "task": "<b>t", "metric": "<u>m"})
     (run / "metrics.json").write_text(json.dumps(records))
     text = overview.write_overview(root).read_text()
     assert "<img src=x" not in text and "<script>alert" not in text
+    assert "<u>m" not in text and "<b>t" not in text  # headers: itables leaves them as given
+    assert "&amp;lt;b&amp;gt;t: &amp;lt;u&amp;gt;m" in text  # escaped, in the escaped JSON
     (rows,) = _groups(text).values()
     assert "&lt;script&gt;alert(2)&lt;/script&gt;" in rows[1][7]
     assert "&lt;img src=x" in re.search(r'<h2 id="group-1">(.*?)</h2>', text).group(1)

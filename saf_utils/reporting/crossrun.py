@@ -124,9 +124,11 @@ def html_table(head: Sequence[str], rows: Sequence[Sequence[str]], cls: str = ""
 def interactive(table_id: str, df: pd.DataFrame, caption: str, specs: dict[str, dict],
                 **options: Any) -> str:
     """An interactive table (itables' bundled DataTables, offline) of ``df``, whose text
-    cells are HTML the caller escaped (``allow_html``: links); its spec goes to ``specs``,
-    the placeholder is returned."""
+    cells are HTML the caller escaped (``allow_html``: links; the column names are escaped
+    here); its spec goes to ``specs``, the placeholder is returned."""
+    from saf_utils.reporting.sharing import esc
     from saf_utils.reporting.tables import placeholder, table_spec
 
+    df = df.set_axis([esc(str(c)) for c in df.columns], axis=1)
     specs[table_id] = table_spec(df, caption, allow_html=True, **options)
     return placeholder(table_id, specs[table_id])
