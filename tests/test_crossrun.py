@@ -77,18 +77,24 @@ def test_runs_page_groups_by_profile_and_dataset_and_offers_a_comparison(tmp_pat
     _run(root, "cpu1", "cpu", 0.86, "2026-01-02T00:00:00+00:00")
     _run(root, "smoke2", "smoke", 0.25, "2026-01-03T00:00:00+00:00")
     _run(root, "other", "smoke", 0.75, "2026-01-04T00:00:00+00:00", dataset="d2")
+    run = _run(root, "smoke3", "smoke", 0.5, "2026-01-05T00:00:00+00:00")
+    records = json.loads((run / "metrics.json").read_text())  # a task the others lack
+    records["records"].append({**records["records"][0], "task": "t", "metric": "m"})
+    (run / "metrics.json").write_text(json.dumps(records))
     assert cli.main(["list", "--reports-dir", str(root), "--html"]) == 0
     capsys.readouterr()
     text = (root / overview.PAGE).read_text()
     groups = _groups(text)
     assert list(groups) == ["cpu · d", "smoke · d", "smoke · d2"]  # no mixing of either
-    assert [r[0] for r in groups["smoke · d"]] == ['<a href="smoke1/index.html">smoke1</a>',
-                                                   '<a href="smoke2/index.html">smoke2</a>']
-    first, second = groups["smoke · d"]
-    assert first[6] == 0.5 and second[6] == 0.25 and "[0.15, 0.35]" in second[7]
+    assert [r[0] for r in groups["smoke · d"]] == [f'<a href="{r}/index.html">{r}</a>'
+                                                   for r in ("smoke1", "smoke2", "smoke3")]
+    first, second, third = groups["smoke · d"]
+    assert len(first) == len(third) == 6 + 2 * 2 + 1  # each task two columns, in every row
+    assert first[8:10] == ["", ""] and third[8] == "0.5"  # a number as text: blank if none
+    assert first[6] == "0.5" and second[6] == "0.25" and "[0.15, 0.35]" in second[7]
     assert first[-1] == "" and second[-1] == (  # no page yet: the command that writes it
         "<code>saf-run compare smoke1 smoke2 --reports-dir &lt;this folder&gt;</code>")
-    assert text.count("<img alt=\"headline metrics") == 1  # a chart for the group of two
+    assert text.count("<img alt=\"headline metrics") == 1  # a chart: the group of 2+ runs
     assert "table.sortable" not in text and "safTables" in text  # the bundled DataTables
     (root / "smoke2" / "compare-smoke1.html").write_text("<p>cmp</p>")
     (root / "cpu1" / "compare.html").write_text("<p>cmp</p>")  # saf-run --baseline's page

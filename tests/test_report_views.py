@@ -194,7 +194,7 @@ def test_runs_overview_lists_every_run_with_headlines_and_a_chart(tmp_path, caps
                                             '<a href="r2/index.html">r2</a>']
     assert "unreadable" in text  # the broken run is named, not dropped silently
     assert '<img alt="headline metrics over the runs' in text  # the chart of a group
-    assert spec["data"][0][6] == 0.5 and spec["data"][0][7].startswith("feature_clf")
+    assert spec["data"][0][6] == "0.5" and spec["data"][0][7].startswith("feature_clf")
 
 
 def test_example_pages_are_rebuilt_only_when_their_inputs_change(toy_run):

@@ -695,7 +695,7 @@ def test_runs_page_rows_come_from_each_folder_and_bad_records_are_counted(tmp_pa
     text = (reports / overview.PAGE).read_text()
     rows = {r[0]: r for t in read_page_tables(text).values() for r in t["data"]}
     for name, value in (("orig", 0.5), ("copied", 0.25), ("abs", 0.125)):
-        assert value in rows[name], (name, rows.get(name))
+        assert str(value) in rows[name], (name, rows.get(name))
     assert "3 note(s) on the runs" in text and "copied or renamed" in text
     assert "badvalue/metrics.json: 1 record(s) left out" in text
     assert str(reports / "orig") not in text.replace("$RUN", "")

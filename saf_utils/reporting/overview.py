@@ -130,7 +130,9 @@ def _compare_cell(root: Path, previous: str | None, run: str, command: str) -> s
 
 def group_table(root: Path, key: tuple[str, str], runs: list[dict], rank: dict[str, int],
                 specs: dict[str, dict], command: str) -> str:
-    """One group's heading, interactive table and (2+ runs) chart."""
+    """One group's heading, interactive table and (2+ runs) chart. Numbers are given as
+    text: DataTables sorts a column of numbers and blanks as numbers, and a missing value
+    stays blank (a float column would show NaN)."""
     import pandas as pd
 
     from saf_utils.reporting.crossrun import interactive
@@ -142,6 +144,7 @@ def group_table(root: Path, key: tuple[str, str], runs: list[dict], rank: dict[s
                                    for t, h in r["headlines"].items()
                                    if h["dataset"] == dataset),
                      key=lambda c: (rank.get(c[0], len(rank)), c))
+    titles = {t: h["title"] for r in runs for t, h in r["headlines"].items()}
     rows, previous = [], None
     for r in runs:
         name = str(r["run"])
@@ -151,15 +154,14 @@ def group_table(root: Path, key: tuple[str, str], runs: list[dict], rank: dict[s
                "status": f'<span class="{esc(str(r.get("status")).split()[0])}">'
                          f'{esc(r.get("status"))}</span>',
                "commit": f"<code>{esc(r.get('commit'))}</code>",
-               "duration (s)": (round(r["seconds"], 1) if r.get("seconds") is not None
-                                else None),
+               "duration (s)": (f"{r['seconds']:.1f}" if r.get("seconds") is not None
+                                else ""),
                "notebooks": esc(r.get("notebooks"))}
         for task, metric in columns:
             h = r["headlines"].get(task)
             ok = h and h["metric"] == metric and h["dataset"] == dataset
-            title = h["title"] if h else task
-            row[f"{title}: {metric}"] = h["value"] if ok else None
-            row[f"{title}: system, value [95% CI]"] = (
+            row[f"{titles[task]}: {metric}"] = f"{h['value']:.4g}" if ok else ""
+            row[f"{titles[task]}: {metric}, system and [95% CI]"] = (
                 f"{esc(h['system'])}{' ★' if h['chosen'] else ''}: "
                 f"{esc(interval(h['value'], h['lo'], h['hi'], fmt))} "
                 f"<small>({esc(h['split'])})</small>" if ok else "")
