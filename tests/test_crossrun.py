@@ -119,3 +119,18 @@ def test_runs_page_escapes_what_runs_say(tmp_path):
     (rows,) = _groups(text).values()
     assert "&lt;script&gt;alert(2)&lt;/script&gt;" in rows[1][7]
     assert "&lt;img src=x" in re.search(r'<h2 id="group-1">(.*?)</h2>', text).group(1)
+
+
+def test_a_comparison_written_by_saf_run_compare_is_linked_both_ways(tmp_path, capsys):
+    root = tmp_path / "reports"
+    _run(root, "r1", "p", 0.5, "2026-01-01T00:00:00+00:00")
+    _run(root, "r2", "p", 0.25, "2026-01-02T00:00:00+00:00")
+    overview.write_overview(root)
+    assert cli.main(["compare", "r1", "r2", "--reports-dir", str(root),
+                     "--resamples", "100"]) == 0
+    assert "| sys | fact_f1 |  | 0.5 | 0.25 | -0.25 | no items |" in \
+        capsys.readouterr().out
+    assert 'href="../runs.html"' in (root / "r2" / "compare-r1.html").read_text()
+    overview.write_overview(root)
+    (rows,) = _groups((root / overview.PAGE).read_text()).values()
+    assert rows[1][-1] == '<a href="r2/compare-r1.html">vs r1</a>'

@@ -150,13 +150,16 @@ def write_sweep(sweep_dir: Path, summary: dict) -> Path:
     git = summary.get("git") or {}
     commit = esc((git.get("commit") or "unknown")[:12]) + (" (dirty)" if git.get("dirty") else "")
     status = summary["status"]
+    runs = "".join(f' · <a href="{href}">{what}</a>' for href, what in (
+        ("runs.html", "the cells' runs"), ("../runs.html", "all runs"))
+        if (sweep_dir / href).is_file())
     body = f"""<h1>Sweep {esc(summary['sweep'])} <span class="{esc(status)}">{esc(status)}</span>
 </h1>
 <p class="meta">Profile <b>{esc(summary['profile'])}</b> · commit <code>{commit}</code> ·
 started {esc(summary['started'])} · finished {esc(summary.get('finished') or '—')} ·
 {len(cells)} cell(s), each an ordinary run folder<br>Matrix: {matrix_txt}</p>
 {html_table(['run', *keys, 'status', 'time', 'error'], cell_rows)}
-<p><a href="{SWEEP_FILE}">{SWEEP_FILE}</a></p>
+<p><a href="{SWEEP_FILE}">{SWEEP_FILE}</a>{runs}</p>
 {''.join(sections) or '<p>No result record yet.</p>'}
 <p class="note">Per task and split, a row per system and cell: mean [95% interval] of that
 run's headline record, as on the run's index page (follow the cell's link); * = no headline
