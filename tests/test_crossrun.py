@@ -89,18 +89,18 @@ def test_runs_page_groups_by_profile_and_dataset_and_offers_a_comparison(tmp_pat
     assert [r[0] for r in groups["smoke · d"]] == [f'<a href="{r}/index.html">{r}</a>'
                                                    for r in ("smoke1", "smoke2", "smoke3")]
     first, second, third = groups["smoke · d"]
-    assert len(first) == len(third) == 6 + 2 * 2 + 1  # each task two columns, in every row
-    assert first[8:10] == ["", ""] and third[8] == "0.5"  # a number as text: blank if none
-    assert first[6] == "0.5" and second[6] == "0.25" and "[0.15, 0.35]" in second[7]
-    assert first[-1] == "" and second[-1] == (  # no page yet: the command that writes it
+    assert len(first) == len(third) == 7 + 2 * 2  # each task two columns, in every row
+    assert first[9:11] == ["", ""] and third[9] == "0.5"  # a number as text: blank if none
+    assert first[7] == "0.5" and second[7] == "0.25" and "[0.15, 0.35]" in second[8]
+    assert first[1] == "" and second[1] == (  # no page yet: the command that writes it
         "<code>saf-run compare smoke1 smoke2 --reports-dir &lt;this folder&gt;</code>")
     assert text.count("<img alt=\"headline metrics") == 1  # a chart: the group of 2+ runs
     assert "table.sortable" not in text and "safTables" in text  # the bundled DataTables
     (root / "smoke2" / "compare-smoke1.html").write_text("<p>cmp</p>")
     (root / "cpu1" / "compare.html").write_text("<p>cmp</p>")  # saf-run --baseline's page
     groups = _groups(overview.write_overview(root).read_text())
-    assert groups["smoke · d"][1][-1] == '<a href="smoke2/compare-smoke1.html">vs smoke1</a>'
-    assert groups["cpu · d"][0][-1] == '<a href="cpu1/compare.html">vs its baseline</a>'
+    assert groups["smoke · d"][1][1] == '<a href="smoke2/compare-smoke1.html">vs smoke1</a>'
+    assert groups["cpu · d"][0][1] == '<a href="cpu1/compare.html">vs its baseline</a>'
 
 
 def test_runs_page_escapes_what_runs_say(tmp_path):
@@ -117,7 +117,7 @@ def test_runs_page_escapes_what_runs_say(tmp_path):
     assert "<u>m" not in text and "<b>t" not in text  # headers: itables leaves them as given
     assert "&amp;lt;b&amp;gt;t: &amp;lt;u&amp;gt;m" in text  # escaped, in the escaped JSON
     (rows,) = _groups(text).values()
-    assert "&lt;script&gt;alert(2)&lt;/script&gt;" in rows[1][7]
+    assert "&lt;script&gt;alert(2)&lt;/script&gt;" in rows[1][8]
     assert "&lt;img src=x" in re.search(r'<h2 id="group-1">(.*?)</h2>', text).group(1)
 
 
@@ -133,4 +133,4 @@ def test_a_comparison_written_by_saf_run_compare_is_linked_both_ways(tmp_path, c
     assert 'href="../runs.html"' in (root / "r2" / "compare-r1.html").read_text()
     overview.write_overview(root)
     (rows,) = _groups((root / overview.PAGE).read_text()).values()
-    assert rows[1][-1] == '<a href="r2/compare-r1.html">vs r1</a>'
+    assert rows[1][1] == '<a href="r2/compare-r1.html">vs r1</a>'

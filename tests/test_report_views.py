@@ -185,16 +185,17 @@ def test_runs_overview_lists_every_run_with_headlines_and_a_chart(tmp_path, caps
     assert parsed is not None
     from saf_utils.reporting.tables import read_page_tables
 
-    tables = {re.findall(r"<th[^>]*>(.*?)</th>", s["dt_args"]["table_html"])[6]: s
+    tables = {re.findall(r"<th[^>]*>(.*?)</th>", s["dt_args"]["table_html"])[7]: s
               for s in read_page_tables(text).values()}  # interactive: one per group
     spec = tables["SAF (short answer feedback): accuracy"]
     head = re.findall(r"<th[^>]*>(.*?)</th>", spec["dt_args"]["table_html"])
-    assert head[:6] == ["run", "started", "status", "commit", "duration (s)", "notebooks"]
+    assert head[:7] == ["run", "compare", "started", "status", "commit", "duration (s)",
+                        "notebooks"]
     assert [r[0] for r in spec["data"]] == ['<a href="r1/index.html">r1</a>',
                                             '<a href="r2/index.html">r2</a>']
     assert "unreadable" in text  # the broken run is named, not dropped silently
     assert '<img alt="headline metrics over the runs' in text  # the chart of a group
-    assert spec["data"][0][6] == "0.5" and spec["data"][0][7].startswith("feature_clf")
+    assert spec["data"][0][7] == "0.5" and spec["data"][0][8].startswith("feature_clf")
 
 
 def test_example_pages_are_rebuilt_only_when_their_inputs_change(toy_run):

@@ -150,6 +150,7 @@ def group_table(root: Path, key: tuple[str, str], runs: list[dict], rank: dict[s
         name = str(r["run"])
         row = {"run": (f'<a href="{esc(name)}/index.html">{esc(name)}</a>'
                        if (root / name / "index.html").is_file() else esc(name)),
+               "compare": _compare_cell(root, previous, name, command),
                "started": esc((r.get("started") or "").replace("+00:00", "Z")),
                "status": f'<span class="{esc(str(r.get("status")).split()[0])}">'
                          f'{esc(r.get("status"))}</span>',
@@ -165,7 +166,6 @@ def group_table(root: Path, key: tuple[str, str], runs: list[dict], rank: dict[s
                 f"{esc(h['system'])}{' ★' if h['chosen'] else ''}: "
                 f"{esc(interval(h['value'], h['lo'], h['hi'], fmt))} "
                 f"<small>({esc(h['split'])})</small>" if ok else "")
-        row["compare"] = _compare_cell(root, previous, name, command)
         previous = name
         rows.append(row)
     n = len(specs) + 1
