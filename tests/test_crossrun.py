@@ -134,3 +134,27 @@ def test_a_comparison_written_by_saf_run_compare_is_linked_both_ways(tmp_path, c
     overview.write_overview(root)
     (rows,) = _groups((root / overview.PAGE).read_text()).values()
     assert rows[1][1] == '<a href="r2/compare-r1.html">vs r1</a>'
+
+
+@pytest.mark.slow
+def test_runs_page_tables_run_offline_and_sort_numbers_as_numbers(tmp_path):
+    """In headless Chromium, network off: every group's table is built by the bundled
+    DataTables, no request leaves the page, and a value column sorts 0.5 < 9.5 < 10.25."""
+    from tests.browser import Browser, find_chromium
+
+    if find_chromium() is None:
+        pytest.skip("no Chromium on this machine")
+    root = tmp_path / "reports"
+    for i, v in enumerate([9.5, 10.25, 0.5]):
+        _run(root, f"r{i}", "p", v, f"2026-01-0{i + 1}T00:00:00+00:00")
+    b = Browser(find_chromium())
+    try:
+        b.open(overview.write_overview(root))
+        b.wait("document.documentElement.dataset.safTables === 'ready'", 30)
+        b.js("window.safTables['runs-1'].dt.order([7, 'asc']).draw(); 1")
+        got = b.js("JSON.stringify(window.safTables['runs-1'].dt.column(7, "
+                   "{order: 'applied'}).data().toArray())")
+        assert json.loads(got) == ["0.5", "9.5", "10.25"]
+        assert not b.exceptions and not b.network()
+    finally:
+        b.close()
