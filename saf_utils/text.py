@@ -9,10 +9,11 @@ by it.
 
 from __future__ import annotations
 
+import math
 import re
 import string
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -93,3 +94,20 @@ def listing(x: Mapping[Any, Any] | Iterable[Any] | None, sep: str = ", ") -> str
     if isinstance(x, Mapping):
         return sep.join(f"{one(k)} {one(v)}" for k, v in x.items())
     return sep.join(one(v) for v in x)
+
+
+def interval(value: float | None, low: float | None = None, high: float | None = None,
+             spec: str | Callable[[float], str] = ".3g") -> str:
+    """``value [low, high]``: how every page, table and sentence writes an estimate with its
+    interval (the one place that spells it). ``spec`` is a format spec (``".3f"``, ``"+.3g"``)
+    or a function (``pages.fmt``); a missing or non-finite bound leaves the interval out, a
+    missing value gives ``""``."""
+    def f(x: float | None) -> str | None:
+        if x is None or not math.isfinite(float(x)):
+            return None
+        return spec(x) if callable(spec) else format(float(x), spec)
+
+    text, lo, hi = f(value), f(low), f(high)
+    if text is None:
+        return ""
+    return f"{text} [{lo}, {hi}]" if lo is not None and hi is not None else text

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from saf_utils.artifacts import ITEMS_FILE, read_items
+from saf_utils.reporting.crossrun import KEY, frame, rows_of
 from saf_utils.reporting.manifest import PROJECT_ROOT
 from saf_utils.reporting.profiles import REPORTS_DIR, RunnerError, check_folder_name
 
-KEY = ("task", "dataset", "split", "system", "metric", "subset")
 IGNORED_PARAMS = {"output_dir"}
 MIN_RESAMPLES = 100
 
@@ -226,25 +226,6 @@ def same_executions(man_a: dict, man_b: dict) -> list[str]:
             and a.get(n["name"]) == _origin(man_b.get("run"), n)]
 
 
-def _values(records: list[dict]) -> dict[tuple, dict]:
-    """Per key: the headline record (fold and seed None) or else the mean of the records."""
-    groups: dict[tuple, list[dict]] = {}
-    for r in records:
-        if (r.get("kind") or "result") != "result":
-            continue
-        groups.setdefault(tuple(r.get(k) for k in KEY), []).append(r)
-    out = {}
-    for key, rows in groups.items():
-        head = [r for r in rows if r.get("fold") is None and r.get("seed") is None]
-        if head:
-            out[key] = {"value": head[-1]["value"], "n": 1,
-                        "status": head[-1].get("notebook_status")}
-        else:
-            out[key] = {"value": sum(r["value"] for r in rows) / len(rows), "n": len(rows),
-                        "status": rows[0].get("notebook_status")}
-    return out
-
-
 def _items(run: Path, manifest: dict):
     import pandas as pd
 
@@ -339,7 +320,8 @@ def compare_runs(run_a: str | os.PathLike, run_b: str | os.PathLike, alpha: floa
     ka, kb = _packages(man_a), _packages(man_b)
     packages = [{"package": k, "a": ka.get(k), "b": kb.get(k)}
                 for k in sorted(set(ka) | set(kb)) if ka.get(k) != kb.get(k)]
-    va, vb = _values(rec_a), _values(rec_b)
+    df = frame({"A": rec_a, "B": rec_b})
+    va, vb = ({tuple(r[k] for k in KEY): r for r in rows_of(df[df["run"] == s])} for s in "AB")
     changed, same = [], 0
     for key in sorted(set(va) & set(vb), key=str):
         x, y = va[key]["value"], vb[key]["value"]

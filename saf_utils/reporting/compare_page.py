@@ -1,6 +1,7 @@
 """A run comparison (:func:`saf_utils.reporting.compare.compare_runs`) for people: Markdown
 for the terminal (:func:`to_markdown`) and the HTML page ``compare.html`` /
-``compare-<run>.html`` (:func:`write_compare_html`)."""
+``compare-<run>.html`` (:func:`write_compare_html`), both from one list of sections
+(:func:`sections`: title, header, plain-text rows, what to say when empty)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from saf_utils.reporting.manifest import write_text
-from saf_utils.reporting.pages import esc, fmt, page, table
+from saf_utils.reporting.pages import esc, fmt
+
+WHERE = "task / dataset / split"
+NUMBERS = {"A", "B", "B - A", "value"}  # right-aligned in the results' sections
 
 
 def _v(x: Any) -> str:
@@ -22,10 +26,8 @@ def _v(x: Any) -> str:
     return json.dumps(x) if not isinstance(x, str) else x
 
 
-
 def _where(c: dict) -> str:
     return " / ".join(str(c[k]) for k in ("task", "dataset", "split") if c.get(k) is not None)
-
 
 
 def _test(c: dict) -> str:
@@ -35,105 +37,100 @@ def _test(c: dict) -> str:
     if "error" in t:
         return f"n/a ({t['error'][:60]})"
     return (f"{'**significant** ' if t['significant'] else ''}p={fmt(t['p'], 2)} "
-            f"(Holm {fmt(t['p_adj'], 2)}) [{fmt(t['low'])}, {fmt(t['high'])}] n={t['n_items']}")
+            f"(Holm {fmt(t['p_adj'], 2)}) [{fmt(t['low'])}, {fmt(t['high'])}] "
+            f"n={t['n_items']}")
 
+
+def _param_text(row: dict, side: str) -> str:
+    """How the pages show one side of a parameter row (a default says so)."""
+    note = row.get(f"{side}_note")
+    if note == "default":
+        return f"{_v(row[side])} (default)"
+    return f"({note})" if note else _v(row[side])
+
+
+def sections(cmp: dict) -> list[tuple[str, list[str], list[list[str]], str]]:
+    """(title, header, rows of plain text, text when there is no row) of every section."""
+    def only(side: str, val: str) -> list[list[str]]:
+        return [[_where(r), r["system"], r["metric"], r["subset"] or "", fmt(r[val], 4)]
+                for r in cmp[side]]
+
+    return [
+        ("Setup", ["what", "A", "B"], [[s["what"], _v(s["a"]), _v(s["b"])]
+                                        for s in cmp["setup"]],
+         "Same profile, commit and lock file."),
+        ("Parameters", ["notebook", "parameter", "A", "B"],
+         [[p["notebook"], p["parameter"], _param_text(p, "a"), _param_text(p, "b")]
+          for p in cmp["parameters"]], "No parameter differs."),
+        ("Data", ["dataset", "split", "file", "A sha256", "B sha256"],
+         [[d["dataset"], d["split"], d["file"], _v(d["a"]), _v(d["b"])] for d in cmp["data"]],
+         "Same data files (SHA-256)."),
+        ("Packages", ["package", "A", "B"], [[p["package"], p["a"] or "-", p["b"] or "-"]
+                                              for p in cmp["packages"]],
+         "Same installed packages."),
+        (f"Results that changed ({len(cmp['changed'])}; {cmp['unchanged']} unchanged)",
+         [WHERE, "system", "metric", "subset", "A", "B", "B - A",
+          f"paired test (alpha {cmp['alpha']})"],
+         [[_where(c), c["system"], c["metric"], c["subset"] or "", fmt(c["a"], 4),
+           fmt(c["b"], 4), fmt(c["diff"], 3), _test(c)] for c in cmp["changed"]],
+         "No result record changed."),
+        (f"Appeared (only in B): {len(cmp['appeared'])}",
+         [WHERE, "system", "metric", "subset", "value"], only("appeared", "b"), "None."),
+        (f"Disappeared (only in A): {len(cmp['disappeared'])}",
+         [WHERE, "system", "metric", "subset", "value"], only("disappeared", "a"), "None.")]
+
+
+def _reused(cmp: dict) -> str:
+    return ("Reused (one execution, identical outputs): " + ", ".join(cmp["identical"])
+            if cmp.get("identical") else "")
 
 
 def to_markdown(cmp: dict) -> str:
-    def md(head: list[str], rows: list[list[str]]) -> list[str]:
-        out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        out += ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in rows]
-        return out + [""]
-
     lines = [f"# {cmp['b_name']} compared with {cmp['a_name']} (B - A)", "",
              f"A = {cmp['a']}", f"B = {cmp['b']}", ""]
-    lines += ["## Setup", ""] + (md(["what", "A", "B"], [[s["what"], _v(s["a"]), _v(s["b"])]
-                                                         for s in cmp["setup"]])
-                                 if cmp["setup"] else ["same profile, commit and lock file", ""])
-    if cmp.get("identical"):
-        lines += ["Reused (one execution, identical outputs): " + ", ".join(cmp["identical"]),
-                  ""]
-    lines += ["## Parameters", ""] + (md(["notebook", "parameter", "A", "B"],
-                                         [[p["notebook"], p["parameter"], _param_text(p, "a"),
-                                           _param_text(p, "b")]
-                                          for p in cmp["parameters"]])
-                                      if cmp["parameters"] else ["no difference", ""])
-    lines += ["## Data", ""] + (md(["dataset", "split", "file", "A sha256", "B sha256"],
-                                   [[d["dataset"], d["split"], d["file"], _v(d["a"]), _v(d["b"])]
-                                    for d in cmp["data"]])
-                                if cmp["data"] else ["same data files (SHA-256)", ""])
-    lines += ["## Packages", ""] + (md(["package", "A", "B"],
-                                       [[p["package"], p["a"] or "-", p["b"] or "-"]
-                                        for p in cmp["packages"]])
-                                    if cmp["packages"] else ["same installed packages", ""])
-    lines += [f"## Results that changed ({len(cmp['changed'])}; {cmp['unchanged']} unchanged)",
-              ""]
-    if cmp["changed"]:
-        lines += md(["task / dataset / split", "system", "metric", "subset", "A", "B", "B - A",
-                     f"paired test (alpha {cmp['alpha']})"],
-                    [[_where(c), c["system"], c["metric"], c["subset"] or "", fmt(c["a"], 4),
-                      fmt(c["b"], 4), fmt(c["diff"], 3), _test(c)] for c in cmp["changed"]])
-    for title, side in (("Appeared (only in B)", "appeared"),
-                        ("Disappeared (only in A)", "disappeared")):
-        rows = cmp[side]
-        lines += [f"## {title}: {len(rows)}", ""]
+    for i, (title, head, rows, empty) in enumerate(sections(cmp)):
+        lines += [f"## {title}", ""]
         if rows:
-            val = "b" if side == "appeared" else "a"
-            lines += md(["task / dataset / split", "system", "metric", "subset", "value"],
-                        [[_where(r), r["system"], r["metric"], r["subset"] or "",
-                          fmt(r[val], 4)] for r in rows])
+            lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+            lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |"
+                      for r in rows]
+        else:
+            lines.append(empty)
+        lines.append("")
+        if i == 0 and _reused(cmp):
+            lines += [_reused(cmp), ""]
     return "\n".join(lines)
 
 
-
 def write_compare_html(cmp: dict, path: str | os.PathLike) -> Path:
-    def sec(title: str, head: list[str], rows: list[list[str]], empty: str) -> str:
-        return f"<h2>{esc(title)}</h2>" + (table(head, rows) if rows else f"<p>{esc(empty)}</p>")
-
-    def t(c: dict) -> str:
-        txt = esc(_test(c).replace("**", ""))
-        sig = (c.get("test") or {}).get("significant")
-        return f'<td class="{"failed" if sig else ""}">{txt}</td>'
+    """The comparison as a page; a significant change's test cell is marked (``failed``)."""
+    from saf_utils.reporting.crossrun import html_table, page_html
 
     body = [f"<h1>{esc(cmp['b_name'])} compared with {esc(cmp['a_name'])}</h1>",
             f"<p class=meta>A = {esc(cmp['a'])}<br>B = {esc(cmp['b'])}<br>Differences are "
             f"B - A; a paired randomization test on the per-item scores of both runs flags "
             f"significant ones (Holm-adjusted over all changed records, p &lt; "
-            f"{cmp['alpha']}).</p>",
-            sec("Setup", ["what", "A", "B"],
-                [[esc(s["what"]), esc(_v(s["a"])), esc(_v(s["b"]))] for s in cmp["setup"]],
-                "Same profile, commit and lock file."),
-            (f"<p>Reused (one execution, identical outputs): {esc(', '.join(cmp['identical']))}"
-             "</p>" if cmp.get("identical") else ""),
-            sec("Parameters", ["notebook", "parameter", "A", "B"],
-                [[esc(p["notebook"]), f"<b>{esc(p['parameter'])}</b>", esc(_param_text(p, "a")),
-                  esc(_param_text(p, "b"))] for p in cmp["parameters"]], "No parameter differs."),
-            sec("Data", ["dataset", "split", "file", "A sha256", "B sha256"],
-                [[esc(d["dataset"]), esc(d["split"]), esc(d["file"]), esc(_v(d["a"])),
-                  esc(_v(d["b"]))] for d in cmp["data"]], "Same data files (SHA-256)."),
-            sec("Packages", ["package", "A", "B"],
-                [[esc(p["package"]), esc(p["a"] or "—"), esc(p["b"] or "—")]
-                 for p in cmp["packages"]], "Same installed packages."),
-            sec(f"Results that changed ({len(cmp['changed'])}; {cmp['unchanged']} unchanged)",
-                ["task / dataset / split", "system", "metric", "subset", "A", "B", "B − A",
-                 "paired test"],
-                [[esc(_where(c)), esc(c["system"]), esc(c["metric"]), esc(c["subset"] or ""),
-                  f'<td class="num">{fmt(c["a"], 4)}</td>',
-                  f'<td class="num">{fmt(c["b"], 4)}</td>',
-                  f'<td class="num">{fmt(c["diff"], 3)}</td>', t(c)] for c in cmp["changed"]],
-                "No result record changed."),
-            sec(f"Appeared (only in B): {len(cmp['appeared'])}",
-                ["task / dataset / split", "system", "metric", "subset", "value"],
-                [[esc(_where(r)), esc(r["system"]), esc(r["metric"]), esc(r["subset"] or ""),
-                  f'<td class="num">{fmt(r["b"], 4)}</td>'] for r in cmp["appeared"]], "None."),
-            sec(f"Disappeared (only in A): {len(cmp['disappeared'])}",
-                ["task / dataset / split", "system", "metric", "subset", "value"],
-                [[esc(_where(r)), esc(r["system"]), esc(r["metric"]), esc(r["subset"] or ""),
-                  f'<td class="num">{fmt(r["a"], 4)}</td>'] for r in cmp["disappeared"]],
-                "None.")]
-    text = page(f"Compare {cmp['a_name']} → {cmp['b_name']}", "\n".join(body))
-    return _with_navigation(Path(path), text)
+            f"{cmp['alpha']}).</p>"]
+    if (Path(path).parent.parent / "runs.html").is_file():  # in a run of a reports folder
+        body.append('<p><a href="../runs.html">All runs</a> (runs.html)</p>')
+    def cell(name: str, text: str, r: int, numbers: bool) -> str:
+        if numbers and name in NUMBERS:
+            return f'<td class="num">{esc(text)}</td>'
+        if name.startswith("paired test"):
+            sig = (cmp["changed"][r].get("test") or {}).get("significant")
+            return f'<td class="{"failed" if sig else ""}">{esc(text.replace("**", ""))}</td>'
+        return f"<b>{esc(text)}</b>" if name == "parameter" else esc(text)
 
+    for i, (title, head, rows, empty) in enumerate(sections(cmp)):
+        numbers = head[0] == WHERE  # the results' sections
+        html_rows = [[cell(head[j], t, r, numbers) for j, t in enumerate(row)]
+                     for r, row in enumerate(rows)]
+        body.append(f"<h2>{esc(title)}</h2>" + (html_table(head, html_rows) if rows
+                                                  else f"<p>{esc(empty)}</p>"))
+        if i == 0 and _reused(cmp):
+            body.append(f"<p>{esc(_reused(cmp))}</p>")
+    text = page_html(f"Compare {cmp['a_name']} → {cmp['b_name']}", "\n".join(body))
+    return _with_navigation(Path(path), text)
 
 
 def _with_navigation(path: Path, text: str) -> Path:
@@ -148,11 +145,3 @@ def _with_navigation(path: Path, text: str) -> Path:
     metric_cards.write_cards(run_dir / chrome.CARDS_PAGE, run_dir)
     chrome.refresh(run_dir)
     return out
-
-
-def _param_text(row: dict, side: str) -> str:
-    """How the pages show one side of a parameter row (a default says so)."""
-    note = row.get(f"{side}_note")
-    if note == "default":
-        return f"{_v(row[side])} (default)"
-    return f"({note})" if note else _v(row[side])

@@ -1,9 +1,14 @@
 """The runs overview: ``runs.html`` in the reports folder, every run on one page.
 
-One row per run (profile, commit, status, duration, notebooks, and per task the headline
-metric of the system chosen for the task's first split, else its best system), sortable by
-any column, a link to each run's ``index.html``, and one chart of those headline metrics
-over the runs. ``saf-run list --html`` writes it, and so does every run at its end.
+Runs are grouped by profile and dataset: one interactive table per group (itables' bundled
+DataTables: sort, search, filter, CSV; no network) with a row per run (its link to
+``index.html``, status, commit, duration, per task the headline metric of the system chosen
+for the task's first split, else its best system) and a comparison with the group's
+previous run: a link where ``saf-run compare`` wrote one (``<run>/compare-<previous>.html``),
+else the command that writes it (the page is a file and cannot run Python). A group of two
+or more runs gets a chart of those headline values over its runs; runs of different profiles
+or data are never joined by a line. ``saf-run list --html`` writes the page, and so does
+every run at its end.
 
 Why not an experiment tracker (MLflow): the records already are the tracking store
 (``metrics.json`` per run folder, the manifest for parameters and provenance), and the
@@ -26,33 +31,19 @@ from typing import Any
 from saf_utils.reporting.sharing import esc
 
 PAGE = "runs.html"
-
-SORT_JS = """
-for(const t of document.querySelectorAll('table.sortable')){
-  const head=t.tHead.rows[0];
-  [...head.cells].forEach((th,i)=>{th.style.cursor='pointer';th.title='click to sort';
-    th.addEventListener('click',()=>{const asc=th.dataset.dir!=='asc';
-      [...head.cells].forEach(c=>{delete c.dataset.dir;c.classList.remove('asc','desc');});
-      th.dataset.dir=asc?'asc':'desc';th.classList.add(asc?'asc':'desc');
-      const key=r=>{const c=r.cells[i];const v=c.dataset.v??c.textContent.trim();
-        const n=parseFloat(v);return v!==''&&!isNaN(n)&&isFinite(v)?n:v.toLowerCase();};
-      const rows=[...t.tBodies[0].rows].sort((a,b)=>{const x=key(a),y=key(b);
-        if(x===''||y==='')return x===''?1:-1;
-        return (x<y?-1:x>y?1:0)*(asc?1:-1);});
-      t.tBodies[0].append(...rows);});});}
-"""
+NO_DATA = "no result records"
 
 
 def run_headlines(run_dir: Path, problems: list[str] | None = None
                   ) -> dict[str, dict[str, Any]]:
-    """Per task: ``{"metric", "split", "system", "value", "chosen"}`` of a run: the system
-    starred on the task's first split (the notebook's choice), else the best comparable
-    one, on the task's first headline metric (``{}`` without readable records). Records
-    that cannot be compared (a value that is no finite number, ...) are left out, with one
-    line in ``problems`` naming the first."""
+    """Per task: ``{"metric", "dataset", "split", "system", "value", "lo", "hi", "chosen",
+    "title"}`` of a run: the system starred on the task's first split (the notebook's
+    choice), else the best comparable one, on the task's first headline metric (``{}``
+    without readable records). Records that cannot be compared (a value that is no finite
+    number, ...) are left out, with one line in ``problems`` naming the first."""
     from saf_utils.reporting.compare import _check_record
-    from saf_utils.reporting.headline import split_verdict
-    from saf_utils.reporting.index_page import task_splits
+    from saf_utils.reporting.crossrun import frame, headline_cells, task_metrics
+    from saf_utils.reporting.headline import chosen_by_split, chosen_on, split_verdict
 
     try:
         records = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))["records"]
@@ -65,42 +56,52 @@ def run_headlines(run_dir: Path, problems: list[str] | None = None
         problems.append(f"{run_dir.name}/metrics.json: {len(bad)} record(s) left out of its "
                         f"headline (records[{bad[0][0]}]: {bad[0][1]})")
     records = [r for i, r in enumerate(records) if i not in dict(bad)]
+    df = frame({run_dir.name: records})
     out: dict[str, dict[str, Any]] = {}
-    for t in task_splits(records):
-        if t["task"] in out:
+    for task, title, metrics, splits in task_metrics(df):
+        tables = headline_cells(df, task, metrics)
+        if not tables:
             continue
-        systems, metric = t["systems"], t["metric"]
-        chosen = [s for s in t["chosen"] if metric in systems.get(s, {})]
+        order = {s: i for i, s in enumerate(splits)}
+        (ds, split), systems = min(tables.items(), key=lambda kv: (
+            order.get(kv[0][1], len(order)), str(kv[0])))
+        metric = next(m for m in metrics if any(m in e for e in systems.values()))
+        chosen = [s for s in chosen_on(chosen_by_split(records, task), split)
+                  if metric in systems.get(s, {})]
         v = split_verdict(systems, metric)
         system = chosen[0] if chosen else (v["top"] if v else None)
         if system is None:
             continue
-        out[t["task"]] = {"metric": metric, "split": t["split"], "system": system,
-                          "value": systems[system][metric]["mean"], "chosen": bool(chosen),
-                          "title": t["title"]}
+        cell = systems[system][metric]
+        out[task] = {"metric": metric, "dataset": ds, "split": split, "system": system,
+                     "value": cell["mean"], "lo": cell["low"], "hi": cell["high"],
+                     "chosen": bool(chosen), "title": title}
     return out
 
 
-def _chart(runs: Sequence[dict], columns: Sequence[tuple[str, str]],
-           titles: dict[str, str]) -> str:
-    """One panel per task column: its headline value per run (x: runs oldest first)."""
+def _chart(runs: Sequence[dict], columns: Sequence[tuple[str, str]], dataset: str) -> str:
+    """One panel per task column: its headline value (with its 95 % interval) per run of
+    one group, the x axis the runs oldest first; empty under two runs."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     from saf_utils.metrics import scale_label
 
-    if not columns or not runs:
+    if not columns or len(runs) < 2:
         return ""
     fig = Figure(figsize=(min(4.2 * len(columns), 14), 3.2), dpi=100)
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, len(columns), squeeze=False)[0]
     x = list(range(len(runs)))
     for ax, (task, metric) in zip(axes, columns, strict=True):
-        ys = [(r["headlines"].get(task) or {}).get("value") for r in runs]
-        pts = [(i, y) for i, y in zip(x, ys, strict=True) if y is not None]
-        if pts:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o")
-        ax.set_title(f"{titles.get(task, task)}\n{metric} ({scale_label(metric)})",
+        hs = [(i, r["headlines"][task]) for i, r in enumerate(runs)
+              if (r["headlines"].get(task) or {}).get("dataset") == dataset]
+        if hs:
+            ys = [h["value"] for _, h in hs]  # the interval as a bar, where there is one
+            err = [[h["value"] - (h["lo"] if h["lo"] is not None else h["value"]) for _, h in hs],
+                   [(h["hi"] if h["hi"] is not None else h["value"]) - h["value"] for _, h in hs]]
+            ax.errorbar([i for i, _ in hs], ys, yerr=err, marker="o", capsize=3, lw=1)
+        ax.set_title(f"{hs[0][1]['title'] if hs else task}\n{metric} ({scale_label(metric)})",
                      fontsize=10)
         ax.set_xticks(x, [str(r["run"]) for r in runs], rotation=35, ha="right", fontsize=8)
         ax.tick_params(axis="y", labelsize=9)
@@ -109,21 +110,89 @@ def _chart(runs: Sequence[dict], columns: Sequence[tuple[str, str]],
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     data = base64.b64encode(buf.getvalue()).decode("ascii")
-    return f'<img alt="headline metrics over runs" src="data:image/png;base64,{data}">'
+    return (f'<img alt="headline metrics over the runs of this group" '
+            f'src="data:image/png;base64,{data}">')
+
+
+def _compare_cell(root: Path, previous: str | None, run: str, command: str) -> str:
+    """The comparison of a run with the group's previous run: its page when it exists, else
+    the command that writes it; and the one with its ``--baseline`` run when it has one."""
+    out = []
+    if (root / run / "compare.html").is_file():
+        out.append(f'<a href="{esc(run)}/compare.html">vs its baseline</a>')
+    page = f"compare-{previous}.html"
+    if previous is not None and (root / run / page).is_file():
+        out.append(f'<a href="{esc(run)}/{esc(page)}">vs {esc(previous)}</a>')
+    elif previous is not None:
+        out.append(f"<code>{esc(f'saf-run compare {previous} {run}{command}')}</code>")
+    return "<br>".join(out)
+
+
+def group_table(root: Path, key: tuple[str, str], runs: list[dict], rank: dict[str, int],
+                specs: dict[str, dict], command: str) -> str:
+    """One group's heading, interactive table and (2+ runs) chart. Numbers are given as
+    text: DataTables sorts a column of numbers and blanks as numbers, and a missing value
+    stays blank (a float column would show NaN)."""
+    import pandas as pd
+
+    from saf_utils.reporting.crossrun import interactive
+    from saf_utils.reporting.pages import fmt
+    from saf_utils.text import interval
+
+    profile, dataset = key
+    columns = sorted(dict.fromkeys((t, h["metric"]) for r in runs
+                                   for t, h in r["headlines"].items()
+                                   if h["dataset"] == dataset),
+                     key=lambda c: (rank.get(c[0], len(rank)), c))
+    titles = {t: h["title"] for r in runs for t, h in r["headlines"].items()}
+    rows, previous = [], None
+    for r in runs:
+        name = str(r["run"])
+        row = {"run": (f'<a href="{esc(name)}/index.html">{esc(name)}</a>'
+                       if (root / name / "index.html").is_file() else esc(name)),
+               "compare": _compare_cell(root, previous, name, command),
+               "started": esc((r.get("started") or "").replace("+00:00", "Z")),
+               "status": f'<span class="{esc(str(r.get("status")).split()[0])}">'
+                         f'{esc(r.get("status"))}</span>',
+               "commit": f"<code>{esc(r.get('commit'))}</code>",
+               "duration (s)": (f"{r['seconds']:.1f}" if r.get("seconds") is not None
+                                else ""),
+               "notebooks": esc(r.get("notebooks"))}
+        for task, metric in columns:
+            h = r["headlines"].get(task)
+            ok = h and h["metric"] == metric and h["dataset"] == dataset
+            row[f"{titles[task]}: {metric}"] = f"{h['value']:.4g}" if ok else ""
+            row[f"{titles[task]}: {metric}, system and [95% CI]"] = (
+                f"{esc(h['system'])}{' ★' if h['chosen'] else ''}: "
+                f"{esc(interval(h['value'], h['lo'], h['hi'], fmt))} "
+                f"<small>({esc(h['split'])})</small>" if ok else "")
+        previous = name
+        rows.append(row)
+    n = len(specs) + 1
+    title = f"{profile or 'no profile'} · {dataset}"
+    chart = _chart(runs, columns, dataset) if dataset != NO_DATA else ""
+    short = {} if len(rows) > 10 else {"paging": False, "layout": {  # no pages of one page
+        "topStart": None, "topEnd": "search" if len(rows) > 5 else None, "bottomStart": None,
+        "bottomEnd": None}}
+    return (f'<h2 id="group-{n}">{esc(title)}</h2>'
+            + interactive(f"runs-{n}", pd.DataFrame(rows), None, specs, filters=False,
+                          order=[], **short) + chart)
 
 
 def write_overview(reports_dir: str | os.PathLike | None = None,
                    path: str | os.PathLike | None = None) -> Path:
     """``runs.html`` (or ``path``) over every run in the reports folder; runs that cannot be
-    read are named under the table, not dropped silently."""
-    from saf_utils.reporting.manifest import write_text
-    from saf_utils.reporting.pages import duration_text, fmt, page, table
+    read are named under the tables, not dropped silently."""
+    from saf_utils.reporting.crossrun import html_table, page_html
+    from saf_utils.reporting.manifest import PROJECT_ROOT, write_text
     from saf_utils.reporting.profiles import REPORTS_DIR
     from saf_utils.reporting.runs import list_runs, list_sweeps
+    from saf_utils.tasks import specs
 
     root = Path(reports_dir or REPORTS_DIR)
     problems: list[str] = []
     runs = list_runs(root, problems)
+    groups: dict[tuple[str, str], list[dict]] = {}
     for r in runs:  # r["run"] is the run's folder (never a name or path from its manifest)
         try:
             r["headlines"] = run_headlines(root / str(r["run"]), problems)
@@ -131,38 +200,18 @@ def write_overview(reports_dir: str | os.PathLike | None = None,
             r["headlines"] = {}
             problems.append(f"{r['run']}: headline left out ({type(exc).__name__}: "
                             f"{' '.join(str(exc).split())[:200]})")
+        for ds in dict.fromkeys(str(h["dataset"]) for h in r["headlines"].values()) \
+                or [NO_DATA]:
+            groups.setdefault((str(r.get("profile") or ""), ds), []).append(r)
     sweeps = list_sweeps(root, problems)
-    from saf_utils.tasks import specs
-
     rank = {sp.name: i for i, sp in enumerate(specs())}
-    columns = sorted(dict.fromkeys((task, h["metric"]) for r in runs
-                                   for task, h in r["headlines"].items()),
-                     key=lambda c: (rank.get(c[0], len(rank)), c))
-    titles = {task: h["title"] for r in runs for task, h in r["headlines"].items()}
-    head = ["run", "profile", "commit", "status", "started", "duration", "notebooks",
-            *[f"{titles[t]}: {m}" for t, m in columns]]
-    rows = []
-    for r in runs:
-        name = str(r["run"])
-        index = root / name / "index.html"
-        link = f'<a href="{esc(name)}/index.html">{esc(name)}</a>' if index.is_file() \
-            else esc(name)
-        cells = [link, esc(r.get("profile") or ""), f"<code>{esc(r.get('commit'))}</code>",
-                 f'<span class="{esc(str(r.get("status")).split()[0])}">'
-                 f"{esc(r.get('status'))}</span>",
-                 esc((r.get("started") or "").replace("+00:00", "Z")),
-                 f'<td class="num" data-v="{r.get("seconds") or ""}">'
-                 f"{duration_text(r.get('seconds'))}</td>", esc(r.get("notebooks"))]
-        for task, metric in columns:
-            h = r["headlines"].get(task)
-            if not h or h["metric"] != metric:
-                cells.append('<td class="num"></td>')
-                continue
-            star = " ★" if h["chosen"] else ""
-            cells.append(f'<td class="num" data-v="{h["value"]}" title="{esc(h["system"])} on '
-                         f'{esc(h["split"])}">{fmt(h["value"])} <small>{esc(h["system"])}'
-                         f"{star}</small></td>")
-        rows.append(cells)
+    where = root.resolve()
+    command = ("" if where == REPORTS_DIR.resolve() else " --reports-dir " + (
+        where.relative_to(PROJECT_ROOT).as_posix() if where.is_relative_to(PROJECT_ROOT)
+        else "<this folder>"))
+    tables: dict[str, dict] = {}
+    sections = [group_table(root, key, groups[key], rank, tables, command)
+                for key in sorted(groups, key=lambda k: (k[0], k[1] == NO_DATA, k[1]))]
     notes = "".join(f'<li class="warn">{esc(p)}</li>' for p in problems)
     sweep_rows = [[f'<a href="{esc(w["sweep"])}/sweep.html">{esc(w["sweep"])}</a>',
                    esc(w.get("profile") or ""),
@@ -172,17 +221,19 @@ def write_overview(reports_dir: str | os.PathLike | None = None,
                    esc(", ".join(f"{k}: {v}" for k, v in w["cells"].items()))]
                   for w in sweeps]
     body = (f"<h1>Runs in {esc(root.name)}</h1>"
-            f"<p>{len(runs)} run(s), oldest first; click a header to sort. Per task: the "
-            "first headline metric on the task's first split, of the system the notebook "
-            "chose for that split (★), else of its best baseline or system; the run's "
-            "index.html has the intervals and tests.</p>"
-            + table(head, rows, "sortable")
+            f"<p>{len(runs)} run(s), oldest first, in {len(groups)} group(s) of one profile "
+            "and dataset (a run is in the group of each dataset it has results on). Per "
+            "task: the first headline metric on the task's first split, of the system the "
+            "notebook chose for that split (★), else of its best baseline or system, with "
+            "its 95% interval; the run's index.html has the tests.</p><p><b>compare</b>: "
+            "the comparison with the group's previous run where <code>saf-run compare</code>"
+            " wrote it, else the command that writes it: this page is a file and cannot run "
+            "it (afterwards <code>saf-run list --html</code> links the new page).</p>"
+            + "".join(sections)
             + (f"<p>{len(problems)} note(s) on the runs (a run that cannot be read is left "
                f"out):</p><ul>{notes}</ul>" if notes else "")
-            + ("<h2>Sweeps</h2>" + table(["sweep", "profile", "status", "started", "cells",
-                                          "cell status"], sweep_rows, "sortable")
-               if sweeps else "")
-            + "<h2>Headline metrics over runs</h2>" + _chart(runs, columns, titles))
+            + ("<h2>Sweeps</h2>" + html_table(["sweep", "profile", "status", "started",
+                                               "cells", "cell status"], sweep_rows)
+               if sweeps else ""))
     out = Path(path) if path else root / PAGE
-    return write_text(out, page(f"Runs in {root.name}", body, script=SORT_JS,
-                                run_dir=root, wide=True))
+    return write_text(out, page_html(f"Runs in {root.name}", body, root, tables, wide=True))

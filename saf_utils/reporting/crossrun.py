@@ -1,0 +1,134 @@
+"""The one cross-run table: the runs of interest -> one tidy frame -> the table a page shows.
+
+``saf-run compare`` (two runs), ``sweep.html`` (a sweep's cells) and ``runs.html`` (every run
+of a reports folder) read records the same way: :func:`frame` turns ``{run: records}`` into
+one row per (run, task, dataset, split, system, metric, subset) with ``value``, ``lo``,
+``hi``; each page then selects and pivots it (:func:`headline_cells` for the headline
+tables). The page plumbing the three pages share is here too (:func:`page_html`,
+:func:`html_table`, :func:`interactive`): the only places they call ``pages`` / ``tables``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+KEY = ("task", "dataset", "split", "system", "metric", "subset")
+COLUMNS = ("run", *KEY, "value", "lo", "hi", "n", "headline", "role", "failed", "status",
+           "note", "estimand", "method")
+
+
+def frame(records_by_run: Mapping[str, Sequence[dict]]) -> pd.DataFrame:
+    """One row per run and key of its ``result`` records: the headline record (fold and seed
+    None; the last one) with its interval (:func:`headline.clip_record`: kept inside the
+    metric's range), else the mean of the per-seed/per-fold records (``n`` of them, no
+    interval). ``role`` and ``note``: the first the records give; ``failed``: a record came
+    from a notebook that did not finish."""
+    import pandas as pd
+
+    from saf_utils.reporting.headline import clip_record
+
+    rows = []
+    for run, records in records_by_run.items():
+        groups: dict[tuple, list[dict]] = {}
+        for r in records:
+            if (r.get("kind") or "result") == "result":
+                groups.setdefault(tuple(r.get(k) for k in KEY), []).append(r)
+        for key, rs in groups.items():
+            head = [r for r in rs if r.get("fold") is None and r.get("seed") is None]
+            if head:
+                h = clip_record(head[-1])
+                row = {"value": h["value"], "lo": h.get("ci_low"), "hi": h.get("ci_high"),
+                       "n": 1, "headline": True, "status": h.get("notebook_status"),
+                       "estimand": h.get("estimand"), "method": h.get("method")}
+            else:
+                row = {"value": sum(r["value"] for r in rs) / len(rs), "lo": None, "hi": None,
+                       "n": len(rs), "headline": False, "status": rs[0].get("notebook_status")}
+            rows.append({"run": run, **dict(zip(KEY, key, strict=True)), **row,
+                         "role": next((r["role"] for r in rs if r.get("role")), None),
+                         "note": next((r["note"] for r in rs if r.get("note")), None),
+                         "failed": any(r.get("notebook_status") not in (None, "ok")
+                                       for r in rs)})
+    return pd.DataFrame(rows, columns=list(COLUMNS), dtype=object)  # values as recorded
+
+
+def rows_of(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """The frame's rows as dicts, a missing value as None (never NaN)."""
+    return [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
+            for r in df.to_dict(orient="records")]
+
+
+def headline_cells(df: pd.DataFrame, task: str, metrics: Sequence[str]) -> dict:
+    """``{(dataset, split): {system: {metric: cell, "role", "failed", "note"}}}`` of one run's
+    rows of ``task`` (no subset; its test splits when it has any), a cell
+    ``{"mean", "low", "high", "n", "headline"[, "estimand", "method"]}`` as the index page
+    draws it (:func:`headline.cell_html`)."""
+    sub = rows_of(df[(df["task"] == task) & df["metric"].isin(list(metrics))
+                     & df["subset"].isna()])
+    tests = {(r["dataset"], r["split"]) for r in sub if str(r["split"]).startswith("test")}
+    out: dict[tuple, dict[str, dict]] = {}
+    for r in sub:
+        if tests and (r["dataset"], r["split"]) not in tests:
+            continue
+        cell = {"mean": r["value"], "low": r["lo"], "high": r["hi"], "n": r["n"],
+                "headline": r["headline"]}
+        if r["headline"]:
+            cell.update(estimand=r["estimand"], method=r["method"])
+        entry = out.setdefault((r["dataset"], r["split"]), {}).setdefault(
+            r["system"], {"role": None, "failed": False, "note": None})
+        entry[r["metric"]] = cell
+        entry.update(role=entry["role"] or r["role"], note=entry["note"] or r["note"],
+                     failed=entry["failed"] or r["failed"])
+    return out
+
+
+def task_metrics(df: pd.DataFrame) -> list[tuple[str, str, tuple[str, ...], tuple[str, ...]]]:
+    """(task, title, headline metrics, splits in page order) of every task with result rows:
+    registered specs first, then the others by name (not the ``data`` system's), each with
+    its first four metrics."""
+    from saf_utils.tasks import specs
+
+    known = {s.name: s for s in specs()}
+    res = df[df["system"] != "data"]
+    def first(task: str) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(df.loc[df["task"] == task, "metric"]))[:4]
+
+    out = [(s.name, s.title, tuple(s.headline) or first(s.name), tuple(s.splits))
+           for s in known.values() if (df["task"] == s.name).any()]
+    return out + [(t, t, first(t), ()) for t in sorted({str(t) for t in res["task"]}
+                                                       - set(known))]
+
+
+# ------------------------------------------------------------------ the page plumbing
+def page_html(title: str, body: str, run_dir: Any = None, itables: dict | None = None,
+              wide: bool = False, css: str = "") -> str:
+    """:func:`pages.page` (the page's own ``css`` added to its head)."""
+    from saf_utils.reporting.pages import page
+
+    text = page(title, body, run_dir=run_dir, itables=itables, wide=wide)
+    return text.replace("</head>", f"<style>{css}</style></head>", 1) if css else text
+
+
+def html_table(head: Sequence[str], rows: Sequence[Sequence[str]], cls: str = "",
+               row_classes: Sequence[str] | None = None) -> str:
+    """:func:`pages.table`: a static table (cells already HTML)."""
+    from saf_utils.reporting.pages import table
+
+    return table(head, rows, cls, row_classes)
+
+
+def interactive(table_id: str, df: pd.DataFrame, caption: str, specs: dict[str, dict],
+                **options: Any) -> str:
+    """An interactive table (itables' bundled DataTables, offline) of ``df``, whose text
+    cells are HTML the caller escaped (``allow_html``: links; the column names are escaped
+    here); its spec goes to ``specs``, the placeholder is returned."""
+    from saf_utils.reporting.sharing import esc
+    from saf_utils.reporting.tables import placeholder, table_spec
+
+    df = df.set_axis([esc(str(c)) for c in df.columns], axis=1)
+    specs[table_id] = table_spec(df, caption, allow_html=True, **options)
+    return placeholder(table_id, specs[table_id])

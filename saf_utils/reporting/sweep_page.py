@@ -1,0 +1,171 @@
+"""``sweep.json`` and ``sweep.html`` of a sweep (:mod:`.sweep` runs it): per task and split one
+table with a row per system and cell (headline metrics with their 95 % intervals, as on each
+run's index, from :func:`crossrun.frame` of the cells' records), one chart, and links to each
+cell's run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from saf_utils.reporting.manifest import write_json
+from saf_utils.reporting.profiles import RunnerError
+from saf_utils.reporting.runs import SWEEP_FILE
+
+SWEEP_PAGE = "sweep.html"
+
+
+def shown_value(value: Any) -> str:
+    """A value as a page shows it: a path by its last part, a list joined by ``+``."""
+    if isinstance(value, list | tuple):
+        return "+".join(shown_value(v) for v in value)
+    if isinstance(value, str) and "/" in value:
+        return Path(value.rstrip("/")).name or value
+    return str(value)
+
+
+def _label(cell: dict) -> str:
+    return ", ".join(f"{k.rsplit('.', 1)[-1]}={shown_value(v)}" for k, v in cell["values"].items())
+
+
+def sweep_tables(cells: list[dict]) -> list[dict]:
+    """Per task (registered specs first) and split: the headline cells of every run
+    (:func:`crossrun.headline_cells` of the cells' :func:`crossrun.frame`)."""
+    from saf_utils.reporting.compare import load_run
+    from saf_utils.reporting.crossrun import frame, headline_cells, task_metrics
+
+    records_of: dict[str, list[dict]] = {}
+    for c in cells:
+        if c.get("run_dir"):
+            try:
+                records_of[c["name"]] = load_run(Path(c["run_dir"]))[1]
+            except RunnerError as exc:
+                c["error"] = c.get("error") or str(exc)
+    df = frame(records_of)
+    out = []
+    for task, title, metrics, splits in task_metrics(df):
+        by_split: dict[str, list[dict]] = {}
+        for c in cells:
+            tables = headline_cells(df[df["run"] == c["name"]], task, metrics)
+            for (ds, split), systems in tables.items():
+                for system, entry in systems.items():
+                    by_split.setdefault(str(split), []).append({
+                        "cell": c["name"], "dataset": ds, "system": system,
+                        "role": entry["role"], "failed": entry["failed"],
+                        **{m: entry[m] for m in metrics if m in entry}})
+        order = {s: i for i, s in enumerate(splits)}
+        for split in sorted(by_split, key=lambda s: (order.get(s, len(order)), s)):
+            out.append({"task": task, "title": title, "split": split,
+                        "metrics": [m for m in metrics if any(m in r for r in by_split[split])],
+                        "rows": by_split[split]})
+    return out
+
+
+def _table_html(t: dict, cells: list[dict], keys: list[str]) -> str:
+    """A row per system and cell: the cell's matrix values (the first links to its run's
+    index), then the metrics; a system's rows together, in the first cell's order."""
+    from saf_utils.reporting.crossrun import html_table
+    from saf_utils.reporting.headline import SET_APART, cell_html, system_order
+    from saf_utils.reporting.pages import esc
+
+    by_name = {c["name"]: c for c in cells}
+    rank = {c["name"]: i for i, c in enumerate(cells)}
+    systems: dict[str, dict] = {}
+    for r in t["rows"]:
+        systems.setdefault(r["system"], {"role": r["role"], **{m: r[m] for m in t["metrics"]
+                                                               if m in r}})
+    per_cell = {}
+    for r in t["rows"]:
+        per_cell.setdefault(r["cell"], set()).add(r["dataset"])
+    many_ds = any(len(ds) > 1 for ds in per_cell.values())  # else the cell says which
+    rows, classes = [], []
+    for system in system_order(systems, t["metrics"][0]):
+        mine = sorted((r for r in t["rows"] if r["system"] == system),
+                      key=lambda r: rank.get(r["cell"], 0))
+        for j, r in enumerate(mine):
+            name = esc(system) if j == 0 else ""
+            if j == 0 and r["role"]:
+                name += f' <small class="note">{esc(r["role"])}</small>'
+            values = (by_name.get(r["cell"]) or {}).get("values") or {}
+            shown = [esc(shown_value(values.get(k))) for k in keys]
+            shown[0] = f'<a href="{esc(r["cell"])}/index.html">{shown[0]}</a>'
+            if r.get("failed"):
+                shown[0] += (' <span class="failed" title="from a notebook that did not '
+                             'finish">†</span>')
+            row = [name, *shown] + ([esc(r["dataset"])] if many_ds else [])
+            row += [cell_html(r.get(m), False) for m in t["metrics"]]
+            rows.append(row)
+            classes.append(("apart " if r["role"] in SET_APART else "")
+                           + ("first" if j == 0 else ""))
+    head = ["system", *(k.rsplit(".", 1)[-1] for k in keys), *(["dataset"] if many_ds else []),
+            *t["metrics"]]
+    return html_table(head, rows, "sweep", classes)
+
+
+def _chart(t: dict, cells: list[dict]) -> str:
+    """:func:`index_page.dot_plot` with one colour per cell (the legend: its values)."""
+    from saf_utils.reporting.index_page import dot_plot
+    from saf_utils.reporting.pages import esc
+
+    label = {c["name"]: _label(c) for c in cells}
+    tables: dict[tuple, dict[str, dict]] = {}
+    for r in t["rows"]:
+        tables.setdefault((label.get(r["cell"], r["cell"]), ""), {})[r["system"]] = {
+            "role": r["role"], **{m: r[m] for m in t["metrics"] if m in r}}
+    try:
+        return dot_plot(tables, t["metrics"], f"{t['title']}, {t['split']}")
+    except Exception as exc:  # noqa: BLE001 - a figure must not cost the page
+        return f'<p class="warn">figure failed: {esc(exc)}</p>'
+
+
+def write_sweep(sweep_dir: Path, summary: dict) -> Path:
+    """``sweep.json`` (the summary and the tables) and ``sweep.html``."""
+    from saf_utils.reporting.crossrun import html_table, page_html
+    from saf_utils.reporting.manifest import write_text
+    from saf_utils.reporting.pages import duration_text, esc
+
+    cells = summary["cells"]
+    summary["tables"] = sweep_tables(cells)
+    write_json(sweep_dir / SWEEP_FILE, summary)
+    keys = list(summary["matrix"])
+    cell_rows = []
+    for c in cells:
+        name = (f'<a href="{esc(c["name"])}/index.html">{esc(c["name"])}</a>'
+                if c.get("run_dir") else esc(c["name"]))
+        cell_rows.append([name, *(esc(shown_value(c["values"][k])) for k in keys),
+                          f'<span class="{esc(c["status"])}">{esc(c["status"])}</span>',
+                          f'<td class="num">{duration_text(c.get("seconds"))}</td>',
+                          esc((c.get("error") or "")[:300])])
+    matrix_txt = "; ".join(f"<code>{esc(k)}</code> = "
+                           + ", ".join(esc(shown_value(v)) for v in vs)
+                           for k, vs in summary["matrix"].items())
+    sections, last_task = [], None
+    for t in summary["tables"]:
+        if t["task"] != last_task:
+            sections.append(f'<h2 id="{esc(t["task"])}">{esc(t["title"])}</h2>')
+            last_task = t["task"]
+        sections.append(f"<h3>{esc(t['split'])}</h3>")
+        sections.append(_table_html(t, cells, keys))
+        sections.append(_chart(t, cells))
+    git = summary.get("git") or {}
+    commit = esc((git.get("commit") or "unknown")[:12]) + (" (dirty)" if git.get("dirty") else "")
+    status = summary["status"]
+    runs = "".join(f' · <a href="{href}">{what}</a>' for href, what in (
+        ("runs.html", "the cells' runs"), ("../runs.html", "all runs"))
+        if (sweep_dir / href).is_file())
+    body = f"""<h1>Sweep {esc(summary['sweep'])} <span class="{esc(status)}">{esc(status)}</span>
+</h1>
+<p class="meta">Profile <b>{esc(summary['profile'])}</b> · commit <code>{commit}</code> ·
+started {esc(summary['started'])} · finished {esc(summary.get('finished') or '—')} ·
+{len(cells)} cell(s), each an ordinary run folder<br>Matrix: {matrix_txt}</p>
+{html_table(['run', *keys, 'status', 'time', 'error'], cell_rows)}
+<p><a href="{SWEEP_FILE}">{SWEEP_FILE}</a>{runs}</p>
+{''.join(sections) or '<p>No result record yet.</p>'}
+<p class="note">Per task and split, a row per system and cell: mean [95% interval] of that
+run's headline record, as on the run's index page (follow the cell's link); * = no headline
+record, mean over its per-seed/per-fold records. The charts show the same numbers, one colour
+per cell. Cells differ in the matrix values only; differences between cells are not tested
+here (<code>saf-run compare</code> two cells for paired tests on the same items).</p>"""
+    css = "tr.first td{border-top:2px solid #999}table.sweep td:first-child{min-width:9em}"
+    return write_text(sweep_dir / SWEEP_PAGE,
+                      page_html(f"Sweep {summary['sweep']}", body, sweep_dir, css=css))
