@@ -271,9 +271,15 @@ class Registry:
     def table(self, names: Iterable[str] | None = None) -> pd.DataFrame:
         """One row per system: name, role, description, parameters and the task's info."""
         names = list(self) if names is None else self.check(names)
-        return pd.DataFrame([{"system": n, "role": self[n].role, **self[n].info,
+        return pd.DataFrame([{"system": system_label(n), "role": self[n].role, **self[n].info,
                               "params": self._params_text(n),
                               "description": self[n].description} for n in names])
+
+
+def system_label(name: str) -> str:
+    """A system's name as a table row says it: a template (``feature_clf:``, whose variants
+    are ``feature_clf:<encoder>`` etc.) is "every feature_clf variant", not an empty suffix."""
+    return f"every {name[:-1]} variant" if name.endswith(":") else name
 
 
 def role_order(roles: Mapping[str, str]) -> list[str]:

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from saf_utils.registry import system_label
 from saf_utils.saf.evaluate import TABLE_METRICS
 
 #: Long-text columns: shown whole and wrapped by the interactive table.
@@ -75,12 +76,6 @@ def wide_table(table: pd.DataFrame, split: str, value: str = "mean",
     return pd.DataFrame([[cells.get((s, m), "") for m in cols] for s in order
                          if any(k[0] == s for k in cells)],
                         index=[s for s in order if any(k[0] == s for k in cells)], columns=cols)
-
-
-def system_label(name: str) -> str:
-    """A system's name as a table row says it: a template (``feature_clf:``, whose variants
-    are ``feature_clf:<encoder>`` etc.) is "every feature_clf variant", not an empty suffix."""
-    return f"every {name[:-1]} variant" if name.endswith(":") else name
 
 
 def cost_table(state: Any) -> pd.DataFrame:
