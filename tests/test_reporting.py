@@ -17,7 +17,7 @@ from saf_utils.reporting.compare import compare_runs
 from saf_utils.reporting.compare_page import to_markdown, write_compare_html
 from saf_utils.reporting.manifest import Manifest
 from saf_utils.reporting.records import Recorder
-from saf_utils.reporting.runs import write_reports
+from saf_utils.reporting.run_folder import write_reports
 
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
         "track", "wbr"}

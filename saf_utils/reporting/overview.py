@@ -119,7 +119,7 @@ def write_overview(reports_dir: str | os.PathLike | None = None,
     from saf_utils.reporting.manifest import write_text
     from saf_utils.reporting.pages import duration_text, fmt, page, table
     from saf_utils.reporting.profiles import REPORTS_DIR
-    from saf_utils.reporting.runs import list_runs, list_sweeps
+    from saf_utils.reporting.run_folder import list_runs, list_sweeps
 
     root = Path(reports_dir or REPORTS_DIR)
     problems: list[str] = []

@@ -104,7 +104,7 @@ def prepare(req: RunRequest) -> RunPlan:
         baseline = resolve_run(req.baseline, req.reports_dir)
         load_run(baseline)
     data = check_data_sources(plans)
-    from saf_utils.reporting.scheduler import check_scheduler_options, resolve_workers
+    from saf_utils.reporting.cluster_options import check_scheduler_options, resolve_workers
 
     workers = resolve_workers(req.workers, req.scheduler, cfg.get("workers"))
     check_scheduler_options(workers, req.scheduler)
@@ -130,7 +130,7 @@ def _existing_run(req: RunRequest) -> tuple[Path | None, dict | None]:
     if not req.run_dir:
         return None, None
     from saf_utils.reporting.compare import resolve_run
-    from saf_utils.reporting.runs import read_manifest
+    from saf_utils.reporting.run_folder import read_manifest
 
     existing = resolve_run(req.run_dir, req.reports_dir)
     return existing, read_manifest(existing)
@@ -161,7 +161,7 @@ def _reuse_sources(req: RunRequest, cfg: dict[str, Any], existing: Path | None
     """The runs (folder, manifest) to reuse unchanged notebooks from, in order: ``--reuse``'s
     run, or with ``reuse: latest`` the profile's earlier runs (``--no-reuse``: none)."""
     from saf_utils.reporting.compare import resolve_run
-    from saf_utils.reporting.runs import read_manifest
+    from saf_utils.reporting.run_folder import read_manifest
 
     if req.reuse and req.no_reuse:
         raise RunnerError("--reuse and --no-reuse exclude each other")
@@ -199,7 +199,7 @@ def describe_plan(plan: RunPlan, req: RunRequest) -> str:
     lines += _data_lines(plan.data)
     if plan.baseline:
         lines.append(f"Compare with {plan.baseline} (compare.html)")
-    from saf_utils.reporting.scheduler import where_text
+    from saf_utils.reporting.cluster_options import where_text
 
     lines.append(where_text(plan.workers, req.scheduler))
     if plan.reuse_from:

@@ -48,14 +48,23 @@ from pathlib import Path
 from typing import Any
 
 from saf_utils.provenance import model_identities, sha256_file
-from saf_utils.reporting.manifest import PROJECT_ROOT, died
+from saf_utils.reporting.manifest import (
+    PROJECT_ROOT,
+    Manifest,
+    ReportWriteError,
+    died,
+    lock_info,
+    now_iso,
+)
+from saf_utils.reporting.parameters import NotebookPlan
+from saf_utils.reporting.run_folder import NotebookResult, archive_previous, render
 
 IGNORED_PARAMETERS = ("output_dir",)
 RUNNER_ONLY = ("run.py", "reporting/cli.py", "reporting/compare.py", "reporting/compare_page.py",
                "reporting/profiles.py", "reporting/parameters.py", "reporting/data_check.py",
-               "reporting/plan.py", "reporting/steps.py", "reporting/reuse.py",
-               "reporting/runner.py", "reporting/execute.py", "reporting/runs.py",
-               "reporting/scheduler.py", "reporting/sweep.py")
+               "reporting/plan.py", "reporting/reuse.py", "reporting/runner.py",
+               "reporting/notebook_exec.py", "reporting/run_folder.py",
+               "reporting/executors.py", "reporting/cluster_options.py", "reporting/sweep.py")
 
 
 def _sha(obj: Any) -> str:
@@ -281,3 +290,99 @@ def original_execution(run_name: str, manifest: dict, entry: dict) -> dict[str, 
             "seconds": entry.get("seconds"),
             "commit": (manifest.get("git") or {}).get("commit"),
             "dirty": (manifest.get("git") or {}).get("dirty")}
+
+
+# ------------------------------------------------------------------ a run's reuse step
+def run_parameters(p: NotebookPlan, out: Path) -> dict[str, Any]:
+    """The parameters ``p`` runs with in the run folder ``out`` (its own ``output_dir``)."""
+    params = dict(p.params)
+    if "output_dir" in p.declared:
+        params["output_dir"] = str((out / p.name).resolve())
+    return params
+
+
+def record_inputs(res: NotebookResult, p: NotebookPlan, out: Path,
+                  deps_out: dict[str, str | None]) -> None:
+    """The inputs, file digests and output digest of a successful execution, its page
+    rendered (what --reuse compares and verifies)."""
+    data = notebook_data(res.parameters, p.declared, read_sources(out / p.name))
+    res.inputs = notebook_inputs(p.path, res.parameters, (lock_info() or {}).get("sha256"),
+                                 deps_out, data)
+    res.files = output_files(out, p.name)
+    res.outputs = folder_digest(res.files, p.name)
+
+
+def _candidate(reuse_from: list[tuple[Path, dict]], p: NotebookPlan, out: Path, tag: str
+               ) -> tuple[Path, dict, dict] | None:
+    """The first run to reuse from that has a successful execution of ``p``: (folder,
+    manifest, its entry)."""
+    candidates = [(src, m) for src, m in reuse_from if Path(src).resolve() != out.resolve()]
+    if not candidates:
+        return None
+    found = next(((src, m, e) for src, m in candidates
+                  if (e := reusable_entry(src, m, p.name)) is not None), None)
+    if found is None:
+        names = ", ".join(src.name for src, _ in candidates[:3])
+        print(f"{tag} {p.name}: no successful execution to reuse in {names}", flush=True)
+    return found
+
+
+def try_reuse(reuse_from: list[tuple[Path, dict]], p: NotebookPlan, out: Path,
+              deps_out: dict[str, str | None], hide: bool, n_inv: int, tag: str,
+              manifest: Manifest) -> NotebookResult | None:
+    """Copy ``p``'s outputs from a run to reuse when its inputs are unchanged (else None)."""
+    found = _candidate(reuse_from, p, out, tag)
+    if found is None:
+        return None
+    src, old_manifest, old = found
+    params = run_parameters(p, out)
+    old_data = old["inputs"].get("data")
+    read = (old_data.get("other_files") or {}) if isinstance(old_data, dict) else {}
+    now = notebook_inputs(p.path, params, (lock_info() or {}).get("sha256"), deps_out,
+                                notebook_data(params, p.declared, read))
+    diff = [f"data ({data_change(old_data, now['data'])})" if d == "data" else d
+            for d in changed(old["inputs"], now)]
+    if None in deps_out.values():
+        diff.append("depends_on")
+    if diff:
+        print(f"{tag} {p.name}: changed since {src.name}: {', '.join(dict.fromkeys(diff))}",
+              flush=True)
+        return None
+    archive_previous(out, p.name, manifest)
+    same_html = bool(old_manifest.get("hide_code", False)) == hide and old.get("html")
+    try:
+        copy_outputs(src, out, p.name, with_html=bool(same_html))
+    except OSError as exc:
+        raise ReportWriteError(exc.errno, f"cannot copy {p.name} from {src}: "
+                               f"{exc.strerror or exc}") from None
+    return _copied(src, old_manifest, old, p, out, bool(same_html), hide, params, now, n_inv,
+                   tag)
+
+
+def _copied(src: Path, old_manifest: dict, old: dict, p: NotebookPlan, out: Path,
+            same_html: bool, hide: bool, params: dict[str, Any], now: dict[str, Any],
+            n_inv: int, tag: str) -> NotebookResult | None:
+    """The result of a copied execution once its files are verified (None: they differ from
+    what the earlier run recorded; the copy is removed and the notebook runs)."""
+    from saf_utils.reporting.pages import duration_text
+
+    files = output_files(out, p.name)  # what was copied, hashed in this run
+    bad = mismatch(old.get("files"), files, () if same_html else [f"{p.name}.html"])
+    if bad:
+        remove_outputs(out, p.name)
+        print(f"{tag} {p.name}: not reused from {src.name}: {bad}; running it", flush=True)
+        return None
+    original = original_execution(src.name, old_manifest, old)
+    res = NotebookResult(p.name, "ok", started=old.get("started"), finished=old.get("finished"),
+                         seconds=old.get("seconds"), parameters=params, invocation=n_inv,
+                         html=old.get("html") if same_html else None, inputs=now,
+                         outputs=folder_digest(files, p.name), files=files,
+                         reused={"from": src.name, "at": now_iso(),
+                                 "original": original})
+    if not same_html:
+        render(res, out / f"{p.name}.ipynb", hide)
+        res.files = output_files(out, p.name)
+    commit = str(original.get("commit") or "?")[:8]
+    print(f"{tag} {p.name} reused from {res.reused['from']} (executed {original.get('started')}"
+          f" at {commit}, {duration_text(original.get('seconds'))})", flush=True)
+    return res

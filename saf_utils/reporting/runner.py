@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from saf_utils.reporting.data_check import data_env_vars
-from saf_utils.reporting.execute import Interrupted, _signals, mark_interrupted
+from saf_utils.reporting.executors import ClusterLost, NotebookTask, forwarded_env, run_graph
 from saf_utils.reporting.manifest import (
     Manifest,
     ReportWriteError,
@@ -46,6 +46,7 @@ from saf_utils.reporting.manifest import (
     now_iso,
     package_versions,
 )
+from saf_utils.reporting.notebook_exec import Interrupted, _signals, mark_interrupted
 from saf_utils.reporting.parameters import NotebookPlan
 from saf_utils.reporting.plan import (  # noqa: F401 - the runner's names for callers and tests
     RunPlan,
@@ -55,19 +56,24 @@ from saf_utils.reporting.plan import (  # noqa: F401 - the runner's names for ca
     request_from_args,
 )
 from saf_utils.reporting.profiles import REPORTS_DIR, RunnerError
-from saf_utils.reporting.runs import (
+from saf_utils.reporting.reuse import (
+    record_inputs,
+    run_parameters,
+    try_reuse,
+    upstream_digests,
+)
+from saf_utils.reporting.run_folder import (
     NotebookResult,
-    _archive_previous,
     _record_result,
+    archive_previous,
     mark_killed,
     new_run_dir,
     release_space,
+    render,
     reserve_space,
     write_reports,
     write_status,
 )
-from saf_utils.reporting.scheduler import ClusterLost
-from saf_utils.reporting.steps import record_inputs, render, run_parameters, try_reuse
 
 EXIT_INTERRUPTED = {"SIGINT": 130, "SIGTERM": 143}
 
@@ -120,7 +126,7 @@ def run_profile(req: RunRequest, plan: RunPlan | None = None,
 
 def _own_executor(req: RunRequest, plan: RunPlan) -> tuple[Path, list[NotebookResult], str]:
     """Run on the executor ``req`` names, with the cores split between local workers."""
-    from saf_utils.reporting.scheduler import open_executor
+    from saf_utils.reporting.executors import open_executor
 
     # N notebooks at once on this machine share its cores: OpenMP pools of 2 threads per
     # kernel on 2 cores spin against each other (03's gradient boosting ran 10x slower).
@@ -233,8 +239,6 @@ class _Run:
     def execute(self, executor: Any) -> BaseException | None:
         """Run the graph; returns what ended the run early (None: nothing), raised by the
         caller once the run's status is recorded."""
-        from saf_utils.reporting.scheduler import run_graph
-
         print(f"Run {self.out.name}: {len(self.plan.plans)} notebook(s) -> {self.out}",
               flush=True)
         stop: BaseException | None = None
@@ -279,9 +283,6 @@ class _Run:
     def start(self, name: str) -> Any:
         """Skip, reuse (both done here: None) or set up an execution of ``name`` (its
         :class:`~.scheduler.NotebookTask`)."""
-        from saf_utils.reporting.reuse import upstream_digests
-        from saf_utils.reporting.scheduler import NotebookTask, forwarded_env
-
         p, tag, deps = self.by_name[name], self.tags[name], self.depends_on.get(name, [])
         bad = [r.name for r in self.results if r.status != "ok" and r.name in deps]
         if bad:
@@ -292,7 +293,7 @@ class _Run:
         if reused is not None:  # reports are written before the next execution and at the end
             self.results.append(reused)
             return self.record(reused, write=False)
-        _archive_previous(self.out, p.name, self.manifest)
+        archive_previous(self.out, p.name, self.manifest)
         nb_out = self.out / p.name
         try:
             nb_out.mkdir()

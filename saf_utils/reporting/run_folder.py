@@ -214,7 +214,7 @@ def write_reports(run_dir: Path, manifest: Manifest) -> None:
     chrome.refresh(run_dir)  # every page's navigation bar lists the pages there are now
 
 
-def _archive_previous(run_dir: Path, name: str, manifest: Manifest) -> str | None:
+def archive_previous(run_dir: Path, name: str, manifest: Manifest) -> str | None:
     """Move an earlier execution's files of ``name`` to ``previous/<name>-<k>/``."""
     present = [p for p in (run_dir / f"{name}.ipynb", run_dir / f"{name}.html", run_dir / name)
                if p.exists()]
@@ -238,6 +238,23 @@ def _archive_previous(run_dir: Path, name: str, manifest: Manifest) -> str | Non
         if e["name"] == name and not e.get("archived_to"):
             e["archived_to"] = rel
     return rel
+
+
+def render(res: NotebookResult, out_nb: Path, hide: bool) -> None:
+    """The executed notebook's page; a broken render marks the result failed, it does not
+    hide the run's other results (a write error is raised: the run records it)."""
+    from saf_utils.reporting.pages import render_notebook
+
+    if not out_nb.is_file():
+        return
+    try:
+        res.html = render_notebook(out_nb, hide).name
+    except ReportWriteError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a broken render must not hide other results
+        res.error = (res.error or "") + f" | HTML rendering failed: {exc}"
+        if res.status == "ok":
+            res.status = "failed"
 
 
 def _record_result(manifest: Manifest, res: NotebookResult, order: list[str]) -> None:
