@@ -314,7 +314,7 @@ class NotebookExecutor:
         self._checked.add(str(folder))
 
     def close(self) -> None:
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.pool.shutdown(wait=False)
         if self.client is not None:
             try:
                 self.client.close()

@@ -328,9 +328,13 @@ def _candidate(reuse_from: list[tuple[Path, dict]], p: NotebookPlan, out: Path, 
 
 
 def try_reuse(reuse_from: list[tuple[Path, dict]], p: NotebookPlan, out: Path,
-              deps_out: dict[str, str | None], hide: bool, n_inv: int, tag: str,
-              manifest: Manifest) -> NotebookResult | None:
-    """Copy ``p``'s outputs from a run to reuse when its inputs are unchanged (else None)."""
+              manifest: Manifest, deps_out: dict[str, str | None], tag: str
+              ) -> NotebookResult | None:
+    """Copy ``p``'s outputs from a run to reuse into the run ``out`` (its ``manifest``) when
+    its inputs are unchanged and the copied files are those the earlier execution recorded
+    (else None: the notebook runs)."""
+    from saf_utils.reporting.pages import duration_text
+
     found = _candidate(reuse_from, p, out, tag)
     if found is None:
         return None
@@ -339,7 +343,7 @@ def try_reuse(reuse_from: list[tuple[Path, dict]], p: NotebookPlan, out: Path,
     old_data = old["inputs"].get("data")
     read = (old_data.get("other_files") or {}) if isinstance(old_data, dict) else {}
     now = notebook_inputs(p.path, params, (lock_info() or {}).get("sha256"), deps_out,
-                                notebook_data(params, p.declared, read))
+                          notebook_data(params, p.declared, read))
     diff = [f"data ({data_change(old_data, now['data'])})" if d == "data" else d
             for d in changed(old["inputs"], now)]
     if None in deps_out.values():
@@ -349,23 +353,13 @@ def try_reuse(reuse_from: list[tuple[Path, dict]], p: NotebookPlan, out: Path,
               flush=True)
         return None
     archive_previous(out, p.name, manifest)
-    same_html = bool(old_manifest.get("hide_code", False)) == hide and old.get("html")
+    hide = manifest.hide_code
+    same_html = bool(bool(old_manifest.get("hide_code", False)) == hide and old.get("html"))
     try:
-        copy_outputs(src, out, p.name, with_html=bool(same_html))
+        copy_outputs(src, out, p.name, with_html=same_html)
     except OSError as exc:
         raise ReportWriteError(exc.errno, f"cannot copy {p.name} from {src}: "
                                f"{exc.strerror or exc}") from None
-    return _copied(src, old_manifest, old, p, out, bool(same_html), hide, params, now, n_inv,
-                   tag)
-
-
-def _copied(src: Path, old_manifest: dict, old: dict, p: NotebookPlan, out: Path,
-            same_html: bool, hide: bool, params: dict[str, Any], now: dict[str, Any],
-            n_inv: int, tag: str) -> NotebookResult | None:
-    """The result of a copied execution once its files are verified (None: they differ from
-    what the earlier run recorded; the copy is removed and the notebook runs)."""
-    from saf_utils.reporting.pages import duration_text
-
     files = output_files(out, p.name)  # what was copied, hashed in this run
     bad = mismatch(old.get("files"), files, () if same_html else [f"{p.name}.html"])
     if bad:
@@ -374,15 +368,15 @@ def _copied(src: Path, old_manifest: dict, old: dict, p: NotebookPlan, out: Path
         return None
     original = original_execution(src.name, old_manifest, old)
     res = NotebookResult(p.name, "ok", started=old.get("started"), finished=old.get("finished"),
-                         seconds=old.get("seconds"), parameters=params, invocation=n_inv,
+                         seconds=old.get("seconds"), parameters=params,
+                         invocation=len(manifest.invocations),
                          html=old.get("html") if same_html else None, inputs=now,
                          outputs=folder_digest(files, p.name), files=files,
-                         reused={"from": src.name, "at": now_iso(),
-                                 "original": original})
+                         reused={"from": src.name, "at": now_iso(), "original": original})
     if not same_html:
         render(res, out / f"{p.name}.ipynb", hide)
         res.files = output_files(out, p.name)
     commit = str(original.get("commit") or "?")[:8]
-    print(f"{tag} {p.name} reused from {res.reused['from']} (executed {original.get('started')}"
+    print(f"{tag} {p.name} reused from {src.name} (executed {original.get('started')}"
           f" at {commit}, {duration_text(original.get('seconds'))})", flush=True)
     return res

@@ -288,8 +288,7 @@ class _Run:
         if bad:
             return self.skip(p, bad)
         deps_out = upstream_digests(self.out, deps)
-        reused = try_reuse(self.plan.reuse_from, p, self.out, deps_out, self.hide, self.n_inv,
-                           tag, self.manifest)
+        reused = try_reuse(self.plan.reuse_from, p, self.out, self.manifest, deps_out, tag)
         if reused is not None:  # reports are written before the next execution and at the end
             self.results.append(reused)
             return self.record(reused, write=False)
