@@ -1,7 +1,7 @@
 """Executing one notebook: papermill with an engine that logs each section, the kernel's
 lifecycle (killed, not orphaned, on an interrupt) and SIGINT/SIGTERM as :class:`Interrupted`.
 
-Nothing here knows about run folders or manifests (:mod:`.runs`) or profiles
+Nothing here knows about run folders or manifests (:mod:`.run_folder`) or profiles
 (:mod:`.profiles`); :mod:`.runner` puts the three together.
 """
 

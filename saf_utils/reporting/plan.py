@@ -49,7 +49,7 @@ class RunRequest:
     argv: list[str] | None = None
     reuse: str | None = None
     no_reuse: bool = False
-    workers: int | None = None  # --workers; None: the profile's (scheduler.resolve_workers)
+    workers: int | None = None  # --workers; None: the profile's (cluster_options.resolve_workers)
     scheduler: str | None = None  # tcp://host:port of a running Dask scheduler
     label: str = ""  # before each progress line (a sweep's cell, its runs print at once)
 
@@ -81,7 +81,7 @@ class RunPlan:
     run_name: str | None = None
     baseline: Path | None = None
     reuse_from: list[tuple[Path, dict]] = field(default_factory=list)  # where to look, in order
-    workers: int = 1  # notebooks at once (scheduler.resolve_workers of the request and profile)
+    workers: int = 1  # notebooks at once (cluster_options.resolve_workers of the request and profile)
 
 
 def prepare(req: RunRequest) -> RunPlan:

@@ -16,7 +16,7 @@ error or a runner error is recorded as the run's status too, into space kept for
 ``--run-dir reports/<run>`` reruns chosen notebooks inside an existing run (the previous
 execution's files move to ``previous/``, the manifest keeps both). A new run never touches an
 existing folder. ``--workers N`` (a local Dask cluster) or ``--scheduler ADDRESS`` (any Dask
-cluster) run independent notebooks at once (:mod:`.scheduler`; ``saf-run sweep``:
+cluster) run independent notebooks at once (:mod:`.executors`; ``saf-run sweep``:
 :mod:`.sweep`; docs/cluster.md).
 
 Exit codes: 0 ok, 1 a notebook failed, 2 bad invocation (nothing ran), 3 a report file could
@@ -106,7 +106,7 @@ def run_profile(req: RunRequest, plan: RunPlan | None = None,
     """Run the notebooks of a profile; returns the run folder, one result per executed or
     reused notebook and the run status (ok | failed | interrupted:<SIGNAL>).
 
-    Notebooks run on ``executor`` (:mod:`.scheduler`; default: the one ``plan.workers`` /
+    Notebooks run on ``executor`` (:mod:`.executors`; default: the one ``plan.workers`` /
     ``req.scheduler`` name), each as soon as its ``depends_on`` have finished; ``plan`` is
     :func:`prepare`'s (made here when not given). The steps: :func:`_own_executor`,
     :func:`_environment`, :func:`_open_manifest`, then :class:`_Run` (start, finish, stop,
@@ -282,7 +282,7 @@ class _Run:
 
     def start(self, name: str) -> Any:
         """Skip, reuse (both done here: None) or set up an execution of ``name`` (its
-        :class:`~.scheduler.NotebookTask`)."""
+        :class:`~.executors.NotebookTask`)."""
         p, tag, deps = self.by_name[name], self.tags[name], self.depends_on.get(name, [])
         bad = [r.name for r in self.results if r.status != "ok" and r.name in deps]
         if bad:
@@ -399,9 +399,9 @@ def _why(exc: BaseException) -> str:
 
 def _close_run(out: Path, manifest: Manifest, invocation: dict, status: str,
                results: list[NotebookResult], stop: BaseException | None) -> BaseException | None:
-    """Record how the run ended (``status``, ``status_reason``: runs.RUN_STATUSES) in the
+    """Record how the run ended (``status``, ``status_reason``: run_folder.RUN_STATUSES) in the
     manifest and the pages. When a write fails, the manifest alone is written into the space
-    kept for it (:func:`runs.write_status`). Returns the error to raise (None: none)."""
+    kept for it (:func:`run_folder.write_status`). Returns the error to raise (None: none)."""
     run_status, _, sig = status.partition(":")
     bad = ", ".join(f"{r.name} ({r.status})" for r in results if r.status != "ok")
     reason = _why(stop) if stop is not None else {"interrupted": sig, "cluster_lost": sig,
