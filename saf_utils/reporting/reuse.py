@@ -245,18 +245,18 @@ def profile_runs(reports_dir: Path, profile: str, exclude: Path | None = None) -
             continue
         try:
             m = json.loads(mpath.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            m = Manifest.from_dict(m)
+        except (OSError, ValueError, TypeError, AttributeError):  # no run manifest: no run
             continue
-        if isinstance(m, dict) and m.get("profile") == profile \
-                and (m.get("status") != "running" or died(m)):
-            found.append((str(m.get("started") or ""), mpath.parent))
+        if m.profile == profile and (m.status != "running" or died(m)):
+            found.append((str(m.started or ""), mpath.parent))
     return [p for _, p in sorted(found, key=lambda t: t[0], reverse=True)]
 
 
-def reusable_entry(run: Path, manifest: dict, name: str) -> dict | None:
+def reusable_entry(run: Path, manifest: Manifest, name: str) -> dict | None:
     """The latest execution of ``name`` in ``run`` that succeeded, has recorded inputs and
     whose files are all still there."""
-    entry = next((n for n in manifest.get("notebooks", []) if n.get("name") == name), None)
+    entry = next((n for n in manifest.notebooks if n.get("name") == name), None)
     if not entry or entry.get("status") != "ok" or not isinstance(entry.get("inputs"), dict):
         return None
     if not all(p.exists() for p in (run / name, run / f"{name}.ipynb")):
@@ -282,14 +282,14 @@ def copy_outputs(src_run: Path, dst_run: Path, name: str, with_html: bool) -> No
             _link_or_copy(str(src_run / f), str(dst_run / f))
 
 
-def original_execution(run_name: str, manifest: dict, entry: dict) -> dict[str, Any]:
+def original_execution(run_name: str, manifest: Manifest, entry: dict) -> dict[str, Any]:
     """Where and when the reused outputs were made: the first execution in a reuse chain."""
     if isinstance(entry.get("reused"), dict):
         return dict(entry["reused"]["original"])
     return {"run": run_name, "started": entry.get("started"), "finished": entry.get("finished"),
             "seconds": entry.get("seconds"),
-            "commit": (manifest.get("git") or {}).get("commit"),
-            "dirty": (manifest.get("git") or {}).get("dirty")}
+            "commit": (manifest.git or {}).get("commit"),
+            "dirty": (manifest.git or {}).get("dirty")}
 
 
 # ------------------------------------------------------------------ a run's reuse step
@@ -312,8 +312,8 @@ def record_inputs(res: NotebookResult, p: NotebookPlan, out: Path,
     res.outputs = folder_digest(res.files, p.name)
 
 
-def _candidate(reuse_from: list[tuple[Path, dict]], p: NotebookPlan, out: Path, tag: str
-               ) -> tuple[Path, dict, dict] | None:
+def _candidate(reuse_from: list[tuple[Path, Manifest]], p: NotebookPlan, out: Path, tag: str
+               ) -> tuple[Path, Manifest, dict] | None:
     """The first run to reuse from that has a successful execution of ``p``: (folder,
     manifest, its entry)."""
     candidates = [(src, m) for src, m in reuse_from if Path(src).resolve() != out.resolve()]
@@ -327,7 +327,7 @@ def _candidate(reuse_from: list[tuple[Path, dict]], p: NotebookPlan, out: Path, 
     return found
 
 
-def try_reuse(reuse_from: list[tuple[Path, dict]], p: NotebookPlan, out: Path,
+def try_reuse(reuse_from: list[tuple[Path, Manifest]], p: NotebookPlan, out: Path,
               manifest: Manifest, deps_out: dict[str, str | None], tag: str
               ) -> NotebookResult | None:
     """Copy ``p``'s outputs from a run to reuse into the run ``out`` (its ``manifest``) when
@@ -354,7 +354,7 @@ def try_reuse(reuse_from: list[tuple[Path, dict]], p: NotebookPlan, out: Path,
         return None
     archive_previous(out, p.name, manifest)
     hide = manifest.hide_code
-    same_html = bool(bool(old_manifest.get("hide_code", False)) == hide and old.get("html"))
+    same_html = bool(bool(old_manifest.hide_code) == hide and old.get("html"))
     try:
         copy_outputs(src, out, p.name, with_html=same_html)
     except OSError as exc:

@@ -151,8 +151,9 @@ def settle_killed(run_dir: Path, manifest: Manifest) -> bool:
     return True
 
 
-def read_manifest(run_dir: Path) -> dict[str, Any]:
-    """The checked manifest of an existing run (see :func:`compare.check_manifest`)."""
+def read_manifest(run_dir: Path) -> Manifest:
+    """The checked manifest of an existing run (see :func:`compare.check_manifest`), typed:
+    every reader of a run's manifest (``--run-dir``, ``--reuse``, ``list``) reads this."""
     from saf_utils.reporting.compare import check_manifest
 
     path = run_dir / "manifest.json"
@@ -162,7 +163,7 @@ def read_manifest(run_dir: Path) -> dict[str, Any]:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise RunnerError(f"{path}: unreadable ({' '.join(str(exc).split())[:200]})") from None
-    return check_manifest(manifest, path)
+    return Manifest.from_dict(check_manifest(manifest, path))
 
 
 def write_reports(run_dir: Path, manifest: Manifest) -> None:
@@ -290,47 +291,38 @@ def list_runs(reports_dir: str | os.PathLike | None = None,
     """Runs under the reports folder, oldest first, with profile, commit, status, times.
 
     A run left ``running`` by a process of this host that is gone is marked ``killed`` in its
-    manifest (:func:`runs.settle_killed`).
+    manifest (:func:`settle_killed`).
 
     A malformed run (unreadable or not a run manifest) raises :class:`RunnerError`, unless
     ``problems`` is a list: then its one-line reason is appended and the others are listed
     (so is a note on a run whose manifest names another run: a run is named by its folder).
     """
-    from saf_utils.reporting.compare import check_manifest
-
     root = Path(reports_dir or REPORTS_DIR)
     runs = []
     for mpath in sorted(root.glob("*/manifest.json")):
         try:
-            try:
-                m = json.loads(mpath.read_text(encoding="utf-8"))
-            except (OSError, ValueError) as exc:
-                raise RunnerError(f"{mpath}: unreadable ({' '.join(str(exc).split())[:200]})") \
-                    from None
-            check_manifest(m, mpath)
+            m = read_manifest(mpath.parent)
         except RunnerError as exc:
             if problems is None:
                 raise
             problems.append(str(exc))
             continue
-        if settle_killed(mpath.parent, man := Manifest.from_dict(m)):  # a dead "running" run:
-            m = man.to_dict()                                          # "killed", written down
+        settle_killed(mpath.parent, m)  # a dead "running" run: "killed", written down
         folder = mpath.parent.name  # the run is its folder: a copied or renamed run is itself
-        if m.get("run") not in (None, folder) and problems is not None:
-            problems.append(f"{folder}: its manifest names run {short(m.get('run'))} (copied "
+        if m.run not in (None, folder) and problems is not None:
+            problems.append(f"{folder}: its manifest names run {short(m.run)} (copied "
                             "or renamed?); listed under its folder")
-        status = m.get("status") or ("ok" if all(n.get("status") == "ok" for n in
-                                                  m.get("notebooks") or []) else "failed")
-        if status == "interrupted" and m.get("status_reason"):
-            status += f" ({m['status_reason']})"  # the signal
-        nbs = m.get("notebooks") or []
-        git = m.get("git") or {}
+        nbs = m.notebooks or []
+        status = m.status or ("ok" if all(n.get("status") == "ok" for n in nbs) else "failed")
+        if status == "interrupted" and m.status_reason:
+            status += f" ({m.status_reason})"  # the signal
+        git = m.git or {}
         runs.append({
-            "run": folder, "profile": m.get("profile"),
+            "run": folder, "profile": m.profile,
             "commit": str(git.get("commit") or "")[:8] + ("+" if git.get("dirty") else ""),
-            "status": status, "started": m.get("started"),
-            "seconds": _seconds(m.get("started"), m.get("finished"))
-            if m.get("finished") or m.get("status") == "running" else None,
+            "status": status, "started": m.started,
+            "seconds": _seconds(m.started, m.finished)
+            if m.finished or m.status == "running" else None,
             "notebooks": f"{sum(n.get('status') == 'ok' for n in nbs)}/{len(nbs)} ok",
         })
     return sorted(runs, key=lambda r: str(r.get("started")))

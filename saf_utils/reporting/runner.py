@@ -177,7 +177,7 @@ def _open_manifest(req: RunRequest, plan: RunPlan, executor: Any, reports_root: 
     }
     if plan.existing:
         out = plan.existing.resolve()
-        manifest = Manifest.from_dict(plan.old_manifest or {})
+        manifest = plan.old_manifest or Manifest()
         mark_killed(manifest)  # an earlier invocation whose process is gone
     else:
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
