@@ -179,8 +179,8 @@ class Manifest:
     """A run's ``manifest.json`` (docs/runs.md), typed: what the runner keeps up to date while
     it runs. :meth:`to_dict` writes the same keys the runner always wrote, so runs made before
     this class read back (:meth:`from_dict`); keys it does not know are kept in ``extra`` and
-    written back unchanged. Readers of finished runs (``list``, ``compare``, reuse) read the
-    checked JSON itself (:func:`saf_utils.reporting.run_folder.read_manifest`)."""
+    written back unchanged. Readers of earlier runs (``--run-dir``, ``--reuse``, ``list``)
+    get one too, checked (:func:`saf_utils.reporting.run_folder.read_manifest`)."""
 
     run: str | None = None
     profile: str | None = None
