@@ -1,11 +1,16 @@
 """``--workers N`` and ``--scheduler ADDRESS`` of ``saf-run`` and ``saf-run sweep``: how many
-notebooks at once, the checks of a scheduler address, and the handshake that proves a Dask
-scheduler answers there (before anything is written). The executors they choose are in
-:mod:`.executors`.
+notebooks at once, the checks of a scheduler address, the handshake that proves a Dask
+scheduler answers there (before anything is written), and the check that its workers see
+the run folder, the data and the same sources (:func:`check_workers`). The executors they
+choose are in :mod:`.executors`.
 """
 
 from __future__ import annotations
 
+import socket
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from saf_utils.reporting.profiles import RunnerError
@@ -118,3 +123,82 @@ def add_cluster_arguments(ap: Any) -> None:
     ap.add_argument("--scheduler", metavar="ADDRESS",
                     help="run the notebooks on this Dask scheduler's workers (tcp://host:8786;"
                          " they need the run folder and the data at the same paths)")
+
+
+# ------------------------------------------------------------------ the workers
+def check_workers(client: Any, folder: Path, plans: Sequence[Any], data: Sequence[dict]
+                  ) -> None:
+    """Every worker of ``client`` sees ``folder`` (a probe file written here is read there),
+    the local data sources, the same notebooks (SHA-256), the same package sources and a
+    python3 kernel; else one :class:`RunnerError` naming each worker and what it lacks."""
+    from saf_utils.provenance import sha256_file
+    from saf_utils.reporting.reuse import package_digest
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RunnerError(f"cannot create {folder}: {exc.strerror or exc}") from None
+    token = uuid.uuid4().hex
+    probe = folder / f".saf-run-probe-{token[:8]}"
+    expected = {
+        "probe": [str(probe), token],
+        "data": sorted({d["source"] for d in data if d.get("kind") == "local"}),
+        "notebooks": {str(Path(p.path).resolve()): sha256_file(p.path) for p in plans},
+        "package": package_digest(),
+    }
+    try:
+        probe.write_text(token)
+    except OSError as exc:
+        raise RunnerError(f"cannot write a probe file into {folder}: "
+                          f"{exc.strerror or exc}") from None
+    try:
+        answers = client.run(check_worker, expected, on_error="return")
+    finally:
+        probe.unlink(missing_ok=True)
+    problems = []
+    for worker, answer in sorted(answers.items()):
+        if isinstance(answer, BaseException):
+            problems.append(f"{worker} cannot run the runner's check "
+                            f"({type(answer).__name__}: {answer}); start workers with "
+                            "this project importable (PYTHONPATH or pip install)")
+        elif answer:
+            problems.append(f"{worker} ({answer['host']}): {'; '.join(answer['problems'])}")
+    if problems:
+        raise RunnerError(
+            "Dask worker(s) cannot run this run: " + " | ".join(problems) + ". Workers "
+            "need the run folder, the data and the project at the same paths (a shared "
+            "file system; see docs/cluster.md)")
+
+
+def check_worker(expected: dict[str, Any]) -> dict[str, Any] | None:
+    """Run on each worker by :func:`check_workers`: None, or what it lacks."""
+    from saf_utils.provenance import sha256_file
+    from saf_utils.reporting.reuse import package_digest
+
+    problems = []
+    probe, token = expected["probe"]
+    try:
+        seen = Path(probe).read_text()
+    except OSError:
+        seen = None
+    if seen != token:
+        problems.append(f"cannot see the run folder {Path(probe).parent}")
+    missing = [d for d in expected["data"] if not Path(d).exists()]
+    if missing:
+        problems.append(f"cannot see the data {', '.join(missing)}")
+    for path, sha in expected["notebooks"].items():
+        if not Path(path).is_file():
+            problems.append(f"cannot see the notebook {path}")
+        elif sha256_file(path) != sha:
+            problems.append(f"has another version of the notebook {path}")
+    if package_digest() != expected["package"]:
+        import saf_utils
+
+        problems.append(f"imports other saf_utils sources ({Path(saf_utils.__file__).parent})")
+    try:
+        from jupyter_client.kernelspec import KernelSpecManager
+
+        KernelSpecManager().get_kernel_spec("python3")
+    except Exception as exc:  # noqa: BLE001 - no kernel: say so
+        problems.append(f"has no python3 Jupyter kernel ({type(exc).__name__})")
+    return {"host": socket.gethostname(), "problems": problems} if problems else None

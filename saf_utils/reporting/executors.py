@@ -267,51 +267,12 @@ class NotebookExecutor:
         return out
 
     def preflight(self, folder: Path, plans: Sequence[Any], data: Sequence[dict]) -> None:
-        """On Dask: every worker sees ``folder`` (a probe file written here is read there),
-        the local data sources, the same notebooks (SHA-256), the same package sources and a
-        python3 kernel; else one :class:`RunnerError` naming each worker and what it lacks.
-        In this process there is nothing to check."""
-        from saf_utils.provenance import sha256_file
-        from saf_utils.reporting.reuse import package_digest
-
+        """On Dask, once per folder: :func:`cluster_options.check_workers`; in this process
+        there is nothing to check."""
         folder = Path(folder).resolve()
-        if self.client is None or str(folder) in self._checked:
-            return
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise RunnerError(f"cannot create {folder}: {exc.strerror or exc}") from None
-        token = uuid.uuid4().hex
-        probe = folder / f".saf-run-probe-{token[:8]}"
-        expected = {
-            "probe": [str(probe), token],
-            "data": sorted({d["source"] for d in data if d.get("kind") == "local"}),
-            "notebooks": {str(Path(p.path).resolve()): sha256_file(p.path) for p in plans},
-            "package": package_digest(),
-        }
-        try:
-            probe.write_text(token)
-        except OSError as exc:
-            raise RunnerError(f"cannot write a probe file into {folder}: "
-                              f"{exc.strerror or exc}") from None
-        try:
-            answers = self.client.run(check_worker, expected, on_error="return")
-        finally:
-            probe.unlink(missing_ok=True)
-        problems = []
-        for worker, answer in sorted(answers.items()):
-            if isinstance(answer, BaseException):
-                problems.append(f"{worker} cannot run the runner's check "
-                                f"({type(answer).__name__}: {answer}); start workers with "
-                                "this project importable (PYTHONPATH or pip install)")
-            elif answer:
-                problems.append(f"{worker} ({answer['host']}): {'; '.join(answer['problems'])}")
-        if problems:
-            raise RunnerError(
-                "Dask worker(s) cannot run this run: " + " | ".join(problems) + ". Workers "
-                "need the run folder, the data and the project at the same paths (a shared "
-                "file system; see docs/cluster.md)")
-        self._checked.add(str(folder))
+        if self.client is not None and str(folder) not in self._checked:
+            options.check_workers(self.client, folder, plans, data)
+            self._checked.add(str(folder))
 
     def close(self) -> None:
         self.pool.shutdown(wait=False)
@@ -395,40 +356,6 @@ def _dask_executor(workers: int, address: str | None, wait_for_workers_s: float
 
 
 # ------------------------------------------------------------------ on a worker
-def check_worker(expected: dict[str, Any]) -> dict[str, Any] | None:
-    """Run on each worker by :meth:`NotebookExecutor.preflight`: None, or what it lacks."""
-    from saf_utils.provenance import sha256_file
-    from saf_utils.reporting.reuse import package_digest
-
-    problems = []
-    probe, token = expected["probe"]
-    try:
-        seen = Path(probe).read_text()
-    except OSError:
-        seen = None
-    if seen != token:
-        problems.append(f"cannot see the run folder {Path(probe).parent}")
-    missing = [d for d in expected["data"] if not Path(d).exists()]
-    if missing:
-        problems.append(f"cannot see the data {', '.join(missing)}")
-    for path, sha in expected["notebooks"].items():
-        if not Path(path).is_file():
-            problems.append(f"cannot see the notebook {path}")
-        elif sha256_file(path) != sha:
-            problems.append(f"has another version of the notebook {path}")
-    if package_digest() != expected["package"]:
-        import saf_utils
-
-        problems.append(f"imports other saf_utils sources ({Path(saf_utils.__file__).parent})")
-    try:
-        from jupyter_client.kernelspec import KernelSpecManager
-
-        KernelSpecManager().get_kernel_spec("python3")
-    except Exception as exc:  # noqa: BLE001 - no kernel: say so
-        problems.append(f"has no python3 Jupyter kernel ({type(exc).__name__})")
-    return {"host": socket.gethostname(), "problems": problems} if problems else None
-
-
 def run_notebook(task: NotebookTask, stop: Callable[[], str | None],
                  emit: Callable[..., None] = print) -> dict[str, Any]:
     """A task: execute one notebook; a reason ``stop()`` returns stops its kernel (partial
