@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -136,6 +137,51 @@ def mark_killed(manifest: Manifest) -> bool:
                 n.update(status="interrupted", error="killed: the run's process ended while "
                                                      "this notebook ran")
     return True
+
+
+def why_text(exc: BaseException) -> str:
+    """One line on what stopped a run (at most 300 characters of the message)."""
+    text = " ".join(str(exc).split())
+    text = text if len(text) <= 300 else f"{text[:300]}… ({len(text):,} characters)"
+    return text if isinstance(exc, OSError) else f"{type(exc).__name__}: {text}"
+
+
+def record_end(out: Path, manifest: Manifest, invocation: dict, status: str,
+               results: list[NotebookResult], stop: BaseException | None) -> BaseException | None:
+    """Record how the run ended (``status``, ``status_reason``: :data:`RUN_STATUSES`) in the
+    manifest and the pages. When a write fails, the manifest alone is written into the space
+    kept for it (:func:`write_status`). Returns the error to raise (None: none)."""
+    run_status, _, sig = status.partition(":")
+    bad = ", ".join(f"{r.name} ({r.status})" for r in results if r.status != "ok")
+    reason = why_text(stop) if stop is not None else {
+        "interrupted": sig, "cluster_lost": sig, "failed": f"not ok: {bad}"}.get(run_status)
+
+    def record(s: str, why: str | None) -> None:
+        invocation.update(finished=now_iso(), status=s, status_reason=why)
+        manifest.status, manifest.status_reason = s, why
+        manifest.finished = invocation["finished"]
+
+    record(run_status, reason)
+    if run_status != "write_error":
+        try:
+            write_reports(out, manifest)
+            release_space(out)
+            return stop
+        except ReportWriteError as exc:
+            record("write_error", f"{exc} (while recording that the run ended {run_status})")
+            stop = exc
+    if write_status(out, manifest):
+        try:  # the pages too, if the freed space allows
+            write_reports(out, manifest)
+        except ReportWriteError:
+            pass
+    elif isinstance(stop, ReportWriteError):  # still one line for the CLI
+        stop = ReportWriteError(stop.errno, f"{stop}; the run's status could not be recorded "
+                                f"in {out / 'manifest.json'} either")
+    else:
+        print(f"saf-run: could not record the run's status ({manifest.status}) in "
+              f"{out / 'manifest.json'}", file=sys.stderr)
+    return stop
 
 
 def settle_killed(run_dir: Path, manifest: Manifest) -> bool:

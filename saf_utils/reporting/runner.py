@@ -68,11 +68,11 @@ from saf_utils.reporting.run_folder import (
     archive_previous,
     mark_killed,
     new_run_dir,
-    release_space,
+    record_end,
     render,
     reserve_space,
+    why_text,
     write_reports,
-    write_status,
 )
 
 EXIT_INTERRUPTED = {"SIGINT": 130, "SIGTERM": 143}
@@ -358,7 +358,7 @@ class _Run:
             current = run.result
             current.status = "interrupted"
             current.error = " | ".join(filter(None, [current.error, "the run stopped: "
-                                                     + _why(exc)]))
+                                                     + why_text(exc)]))
             current.finished = current.finished or now_iso()
             self._keep(current)
 
@@ -370,7 +370,7 @@ class _Run:
     def close(self, stop: BaseException | None) -> BaseException | None:
         """The run's end in manifest and pages, runs.html and the baseline comparison;
         notebooks that never started in a stopped run stay "pending"."""
-        stop = _close_run(self.out, self.manifest, self.invocation, self.status,
+        stop = record_end(self.out, self.manifest, self.invocation, self.status,
                           self.results, stop)
         if stop is None:  # after a write error the status line is the one line said
             _write_overview(self.out.parent)
@@ -389,50 +389,6 @@ def _compare(baseline: Path, out: Path) -> None:
         print(f"Compared with {baseline.name}: {path}")
     except (RunnerError, ValueError) as exc:
         print(f"saf-run: compare with {baseline} failed: {exc}", file=sys.stderr)
-
-
-def _why(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    text = text if len(text) <= 300 else f"{text[:300]}… ({len(text):,} characters)"
-    return text if isinstance(exc, OSError) else f"{type(exc).__name__}: {text}"
-
-
-def _close_run(out: Path, manifest: Manifest, invocation: dict, status: str,
-               results: list[NotebookResult], stop: BaseException | None) -> BaseException | None:
-    """Record how the run ended (``status``, ``status_reason``: run_folder.RUN_STATUSES) in the
-    manifest and the pages. When a write fails, the manifest alone is written into the space
-    kept for it (:func:`run_folder.write_status`). Returns the error to raise (None: none)."""
-    run_status, _, sig = status.partition(":")
-    bad = ", ".join(f"{r.name} ({r.status})" for r in results if r.status != "ok")
-    reason = _why(stop) if stop is not None else {"interrupted": sig, "cluster_lost": sig,
-                                                  "failed": f"not ok: {bad}"}.get(run_status)
-
-    def record(s: str, why: str | None) -> None:
-        invocation.update(finished=now_iso(), status=s, status_reason=why)
-        manifest.status, manifest.status_reason = s, why
-        manifest.finished = invocation["finished"]
-
-    record(run_status, reason)
-    if run_status != "write_error":
-        try:
-            write_reports(out, manifest)
-            release_space(out)
-            return stop
-        except ReportWriteError as exc:
-            record("write_error", f"{exc} (while recording that the run ended {run_status})")
-            stop = exc
-    if write_status(out, manifest):
-        try:  # the pages too, if the freed space allows
-            write_reports(out, manifest)
-        except ReportWriteError:
-            pass
-    elif isinstance(stop, ReportWriteError):  # still one line for the CLI
-        stop = ReportWriteError(stop.errno, f"{stop}; the run's status could not be recorded "
-                                f"in {out / 'manifest.json'} either")
-    else:
-        print(f"saf-run: could not record the run's status ({manifest.status}) in "
-              f"{out / 'manifest.json'}", file=sys.stderr)
-    return stop
 
 
 def _write_overview(reports_dir: Path) -> None:
