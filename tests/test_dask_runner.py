@@ -1,4 +1,4 @@
-"""The notebook graph on Dask and sweeps (reporting/scheduler.py, reporting/sweep.py).
+"""The notebook graph on Dask and sweeps (reporting/executors.py, reporting/sweep.py).
 
 Fast: the matrix, cell names, the graph walk with a fake executor, the worker checks, bad
 options. Slow, against the real engine: a LocalCluster (``--workers 2``) over tiny
@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import Future
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -21,7 +22,7 @@ import nbformat
 import pytest
 import yaml
 
-from saf_utils.reporting import cli, scheduler, sweep
+from saf_utils.reporting import cli, cluster_options, executors, sweep
 from saf_utils.reporting.profiles import RunnerError
 from tests.toy_project import RECORD, notebook, reads_a, run_args
 
@@ -53,7 +54,8 @@ def test_cell_names_are_folder_names_without_paths():
 
 
 class FakeExecutor:
-    """Slots, and an event log instead of kernels; a task 'runs' until waited for."""
+    """Slots, and an event log instead of kernels; a task 'runs' until waited for (then the
+    oldest one ends)."""
 
     def __init__(self, slots: int) -> None:
         self.slots, self.log, self.queue = slots, [], []
@@ -63,13 +65,18 @@ class FakeExecutor:
 
     def submit(self, task):
         self.log.append(("start", task.name))
-        self.queue.append(task.name)
-        return task.name
+        future = Future()
+        self.queue.append((future, task.name))
+        return future
 
-    def wait(self, handles):
-        name = self.queue.pop(0)
+    def wait(self, futures):
+        future, name = self.queue.pop(0)
         self.log.append(("end", name))
-        return [(name, scheduler.Outcome(None))]
+        future.set_result({"error": None})
+        return {future}
+
+    def outcome(self, future):
+        return executors.Outcome(**future.result())
 
 
 def _walk(slots: int, reused: frozenset = frozenset()):
@@ -80,9 +87,9 @@ def _walk(slots: int, reused: frozenset = frozenset()):
         if name in reused:
             ex.log.append(("reused", name))
             return None
-        return scheduler.NotebookTask(name, "", "", {}, None, "")
+        return executors.NotebookTask(name, "", "", {}, None, "")
 
-    scheduler.run_graph(["a", "b", "c", "d"], {"b": ["a"], "d": ["b", "c"]}, start,
+    executors.run_graph(["a", "b", "c", "d"], {"b": ["a"], "d": ["b", "c"]}, start,
                         lambda name, outcome: finished.append(name), ex)
     return ex.log, finished
 
@@ -110,7 +117,7 @@ class FakeClient:
 
 
 def test_preflight_names_each_worker_and_what_it_lacks(tmp_path):
-    ex = scheduler.DaskExecutor(FakeClient(), {"kind": "dask"})
+    ex = executors.NotebookExecutor(None, {"kind": "dask"}, FakeClient())
     with pytest.raises(RunnerError) as err:
         ex.preflight(tmp_path / "reports", [], [{"kind": "local", "source": str(tmp_path)}])
     msg = str(err.value)
@@ -190,7 +197,7 @@ def test_scheduler_addresses_are_checked_and_a_bad_peer_is_one_line(tmp_path, ca
     never answers, a port that answers HTTP: each one line, exit 2, within the stated
     handshake time, before anything is written."""
     pytest.importorskip("distributed")
-    monkeypatch.setattr(scheduler, "HANDSHAKE_TIMEOUT_S", 3)
+    monkeypatch.setattr(cluster_options, "HANDSHAKE_TIMEOUT_S", 3)
     base = _toy(tmp_path)
     silent, close_silent = _listener(None)
     http, close_http = _listener(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"
@@ -225,8 +232,8 @@ class LostExecutor(FakeExecutor):
     def preflight(self, folder, plans, data):
         pass
 
-    def wait(self, handles):
-        raise scheduler.ClusterLost("lost the Dask scheduler tcp://127.0.0.1:9: "
+    def wait(self, futures):
+        raise executors.ClusterLost("lost the Dask scheduler tcp://127.0.0.1:9: "
                                     "FuturesCancelledError: scheduler-connection-lost")
 
     def stop(self, sig):
@@ -488,7 +495,7 @@ def test_workers_split_the_cores_unless_a_thread_count_is_stated(tmp_path, monke
         raise Stop
 
     monkeypatch.delenv("SAF_NUM_THREADS", raising=False)
-    monkeypatch.setattr("saf_utils.reporting.scheduler.open_executor", fake_open)
+    monkeypatch.setattr("saf_utils.reporting.executors.open_executor", fake_open)
     monkeypatch.setattr(os, "cpu_count", lambda: 4)
     req = runner.RunRequest(workers=2)
     plan = SimpleNamespace(cfg={}, plans=[], workers=2)
@@ -565,9 +572,10 @@ def test_a_lost_connection_is_cluster_lost_wherever_the_executor_meets_it():
 
         submit = nthreads
 
-    ex = scheduler.DaskExecutor(GoneClient(), {"kind": "dask", "scheduler": "tcp://127.0.0.1:9"})
+    ex = executors.NotebookExecutor(GoneClient(), {"kind": "dask",
+                                                   "scheduler": "tcp://127.0.0.1:9"}, GoneClient())
     for call in (ex.free_slots, lambda: ex.submit(SimpleNamespace(name="a"))):
-        with pytest.raises(scheduler.ClusterLost, match="lost the Dask scheduler tcp://127"):
+        with pytest.raises(executors.ClusterLost, match="lost the Dask scheduler tcp://127"):
             call()
 
 

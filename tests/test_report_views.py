@@ -17,7 +17,7 @@ from saf_utils.argscichat.data import load_argscichat
 from saf_utils.reporting import cli, examples, overview
 from saf_utils.reporting.manifest import Manifest
 from saf_utils.reporting.records import Recorder
-from saf_utils.reporting.runs import write_reports
+from saf_utils.reporting.run_folder import write_reports
 
 FIX = Path(__file__).parent / "fixtures"
 # the notebooks whose output folders hold the artifacts (the pages find them by file)

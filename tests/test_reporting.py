@@ -17,7 +17,7 @@ from saf_utils.reporting.compare import compare_runs
 from saf_utils.reporting.compare_page import to_markdown, write_compare_html
 from saf_utils.reporting.manifest import Manifest
 from saf_utils.reporting.records import Recorder
-from saf_utils.reporting.runs import write_reports
+from saf_utils.reporting.run_folder import write_reports
 
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
         "track", "wbr"}
@@ -302,3 +302,21 @@ def test_add_frame_records_each_row_nan_as_none_and_fixed_fields(tmp_path):
         rec.add_frame(frame.drop(columns="value"), "t", "d", split="test")
     with pytest.raises(ValueError, match="unknown field"):
         rec.add_frame(frame, "t", "d", split="test", colour="red")
+
+
+def test_add_checks_its_details_by_name_and_value(tmp_path):
+    """The optional fields of a record are keywords checked by name (a misspelt one fails),
+    converted like a tidy row (seed an int, subset a string, a non-finite interval None)."""
+    rec = Recorder("04_generation", tmp_path)
+    r = rec.add("t", "d", "test", "s", "m", 0.5, seed=2.0, subset=3, ci_low=float("nan"),
+                ci_high=0.75, note="n")
+    assert (r.seed, r.subset, r.ci_low, r.ci_high, r.note, r.kind) == (2, "3", None, 0.75,
+                                                                       "n", "result")
+    assert type(r.seed) is int
+    with pytest.raises(TypeError, match="unknown field.*'sede'"):
+        rec.add("t", "d", "test", "s", "m", 0.5, sede=1)
+    with pytest.raises(ValueError, match="kind 'tunning'"):
+        rec.add("t", "d", "test", "s", "m", 0.5, kind="tunning")
+    with pytest.raises(ValueError, match="not finite"):
+        rec.add("t", "d", "test", "s", "m", float("inf"))
+    assert len(record_rows([rec.path])) == 1

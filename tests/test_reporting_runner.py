@@ -19,7 +19,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from saf_utils.reporting import cli, pages, parameters, profiles, runs, scheduler
+from saf_utils.reporting import cli, executors, pages, parameters, profiles, run_folder
 from saf_utils.reporting import runner as run
 from tests.toy_project import notebook
 
@@ -206,7 +206,7 @@ def test_interrupt_marks_the_run_and_still_writes_reports(project, sig):
     assert m["invocations"][-1]["status"] == "interrupted"
     assert [(n["name"], n["status"]) for n in m["notebooks"]] == [
         ("c_sleeps", "interrupted"), ("a_first", "pending")]
-    assert not (reports / "s" / runs.RESERVE_FILE).exists()
+    assert not (reports / "s" / run_folder.RESERVE_FILE).exists()
     assert re.search(rf"\ns\s+sleep\s+\S*\s+interrupted \({sig.name}\)", _list(reports))
     index = (reports / "s" / "index.html").read_text()
     assert '<span class="interrupted">interrupted</span>' in index
@@ -261,7 +261,7 @@ def test_names_that_become_paths_stay_inside_the_reports_folder(project, capsys)
     assert cli.main(["--config", str(odd), *args, "--dry-run"]) == 0
     assert "profile mine" in capsys.readouterr().out
     with pytest.raises(profiles.RunnerError, match="one folder name"):
-        runs.new_run_dir(reports, "../escaped")
+        run_folder.new_run_dir(reports, "../escaped")
     assert not reports.exists() and not (tmp / "x").exists() and not (tmp / "escaped").exists()
 
 
@@ -479,17 +479,17 @@ def test_a_full_disk_still_leaves_a_readable_status(project, capsys, monkeypatch
     real_replace = os.replace
 
     def replace(src, dst):  # full until the run frees the space it kept
-        if disk["full"] and (reports / "w" / runs.RESERVE_FILE).exists():
+        if disk["full"] and (reports / "w" / run_folder.RESERVE_FILE).exists():
             raise OSError(errno.ENOSPC, "No space left on device")
         return real_replace(src, dst)
 
     def execute(nb_path, out_path, *args, **kwargs):
-        assert (reports / "w" / runs.RESERVE_FILE).stat().st_size == runs.RESERVE_BYTES
+        assert (reports / "w" / run_folder.RESERVE_FILE).stat().st_size == run_folder.RESERVE_BYTES
         _copy_notebook(nb_path, out_path)
         disk["full"] = True
 
     monkeypatch.setattr("saf_utils.reporting.manifest.os.replace", replace)
-    monkeypatch.setattr(scheduler, "execute_one", execute)
+    monkeypatch.setattr(executors, "execute_one", execute)
     assert cli.main(base + ["--run-name", "w"]) == 3
     err = _err_line(capsys)
     assert "cannot write" in err and "a_first.html: No space left on device" in err
@@ -499,7 +499,7 @@ def test_a_full_disk_still_leaves_a_readable_status(project, capsys, monkeypatch
     assert [(n["name"], n["status"]) for n in m["notebooks"]] == [
         ("a_first", "interrupted"), ("b_reads_a", "pending")]
     assert "the run stopped: cannot write" in m["notebooks"][0]["error"]
-    assert not (reports / "w" / runs.RESERVE_FILE).exists()
+    assert not (reports / "w" / run_folder.RESERVE_FILE).exists()
     assert re.search(r"\nw\s+toy\s+\S*\s+write_error\s", _list(reports))
     # the disk stays full even for the manifest: one line, and it says so
     disk["full"] = False
@@ -525,7 +525,7 @@ def test_a_failed_notebook_and_a_runner_error_say_so_in_the_status(project, caps
                                                                      monkeypatch):
     tmp, base, reports = project
     failing = {"a_first"}
-    monkeypatch.setattr(scheduler, "execute_one", lambda nb, out, params, *a, **k: (
+    monkeypatch.setattr(executors, "execute_one", lambda nb, out, params, *a, **k: (
         _copy_notebook(nb, out), "ValueError: bad" if nb.stem in failing else None)[1])
     assert cli.main(base + ["--run-name", "f"]) == 1
     failing.clear()
@@ -577,7 +577,7 @@ def test_a_killed_run_is_found_and_marked_killed(project):
         ("c_sleeps", "interrupted"), ("a_first", "pending")]
     assert "killed" in m["notebooks"][0]["error"]
     assert '<span class="killed">killed</span>' in (reports / "k" / "index.html").read_text()
-    assert not (reports / "k" / runs.RESERVE_FILE).exists()
+    assert not (reports / "k" / run_folder.RESERVE_FILE).exists()
 
 
 @pytest.mark.slow

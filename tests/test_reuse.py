@@ -7,7 +7,7 @@ import json
 import nbformat
 import pytest
 
-from saf_utils.reporting import cli, compare, execute, profiles, reuse
+from saf_utils.reporting import cli, compare, notebook_exec, profiles, reuse
 
 
 def _manifest(run_dir):
@@ -23,7 +23,7 @@ def test_section_starts_name_the_first_code_cell_under_each_heading():
         nbformat.v4.new_markdown_cell("## Without code below"),
         nbformat.v4.new_markdown_cell("text, no heading"),
         nbformat.v4.new_markdown_cell("## 2. Fit"), nbformat.v4.new_code_cell("w = 4")])
-    assert execute.section_starts(nb) == {1: "Title", 3: "1.1 files", 8: "2. Fit"}
+    assert notebook_exec.section_starts(nb) == {1: "Title", 3: "1.1 files", 8: "2. Fit"}
 
 
 @pytest.mark.slow

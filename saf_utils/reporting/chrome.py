@@ -247,7 +247,7 @@ def link_metric_headers(text: str) -> str:
 def collect_warnings(nb: Any) -> list[dict[str, Any]]:
     """Take every stderr output out of the notebook's cells; ``[{"text", "count", "where"}]``
     (identical messages once, with the sections they came from)."""
-    from saf_utils.reporting.execute import section_starts
+    from saf_utils.reporting.notebook_exec import section_starts
 
     starts = section_starts(nb)
     section = ""

@@ -20,7 +20,7 @@ from typing import Any
 
 from saf_utils.reporting.manifest import ReportWriteError
 from saf_utils.reporting.profiles import REPORTS_DIR, RunnerError
-from saf_utils.reporting.runs import list_runs, list_sweeps
+from saf_utils.reporting.run_folder import list_runs, list_sweeps
 
 EXIT_WRITE = 3
 
@@ -60,7 +60,7 @@ def run_parser() -> argparse.ArgumentParser:
                          "instead of running them (frozen notebooks)")
     ap.add_argument("--no-reuse", action="store_true",
                     help="run every notebook, even where the profile says reuse: latest")
-    from saf_utils.reporting.scheduler import add_cluster_arguments
+    from saf_utils.reporting.cluster_options import add_cluster_arguments
 
     add_cluster_arguments(ap)
     return ap

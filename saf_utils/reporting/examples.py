@@ -5,7 +5,7 @@
   of 03/04; both are made of the parts in :mod:`.example_parts`, in pages of at most
   ``example_parts.PER_PAGE`` examples (``examples-saf-2.html``, ...).
 
-Written by the runner with the other pages (:func:`saf_utils.reporting.runs.write_reports`)
+Written by the runner with the other pages (:func:`saf_utils.reporting.run_folder.write_reports`)
 from the files notebooks hand to each other (:mod:`saf_utils.artifacts`: predictions,
 selections, replies and ``items.jsonl``); ArgSciChat texts come from the data folder the run
 read (its ``data_sources``). A detail view is an anchor ``#<task>-<split>-<id>`` (CSS

@@ -179,8 +179,8 @@ class Manifest:
     """A run's ``manifest.json`` (docs/runs.md), typed: what the runner keeps up to date while
     it runs. :meth:`to_dict` writes the same keys the runner always wrote, so runs made before
     this class read back (:meth:`from_dict`); keys it does not know are kept in ``extra`` and
-    written back unchanged. Readers of finished runs (``list``, ``compare``, reuse) read the
-    checked JSON itself (:func:`saf_utils.reporting.runs.read_manifest`)."""
+    written back unchanged. Readers of earlier runs (``--run-dir``, ``--reuse``, ``list``)
+    get one too, checked (:func:`saf_utils.reporting.run_folder.read_manifest`)."""
 
     run: str | None = None
     profile: str | None = None
@@ -191,7 +191,7 @@ class Manifest:
     invocations: list[dict[str, Any]] = field(default_factory=list)
     executions: list[dict[str, Any]] = field(default_factory=list)  # every started execution
     notebooks: list[dict[str, Any]] = field(default_factory=list)  # the latest of each notebook
-    status: str | None = None  # runs.RUN_STATUSES
+    status: str | None = None  # run_folder.RUN_STATUSES
     status_reason: str | None = None
     finished: str | None = None
     git: dict[str, Any] | None = None
@@ -205,7 +205,7 @@ class Manifest:
     hide_code: bool = False
     depends_on: dict[str, list[str]] = field(default_factory=dict)
     data_check: list[dict[str, Any]] = field(default_factory=list)
-    records: dict[str, Any] | None = None  # counts of the records read (runs.write_reports)
+    records: dict[str, Any] | None = None  # counts of the records read (run_folder.write_reports)
     data_sources: list[dict[str, Any]] = field(default_factory=list)  # every data file read
     seeds: dict[str, dict[str, Any]] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)

@@ -186,7 +186,7 @@ def write_overview(reports_dir: str | os.PathLike | None = None,
     from saf_utils.reporting.crossrun import html_table, page_html
     from saf_utils.reporting.manifest import PROJECT_ROOT, write_text
     from saf_utils.reporting.profiles import REPORTS_DIR
-    from saf_utils.reporting.runs import list_runs, list_sweeps
+    from saf_utils.reporting.run_folder import list_runs, list_sweeps
     from saf_utils.tasks import specs
 
     root = Path(reports_dir or REPORTS_DIR)

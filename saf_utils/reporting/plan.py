@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from saf_utils.reporting.data_check import check_data_sources
-from saf_utils.reporting.manifest import pid_alive
+from saf_utils.reporting.manifest import Manifest, pid_alive
 from saf_utils.reporting.parameters import (
     NotebookPlan,
     check_dependencies,
@@ -49,7 +49,7 @@ class RunRequest:
     argv: list[str] | None = None
     reuse: str | None = None
     no_reuse: bool = False
-    workers: int | None = None  # --workers; None: the profile's (scheduler.resolve_workers)
+    workers: int | None = None  # --workers; None: the profile's (cluster_options.resolve_workers)
     scheduler: str | None = None  # tcp://host:port of a running Dask scheduler
     label: str = ""  # before each progress line (a sweep's cell, its runs print at once)
 
@@ -77,11 +77,11 @@ class RunPlan:
     deps: dict[str, Any] = field(default_factory=dict)
     data: list[dict[str, Any]] = field(default_factory=list)
     existing: Path | None = None
-    old_manifest: dict[str, Any] | None = None
+    old_manifest: Manifest | None = None
     run_name: str | None = None
     baseline: Path | None = None
-    reuse_from: list[tuple[Path, dict]] = field(default_factory=list)  # where to look, in order
-    workers: int = 1  # notebooks at once (scheduler.resolve_workers of the request and profile)
+    reuse_from: list[tuple[Path, Manifest]] = field(default_factory=list)  # where to look
+    workers: int = 1  # notebooks at once (cluster_options.resolve_workers: request, profile)
 
 
 def prepare(req: RunRequest) -> RunPlan:
@@ -94,7 +94,7 @@ def prepare(req: RunRequest) -> RunPlan:
     nb_dir = Path(req.notebooks_dir) if req.notebooks_dir else NOTEBOOK_DIR
     names = select_notebooks(list(cfg["notebooks"]), req.only)
     deps = check_dependencies(cfg, names, existing, {
-        n["name"]: n.get("status") for n in (old_manifest or {}).get("notebooks", [])})
+        n["name"]: n.get("status") for n in (old_manifest.notebooks if old_manifest else [])})
     plans = plan_notebooks(cfg, names, nb_dir, req.overrides or [])
     _check_launchers(plans)
     baseline = None
@@ -104,7 +104,7 @@ def prepare(req: RunRequest) -> RunPlan:
         baseline = resolve_run(req.baseline, req.reports_dir)
         load_run(baseline)
     data = check_data_sources(plans)
-    from saf_utils.reporting.scheduler import check_scheduler_options, resolve_workers
+    from saf_utils.reporting.cluster_options import check_scheduler_options, resolve_workers
 
     workers = resolve_workers(req.workers, req.scheduler, cfg.get("workers"))
     check_scheduler_options(workers, req.scheduler)
@@ -124,51 +124,50 @@ def _check_launchers(plans: list[NotebookPlan]) -> None:
                 raise RunnerError(f"{p.name}: {err}") from None
 
 
-def _existing_run(req: RunRequest) -> tuple[Path | None, dict | None]:
+def _existing_run(req: RunRequest) -> tuple[Path | None, Manifest | None]:
     """``--run-dir``'s folder (a path, or a run name under the reports folder) and its
     checked manifest; (None, None) for a new run."""
     if not req.run_dir:
         return None, None
     from saf_utils.reporting.compare import resolve_run
-    from saf_utils.reporting.runs import read_manifest
+    from saf_utils.reporting.run_folder import read_manifest
 
     existing = resolve_run(req.run_dir, req.reports_dir)
     return existing, read_manifest(existing)
 
 
-def _profile(req: RunRequest, existing: Path | None, old: dict | None) -> dict[str, Any]:
+def _profile(req: RunRequest, existing: Path | None, old: Manifest | None) -> dict[str, Any]:
     """The profile the request names; rerunning inside a run, the one that run used (a
     different one, or a run still going, is an error)."""
     profile, config = req.profile, req.config
     if old and not (profile or config):
-        old_file = old.get("profile_file")
-        if old_file and Path(old_file).is_file():
-            config = old_file
+        if old.profile_file and Path(old.profile_file).is_file():
+            config = old.profile_file
         else:
-            profile = old.get("profile")
+            profile = old.profile
     cfg = load_profile(profile or "cpu", config)
-    if old and old.get("profile") not in (None, cfg["name"]):
-        raise RunnerError(f"{existing} was run with profile {old.get('profile')!r}, "
+    if old and old.profile not in (None, cfg["name"]):
+        raise RunnerError(f"{existing} was run with profile {old.profile!r}, "
                           f"not {cfg['name']!r}; omit --profile to reuse it")
-    if old and old.get("status") == "running" and old.get("host") == socket.gethostname() \
-            and pid_alive(old.get("pid")) and old.get("pid") != os.getpid():
-        raise RunnerError(f"{existing} is still being run by process {old['pid']}")
+    if old and old.status == "running" and old.host == socket.gethostname() \
+            and pid_alive(old.pid) and old.pid != os.getpid():
+        raise RunnerError(f"{existing} is still being run by process {old.pid}")
     return cfg
 
 
 def _reuse_sources(req: RunRequest, cfg: dict[str, Any], existing: Path | None
-                   ) -> list[tuple[Path, dict]]:
+                   ) -> list[tuple[Path, Manifest]]:
     """The runs (folder, manifest) to reuse unchanged notebooks from, in order: ``--reuse``'s
     run, or with ``reuse: latest`` the profile's earlier runs (``--no-reuse``: none)."""
     from saf_utils.reporting.compare import resolve_run
-    from saf_utils.reporting.runs import read_manifest
+    from saf_utils.reporting.run_folder import read_manifest
 
     if req.reuse and req.no_reuse:
         raise RunnerError("--reuse and --no-reuse exclude each other")
     if req.reuse:
         path = resolve_run(req.reuse, req.reports_dir)
         return [(path, read_manifest(path))]
-    out: list[tuple[Path, dict]] = []
+    out: list[tuple[Path, Manifest]] = []
     if cfg.get("reuse") == "latest" and not req.no_reuse:
         from saf_utils.reporting.reuse import profile_runs
 
@@ -199,7 +198,7 @@ def describe_plan(plan: RunPlan, req: RunRequest) -> str:
     lines += _data_lines(plan.data)
     if plan.baseline:
         lines.append(f"Compare with {plan.baseline} (compare.html)")
-    from saf_utils.reporting.scheduler import where_text
+    from saf_utils.reporting.cluster_options import where_text
 
     lines.append(where_text(plan.workers, req.scheduler))
     if plan.reuse_from:

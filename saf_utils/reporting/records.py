@@ -12,7 +12,7 @@ import json
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,10 @@ class MetricRecord:
     note: str | None = None  # a caveat shown beside the system (e.g. unequal inputs)
 
 
+#: The optional fields of a record (:meth:`Recorder.add`'s keyword arguments).
+DETAILS = tuple(f.name for f in fields(MetricRecord) if f.default is not MISSING)
+
+
 def output_dir_for(notebook: str, output_dir: str | os.PathLike | None = None) -> Path:
     """Where a notebook writes its artifacts: the runner's folder, or reports/interactive."""
     out = Path(output_dir) if output_dir else PROJECT_ROOT / "reports" / "interactive" / notebook
@@ -68,44 +72,33 @@ class Recorder:
         self.path.write_text("")  # a re-run of the notebook starts its records afresh
         (self.dir / ITEMS_FILE).write_text("")
 
-    def add(
-        self,
-        task: str,
-        dataset: str,
-        split: str,
-        system: str,
-        metric: str,
-        value: float,
-        seed: int | None = None,
-        fold: int | None = None,
-        kind: str = "result",
-        subset: Any = None,
-        role: str | None = None,
-        ci_low: float | None = None,
-        ci_high: float | None = None,
-        method: str | None = None,
-        estimand: str | None = None,
-        note: str | None = None,
-    ) -> MetricRecord:
+    def add(self, task: str, dataset: str, split: str, system: str, metric: str, value: float,
+            **details: Any) -> MetricRecord:
         """Append one number; NaN/inf are refused, so a broken metric cannot hide in a table.
 
+        ``details`` are the optional fields of :class:`MetricRecord` (:data:`DETAILS`).
         ``kind``: result (a reported number), analysis (a breakdown, e.g. per question) or
         tuning (a validation grid point; ``subset="chosen"`` marks the val-chosen system).
         ``subset`` names the group a number belongs to instead of encoding it in ``metric``.
         """
+        unknown = sorted(set(details) - set(DETAILS))
+        if unknown:
+            raise TypeError(f"Recorder.add: unknown field(s) {unknown}; known: {DETAILS}")
         value = float(value)
         if not math.isfinite(value):
             raise ValueError(f"{metric} of {system} on {dataset}/{split} is {value}, not finite")
-        if kind not in KINDS:
-            raise ValueError(f"kind {kind!r} not one of {KINDS}")
-        if role is not None and role not in ROLES:
-            raise ValueError(f"role {role!r} not one of {ROLES}")
-        ci = [None if c is None or not math.isfinite(float(c)) else float(c)
-              for c in (ci_low, ci_high)]
-        rec = MetricRecord(self.notebook, task, dataset, split, system, metric, value,
-                           None if seed is None else int(seed), None if fold is None else int(fold),
-                           kind, None if subset is None else str(subset), role, *ci,
-                           method, estimand, note)
+        if details.get("kind", "result") not in KINDS:
+            raise ValueError(f"kind {details['kind']!r} not one of {KINDS}")
+        if details.get("role") is not None and details["role"] not in ROLES:
+            raise ValueError(f"role {details['role']!r} not one of {ROLES}")
+        for key, convert in (("seed", int), ("fold", int), ("subset", str),
+                             ("ci_low", float), ("ci_high", float)):
+            if details.get(key) is not None:
+                details[key] = convert(details[key])
+        for key in ("ci_low", "ci_high"):
+            if details.get(key) is not None and not math.isfinite(details[key]):
+                details[key] = None
+        rec = MetricRecord(self.notebook, task, dataset, split, system, metric, value, **details)
         self.records.append(rec)
         with open(self.path, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(asdict(rec)) + "\n")
@@ -119,20 +112,19 @@ class Recorder:
     def add_frame(self, frame: pd.DataFrame, task: str, dataset: str, **fixed: Any) -> int:
         """Record every row of a tidy frame, the one way notebooks record tables.
 
-        Columns named like :meth:`add`'s arguments (split, system, metric, value, seed, fold,
-        kind, subset, role, ci_low, ci_high, method, estimand, note) are read per row, NaN as
-        None; ``fixed`` gives the same value to every row (``split="test"``) and wins over a
-        column. Other columns are ignored. Returns the number of records."""
-        fields = ("split", "system", "metric", "value", "seed", "fold", "kind", "subset",
-                  "role", "ci_low", "ci_high", "method", "estimand", "note")
-        unknown = set(fixed) - set(fields)
+        Columns named like :meth:`add`'s arguments (split, system, metric, value and
+        :data:`DETAILS`) are read per row, NaN as None; ``fixed`` gives the same value to
+        every row (``split="test"``) and wins over a column. Other columns are ignored.
+        Returns the number of records."""
+        known = ("split", "system", "metric", "value", *DETAILS)
+        unknown = set(fixed) - set(known)
         if unknown:
             raise ValueError(f"add_frame: unknown field(s) {sorted(unknown)}")
         missing = [c for c in ("split", "system", "metric", "value")
                    if c not in frame.columns and c not in fixed]
         if missing:
             raise ValueError(f"add_frame: missing column(s) {missing}")
-        cols = [c for c in fields if c in frame.columns and c not in fixed]
+        cols = [c for c in known if c in frame.columns and c not in fixed]
         for row in frame[cols].itertuples(index=False):
             keys = {c: (None if not isinstance(v, str) and pd.isna(v) else v)
                     for c, v in zip(cols, row, strict=True)}

@@ -48,14 +48,24 @@ from pathlib import Path
 from typing import Any
 
 from saf_utils.provenance import model_identities, sha256_file
-from saf_utils.reporting.manifest import PROJECT_ROOT, died
+from saf_utils.reporting.manifest import (
+    PROJECT_ROOT,
+    Manifest,
+    ReportWriteError,
+    died,
+    lock_info,
+    now_iso,
+)
+from saf_utils.reporting.parameters import NotebookPlan
+from saf_utils.reporting.run_folder import NotebookResult, archive_previous, render
 
 IGNORED_PARAMETERS = ("output_dir",)
 RUNNER_ONLY = ("run.py", "reporting/cli.py", "reporting/compare.py", "reporting/compare_page.py",
                "reporting/profiles.py", "reporting/parameters.py", "reporting/data_check.py",
-               "reporting/plan.py", "reporting/steps.py", "reporting/reuse.py",
-               "reporting/runner.py", "reporting/execute.py", "reporting/runs.py",
-               "reporting/scheduler.py", "reporting/sweep.py")
+               "reporting/plan.py", "reporting/reuse.py", "reporting/runner.py",
+               "reporting/notebook_exec.py", "reporting/run_folder.py",
+               "reporting/executors.py", "reporting/cluster_options.py", "reporting/sweep.py",
+               "reporting/sweep_page.py", "reporting/crossrun.py")
 
 
 def _sha(obj: Any) -> str:
@@ -236,18 +246,18 @@ def profile_runs(reports_dir: Path, profile: str, exclude: Path | None = None) -
             continue
         try:
             m = json.loads(mpath.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            m = Manifest.from_dict(m)
+        except (OSError, ValueError, TypeError, AttributeError):  # no run manifest: no run
             continue
-        if isinstance(m, dict) and m.get("profile") == profile \
-                and (m.get("status") != "running" or died(m)):
-            found.append((str(m.get("started") or ""), mpath.parent))
+        if m.profile == profile and (m.status != "running" or died(m)):
+            found.append((str(m.started or ""), mpath.parent))
     return [p for _, p in sorted(found, key=lambda t: t[0], reverse=True)]
 
 
-def reusable_entry(run: Path, manifest: dict, name: str) -> dict | None:
+def reusable_entry(run: Path, manifest: Manifest, name: str) -> dict | None:
     """The latest execution of ``name`` in ``run`` that succeeded, has recorded inputs and
     whose files are all still there."""
-    entry = next((n for n in manifest.get("notebooks", []) if n.get("name") == name), None)
+    entry = next((n for n in manifest.notebooks if n.get("name") == name), None)
     if not entry or entry.get("status") != "ok" or not isinstance(entry.get("inputs"), dict):
         return None
     if not all(p.exists() for p in (run / name, run / f"{name}.ipynb")):
@@ -273,11 +283,101 @@ def copy_outputs(src_run: Path, dst_run: Path, name: str, with_html: bool) -> No
             _link_or_copy(str(src_run / f), str(dst_run / f))
 
 
-def original_execution(run_name: str, manifest: dict, entry: dict) -> dict[str, Any]:
+def original_execution(run_name: str, manifest: Manifest, entry: dict) -> dict[str, Any]:
     """Where and when the reused outputs were made: the first execution in a reuse chain."""
     if isinstance(entry.get("reused"), dict):
         return dict(entry["reused"]["original"])
     return {"run": run_name, "started": entry.get("started"), "finished": entry.get("finished"),
             "seconds": entry.get("seconds"),
-            "commit": (manifest.get("git") or {}).get("commit"),
-            "dirty": (manifest.get("git") or {}).get("dirty")}
+            "commit": (manifest.git or {}).get("commit"),
+            "dirty": (manifest.git or {}).get("dirty")}
+
+
+# ------------------------------------------------------------------ a run's reuse step
+def run_parameters(p: NotebookPlan, out: Path) -> dict[str, Any]:
+    """The parameters ``p`` runs with in the run folder ``out`` (its own ``output_dir``)."""
+    params = dict(p.params)
+    if "output_dir" in p.declared:
+        params["output_dir"] = str((out / p.name).resolve())
+    return params
+
+
+def record_inputs(res: NotebookResult, p: NotebookPlan, out: Path,
+                  deps_out: dict[str, str | None]) -> None:
+    """The inputs, file digests and output digest of a successful execution, its page
+    rendered (what --reuse compares and verifies)."""
+    data = notebook_data(res.parameters, p.declared, read_sources(out / p.name))
+    res.inputs = notebook_inputs(p.path, res.parameters, (lock_info() or {}).get("sha256"),
+                                 deps_out, data)
+    res.files = output_files(out, p.name)
+    res.outputs = folder_digest(res.files, p.name)
+
+
+def _candidate(reuse_from: list[tuple[Path, Manifest]], p: NotebookPlan, out: Path, tag: str
+               ) -> tuple[Path, Manifest, dict] | None:
+    """The first run to reuse from that has a successful execution of ``p``: (folder,
+    manifest, its entry)."""
+    candidates = [(src, m) for src, m in reuse_from if Path(src).resolve() != out.resolve()]
+    if not candidates:
+        return None
+    found = next(((src, m, e) for src, m in candidates
+                  if (e := reusable_entry(src, m, p.name)) is not None), None)
+    if found is None:
+        names = ", ".join(src.name for src, _ in candidates[:3])
+        print(f"{tag} {p.name}: no successful execution to reuse in {names}", flush=True)
+    return found
+
+
+def try_reuse(reuse_from: list[tuple[Path, Manifest]], p: NotebookPlan, out: Path,
+              manifest: Manifest, deps_out: dict[str, str | None], tag: str
+              ) -> NotebookResult | None:
+    """Copy ``p``'s outputs from a run to reuse into the run ``out`` (its ``manifest``) when
+    its inputs are unchanged and the copied files are those the earlier execution recorded
+    (else None: the notebook runs)."""
+    from saf_utils.reporting.pages import duration_text
+
+    found = _candidate(reuse_from, p, out, tag)
+    if found is None:
+        return None
+    src, old_manifest, old = found
+    params = run_parameters(p, out)
+    old_data = old["inputs"].get("data")
+    read = (old_data.get("other_files") or {}) if isinstance(old_data, dict) else {}
+    now = notebook_inputs(p.path, params, (lock_info() or {}).get("sha256"), deps_out,
+                          notebook_data(params, p.declared, read))
+    diff = [f"data ({data_change(old_data, now['data'])})" if d == "data" else d
+            for d in changed(old["inputs"], now)]
+    if None in deps_out.values():
+        diff.append("depends_on")
+    if diff:
+        print(f"{tag} {p.name}: changed since {src.name}: {', '.join(dict.fromkeys(diff))}",
+              flush=True)
+        return None
+    archive_previous(out, p.name, manifest)
+    hide = manifest.hide_code
+    same_html = bool(bool(old_manifest.hide_code) == hide and old.get("html"))
+    try:
+        copy_outputs(src, out, p.name, with_html=same_html)
+    except OSError as exc:
+        raise ReportWriteError(exc.errno, f"cannot copy {p.name} from {src}: "
+                               f"{exc.strerror or exc}") from None
+    files = output_files(out, p.name)  # what was copied, hashed in this run
+    bad = mismatch(old.get("files"), files, () if same_html else [f"{p.name}.html"])
+    if bad:
+        remove_outputs(out, p.name)
+        print(f"{tag} {p.name}: not reused from {src.name}: {bad}; running it", flush=True)
+        return None
+    original = original_execution(src.name, old_manifest, old)
+    res = NotebookResult(p.name, "ok", started=old.get("started"), finished=old.get("finished"),
+                         seconds=old.get("seconds"), parameters=params,
+                         invocation=len(manifest.invocations),
+                         html=old.get("html") if same_html else None, inputs=now,
+                         outputs=folder_digest(files, p.name), files=files,
+                         reused={"from": src.name, "at": now_iso(), "original": original})
+    if not same_html:
+        render(res, out / f"{p.name}.ipynb", hide)
+        res.files = output_files(out, p.name)
+    commit = str(original.get("commit") or "?")[:8]
+    print(f"{tag} {p.name} reused from {src.name} (executed {original.get('started')}"
+          f" at {commit}, {duration_text(original.get('seconds'))})", flush=True)
+    return res

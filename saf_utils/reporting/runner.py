@@ -16,7 +16,7 @@ error or a runner error is recorded as the run's status too, into space kept for
 ``--run-dir reports/<run>`` reruns chosen notebooks inside an existing run (the previous
 execution's files move to ``previous/``, the manifest keeps both). A new run never touches an
 existing folder. ``--workers N`` (a local Dask cluster) or ``--scheduler ADDRESS`` (any Dask
-cluster) run independent notebooks at once (:mod:`.scheduler`; ``saf-run sweep``:
+cluster) run independent notebooks at once (:mod:`.executors`; ``saf-run sweep``:
 :mod:`.sweep`; docs/cluster.md).
 
 Exit codes: 0 ok, 1 a notebook failed, 2 bad invocation (nothing ran), 3 a report file could
@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from saf_utils.reporting.data_check import data_env_vars
-from saf_utils.reporting.execute import Interrupted, _signals, mark_interrupted
+from saf_utils.reporting.executors import ClusterLost, NotebookTask, forwarded_env, run_graph
 from saf_utils.reporting.manifest import (
     Manifest,
     ReportWriteError,
@@ -46,6 +46,7 @@ from saf_utils.reporting.manifest import (
     now_iso,
     package_versions,
 )
+from saf_utils.reporting.notebook_exec import Interrupted, _signals, mark_interrupted
 from saf_utils.reporting.parameters import NotebookPlan
 from saf_utils.reporting.plan import (  # noqa: F401 - the runner's names for callers and tests
     RunPlan,
@@ -55,19 +56,24 @@ from saf_utils.reporting.plan import (  # noqa: F401 - the runner's names for ca
     request_from_args,
 )
 from saf_utils.reporting.profiles import REPORTS_DIR, RunnerError
-from saf_utils.reporting.runs import (
+from saf_utils.reporting.reuse import (
+    record_inputs,
+    run_parameters,
+    try_reuse,
+    upstream_digests,
+)
+from saf_utils.reporting.run_folder import (
     NotebookResult,
-    _archive_previous,
     _record_result,
+    archive_previous,
     mark_killed,
     new_run_dir,
-    release_space,
+    record_end,
+    render,
     reserve_space,
+    why_text,
     write_reports,
-    write_status,
 )
-from saf_utils.reporting.scheduler import ClusterLost
-from saf_utils.reporting.steps import record_inputs, render, run_parameters, try_reuse
 
 EXIT_INTERRUPTED = {"SIGINT": 130, "SIGTERM": 143}
 
@@ -100,7 +106,7 @@ def run_profile(req: RunRequest, plan: RunPlan | None = None,
     """Run the notebooks of a profile; returns the run folder, one result per executed or
     reused notebook and the run status (ok | failed | interrupted:<SIGNAL>).
 
-    Notebooks run on ``executor`` (:mod:`.scheduler`; default: the one ``plan.workers`` /
+    Notebooks run on ``executor`` (:mod:`.executors`; default: the one ``plan.workers`` /
     ``req.scheduler`` name), each as soon as its ``depends_on`` have finished; ``plan`` is
     :func:`prepare`'s (made here when not given). The steps: :func:`_own_executor`,
     :func:`_environment`, :func:`_open_manifest`, then :class:`_Run` (start, finish, stop,
@@ -120,7 +126,7 @@ def run_profile(req: RunRequest, plan: RunPlan | None = None,
 
 def _own_executor(req: RunRequest, plan: RunPlan) -> tuple[Path, list[NotebookResult], str]:
     """Run on the executor ``req`` names, with the cores split between local workers."""
-    from saf_utils.reporting.scheduler import open_executor
+    from saf_utils.reporting.executors import open_executor
 
     # N notebooks at once on this machine share its cores: OpenMP pools of 2 threads per
     # kernel on 2 cores spin against each other (03's gradient boosting ran 10x slower).
@@ -171,7 +177,7 @@ def _open_manifest(req: RunRequest, plan: RunPlan, executor: Any, reports_root: 
     }
     if plan.existing:
         out = plan.existing.resolve()
-        manifest = Manifest.from_dict(plan.old_manifest or {})
+        manifest = plan.old_manifest or Manifest()
         mark_killed(manifest)  # an earlier invocation whose process is gone
     else:
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
@@ -233,8 +239,6 @@ class _Run:
     def execute(self, executor: Any) -> BaseException | None:
         """Run the graph; returns what ended the run early (None: nothing), raised by the
         caller once the run's status is recorded."""
-        from saf_utils.reporting.scheduler import run_graph
-
         print(f"Run {self.out.name}: {len(self.plan.plans)} notebook(s) -> {self.out}",
               flush=True)
         stop: BaseException | None = None
@@ -278,21 +282,17 @@ class _Run:
 
     def start(self, name: str) -> Any:
         """Skip, reuse (both done here: None) or set up an execution of ``name`` (its
-        :class:`~.scheduler.NotebookTask`)."""
-        from saf_utils.reporting.reuse import upstream_digests
-        from saf_utils.reporting.scheduler import NotebookTask, forwarded_env
-
+        :class:`~.executors.NotebookTask`)."""
         p, tag, deps = self.by_name[name], self.tags[name], self.depends_on.get(name, [])
         bad = [r.name for r in self.results if r.status != "ok" and r.name in deps]
         if bad:
             return self.skip(p, bad)
         deps_out = upstream_digests(self.out, deps)
-        reused = try_reuse(self.plan.reuse_from, p, self.out, deps_out, self.hide, self.n_inv,
-                           tag, self.manifest)
+        reused = try_reuse(self.plan.reuse_from, p, self.out, self.manifest, deps_out, tag)
         if reused is not None:  # reports are written before the next execution and at the end
             self.results.append(reused)
             return self.record(reused, write=False)
-        _archive_previous(self.out, p.name, self.manifest)
+        archive_previous(self.out, p.name, self.manifest)
         nb_out = self.out / p.name
         try:
             nb_out.mkdir()
@@ -358,7 +358,7 @@ class _Run:
             current = run.result
             current.status = "interrupted"
             current.error = " | ".join(filter(None, [current.error, "the run stopped: "
-                                                     + _why(exc)]))
+                                                     + why_text(exc)]))
             current.finished = current.finished or now_iso()
             self._keep(current)
 
@@ -370,7 +370,7 @@ class _Run:
     def close(self, stop: BaseException | None) -> BaseException | None:
         """The run's end in manifest and pages, runs.html and the baseline comparison;
         notebooks that never started in a stopped run stay "pending"."""
-        stop = _close_run(self.out, self.manifest, self.invocation, self.status,
+        stop = record_end(self.out, self.manifest, self.invocation, self.status,
                           self.results, stop)
         if stop is None:  # after a write error the status line is the one line said
             _write_overview(self.out.parent)
@@ -391,50 +391,6 @@ def _compare(baseline: Path, out: Path) -> None:
         print(f"saf-run: compare with {baseline} failed: {exc}", file=sys.stderr)
 
 
-def _why(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    text = text if len(text) <= 300 else f"{text[:300]}… ({len(text):,} characters)"
-    return text if isinstance(exc, OSError) else f"{type(exc).__name__}: {text}"
-
-
-def _close_run(out: Path, manifest: Manifest, invocation: dict, status: str,
-               results: list[NotebookResult], stop: BaseException | None) -> BaseException | None:
-    """Record how the run ended (``status``, ``status_reason``: runs.RUN_STATUSES) in the
-    manifest and the pages. When a write fails, the manifest alone is written into the space
-    kept for it (:func:`runs.write_status`). Returns the error to raise (None: none)."""
-    run_status, _, sig = status.partition(":")
-    bad = ", ".join(f"{r.name} ({r.status})" for r in results if r.status != "ok")
-    reason = _why(stop) if stop is not None else {"interrupted": sig, "cluster_lost": sig,
-                                                  "failed": f"not ok: {bad}"}.get(run_status)
-
-    def record(s: str, why: str | None) -> None:
-        invocation.update(finished=now_iso(), status=s, status_reason=why)
-        manifest.status, manifest.status_reason = s, why
-        manifest.finished = invocation["finished"]
-
-    record(run_status, reason)
-    if run_status != "write_error":
-        try:
-            write_reports(out, manifest)
-            release_space(out)
-            return stop
-        except ReportWriteError as exc:
-            record("write_error", f"{exc} (while recording that the run ended {run_status})")
-            stop = exc
-    if write_status(out, manifest):
-        try:  # the pages too, if the freed space allows
-            write_reports(out, manifest)
-        except ReportWriteError:
-            pass
-    elif isinstance(stop, ReportWriteError):  # still one line for the CLI
-        stop = ReportWriteError(stop.errno, f"{stop}; the run's status could not be recorded "
-                                f"in {out / 'manifest.json'} either")
-    else:
-        print(f"saf-run: could not record the run's status ({manifest.status}) in "
-              f"{out / 'manifest.json'}", file=sys.stderr)
-    return stop
-
-
 def _write_overview(reports_dir: Path) -> None:
     """The reports folder's runs.html (:mod:`overview`); a failure is one line, never the
     run's exit status."""
@@ -442,5 +398,5 @@ def _write_overview(reports_dir: Path) -> None:
 
     try:
         write_overview(reports_dir)
-    except (OSError, ValueError, RunnerError) as exc:
-        print(f"saf-run: runs.html not written: {exc}", file=sys.stderr)
+    except Exception as exc:  # noqa: BLE001 - the overview of all runs never fails this one
+        print(f"saf-run: runs.html not written: {type(exc).__name__}: {exc}", file=sys.stderr)

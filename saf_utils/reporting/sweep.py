@@ -4,7 +4,7 @@ The cross product of the matrix (``--matrix`` options over the profile's ``matri
 a KEY is a parameter, ``key`` or ``notebook.key``, as for ``-p``) becomes ordinary runs,
 one folder per cell named by its values, inside one sweep folder
 ``reports/<sweep>/<cell>/``. Every cell is planned and checked before anything runs; the
-cells then run on one executor (:mod:`.scheduler`): one after another in this process
+cells then run on one executor (:mod:`.executors`): one after another in this process
 (``--workers 1``), or all at once on a Dask client (``--workers N`` / ``--scheduler``), each
 with the run's reuse rules (``--reuse RUN`` for every cell; ``reuse: latest`` looks among the
 runs of the sweep folder). ``sweep.json`` and ``sweep.html`` then put the cells side by side:
@@ -26,10 +26,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from saf_utils.reporting.execute import Interrupted, _signals
 from saf_utils.reporting.manifest import git_state, now_iso
+from saf_utils.reporting.notebook_exec import Interrupted, _signals
 from saf_utils.reporting.profiles import REPORTS_DIR, RunnerError, check_folder_name, yaml_load
-from saf_utils.reporting.runs import list_sweeps
+from saf_utils.reporting.run_folder import list_sweeps
 from saf_utils.reporting.sweep_page import shown_value, write_sweep
 
 _KEY = re.compile(r"(?:[\w-]+\.)?[A-Za-z_]\w*")
@@ -132,7 +132,7 @@ def describe_sweep(cells: list[Cell], matrix: dict[str, list], sweep_dir: Path,
                    base: Any) -> str:
     """The dry-run text: the matrix, one line per cell, then the plan of the first cell."""
     from saf_utils.reporting import runner
-    from saf_utils.reporting.scheduler import where_text
+    from saf_utils.reporting.cluster_options import where_text
 
     cfg = cells[0].plan.cfg
     lines = [f"Sweep plan (dry run; nothing runs): profile {cfg['name']}, {len(cells)} cell(s)"
@@ -229,13 +229,10 @@ def run_sweep(args: Any, argv: list[str]) -> int:
     """``saf-run sweep`` after parsing: exit 0 all cells ok, 1 a cell did not succeed,
     130/143 interrupted; a bad invocation raises :class:`RunnerError` before anything runs."""
     from saf_utils.reporting import runner
+    from saf_utils.reporting.cluster_options import check_scheduler_options, resolve_workers
+    from saf_utils.reporting.executors import open_executor
     from saf_utils.reporting.profiles import load_profile
-    from saf_utils.reporting.runs import new_run_dir
-    from saf_utils.reporting.scheduler import (
-        check_scheduler_options,
-        open_executor,
-        resolve_workers,
-    )
+    from saf_utils.reporting.run_folder import new_run_dir
 
     for opt in ("run_name", "run_dir", "baseline"):
         if getattr(args, opt):
@@ -283,7 +280,7 @@ def _cell_entry(c: Cell) -> dict[str, Any]:
 
 def settle_killed_sweeps(reports_dir: str | os.PathLike | None = None) -> None:
     """A sweep whose process is gone while its ``sweep.json`` says running
-    (:func:`runs.list_sweeps`): ``sweep.json`` and ``sweep.html`` rewritten as ``killed``,
+    (:func:`run_folder.list_sweeps`): ``sweep.json`` and ``sweep.html`` rewritten as ``killed``,
     each cell with the status its run folder records (best effort, as for a killed run)."""
     from saf_utils.reporting.manifest import ReportWriteError
 

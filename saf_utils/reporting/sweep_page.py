@@ -10,7 +10,7 @@ from typing import Any
 
 from saf_utils.reporting.manifest import write_json
 from saf_utils.reporting.profiles import RunnerError
-from saf_utils.reporting.runs import SWEEP_FILE
+from saf_utils.reporting.run_folder import SWEEP_FILE
 
 SWEEP_PAGE = "sweep.html"
 

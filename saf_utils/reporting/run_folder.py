@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -138,6 +139,51 @@ def mark_killed(manifest: Manifest) -> bool:
     return True
 
 
+def why_text(exc: BaseException) -> str:
+    """One line on what stopped a run (at most 300 characters of the message)."""
+    text = " ".join(str(exc).split())
+    text = text if len(text) <= 300 else f"{text[:300]}… ({len(text):,} characters)"
+    return text if isinstance(exc, OSError) else f"{type(exc).__name__}: {text}"
+
+
+def record_end(out: Path, manifest: Manifest, invocation: dict, status: str,
+               results: list[NotebookResult], stop: BaseException | None) -> BaseException | None:
+    """Record how the run ended (``status``, ``status_reason``: :data:`RUN_STATUSES`) in the
+    manifest and the pages. When a write fails, the manifest alone is written into the space
+    kept for it (:func:`write_status`). Returns the error to raise (None: none)."""
+    run_status, _, sig = status.partition(":")
+    bad = ", ".join(f"{r.name} ({r.status})" for r in results if r.status != "ok")
+    reason = why_text(stop) if stop is not None else {
+        "interrupted": sig, "cluster_lost": sig, "failed": f"not ok: {bad}"}.get(run_status)
+
+    def record(s: str, why: str | None) -> None:
+        invocation.update(finished=now_iso(), status=s, status_reason=why)
+        manifest.status, manifest.status_reason = s, why
+        manifest.finished = invocation["finished"]
+
+    record(run_status, reason)
+    if run_status != "write_error":
+        try:
+            write_reports(out, manifest)
+            release_space(out)
+            return stop
+        except ReportWriteError as exc:
+            record("write_error", f"{exc} (while recording that the run ended {run_status})")
+            stop = exc
+    if write_status(out, manifest):
+        try:  # the pages too, if the freed space allows
+            write_reports(out, manifest)
+        except ReportWriteError:
+            pass
+    elif isinstance(stop, ReportWriteError):  # still one line for the CLI
+        stop = ReportWriteError(stop.errno, f"{stop}; the run's status could not be recorded "
+                                f"in {out / 'manifest.json'} either")
+    else:
+        print(f"saf-run: could not record the run's status ({manifest.status}) in "
+              f"{out / 'manifest.json'}", file=sys.stderr)
+    return stop
+
+
 def settle_killed(run_dir: Path, manifest: Manifest) -> bool:
     """:func:`mark_killed` and write it down (manifest first, then the pages; best effort: a
     read-only reports folder keeps the old files and readers still see :func:`died`)."""
@@ -151,8 +197,9 @@ def settle_killed(run_dir: Path, manifest: Manifest) -> bool:
     return True
 
 
-def read_manifest(run_dir: Path) -> dict[str, Any]:
-    """The checked manifest of an existing run (see :func:`compare.check_manifest`)."""
+def read_manifest(run_dir: Path) -> Manifest:
+    """The checked manifest of an existing run (see :func:`compare.check_manifest`), typed:
+    every reader of a run's manifest (``--run-dir``, ``--reuse``, ``list``) reads this."""
     from saf_utils.reporting.compare import check_manifest
 
     path = run_dir / "manifest.json"
@@ -162,7 +209,7 @@ def read_manifest(run_dir: Path) -> dict[str, Any]:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise RunnerError(f"{path}: unreadable ({' '.join(str(exc).split())[:200]})") from None
-    return check_manifest(manifest, path)
+    return Manifest.from_dict(check_manifest(manifest, path))
 
 
 def write_reports(run_dir: Path, manifest: Manifest) -> None:
@@ -214,7 +261,7 @@ def write_reports(run_dir: Path, manifest: Manifest) -> None:
     chrome.refresh(run_dir)  # every page's navigation bar lists the pages there are now
 
 
-def _archive_previous(run_dir: Path, name: str, manifest: Manifest) -> str | None:
+def archive_previous(run_dir: Path, name: str, manifest: Manifest) -> str | None:
     """Move an earlier execution's files of ``name`` to ``previous/<name>-<k>/``."""
     present = [p for p in (run_dir / f"{name}.ipynb", run_dir / f"{name}.html", run_dir / name)
                if p.exists()]
@@ -238,6 +285,23 @@ def _archive_previous(run_dir: Path, name: str, manifest: Manifest) -> str | Non
         if e["name"] == name and not e.get("archived_to"):
             e["archived_to"] = rel
     return rel
+
+
+def render(res: NotebookResult, out_nb: Path, hide: bool) -> None:
+    """The executed notebook's page; a broken render marks the result failed, it does not
+    hide the run's other results (a write error is raised: the run records it)."""
+    from saf_utils.reporting.pages import render_notebook
+
+    if not out_nb.is_file():
+        return
+    try:
+        res.html = render_notebook(out_nb, hide).name
+    except ReportWriteError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a broken render must not hide other results
+        res.error = (res.error or "") + f" | HTML rendering failed: {exc}"
+        if res.status == "ok":
+            res.status = "failed"
 
 
 def _record_result(manifest: Manifest, res: NotebookResult, order: list[str]) -> None:
@@ -273,47 +337,38 @@ def list_runs(reports_dir: str | os.PathLike | None = None,
     """Runs under the reports folder, oldest first, with profile, commit, status, times.
 
     A run left ``running`` by a process of this host that is gone is marked ``killed`` in its
-    manifest (:func:`runs.settle_killed`).
+    manifest (:func:`settle_killed`).
 
     A malformed run (unreadable or not a run manifest) raises :class:`RunnerError`, unless
     ``problems`` is a list: then its one-line reason is appended and the others are listed
     (so is a note on a run whose manifest names another run: a run is named by its folder).
     """
-    from saf_utils.reporting.compare import check_manifest
-
     root = Path(reports_dir or REPORTS_DIR)
     runs = []
     for mpath in sorted(root.glob("*/manifest.json")):
         try:
-            try:
-                m = json.loads(mpath.read_text(encoding="utf-8"))
-            except (OSError, ValueError) as exc:
-                raise RunnerError(f"{mpath}: unreadable ({' '.join(str(exc).split())[:200]})") \
-                    from None
-            check_manifest(m, mpath)
+            m = read_manifest(mpath.parent)
         except RunnerError as exc:
             if problems is None:
                 raise
             problems.append(str(exc))
             continue
-        if settle_killed(mpath.parent, man := Manifest.from_dict(m)):  # a dead "running" run:
-            m = man.to_dict()                                          # "killed", written down
+        settle_killed(mpath.parent, m)  # a dead "running" run: "killed", written down
         folder = mpath.parent.name  # the run is its folder: a copied or renamed run is itself
-        if m.get("run") not in (None, folder) and problems is not None:
-            problems.append(f"{folder}: its manifest names run {short(m.get('run'))} (copied "
+        if m.run not in (None, folder) and problems is not None:
+            problems.append(f"{folder}: its manifest names run {short(m.run)} (copied "
                             "or renamed?); listed under its folder")
-        status = m.get("status") or ("ok" if all(n.get("status") == "ok" for n in
-                                                  m.get("notebooks") or []) else "failed")
-        if status == "interrupted" and m.get("status_reason"):
-            status += f" ({m['status_reason']})"  # the signal
-        nbs = m.get("notebooks") or []
-        git = m.get("git") or {}
+        nbs = m.notebooks or []
+        status = m.status or ("ok" if all(n.get("status") == "ok" for n in nbs) else "failed")
+        if status == "interrupted" and m.status_reason:
+            status += f" ({m.status_reason})"  # the signal
+        git = m.git or {}
         runs.append({
-            "run": folder, "profile": m.get("profile"),
+            "run": folder, "profile": m.profile,
             "commit": str(git.get("commit") or "")[:8] + ("+" if git.get("dirty") else ""),
-            "status": status, "started": m.get("started"),
-            "seconds": _seconds(m.get("started"), m.get("finished"))
-            if m.get("finished") or m.get("status") == "running" else None,
+            "status": status, "started": m.started,
+            "seconds": _seconds(m.started, m.finished)
+            if m.finished or m.status == "running" else None,
             "notebooks": f"{sum(n.get('status') == 'ok' for n in nbs)}/{len(nbs)} ok",
         })
     return sorted(runs, key=lambda r: str(r.get("started")))

@@ -1,7 +1,7 @@
 """Executing one notebook: papermill with an engine that logs each section, the kernel's
 lifecycle (killed, not orphaned, on an interrupt) and SIGINT/SIGTERM as :class:`Interrupted`.
 
-Nothing here knows about run folders or manifests (:mod:`.runs`) or profiles
+Nothing here knows about run folders or manifests (:mod:`.run_folder`) or profiles
 (:mod:`.profiles`); :mod:`.runner` puts the three together.
 """
 
@@ -82,10 +82,11 @@ def execute_one(nb_path: Path, out_path: Path, params: dict, timeout: int | None
     starts (:class:`SectionEngine`). ``stop()`` is polled while the notebook runs; a reason
     it returns acts as a signal (a Dask task told to stop by the runner).
 
-    papermill runs in a worker thread so that SIGINT/SIGTERM reach the runner (nbclient
-    would otherwise install its own handlers on the main thread's event loop and reset them
-    to the defaults afterwards). On :class:`Interrupted` the kernel is stopped, the worker
-    saves the partial notebook, and the exception propagates.
+    papermill runs in a thread of its own while this one polls ``stop`` (and, on the main
+    thread, receives SIGINT/SIGTERM: nbclient would otherwise install its own handlers on the
+    main thread's event loop and reset them to the defaults afterwards). On
+    :class:`Interrupted` the kernel is stopped, papermill saves the partial notebook, and the
+    exception propagates.
     """
     _register_section_engine()
     box: dict[str, Any] = {}  # "km": the kernel manager, "error": the outcome once done

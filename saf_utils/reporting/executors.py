@@ -1,0 +1,395 @@
+"""Where a run's notebooks execute: in this process, one after another (``--workers 1``, the
+default), or as Dask tasks on a ``distributed.LocalCluster`` (``--workers N``) or on any
+running Dask scheduler (``--scheduler tcp://host:port``, e.g. Slurm through dask-jobqueue).
+
+:func:`run_graph` walks a run's notebooks in profile order and starts each one whose
+``depends_on`` have finished as soon as the executor has a free slot (one per worker
+thread), so independent notebooks run side by side. Starting, reusing, skipping and
+finishing a notebook (the manifest, the pages, reuse) stay in the runner's process; only
+papermill runs on a worker (:func:`run_notebook`), writing into the run folder, which
+therefore has to be on storage that every worker sees at the same path (checked by
+:meth:`NotebookExecutor.preflight` before anything runs, with the data and the notebooks).
+
+Why Dask, not a scheduler of our own: users who outgrow one machine already run Dask
+clusters or Slurm (dask-jobqueue); a run then needs only their scheduler's address.
+Dask is an optional extra (``pip install 'saf_utils[dask]'``) imported only here.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import (
+    FIRST_COMPLETED,
+    CancelledError,
+    Executor,
+    Future,
+    ThreadPoolExecutor,
+    wait,
+)
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from saf_utils import numerics
+from saf_utils.reporting import cluster_options as options
+from saf_utils.reporting.data_check import data_env_vars
+from saf_utils.reporting.notebook_exec import Interrupted, execute_one
+from saf_utils.reporting.profiles import RunnerError
+
+#: Environment variables a notebook's kernel reads (besides :func:`data_env_vars`); a Dask
+#: worker gets the runner's values, so that a worker started elsewhere computes the same.
+RUNNER_ENV = ("PYTHONHASHSEED", "TOKENIZERS_PARALLELISM", "TQDM_DISABLE",
+              "HF_HUB_DISABLE_PROGRESS_BARS", *numerics.KERNEL_ENV, *numerics.OPENBLAS_ENV)
+#: ``SAF_``: the data folders, SAF_NUM_THREADS / SAF_NUMERICS (:mod:`saf_utils.numerics`), caches.
+RUNNER_ENV_PREFIXES = ("HF_", "TRANSFORMERS_", "SAF_")
+#: What a Dask nanny sets in its worker processes (``distributed.nanny.pre-spawn-environ``);
+#: the kernel gets the runner's values instead (unset where it has none). Thread limits of 1
+#: would make a kernel single-threaded and change the last digits of float32 sums against a
+#: serial run; ``MALLOC_TRIM_THRESHOLD_=65536`` made glibc hand freed memory back to the
+#: system at once, so every large tensor was page-faulted in again (cpu profile, 2 workers:
+#: 221 million minor page faults and 367 s of system time, against 47 s serially).
+NANNY_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+             "MALLOC_TRIM_THRESHOLD_")
+
+
+def nanny_env() -> tuple[str, ...]:
+    """:data:`NANNY_ENV` and whatever else this Dask version's nanny sets."""
+    try:
+        import dask
+
+        extra = dask.config.get("distributed.nanny.pre-spawn-environ", {}) or {}
+    except ImportError:
+        extra = {}
+    return tuple(dict.fromkeys([*NANNY_ENV, *map(str, extra)]))
+
+
+#: How long an interrupted Dask task may take to stop its kernel and save the partial notebook.
+STOP_GRACE_S = 90
+
+
+def forwarded_env() -> dict[str, str | None]:
+    """The variables of :data:`RUNNER_ENV`, its prefixes and the data folders, as set here;
+    :func:`nanny_env` as here, None for unset."""
+    names = set(RUNNER_ENV) | set(data_env_vars())
+    return {**{k: os.environ.get(k) for k in nanny_env()},
+            **{k: v for k, v in os.environ.items()
+               if k in names or k.startswith(RUNNER_ENV_PREFIXES)}}
+
+
+@dataclass
+class NotebookTask:
+    """One papermill execution, as the runner hands it to an executor (picklable)."""
+    name: str
+    nb_path: str
+    out_nb: str
+    params: dict[str, Any]
+    timeout: int | None
+    tag: str  # "[2/5]", the runner's progress prefix
+    env: dict[str, str | None] = field(default_factory=dict)  # None: unset
+
+
+@dataclass
+class Outcome:
+    """What came back: the error text (None: ok), whether it was stopped, and where it ran."""
+    error: str | None
+    interrupted: bool = False
+    worker: str | None = None
+    out_nb: str | None = None  # the task's output notebook (which task this was)
+    restarts: list[str] = field(default_factory=list)  # workers lost while it ran there
+
+
+class ClusterLost(Exception):
+    """The connection to the Dask scheduler is gone mid-run (the runner records the run as
+    ``cluster_lost`` and its running notebooks as interrupted)."""
+
+
+def section_printer(tag: str, t0: float, emit: Callable[..., None] = print
+                    ) -> Callable[[str], None]:
+    """The runner's line per notebook section: ``[2/5]     1:03  § Title``."""
+    from saf_utils.reporting.pages import duration_text
+
+    def section(title: str) -> None:
+        emit(f"{tag}   {duration_text(time.perf_counter() - t0):>7}  § {title}", flush=True)
+
+    return section
+
+
+# ------------------------------------------------------------------ the graph
+def run_graph(names: Sequence[str], depends_on: dict[str, list[str]],
+              start: Callable[[str], NotebookTask | None],
+              finish: Callable[[str, Outcome], None], executor: Any) -> None:
+    """Start every notebook of ``names`` once its dependencies in ``names`` have finished
+    (ok or not: ``start`` decides to skip), in list order, while the executor has a free
+    slot; ``start`` returns None for a notebook it finished itself (reused, skipped).
+
+    With one slot this is the order of the profile, one notebook after another.
+    :class:`Interrupted` and :class:`ClusterLost` propagate (the caller stops the tasks).
+    """
+    todo = list(names)
+    running: dict[Future, str] = {}
+    while todo or running:
+        for name in list(todo):
+            if not executor.free_slots():
+                break
+            if any(d in todo or d in running.values() for d in depends_on.get(name, [])):
+                continue
+            todo.remove(name)
+            task = start(name)
+            if task is not None:
+                running[executor.submit(task)] = name
+        if running:  # else all of todo were reused or skipped: the next pass starts more
+            for future in executor.wait(list(running)):
+                finish(running.pop(future), executor.outcome(future))
+
+
+# ------------------------------------------------------------------ the executor
+class NotebookExecutor:
+    """A run's notebooks on a ``concurrent.futures.Executor``: a one-thread pool in this
+    process (``--workers 1``) or a Dask client's executor (``client.get_executor()``), plus
+    what a run needs around it: free slots, the workers' preflight, and a stop that reaches
+    the running kernels.
+
+    Why a thread and not the main thread: SIGINT/SIGTERM must reach the runner while a
+    notebook runs; the main thread waits in :meth:`wait`, where a signal raises
+    :class:`Interrupted`, and :meth:`stop` then tells the task to stop its kernel, in this
+    process as on Dask (:func:`run_notebook` polls ``stop``)."""
+
+    def __init__(self, pool: Executor, description: dict[str, Any],
+                 client: Any = None) -> None:
+        self.pool, self.description, self.client = pool, description, client
+        self.stop_event = f"saf-run-stop-{uuid.uuid4().hex[:12]}"  # a distributed Event
+        self.stopped: str | None = None
+        self._inflight: dict[Future, str] = {}  # future: its Dask key (or the task's name)
+        self._checked: set[str] = set()
+        self.cluster: Any = None
+
+    def _lost(self, exc: BaseException) -> ClusterLost:
+        return ClusterLost(f"lost the Dask scheduler {self.description.get('scheduler')}: "
+                           f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
+
+    def free_slots(self) -> int:
+        """One in this process; one per worker thread on Dask (shared by a sweep's runs)."""
+        if self.client is None:
+            return 1 - len(self._inflight)
+        try:
+            slots = max(1, sum(self.client.nthreads().values()))
+        except Exception as exc:  # noqa: BLE001 - the connection to the cluster is gone
+            raise self._lost(exc) from None
+        return max(0, slots - len(self._inflight))
+
+    def _stop_reason(self) -> str | None:
+        return "stop requested by the runner" if self.stopped else None
+
+    def submit(self, task: NotebookTask) -> Future:
+        if self.stopped:  # a run set this task up while the signal arrived
+            raise Interrupted(self.stopped)
+        if self.client is None:
+            future = self.pool.submit(run_notebook, task, self._stop_reason)
+            self._inflight[future] = task.name
+            return future
+        key = f"{task.name}-{uuid.uuid4().hex[:8]}"
+        try:
+            future = self.pool.submit(run_on_worker, task, self.stop_event, key=key)
+        except Exception as exc:  # noqa: BLE001 - the connection to the cluster is gone
+            raise self._lost(exc) from None
+        self._inflight[future] = key
+        return future
+
+    def wait(self, futures: list[Future]) -> set[Future]:
+        """Until one of ``futures`` is done (half-second steps, so that a signal reaches the
+        main thread); :class:`Interrupted` once :meth:`request_stop` was called."""
+        while True:
+            if self.stopped:
+                raise Interrupted(self.stopped)
+            done = wait(futures, timeout=0.5, return_when=FIRST_COMPLETED).done
+            if done:
+                return done
+
+    def outcome(self, future: Future) -> Outcome:
+        """What a finished task returned; a task cancelled without a stop lost its scheduler
+        (the client cancels every task when the connection goes)."""
+        key = self._inflight.pop(future, None)
+        if future.cancelled():
+            if not self.stopped:
+                raise self._lost(CancelledError("scheduler-connection-lost"))
+            return Outcome("the task was cancelled")
+        exc = future.exception()
+        if exc is not None:
+            return Outcome(f"the task failed: {type(exc).__name__}: "
+                           f"{' '.join(str(exc).split())[:400]}")
+        out = Outcome(**future.result())
+        out.restarts = self._restarts(key) if self.client is not None else []
+        return out
+
+    def _restarts(self, key: Any) -> list[str]:
+        """The workers a task started on before its last start (each lost mid-task: Dask
+        started the notebook again elsewhere), from the events :func:`run_on_worker` logs."""
+        try:
+            events = self.client.get_events(self.stop_event)
+        except Exception:  # noqa: BLE001 - no events, no restarts to tell
+            return []
+        starts = [e.get("worker") for _, e in events if isinstance(e, dict)
+                  and e.get("key") == str(key)]
+        return [str(w) for w in starts[:-1]]
+
+    def request_stop(self, sig: str) -> None:
+        """Ask every running task to stop its kernel (on Dask: a distributed Event the tasks
+        poll); :meth:`wait` raises :class:`Interrupted` in each run's loop from then on."""
+        self.stopped = sig
+        if self.client is not None:
+            from distributed import Event
+
+            try:
+                Event(self.stop_event, client=self.client).set()
+            except Exception:  # noqa: BLE001 - a gone scheduler: the tasks are gone with it
+                pass
+
+    def stop(self, sig: str) -> dict[Future, Outcome]:
+        """Stop the running tasks, wait for them to save their partial notebooks (at most
+        :data:`STOP_GRACE_S`), cancel what is left; returns the outcomes that came back."""
+        self.request_stop(sig)
+        pending = list(self._inflight)
+        done = wait(pending, timeout=STOP_GRACE_S).done if pending else set()
+        out = {}
+        for f in done:
+            try:
+                out[f] = self.outcome(f)
+            except ClusterLost:
+                pass
+        for f in set(pending) - done:
+            f.cancel()
+            self._inflight.pop(f, None)
+        return out
+
+    def preflight(self, folder: Path, plans: Sequence[Any], data: Sequence[dict]) -> None:
+        """On Dask, once per folder: :func:`cluster_options.check_workers`; in this process
+        there is nothing to check."""
+        folder = Path(folder).resolve()
+        if self.client is not None and str(folder) not in self._checked:
+            options.check_workers(self.client, folder, plans, data)
+            self._checked.add(str(folder))
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False)
+        if self.client is not None:
+            try:
+                self.client.close()
+            finally:
+                if self.cluster is not None:
+                    self.cluster.close()
+
+
+def _import_distributed() -> Any:
+    try:
+        import distributed
+    except ImportError:
+        raise RunnerError("--workers N (N > 1) and --scheduler run notebooks on Dask, which is "
+                          "not installed: pip install 'saf_utils[dask]' (or dask[distributed])"
+                          ) from None
+    return distributed
+
+
+@contextmanager
+def open_executor(workers: int = 1, address: str | None = None,
+                  wait_for_workers_s: float = 60) -> Iterator[Any]:
+    """The executor for ``--workers`` / ``--scheduler`` (closed on exit)."""
+    options.check_scheduler_options(workers, address)
+    if address is None and workers == 1:
+        executor = NotebookExecutor(ThreadPoolExecutor(1, thread_name_prefix="notebook"),
+                                    {"kind": "in-process", "workers": 1})
+    else:
+        executor = _dask_executor(workers, address, wait_for_workers_s)
+    try:
+        yield executor
+    finally:
+        executor.close()
+
+
+def _dask_executor(workers: int, address: str | None, wait_for_workers_s: float
+                   ) -> NotebookExecutor:
+    """A local cluster of ``workers`` (``address`` None) or the scheduler at ``address``."""
+    distributed = _import_distributed()
+    import logging
+
+    cluster = None
+    if address is None:
+        # One thread per worker (a notebook's kernel uses the cores); no memory limit (the
+        # kernel, not the worker process, holds the memory); the scheduler's HTTP server on a
+        # free port of 127.0.0.1 (it would take :8787, and warn when another run has it).
+        saved = dict(os.environ)
+        cluster = distributed.LocalCluster(
+            n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+            dashboard_address="127.0.0.1:0", memory_limit=0, silence_logs=logging.ERROR)
+        # The nanny, in this process, wrote its worker settings into os.environ
+        # (PYTHONHASHSEED=6640, *_NUM_THREADS=1): the runner and its kernels keep their own.
+        for key in set(os.environ) - set(saved):
+            del os.environ[key]
+        os.environ.update(saved)
+        client = distributed.Client(cluster)
+        description = {"kind": "dask-local", "workers": workers,
+                       "scheduler": cluster.scheduler_address}
+    else:
+        options.probe_scheduler(address, options.HANDSHAKE_TIMEOUT_S)
+        try:
+            client = distributed.Client(address, timeout=f"{options.HANDSHAKE_TIMEOUT_S}s")
+        except Exception as exc:  # noqa: BLE001 - one line, exit 2, nothing written
+            raise RunnerError(f"--scheduler {address}: cannot connect "
+                              f"({' '.join(str(exc).split())[:200]})") from None
+        try:
+            client.wait_for_workers(1, timeout=wait_for_workers_s)
+        except Exception:  # noqa: BLE001 - a timeout, or the scheduler went away
+            client.close()
+            raise RunnerError(f"--scheduler {address}: no worker connected within "
+                              f"{wait_for_workers_s:.0f} s (start one: dask worker {address})"
+                              ) from None
+        description = {"kind": "dask", "scheduler": address,
+                       "workers": len(client.scheduler_info().get("workers", {}))}
+    executor = NotebookExecutor(client.get_executor(pure=False, retries=0), description,
+                                client)
+    executor.cluster = cluster
+    return executor
+
+
+# ------------------------------------------------------------------ on a worker
+def run_notebook(task: NotebookTask, stop: Callable[[], str | None],
+                 emit: Callable[..., None] = print) -> dict[str, Any]:
+    """A task: execute one notebook; a reason ``stop()`` returns stops its kernel (partial
+    notebook saved, ``interrupted`` returned). Returns :class:`Outcome`'s fields."""
+    try:
+        error = execute_one(Path(task.nb_path), Path(task.out_nb), task.params, task.timeout,
+                            section_printer(task.tag, time.perf_counter(), emit), stop=stop)
+    except Interrupted as why:
+        return {"error": f"interrupted ({why})", "interrupted": True, "out_nb": task.out_nb}
+    return {"error": error, "interrupted": False, "out_nb": task.out_nb}
+
+
+def run_on_worker(task: NotebookTask, stop_event: str) -> dict[str, Any]:
+    """A Dask task: :func:`run_notebook` with the runner's environment; section lines go to
+    the client's console; the runner's stop event (polled once a second) stops the kernel."""
+    from distributed import Event, get_worker
+    from distributed import print as client_print
+
+    for key, value in task.env.items():  # the kernel inherits the worker's environment
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    worker = get_worker()
+    event = Event(stop_event)
+    where = f"{worker.address} ({socket.gethostname()}, pid {os.getpid()})"
+    worker.log_event(stop_event, {"key": str(worker.get_current_task()), "worker": where})
+    last = [time.monotonic()]
+
+    def stop() -> str | None:
+        now = time.monotonic()
+        if now - last[0] < 1.0:
+            return None
+        last[0] = now
+        return "stop requested by the runner" if event.is_set() else None
+
+    return {**run_notebook(task, stop, client_print), "worker": where}
