@@ -131,7 +131,10 @@ def write_compare_html(cmp: dict, path: str | os.PathLike) -> Path:
                 [[esc(_where(r)), esc(r["system"]), esc(r["metric"]), esc(r["subset"] or ""),
                   f'<td class="num">{fmt(r["a"], 4)}</td>'] for r in cmp["disappeared"]],
                 "None.")]
-    text = page(f"Compare {cmp['a_name']} → {cmp['b_name']}", "\n".join(body))
+    run_dir = Path(path).parent  # inside a run folder: the run's navigation bar
+    inside = (run_dir / "manifest.json").is_file()
+    text = page(f"Compare {cmp['a_name']} → {cmp['b_name']}", "\n".join(body),
+                run_dir=run_dir if inside else None, current=Path(path).name)
     return _with_navigation(Path(path), text)
 
 
@@ -144,7 +147,7 @@ def _with_navigation(path: Path, text: str) -> Path:
     run_dir = path.parent
     if not (run_dir / "manifest.json").is_file():
         return write_text(path, text)
-    out = write_text(path, chrome.decorate(text, run_dir, path.name))
+    out = write_text(path, text)
     metric_cards.write_cards(run_dir / chrome.CARDS_PAGE, run_dir)
     chrome.refresh(run_dir)
     return out
