@@ -136,12 +136,13 @@ def build_pages(title: str, stem: str, run_dir: Path, intro: str, list_head: Seq
                 for j, (x, y) in enumerate(spans, 1)) + "</p>")
         name = title if len(spans) == 1 else f"{title} (page {k} of {len(spans)})"
         out.append((page_file(stem, k), build_page(name, run_dir, intro + pager, list_head,
-                                                   list_rows[a:b], details[a:b])))
+                                                   list_rows[a:b], details[a:b],
+                                                   page_file(stem, k))))
     return out
 
 
 def build_page(title: str, run_dir: Path, intro: str, list_head: Sequence[str],
-               list_rows: list[list[str]], details: list[str]) -> str:
+               list_rows: list[list[str]], details: list[str], current: str) -> str:
     """An example page: title, intro, the detail views (one shown: ``:target``), the list."""
     from saf_utils.reporting.pages import page
 
@@ -150,7 +151,8 @@ def build_page(title: str, run_dir: Path, intro: str, list_head: Sequence[str],
             + '<h2 id="ex-list">All examples</h2><p><input id="ex-search" type="search" '
             'size="40" placeholder="search the list (any text)"> <small id="ex-count"></small>'
             f"</p>{cells_table(list_head, list_rows, 'ex-list')}\n")
-    return page(title, body, script=SEARCH_JS, run_dir=run_dir, wide=True, css=EXAMPLE_CSS)
+    return page(title, body, script=SEARCH_JS, run_dir=run_dir, current=current, wide=True,
+                css=EXAMPLE_CSS)
 
 
 def cells_table(head: Sequence[str], rows: list[list[str]], classes: str = "") -> str:

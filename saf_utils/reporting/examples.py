@@ -62,7 +62,7 @@ def write_example_pages(run_dir: Path, manifest: Mapping[str, Any], records: Seq
 
             built = [(name, page(name, f"<h1>{esc(name)}</h1><p class=\"warn\">This page "
                                  f"could not be built: {esc(type(exc).__name__)}: {esc(exc)}"
-                                 "</p>", run_dir=run_dir))]
+                                 "</p>", run_dir=run_dir, current=name))]
         if built is not None:
             for stale in run_dir.glob(f"{Path(name).stem}-*.html"):  # pages of fewer examples
                 if stale.name not in dict(built) and stale.stem.rsplit("-", 1)[1].isdigit():

@@ -76,7 +76,7 @@ def html(df: Any, caption: str | None = None, *, interactive: bool = True,
     names: ``columnDefs``, ``order``, ``searchCols``, ...)."""
     cells = _cells(df, html_columns)
     if not interactive:
-        text = cells.to_html(index=False, escape=False, na_rep="", border=0,
+        text = cells.to_html(float_format=lambda x: f"{x:.4g}", index=False, escape=False, na_rep="", border=0,
                              classes=classes or None)
         if caption:
             text = re.sub(r"<table[^>]*>", lambda m: f"{m[0]}<caption>{esc(caption)}</caption>",
@@ -113,6 +113,9 @@ def html(df: Any, caption: str | None = None, *, interactive: bool = True,
         table_id = "t" + hashlib.sha1(key.encode()).hexdigest()[:10]
     text = to_html_datatable(cells, caption=esc(caption) if caption else None,
                              connected=False, table_id=table_id, **opts)
+    # itables' pointers to its web site (help while loading, the static preview's note)
+    text = re.sub(r"\s*\(need <a href=https://itables\.org[^>]*>help</a>\?\)|<sup><noscript>"
+                  r".*?</sup>", "", text, flags=re.S)
     return Markup(f'<div class="saf-itable">{text}</div>')
 
 
@@ -149,9 +152,9 @@ def show(df: Any, caption: str | None = None, wrap: Iterable[str] = (), **kwargs
     display(HTML(html(df, caption, wrap=wrap, **kwargs)), metadata={"saf_itables": "table"})
 
 
-def page_tables(text: str) -> dict[str, dict[str, Any]]:
-    """The interactive tables of a page: ``{table id: {"columns", "data"}}`` (cells as the
-    page holds them; for tests and tools)."""
+def read_page_tables(text: str) -> dict[str, dict[str, Any]]:
+    """The interactive tables of a page: ``{table id: {"columns", "data", "dt_args"}}``
+    (cells as the page holds them; for tests and tools)."""
     import json
 
     out = {}
@@ -162,5 +165,6 @@ def page_tables(text: str) -> dict[str, dict[str, Any]]:
         head = re.findall(r"<th[^>]*>(.*?)</th>", thead, re.S)
         out[m.group(1)] = {"columns": [_html.unescape(re.sub("<[^>]+>", "", h)).strip()
                                        for h in head],
-                           "data": json.loads(str(args.get("data_json", "[]")))}
+                           "data": json.loads(str(args.get("data_json", "[]"))),
+                           "dt_args": args}
     return out
