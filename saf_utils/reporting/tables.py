@@ -76,8 +76,8 @@ def html(df: Any, caption: str | None = None, *, interactive: bool = True,
     names: ``columnDefs``, ``order``, ``searchCols``, ...)."""
     cells = _cells(df, html_columns)
     if not interactive:
-        text = cells.to_html(float_format=lambda x: f"{x:.4g}", index=False, escape=False, na_rep="", border=0,
-                             classes=classes or None)
+        text = cells.to_html(index=False, escape=False, na_rep="", border=0,
+                             float_format=lambda x: f"{x:.4g}", classes=classes or None)
         if caption:
             text = re.sub(r"<table[^>]*>", lambda m: f"{m[0]}<caption>{esc(caption)}</caption>",
                           text, count=1)
