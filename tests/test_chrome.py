@@ -11,7 +11,7 @@ import pytest
 from saf_utils.metrics import METRICS
 from saf_utils.reporting import chrome, metric_cards, pages
 from saf_utils.reporting.sharing import listing
-from tests.test_sharing import PAYLOADS, unsafe_markup
+from tests.test_sharing import PAYLOADS, PNG, unsafe_markup
 
 
 def _run(tmp_path, notebooks=("01_a", "02_b")):
@@ -80,6 +80,10 @@ def _notebook(path):
     code.outputs = [nbformat.v4.new_output("stream", name="stderr",
                                            text=f"warn {PAYLOADS[0]} {path.parent}/f.py\n"),
                     nbformat.v4.new_output("stream", name="stdout", text="1\n")]
+    code.outputs += [  # figures: the alt text IPython's Image(alt=...) writes, else neutral
+        nbformat.v4.new_output("display_data", data={"image/png": PNG, "text/plain": "f"},
+                               metadata={"image/png": {"alt": "Label share per split <b>"}}),
+        nbformat.v4.new_output("display_data", data={"image/png": PNG, "text/plain": "f"})]
     again = nbformat.v4.new_code_cell("y = 2", execution_count=2)
     again.outputs = [nbformat.v4.new_output("stream", name="stderr",
                                             text=f"warn {PAYLOADS[0]} {path.parent}/f.py\n"),
@@ -101,6 +105,8 @@ def test_notebook_page_folds_code_and_collects_warnings_into_one_box(tmp_path):
     assert "$RUN/f.py" in box and str(run) not in text and not unsafe_markup(text)
     assert 'data-mime-type="application/vnd.jupyter.stderr"' not in text  # none in the cells
     assert 'id="Title"' in text and 'class="saf-toc"' in text  # contents menu
+    assert 'alt="Label share per split &lt;b&gt;"' in text and 'alt="figure"' in text
+    assert "No description has been provided" not in text
     assert 'class="jp-Cell jp-CodeCell jp-Notebook-cell jp-mod-noOutputs' in text
     hidden = pages.render_notebook(run / "01_a.ipynb", hide_code=True).read_text()
     assert 'class="saf-code"' not in hidden and "print(x)" not in hidden

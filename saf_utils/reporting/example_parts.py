@@ -51,16 +51,6 @@ if(h&&!document.getElementById(h)){box.value=h;}
 filter();
 """
 
-EXAMPLE_CSS = """
-.example{display:none;border-top:2px solid #888;margin-top:1.5em}
-.example:target{display:block}
-.texts dt{font-weight:bold;margin-top:.5em}
-.texts dd{margin:0 0 0 1em;white-space:pre-wrap;max-width:60em}
-.text{white-space:pre-wrap}
-.gold{background:#eef7ee}.miss{color:#a00}.hit{color:#060}
-"""
-
-
 def num(x: Any) -> str:
     """A number as the pages write it; blank for none or not finite."""
     from saf_utils.reporting.pages import fmt
@@ -151,8 +141,7 @@ def build_page(title: str, run_dir: Path, intro: str, list_head: Sequence[str],
             + '<h2 id="ex-list">All examples</h2><p><input id="ex-search" type="search" '
             'size="40" placeholder="search the list (any text)"> <small id="ex-count"></small>'
             f"</p>{cells_table(list_head, list_rows, 'ex-list')}\n")
-    return page(title, body, script=SEARCH_JS, run_dir=run_dir, current=current, wide=True,
-                css=EXAMPLE_CSS)
+    return page(title, body, script=SEARCH_JS, run_dir=run_dir, current=current, wide=True)
 
 
 def cells_table(head: Sequence[str], rows: list[list[str]], classes: str = "") -> str:

@@ -70,16 +70,6 @@ def page(title: str, body: str | Sequence[str], script: str = "",
         tables_init=tables.init_html() if tables.uses_tables(text) else "")
 
 
-_EXTERNAL = re.compile(
-    r"<script\b[^>]*\bsrc\s*=\s*[\"']?(?:https?:)?//[^>]*>\s*</script>"
-    r"|<link\b[^>]*\bhref\s*=\s*[\"']?(?:https?:)?//[^>]*>", re.I)
-
-
-def strip_external(text: str) -> str:
-    """Remove any ``<script src=http…>`` / ``<link href=http…>`` left in a page."""
-    return _EXTERNAL.sub("", text)
-
-
 def external_resources(text: str) -> list[str]:
     """External scripts, stylesheets, images or frames a page would load (for tests)."""
     pat = re.compile(r"<(?:script|link|img|iframe|source|video|audio)\b[^>]*\b(?:src|href)\s*="
@@ -122,7 +112,7 @@ def render_notebook(ipynb: Path, hide_code: bool = False) -> Path:
            "warnings": found, "tables_init": tables.init_html() if marked else ""}
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": ipynb.stem},
                                                          "saf": saf})
-    return write_text(out, scrub(strip_external(body), generic=False))
+    return write_text(out, scrub(body, generic=False))
 
 
 def duration_text(seconds: float | None) -> str:
