@@ -40,6 +40,12 @@ CSV_FORMAT = ("function(d){" + CSV_CELL_JS.replace("\n", "") + "if(typeof d!=='s
               "return d;const t=document.createElement('textarea');t.innerHTML="
               "d.replace(/<br\\s*\\/?>/gi,' ').replace(/<[^>]*>/g,'');return csvCell(t.value);}")
 
+#: The column filters show the search a table starts with (``searchCols``: results.html's
+#: default view), so a reader sees which boxes to clear.
+FILL_FILTERS = ("function(settings){settings.oInstance.api().columns().every(function(){"
+                "const q=this.search(),box=this.footer()&&this.footer().querySelector('input');"
+                "if(q&&box)box.value=q;});}")
+
 _shown = 0  # tables shown in this kernel: their ids (deterministic pages)
 
 
@@ -104,7 +110,7 @@ def html(df: Any, caption: str | None = None, *, interactive: bool = True,
         "columnDefs": [*options.pop("columnDefs", []), *(defs if defs[0]["targets"] else [])],
     }
     if filters:  # below the table: the header keeps the column names (sorting, colvis menu)
-        opts["column_filters"] = "footer"
+        opts.update(column_filters="footer", drawCallback=JavascriptFunction(FILL_FILTERS))
     opts.update(options)
     if table_id is None:
         global _shown
