@@ -287,15 +287,15 @@ def test_every_page_has_the_run_navigation_and_a_table_of_contents(smoke_run, br
 def test_notebook_pages_fold_code_and_collect_warnings(smoke_run, browser):
     run, _ = smoke_run
     browser.open(run / "01_data_exploration.html", READY)
-    state = browser.js("""(() => { const d = Array.from(document.querySelectorAll(
+    first = ("Array.from(document.querySelectorAll('details.saf-code'))"  # a cell with output
+             ".find(d => d.checkVisibility())")
+    state = browser.js(f"""(() => {{ const d = Array.from(document.querySelectorAll(
         'details.saf-code'));
-        return {n: d.length, open: d.filter(x => x.open).length,
-                code: document.querySelector('details.saf-code .jp-InputArea')
-                  .checkVisibility()}; })()""")
+        return {{n: d.length, open: d.filter(x => x.open).length,
+                code: {first}.querySelector('.jp-InputArea').checkVisibility()}}; }})()""")
     assert state["n"] > 5 and state["open"] == 0 and state["code"] is False  # folded
-    browser.js("document.querySelector('details.saf-code > summary').click()")
-    assert browser.js("document.querySelector('details.saf-code .jp-InputArea')"
-                      ".checkVisibility()") is True  # a click shows it
+    browser.js(f"{first}.querySelector('summary').click()")
+    assert browser.js(f"{first}.querySelector('.jp-InputArea').checkVisibility()") is True
     browser.js("document.getElementById('saf-code-toggle').click()")
     assert browser.js("Array.from(document.querySelectorAll('details.saf-code'))"
                       ".every(d => d.open)")

@@ -13,6 +13,7 @@ import pytest
 from saf_utils.argscichat import browse as AB
 from saf_utils.argscichat.data import MessagePair
 from saf_utils.reporting import pages, tables
+from saf_utils.reporting.sharing import PathScrubber
 from saf_utils.saf import browse as SB
 from tests.test_sharing import PAYLOADS, unsafe_markup
 
@@ -30,6 +31,8 @@ def test_interactive_table_escapes_cells_header_and_caption():
     assert spec["data"][0] == ["&lt;img src=x onerror=alert(1)&gt;", 0.1235]  # 4 digits
     assert '"column_filters": "footer"' in text and '"className": "saf-wrap"' in text
     assert "Download CSV" in text and not pages.external_resources(text)
+    # the pages' path scrubber leaves the table's own script as it is
+    assert PathScrubber.for_run(None)(tables.CSV_FORMAT) == tables.CSV_FORMAT
 
 
 def test_text_cells_keep_their_line_breaks_and_stay_escaped():

@@ -29,16 +29,17 @@ from saf_utils.reporting.sharing import clean_html, esc
 
 #: A CSV cell a spreadsheet would read as a formula: one that starts, after blanks, with
 #: ``= + - @``, TAB or CR, unless it is a plain number (a negative number stays a number),
-#: gets a leading ``'`` (DataTables' own CSV escape leaves ``+`` and ``-`` live).
+#: gets a leading ``'`` (DataTables' own CSV escape leaves ``+`` and ``-`` live). No regular
+#: expression literal: ``=/^…/`` reads as a path to :class:`PathScrubber`.
 CSV_CELL_JS = r"""
-const FORMULA=/^\s*[=+\-@\t\r]/,NUMBER=/^\s*-?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?\s*$/i;
+const FORMULA=RegExp("^\\s*[=+\\-@\\t\\r]"),NUMBER=RegExp("^\\s*-?(\\d+\\.?\\d*|\\.\\d+)(e[-+]?\\d+)?\\s*$","i");
 const csvCell=s=>typeof s==='string'&&FORMULA.test(s)&&!NUMBER.test(s)?"'"+s:s;
 """
 #: The CSV export's cell format: the cell's text (tags removed, entities decoded), then
 #: :data:`CSV_CELL_JS`. itables evaluates it (``JavascriptFunction``): the project's code.
 CSV_FORMAT = ("function(d){" + CSV_CELL_JS.replace("\n", "") + "if(typeof d!=='string')"
-              "return d;const t=document.createElement('textarea');t.innerHTML="
-              "d.replace(/<br\\s*\\/?>/gi,' ').replace(/<[^>]*>/g,'');return csvCell(t.value);}")
+              "return d;const t=document.createElement('textarea');t.innerHTML=d.replace("
+              "/<br\\s*\\/?>/gi,' ').replace(/<[^>]*>/g,'');return csvCell(t.value.trim());}")
 
 #: The column filters show the search a table starts with (``searchCols``: results.html's
 #: default view), so a reader sees which boxes to clear.
@@ -67,7 +68,8 @@ def _cells(df: Any, html_columns: Iterable[str]) -> Any:
         elif kind not in "biu":
             out[col] = [("" if v is None or (isinstance(v, float) and math.isnan(v)) else
                          clean_html(v) if str(col) in keep else
-                         esc(v).replace("\n", "<br>")) for v in out[col]]
+                         esc(v).replace("\n", "<br>").replace("\t", "&#9;").replace("\r", "&#13;"))
+                        for v in out[col]]
     out.columns = [esc(c) for c in out.columns]
     return out
 
