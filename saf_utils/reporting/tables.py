@@ -32,7 +32,8 @@ from saf_utils.reporting.sharing import clean_html, esc
 #: gets a leading ``'`` (DataTables' own CSV escape leaves ``+`` and ``-`` live). No regular
 #: expression literal: ``=/^…/`` reads as a path to :class:`PathScrubber`.
 CSV_CELL_JS = r"""
-const FORMULA=RegExp("^\\s*[=+\\-@\\t\\r]"),NUMBER=RegExp("^\\s*-?(\\d+\\.?\\d*|\\.\\d+)(e[-+]?\\d+)?\\s*$","i");
+const FORMULA=RegExp("^\\s*[=+\\-@\\t\\r]"),
+  NUMBER=RegExp("^\\s*-?(\\d+\\.?\\d*|\\.\\d+)(e[-+]?\\d+)?\\s*$","i");
 const csvCell=s=>typeof s==='string'&&FORMULA.test(s)&&!NUMBER.test(s)?"'"+s:s;
 """
 #: The CSV export's cell format: the cell's text (tags removed, entities decoded), then
