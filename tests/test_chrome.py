@@ -11,7 +11,7 @@ import pytest
 from saf_utils.metrics import METRICS
 from saf_utils.reporting import chrome, metric_cards, pages
 from saf_utils.reporting.sharing import listing
-from tests.test_sharing import PAYLOADS, unsafe_markup
+from tests.test_sharing import PAYLOADS, PNG, unsafe_markup
 
 
 def _run(tmp_path, notebooks=("01_a", "02_b")):
@@ -22,36 +22,38 @@ def _run(tmp_path, notebooks=("01_a", "02_b")):
     return run
 
 
-def test_bar_links_every_page_of_the_run_and_is_replaced_not_repeated(tmp_path):
+def test_bar_links_every_page_of_the_run_and_refresh_updates_it(tmp_path):
     run = _run(tmp_path)
-    (run / "01_a.html").write_text("<html><body><h1 id='t'>T</h1><h2 id='x'>X &amp; Y</h2>"
-                                   "<h2>no id</h2></body></html>")
-    text = chrome.decorate((run / "01_a.html").read_text(), run, "01_a.html")
-    assert text.count(chrome.START) == 1 and "Run r&lt;1&gt;" in text
+    (run / "01_a.html").write_text("<html><body><h1 id='t'>T</h1></body></html>")
+    text = pages.page("p", "<h1 id='t'>T</h1>", run_dir=run, current="01_a.html")
+    assert text.count('<nav class="saf-nav"') == 1 and "Run r&lt;1&gt;" in text
     assert '<span class="here" title="01_a">01</span>' in text  # current page: not a link
     assert '<span class="pending" title="02_b (not rendered)">02</span>' in text
     assert '<a href="index.html">index</a>' in text and chrome.CARDS_PAGE in text
-    assert '<a href="#x">X &amp; Y</a>' in text and "no id" not in text.split(chrome.END)[0]
+    assert 'href="how-to-read.html"' in text and "../runs.html" not in text
+    assert 'class="saf-toc"' in text  # filled from the page's headings in the browser
+    (run / "01_a.html").write_text(text)
     (run / "02_b.html").write_text("<html><body></body></html>")
     (run / "compare-base.html").write_text("<html><body></body></html>")
-    again = chrome.decorate(text, run, "01_a.html")
-    assert again.count(chrome.START) == 1 and again.count("<nav") == 1
+    chrome.refresh(run)
+    again = (run / "01_a.html").read_text()
+    assert again.count("<nav") == 1 and chrome.without_bar(again) == chrome.without_bar(text)
     assert '<a href="02_b.html" title="02_b">02</a>' in again
     assert '<a href="compare-base.html" title="compare-base">base</a>' in again
-    # decorating a page again (every refresh does) gives the same page, not a longer one
-    assert chrome.decorate(again, run, "01_a.html") == again
+    (run.parent / "runs.html").write_text("")  # a run in a reports folder links its overview
+    assert 'href="../runs.html"' in chrome.nav_bar(run, "01_a.html")
 
 
-def test_refresh_writes_the_cards_and_decorates_every_page(tmp_path):
+def test_refresh_updates_the_cards_page(tmp_path):
     run = _run(tmp_path)
-    for name in ("index.html", "01_a.html"):
-        (run / name).write_text("<html><body><p>x</p></body></html>")
     metric_cards.write_cards(run / chrome.CARDS_PAGE, run)
+    (run / "02_b.html").write_text("<html><body></body></html>")
     chrome.refresh(run)
-    assert chrome.START in (run / "index.html").read_text()
     cards = (run / chrome.CARDS_PAGE).read_text()
     assert all(f'id="{m}"' in cards for m in METRICS) and "Run r&lt;1&gt;" in cards
-    assert not unsafe_markup(cards)
+    assert 'href="02_b.html"' in cards and not unsafe_markup(cards)
+    glossary = (run / chrome.HOW_TO_READ).read_text()
+    assert '<nav class="saf-nav"' in glossary and "<h1" in glossary
 
 
 def test_metric_cards_carry_every_field_from_the_spec():
@@ -78,6 +80,10 @@ def _notebook(path):
     code.outputs = [nbformat.v4.new_output("stream", name="stderr",
                                            text=f"warn {PAYLOADS[0]} {path.parent}/f.py\n"),
                     nbformat.v4.new_output("stream", name="stdout", text="1\n")]
+    code.outputs += [  # figures: the alt text IPython's Image(alt=...) writes, else neutral
+        nbformat.v4.new_output("display_data", data={"image/png": PNG, "text/plain": "f"},
+                               metadata={"image/png": {"alt": "Label share per split <b>"}}),
+        nbformat.v4.new_output("display_data", data={"image/png": PNG, "text/plain": "f"})]
     again = nbformat.v4.new_code_cell("y = 2", execution_count=2)
     again.outputs = [nbformat.v4.new_output("stream", name="stderr",
                                             text=f"warn {PAYLOADS[0]} {path.parent}/f.py\n"),
@@ -98,7 +104,10 @@ def test_notebook_page_folds_code_and_collects_warnings_into_one_box(tmp_path):
     assert "100%" in box and "50%" not in box  # a progress bar: its last state
     assert "$RUN/f.py" in box and str(run) not in text and not unsafe_markup(text)
     assert 'data-mime-type="application/vnd.jupyter.stderr"' not in text  # none in the cells
-    assert '<a href="#Title">Title</a>' in text  # contents menu
+    assert 'id="Title"' in text and 'class="saf-toc"' in text  # contents menu
+    assert 'alt="Label share per split &lt;b&gt;"' in text and 'alt="figure"' in text
+    assert "No description has been provided" not in text
+    assert 'class="jp-Cell jp-CodeCell jp-Notebook-cell jp-mod-noOutputs' in text
     hidden = pages.render_notebook(run / "01_a.ipynb", hide_code=True).read_text()
     assert 'class="saf-code"' not in hidden and "print(x)" not in hidden
 

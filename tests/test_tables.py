@@ -13,6 +13,7 @@ import pytest
 from saf_utils.argscichat import browse as AB
 from saf_utils.argscichat.data import MessagePair
 from saf_utils.reporting import pages, tables
+from saf_utils.reporting.sharing import PathScrubber
 from saf_utils.saf import browse as SB
 from tests.test_sharing import PAYLOADS, unsafe_markup
 
@@ -21,95 +22,57 @@ def _frame() -> pd.DataFrame:
     return pd.DataFrame({"answer": list(PAYLOADS), "score": [0.123456] * len(PAYLOADS)})
 
 
-def test_table_spec_escapes_cells_header_and_caption_and_carries_no_code():
+def test_interactive_table_escapes_cells_header_and_caption():
     df = _frame().rename(columns={"answer": "<b>answer</b>"})
-    spec = tables.table_spec(df, caption=PAYLOADS[0], wrap=["<b>answer</b>"])
-    text = json.dumps(spec)
-    assert not any(p in text for p in PAYLOADS[:5])
-    assert "keys_to_be_evaluated" not in spec["dt_args"]
-    rows = json.loads(spec["dt_args"]["data_json"])
-    assert rows[0] == ["&lt;img src=x onerror=alert(1)&gt;", 0.1235]  # 4 significant digits
-    assert spec["dt_args"]["column_filters"] == "footer" and spec["rows"] == len(PAYLOADS)
-    assert spec["dt_args"]["columnDefs"] == [{"targets": [0], "className": "saf-wrap",
-                                              "width": tables.wrap_width(PAYLOADS, "answer")}]
-    assert spec["dt_args"]["autoWidth"] is False  # no widths measured in a hidden page
+    text = tables.html(df, caption=PAYLOADS[0], wrap=["<b>answer</b>"])
+    assert not unsafe_markup(text) and "new ITable(" in text
+    (spec,) = tables.read_page_tables(text).values()
+    assert spec["columns"] == ["<b>answer</b>", "score"]  # escaped in the page, text here
+    assert spec["data"][0] == ["&lt;img src=x onerror=alert(1)&gt;", 0.1235]  # 4 digits
+    assert '"column_filters": "footer"' in text and '"className": "saf-wrap"' in text
+    assert "Download CSV" in text and not pages.external_resources(text)
+    # the pages' path scrubber leaves the table's own script as it is
+    assert PathScrubber.for_run(None)(tables.CSV_FORMAT) == tables.CSV_FORMAT
 
 
 def test_text_cells_keep_their_line_breaks_and_stay_escaped():
     """pandas' formatting (inside itables) writes a line break as the two characters \\n:
     06's numbered history showed '1. Hi\\n2. Hi!' on one line."""
     df = pd.DataFrame({"history": ["1. Hi\n2. <b>Hi!</b>", None], "n": [1.5, None]})
-    rows = json.loads(tables.table_spec(df, wrap=["history"])["dt_args"]["data_json"])
-    assert rows[0] == ["1. Hi\n2. &lt;b&gt;Hi!&lt;/b&gt;", 1.5]
-    assert "\\n" not in rows[0][0]
+    (spec,) = tables.read_page_tables(tables.html(df, wrap=["history"])).values()
+    assert spec["data"][0] == ["1. Hi<br>2. &lt;b&gt;Hi!&lt;/b&gt;", 1.5]
+    assert spec["data"][1][0] == ""
 
 
-def test_wrapped_columns_get_a_readable_width_from_their_longest_line():
-    assert tables.wrap_width(["short"], "q") == "5.4em"  # at least 8 characters
-    assert tables.wrap_width(["x" * 30 + "\n" + "y" * 10], "q") == f"{30 * 0.55 + 1:.1f}em"
-    assert tables.wrap_width(["x" * 500], "q") == f"{tables.WRAP_CHARS * 0.55 + 1:.1f}em"
+def test_static_tables_escape_data_and_keep_the_projects_markup():
+    df = pd.DataFrame({"file": ['<a href="x.jsonl">x</a>'], "text": [PAYLOADS[0]]})
+    text = tables.html(df, "c <1>", interactive=False, html_columns=["file"])
+    assert '<a href="x.jsonl">x</a>' in text and "&lt;img src=x" in text
+    assert "<caption>c &lt;1&gt;</caption>" in text and not tables.uses_tables(text)
 
 
-def test_every_table_gets_a_csv_download_and_its_column_widths_in_the_page():
-    df = pd.DataFrame({"text": ["a " * 100], "score": [1]})
-    spec = tables.table_spec(df, "Every SAF answer", wrap=["text"], hideable=False)
-    buttons = spec["dt_args"]["layout"]["top2Start"]["buttons"]
-    assert buttons == [tables.csv_button("Every SAF answer")]
-    assert buttons[0]["extend"] == "csvHtml5" and buttons[0]["filename"] == "every-saf-answer"
-    old = {"rows": 1, "classes": "display", "dt_args": {  # as an older version stored it
-        "data_json": json.dumps([["a " * 100, 1]]), "layout": {"top2Start": {"buttons": [
-            "colvis"]}}, "table_html": "<table><thead><tr><th>text</th><th>score</th></tr>"
-        "</thead></table>", "columnDefs": [{"targets": [0], "className": "saf-wrap",
-                                            "width": "18em"}]}}
-    page = tables.page_layout(old)["dt_args"]
-    assert page["autoWidth"] is False
-    assert page["layout"]["top2Start"]["buttons"][0] == "colvis"
-    assert page["layout"]["top2Start"]["buttons"][1]["extend"] == "csvHtml5"
-    assert page["columnDefs"] == [{"targets": [0], "className": "saf-wrap saf-col0",
-                                   "width": tables.wrap_width(["a " * 100], "text")}]
-    css = tables.page_assets({"t1": old})
-    assert "#t1 .saf-col0{min-width:" in css
-
-
-def _notebook_with_table(path, run_dir) -> None:
-    spec = tables.table_spec(_frame().assign(path=f"{run_dir}/x.jsonl"), "payloads")
-    nb = nbformat.v4.new_notebook()
-    cell = nbformat.v4.new_code_cell("tables.show(df)")
-    cell.outputs = [
-        nbformat.v4.new_output("display_data", data={
-            "text/html": "<script>alert(1)</script>", "text/plain": "", tables.INIT_MIME: {}}),
-        nbformat.v4.new_output("display_data", data={
-            "text/html": "<table id='x'></table><script>alert(2)</script>",
-            "text/plain": "<interactive table>", tables.MIME: spec})]
-    nb.cells = [cell]
-    nbformat.write(nb, path)
-
-
-def test_notebook_page_keeps_the_table_drops_notebook_scripts_and_hides_paths(tmp_path):
+def test_notebook_table_is_kept_and_other_scripts_dropped_and_paths_hidden(tmp_path):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     ipynb = run_dir / "07_x.ipynb"
-    _notebook_with_table(ipynb, run_dir)
-    text = pages.render_notebook(ipynb).read_text(encoding="utf-8")
-    assert not unsafe_markup(text) and "alert(2)" not in text
-    assert text.count('<script type="module">') == 1 and "new ITable(" in text
-    assert 'id="saf-itable-1"' in text and not pages.external_resources(text)
-    specs = tables.read_page_tables(text)
-    assert list(specs) == ["saf-itable-1"]
-    cells = [c for r in specs["saf-itable-1"]["data"] for c in r if isinstance(c, str)]
-    assert "$RUN/x.jsonl" in cells and str(run_dir) not in text
-
-
-def test_extract_replaces_table_outputs_and_drops_the_bundle():
+    table = tables.html(_frame().assign(path=f"{run_dir}/x.jsonl"), "payloads")
     nb = nbformat.v4.new_notebook()
-    cell = nbformat.v4.new_code_cell("x")
-    cell.outputs = [nbformat.v4.new_output("display_data", data={tables.INIT_MIME: {}}),
-                    nbformat.v4.new_output("display_data", data={
-                        tables.MIME: {"rows": 3, "dt_args": {}}, "text/html": "<i>"})]
+    cell = nbformat.v4.new_code_cell("tables.show(df)")
+    cell.outputs = [
+        nbformat.v4.new_output("display_data", data={"text/html": "<script>alert(1)</script>"},
+                               metadata={"saf_itables": "init"}),
+        nbformat.v4.new_output("display_data", data={"text/html": str(table)},
+                               metadata={"saf_itables": "table"}),
+        nbformat.v4.new_output("display_data", data={  # not marked: sanitised
+            "text/html": "<table id='x'></table><script>alert(2)</script>"})]
     nb.cells = [cell]
-    assert list(tables.extract(nb)) == ["saf-itable-1"]
-    assert [o["data"] for o in cell.outputs] == [
-        {"text/html": tables.placeholder("saf-itable-1", {"rows": 3})}]
+    nbformat.write(nb, ipynb)
+    text = pages.render_notebook(ipynb).read_text(encoding="utf-8")
+    assert not unsafe_markup(text) and "<script>alert(2)" not in text
+    assert text.count("function injectCSS") == 1 and not pages.external_resources(text)
+    (spec,) = tables.read_page_tables(text).values()
+    cells = [c for r in spec["data"] for c in r if isinstance(c, str)]
+    assert "$RUN/x.jsonl" in cells and str(run_dir) not in text
 
 
 def test_saf_browsers_keep_texts_whole_and_mark_errors():

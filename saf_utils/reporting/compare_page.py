@@ -104,7 +104,8 @@ def to_markdown(cmp: dict) -> str:
 
 def write_compare_html(cmp: dict, path: str | os.PathLike) -> Path:
     """The comparison as a page; a significant change's test cell is marked (``failed``)."""
-    from saf_utils.reporting.crossrun import html_table, page_html
+    from saf_utils.reporting.crossrun import html_table
+    from saf_utils.reporting.pages import page
 
     body = [f"<h1>{esc(cmp['b_name'])} compared with {esc(cmp['a_name'])}</h1>",
             f"<p class=meta>A = {esc(cmp['a'])}<br>B = {esc(cmp['b'])}<br>Differences are "
@@ -129,7 +130,10 @@ def write_compare_html(cmp: dict, path: str | os.PathLike) -> Path:
                                                   else f"<p>{esc(empty)}</p>"))
         if i == 0 and _reused(cmp):
             body.append(f"<p>{esc(_reused(cmp))}</p>")
-    text = page_html(f"Compare {cmp['a_name']} → {cmp['b_name']}", "\n".join(body))
+    run_dir = Path(path).parent  # inside a run folder: the run's navigation bar
+    inside = (run_dir / "manifest.json").is_file()
+    text = page(f"Compare {cmp['a_name']} → {cmp['b_name']}", "\n".join(body),
+                run_dir=run_dir if inside else None, current=Path(path).name)
     return _with_navigation(Path(path), text)
 
 
@@ -141,7 +145,7 @@ def _with_navigation(path: Path, text: str) -> Path:
     run_dir = path.parent
     if not (run_dir / "manifest.json").is_file():
         return write_text(path, text)
-    out = write_text(path, chrome.decorate(text, run_dir, path.name))
+    out = write_text(path, text)
     metric_cards.write_cards(run_dir / chrome.CARDS_PAGE, run_dir)
     chrome.refresh(run_dir)
     return out

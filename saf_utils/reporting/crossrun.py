@@ -104,13 +104,13 @@ def task_metrics(df: pd.DataFrame) -> list[tuple[str, str, tuple[str, ...], tupl
 
 
 # ------------------------------------------------------------------ the page plumbing
-def page_html(title: str, body: str, run_dir: Any = None, itables: dict | None = None,
+def page_html(title: str, body: str | Sequence[str], run_dir: Any = None,
               wide: bool = False, css: str = "") -> str:
-    """:func:`pages.page` (the page's own ``css`` added to its head)."""
+    """:func:`pages.page` (``body``: HTML, or parts where interactive tables are their own
+    parts, :func:`interactive`)."""
     from saf_utils.reporting.pages import page
 
-    text = page(title, body, run_dir=run_dir, itables=itables, wide=wide)
-    return text.replace("</head>", f"<style>{css}</style></head>", 1) if css else text
+    return page(title, body, run_dir=run_dir, wide=wide, css=css)
 
 
 def html_table(head: Sequence[str], rows: Sequence[Sequence[str]], cls: str = "",
@@ -121,14 +121,10 @@ def html_table(head: Sequence[str], rows: Sequence[Sequence[str]], cls: str = ""
     return table(head, rows, cls, row_classes)
 
 
-def interactive(table_id: str, df: pd.DataFrame, caption: str, specs: dict[str, dict],
-                **options: Any) -> str:
-    """An interactive table (itables' bundled DataTables, offline) of ``df``, whose text
-    cells are HTML the caller escaped (``allow_html``: links; the column names are escaped
-    here); its spec goes to ``specs``, the placeholder is returned."""
-    from saf_utils.reporting.sharing import esc
-    from saf_utils.reporting.tables import placeholder, table_spec
+def interactive(table_id: str, df: pd.DataFrame, caption: str | None, **options: Any) -> Any:
+    """An interactive table (:func:`tables.html`: itables' bundled DataTables, offline) of
+    ``df``, whose cells are HTML the caller escaped (links), sanitised there; the column
+    names are escaped there."""
+    from saf_utils.reporting.tables import html
 
-    df = df.set_axis([esc(str(c)) for c in df.columns], axis=1)
-    specs[table_id] = table_spec(df, caption, allow_html=True, **options)
-    return placeholder(table_id, specs[table_id])
+    return html(df, caption, html_columns=list(df.columns), table_id=table_id, **options)

@@ -51,16 +51,6 @@ if(h&&!document.getElementById(h)){box.value=h;}
 filter();
 """
 
-EXAMPLE_CSS = """
-.example{display:none;border-top:2px solid #888;margin-top:1.5em}
-.example:target{display:block}
-table.ex-list td{max-width:32em;overflow-wrap:anywhere}.texts dt{font-weight:bold;margin-top:.5em}
-.texts dd{margin:0 0 0 1em;white-space:pre-wrap;max-width:60em}
-td.text{white-space:pre-wrap;min-width:14em;max-width:40em}
-.scroll{overflow-x:auto}.gold{background:#eef7ee}.miss{color:#a00}.hit{color:#060}
-"""
-
-
 def num(x: Any) -> str:
     """A number as the pages write it; blank for none or not finite."""
     from saf_utils.reporting.pages import fmt
@@ -136,29 +126,37 @@ def build_pages(title: str, stem: str, run_dir: Path, intro: str, list_head: Seq
                 for j, (x, y) in enumerate(spans, 1)) + "</p>")
         name = title if len(spans) == 1 else f"{title} (page {k} of {len(spans)})"
         out.append((page_file(stem, k), build_page(name, run_dir, intro + pager, list_head,
-                                                   list_rows[a:b], details[a:b])))
+                                                   list_rows[a:b], details[a:b],
+                                                   page_file(stem, k))))
     return out
 
 
 def build_page(title: str, run_dir: Path, intro: str, list_head: Sequence[str],
-               list_rows: list[list[str]], details: list[str]) -> str:
+               list_rows: list[list[str]], details: list[str], current: str) -> str:
     """An example page: title, intro, the detail views (one shown: ``:target``), the list."""
-    from saf_utils.reporting.pages import page, table
+    from saf_utils.reporting.pages import page
 
     body = (f"<h1>{esc(title)}</h1>\n{intro}\n"  # the picked example (:target) above the list
             + "\n".join(details)
             + '<h2 id="ex-list">All examples</h2><p><input id="ex-search" type="search" '
             'size="40" placeholder="search the list (any text)"> <small id="ex-count"></small>'
-            f"</p>{table(list_head, list_rows, 'ex-list')}\n")
-    return page(title, body, script=SEARCH_JS, run_dir=run_dir, wide=True).replace(
-        "</style>", EXAMPLE_CSS + "</style>", 1)
+            f"</p>{cells_table(list_head, list_rows, 'ex-list')}\n")
+    return page(title, body, script=SEARCH_JS, run_dir=run_dir, current=current, wide=True)
 
 
-def scroll_table(head: Sequence[str], rows: list[list[str]]) -> str:
-    """A table that scrolls sideways inside its box rather than widening the page."""
-    from saf_utils.reporting.pages import table
+def cells_table(head: Sequence[str], rows: list[list[str]], classes: str = "") -> str:
+    """A static table of cells that are already HTML (data escaped by the caller)."""
+    from saf_utils.reporting.tables import html
 
-    return f'<div class="scroll">{table(head, rows)}</div>'
+    return str(html(pd.DataFrame(rows, columns=list(head)), interactive=False,
+                    html_columns=head, classes=classes))
+
+
+def metric_column(metric: str) -> str:
+    """A metric's column name with its direction and range ("accuracy ↑ 0–1")."""
+    from saf_utils.metrics import scale_label
+
+    return f"{metric} {scale_label(metric)}"
 
 
 def seed_text(x: Any) -> str:

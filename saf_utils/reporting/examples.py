@@ -62,7 +62,7 @@ def write_example_pages(run_dir: Path, manifest: Mapping[str, Any], records: Seq
 
             built = [(name, page(name, f"<h1>{esc(name)}</h1><p class=\"warn\">This page "
                                  f"could not be built: {esc(type(exc).__name__)}: {esc(exc)}"
-                                 "</p>", run_dir=run_dir))]
+                                 "</p>", run_dir=run_dir, current=name))]
         if built is not None:
             for stale in run_dir.glob(f"{Path(name).stem}-*.html"):  # pages of fewer examples
                 if stale.name not in dict(built) and stale.stem.rsplit("-", 1)[1].isdigit():
@@ -74,9 +74,9 @@ def write_example_pages(run_dir: Path, manifest: Mapping[str, Any], records: Seq
 
 def _signature(run_dir: Path, patterns: Sequence[str], manifest: Mapping[str, Any]) -> str:
     """What a page is drawn from: the files (size, time) of the notebooks that wrote its
-    artifacts, the data folders the run read and the modules that draw it; the runner
-    rewrites the pages after every notebook, and an example page is rebuilt only when one
-    of these changed."""
+    artifacts, the data folders the run read and the modules and templates that draw it;
+    the runner rewrites the pages after every notebook, and an example page is rebuilt only
+    when one of these changed."""
     parts: list[Any] = [[s.get("dataset"), s.get("source")] for s in
                         manifest.get("data_sources") or []]
     folders = dict.fromkeys(f for pat in patterns
@@ -86,9 +86,10 @@ def _signature(run_dir: Path, patterns: Sequence[str], manifest: Mapping[str, An
             st = f.stat()
             parts.append([f.name, folder.name, st.st_size, st.st_mtime_ns])
     from saf_utils.reporting import example_parts, examples_argscichat, examples_saf
+    from saf_utils.reporting.chrome import TEMPLATES
 
     for module in (__file__, example_parts.__file__, examples_saf.__file__,
-                   examples_argscichat.__file__):
+                   examples_argscichat.__file__, *sorted((TEMPLATES / "saf").iterdir())):
         st = Path(module).stat()
         parts.append([st.st_size, st.st_mtime_ns])
     return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()

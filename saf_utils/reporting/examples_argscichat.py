@@ -17,13 +17,14 @@ from saf_utils.reporting.example_parts import (
     anchor,
     artifact_folder,
     build_pages,
+    cells_table,
     first_seed,
     intro,
+    metric_column,
     num,
     ordered,
     roles_of,
     scores_of,
-    scroll_table,
 )
 from saf_utils.reporting.sharing import esc
 
@@ -133,9 +134,9 @@ class _View:
         gold_reply = p.reply if p else next((r["gold"] for r in g_rows.values()), "")
         cs = self.chosen.get((self.sel_task, f))
         cs_f1 = self.scores.get((str(f), pid, cs), {}).get("fact_f1") if cs else None
-        row = [f'<td class="num">{f}</td>', f'<a href="#{aid}">{esc(pid)}</a>',
+        row = [str(f), f'<a href="#{aid}">{esc(pid)}</a>',
                esc(p.turn if p else ""), esc(p.query if p else ""), esc(gold_reply),
-               f'{esc(cs or "")} <span class="num">{num(cs_f1)}</span>']
+               f'{esc(cs or "")} {num(cs_f1)}']
         detail = (f'<div class="example" id="{aid}"><h2>fold {f} · {esc(pid)}</h2>'
                   '<p><a href="#ex-list">back to the list</a></p>'
                   f'<dl class="texts">{_texts(p)}<dt>Gold reply</dt><dd class="gold">'
@@ -145,8 +146,6 @@ class _View:
         return row, detail
 
     def _selections(self, f: int, pid: str, p: Any, s_rows: dict[str, dict]) -> str:
-        from saf_utils.reporting.headline import metric_head
-
         gold = set(p.fact_indexes) if p else set()
         out = []
         for s in ordered(s_rows, self.sel_roles):
@@ -156,25 +155,23 @@ class _View:
                      "<ul>" + "".join(f"<li>{esc(t)}</li>" for t in r["selected_sentences"])
                      + "</ul>")
             star = " ★" if self.chosen.get((self.sel_task, f)) == s else ""
-            out.append([esc(s) + star, esc(self.sel_roles.get(s, "")), f"<td>{facts}</td>",
-                        *[f'<td class="num">{num(sc.get(m))}</td>' for m in self.sel_metrics]])
-        return ("<h3>Selected facts per selector</h3>" + scroll_table(
+            out.append([esc(s) + star, esc(self.sel_roles.get(s, "")), facts,
+                        *[num(sc.get(m)) for m in self.sel_metrics]])
+        return ("<h3>Selected facts per selector</h3>" + cells_table(
             ["selector", "role", "selected sentences (green: gold)",
-             *[metric_head(m) for m in self.sel_metrics]], out)) if out else ""
+             *[metric_column(m) for m in self.sel_metrics]], out)) if out else ""
 
     def _replies(self, f: int, pid: str, g_rows: dict[str, dict]) -> str:
-        from saf_utils.reporting.headline import metric_head
-
         out = []
         for s in ordered(g_rows, self.gen_roles):
             r = g_rows[s]
             sc = self.scores.get((str(f), pid, s), {})
             star = " ★" if self.chosen.get((self.gen_task, f)) == s else ""
             out.append([esc(s) + star, esc(self.gen_roles.get(s, "")),
-                        f'<td class="text">{esc(r.get("output") or "")}</td>',
-                        *[f'<td class="num">{num(sc.get(m))}</td>' for m in self.gen_metrics]])
-        return ("<h3>Replies per system</h3>" + scroll_table(
-            ["reply system", "role", "reply", *[metric_head(m) for m in self.gen_metrics]],
+                        f'<span class="text">{esc(r.get("output") or "")}</span>',
+                        *[num(sc.get(m)) for m in self.gen_metrics]])
+        return ("<h3>Replies per system</h3>" + cells_table(
+            ["reply system", "role", "reply", *[metric_column(m) for m in self.gen_metrics]],
             out)) if out else ""
 
 

@@ -17,14 +17,15 @@ from saf_utils.reporting.example_parts import (
     anchor,
     artifact_folder,
     build_pages,
+    cells_table,
     first_seed,
     intro,
+    metric_column,
     natural,
     num,
     ordered,
     roles_of,
     scores_of,
-    scroll_table,
     seed_text,
 )
 from saf_utils.reporting.sharing import esc
@@ -41,13 +42,13 @@ GUIDE = (" Pick an answer (the search box filters the list; <i>right</i> counts 
 
 def _label_cell(pred: Any, gold: Any, parseable: Any) -> str:
     if parseable is False:
-        return '<td class="miss" title="no label could be read from the output">' \
-               "(unparseable)</td>"
+        return '<span class="miss" title="no label could be read from the output">' \
+               "(unparseable)</span>"
     if pred is None or (isinstance(pred, float) and math.isnan(pred)):
-        return "<td>(none)</td>"
+        return "(none)"
     ok = str(pred) == str(gold)
     mark = "✓" if ok else "✗"
-    return f'<td class="{"hit" if ok else "miss"}">{mark} {esc(pred)}</td>'
+    return f'<span class="{"hit" if ok else "miss"}">{mark} {esc(pred)}</span>'
 
 
 def saf_page(run_dir: Path, manifest: Mapping[str, Any], records: Sequence[dict]
@@ -89,16 +90,13 @@ class _View:
 
     def example(self, split: Any, ex_id: Any, g: dict[str, dict]) -> tuple[list[str], str]:
         """One answer's list row and detail view (``g``: system -> its prediction row)."""
-        from saf_utils.reporting.headline import metric_head
-
         first = pd.Series(next(iter(g.values())))
         aid = anchor("saf", split, ex_id)
         comparable = [s for s in self.systems if s in g and self.roles.get(s) not in SET_APART]
         right = sum(str(g[s]["pred_label"]) == str(first.gold_label) for s in comparable)
         row = [esc(split), f'<a href="#{aid}">{esc(ex_id)}</a>', esc(first.question),
                esc(first.provided_answer), esc(first.gold_label),
-               f'<td class="num">{num(first.gold_score)}</td>',
-               f'<td class="num">{right}/{len(comparable)}</td>']
+               num(first.gold_score), f"{right}/{len(comparable)}"]
         detail = (
             f'<div class="example" id="{aid}"><h2>{esc(split)} · answer {esc(ex_id)}</h2>'
             '<p><a href="#ex-list">back to the list</a></p><dl class="texts">'
@@ -107,8 +105,8 @@ class _View:
             f"<dt>Answer</dt><dd>{esc(first.provided_answer)}</dd>"
             f'<dt>Gold</dt><dd class="gold">label <b>{esc(first.gold_label)}</b> · score '
             f"{num(first.gold_score)} · feedback: {esc(first.gold_feedback)}</dd></dl>"
-            + scroll_table(["system", "role", "seed", "label (✓ = gold)", "score", "feedback",
-                            *[metric_head(m) for m in self.metrics]],
+            + cells_table(["system", "role", "seed", "label (✓ = gold)", "score", "feedback",
+                           *[metric_column(m) for m in self.metrics]],
                            self._system_rows(split, ex_id, g, first.gold_label)) + "</div>")
         return row, detail
 
@@ -120,7 +118,7 @@ class _View:
             sc = self.scores.get((str(split), str(ex_id), s), {})
             out.append([esc(s), esc(self.roles.get(s, "")), esc(seed_text(r.get("seed"))),
                         _label_cell(r.get("pred_label"), gold, r.get("parseable")),
-                        f'<td class="num">{num(r.get("pred_score"))}</td>',
-                        f'<td class="text">{esc(r.get("pred_feedback") or "")}</td>',
-                        *[f'<td class="num">{num(sc.get(m))}</td>' for m in self.metrics]])
+                        num(r.get("pred_score")),
+                        f'<span class="text">{esc(r.get("pred_feedback") or "")}</span>',
+                        *[num(sc.get(m)) for m in self.metrics]])
         return out

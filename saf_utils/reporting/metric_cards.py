@@ -7,6 +7,7 @@ metric link to ``metric-cards.html#<name>``
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from saf_utils.metrics import METRICS, Metric
@@ -28,18 +29,21 @@ def card(m: Metric, used: bool = False) -> str:
 def cards_body(used: set[str] = frozenset()) -> str:
     """Every registered metric, those recorded in the run first, then the rest, by name."""
     order = sorted(METRICS.values(), key=lambda m: (m.name not in used, m.name))
-    summary = "".join(
-        f'<tr><td><a href="#{esc(m.name)}">{esc(m.name)}</a></td><td>{esc(m.range)}</td>'
-        f"<td>{esc(m.direction)}</td><td>{esc(m.level)}</td><td>{esc(m.description)}</td>"
-        "</tr>" for m in order)
+    import pandas as pd
+
+    from saf_utils.reporting.tables import html
+
+    summary = html(pd.DataFrame(
+        [[f'<a href="#{esc(m.name)}">{esc(m.name)}</a>', m.range, m.direction, m.level,
+          m.description] for m in order],
+        columns=["metric", "range", "direction", "level", "in short"]),
+        interactive=False, html_columns=["metric"])
     return ("<h1>Metric cards</h1><p>Every metric the collection registers (one "
             "<code>Metric</code> object each in <code>saf_utils/metrics/</code>, which also "
             "gives the pages their direction and scale and the tasks their scorers). "
             "Metrics recorded in this run come first. A metric not listed here is shown as "
             "higher-is-better on no fixed range.</p>"
-            "<h2 id=\"summary\">Summary</h2><table><thead><tr><th>metric</th><th>range</th>"
-            "<th>direction</th><th>level</th><th>in short</th></tr></thead>"
-            f"<tbody>{summary}</tbody></table>"
+            f"<h2 id=\"summary\">Summary</h2>{summary}"
             "<h2 id=\"cards\">Cards</h2>" + "".join(card(m, m.name in used) for m in order))
 
 
@@ -55,12 +59,35 @@ def recorded_metrics(run_dir: Path | None) -> set[str]:
 
 
 def write_cards(path: Path, run_dir: Path | None = None) -> Path:
-    """Write the cards page (with the run's navigation bar when ``run_dir`` is given)."""
+    """Write the cards page (with the run's navigation bar when ``run_dir`` is given) and,
+    next to it, the glossary ``how-to-read.html`` (:func:`write_how_to_read`)."""
     from saf_utils.reporting.manifest import write_text
     from saf_utils.reporting.pages import page
 
-    css = ("<style>.card{margin:1em 0}.card table th{width:9em;background:#f6f6f6}"
-           ".card h3{margin-bottom:.2em}</style>")
-    text = page("Metric cards", cards_body(recorded_metrics(run_dir)), run_dir=run_dir,
-                current=path.name)
-    return write_text(path, text.replace("</head>", css + "</head>", 1))
+    css = ".card{margin:1em 0}.card table th{width:9em;background:#f6f6f6}" \
+          ".card h3{margin-bottom:.2em}"
+    write_how_to_read(path.parent, run_dir)
+    return write_text(path, page("Metric cards", cards_body(recorded_metrics(run_dir)),
+                                 run_dir=run_dir, current=path.name, css=css))
+
+
+def write_how_to_read(folder: Path, run_dir: Path | None = None) -> Path:
+    """``how-to-read.html``: the glossary ``how_to_read.md`` (the project's own text),
+    rendered with mistune (nbconvert's Markdown renderer) in the run's layout."""
+    import mistune
+
+    from saf_utils.reporting.chrome import HOW_TO_READ
+    from saf_utils.reporting.manifest import write_text
+    from saf_utils.reporting.pages import page
+
+    text = (Path(__file__).parent / "how_to_read.md").read_text(encoding="utf-8")
+    body = mistune.create_markdown(plugins=["table"])(text)
+    body = re.sub(r"<h([1-3])>(.*?)</h\1>",
+                  lambda m: f'<h{m[1]} id="{_slug(m[2])}">{m[2]}</h{m[1]}>', body)
+    return write_text(folder / HOW_TO_READ, page("How to read the pages", body,
+                                                 run_dir=run_dir, current=HOW_TO_READ))
+
+
+def _slug(heading: str) -> str:
+    """A heading's id (for the contents menu and links): its words joined by ``-``."""
+    return re.sub(r"[^a-z0-9]+", "-", re.sub(r"<[^>]+>", "", heading).lower()).strip("-")

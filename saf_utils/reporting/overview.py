@@ -129,7 +129,7 @@ def _compare_cell(root: Path, previous: str | None, run: str, command: str) -> s
 
 
 def group_table(root: Path, key: tuple[str, str], runs: list[dict], rank: dict[str, int],
-                specs: dict[str, dict], command: str) -> str:
+                n: int, command: str) -> list[Any]:
     """One group's heading, interactive table and (2+ runs) chart. Numbers are given as
     text: DataTables sorts a column of numbers and blanks as numbers, and a missing value
     stays blank (a float column would show NaN)."""
@@ -168,15 +168,14 @@ def group_table(root: Path, key: tuple[str, str], runs: list[dict], rank: dict[s
                 f"<small>({esc(h['split'])})</small>" if ok else "")
         previous = name
         rows.append(row)
-    n = len(specs) + 1
     title = f"{profile or 'no profile'} · {dataset}"
     chart = _chart(runs, columns, dataset) if dataset != NO_DATA else ""
     short = {} if len(rows) > 10 else {"paging": False, "layout": {  # no pages of one page
         "topStart": None, "topEnd": "search" if len(rows) > 5 else None, "bottomStart": None,
         "bottomEnd": None}}
-    return (f'<h2 id="group-{n}">{esc(title)}</h2>'
-            + interactive(f"runs-{n}", pd.DataFrame(rows), None, specs, filters=False,
-                          order=[], **short) + chart)
+    return [f'<h2 id="group-{n}">{esc(title)}</h2>',
+            interactive(f"runs-{n}", pd.DataFrame(rows), None, filters=False, order=[],
+                        **short), chart]
 
 
 def write_overview(reports_dir: str | os.PathLike | None = None,
@@ -209,9 +208,9 @@ def write_overview(reports_dir: str | os.PathLike | None = None,
     command = ("" if where == REPORTS_DIR.resolve() else " --reports-dir " + (
         where.relative_to(PROJECT_ROOT).as_posix() if where.is_relative_to(PROJECT_ROOT)
         else "<this folder>"))
-    tables: dict[str, dict] = {}
-    sections = [group_table(root, key, groups[key], rank, tables, command)
-                for key in sorted(groups, key=lambda k: (k[0], k[1] == NO_DATA, k[1]))]
+    sections = [part for n, key in enumerate(sorted(
+        groups, key=lambda k: (k[0], k[1] == NO_DATA, k[1])), start=1)
+        for part in group_table(root, key, groups[key], rank, n, command)]
     notes = "".join(f'<li class="warn">{esc(p)}</li>' for p in problems)
     sweep_rows = [[f'<a href="{esc(w["sweep"])}/sweep.html">{esc(w["sweep"])}</a>',
                    esc(w.get("profile") or ""),
@@ -220,7 +219,7 @@ def write_overview(reports_dir: str | os.PathLike | None = None,
                    f"{sum(v == 'ok' for v in w['cells'].values())}/{len(w['cells'])} ok",
                    esc(", ".join(f"{k}: {v}" for k, v in w["cells"].items()))]
                   for w in sweeps]
-    body = (f"<h1>Runs in {esc(root.name)}</h1>"
+    head = (f"<h1>Runs in {esc(root.name)}</h1>"
             f"<p>{len(runs)} run(s), oldest first, in {len(groups)} group(s) of one profile "
             "and dataset (a run is in the group of each dataset it has results on). Per "
             "task: the first headline metric on the task's first split, of the system the "
@@ -228,12 +227,12 @@ def write_overview(reports_dir: str | os.PathLike | None = None,
             "its 95% interval; the run's index.html has the tests.</p><p><b>compare</b>: "
             "the comparison with the group's previous run where <code>saf-run compare</code>"
             " wrote it, else the command that writes it: this page is a file and cannot run "
-            "it (afterwards <code>saf-run list --html</code> links the new page).</p>"
-            + "".join(sections)
-            + (f"<p>{len(problems)} note(s) on the runs (a run that cannot be read is left "
+            "it (afterwards <code>saf-run list --html</code> links the new page).</p>")
+    tail = ((f"<p>{len(problems)} note(s) on the runs (a run that cannot be read is left "
                f"out):</p><ul>{notes}</ul>" if notes else "")
             + ("<h2>Sweeps</h2>" + html_table(["sweep", "profile", "status", "started",
                                                "cells", "cell status"], sweep_rows)
                if sweeps else ""))
     out = Path(path) if path else root / PAGE
-    return write_text(out, page_html(f"Runs in {root.name}", body, root, tables, wide=True))
+    return write_text(out, page_html(f"Runs in {root.name}", [head, *sections, tail], root,
+                                     wide=True))

@@ -1,8 +1,7 @@
 """HTML pages of a run; none loads anything from the network. This module holds what every
-page is made of (:func:`page`, :func:`table`, :func:`fmt`) and the notebook pages:
-
-- :func:`render_notebook`: an executed notebook as one page (nbconvert ``lab`` template
-  without the require.js / MathJax / mermaid CDN scripts; figures embedded);
+page is made of (:func:`page`, :func:`fmt`; tables: :func:`saf_utils.reporting.tables.html`)
+and the notebook pages (:func:`render_notebook`), both through the templates in
+``templates/saf/`` (:mod:`.chrome`):
 - ``index.html``, the headline page: :mod:`.index_page` (its tables and sentences:
   :mod:`.headline`);
 - ``results.html``, every record in one table: :mod:`.results_page`.
@@ -21,30 +20,6 @@ from pathlib import Path
 
 from saf_utils.reporting.manifest import write_text
 from saf_utils.reporting.sharing import PathScrubber, clean_html, esc, md  # noqa: F401
-
-BODY_WIDE = ' class="wide"'
-
-CSS = """
-body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1100px;padding:0 1em;
-color:#222}
-h1{margin:.2em 0}h2{margin-top:1.6em;border-bottom:1px solid #ddd}
-table{border-collapse:collapse;margin:.6em 0}
-td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}
-th{background:#f0f0f0}td.num{text-align:right;font-variant-numeric:tabular-nums;
-white-space:nowrap}
-tr.apart td{color:#666;background:#fafafa}tr.sep td{background:#eee;font-style:italic}
-.ok{color:#060}.failed,.interrupted,.killed,.write_error,.error{color:#b00;font-weight:bold}
-.running,.pending,.skipped{color:#a60}.meta{color:#444}.best{font-weight:bold}
-small,.note{color:#666}.warn{color:#a00}
-img{max-width:100%}
-body.wide{max-width:none;margin:1.5em 1.5em}
-table.glance{width:100%}
-@media (max-width:700px){table.glance thead{display:none}table.glance,table.glance tbody,
-table.glance tr,table.glance td{display:block}table.glance td{border-width:0 1px}
-table.glance tr{border-top:2px solid #999}}
-p.lead small.stats{color:#555}small.scale{color:#555;font-weight:normal;
-white-space:nowrap}
-"""
 
 
 # ------------------------------------------------------------------ helpers
@@ -72,40 +47,27 @@ def table(head: Sequence[str], rows: Iterable[Sequence[str]], cls: str = "",
     return f"<table{attr}><thead><tr>{th}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def page(title: str, body: str, script: str = "",
-         run_dir: str | os.PathLike | None = None,
-         itables: dict[str, dict] | None = None, current: str | None = None,
-         wide: bool = False) -> str:
-    """A whole page. The body is sanitised (:func:`clean_html`) and its absolute paths are
-    rewritten (:class:`PathScrubber`, ``$RUN`` for ``run_dir``); ``script`` is the project's
-    own trusted JavaScript and is added after sanitising, as are the interactive tables
-    ``itables`` (``{placeholder id: tables.table_spec}``, :func:`tables.page_assets`) and,
-    for a page ``current`` of the run folder ``run_dir``, the navigation bar
-    (:func:`chrome.decorate`). ``wide``: no width cap (pages of wide tables)."""
-    from saf_utils.reporting import chrome
-    from saf_utils.reporting.tables import page_assets
+def page(title: str, body: str | Sequence[str], script: str = "",
+         run_dir: str | os.PathLike | None = None, current: str | None = None,
+         wide: bool = False, css: str = "") -> str:
+    """A whole page (``templates/saf/page.html.j2``). ``body``: HTML, or a list of parts;
+    each part is sanitised (:func:`clean_html`) unless it is :class:`markupsafe.Markup`
+    (the project's own HTML, e.g. :func:`tables.html`); absolute paths are rewritten
+    (:class:`PathScrubber`, ``$RUN`` for ``run_dir``). ``script`` and ``css`` are the
+    project's own; a page ``current`` of the run folder ``run_dir`` gets the run's
+    navigation bar. ``wide``: no width cap (pages of wide tables)."""
+    from markupsafe import Markup
+
+    from saf_utils.reporting import chrome, tables
 
     scrub = PathScrubber.for_run(run_dir)
-    js = f"<script>{script}</script>" if script else ""
-    js += page_assets(itables or {}, scrub)
-    text = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>{esc(scrub(title))}</title><style>{CSS}</style></head>"
-            f"<body{BODY_WIDE if wide else ''}>\n"
-            f"{clean_html(scrub(body))}\n{js}</body></html>\n")
-    if run_dir is not None and current:
-        text = chrome.decorate(text, Path(run_dir), current)
-    return text
-
-
-_EXTERNAL = re.compile(
-    r"<script\b[^>]*\bsrc\s*=\s*[\"']?(?:https?:)?//[^>]*>\s*</script>"
-    r"|<link\b[^>]*\bhref\s*=\s*[\"']?(?:https?:)?//[^>]*>", re.I)
-
-
-def strip_external(text: str) -> str:
-    """Remove any ``<script src=http…>`` / ``<link href=http…>`` left in a page."""
-    return _EXTERNAL.sub("", text)
+    parts = [body] if isinstance(body, str) else list(body)
+    text = "\n".join(scrub(p, generic=False) if isinstance(p, Markup) else
+                      chrome.link_metric_headers(clean_html(scrub(p))) for p in parts)
+    nav = chrome.context(Path(run_dir), current) if run_dir is not None and current else None
+    return chrome.environment().get_template("page.html.j2").render(
+        title=scrub(title), body=text, saf=nav, wide=wide, css=css, page_script=script,
+        tables_init=tables.init_html() if tables.uses_tables(text) else "")
 
 
 def external_resources(text: str) -> list[str]:
@@ -116,63 +78,41 @@ def external_resources(text: str) -> list[str]:
 
 
 # ------------------------------------------------------------------ notebook pages
-OFFLINE_TEMPLATE = """{%- extends 'index.html.j2' -%}
-{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
-{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
-{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
-{% block jupyter_widgets %}{% endblock jupyter_widgets %}
-{%- block data_widget_view -%}{%- endblock data_widget_view -%}
-{% block data_mermaid -%}
-<pre>{{ output.data['text/vnd.mermaid'] | escape_html }}</pre>
-{%- endblock data_mermaid %}
-"""
-from saf_utils.reporting.chrome import TEMPLATE_BLOCKS as _CHROME_BLOCKS  # noqa: E402
-
-OFFLINE_TEMPLATE += _CHROME_BLOCKS  # each code cell folded (a click shows it)
-
-
 def render_notebook(ipynb: Path, hide_code: bool = False) -> Path:
-    """Render an executed notebook to one self-contained HTML page next to it.
+    """Render an executed notebook to one self-contained HTML page next to it, through the
+    project's nbconvert template (``templates/saf``: the ``lab`` template minus its CDN
+    scripts, with the run's chrome; LaTeX in Markdown stays source text).
 
-    The ``lab`` template minus its CDN scripts (require.js, MathJax, mermaid, widgets):
-    LaTeX in markdown stays as source text, which is how the notebooks read anyway.
-    Safe to share: nbconvert's ``sanitize_html`` runs every HTML and Markdown output and
-    Markdown cell through :func:`clean_html` (JavaScript outputs are dropped; PNG/JPEG
-    outputs stay embedded), and the absolute paths in sources and outputs are rewritten
+    Safe to share: every HTML and Markdown output and Markdown cell goes through
+    :func:`clean_html` (nbconvert's ``sanitize_html``; JavaScript outputs are dropped, PNG
+    and JPEG outputs stay embedded) except the interactive tables :func:`tables.show` marks,
+    whose cells it escaped; absolute paths in sources and outputs are rewritten
     (:class:`PathScrubber`: ``$RUN`` for the notebook's folder, ``$<parameter>`` for data
-    paths among its papermill parameters). Interactive tables (:mod:`tables`) become
-    placeholders; their escaped data and the bundled DataTables script are added after
-    sanitising. The ``.ipynb`` itself is left as executed.
+    paths among its papermill parameters). The ``.ipynb`` itself is left as executed.
     """
-    import jinja2
     import nbformat
     from nbconvert import HTMLExporter
 
-    from saf_utils.reporting import chrome
-    from saf_utils.reporting.tables import extract as extract_tables
-    from saf_utils.reporting.tables import page_assets
+    from saf_utils.reporting import chrome, tables
 
     nb = nbformat.read(ipynb, as_version=4)
     params = (nb.metadata.get("papermill") or {}).get("parameters") or {}
     scrub = PathScrubber.for_run(ipynb.parent.absolute(), {
         k: v for k, v in params.items() if k.endswith(("_source", "_path", "_dir"))})
-    exporter = HTMLExporter(template_name="lab", embed_images=True, sanitize_html=True,
-                            filters={"clean_html": clean_html},
-                            extra_loaders=[jinja2.DictLoader({"offline.html.j2":
-                                                              OFFLINE_TEMPLATE})],
-                            template_file="offline.html.j2")
+    exporter = HTMLExporter(template_name="saf", extra_template_basedirs=[
+        str(chrome.TEMPLATES)], embed_images=True, sanitize_html=True,
+        filters={"clean_html": clean_html, "link_metrics": chrome.link_metric_headers})
     exporter.exclude_input = hide_code
     exporter.exclude_input_prompt = hide_code
-    specs = extract_tables(nb)
-    found = chrome.collect_warnings(scrub.notebook(nb))  # stderr: one folded box on top
-    body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": ipynb.stem}})
-    body = scrub(strip_external(body), generic=False)
-    body = body.replace("<main>", "<main>" + chrome.warnings_box(found), 1)
-    if specs:  # the project's own table script and the escaped table data, after sanitising
-        head, tail = body.rsplit("</body>", 1)
-        body = head + page_assets(specs, scrub) + "</body>" + tail
     out = ipynb.with_suffix(".html")
-    return write_text(out, chrome.decorate(body, ipynb.parent, out.name))
+    found = chrome.collect_warnings(scrub.notebook(nb))  # stderr: one folded box on top
+    marked = any((o.get("metadata") or {}).get("saf_itables") == "table"
+                 for c in nb.cells for o in c.get("outputs", []))
+    saf = {**chrome.context(ipynb.parent, out.name, code_toggle=not hide_code),
+           "warnings": found, "tables_init": tables.init_html() if marked else ""}
+    body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": ipynb.stem},
+                                                         "saf": saf})
+    return write_text(out, scrub(body, generic=False))
 
 
 def duration_text(seconds: float | None) -> str:

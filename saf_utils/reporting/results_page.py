@@ -19,26 +19,16 @@ RESULT_COLUMNS = ("system", "split", "metric", "scale", "what", "value", "CI", "
                   "kind", "fold", "seed", "subset", "task", "dataset", "notebook",
                   "notebook_status", "ci_low", "ci_high")
 
-
-
 HIDDEN_RESULT_COLUMNS = ("subset", "ci_low", "ci_high", "notebook_status")
 
-
-
 NUMERIC_RESULT_COLUMNS = ("value", "p", "ci_low", "ci_high")
-
-
 
 #: The default view: headline ``result`` records of test splits, each once (column filters,
 #: shown in their boxes; the reader clears them to see every record).
 DEFAULT_VIEW = {"kind": "result", "split": "test", "what": "headline"}
 
-
-
 _P_PREFIXES = (("primary p vs ", "p vs {} (primary comparison)"),
                ("p_adj vs ", "Holm-adjusted p vs {}"), ("p vs ", "p vs {} (unadjusted)"))
-
-
 
 def record_what(r: dict) -> tuple[str, bool]:
     """What a record's number is, for a reader, and whether it is a p-value: ``headline``
@@ -54,8 +44,6 @@ def record_what(r: dict) -> tuple[str, bool]:
         return sub, False
     parts = [f"per {k} {r[k]}" for k in ("fold", "seed") if r.get(k) is not None]
     return (" ".join(parts) if parts else "headline"), False
-
-
 
 def results_frame(records: list[dict]) -> Any:
     """Every record as one row of :data:`RESULT_COLUMNS`: what the number is (``what``), the
@@ -84,17 +72,16 @@ def results_frame(records: list[dict]) -> Any:
         frame[c] = frame[c].astype(str)
     return frame
 
-
-
 def write_results(run_dir: Path, manifest: dict, records: list[dict]) -> Path:
     """``results.html``: every record in one interactive table (sort, search, per-column
     filters, hideable columns); the default view shows ``result`` records of test splits."""
-    from saf_utils.reporting.tables import table_spec
+    from saf_utils.reporting.tables import html
 
     frame = results_frame(records)
     cols = list(frame.columns)
-    spec = table_spec(
-        frame, filters=True, hideable=True, page_length=25,
+    table = html(
+        frame, filters=True, hideable=True, page_length=25, table_id="results",
+        caption="every record",
         columnDefs=[{"targets": [cols.index(c) for c in HIDDEN_RESULT_COLUMNS],
                      "visible": False},
                     {"targets": [cols.index(c) for c in NUMERIC_RESULT_COLUMNS],
@@ -106,7 +93,7 @@ def write_results(run_dir: Path, manifest: dict, records: list[dict]) -> Path:
     for r in records:
         kinds[record_kind(r)] += 1
     counts = ", ".join(f"{n} {esc(k)}" for k, n in sorted(kinds.items()))
-    body = f"""<h1>Results of run {esc(manifest.get('run', run_dir.name))}</h1>
+    intro = f"""<h1>Results of run {esc(manifest.get('run', run_dir.name))}</h1>
 <p><a href="index.html">headline page</a> · {len(frame)} records ({counts}). The default view
 shows each headline number of the test splits once (the boxes of <code>kind</code>,
 <code>split</code> and <code>what</code>): clear them to see per-fold and per-seed values,
@@ -115,16 +102,7 @@ p-values are in the <code>p</code> column, never in <code>value</code>; <code>sc
 is the metric's direction (↑ higher or ↓ lower is better) and range. Type in a column's box
 (below the table) to filter it, click a header to sort, <i>Column visibility</i> hides or
 shows columns (<code>subset</code>, <code>ci_low</code>, <code>ci_high</code> and
-<code>notebook_status</code> start hidden).</p>
-{_tables_placeholder("results", spec)}"""
+<code>notebook_status</code> start hidden).</p>"""
     return write_text(run_dir / "results.html",
-                      page(f"Results {manifest.get('run', run_dir.name)}", body,
-                           run_dir=run_dir, itables={"results": spec}, current="results.html",
-                           wide=True))
-
-
-
-def _tables_placeholder(table_id: str, spec: dict) -> str:
-    from saf_utils.reporting.tables import placeholder
-
-    return placeholder(table_id, spec)
+                      page(f"Results {manifest.get('run', run_dir.name)}", [intro, table],
+                           run_dir=run_dir, current="results.html", wide=True))
