@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import math
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -276,6 +277,9 @@ def _glance_row(t: dict) -> list[str] | None:
         e = systems[star]
         rep = (f'★ <b>{esc(star)}</b>{input_mark(e)}<br>{_metric_label(metric)} '
                f"{_value(e[metric])}")
+        composite = re.search(r"\(per fold: (.*)\)$", t["chosen"].get(star, ""))
+        if composite:  # a choice per fold: which system each fold's validation picked
+            rep += f"<br><small>per fold: {esc(composite.group(1))}</small>"
         sp = t.get("spec")
         if sp is not None and sp.headline_note:
             rep += (f'<br><small>{esc(sp.headline_note)} <a href="#{esc(split_id)}">'
