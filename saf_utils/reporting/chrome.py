@@ -89,7 +89,9 @@ def nav_bar(run_dir: Path, current: str, code_toggle: bool = False) -> str:
     return str(macro(context(run_dir, current, code_toggle)))
 
 
-_NAV = re.compile(r'<nav class="saf-nav".*?</nav>', re.S)
+#: the bar in a page: nbconvert's HTML exporter re-serialises pages (BeautifulSoup), which
+#: may reorder the attributes, so the class is matched wherever it stands
+_NAV = re.compile(r'<nav\b[^>]*\bclass="saf-nav"[^>]*>.*?</nav>', re.S)
 
 
 def without_bar(text: str) -> str:
