@@ -1,6 +1,6 @@
 """ArgSciChat loader on shipped fixtures, malformed variants, and the real shared data.
 
-Issue 16: a paper copied across the splits of a fold under another key is a counted
+A paper copied across the splits of a fold under another key is a counted
 ``leak_paper_content``; a key twice in a fold file, an unreadable or non-UTF-8 file, a
 broken ``intents.csv``, a fold that is not an int and a missing relative path are errors
 naming the file. The SAF loader's tests are in test_saf_data.py.

@@ -229,7 +229,8 @@ print("PROBE", repr((r.low, r.high, r.p_value)))
 def test_randomization_intervals_do_not_follow_the_blas_kernel():
     """The null's sums are matrix products: OpenBLAS's SkylakeX kernel moved this interval
     by about 1e-16 against Haswell's before they were rounded (as in the cpu profile, where
-    one MoverScore interval of 02 differed between runs A7 and B7)."""
+    one MoverScore interval of 02 differed between two cpu runs under the two kernels:
+    docs/reproducibility.md)."""
     outs = set()
     for core in ("Haswell", "SkylakeX"):
         env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENBLAS_CORETYPE": core}

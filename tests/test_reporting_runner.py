@@ -390,7 +390,8 @@ def _bomb(levels: int, width: int = 10) -> str:
 
 
 def test_planning_refuses_aliases_deep_values_and_non_plain_data(project, capsys):
-    """Issue 22 item 5: a value that cannot be planned is one line and rc 2, nothing written."""
+    """A value that cannot be planned (an alias bomb, too deep, not plain data) is one line
+    and rc 2, and nothing is written: planning fails before any folder exists."""
     tmp, base, reports = project
     bomb = tmp / "bomb.yaml"  # inside a mapping parameter: 10^6 strings once expanded
     bomb.write_text("extends: base\nnotebook_parameters:\n  a_first:\n"
@@ -472,8 +473,8 @@ def _copy_notebook(nb_path: Path, out_path: Path, *args: object, **kwargs: objec
 
 @pytest.mark.slow
 def test_a_full_disk_still_leaves_a_readable_status(project, capsys, monkeypatch):
-    """Issue 22 item 6: the disk fills while a notebook runs; the space kept at the start is
-    freed and the manifest says write_error (before: it stayed "running")."""
+    """The disk fills while a notebook runs; the space kept at the start is freed and the
+    manifest says write_error, so a full disk never leaves a run that looks alive."""
     tmp, base, reports = project
     disk = {"full": False}
     real_replace = os.replace

@@ -120,8 +120,8 @@ def _reused(run_dir) -> dict[str, bool]:
 
 @pytest.mark.slow
 def test_reuse_verifies_every_copied_file_and_rehashes_upstream_folders(project, capfd):
-    """Issue 22 item 1: edited records, pages and artifacts of a notebook and of a
-    dependency are never reused; the log names the file."""
+    """Edited records, pages and artifacts of a notebook and of a dependency are never
+    reused, because "reused" must mean the files its execution made; the log names the file."""
     tmp, base, reports = project
     assert cli.main(base + ["--run-name", "r1"]) == 0
     r1 = reports / "r1"

@@ -3,7 +3,8 @@
 Each SAF row of the bad-input table has a test here: a real release's content anomalies load
 and are counted; a missing, misnamed, partial (shard) or doubled split file, a 0-row split,
 blank required text, a CSV NA label and mixed-type ids are SAFDataErrors naming the place.
-Issue 16: leakage by content (a copied row, a seen "unseen" question) is a counted anomaly;
+Leakage by content (a copied row, a seen "unseen" question) is a counted anomaly, not an
+error, because real releases contain it;
 a shard without a column, a column or JSON key twice, a non-UTF-8 file and a missing path
 are errors naming file and column; provenance re-hashes a rewritten file.
 """
