@@ -62,6 +62,8 @@ def test_refresh_updates_the_cards_page(tmp_path):
     assert 'href="02_b.html"' in cards and not unsafe_markup(cards)
     glossary = (run / chrome.HOW_TO_READ).read_text()
     assert '<nav class="saf-nav"' in glossary and "<h1" in glossary
+    # the index links terms as how-to-read.html#<term>: the anchors are elements, not text
+    assert '<a id="reportable"></a>' in glossary and "&lt;a id" not in glossary
 
 
 def test_metric_cards_carry_every_field_from_the_spec():

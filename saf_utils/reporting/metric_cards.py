@@ -81,7 +81,9 @@ def write_how_to_read(folder: Path, run_dir: Path | None = None) -> Path:
     from saf_utils.reporting.pages import page
 
     text = (Path(__file__).parent / "how_to_read.md").read_text(encoding="utf-8")
-    body = mistune.create_markdown(plugins=["table"])(text)
+    # the project's own text: its anchor lines (<a id="term"></a>, the targets of the
+    # index's links) stay HTML; the page sanitises the body all the same
+    body = mistune.create_markdown(escape=False, plugins=["table"])(text)
     body = re.sub(r"<h([1-3])>(.*?)</h\1>",
                   lambda m: f'<h{m[1]} id="{_slug(m[2])}">{m[2]}</h{m[1]}>', body)
     return write_text(folder / HOW_TO_READ, page("How to read the pages", body,
