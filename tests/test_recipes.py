@@ -24,7 +24,7 @@ import yaml
 from fakes import bow_encoder
 
 from saf_utils.argscichat.systems import SELECTORS
-from saf_utils.artifacts import record_rows
+from saf_utils.artifacts import SAF_PREDICTIONS_FILE, read_jsonl, record_rows
 from saf_utils.saf import run as SR
 from saf_utils.saf.all_systems import SYSTEMS
 from saf_utils.saf.context import EncoderChoice, load_data
@@ -257,6 +257,6 @@ def test_a_smoke_run_of_the_copy_records_the_new_systems_and_metric(copy, tmp_pa
         assert any(r["system"] == system for r in results), system
     assert any(r["metric"] == applied["metric"] and r["system"] == "majority"
                for r in results)
-    preds = [json.loads(line) for line in (run / "02_baseline_finetuning" /
-                                           "predictions_validation.jsonl").open()]
-    assert {p["pred_score"] for p in preds if p["system"] == "always_partial"} == {0.25}
+    preds = read_jsonl(run / "02_baseline_finetuning" /
+                       SAF_PREDICTIONS_FILE.format(split="validation"))
+    assert set(preds.loc[preds.system == "always_partial", "pred_score"]) == {0.25}
