@@ -191,6 +191,7 @@ def _listener(answer: bytes | None):
     return srv.getsockname()[1], close
 
 
+@pytest.mark.slow  # ~3 s: waits out a handshake timeout on a port that never answers
 def test_scheduler_addresses_are_checked_and_a_bad_peer_is_one_line(tmp_path, capsys,
                                                                        monkeypatch):
     """A malformed address, an unknown scheme, TLS without settings, a port that accepts and

@@ -124,6 +124,7 @@ def test_the_recipes_touch_their_module_one_import_line_and_one_profile_entry() 
         assert f"`{collected}`" in text, collected
 
 
+@pytest.mark.slow  # ~3 s: copies the repository and plans three profiles on the copy
 def test_on_a_copy_the_layers_hold_and_the_dry_run_lists_the_new_systems(copy, monkeypatch
                                                                           ) -> None:
     import test_layers

@@ -51,6 +51,7 @@ def test_static_tables_escape_data_and_keep_the_projects_markup():
     assert "<caption>c &lt;1&gt;</caption>" in text and not tables.uses_tables(text)
 
 
+@pytest.mark.slow  # ~4 s: one nbconvert render of a page carrying the itables bundle
 def test_notebook_table_is_kept_and_other_scripts_dropped_and_paths_hidden(tmp_path):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
