@@ -104,8 +104,8 @@ def to_markdown(cmp: dict) -> str:
 
 def write_compare_html(cmp: dict, path: str | os.PathLike) -> Path:
     """The comparison as a page; a significant change's test cell is marked (``failed``)."""
-    from saf_utils.reporting.crossrun import html_table
     from saf_utils.reporting.pages import page
+    from saf_utils.reporting.pages import table as html_table
 
     body = [f"<h1>{esc(cmp['b_name'])} compared with {esc(cmp['a_name'])}</h1>",
             f"<p class=meta>A = {esc(cmp['a'])}<br>B = {esc(cmp['b'])}<br>Differences are "

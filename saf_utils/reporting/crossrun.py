@@ -4,8 +4,7 @@
 of a reports folder) read records the same way: :func:`frame` turns ``{run: records}`` into
 one row per (run, task, dataset, split, system, metric, subset) with ``value``, ``lo``,
 ``hi``; each page then selects and pivots it (:func:`headline_cells` for the headline
-tables). The page plumbing the three pages share is here too (:func:`page_html`,
-:func:`html_table`, :func:`interactive`): the only places they call ``pages`` / ``tables``.
+tables). Its pages use :func:`pages.page`, :func:`pages.table` and :func:`interactive`.
 """
 
 from __future__ import annotations
@@ -104,23 +103,6 @@ def task_metrics(df: pd.DataFrame) -> list[tuple[str, str, tuple[str, ...], tupl
 
 
 # ------------------------------------------------------------------ the page plumbing
-def page_html(title: str, body: str | Sequence[str], run_dir: Any = None,
-              wide: bool = False, css: str = "") -> str:
-    """:func:`pages.page` (``body``: HTML, or parts where interactive tables are their own
-    parts, :func:`interactive`)."""
-    from saf_utils.reporting.pages import page
-
-    return page(title, body, run_dir=run_dir, wide=wide, css=css)
-
-
-def html_table(head: Sequence[str], rows: Sequence[Sequence[str]], cls: str = "",
-               row_classes: Sequence[str] | None = None) -> str:
-    """:func:`pages.table`: a static table (cells already HTML)."""
-    from saf_utils.reporting.pages import table
-
-    return table(head, rows, cls, row_classes)
-
-
 def interactive(table_id: str, df: pd.DataFrame, caption: str | None, **options: Any) -> Any:
     """An interactive table (:func:`tables.html`: itables' bundled DataTables, offline) of
     ``df``, whose cells are HTML the caller escaped (links), sanitised there; the column

@@ -182,8 +182,9 @@ def write_overview(reports_dir: str | os.PathLike | None = None,
                    path: str | os.PathLike | None = None) -> Path:
     """``runs.html`` (or ``path``) over every run in the reports folder; runs that cannot be
     read are named under the tables, not dropped silently."""
-    from saf_utils.reporting.crossrun import html_table, page_html
     from saf_utils.reporting.manifest import PROJECT_ROOT, write_text
+    from saf_utils.reporting.pages import page
+    from saf_utils.reporting.pages import table as html_table
     from saf_utils.reporting.profiles import REPORTS_DIR
     from saf_utils.reporting.run_folder import list_runs, list_sweeps
     from saf_utils.tasks import specs
@@ -234,5 +235,5 @@ def write_overview(reports_dir: str | os.PathLike | None = None,
                                                "cells", "cell status"], sweep_rows)
                if sweeps else ""))
     out = Path(path) if path else root / PAGE
-    return write_text(out, page_html(f"Runs in {root.name}", [head, *sections, tail], root,
+    return write_text(out, page(f"Runs in {root.name}", [head, *sections, tail], run_dir=root,
                                      wide=True))

@@ -64,9 +64,9 @@ def sweep_tables(cells: list[dict]) -> list[dict]:
 def _table_html(t: dict, cells: list[dict], keys: list[str]) -> str:
     """A row per system and cell: the cell's matrix values (the first links to its run's
     index), then the metrics; a system's rows together, in the first cell's order."""
-    from saf_utils.reporting.crossrun import html_table
     from saf_utils.reporting.headline import SET_APART, cell_html, system_order
     from saf_utils.reporting.pages import esc
+    from saf_utils.reporting.pages import table as html_table
 
     by_name = {c["name"]: c for c in cells}
     rank = {c["name"]: i for i, c in enumerate(cells)}
@@ -120,9 +120,9 @@ def _chart(t: dict, cells: list[dict]) -> str:
 
 def write_sweep(sweep_dir: Path, summary: dict) -> Path:
     """``sweep.json`` (the summary and the tables) and ``sweep.html``."""
-    from saf_utils.reporting.crossrun import html_table, page_html
     from saf_utils.reporting.manifest import write_text
-    from saf_utils.reporting.pages import duration_text, esc
+    from saf_utils.reporting.pages import duration_text, esc, page
+    from saf_utils.reporting.pages import table as html_table
 
     cells = summary["cells"]
     summary["tables"] = sweep_tables(cells)
@@ -168,4 +168,4 @@ per cell. Cells differ in the matrix values only; differences between cells are 
 here (<code>saf-run compare</code> two cells for paired tests on the same items).</p>"""
     css = "tr.first td{border-top:2px solid #999}table.sweep td:first-child{min-width:9em}"
     return write_text(sweep_dir / SWEEP_PAGE,
-                      page_html(f"Sweep {summary['sweep']}", body, sweep_dir, css=css))
+                      page(f"Sweep {summary['sweep']}", body, run_dir=sweep_dir, css=css))
