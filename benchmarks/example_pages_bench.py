@@ -5,7 +5,7 @@ through ``--systems`` systems, texts of the real data's lengths: question 150, r
 answer 200, feedback 200 characters) and per-item scores of three metrics; the example pages
 are written as a run writes them (:func:`saf_utils.reporting.examples.write_example_pages`).
 Reported per scale: the number of pages, the largest page in bytes and the seconds to write
-them. The pages are split into pages of ``example_parts.PER_PAGE`` examples, so the largest
+them. The pages are split into pages of ``examples.PER_PAGE`` examples, so the largest
 page stays the same at ten times the data (one page of every answer was 9.2 MB for the real
 1,179 answers and 15 systems, 92 MB at ten times).
 

@@ -198,13 +198,10 @@ def test_runs_overview_lists_every_run_with_headlines_and_a_chart(tmp_path, caps
     assert spec["data"][0][7] == "0.5" and spec["data"][0][8].startswith("feature_clf")
 
 
-def test_example_pages_are_rebuilt_only_when_their_inputs_change(toy_run):
+def test_example_pages_show_what_their_inputs_hold_now(toy_run):
     run, _ = toy_run
     manifest = json.loads((run / "manifest.json").read_text())
     page = run / examples.SAF_PAGE
-    before = page.stat().st_mtime_ns
-    examples.write_example_pages(run, manifest, [])
-    assert page.stat().st_mtime_ns == before  # unchanged inputs: not redrawn
     preds = run / SAF_NB / "predictions_test_unseen_answers.jsonl.gz"
     AR.write_jsonl([json.loads(line) for line in AR.read_text(preds).replace(
         "gold feedback 1", "new gold feedback 1").splitlines()], preds)
@@ -215,9 +212,7 @@ def test_example_pages_are_rebuilt_only_when_their_inputs_change(toy_run):
 def test_example_pages_are_split_into_pages_of_at_most_per_page(tmp_path, monkeypatch):
     """More examples than a page holds: further pages, each linked from the others; the
     navigation bar links the first page only; pages of an earlier, larger run are removed."""
-    from saf_utils.reporting import example_parts
-
-    monkeypatch.setattr(example_parts, "PER_PAGE", 1)
+    monkeypatch.setattr(examples, "PER_PAGE", 1)
     run, _ = _run(tmp_path, "paged")
     first, second = run / examples.SAF_PAGE, run / "examples-saf-2.html"
     assert first.is_file() and second.is_file() and not (run / "examples-saf-3.html").exists()
@@ -229,9 +224,8 @@ def test_example_pages_are_split_into_pages_of_at_most_per_page(tmp_path, monkey
     nav = re.search(r'<nav class="saf-nav".*?</nav>', text, re.S)  # page 2: "saf" is here
     assert nav and re.search(r'<span class="here"[^>]*>saf</span>', nav.group(0))
     (run / "examples-saf-7.html").write_text("stale")
-    monkeypatch.setattr(example_parts, "PER_PAGE", 100)
+    monkeypatch.setattr(examples, "PER_PAGE", 100)
     manifest = json.loads((run / "manifest.json").read_text())
-    (run / examples.SIGNATURE_FILE).unlink()
     examples.write_example_pages(run, manifest, [])
     assert not second.exists() and not (run / "examples-saf-7.html").exists()
     assert "(page" not in first.read_text()
@@ -242,7 +236,7 @@ def test_example_pages_do_not_grow_with_the_data():
     """At ten times the answers the largest example page is as large as before (one page
     of every answer grew tenfold), and under 1.5 MB."""
     from benchmarks.example_pages_bench import measure
-    from saf_utils.reporting.example_parts import PER_PAGE
+    from saf_utils.reporting.examples import PER_PAGE
 
     one, ten = measure(150, 5), measure(1500, 5)
     assert ten["pages"] == -(-1500 // PER_PAGE) and ten["total_bytes"] > 9 * one["total_bytes"]
