@@ -34,17 +34,6 @@ PAGES = ((SAF_PAGE, "SAF examples (one answer, every system)"),
 #: that no page grows with the data (one page of every answer was 9.2 MB, 92 MB at ten times).
 PER_PAGE = 100
 SET_APART = ("oracle", "probe")  # SAF roles not counted among the systems that were right
-SAF_GUIDE = Markup(
-    "Pick an answer (the search box filters the list; <i>right</i> counts the baselines and "
-    "systems with the gold label) to see question, reference, answer, gold label, score and "
-    "feedback, and every system's prediction and feedback with its per-item scores. Link one "
-    "answer with <code>examples-saf.html#saf-&lt;split&gt;-&lt;id&gt;</code> (the page that "
-    "holds it).")
-ARGSCICHAT_GUIDE = (
-    "Pick a pair (the search box filters the list) to see its history, the query, the gold "
-    "reply and facts, the facts each selector chose and every reply system's reply, with "
-    "per-item metrics (seeded systems: first seed). ★: the system chosen on that fold's "
-    "validation split; the list shows that selector's Fact-F1.")
 #: the page body and its search script (autoescape: every value is escaped)
 BODY = jinja2.Environment(loader=jinja2.FileSystemLoader(chrome.TEMPLATES / "saf"),
                           autoescape=True).get_template("examples.html.j2")
@@ -125,10 +114,7 @@ def _saf(run_dir: Path, manifest: Mapping[str, Any], records: Sequence[dict]
         return None
     preds = _first_seed(AR.read_saf_predictions(folder), ["system", "split"])
     scores, metrics = _scores([folder], ["split", "item"])
-    metrics = metrics.get("saf", [])
     roles = _roles(records, "saf")
-    head = ["system", "role", "seed", "label (✓ = gold)", "score", "feedback",
-            *_columns(metrics)]
     by = _by(preds, lambda r: (str(r["split"]), str(r["id"])))
     examples = []
     for split, ex_id in sorted(by, key=lambda k: (not k[0].startswith("test"), k[0],
@@ -149,10 +135,12 @@ def _saf(run_dir: Path, manifest: Mapping[str, Any], records: Sequence[dict]
                       ("Answer", first["provided_answer"]),
                       ("Gold", Markup("label <b>{}</b> · score {} · feedback: {}").format(
                           gold, _num(first["gold_score"]), first["gold_feedback"]))],
-            "tables": [("", head, _rows(cells, roles, metrics, scores, (split, ex_id)))]})
+            "tables": [_table("", ["system", "role", "seed", "label (✓ = gold)", "score",
+                                   "feedback"], cells, roles, metrics.get("saf", []), scores,
+                              (split, ex_id))]})
     return _pages(run_dir, "examples-saf", "SAF examples: one answer, every system",
                   ["split", "id", "question", "answer", "gold label", "gold score", "right"],
-                  examples, guide=SAF_GUIDE,
+                  examples, task="saf",
                   summary=f"{len(examples)} answers of {preds.split.nunique()} splits, "
                           f"{preds.system.nunique()} systems (seeded systems: first seed).")
 
@@ -199,18 +187,17 @@ def _argscichat(run_dir: Path, manifest: Mapping[str, Any], records: Sequence[di
                     gold_reply,
                     f'{chose or ""} {_num(scores.get((*key, chose), {}).get("fact_f1"))}'],
             "texts": [*texts, ("Gold reply", gold_reply)],
-            "tables": [("Selected facts per selector",
-                        ["selector", "role", "selected sentences (green: gold)",
-                         *_columns(metrics.get(sel_task, []))],
-                        _rows(facts, sel_roles, metrics.get(sel_task, []), scores, key, chose)),
-                       ("Replies per system",
-                        ["reply system", "role", "reply", *_columns(metrics.get(gen_task, []))],
-                        _rows({s: [_text(r.get("output"))] for s, r in replies.items()}, gen_roles,
-                              metrics.get(gen_task, []), scores, key, chosen.get((gen_task, f))))]})
+            "tables": [_table("Selected facts per selector", ["selector", "role",
+                                                               "selected sentences (green: gold)"],
+                              facts, sel_roles, metrics.get(sel_task, []), scores, key, chose),
+                       _table("Replies per system", ["reply system", "role", "reply"],
+                              {s: [_text(r.get("output"))] for s, r in replies.items()},
+                              gen_roles, metrics.get(gen_task, []), scores, key,
+                              chosen.get((gen_task, f)))]})
     return _pages(run_dir, "examples-argscichat",
                   "ArgSciChat examples: one message pair, every system",
                   ["fold", "pair", "turn", "query", "gold reply", "★ selector: Fact-F1"],
-                  examples, guide=ARGSCICHAT_GUIDE, note=note,
+                  examples, task="argscichat", note=note,
                   summary=f"{len(examples)} test message pairs of {len({f for f, _ in keys})} "
                           "fold(s).")
 
@@ -266,16 +253,19 @@ def _roles(records: Sequence[dict], task: str) -> dict[str, str]:
             if r.get("task") == task and r.get("role")}
 
 
-def _rows(cells: Mapping[str, list], roles: Mapping[str, str], metrics: Sequence[str],
-          scores: Mapping[tuple, dict], key: tuple, star: str | None = None) -> list[list]:
-    """One row per system, in role order (registry.ROLES) then by name: the system (★: the
-    one chosen on val), its role, its ``cells`` and its per-item scores."""
+def _table(caption: str, head: list[str], cells: Mapping[str, list], roles: Mapping[str, str],
+           metrics: Sequence[str], scores: Mapping[tuple, dict], key: tuple,
+           star: str | None = None) -> tuple[str, list[str], list[list]]:
+    """``(caption, head, rows)``: one row per system, in role order (registry.ROLES) then by
+    name: the system (★: the one chosen on val), its role, its ``cells`` and its per-item
+    scores (columns with each metric's direction and range)."""
     from saf_utils.registry import ROLES
 
     order = sorted(cells, key=lambda s: (ROLES.index(roles[s]) if roles.get(s) in ROLES
                                          else len(ROLES), s))
-    return [[s + (" ★" if s == star else ""), roles.get(s, ""), *cells[s],
-             *[_num(scores.get((*key, s), {}).get(m)) for m in metrics]] for s in order]
+    return caption, [*head, *[f"{m} {scale_label(m)}" for m in metrics]], [
+        [s + (" ★" if s == star else ""), roles.get(s, ""), *cells[s],
+         *[_num(scores.get((*key, s), {}).get(m)) for m in metrics]] for s in order]
 
 
 def _label(r: Mapping[str, Any], gold: Any) -> Markup | str:
@@ -318,11 +308,6 @@ def _num(x: Any) -> str:
         return fmt(float(x))
     except (TypeError, ValueError):
         return ""
-
-
-def _columns(metrics: Iterable[str]) -> list[str]:
-    """Metrics' column names with their direction and range ("accuracy ↑ 0–1")."""
-    return [f"{m} {scale_label(m)}" for m in metrics]
 
 
 def _natural(x: Any) -> tuple:
