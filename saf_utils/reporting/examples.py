@@ -1,11 +1,8 @@
-"""Example pages: one SAF answer or one ArgSciChat message pair followed through every system.
-
-``examples-saf.html``: every answer of 02's evaluation splits; ``examples-argscichat.html``:
-every scored test message pair of 03/04, its texts from the data folder the run read (its
-``data_sources``). A page lists its examples; each detail view is an anchor
-``#<task>-<split>-<id>`` opened with CSS ``:target`` (no script), so any page can link one
-example. Inputs are found by the files the notebooks wrote (:mod:`saf_utils.artifacts`), never
-by a notebook's name. Seeded systems show their first seed.
+"""Example pages: every answer of 02's evaluation splits (``examples-saf.html``) and every
+test message pair of 03/04 (``examples-argscichat.html``, texts from the data folder the run
+read), each followed through every system (first seed). A detail view is an anchor
+``#<task>-<split>-<id>`` opened by CSS ``:target``, so any page can link one example. Inputs
+are found by the files the notebooks wrote (:mod:`saf_utils.artifacts`), never by notebook.
 """
 
 from __future__ import annotations
@@ -203,14 +200,12 @@ def _argscichat(run_dir: Path, manifest: Mapping[str, Any], records: Sequence[di
 
 
 def _pairs(manifest: Mapping[str, Any], folds: Iterable[int]) -> tuple[dict, str]:
-    """``{(fold, pair_id): MessagePair}`` of the test pairs, read from the data folder the run
-    recorded in its data sources, and a note when it is gone (the page then shows what the
-    run's own files hold: selected sentences, replies, gold replies)."""
+    """``{(fold, pair_id): MessagePair}`` of the test pairs from the run's data folder, or a
+    note that it is gone (the page then shows what the run's own files hold)."""
     from saf_utils.argscichat.data import load_argscichat
 
-    roots = [str(s.get("source")) for s in manifest.get("data_sources") or []
-             if s.get("dataset") == "argscichat" and s.get("source")]
-    root = next((r for r in roots if Path(r).is_dir()), None)
+    root = next((str(s["source"]) for s in manifest.get("data_sources") or [] if s.get(
+        "dataset") == "argscichat" and s.get("source") and Path(str(s["source"])).is_dir()), None)
     if root is None:
         return {}, ("The data folder this run read is not on this machine: history, query "
                     "and gold facts are not shown.")
