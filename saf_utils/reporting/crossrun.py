@@ -21,15 +21,29 @@ COLUMNS = ("run", *KEY, "value", "lo", "hi", "n", "headline", "role", "failed", 
            "note", "estimand", "method")
 
 
+def clip_record(r: dict) -> dict:
+    """A record whose interval stays inside its metric's range (a difference ``minus <ref>``
+    inside the range of a difference; a p-value as it is): records of older runs, or written
+    outside the protocol, read right too (:func:`saf_utils.protocol.clip_interval`)."""
+    from saf_utils.metrics import bounds
+    from saf_utils.protocol import clip_interval, diff_bounds
+
+    sub = str(r.get("subset") or "")
+    if r.get("ci_low") is None or r.get("ci_high") is None or sub.startswith(
+            ("p vs ", "p_adj vs ", "primary p vs ")):
+        return r
+    metric = str(r.get("metric"))
+    return clip_interval(r, diff_bounds(metric) if sub.startswith("minus ") else bounds(metric),
+                         point="value")
+
+
 def frame(records_by_run: Mapping[str, Sequence[dict]]) -> pd.DataFrame:
     """One row per run and key of its ``result`` records: the headline record (fold and seed
-    None; the last one) with its interval (:func:`headline.clip_record`: kept inside the
+    None; the last one) with its interval (:func:`clip_record`: kept inside the
     metric's range), else the mean of the per-seed/per-fold records (``n`` of them, no
     interval). ``role`` and ``note``: the first the records give; ``failed``: a record came
     from a notebook that did not finish."""
     import pandas as pd
-
-    from saf_utils.reporting.headline import clip_record
 
     rows = []
     for run, records in records_by_run.items():

@@ -1,13 +1,11 @@
 """``index.html``, the headline page of a run. Its first screen (:func:`glance_table`)
 answers, per task and split: which system to report (★, chosen without the test data) with
 its interval, whether it is distinguishable from the runner-up (the test named), and the
-published numbers beside it (:class:`saf_utils.taskspec.Published`, declared on the task
-specs: scale, same or different data, source); the title names the tasks and their data.
-Below: the run (commit, times, notebooks), then per task one table (systems x headline
-metrics, mean [95% CI], role, ★, oracles and probes set apart, ⚠ on systems that read gold
-inputs: :mod:`.headline`), the published numbers of each split, one figure, and the data
-files the run read. Terms link to the run's glossary (``how-to-read.html``, from
-``how_to_read.md``)."""
+published numbers beside it (:class:`saf_utils.taskspec.Published`: scale, same or different
+data, source); the title names the tasks and their data. Below: the run (commit, times,
+notebooks), then per task and split the lead sentence and the table of :mod:`.headline`, the
+published numbers, one figure per task, and the data files the run read. Terms link to the
+run's glossary (``how-to-read.html``, from ``how_to_read.md``)."""
 
 from __future__ import annotations
 
@@ -15,32 +13,15 @@ import base64
 import math
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from saf_utils.metrics import bounds, scale_label
-from saf_utils.reporting.headline import (
-    GLOSSARY,
-    SET_APART,
-    chosen_by_split,
-    chosen_on,
-    clipped,
-    design_note,
-    direction_words,
-    gap_html,
-    headline_cells,
-    headline_html,
-    input_mark,
-    lead_html,
-    oriented,
-    paired_differences,
-    record_kind,
-    system_order,
-    term,
-)
+from saf_utils.reporting import headline as H
+from saf_utils.reporting.headline import GLOSSARY, term
 from saf_utils.reporting.manifest import write_text
-from saf_utils.reporting.pages import duration_text, fmt, page, table
+from saf_utils.reporting.pages import duration_text, page, table
 from saf_utils.reporting.sharing import esc
 from saf_utils.taskspec import Published
 
@@ -57,7 +38,7 @@ def dot_plot(tables: dict[tuple, dict[str, dict]], metrics: Sequence[str], title
         return ""
     systems: list[str] = []
     for t in tables.values():
-        for s in system_order(t, present[0]):
+        for s in H.system_order(t, present[0]):
             if s not in systems:
                 systems.append(s)
     systems = systems[::-1]
@@ -81,7 +62,7 @@ def dot_plot(tables: dict[tuple, dict[str, dict]], metrics: Sequence[str], title
                 err = None
                 if cell["low"] is not None:
                     err = [[cell["mean"] - cell["low"]], [cell["high"] - cell["mean"]]]
-                apart = t[s]["role"] in SET_APART
+                apart = t[s]["role"] in H.SET_APART
                 ax.errorbar(cell["mean"], y + off, xerr=err, fmt=markers[k % len(markers)],
                             color=colours[k], alpha=0.45 if apart else 1.0, capsize=2, ms=4)
         ax.set_title(f"{metric} ({scale_label(metric)})", fontsize=9)
@@ -112,24 +93,19 @@ def dot_plot(tables: dict[tuple, dict[str, dict]], metrics: Sequence[str], title
     return f'<img alt="{esc(alt)}" src="data:image/png;base64,{data}">'
 
 
-def _source_matches(source: dict, task: Any, split: Any) -> bool:
-    """A data file of this task's data source and split (ArgSciChat files are
-    ``fold<k>/<split>``)."""
+def leakage_note(sources: Sequence[dict], task: Any, split: Any) -> str:
+    """A warning naming the nonzero ``leak_*`` anomaly counts of the split's data files (of
+    the task's data source; ArgSciChat files are ``fold<k>/<split>``)."""
     from saf_utils.tasks import spec
 
     sp = spec(str(task))
     ds = sp.source.name if sp else str(task)
-    split_of = str(source.get("split"))
-    return str(source.get("dataset")) == ds \
-        and (split_of == str(split) or split_of.endswith("/" + str(split)))
-
-
-def leakage_note(sources: Sequence[dict], task: Any, split: Any) -> str:
-    """A warning naming the nonzero ``leak_*`` anomaly counts of the split's data files."""
     hits: dict[str, int] = defaultdict(int)
     files = set()
     for src in sources:
-        if not _source_matches(src, task, split):
+        split_of = str(src.get("split"))
+        if str(src.get("dataset")) != ds or (split_of != str(split)
+                                             and not split_of.endswith("/" + str(split))):
             continue
         for kind, n in (src.get("anomalies") or {}).items():
             if str(kind).startswith("leak_") and isinstance(n, int | float) and n > 0:
@@ -143,52 +119,30 @@ def leakage_note(sources: Sequence[dict], task: Any, split: Any) -> str:
             "overstate how the systems do on new data.</p>")
 
 
-def task_splits(records: list[dict]) -> Iterable[dict[str, Any]]:
-    """Per task (registered specs first, then other tasks with result records) and per split
-    in page order: title, headline metrics, the systems' cells, the starred systems and the
-    paired differences on the leading metric."""
-    from saf_utils.tasks import specs
+def task_splits(records: list[dict]) -> Iterator[dict[str, Any]]:
+    """Per task (:func:`.crossrun.task_metrics`: registered specs first) and per split in page
+    order: title, headline metrics, the systems' cells (:func:`.crossrun.headline_cells`),
+    the starred systems and the paired differences on the leading metric."""
+    from saf_utils.reporting.crossrun import frame, headline_cells, task_metrics
+    from saf_utils.tasks import spec
 
-    known = {s.name: s for s in specs()}
-    tasks = list(known)
-    for r in records:
-        t = r.get("task")
-        if record_kind(r) == "result" and t not in tasks and r.get("system") != "data":
-            tasks.append(t)
-    for task in tasks:
-        sp = known.get(task)
-        title, metrics = (sp.title, sp.headline) if sp else (str(task), ())
-        if not metrics:  # an unknown task: its first few result metrics
-            metrics = tuple(dict.fromkeys(r["metric"] for r in records if r.get("task") == task
-                                          and record_kind(r) == "result"))[:4]
-        tables = headline_cells(records, task, metrics)
-        if not tables:
-            continue
-        chosen = chosen_by_split(records, task)
-        diffs = paired_differences(records, task)
-        page_order = {sp_: i for i, sp_ in enumerate(sp.splits if sp else ())}
+    df = frame({"": records})
+    for task, title, metrics, splits in task_metrics(df):
+        tables = headline_cells(df, task, metrics)
+        chosen = H.chosen_by_split(records, task)
+        diffs = H.paired_differences(records, task)
+        sp = spec(task)
+        order = {split: i for i, split in enumerate(splits)}
         for i, ((ds, split), systems) in enumerate(sorted(tables.items(), key=lambda kv: (
-                page_order.get(kv[0][1], len(page_order)), str(kv[0])))):
+                order.get(kv[0][1], len(order)), str(kv[0])))):
             metric = next(m for m in metrics if any(m in e for e in systems.values()))
             yield {"task": task, "title": title, "metrics": metrics, "tables": tables,
-                   "spec": sp,
-                   "first": i == 0, "last": i == len(tables) - 1, "dataset": ds,
-                   "split": split, "systems": systems, "metric": metric,
-                   "chosen": chosen_on(chosen, split),
+                   "spec": sp, "first": i == 0, "last": i == len(tables) - 1,
+                   "dataset": ds, "split": split, "systems": systems, "metric": metric,
+                   "chosen": H.chosen_on(chosen, split),
+                   "anchors": [a for a in (sp.published if sp else ()) if a.split == split],
                    "diffs": {(k[2], k[4]): v for k, v in diffs.items()
                              if k[0] == ds and k[1] == split and k[3] == metric}}
-
-
-def _value(cell: dict) -> str:
-    """"0.86 [0.819, 0.897]" of a headline cell."""
-    ci = (f' <small>[{fmt(cell["low"])}, {fmt(cell["high"])}]</small>'
-          if cell.get("low") is not None and cell.get("high") is not None else "")
-    return f'<span class="num">{fmt(cell["mean"])}</span>{ci}'
-
-
-def _metric_label(metric: str) -> str:
-    return (f'{esc(metric)} <small class="scale" title="{esc(direction_words(metric))}">'
-            f"{esc(scale_label(metric))}</small>")
 
 
 def published_value(p: Published, metric: str, value: float) -> str:
@@ -213,8 +167,7 @@ def published_html(anchors: Sequence[Published], dataset: Any, metrics: Sequence
     """The published numbers of one split (:class:`~saf_utils.taskspec.Published`) for
     ``metrics`` (``names``: say which metric each value is): per source, each system's
     values with their scale, whether the source's data is this run's (``dataset``), the
-    link; metrics the source reports without a number here are named. "" without
-    anchors."""
+    link; metrics the source reports without a number here are named. "" without any."""
     groups: dict[tuple, list[Published]] = defaultdict(list)
     for a in anchors:
         groups[(a.source, a.url, a.dataset)].append(a)
@@ -241,78 +194,58 @@ def published_html(anchors: Sequence[Published], dataset: Any, metrics: Sequence
     return "<br>".join(parts)
 
 
-def _anchors(t: dict) -> list[Published]:
-    sp = t.get("spec")
-    return [a for a in (sp.published if sp else ()) if a.split == t["split"]]
-
-
-def _split_notes(t: dict) -> list[str]:
-    sp = t.get("spec")
-    return [note for split, note in (sp.split_notes if sp else ()) if split == t["split"]]
-
-
-def reportable(t: dict) -> str | None:
-    """The split's reportable system: the one chosen without the test data (★) that has a
-    number on the leading metric; None when the notebook recorded no such choice."""
-    systems, metric = t["systems"], t["metric"]
-    return next((s for s in system_order(systems, metric)
-                 if s in t["chosen"] and metric in systems[s]), None)
-
-
 def _glance_row(t: dict) -> list[str] | None:
+    """The reportable system (★, chosen without the test data) of a split with its value,
+    its verdict against the runner-up (or the highest on test), the published numbers."""
     systems, metric = t["systems"], t["metric"]
-    ranked = [s for s in system_order(systems, metric)
-              if systems[s]["role"] not in SET_APART and metric in systems[s]]
+    ranked = [s for s in H.system_order(systems, metric)
+              if systems[s]["role"] not in H.SET_APART and metric in systems[s]]
     if not ranked:
         return None
-    star = reportable(t)
+    star = next((s for s in H.system_order(systems, metric)
+                 if s in t["chosen"] and metric in systems[s]), None)
     split_id = f"{t['task']}-{t['split']}"
     where = (f'<a href="#{esc(split_id)}">{esc(t["title"])}</a><br>'
              f'<small>{esc(t["split"])} · {esc(t["dataset"])}</small>')
+    verdict = ""
     if star is None:
         rep = (f"<small>no system was chosen without the test data here; see the "
                f'<a href="#{esc(split_id)}">section</a></small>')
-        verdict = ""
     else:
-        e = systems[star]
-        rep = (f'★ <b>{esc(star)}</b>{input_mark(e)}<br>{_metric_label(metric)} '
-               f"{_value(e[metric])}")
+        rep = (f'★ <b>{esc(star)}</b>{H.input_mark(systems[star])}<br>{esc(metric)} '
+               f'<small class="scale" title="{esc(H.direction(metric))}">'
+               f"{esc(scale_label(metric))}</small> {H.value_html(systems[star][metric])}")
         composite = re.search(r"\(per fold: (.*)\)$", t["chosen"].get(star, ""))
         if composite:  # a choice per fold: which system each fold's validation picked
             rep += f"<br><small>per fold: {esc(composite.group(1))}</small>"
-        sp = t.get("spec")
-        if sp is not None and sp.headline_note:
-            rep += (f'<br><small>{esc(sp.headline_note)} <a href="#{esc(split_id)}">'
+        if t["spec"] is not None and t["spec"].headline_note:
+            rep += (f'<br><small>{esc(t["spec"].headline_note)} <a href="#{esc(split_id)}">'
                     "All metrics below</a>.</small>")
         rest = [s for s in ranked if s != star]
-        top = ranked[0]
         if not rest:
             verdict = "no other comparable system"
         else:
             other = rest[0]  # the runner-up, or the highest on test when ★ is not
-            who = (f"the runner-up <b>{esc(other)}</b>" if top == star else
-                   f"the highest on test <b>{esc(other)}</b> {_value(systems[other][metric])}"
-                   " <small>(for reference only)</small>")
-            verdict = gap_html(oriented(t["diffs"], star, other), who + input_mark(
-                systems[other]), metric)
+            who = (f"the runner-up <b>{esc(other)}</b>" if ranked[0] == star else
+                   f"the highest on test <b>{esc(other)}</b> "
+                   f"{H.value_html(systems[other][metric])} <small>(for reference only)</small>")
+            verdict = H.gap_html(H.oriented(t["diffs"], star, other),
+                                 who + H.input_mark(systems[other]), metric)
             primary = next((d for (s, _ref), d in t["diffs"].items()
                             if s == star and d["primary"] and d["ref"] != other), None)
             if primary is not None:
-                verdict += "<br>" + gap_html(primary, f"the reference <b>{esc(primary['ref'])}"
-                                             "</b>", metric)
-            if top == star:
+                verdict += "<br>" + H.gap_html(primary, f"the reference <b>"
+                                               f"{esc(primary['ref'])}</b>", metric)
+            if ranked[0] == star:
                 verdict += "<br><small>★ is also the highest on test.</small>"
-    published = published_html(_anchors(t), t["dataset"], [metric], names=False) or \
-        "<small>none declared</small>"
-    return [where, rep, verdict, published]
+    return [where, rep, verdict,
+            published_html(t["anchors"], t["dataset"], [metric],
+                                  names=False) or "<small>none declared</small>"]
 
 
 def glance_table(records: list[dict]) -> str:
-    """The first screen of the index: per task and split the reportable system (★, chosen
-    without the test data) on the leading metric with its interval, whether it is
-    distinguishable from the runner-up (in words, with the test named), the highest on
-    test as a reference, and the published numbers of that split beside it (scale, same or
-    different data, source). Empty without result records."""
+    """The first screen of the index: per task and split a row of :func:`_glance_row`. Empty
+    without result records."""
     rows = [r for r in map(_glance_row, task_splits(records)) if r]
     if not rows:
         return ""
@@ -331,9 +264,10 @@ def glance_table(records: list[dict]) -> str:
 
 
 def task_sections(records: list[dict], sources: Sequence[dict] = ()) -> list[str]:
-    """One section per registered task spec (:mod:`saf_utils.tasks`), then one per other task
-    with result records (its first few metrics): per split the plain-words lead sentence,
-    the headline table and its design note; one dot plot per task."""
+    """One section per task: per split the plain-words lead sentence, a leakage warning, the
+    headline table, its design note, notes and published numbers; one dot plot per task."""
+    from saf_utils.protocol import CLIPPED
+
     sections, parts = [], []
     for t in task_splits(records):
         task, split, systems = t["task"], t["split"], t["systems"]
@@ -341,24 +275,23 @@ def task_sections(records: list[dict], sources: Sequence[dict] = ()) -> list[str
             parts = [f'<h2 id="{esc(task)}">{esc(t["title"])}</h2>']
         parts.append(f'<h3 id="{esc(task)}-{esc(split)}">{esc(split)} '
                      f'<small>({esc(t["dataset"])})</small></h3>')
-        parts.append(lead_html(systems, t["metric"], t["chosen"], t["diffs"]))
+        parts.append(H.lead_html(systems, t["metric"], t["chosen"], t["diffs"]))
         parts.append(leakage_note(sources, task, split))
-        parts.append(headline_html(systems, t["metrics"], t["chosen"]))
+        parts.append(H.headline_html(systems, t["metrics"], t["chosen"]))
         cells = [c for e in systems.values() for c in e.values()
                  if isinstance(c, dict) and c.get("estimand")]
-        designs = design_note(cells)
-        if designs:
+        if designs := H.design_note(cells):
             clip = (f" {term('‡', 'clipped')}: the interval reached past the metric's range "
-                    "and is clipped to it." if any(clipped(c) for c in cells) else "")
+                    "and is clipped to it." if any(CLIPPED in str(c.get("method") or "")
+                                                    for c in cells) else "")
             parts.append(f'<p class="note">{term("95 % intervals", "interval")}; '
                          f"{esc(designs)}.{clip}</p>")
-        notes = _split_notes(t)
-        if t.get("spec") is not None and t["spec"].headline_note:
-            notes.insert(0, t["spec"].headline_note)
+        sp = t["spec"]
+        notes = [n for s, n in ((split, sp.headline_note), *sp.split_notes)
+                 if s == split and n] if sp else []
         if notes:
             parts.append(f'<p class="note">{" ".join(esc(n) for n in notes)}</p>')
-        cited = published_html(_anchors(t), t["dataset"], t["metrics"])
-        if cited:
+        if cited := published_html(t["anchors"], t["dataset"], t["metrics"]):
             parts.append(f'<p class="published">{term("Published", "published")} (cited, '
                          f"not measured here): {cited}</p>")
         if t["last"]:

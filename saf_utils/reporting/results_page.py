@@ -4,12 +4,12 @@ records of the test splits, each once."""
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from saf_utils.metrics import scale_label
-from saf_utils.reporting.headline import clip_record, record_kind
+from saf_utils.reporting.crossrun import clip_record
 from saf_utils.reporting.manifest import write_text
 from saf_utils.reporting.pages import fmt, page
 from saf_utils.reporting.sharing import esc
@@ -61,7 +61,8 @@ def results_frame(records: list[dict]) -> Any:
         ci = f"[{fmt(lo, 4)}, {fmt(hi, 4)}]" if lo is not None and hi is not None else ""
         value = None if r.get("value") is None else float(r["value"])
         row = {c: r.get(c) for c in RESULT_COLUMNS}
-        row.update(kind=record_kind(r), CI=ci, what=what, scale=scale_label(str(r.get("metric"))),
+        row.update(kind=r.get("kind") or "result", CI=ci, what=what,
+                   scale=scale_label(str(r.get("metric"))),
                    value=None if is_p else value, p=value if is_p else None,
                    **{c: (None if r.get(c) is None else float(r[c]))
                       for c in ("ci_low", "ci_high")})
@@ -89,9 +90,7 @@ def write_results(run_dir: Path, manifest: dict, records: list[dict]) -> Path:
         searchCols=[{"search": DEFAULT_VIEW[c]} if c in DEFAULT_VIEW else None for c in cols],
         order=[[cols.index("split"), "asc"], [cols.index("metric"), "asc"],
                [cols.index("value"), "desc"]])
-    kinds = defaultdict(int)
-    for r in records:
-        kinds[record_kind(r)] += 1
+    kinds = Counter(r.get("kind") or "result" for r in records)
     counts = ", ".join(f"{n} {esc(k)}" for k, n in sorted(kinds.items()))
     intro = f"""<h1>Results of run {esc(manifest.get('run', run_dir.name))}</h1>
 <p><a href="index.html">headline page</a> · {len(frame)} records ({counts}). The default view
