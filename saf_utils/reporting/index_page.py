@@ -30,44 +30,32 @@ def dot_plot(tables: dict[tuple, dict[str, dict]], metrics: Sequence[str], title
     """One PNG (base64 <img>): per metric a panel, systems on y, mean with 95% CI per split."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
 
     from saf_utils.figures import palette, png
 
     present = [m for m in metrics if any(m in e for t in tables.values() for e in t.values())]
     if not present:
         return ""
-    systems: list[str] = []
-    for t in tables.values():
-        for s in H.system_order(t, present[0]):
-            if s not in systems:
-                systems.append(s)
-    systems = systems[::-1]
+    systems = list(dict.fromkeys(s for t in tables.values()
+                                 for s in H.system_order(t, present[0])))[::-1]
     fig = Figure(figsize=(3.4 * len(present) + 1.2, 0.32 * len(systems) + 1.3), dpi=90)
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, len(present), sharey=True, squeeze=False)[0]
-    markers = "osD^v<>"
-    n_keys = len(tables)
-    from matplotlib.lines import Line2D
-
     keys = sorted(tables, key=str)
-    colours = palette(len(keys))
+    colours, markers = palette(len(keys)), "osD^v<>"
     for ax, metric in zip(axes, present, strict=True):
         for k, key in enumerate(keys):
-            t = tables[key]
             for y, s in enumerate(systems):
-                cell = t.get(s, {}).get(metric)
-                if not cell:
+                if not (cell := tables[key].get(s, {}).get(metric)):
                     continue
-                off = (k - (n_keys - 1) / 2) * 0.18
-                err = None
-                if cell["low"] is not None:
-                    err = [[cell["mean"] - cell["low"]], [cell["high"] - cell["mean"]]]
-                apart = t[s]["role"] in H.SET_APART
-                ax.errorbar(cell["mean"], y + off, xerr=err, fmt=markers[k % len(markers)],
-                            color=colours[k], alpha=0.45 if apart else 1.0, capsize=2, ms=4)
+                err = None if cell["low"] is None else [[cell["mean"] - cell["low"]],
+                                                        [cell["high"] - cell["mean"]]]
+                ax.errorbar(cell["mean"], y + (k - (len(keys) - 1) / 2) * 0.18, xerr=err,
+                            fmt=markers[k % len(markers)], color=colours[k], capsize=2, ms=4,
+                            alpha=0.45 if tables[key][s]["role"] in H.SET_APART else 1.0)
         ax.set_title(f"{metric} ({scale_label(metric)})", fontsize=9)
-        b = bounds(metric)
-        if b is not None:  # the axis stays inside the metric's range (plus a margin) ...
+        if (b := bounds(metric)) is not None:  # the axis stays inside the metric's range ...
             lo, hi = ax.get_xlim()
             pad = 0.02 * ((b[1] - b[0]) if math.isfinite(b[1]) else (hi - lo))
             means = [c["mean"] for t in tables.values() for e in t.values()
@@ -79,18 +67,18 @@ def dot_plot(tables: dict[tuple, dict[str, dict]], metrics: Sequence[str], title
         ax.tick_params(labelsize=8)
     axes[0].set_yticks(range(len(systems)))
     axes[0].set_yticklabels(systems, fontsize=8)
-    labels = [str(split) if len({d for d, _ in keys}) == 1 else f"{ds} {split}"
-              for ds, split in keys]
-    handles = [Line2D([], [], marker=markers[k % len(markers)], color=colours[k], ls="")
-               for k in range(len(keys))]
-    if len(labels) > 1:  # one column right of the panels: never over points or titles
-        fig.legend(handles, labels, loc="upper left", bbox_to_anchor=(1, 0.95), ncol=1,
-                   fontsize=8, frameon=False)
+    if len(keys) > 1:  # one column right of the panels: never over points or titles
+        fig.legend([Line2D([], [], marker=markers[k % len(markers)], color=colours[k], ls="")
+                    for k in range(len(keys))],
+                   [str(split) if len({d for d, _ in keys}) == 1 else f"{ds} {split}"
+                    for ds, split in keys],
+                   loc="upper left", bbox_to_anchor=(1, 0.95), ncol=1, fontsize=8,
+                   frameon=False)
     fig.suptitle(f"{title}: mean with 95% CI (faded: oracles and probes)", fontsize=9)
     fig.tight_layout(rect=(0, 0, 1, 0.95))
-    data = base64.b64encode(png(fig)).decode("ascii")
     alt = f"{title}: mean and 95% interval of {', '.join(present)} per system"
-    return f'<img alt="{esc(alt)}" src="data:image/png;base64,{data}">'
+    return (f'<img alt="{esc(alt)}" '
+            f'src="data:image/png;base64,{base64.b64encode(png(fig)).decode("ascii")}">')
 
 
 def leakage_note(sources: Sequence[dict], task: Any, split: Any) -> str:
@@ -198,35 +186,29 @@ def _glance_row(t: dict) -> list[str] | None:
     """The reportable system (★, chosen without the test data) of a split with its value,
     its verdict against the runner-up (or the highest on test), the published numbers."""
     systems, metric = t["systems"], t["metric"]
-    ranked = [s for s in H.system_order(systems, metric)
-              if systems[s]["role"] not in H.SET_APART and metric in systems[s]]
-    if not ranked:
+    if (v := H.split_verdict(systems, metric)) is None:
         return None
     star = next((s for s in H.system_order(systems, metric)
                  if s in t["chosen"] and metric in systems[s]), None)
-    split_id = f"{t['task']}-{t['split']}"
-    where = (f'<a href="#{esc(split_id)}">{esc(t["title"])}</a><br>'
-             f'<small>{esc(t["split"])} · {esc(t["dataset"])}</small>')
+    link = f'<a href="#{esc(t["task"])}-{esc(t["split"])}">'
+    where = f'{link}{esc(t["title"])}</a><br><small>{esc(t["split"])} · {esc(t["dataset"])}</small>'
     verdict = ""
     if star is None:
-        rep = (f"<small>no system was chosen without the test data here; see the "
-               f'<a href="#{esc(split_id)}">section</a></small>')
+        rep = (f"<small>no system was chosen without the test data here; see the {link}section"
+               "</a></small>")
     else:
         rep = (f'★ <b>{esc(star)}</b>{H.input_mark(systems[star])}<br>{esc(metric)} '
                f'<small class="scale" title="{esc(H.direction(metric))}">'
                f"{esc(scale_label(metric))}</small> {H.value_html(systems[star][metric])}")
-        composite = re.search(r"\(per fold: (.*)\)$", t["chosen"].get(star, ""))
-        if composite:  # a choice per fold: which system each fold's validation picked
-            rep += f"<br><small>per fold: {esc(composite.group(1))}</small>"
+        if composite := re.search(r"\(per fold: (.*)\)$", t["chosen"].get(star, "")):
+            rep += f"<br><small>per fold: {esc(composite.group(1))}</small>"  # fold's choice
         if t["spec"] is not None and t["spec"].headline_note:
-            rep += (f'<br><small>{esc(t["spec"].headline_note)} <a href="#{esc(split_id)}">'
-                    "All metrics below</a>.</small>")
-        rest = [s for s in ranked if s != star]
-        if not rest:
+            rep += f'<br><small>{esc(t["spec"].headline_note)} {link}All metrics below</a>.</small>'
+        other = v["runner"] if v["top"] == star else v["top"]  # else the highest on test
+        if other is None:
             verdict = "no other comparable system"
         else:
-            other = rest[0]  # the runner-up, or the highest on test when ★ is not
-            who = (f"the runner-up <b>{esc(other)}</b>" if ranked[0] == star else
+            who = (f"the runner-up <b>{esc(other)}</b>" if v["top"] == star else
                    f"the highest on test <b>{esc(other)}</b> "
                    f"{H.value_html(systems[other][metric])} <small>(for reference only)</small>")
             verdict = H.gap_html(H.oriented(t["diffs"], star, other),
@@ -236,11 +218,10 @@ def _glance_row(t: dict) -> list[str] | None:
             if primary is not None:
                 verdict += "<br>" + H.gap_html(primary, f"the reference <b>"
                                                f"{esc(primary['ref'])}</b>", metric)
-            if ranked[0] == star:
+            if v["top"] == star:
                 verdict += "<br><small>★ is also the highest on test.</small>"
-    return [where, rep, verdict,
-            published_html(t["anchors"], t["dataset"], [metric],
-                                  names=False) or "<small>none declared</small>"]
+    return [where, rep, verdict, published_html(t["anchors"], t["dataset"], [metric],
+                                                names=False) or "<small>none declared</small>"]
 
 
 def glance_table(records: list[dict]) -> str:
