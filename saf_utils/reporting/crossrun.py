@@ -1,10 +1,6 @@
-"""The one cross-run table: the runs of interest -> one tidy frame -> the table a page shows.
-
-``saf-run compare`` (two runs), ``sweep.html`` (a sweep's cells) and ``runs.html`` (every run
-of a reports folder) read records the same way: :func:`frame` turns ``{run: records}`` into
-one row per (run, task, dataset, split, system, metric, subset) with ``value``, ``lo``,
-``hi``; each page then selects and pivots it (:func:`headline_cells` for the headline
-tables). Its pages use :func:`pages.page`, :func:`pages.table` and :func:`interactive`.
+"""The one cross-run table: ``{run: records}`` -> one tidy frame (:func:`frame`) -> the tables
+a page shows. ``saf-run compare``, ``sweep.html``, ``runs.html`` and each run's index read
+records this way; :func:`headline_cells` pivots a run's rows into the headline tables.
 """
 
 from __future__ import annotations
@@ -21,6 +17,18 @@ COLUMNS = ("run", *KEY, "value", "lo", "hi", "n", "headline", "role", "failed", 
            "note", "estimand", "method")
 
 
+#: The analysis records of a paired test: subset prefix -> (field, what it is, for a reader).
+TESTS = {"minus ": ("diff", "difference vs {}"), "p vs ": ("p", "p vs {} (unadjusted)"),
+         "p_adj vs ": ("p_adj", "Holm-adjusted p vs {}"),
+         "primary p vs ": ("p_adj", "p vs {} (primary comparison)")}
+
+
+def paired_test(subset: Any) -> tuple[str, str] | None:
+    """(prefix, reference) of a paired test's record subset, e.g. ("p vs ", "B"); else None."""
+    sub = str(subset or "")
+    return next(((k, sub[len(k):]) for k in TESTS if sub.startswith(k)), None)
+
+
 def clip_record(r: dict) -> dict:
     """A record whose interval stays inside its metric's range (a difference ``minus <ref>``
     inside the range of a difference; a p-value as it is): records of older runs, or written
@@ -28,13 +36,10 @@ def clip_record(r: dict) -> dict:
     from saf_utils.metrics import bounds
     from saf_utils.protocol import clip_interval, diff_bounds
 
-    sub = str(r.get("subset") or "")
-    if r.get("ci_low") is None or r.get("ci_high") is None or sub.startswith(
-            ("p vs ", "p_adj vs ", "primary p vs ")):
+    test, metric = paired_test(r.get("subset")), str(r.get("metric"))
+    if r.get("ci_low") is None or r.get("ci_high") is None or (test and test[0] != "minus "):
         return r
-    metric = str(r.get("metric"))
-    return clip_interval(r, diff_bounds(metric) if sub.startswith("minus ") else bounds(metric),
-                         point="value")
+    return clip_interval(r, diff_bounds(metric) if test else bounds(metric), point="value")
 
 
 def frame(records_by_run: Mapping[str, Sequence[dict]]) -> pd.DataFrame:

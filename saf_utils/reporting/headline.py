@@ -1,9 +1,7 @@
-"""The headline numbers of a task as tables and sentences: per (dataset, split) the cells of
-:func:`.crossrun.headline_cells`, the systems chosen without the test data starred, oracles
-and probes set apart, systems that read gold inputs marked (:func:`input_mark`), the paired
-differences, the verdict on a gap in words (:func:`gap_html`: the test named, never against
-its interval) and the lead sentence (:func:`lead_html`); terms link to the run's glossary
-(:func:`term`). :mod:`.index_page` and the sweep pages draw them."""
+"""The headline numbers of a task as a table (:func:`headline_html`: the cells of
+:func:`.crossrun.headline_cells`, ★ on the systems chosen without the test data, oracles and
+probes set apart, ⚠ on gold readers) and in words (:func:`gap_html`, :func:`lead_html`: the
+test named, never read against its interval); terms link to the run's glossary."""
 
 from __future__ import annotations
 
@@ -15,13 +13,12 @@ from typing import Any
 
 from saf_utils.metrics import bounds, lower_is_better, scale_label
 from saf_utils.metrics import metric as metric_spec
-from saf_utils.reporting.crossrun import clip_record
+from saf_utils.reporting.crossrun import TESTS, clip_record, paired_test
 from saf_utils.reporting.pages import fmt, table
 from saf_utils.reporting.sharing import esc
 from saf_utils.text import interval
 
 SET_APART = ("oracle", "probe")  # roles that are not comparable to systems
-#: The glossary page of a run (``how_to_read.md``, rendered into every run).
 GLOSSARY = "how-to-read.html"
 ALPHA = 0.05
 
@@ -46,7 +43,6 @@ def direction(metric: str) -> str:
 
 
 def metric_head(metric: str) -> str:
-    """A table header of a metric with its direction and range ("accuracy ↑ 0–1")."""
     b = bounds(metric)
     rng = "no fixed range" if b is None else f"range {b[0]:g} to {b[1]:g}".replace("inf", "∞")
     title = "; ".join(filter(None, (direction(metric), rng, metric_spec(metric).description)))
@@ -55,7 +51,7 @@ def metric_head(metric: str) -> str:
 
 
 def value_html(cell: dict, mark: str = "") -> str:
-    """"0.86 <small>[0.819, 0.897]</small>" of a cell (:func:`saf_utils.text.interval`)."""
+    """"0.86 <small>[0.819, 0.897]</small>" of a cell."""
     mean, _, ci = interval(cell["mean"], cell.get("low"), cell.get("high"), fmt).partition(" ")
     return mean + (f" <small>{ci}{mark}</small>" if ci else "")
 
@@ -70,12 +66,9 @@ def _choice_words(r: dict, folded: bool = False) -> str:
 
 
 def chosen_by_split(records: list[dict], task: str) -> dict[Any, dict[str, str]]:
-    """``{split or None: {system: how it was chosen}}`` from a task's tuning records.
-
-    ``None`` holds the fold-less ``chosen`` record (with folds, the composite whose fold f
-    part was chosen on fold f's val), which applies to every split without a choice of its
-    own; a record ``chosen for <split>`` (:func:`saf_utils.protocol.chosen_for`, e.g. SAF's
-    unseen questions, chosen by CV on train) replaces it on that split."""
+    """``{split or None: {system: how it was chosen}}``: ``None`` holds the fold-less
+    ``chosen`` record (with folds, the composite of each fold's choice); a ``chosen for
+    <split>`` record (:func:`saf_utils.protocol.chosen_for`) replaces it on that split."""
     mine = [r for r in records if r.get("task") == task and r.get("kind") == "tuning"]
     parts: dict[str, list] = defaultdict(list)  # per-fold choices: system -> folds
     for r in mine:
@@ -108,8 +101,6 @@ def star_words(how: str) -> str:
 
 
 def cell_html(cell: dict | None, best: bool) -> str:
-    """A table cell: mean [95 % interval] (‡: clipped to the metric's range), else the mean
-    over seeds or folds (*)."""
     from saf_utils.protocol import CLIPPED
 
     if not cell:
@@ -122,7 +113,6 @@ def cell_html(cell: dict | None, best: bool) -> str:
 
 
 def system_order(systems: dict[str, dict], metric: str) -> list[str]:
-    """Comparable systems best first on ``metric``, then oracles, then probes."""
     sign = 1 if lower_is_better(metric) else -1
 
     def key(s: str) -> tuple:
@@ -135,9 +125,8 @@ def system_order(systems: dict[str, dict], metric: str) -> list[str]:
 
 def headline_html(systems: dict[str, dict], metrics: Sequence[str], chosen: dict[str, str]
                   ) -> str:
-    """Systems × metrics (mean [95 % interval]), best comparable value bold, the systems
-    chosen for this split starred (``chosen``: system -> how it was chosen), oracles and
-    probes after a separator; metric headers carry direction and range."""
+    """Systems × metrics, best comparable value bold, ★ on ``chosen`` (system -> how it was
+    chosen), oracles and probes after a separator."""
     present = [m for m in metrics if any(m in e for e in systems.values())]
     comparable = [e for e in systems.values() if e["role"] not in SET_APART]
     best = {m: (min if lower_is_better(m) else max)(
@@ -186,32 +175,28 @@ def design_note(cells: Sequence[dict]) -> str:
 
 
 def paired_differences(records: list[dict], task: str) -> dict[tuple, dict]:
-    """``{(dataset, split, system, metric, reference): {"ref", "diff", "low", "high", "p",
-    "p_adj", "primary"}}`` from a task's analysis records ``minus <ref>``, ``p vs <ref>`` and
-    ``p_adj vs <ref>`` / ``primary p vs <ref>`` (:func:`saf_utils.protocol.record`)."""
+    """``{(dataset, split, system, metric, ref): {"ref", "diff", "low", "high", "p", "p_adj",
+    "primary"}}`` from the analysis records ``minus/p vs/p_adj vs/primary p vs <ref>``."""
     out: dict[tuple, dict] = {}
     for r in records:
-        sub = str(r.get("subset") or "")
-        if r.get("task") != task or r.get("kind") != "analysis" or r.get("fold") is not None:
+        test = paired_test(r.get("subset"))
+        if test is None or r.get("task") != task or r.get("kind") != "analysis" \
+                or r.get("fold") is not None:
             continue
-        for prefix, field in (("minus ", "diff"), ("p vs ", "p"), ("p_adj vs ", "p_adj"),
-                              ("primary p vs ", "p_adj")):
-            if sub.startswith(prefix):
-                r = clip_record(r)
-                ref = sub[len(prefix):]
-                key = (r.get("dataset"), r.get("split"), r.get("system"), r.get("metric"), ref)
-                d = out.setdefault(key, {"ref": ref, "diff": None, "low": None, "high": None,
-                                         "p": None, "p_adj": None, "primary": False})
-                d[field] = r["value"]
-                if field == "diff":
-                    d.update(low=r.get("ci_low"), high=r.get("ci_high"))
-                d["primary"] |= prefix == "primary p vs "
+        (prefix, ref), r = test, clip_record(r)
+        d = out.setdefault((r.get("dataset"), r.get("split"), r.get("system"), r.get("metric"),
+                            ref), {"ref": ref, "diff": None, "low": None, "high": None,
+                                   "p": None, "p_adj": None, "primary": False})
+        d[TESTS[prefix][0]] = r["value"]
+        if prefix == "minus ":
+            d.update(low=r.get("ci_low"), high=r.get("ci_high"))
+        d["primary"] |= prefix == "primary p vs "
     return {k: v for k, v in out.items() if v.get("diff") is not None}
 
 
 def oriented(diffs: dict[tuple, dict], a: str, b: str) -> dict | None:
-    """The test of ``a`` minus ``b`` from ``diffs`` (keyed (system, reference)), whichever
-    way the notebook ran it (reversed: the difference and its interval change sign)."""
+    """The test of ``a`` minus ``b`` in ``diffs`` (keyed (system, ref)), turned around when
+    the notebook ran it the other way."""
     if (a, b) in diffs or (b, a) not in diffs:
         return diffs.get((a, b))
     d = diffs[(b, a)]
@@ -221,7 +206,7 @@ def oriented(diffs: dict[tuple, dict], a: str, b: str) -> dict | None:
 
 # ------------------------------------------------------------- the verdict on a gap, in words
 def p_text(p: float | None) -> str:
-    """A p-value as a reader expects it: "p = 0.31", "p = 0.004", "p < 0.001"."""
+    """"p = 0.31", "p = 0.004", "p < 0.001"."""
     if p is None or not math.isfinite(p):
         return ""
     return "p < 0.001" if p < 0.001 else f"p = {p:.3f}" if p < 0.01 else f"p = {p:.2f}"
@@ -240,16 +225,14 @@ def _significant(d: dict | None) -> bool:
 
 
 def _signed(x: float) -> str:
-    """A difference with its sign, 3 significant digits; a float residue (|x| < 1e-9, e.g.
-    an interval end of -1.4e-11) reads as 0."""
+    """+0.0611; a float residue (|x| < 1e-9, e.g. an interval end of -1.4e-11) reads 0."""
     return "0" if abs(x) < 1e-9 else f"{x:+.3g}"
 
 
 def _diff_text(d: dict, glossary: bool = False) -> str:
-    """The difference with its interval and its test ("+0.05 [-0.2, +0.3] vs B, p = 0.62,
-    Holm-adjusted p = 1.00"); ``glossary``: as :func:`gap_html` words it, terms linked. Beside
-    an interval that excludes 0 while the Holm-adjusted p does not reach alpha: the interval
-    inverts the raw test, the verdict reads the adjusted one."""
+    """"+0.05 [-0.2, +0.3] vs B, p = 0.62, Holm-adjusted p = 1.00"; ``glossary``: as
+    :func:`gap_html` words it. An interval that excludes 0 while the Holm-adjusted p does not
+    reach alpha is flagged: the interval inverts the raw test, the verdict the adjusted one."""
     lo, hi = d["low"], d["high"]
     unadjusted = ("; the interval is not adjusted for the other comparisons and excludes 0, the "
                   f"Holm-adjusted test does not reach {ALPHA:g}") if (
@@ -268,9 +251,8 @@ def _diff_text(d: dict, glossary: bool = False) -> str:
 
 
 def gap_html(d: dict | None, other: str, metric: str) -> str:
-    """Whether a system is distinguishable from ``other`` (HTML naming it, e.g. "the
-    runner-up <b>B</b>") by the test ``d`` of system minus other: words first, then the
-    difference with its 95 % interval and the test."""
+    """Whether a system is distinguishable from ``other`` (HTML) by the test ``d`` of system
+    minus other: words first, then the difference, its interval and the test."""
     if d is None:
         return f"vs {other}: not tested"
     if _significant(d):
@@ -286,9 +268,8 @@ def gap_html(d: dict | None, other: str, metric: str) -> str:
 
 def split_verdict(systems: dict[str, dict], metric: str,
                   diffs: dict[tuple, dict] | None = None) -> dict[str, Any] | None:
-    """The leader on ``metric`` among comparable systems (oracles and probes excluded), the
-    runner-up and what the test of their gap says: ``status`` is ``resolved``,
-    ``not distinguishable``, ``not tested`` (no test of that pair) or ``alone``."""
+    """The leader on ``metric`` among comparable systems, the runner-up and the test of their
+    gap: ``status`` resolved, not distinguishable, not tested or alone."""
     ranked = [s for s in system_order(systems, metric)
               if systems[s]["role"] not in SET_APART and metric in systems[s]]
     if not ranked:
@@ -302,10 +283,8 @@ def split_verdict(systems: dict[str, dict], metric: str,
 
 def lead_html(systems: dict[str, dict], metric: str, chosen: dict[str, str],
               diffs: dict[tuple, dict]) -> str:
-    """Plain words first: which system is best on ``metric`` and whether it is
-    distinguishable from the runner-up (``diffs`` keyed by (system, reference)), and which
-    system the notebook chose for this split; the statistics (estimates, intervals, the
-    difference with its p) follow in a smaller line."""
+    """Plain words first (the best system on ``metric``, whether it is distinguishable from
+    the runner-up, the system chosen for this split), then the statistics in small print."""
     v = split_verdict(systems, metric, diffs)
     if v is None:
         return ""

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from saf_utils.metrics import scale_label
-from saf_utils.reporting.crossrun import clip_record
+from saf_utils.reporting.crossrun import TESTS, clip_record, paired_test
 from saf_utils.reporting.manifest import write_text
 from saf_utils.reporting.pages import fmt, page
 from saf_utils.reporting.sharing import esc
@@ -27,23 +27,17 @@ NUMERIC_RESULT_COLUMNS = ("value", "p", "ci_low", "ci_high")
 #: shown in their boxes; the reader clears them to see every record).
 DEFAULT_VIEW = {"kind": "result", "split": "test", "what": "headline"}
 
-_P_PREFIXES = (("primary p vs ", "p vs {} (primary comparison)"),
-               ("p_adj vs ", "Holm-adjusted p vs {}"), ("p vs ", "p vs {} (unadjusted)"))
-
 def record_what(r: dict) -> tuple[str, bool]:
     """What a record's number is, for a reader, and whether it is a p-value: ``headline``
     (fold and seed null), ``per fold 2``, ``difference vs B``, ``Holm-adjusted p vs B``,
     ``chosen``, or its subset."""
-    sub = str(r.get("subset") or "")
-    for prefix, words in _P_PREFIXES:
-        if sub.startswith(prefix):
-            return words.format(sub[len(prefix):]), True
-    if sub.startswith("minus "):
-        return f"difference vs {sub[len('minus '):]}", False
-    if sub:
-        return sub, False
+    if test := paired_test(r.get("subset")):
+        return TESTS[test[0]][1].format(test[1]), test[0] != "minus "
+    if r.get("subset"):
+        return str(r["subset"]), False
     parts = [f"per {k} {r[k]}" for k in ("fold", "seed") if r.get(k) is not None]
     return (" ".join(parts) if parts else "headline"), False
+
 
 def results_frame(records: list[dict]) -> Any:
     """Every record as one row of :data:`RESULT_COLUMNS`: what the number is (``what``), the
