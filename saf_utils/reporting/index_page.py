@@ -1,11 +1,7 @@
-"""``index.html``, the headline page of a run. Its first screen (:func:`glance_table`)
-answers, per task and split: which system to report (★, chosen without the test data) with
-its interval, whether it is distinguishable from the runner-up (the test named), and the
-published numbers beside it (:class:`saf_utils.taskspec.Published`: scale, same or different
-data, source); the title names the tasks and their data. Below: the run (commit, times,
-notebooks), then per task and split the lead sentence and the table of :mod:`.headline`, the
-published numbers, one figure per task, and the data files the run read. Terms link to the
-run's glossary (``how-to-read.html``, from ``how_to_read.md``)."""
+"""``index.html``, the headline page of a run: first the answer per task and split
+(:func:`glance_table`: the ★ system to report, its verdict against the runner-up, the published
+numbers beside it), then the run (commit, times, notebooks), per task and split the lead
+sentence and table of :mod:`.headline` with one figure per task, and the data files read."""
 
 from __future__ import annotations
 
@@ -82,8 +78,8 @@ def dot_plot(tables: dict[tuple, dict[str, dict]], metrics: Sequence[str], title
 
 
 def leakage_note(sources: Sequence[dict], task: Any, split: Any) -> str:
-    """A warning naming the nonzero ``leak_*`` anomaly counts of the split's data files (of
-    the task's data source; ArgSciChat files are ``fold<k>/<split>``)."""
+    """A warning naming the nonzero ``leak_*`` anomaly counts of the split's data files
+    (ArgSciChat files are ``fold<k>/<split>``)."""
     from saf_utils.tasks import spec
 
     sp = spec(str(task))
@@ -108,9 +104,8 @@ def leakage_note(sources: Sequence[dict], task: Any, split: Any) -> str:
 
 
 def task_splits(records: list[dict]) -> Iterator[dict[str, Any]]:
-    """Per task (:func:`.crossrun.task_metrics`: registered specs first) and per split in page
-    order: title, headline metrics, the systems' cells (:func:`.crossrun.headline_cells`),
-    the starred systems and the paired differences on the leading metric."""
+    """Per task (registered specs first) and split in page order: title, metrics, the cells
+    (:func:`.crossrun.headline_cells`), ★ systems, paired differences on the leading metric."""
     from saf_utils.reporting.crossrun import frame, headline_cells, task_metrics
     from saf_utils.tasks import spec
 
@@ -225,8 +220,6 @@ def _glance_row(t: dict) -> list[str] | None:
 
 
 def glance_table(records: list[dict]) -> str:
-    """The first screen of the index: per task and split a row of :func:`_glance_row`. Empty
-    without result records."""
     rows = [r for r in map(_glance_row, task_splits(records)) if r]
     if not rows:
         return ""
@@ -245,8 +238,8 @@ def glance_table(records: list[dict]) -> str:
 
 
 def task_sections(records: list[dict], sources: Sequence[dict] = ()) -> list[str]:
-    """One section per task: per split the plain-words lead sentence, a leakage warning, the
-    headline table, its design note, notes and published numbers; one dot plot per task."""
+    """Per task a section: per split the lead sentence, a leakage warning, the headline
+    table, its design note, notes and published numbers; one dot plot."""
     from saf_utils.protocol import CLIPPED
 
     sections, parts = [], []
@@ -310,33 +303,21 @@ def _notebook_row(n: dict, latest: dict[str, dict], depends_on: dict[str, list[s
             esc(n.get("started") or ""), err]
 
 
-def _earlier_and_warnings(manifest: dict) -> str:
-    """Links to earlier executions in the run folder; skipped record lines; unfinished
-    notebooks (their numbers carry †)."""
-    prev = [e for e in manifest.get("executions", []) if e.get("archived_to")]
-    prev_html = ""
-    if prev:
-        prev_html = "<p class=note>Earlier executions in this run folder: " + ", ".join(
-            f'<a href="{esc(e["archived_to"])}/{esc(e["name"])}.html">{esc(e["name"])} '
-            f'({esc(e["status"])}, {esc(e.get("started"))})</a>' for e in prev) + "</p>"
+def _warnings(manifest: dict) -> str:
+    """Earlier executions in the run folder, skipped record lines, unfinished notebooks (their
+    numbers carry †)."""
+    prev = [f'<a href="{esc(e["archived_to"])}/{esc(e["name"])}.html">{esc(e["name"])} '
+            f'({esc(e["status"])}, {esc(e.get("started"))})</a>'
+            for e in manifest.get("executions", []) if e.get("archived_to")]
     skipped = (manifest.get("records") or {}).get("skipped_lines", 0)
-    warn = (f'<p class="warn">{skipped} bad record line(s) skipped (listed in manifest.json '
-            "under records.skipped).</p>") if skipped else ""
-    failed_nb = [n["name"] for n in manifest.get("notebooks", [])
-                 if n["status"] in ("failed", "interrupted")]
-    if failed_nb:
-        warn += ('<p class="warn">† marks numbers from a notebook that did not finish: '
-                 f"{esc(', '.join(failed_nb))}.</p>")
-    return prev_html + warn
-
-
-def _links(run_dir: Path, example_links: Sequence[tuple[str, str]]) -> str:
-    links = ['<a href="results.html">all result records</a>',
-             '<a href="manifest.json">manifest.json</a>', '<a href="metrics.json">metrics.json</a>']
-    if (run_dir / "compare.html").is_file():
-        links.insert(1, '<a href="compare.html">comparison with the baseline run</a>')
-    links[1:1] = [f'<a href="{esc(name)}">{esc(what)}</a>' for name, what in example_links]
-    return " · ".join(links)
+    failed = [n["name"] for n in manifest.get("notebooks", [])
+              if n["status"] in ("failed", "interrupted")]
+    return ((f"<p class=note>Earlier executions in this run folder: {', '.join(prev)}</p>"
+             if prev else "")
+            + (f'<p class="warn">{skipped} bad record line(s) skipped (listed in manifest.json '
+               "under records.skipped).</p>" if skipped else "")
+            + ('<p class="warn">† marks numbers from a notebook that did not finish: '
+               f"{esc(', '.join(failed))}.</p>" if failed else ""))
 
 
 INDEX_NOTE = (
@@ -377,20 +358,23 @@ def run_subject(records: list[dict]) -> tuple[str, str]:
 
 def write_index(run_dir: Path, manifest: dict, records: list[dict],
                 example_links: Sequence[tuple[str, str]] = ()) -> Path:
-    """``index.html``: the headline page of a run (result records only); ``example_links``:
-    ``(file, what)`` of the run's example pages."""
+    """``index.html`` of a run; ``example_links``: ``(file, what)`` of its example pages."""
     from saf_utils.reporting import chrome
 
-    git = manifest.get("git") or {}
-    status = manifest.get("status", "?")
+    git, status = manifest.get("git") or {}, manifest.get("status", "?")
     latest = {n["name"]: n for n in manifest.get("notebooks", [])}
     nb_rows = [_notebook_row(n, latest, manifest.get("depends_on") or {})
                for n in manifest.get("notebooks", [])]
     commit = esc((git.get("commit") or "unknown")[:12]) + (" (dirty)" if git.get("dirty") else "")
-    sections = task_sections(records, manifest.get("data_sources") or [])
-    run = manifest.get("run", run_dir.name)
     short, tasks = run_subject(records)
-    body = f"""<h1>{esc(short) + " · " if short else ""}run {esc(run)}
+    title = (f"{short} · " if short else "") + f"run {manifest.get('run', run_dir.name)}"
+    links = ['<a href="results.html">all result records</a>',
+             *(f'<a href="{esc(name)}">{esc(what)}</a>' for name, what in example_links),
+             *(['<a href="compare.html">comparison with the baseline run</a>']
+               if (run_dir / "compare.html").is_file() else []),
+             '<a href="manifest.json">manifest.json</a>', '<a href="metrics.json">metrics.json</a>']
+    sections = task_sections(records, manifest.get("data_sources") or [])
+    body = f"""<h1>{esc(title)}
 <span class="{esc(status)}">{esc(status)}</span></h1>
 <p class="meta">{esc(project_name())}.{" Tasks: " + esc(tasks) + "." if tasks else ""}
 Profile <b>{esc(manifest.get('profile'))}</b>: {esc(manifest.get('description') or '')}</p>
@@ -398,31 +382,27 @@ Profile <b>{esc(manifest.get('profile'))}</b>: {esc(manifest.get('description') 
 <p class="meta">Commit <code>{commit}</code> · started {esc(manifest.get('started'))} ·
 finished {esc(manifest.get('finished') or '—')}</p>
 {table(['notebook', 'status', 'time', 'started', 'error'], nb_rows)}
-{_earlier_and_warnings(manifest)}
-<p>{_links(run_dir, example_links)}</p>
+{_warnings(manifest)}
+<p>{" · ".join(links)}</p>
 {''.join(sections) or '<p>No result record yet.</p>'}
-{INDEX_NOTE}"""
-    return write_text(run_dir / "index.html", page((f"{short} · " if short else "") + f"run {run}",
-                                                   body + chrome.downloads_section(
-                                                       run_dir, records) + data_table(manifest),
-                                                   run_dir=run_dir,
-                                                   current="index.html"))
+{INDEX_NOTE}{chrome.downloads_section(run_dir, records)}{data_table(manifest)}"""
+    return write_text(run_dir / "index.html",
+                      page(title, body, run_dir=run_dir, current="index.html"))
 
 
 def data_table(manifest: dict) -> str:
     """The data files of the run by dataset, split, file name and SHA-256 (no paths)."""
     rows = []
     for s in manifest.get("data_sources") or []:
-        anomalies = ", ".join(f"{k} {v}" for k, v in sorted((s.get("anomalies") or {}).items())
-                              if v)
+        found = {k: v for k, v in sorted((s.get("anomalies") or {}).items()) if v}
         sha = str(s.get("sha256") or "")
-        cls = "warn" if any(k.startswith("leak_") and v for k, v in
-                            (s.get("anomalies") or {}).items()) else ""
+        leak = "warn" if any(str(k).startswith("leak_") for k in found) else ""
         rows.append([esc(s.get("dataset")), esc(s.get("split")),
                      esc(Path(str(s.get("path"))).name),
                      f'<td><code title="{esc(sha)}">{esc(sha[:16])}</code></td>',
                      f'<td class="num">{esc(s.get("rows", ""))}</td>',
-                     f'<td class="{cls}">{esc(anomalies)}</td>'])
+                     f'<td class="{leak}">'
+                     f'{esc(", ".join(f"{k} {v}" for k, v in found.items()))}</td>'])
     if not rows:
         return ""
     return ('<h2 id="data">Data files</h2>' + table(
