@@ -94,12 +94,6 @@ def chosen_on(chosen: dict[Any, dict[str, str]], split: Any) -> dict[str, str]:
     return chosen.get(split, chosen.get(None, {}))
 
 
-def star_words(how: str) -> str:
-    return "val-chosen" if how.startswith(("chosen on validation", "chosen on val ",
-                                           "chosen on each fold's val")) \
-        else how.split(" (")[0].split("; ")[0]
-
-
 def cell_html(cell: dict | None, best: bool) -> str:
     from saf_utils.protocol import CLIPPED
 
@@ -144,9 +138,11 @@ def headline_html(systems: dict[str, dict], metrics: Sequence[str], chosen: dict
         mark = "" if apart else input_mark(e)
         name = esc(s) + (f' <small class="note">({esc(e["note"])})</small>'
                          if e.get("note") and not mark else "")
-        if s in chosen:
-            name += (f' <span class="chosen" title="{esc(chosen[s])}">★ '
-                     f"{esc(star_words(chosen[s]))}</span>")
+        if how := chosen.get(s):  # "val-chosen", else the words before any "(…)" or "; …"
+            words = "val-chosen" if how.startswith((
+                "chosen on validation", "chosen on val ", "chosen on each fold's val")) \
+                else how.split(" (")[0].split("; ")[0]
+            name += f' <span class="chosen" title="{esc(how)}">★ {esc(words)}</span>'
         if e["failed"]:
             name += ' <span class="failed" title="from a notebook that did not finish">†</span>'
         rows.append([name + mark, esc(e["role"] or ""), *(cell_html(
@@ -155,23 +151,31 @@ def headline_html(systems: dict[str, dict], metrics: Sequence[str], chosen: dict
     return table(["system", "role", *map(metric_head, present)], rows, "headline", classes)
 
 
-def design_note(cells: Sequence[dict]) -> str:
-    """"estimand: …, method …" of a table's cells; t-interval df collapsed to their range."""
+def design_html(systems: dict[str, dict]) -> str:
+    """The note under a table: "estimand: …; method: …" of its cells (t-interval df collapsed
+    to their range), and what ‡ means where an interval is clipped."""
     from saf_utils.protocol import CLIPPED
 
+    cells = [c for e in systems.values() for c in e.values()
+             if isinstance(c, dict) and c.get("estimand")]
     groups: dict[tuple[str, str], list[float]] = defaultdict(list)
     for c in cells:
         method = str(c.get("method") or "").split(f"; {CLIPPED}")[0]
         m = re.match(r"(.*)\(([\d.]+) df\)$", method)
-        key = (c["estimand"], (m.group(1).strip() + " (df {})") if m else method)
-        groups[key].extend([float(m.group(2))] if m else [])
+        groups[(c["estimand"], (m.group(1).strip() + " (df {})") if m else method)].extend(
+            [float(m.group(2))] if m else [])
     parts = []
     for (estimand, method), dfs in sorted(groups.items()):
         if dfs:
             lo, hi = min(dfs), max(dfs)
             method = method.format(f"{lo:.3g}" if lo == hi else f"{lo:.3g}–{hi:.3g}")
         parts.append(f"estimand: {estimand}; method: {method}")
-    return "; ".join(parts)
+    clip = (f" {term('‡', 'clipped')}: the interval reached past the metric's range and is "
+            "clipped to it." if any(CLIPPED in str(c.get("method") or "") for c in cells) else "")
+    if not parts:
+        return ""
+    return (f'<p class="note">{term("95 % intervals", "interval")}; {esc("; ".join(parts))}.'
+            f"{clip}</p>")
 
 
 def paired_differences(records: list[dict], task: str) -> dict[tuple, dict]:

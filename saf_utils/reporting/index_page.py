@@ -77,13 +77,10 @@ def dot_plot(tables: dict[tuple, dict[str, dict]], metrics: Sequence[str], title
             f'src="data:image/png;base64,{base64.b64encode(png(fig)).decode("ascii")}">')
 
 
-def leakage_note(sources: Sequence[dict], task: Any, split: Any) -> str:
+def leakage_note(sources: Sequence[dict], t: dict) -> str:
     """A warning naming the nonzero ``leak_*`` anomaly counts of the split's data files
     (ArgSciChat files are ``fold<k>/<split>``)."""
-    from saf_utils.tasks import spec
-
-    sp = spec(str(task))
-    ds = sp.source.name if sp else str(task)
+    ds, split = t["spec"].source.name if t["spec"] else str(t["task"]), t["split"]
     hits: dict[str, int] = defaultdict(int)
     files = set()
     for src in sources:
@@ -240,26 +237,16 @@ def glance_table(records: list[dict]) -> str:
 def task_sections(records: list[dict], sources: Sequence[dict] = ()) -> list[str]:
     """Per task a section: per split the lead sentence, a leakage warning, the headline
     table, its design note, notes and published numbers; one dot plot."""
-    from saf_utils.protocol import CLIPPED
-
     sections, parts = [], []
     for t in task_splits(records):
         task, split, systems = t["task"], t["split"], t["systems"]
         if t["first"]:
             parts = [f'<h2 id="{esc(task)}">{esc(t["title"])}</h2>']
-        parts.append(f'<h3 id="{esc(task)}-{esc(split)}">{esc(split)} '
-                     f'<small>({esc(t["dataset"])})</small></h3>')
-        parts.append(H.lead_html(systems, t["metric"], t["chosen"], t["diffs"]))
-        parts.append(leakage_note(sources, task, split))
-        parts.append(H.headline_html(systems, t["metrics"], t["chosen"]))
-        cells = [c for e in systems.values() for c in e.values()
-                 if isinstance(c, dict) and c.get("estimand")]
-        if designs := H.design_note(cells):
-            clip = (f" {term('‡', 'clipped')}: the interval reached past the metric's range "
-                    "and is clipped to it." if any(CLIPPED in str(c.get("method") or "")
-                                                    for c in cells) else "")
-            parts.append(f'<p class="note">{term("95 % intervals", "interval")}; '
-                         f"{esc(designs)}.{clip}</p>")
+        parts += [f'<h3 id="{esc(task)}-{esc(split)}">{esc(split)} '
+                  f'<small>({esc(t["dataset"])})</small></h3>',
+                  H.lead_html(systems, t["metric"], t["chosen"], t["diffs"]),
+                  leakage_note(sources, t), H.headline_html(systems, t["metrics"], t["chosen"]),
+                  H.design_html(systems)]
         sp = t["spec"]
         notes = [n for s, n in ((split, sp.headline_note), *sp.split_notes)
                  if s == split and n] if sp else []
