@@ -17,10 +17,7 @@ import pandas as pd
 
 from saf_utils import numerics
 from saf_utils.registry import ELIGIBLE
-
-
-def _f(x: float, d: int = 3) -> str:
-    return f"{x:.{d}f}" if abs(x) < 100 else f"{x:.1f}"
+from saf_utils.text import interval
 
 
 def _p(p: float) -> str:
@@ -35,8 +32,8 @@ UNADJUSTED = ("interval not adjusted for the notebook's other comparisons: it ex
 
 def _gap(row: Mapping[str, Any], p: float, adjusted: bool, alpha: float) -> str:
     """``diff [low, high]``, flagged when the raw interval and the adjusted p disagree."""
-    d, lo, hi = row["diff"], row["ci_low"], row["ci_high"]
-    text = f"{d:+.3g} [{lo:+.3g}, {hi:+.3g}]"
+    lo, hi = row["ci_low"], row["ci_high"]
+    text = interval(row["diff"], lo, hi, "+.3g")
     if adjusted and p > alpha and (lo > 0 or hi < 0):
         text += f" ({UNADJUSTED})"
     return text
