@@ -272,17 +272,14 @@ def gap_html(d: dict | None, other: str, metric: str) -> str:
 
 def split_verdict(systems: dict[str, dict], metric: str,
                   diffs: dict[tuple, dict] | None = None) -> dict[str, Any] | None:
-    """The leader on ``metric`` among comparable systems, the runner-up and the test of their
-    gap: ``status`` resolved, not distinguishable, not tested or alone."""
+    """The leader on ``metric`` among comparable systems, the runner-up (None: alone) and the
+    test of their gap (None: not tested)."""
     ranked = [s for s in system_order(systems, metric)
               if systems[s]["role"] not in SET_APART and metric in systems[s]]
     if not ranked:
         return None
     runner = ranked[1] if len(ranked) > 1 else None
-    d = (diffs or {}).get((ranked[0], runner))
-    status = ("alone" if runner is None else "not tested" if d is None
-              else "resolved" if _significant(d) else "not distinguishable")
-    return {"top": ranked[0], "runner": runner, "diff": d, "status": status}
+    return {"top": ranked[0], "runner": runner, "diff": (diffs or {}).get((ranked[0], runner))}
 
 
 def lead_html(systems: dict[str, dict], metric: str, chosen: dict[str, str],
@@ -304,7 +301,7 @@ def lead_html(systems: dict[str, dict], metric: str, chosen: dict[str, str],
            f"<small>({rng})</small>")
     stats = [value(top)]
     them = "" if runner is None else f"<b>{esc(runner)}</b>{input_mark(systems[runner])}"
-    if v["status"] == "alone":
+    if runner is None:
         txt += " (no other comparable system)"
     elif systems[top][metric]["mean"] == systems[runner][metric]["mean"]:
         txt += f", tied with <b>{esc(runner)}</b> (the same estimate)"

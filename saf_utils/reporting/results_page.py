@@ -53,13 +53,10 @@ def results_frame(records: list[dict]) -> Any:
         what, is_p = record_what(r)
         lo, hi = r.get("ci_low"), r.get("ci_high")
         ci = f"[{fmt(lo, 4)}, {fmt(hi, 4)}]" if lo is not None and hi is not None else ""
-        value = None if r.get("value") is None else float(r["value"])
         row = {c: r.get(c) for c in RESULT_COLUMNS}
         row.update(kind=r.get("kind") or "result", CI=ci, what=what,
                    scale=scale_label(str(r.get("metric"))),
-                   value=None if is_p else value, p=value if is_p else None,
-                   **{c: (None if r.get(c) is None else float(r[c]))
-                      for c in ("ci_low", "ci_high")})
+                   value=None if is_p else r.get("value"), p=r.get("value") if is_p else None)
         rows.append({c: fmt(v, 4) if c in NUMERIC_RESULT_COLUMNS else "" if v is None else v
                      for c, v in row.items()})
     frame = pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
