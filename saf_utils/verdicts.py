@@ -23,12 +23,10 @@ from saf_utils.text import interval
 def _p(p: float) -> str:
     return "< 0.001" if p < 0.001 else f"= {p:.3f}"
 
-
 #: Beside an interval that excludes 0 while the Holm-adjusted p does not reach alpha: the
 #: interval inverts the raw test, the verdict reads the adjusted one.
 UNADJUSTED = ("interval not adjusted for the notebook's other comparisons: it excludes 0, "
               "the Holm-adjusted test does not reach the level")
-
 
 def _gap(row: Mapping[str, Any], p: float, adjusted: bool, alpha: float) -> str:
     """``diff [low, high]``, flagged when the raw interval and the adjusted p disagree."""
@@ -37,7 +35,6 @@ def _gap(row: Mapping[str, Any], p: float, adjusted: bool, alpha: float) -> str:
     if adjusted and p > alpha and (lo > 0 or hi < 0):
         text += f" ({UNADJUSTED})"
     return text
-
 
 def verdict(row: Mapping[str, Any], metric: str | None = None, lower_is_better: bool = False,
             alpha: float = 0.05) -> str:
@@ -68,7 +65,6 @@ def verdict(row: Mapping[str, Any], metric: str | None = None, lower_is_better: 
     return (f"{a} and {b} are not distinguishable on {metric}{test} at this sample size: "
             f"{diff}, {label} {_p(p)} ({mde_txt}){est}.")
 
-
 def leaders(headline: pd.DataFrame, roles: Mapping[str, str] | None = None,
             lower_is_better: Sequence[str] = ()) -> dict[tuple, tuple[str, str]]:
     """Per (split, metric): the top and runner-up system among eligible roles."""
@@ -83,7 +79,6 @@ def leaders(headline: pd.DataFrame, roles: Mapping[str, str] | None = None,
         if len(g) >= 2:
             out[(split, metric)] = (g.system.iloc[0], g.system.iloc[1])
     return out
-
 
 def lead_sentence(top: str, runner_up: str, cmp_row: Mapping[str, Any] | None, metric: str,
                   alpha: float = 0.05) -> str:

@@ -16,18 +16,15 @@ KEY = ("task", "dataset", "split", "system", "metric", "subset")
 COLUMNS = ("run", *KEY, "value", "lo", "hi", "n", "headline", "role", "failed", "status",
            "note", "estimand", "method")
 
-
 #: The analysis records of a paired test: subset prefix -> (field, what it is, for a reader).
 TESTS = {"minus ": ("diff", "difference vs {}"), "p vs ": ("p", "p vs {} (unadjusted)"),
          "p_adj vs ": ("p_adj", "Holm-adjusted p vs {}"),
          "primary p vs ": ("p_adj", "p vs {} (primary comparison)")}
 
-
 def paired_test(subset: Any) -> tuple[str, str] | None:
     """(prefix, reference) of a paired test's record subset, e.g. ("p vs ", "B"); else None."""
     sub = str(subset or "")
     return next(((k, sub[len(k):]) for k in TESTS if sub.startswith(k)), None)
-
 
 def clip_record(r: dict) -> dict:
     """A record whose interval stays inside its metric's range (a difference ``minus <ref>``
@@ -40,7 +37,6 @@ def clip_record(r: dict) -> dict:
     if r.get("ci_low") is None or r.get("ci_high") is None or (test and test[0] != "minus "):
         return r
     return clip_interval(r, diff_bounds(metric) if test else bounds(metric), point="value")
-
 
 def frame(records_by_run: Mapping[str, Sequence[dict]]) -> pd.DataFrame:
     """One row per run and key of its ``result`` records: the headline record (fold and seed
@@ -73,12 +69,10 @@ def frame(records_by_run: Mapping[str, Sequence[dict]]) -> pd.DataFrame:
                                        for r in rs)})
     return pd.DataFrame(rows, columns=list(COLUMNS), dtype=object)  # values as recorded
 
-
 def rows_of(df: pd.DataFrame) -> list[dict[str, Any]]:
     """The frame's rows as dicts, a missing value as None (never NaN)."""
     return [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
             for r in df.to_dict(orient="records")]
-
 
 def headline_cells(df: pd.DataFrame, task: str, metrics: Sequence[str]) -> dict:
     """``{(dataset, split): {system: {metric: cell, "role", "failed", "note"}}}`` of one run's
@@ -103,7 +97,6 @@ def headline_cells(df: pd.DataFrame, task: str, metrics: Sequence[str]) -> dict:
                      failed=entry["failed"] or r["failed"])
     return out
 
-
 def task_metrics(df: pd.DataFrame) -> list[tuple[str, str, tuple[str, ...], tuple[str, ...]]]:
     """(task, title, headline metrics, splits in page order) of every task with result rows:
     registered specs first, then the others by name (not the ``data`` system's), each with
@@ -119,7 +112,6 @@ def task_metrics(df: pd.DataFrame) -> list[tuple[str, str, tuple[str, ...], tupl
            for s in known.values() if (df["task"] == s.name).any()]
     return out + [(t, t, first(t), ()) for t in sorted({str(t) for t in res["task"]}
                                                        - set(known))]
-
 
 # ------------------------------------------------------------------ the page plumbing
 def interactive(table_id: str, df: pd.DataFrame, caption: str | None, **options: Any) -> Any:

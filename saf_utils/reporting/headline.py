@@ -22,11 +22,9 @@ SET_APART = ("oracle", "probe")  # roles that are not comparable to systems
 GLOSSARY = "how-to-read.html"
 ALPHA = 0.05
 
-
 def term(text: str, anchor: str) -> str:
     """``text`` linked to its glossary entry ``#anchor`` (text is escaped)."""
     return f'<a class="term" href="{GLOSSARY}#{esc(anchor)}">{esc(text)}</a>'
-
 
 def input_mark(entry: dict) -> str:
     """The ⚠ of a system whose numbers are no fair comparison: an oracle (sees gold), a probe
@@ -37,10 +35,8 @@ def input_mark(entry: dict) -> str:
     return what and (f' <small class="warn gold">⚠ <a href="{GLOSSARY}#gold-inputs">'
                      f"{esc(what)}</a></small>")
 
-
 def direction(metric: str) -> str:
     return f"{'lower' if lower_is_better(metric) else 'higher'} is better"
-
 
 def metric_head(metric: str) -> str:
     b = bounds(metric)
@@ -49,12 +45,10 @@ def metric_head(metric: str) -> str:
     return (f'<th class="metric" title="{esc(title)}">{esc(metric)} '
             f'<small class="scale">{esc(scale_label(metric))}</small></th>')
 
-
 def value_html(cell: dict, mark: str = "") -> str:
     """"0.86 <small>[0.819, 0.897]</small>" of a cell."""
     mean, _, ci = interval(cell["mean"], cell.get("low"), cell.get("high"), fmt).partition(" ")
     return mean + (f" <small>{ci}{mark}</small>" if ci else "")
-
 
 def _choice_words(r: dict, folded: bool = False) -> str:
     """How a tuning record's system was chosen: "chosen on validation by macro_f1"."""
@@ -63,7 +57,6 @@ def _choice_words(r: dict, folded: bool = False) -> str:
         if split else "chosen"
     return how + (f" by {r['metric']}" if r.get("metric") else "") + (
         f" ({r['method']})" if r.get("method") else "")
-
 
 def chosen_by_split(records: list[dict], task: str) -> dict[Any, dict[str, str]]:
     """``{split or None: {system: how it was chosen}}``: ``None`` holds the fold-less
@@ -88,11 +81,9 @@ def chosen_by_split(records: list[dict], task: str) -> dict[Any, dict[str, str]]
             out.setdefault(sub[len("chosen for "):], {})[system] = _choice_words(r)
     return out
 
-
 def chosen_on(chosen: dict[Any, dict[str, str]], split: Any) -> dict[str, str]:
     """The systems starred on ``split``: its own choice, else the general one."""
     return chosen.get(split, chosen.get(None, {}))
-
 
 def cell_html(cell: dict | None, best: bool) -> str:
     from saf_utils.protocol import CLIPPED
@@ -105,7 +96,6 @@ def cell_html(cell: dict | None, best: bool) -> str:
         txt += f" <small>(mean of {cell['n']}*)</small>" if cell["n"] > 1 else " <small>*</small>"
     return f'<td class="num{" best" if best else ""}">{txt}</td>'
 
-
 def system_order(systems: dict[str, dict], metric: str) -> list[str]:
     sign = 1 if lower_is_better(metric) else -1
 
@@ -115,7 +105,6 @@ def system_order(systems: dict[str, dict], metric: str) -> list[str]:
                 sign * e[metric]["mean"] if e.get(metric) else math.inf, s)
 
     return sorted(systems, key=key)
-
 
 def headline_html(systems: dict[str, dict], metrics: Sequence[str], chosen: dict[str, str]
                   ) -> str:
@@ -150,7 +139,6 @@ def headline_html(systems: dict[str, dict], metrics: Sequence[str], chosen: dict
         classes.append("apart" if apart else "")
     return table(["system", "role", *map(metric_head, present)], rows, "headline", classes)
 
-
 def design_html(systems: dict[str, dict]) -> str:
     """The note under a table: "estimand: …; method: …" of its cells (t-interval df collapsed
     to their range), and what ‡ means where an interval is clipped."""
@@ -177,7 +165,6 @@ def design_html(systems: dict[str, dict]) -> str:
     return (f'<p class="note">{term("95 % intervals", "interval")}; {esc("; ".join(parts))}.'
             f"{clip}</p>")
 
-
 def paired_differences(records: list[dict], task: str) -> dict[tuple, dict]:
     """``{(dataset, split, system, metric, ref): {"ref", "diff", "low", "high", "p", "p_adj",
     "primary"}}`` from the analysis records ``minus/p vs/p_adj vs/primary p vs <ref>``."""
@@ -197,7 +184,6 @@ def paired_differences(records: list[dict], task: str) -> dict[tuple, dict]:
         d["primary"] |= prefix == "primary p vs "
     return {k: v for k, v in out.items() if v.get("diff") is not None}
 
-
 def oriented(diffs: dict[tuple, dict], a: str, b: str) -> dict | None:
     """The test of ``a`` minus ``b`` in ``diffs`` (keyed (system, ref)), turned around when
     the notebook ran it the other way."""
@@ -207,14 +193,12 @@ def oriented(diffs: dict[tuple, dict], a: str, b: str) -> dict | None:
     neg = {k: None if d[k] is None else -d[k] for k in ("diff", "low", "high")}
     return {**d, "ref": b, "diff": neg["diff"], "low": neg["high"], "high": neg["low"]}
 
-
 # ------------------------------------------------------------- the verdict on a gap, in words
 def p_text(p: float | None) -> str:
     """"p = 0.31", "p = 0.004", "p < 0.001"."""
     if p is None or not math.isfinite(p):
         return ""
     return "p < 0.001" if p < 0.001 else f"p = {p:.3f}" if p < 0.01 else f"p = {p:.2f}"
-
 
 def _verdict_p(d: dict) -> float | None:
     """The p a verdict reads: the raw p of the primary comparison (recorded as ``primary p
@@ -223,15 +207,12 @@ def _verdict_p(d: dict) -> float | None:
         return d["p"] if d["p"] is not None else d["p_adj"]
     return d["p"] if d["p_adj"] is None else d["p_adj"]
 
-
 def _significant(d: dict | None) -> bool:
     return d is not None and (p := _verdict_p(d)) is not None and p <= ALPHA
-
 
 def _signed(x: float) -> str:
     """+0.0611; a float residue (|x| < 1e-9, e.g. an interval end of -1.4e-11) reads 0."""
     return "0" if abs(x) < 1e-9 else f"{x:+.3g}"
-
 
 def _diff_text(d: dict, glossary: bool = False) -> str:
     """"+0.05 [-0.2, +0.3] vs B, p = 0.62, Holm-adjusted p = 1.00"; ``glossary``: as
@@ -253,7 +234,6 @@ def _diff_text(d: dict, glossary: bool = False) -> str:
             if d["p_adj"] is not None else f", {p_text(d['p'])}, unadjusted")
     return f"{interval(d['diff'], lo, hi, '+.3g')} vs {esc(d['ref'])}{test}{unadjusted}"
 
-
 def gap_html(d: dict | None, other: str, metric: str) -> str:
     """Whether a system is distinguishable from ``other`` (HTML) by the test ``d`` of system
     minus other: words first, then the difference, its interval and the test."""
@@ -269,7 +249,6 @@ def gap_html(d: dict | None, other: str, metric: str) -> str:
     return (f"{words} <small>({term('difference', 'paired-difference')} "
             f"{_diff_text(d, glossary=True)})</small>")
 
-
 def split_verdict(systems: dict[str, dict], metric: str,
                   diffs: dict[tuple, dict] | None = None) -> dict[str, Any] | None:
     """The leader on ``metric`` among comparable systems, the runner-up (None: alone) and the
@@ -280,7 +259,6 @@ def split_verdict(systems: dict[str, dict], metric: str,
         return None
     runner = ranked[1] if len(ranked) > 1 else None
     return {"top": ranked[0], "runner": runner, "diff": (diffs or {}).get((ranked[0], runner))}
-
 
 def lead_html(systems: dict[str, dict], metric: str, chosen: dict[str, str],
               diffs: dict[tuple, dict]) -> str:

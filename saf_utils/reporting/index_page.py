@@ -76,7 +76,6 @@ def dot_plot(tables: dict[tuple, dict[str, dict]], metrics: Sequence[str], title
     return (f'<img alt="{esc(alt)}" '
             f'src="data:image/png;base64,{base64.b64encode(png(fig)).decode("ascii")}">')
 
-
 def leakage_note(sources: Sequence[dict], t: dict) -> str:
     """A warning naming the nonzero ``leak_*`` anomaly counts of the split's data files
     (ArgSciChat files are ``fold<k>/<split>``)."""
@@ -98,7 +97,6 @@ def leakage_note(sources: Sequence[dict], t: dict) -> str:
     return (f'<p class="warn leak">⚠ Leakage: the data of this split has content shared with '
             f"other data ({counts}; in {esc(', '.join(sorted(files)))}). These numbers may "
             "overstate how the systems do on new data.</p>")
-
 
 def task_splits(records: list[dict]) -> Iterator[dict[str, Any]]:
     """Per task (registered specs first) and split in page order: title, metrics, the cells
@@ -124,7 +122,6 @@ def task_splits(records: list[dict]) -> Iterator[dict[str, Any]]:
                    "diffs": {(k[2], k[4]): v for k, v in diffs.items()
                              if k[0] == ds and k[1] == split and k[3] == metric}}
 
-
 def published_value(p: Published, metric: str, value: float) -> str:
     """A cited value as the source prints it, with its scale ("81.0 %", "0.162 (0–1)"),
     converted to the metric's own scale only where the metric is the same here and the
@@ -140,7 +137,6 @@ def published_value(p: Published, metric: str, value: float) -> str:
     if metric not in p.comparable:
         txt += " <small>(computed differently here)</small>"
     return txt
-
 
 def published_html(anchors: Sequence[Published], dataset: Any, metrics: Sequence[str],
                    names: bool = True) -> str:
@@ -172,7 +168,6 @@ def published_html(anchors: Sequence[Published], dataset: Any, metrics: Sequence
             parts.append(f'{same}: {"; ".join(values)} <small>(<a href="{esc(url)}" '
                          f'title="{esc(source)}">source</a>)</small>')
     return "<br>".join(parts)
-
 
 def _glance_row(t: dict) -> list[str] | None:
     """The reportable system (★, chosen without the test data) of a split with its value,
@@ -215,7 +210,6 @@ def _glance_row(t: dict) -> list[str] | None:
     return [where, rep, verdict, published_html(t["anchors"], t["dataset"], [metric],
                                                 names=False) or "<small>none declared</small>"]
 
-
 def glance_table(records: list[dict]) -> str:
     rows = [r for r in map(_glance_row, task_splits(records)) if r]
     if not rows:
@@ -233,7 +227,6 @@ def glance_table(records: list[dict]) -> str:
             f'<a href="{GLOSSARY}">how to read these numbers</a>; every metric and interval '
             "is in the task sections below.</p>")
 
-
 def task_sections(records: list[dict], sources: Sequence[dict] = ()) -> list[str]:
     """Per task a section: per split the lead sentence, a leakage warning, the headline
     table, its design note, notes and published numbers; one dot plot."""
@@ -248,10 +241,9 @@ def task_sections(records: list[dict], sources: Sequence[dict] = ()) -> list[str
                   leakage_note(sources, t), H.headline_html(systems, t["metrics"], t["chosen"]),
                   H.design_html(systems)]
         sp = t["spec"]
-        notes = [n for s, n in ((split, sp.headline_note), *sp.split_notes)
-                 if s == split and n] if sp else []
-        if notes:
-            parts.append(f'<p class="note">{" ".join(esc(n) for n in notes)}</p>')
+        if notes := [esc(n) for s, n in ((split, sp.headline_note), *sp.split_notes)
+                     if s == split and n] if sp else []:
+            parts.append(f'<p class="note">{" ".join(notes)}</p>')
         if cited := published_html(t["anchors"], t["dataset"], t["metrics"]):
             parts.append(f'<p class="published">{term("Published", "published")} (cited, '
                          f"not measured here): {cited}</p>")
@@ -262,7 +254,6 @@ def task_sections(records: list[dict], sources: Sequence[dict] = ()) -> list[str
                 parts.append(f'<p class="warn">figure failed: {esc(exc)}</p>')
             sections.append("\n".join(parts))
     return sections
-
 
 def _notebook_row(n: dict, latest: dict[str, dict], depends_on: dict[str, list[str]]
                   ) -> list[str]:
@@ -289,7 +280,6 @@ def _notebook_row(n: dict, latest: dict[str, dict], depends_on: dict[str, list[s
     return [link, state, f'<td class="num">{duration_text(n.get("seconds"))}</td>',
             esc(n.get("started") or ""), err]
 
-
 def _warnings(manifest: dict) -> str:
     """Earlier executions in the run folder, skipped record lines, unfinished notebooks (their
     numbers carry †)."""
@@ -306,7 +296,6 @@ def _warnings(manifest: dict) -> str:
             + ('<p class="warn">† marks numbers from a notebook that did not finish: '
                f"{esc(', '.join(failed))}.</p>" if failed else ""))
 
-
 INDEX_NOTE = (
     f"""<p class="note">Cells: mean [95 % interval] of the headline record (fold and seed null);
 the note under each table names the interval's method and {term('estimand', 'estimand')};
@@ -319,7 +308,6 @@ Only <code>result</code> records are shown; analysis and tuning records are in m
 and the notebooks. Published numbers come from the task specs and are cited, never
 measured here. Every term: <a href="{GLOSSARY}">how to read these numbers</a>.</p>""")
 
-
 def project_name() -> str:
     """The project as its package metadata describes it (pyproject's ``description``)."""
     from importlib.metadata import PackageNotFoundError, metadata
@@ -328,7 +316,6 @@ def project_name() -> str:
         return metadata("saf_utils")["Summary"] or "saf_utils"
     except PackageNotFoundError:
         return "saf_utils"
-
 
 def run_subject(records: list[dict]) -> tuple[str, str]:
     """What a run is about, from its result records: a short name (the first word of each
@@ -341,7 +328,6 @@ def run_subject(records: list[dict]) -> tuple[str, str]:
         data[str(t["dataset"])][t["title"]] = None
     return (" & ".join(short),
             "; ".join(f"{', '.join(ts)} on {ds}" for ds, ts in data.items()))
-
 
 def write_index(run_dir: Path, manifest: dict, records: list[dict],
                 example_links: Sequence[tuple[str, str]] = ()) -> Path:
@@ -375,7 +361,6 @@ finished {esc(manifest.get('finished') or '—')}</p>
 {INDEX_NOTE}{chrome.downloads_section(run_dir, records)}{data_table(manifest)}"""
     return write_text(run_dir / "index.html",
                       page(title, body, run_dir=run_dir, current="index.html"))
-
 
 def data_table(manifest: dict) -> str:
     """The data files of the run by dataset, split, file name and SHA-256 (no paths)."""

@@ -38,7 +38,6 @@ def record_what(r: dict) -> tuple[str, bool]:
     parts = [f"per {k} {r[k]}" for k in ("fold", "seed") if r.get(k) is not None]
     return (" ".join(parts) if parts else "headline"), False
 
-
 def results_frame(records: list[dict]) -> Any:
     """Every record as one row of :data:`RESULT_COLUMNS`: what the number is (``what``), the
     metric's direction and range (``scale``), a p-value in ``p`` (never in ``value``), the
