@@ -27,9 +27,8 @@ def paired_test(subset: Any) -> tuple[str, str] | None:
     return next(((k, sub[len(k):]) for k in TESTS if sub.startswith(k)), None)
 
 def clip_record(r: dict) -> dict:
-    """A record whose interval stays inside its metric's range (a difference ``minus <ref>``
-    inside the range of a difference; a p-value as it is): records of older runs, or written
-    outside the protocol, read right too (:func:`saf_utils.protocol.clip_interval`)."""
+    """A record whose interval stays inside its metric's range (a difference's inside that of
+    a difference), so records of older runs, or written outside the protocol, read right."""
     from saf_utils.metrics import bounds
     from saf_utils.protocol import clip_interval, diff_bounds
 
@@ -39,11 +38,9 @@ def clip_record(r: dict) -> dict:
     return clip_interval(r, diff_bounds(metric) if test else bounds(metric), point="value")
 
 def frame(records_by_run: Mapping[str, Sequence[dict]]) -> pd.DataFrame:
-    """One row per run and key of its ``result`` records: the headline record (fold and seed
-    None; the last one) with its interval (:func:`clip_record`: kept inside the
-    metric's range), else the mean of the per-seed/per-fold records (``n`` of them, no
-    interval). ``role`` and ``note``: the first the records give; ``failed``: a record came
-    from a notebook that did not finish."""
+    """One row per run and key of its ``result`` records: the (last) headline record, fold and
+    seed None, with its clipped interval, else the mean of the per-seed/per-fold records (``n``,
+    no interval); ``failed``: a record came from a notebook that did not finish."""
     import pandas as pd
 
     rows = []
@@ -76,9 +73,8 @@ def rows_of(df: pd.DataFrame) -> list[dict[str, Any]]:
 
 def headline_cells(df: pd.DataFrame, task: str, metrics: Sequence[str]) -> dict:
     """``{(dataset, split): {system: {metric: cell, "role", "failed", "note"}}}`` of one run's
-    rows of ``task`` (no subset; its test splits when it has any), a cell
-    ``{"mean", "low", "high", "n", "headline"[, "estimand", "method"]}`` as the index page
-    draws it (:func:`headline.cell_html`)."""
+    rows of ``task`` (no subset; its test splits when it has any), a cell as
+    :func:`headline.cell_html` draws it."""
     sub = rows_of(df[(df["task"] == task) & df["metric"].isin(list(metrics))
                      & df["subset"].isna()])
     tests = {(r["dataset"], r["split"]) for r in sub if str(r["split"]).startswith("test")}
@@ -113,11 +109,8 @@ def task_metrics(df: pd.DataFrame) -> list[tuple[str, str, tuple[str, ...], tupl
     return out + [(t, t, first(t), ()) for t in sorted({str(t) for t in res["task"]}
                                                        - set(known))]
 
-# ------------------------------------------------------------------ the page plumbing
 def interactive(table_id: str, df: pd.DataFrame, caption: str | None, **options: Any) -> Any:
-    """An interactive table (:func:`tables.html`: itables' bundled DataTables, offline) of
-    ``df``, whose cells are HTML the caller escaped (links), sanitised there; the column
-    names are escaped there."""
+    """:func:`tables.html` of ``df`` whose cells are HTML the caller escaped (links)."""
     from saf_utils.reporting.tables import html
 
     return html(df, caption, html_columns=list(df.columns), table_id=table_id, **options)
