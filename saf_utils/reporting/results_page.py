@@ -64,8 +64,7 @@ def results_frame(records: list[dict]) -> Any:
     return frame
 
 def write_results(run_dir: Path, manifest: dict, records: list[dict]) -> Path:
-    """``results.html``: every record in one interactive table (sort, search, per-column
-    filters, hideable columns); the default view shows ``result`` records of test splits."""
+    """``results.html`` of a run (see the module's docstring)."""
     from saf_utils.reporting.tables import html
 
     frame = results_frame(records)
@@ -80,8 +79,8 @@ def write_results(run_dir: Path, manifest: dict, records: list[dict]) -> Path:
         searchCols=[{"search": DEFAULT_VIEW[c]} if c in DEFAULT_VIEW else None for c in cols],
         order=[[cols.index("split"), "asc"], [cols.index("metric"), "asc"],
                [cols.index("value"), "desc"]])
-    kinds = Counter(r.get("kind") or "result" for r in records)
-    counts = ", ".join(f"{n} {esc(k)}" for k, n in sorted(kinds.items()))
+    counts = ", ".join(f"{n} {esc(k)}" for k, n in sorted(Counter(
+        r.get("kind") or "result" for r in records).items()))
     intro = f"""<h1>Results of run {esc(manifest.get('run', run_dir.name))}</h1>
 <p><a href="index.html">headline page</a> · {len(frame)} records ({counts}). The default view
 shows each headline number of the test splits once (the boxes of <code>kind</code>,
