@@ -17,30 +17,24 @@ import pandas as pd
 
 from saf_utils import numerics
 from saf_utils.registry import ELIGIBLE
-
-
-def _f(x: float, d: int = 3) -> str:
-    return f"{x:.{d}f}" if abs(x) < 100 else f"{x:.1f}"
+from saf_utils.text import interval
 
 
 def _p(p: float) -> str:
     return "< 0.001" if p < 0.001 else f"= {p:.3f}"
-
 
 #: Beside an interval that excludes 0 while the Holm-adjusted p does not reach alpha: the
 #: interval inverts the raw test, the verdict reads the adjusted one.
 UNADJUSTED = ("interval not adjusted for the notebook's other comparisons: it excludes 0, "
               "the Holm-adjusted test does not reach the level")
 
-
 def _gap(row: Mapping[str, Any], p: float, adjusted: bool, alpha: float) -> str:
     """``diff [low, high]``, flagged when the raw interval and the adjusted p disagree."""
-    d, lo, hi = row["diff"], row["ci_low"], row["ci_high"]
-    text = f"{d:+.3g} [{lo:+.3g}, {hi:+.3g}]"
+    lo, hi = row["ci_low"], row["ci_high"]
+    text = interval(row["diff"], lo, hi, "+.3g")
     if adjusted and p > alpha and (lo > 0 or hi < 0):
         text += f" ({UNADJUSTED})"
     return text
-
 
 def verdict(row: Mapping[str, Any], metric: str | None = None, lower_is_better: bool = False,
             alpha: float = 0.05) -> str:
@@ -71,7 +65,6 @@ def verdict(row: Mapping[str, Any], metric: str | None = None, lower_is_better: 
     return (f"{a} and {b} are not distinguishable on {metric}{test} at this sample size: "
             f"{diff}, {label} {_p(p)} ({mde_txt}){est}.")
 
-
 def leaders(headline: pd.DataFrame, roles: Mapping[str, str] | None = None,
             lower_is_better: Sequence[str] = ()) -> dict[tuple, tuple[str, str]]:
     """Per (split, metric): the top and runner-up system among eligible roles."""
@@ -86,7 +79,6 @@ def leaders(headline: pd.DataFrame, roles: Mapping[str, str] | None = None,
         if len(g) >= 2:
             out[(split, metric)] = (g.system.iloc[0], g.system.iloc[1])
     return out
-
 
 def lead_sentence(top: str, runner_up: str, cmp_row: Mapping[str, Any] | None, metric: str,
                   alpha: float = 0.05) -> str:

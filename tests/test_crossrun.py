@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from saf_utils.reporting import cli, crossrun, headline, overview
+from saf_utils.reporting import cli, crossrun, index_page, overview
 from saf_utils.reporting.tables import read_page_tables
 from saf_utils.text import interval
 
@@ -45,10 +45,20 @@ def test_the_frame_takes_the_headline_record_else_the_mean_of_seeds():
     mean = rows[("r1", "b", None)]
     assert mean["value"] == pytest.approx(0.3) and mean["lo"] is None and mean["n"] == 2
     assert mean["failed"] and not head["failed"] and mean["role"] == "system"
-    # the headline cells of one run are those the index page draws
+    # the headline cells of one run: the headline record with its interval, else the mean
+    # of the seeds (n, no interval); the index page draws these very cells
+    cells = crossrun.headline_cells(df[df["run"] == "r1"], TASK, ["fact_f1"])
+    assert list(cells) == [("d", "test")]
+    sys, b = cells[("d", "test")]["sys"], cells[("d", "test")]["b"]
+    assert {k: sys["fact_f1"][k] for k in ("mean", "low", "high", "n", "headline")} == {
+        "mean": 0.5, "low": 0.4, "high": 1.0, "n": 1, "headline": True}
+    assert b["fact_f1"] == {"mean": pytest.approx(0.3), "low": None, "high": None, "n": 2,
+                            "headline": False}
+    assert b["failed"] and not sys["failed"] and sys["role"] == "system"
     for run in ("r1", "r2"):
-        assert crossrun.headline_cells(df[df["run"] == run], TASK, ["fact_f1"]) == \
-            headline.headline_cells(records[run], TASK, ["fact_f1"])
+        (split,) = index_page.task_splits(records[run])
+        assert split["tables"] == crossrun.headline_cells(df[df["run"] == run], TASK,
+                                                          ["fact_f1"])
 
 
 def _run(root: Path, name: str, profile: str, value: float, started: str,

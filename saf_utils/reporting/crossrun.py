@@ -1,10 +1,6 @@
-"""The one cross-run table: the runs of interest -> one tidy frame -> the table a page shows.
-
-``saf-run compare`` (two runs), ``sweep.html`` (a sweep's cells) and ``runs.html`` (every run
-of a reports folder) read records the same way: :func:`frame` turns ``{run: records}`` into
-one row per (run, task, dataset, split, system, metric, subset) with ``value``, ``lo``,
-``hi``; each page then selects and pivots it (:func:`headline_cells` for the headline
-tables). Its pages use :func:`pages.page`, :func:`pages.table` and :func:`interactive`.
+"""The one cross-run table: ``{run: records}`` -> one tidy frame (:func:`frame`) -> the tables
+a page shows. ``saf-run compare``, ``sweep.html``, ``runs.html`` and each run's index read
+records this way; :func:`headline_cells` pivots a run's rows into the headline tables.
 """
 
 from __future__ import annotations
@@ -20,16 +16,32 @@ KEY = ("task", "dataset", "split", "system", "metric", "subset")
 COLUMNS = ("run", *KEY, "value", "lo", "hi", "n", "headline", "role", "failed", "status",
            "note", "estimand", "method")
 
+#: The analysis records of a paired test: subset prefix -> (field, what it is, for a reader).
+TESTS = {"minus ": ("diff", "difference vs {}"), "p vs ": ("p", "p vs {} (unadjusted)"),
+         "p_adj vs ": ("p_adj", "Holm-adjusted p vs {}"),
+         "primary p vs ": ("p_adj", "p vs {} (primary comparison)")}
+
+def paired_test(subset: Any) -> tuple[str, str] | None:
+    """(prefix, reference) of a paired test's record subset, e.g. ("p vs ", "B"); else None."""
+    sub = str(subset or "")
+    return next(((k, sub[len(k):]) for k in TESTS if sub.startswith(k)), None)
+
+def clip_record(r: dict) -> dict:
+    """A record whose interval stays inside its metric's range (a difference's inside that of
+    a difference), so records of older runs, or written outside the protocol, read right."""
+    from saf_utils.metrics import bounds
+    from saf_utils.protocol import clip_interval, diff_bounds
+
+    test, metric = paired_test(r.get("subset")), str(r.get("metric"))
+    if r.get("ci_low") is None or r.get("ci_high") is None or (test and test[0] != "minus "):
+        return r
+    return clip_interval(r, diff_bounds(metric) if test else bounds(metric), point="value")
 
 def frame(records_by_run: Mapping[str, Sequence[dict]]) -> pd.DataFrame:
-    """One row per run and key of its ``result`` records: the headline record (fold and seed
-    None; the last one) with its interval (:func:`headline.clip_record`: kept inside the
-    metric's range), else the mean of the per-seed/per-fold records (``n`` of them, no
-    interval). ``role`` and ``note``: the first the records give; ``failed``: a record came
-    from a notebook that did not finish."""
+    """One row per run and key of its ``result`` records: the (last) headline record, fold and
+    seed None, with its clipped interval, else the mean of the per-seed/per-fold records (``n``,
+    no interval); ``failed``: a record came from a notebook that did not finish."""
     import pandas as pd
-
-    from saf_utils.reporting.headline import clip_record
 
     rows = []
     for run, records in records_by_run.items():
@@ -54,18 +66,15 @@ def frame(records_by_run: Mapping[str, Sequence[dict]]) -> pd.DataFrame:
                                        for r in rs)})
     return pd.DataFrame(rows, columns=list(COLUMNS), dtype=object)  # values as recorded
 
-
 def rows_of(df: pd.DataFrame) -> list[dict[str, Any]]:
     """The frame's rows as dicts, a missing value as None (never NaN)."""
     return [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
             for r in df.to_dict(orient="records")]
 
-
 def headline_cells(df: pd.DataFrame, task: str, metrics: Sequence[str]) -> dict:
     """``{(dataset, split): {system: {metric: cell, "role", "failed", "note"}}}`` of one run's
-    rows of ``task`` (no subset; its test splits when it has any), a cell
-    ``{"mean", "low", "high", "n", "headline"[, "estimand", "method"]}`` as the index page
-    draws it (:func:`headline.cell_html`)."""
+    rows of ``task`` (no subset; its test splits when it has any), a cell as
+    :func:`headline.cell_html` draws it."""
     sub = rows_of(df[(df["task"] == task) & df["metric"].isin(list(metrics))
                      & df["subset"].isna()])
     tests = {(r["dataset"], r["split"]) for r in sub if str(r["split"]).startswith("test")}
@@ -84,7 +93,6 @@ def headline_cells(df: pd.DataFrame, task: str, metrics: Sequence[str]) -> dict:
                      failed=entry["failed"] or r["failed"])
     return out
 
-
 def task_metrics(df: pd.DataFrame) -> list[tuple[str, str, tuple[str, ...], tuple[str, ...]]]:
     """(task, title, headline metrics, splits in page order) of every task with result rows:
     registered specs first, then the others by name (not the ``data`` system's), each with
@@ -101,12 +109,8 @@ def task_metrics(df: pd.DataFrame) -> list[tuple[str, str, tuple[str, ...], tupl
     return out + [(t, t, first(t), ()) for t in sorted({str(t) for t in res["task"]}
                                                        - set(known))]
 
-
-# ------------------------------------------------------------------ the page plumbing
 def interactive(table_id: str, df: pd.DataFrame, caption: str | None, **options: Any) -> Any:
-    """An interactive table (:func:`tables.html`: itables' bundled DataTables, offline) of
-    ``df``, whose cells are HTML the caller escaped (links), sanitised there; the column
-    names are escaped there."""
+    """:func:`tables.html` of ``df`` whose cells are HTML the caller escaped (links)."""
     from saf_utils.reporting.tables import html
 
     return html(df, caption, html_columns=list(df.columns), table_id=table_id, **options)

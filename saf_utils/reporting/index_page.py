@@ -1,13 +1,7 @@
-"""``index.html``, the headline page of a run. Its first screen (:func:`glance_table`)
-answers, per task and split: which system to report (★, chosen without the test data) with
-its interval, whether it is distinguishable from the runner-up (the test named), and the
-published numbers beside it (:class:`saf_utils.taskspec.Published`, declared on the task
-specs: scale, same or different data, source); the title names the tasks and their data.
-Below: the run (commit, times, notebooks), then per task one table (systems x headline
-metrics, mean [95% CI], role, ★, oracles and probes set apart, ⚠ on systems that read gold
-inputs: :mod:`.headline`), the published numbers of each split, one figure, and the data
-files the run read. Terms link to the run's glossary (``how-to-read.html``, from
-``how_to_read.md``)."""
+"""``index.html``, the headline page of a run: first the answer per task and split
+(:func:`glance_table`: the ★ system to report, its verdict against the runner-up, the published
+numbers beside it), then the run (commit, times, notebooks), per task and split the lead
+sentence and table of :mod:`.headline` with one figure per task, and the data files read."""
 
 from __future__ import annotations
 
@@ -15,32 +9,15 @@ import base64
 import math
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from saf_utils.metrics import bounds, scale_label
-from saf_utils.reporting.headline import (
-    GLOSSARY,
-    SET_APART,
-    chosen_by_split,
-    chosen_on,
-    clipped,
-    design_note,
-    direction_words,
-    gap_html,
-    headline_cells,
-    headline_html,
-    input_mark,
-    lead_html,
-    oriented,
-    paired_differences,
-    record_kind,
-    system_order,
-    term,
-)
+from saf_utils.reporting import headline as H
+from saf_utils.reporting.headline import GLOSSARY, term
 from saf_utils.reporting.manifest import write_text
-from saf_utils.reporting.pages import duration_text, fmt, page, table
+from saf_utils.reporting.pages import duration_text, page, table
 from saf_utils.reporting.sharing import esc
 from saf_utils.taskspec import Published
 
@@ -49,44 +26,32 @@ def dot_plot(tables: dict[tuple, dict[str, dict]], metrics: Sequence[str], title
     """One PNG (base64 <img>): per metric a panel, systems on y, mean with 95% CI per split."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
 
     from saf_utils.figures import palette, png
 
     present = [m for m in metrics if any(m in e for t in tables.values() for e in t.values())]
     if not present:
         return ""
-    systems: list[str] = []
-    for t in tables.values():
-        for s in system_order(t, present[0]):
-            if s not in systems:
-                systems.append(s)
-    systems = systems[::-1]
+    systems = list(dict.fromkeys(s for t in tables.values()
+                                 for s in H.system_order(t, present[0])))[::-1]
     fig = Figure(figsize=(3.4 * len(present) + 1.2, 0.32 * len(systems) + 1.3), dpi=90)
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, len(present), sharey=True, squeeze=False)[0]
-    markers = "osD^v<>"
-    n_keys = len(tables)
-    from matplotlib.lines import Line2D
-
     keys = sorted(tables, key=str)
-    colours = palette(len(keys))
+    colours, markers = palette(len(keys)), "osD^v<>"
     for ax, metric in zip(axes, present, strict=True):
         for k, key in enumerate(keys):
-            t = tables[key]
             for y, s in enumerate(systems):
-                cell = t.get(s, {}).get(metric)
-                if not cell:
+                if not (cell := tables[key].get(s, {}).get(metric)):
                     continue
-                off = (k - (n_keys - 1) / 2) * 0.18
-                err = None
-                if cell["low"] is not None:
-                    err = [[cell["mean"] - cell["low"]], [cell["high"] - cell["mean"]]]
-                apart = t[s]["role"] in SET_APART
-                ax.errorbar(cell["mean"], y + off, xerr=err, fmt=markers[k % len(markers)],
-                            color=colours[k], alpha=0.45 if apart else 1.0, capsize=2, ms=4)
+                err = None if cell["low"] is None else [[cell["mean"] - cell["low"]],
+                                                        [cell["high"] - cell["mean"]]]
+                ax.errorbar(cell["mean"], y + (k - (len(keys) - 1) / 2) * 0.18, xerr=err,
+                            fmt=markers[k % len(markers)], color=colours[k], capsize=2, ms=4,
+                            alpha=0.45 if tables[key][s]["role"] in H.SET_APART else 1.0)
         ax.set_title(f"{metric} ({scale_label(metric)})", fontsize=9)
-        b = bounds(metric)
-        if b is not None:  # the axis stays inside the metric's range (plus a margin) ...
+        if (b := bounds(metric)) is not None:  # the axis stays inside the metric's range ...
             lo, hi = ax.get_xlim()
             pad = 0.02 * ((b[1] - b[0]) if math.isfinite(b[1]) else (hi - lo))
             means = [c["mean"] for t in tables.values() for e in t.values()
@@ -98,38 +63,29 @@ def dot_plot(tables: dict[tuple, dict[str, dict]], metrics: Sequence[str], title
         ax.tick_params(labelsize=8)
     axes[0].set_yticks(range(len(systems)))
     axes[0].set_yticklabels(systems, fontsize=8)
-    labels = [str(split) if len({d for d, _ in keys}) == 1 else f"{ds} {split}"
-              for ds, split in keys]
-    handles = [Line2D([], [], marker=markers[k % len(markers)], color=colours[k], ls="")
-               for k in range(len(keys))]
-    if len(labels) > 1:  # one column right of the panels: never over points or titles
-        fig.legend(handles, labels, loc="upper left", bbox_to_anchor=(1, 0.95), ncol=1,
-                   fontsize=8, frameon=False)
+    if len(keys) > 1:  # one column right of the panels: never over points or titles
+        fig.legend([Line2D([], [], marker=markers[k % len(markers)], color=colours[k], ls="")
+                    for k in range(len(keys))],
+                   [str(split) if len({d for d, _ in keys}) == 1 else f"{ds} {split}"
+                    for ds, split in keys],
+                   loc="upper left", bbox_to_anchor=(1, 0.95), ncol=1, fontsize=8,
+                   frameon=False)
     fig.suptitle(f"{title}: mean with 95% CI (faded: oracles and probes)", fontsize=9)
     fig.tight_layout(rect=(0, 0, 1, 0.95))
-    data = base64.b64encode(png(fig)).decode("ascii")
     alt = f"{title}: mean and 95% interval of {', '.join(present)} per system"
-    return f'<img alt="{esc(alt)}" src="data:image/png;base64,{data}">'
+    return (f'<img alt="{esc(alt)}" '
+            f'src="data:image/png;base64,{base64.b64encode(png(fig)).decode("ascii")}">')
 
-
-def _source_matches(source: dict, task: Any, split: Any) -> bool:
-    """A data file of this task's data source and split (ArgSciChat files are
-    ``fold<k>/<split>``)."""
-    from saf_utils.tasks import spec
-
-    sp = spec(str(task))
-    ds = sp.source.name if sp else str(task)
-    split_of = str(source.get("split"))
-    return str(source.get("dataset")) == ds \
-        and (split_of == str(split) or split_of.endswith("/" + str(split)))
-
-
-def leakage_note(sources: Sequence[dict], task: Any, split: Any) -> str:
-    """A warning naming the nonzero ``leak_*`` anomaly counts of the split's data files."""
+def leakage_note(sources: Sequence[dict], t: dict) -> str:
+    """A warning naming the nonzero ``leak_*`` anomaly counts of the split's data files
+    (ArgSciChat files are ``fold<k>/<split>``)."""
+    ds, split = t["spec"].source.name if t["spec"] else str(t["task"]), t["split"]
     hits: dict[str, int] = defaultdict(int)
     files = set()
     for src in sources:
-        if not _source_matches(src, task, split):
+        split_of = str(src.get("split"))
+        if str(src.get("dataset")) != ds or (split_of != str(split)
+                                             and not split_of.endswith("/" + str(split))):
             continue
         for kind, n in (src.get("anomalies") or {}).items():
             if str(kind).startswith("leak_") and isinstance(n, int | float) and n > 0:
@@ -142,54 +98,29 @@ def leakage_note(sources: Sequence[dict], task: Any, split: Any) -> str:
             f"other data ({counts}; in {esc(', '.join(sorted(files)))}). These numbers may "
             "overstate how the systems do on new data.</p>")
 
+def task_splits(records: list[dict]) -> Iterator[dict[str, Any]]:
+    """Per task (registered specs first) and split in page order: title, metrics, the cells
+    (:func:`.crossrun.headline_cells`), ★ systems, paired differences on the leading metric."""
+    from saf_utils.reporting.crossrun import frame, headline_cells, task_metrics
+    from saf_utils.tasks import spec
 
-def task_splits(records: list[dict]) -> Iterable[dict[str, Any]]:
-    """Per task (registered specs first, then other tasks with result records) and per split
-    in page order: title, headline metrics, the systems' cells, the starred systems and the
-    paired differences on the leading metric."""
-    from saf_utils.tasks import specs
-
-    known = {s.name: s for s in specs()}
-    tasks = list(known)
-    for r in records:
-        t = r.get("task")
-        if record_kind(r) == "result" and t not in tasks and r.get("system") != "data":
-            tasks.append(t)
-    for task in tasks:
-        sp = known.get(task)
-        title, metrics = (sp.title, sp.headline) if sp else (str(task), ())
-        if not metrics:  # an unknown task: its first few result metrics
-            metrics = tuple(dict.fromkeys(r["metric"] for r in records if r.get("task") == task
-                                          and record_kind(r) == "result"))[:4]
-        tables = headline_cells(records, task, metrics)
-        if not tables:
-            continue
-        chosen = chosen_by_split(records, task)
-        diffs = paired_differences(records, task)
-        page_order = {sp_: i for i, sp_ in enumerate(sp.splits if sp else ())}
+    df = frame({"": records})
+    for task, title, metrics, splits in task_metrics(df):
+        tables = headline_cells(df, task, metrics)
+        chosen = H.chosen_by_split(records, task)
+        diffs = H.paired_differences(records, task)
+        sp = spec(task)
+        order = {split: i for i, split in enumerate(splits)}
         for i, ((ds, split), systems) in enumerate(sorted(tables.items(), key=lambda kv: (
-                page_order.get(kv[0][1], len(page_order)), str(kv[0])))):
+                order.get(kv[0][1], len(order)), str(kv[0])))):
             metric = next(m for m in metrics if any(m in e for e in systems.values()))
             yield {"task": task, "title": title, "metrics": metrics, "tables": tables,
-                   "spec": sp,
-                   "first": i == 0, "last": i == len(tables) - 1, "dataset": ds,
-                   "split": split, "systems": systems, "metric": metric,
-                   "chosen": chosen_on(chosen, split),
+                   "spec": sp, "first": i == 0, "last": i == len(tables) - 1,
+                   "dataset": ds, "split": split, "systems": systems, "metric": metric,
+                   "chosen": H.chosen_on(chosen, split),
+                   "anchors": [a for a in (sp.published if sp else ()) if a.split == split],
                    "diffs": {(k[2], k[4]): v for k, v in diffs.items()
                              if k[0] == ds and k[1] == split and k[3] == metric}}
-
-
-def _value(cell: dict) -> str:
-    """"0.86 [0.819, 0.897]" of a headline cell."""
-    ci = (f' <small>[{fmt(cell["low"])}, {fmt(cell["high"])}]</small>'
-          if cell.get("low") is not None and cell.get("high") is not None else "")
-    return f'<span class="num">{fmt(cell["mean"])}</span>{ci}'
-
-
-def _metric_label(metric: str) -> str:
-    return (f'{esc(metric)} <small class="scale" title="{esc(direction_words(metric))}">'
-            f"{esc(scale_label(metric))}</small>")
-
 
 def published_value(p: Published, metric: str, value: float) -> str:
     """A cited value as the source prints it, with its scale ("81.0 %", "0.162 (0–1)"),
@@ -207,14 +138,12 @@ def published_value(p: Published, metric: str, value: float) -> str:
         txt += " <small>(computed differently here)</small>"
     return txt
 
-
 def published_html(anchors: Sequence[Published], dataset: Any, metrics: Sequence[str],
                    names: bool = True) -> str:
     """The published numbers of one split (:class:`~saf_utils.taskspec.Published`) for
     ``metrics`` (``names``: say which metric each value is): per source, each system's
     values with their scale, whether the source's data is this run's (``dataset``), the
-    link; metrics the source reports without a number here are named. "" without
-    anchors."""
+    link; metrics the source reports without a number here are named. "" without any."""
     groups: dict[tuple, list[Published]] = defaultdict(list)
     for a in anchors:
         groups[(a.source, a.url, a.dataset)].append(a)
@@ -240,79 +169,48 @@ def published_html(anchors: Sequence[Published], dataset: Any, metrics: Sequence
                          f'title="{esc(source)}">source</a>)</small>')
     return "<br>".join(parts)
 
-
-def _anchors(t: dict) -> list[Published]:
-    sp = t.get("spec")
-    return [a for a in (sp.published if sp else ()) if a.split == t["split"]]
-
-
-def _split_notes(t: dict) -> list[str]:
-    sp = t.get("spec")
-    return [note for split, note in (sp.split_notes if sp else ()) if split == t["split"]]
-
-
-def reportable(t: dict) -> str | None:
-    """The split's reportable system: the one chosen without the test data (★) that has a
-    number on the leading metric; None when the notebook recorded no such choice."""
-    systems, metric = t["systems"], t["metric"]
-    return next((s for s in system_order(systems, metric)
-                 if s in t["chosen"] and metric in systems[s]), None)
-
-
 def _glance_row(t: dict) -> list[str] | None:
+    """The reportable system (★, chosen without the test data) of a split with its value,
+    its verdict against the runner-up (or the highest on test), the published numbers."""
     systems, metric = t["systems"], t["metric"]
-    ranked = [s for s in system_order(systems, metric)
-              if systems[s]["role"] not in SET_APART and metric in systems[s]]
-    if not ranked:
+    if (v := H.split_verdict(systems, metric)) is None:
         return None
-    star = reportable(t)
-    split_id = f"{t['task']}-{t['split']}"
-    where = (f'<a href="#{esc(split_id)}">{esc(t["title"])}</a><br>'
-             f'<small>{esc(t["split"])} · {esc(t["dataset"])}</small>')
+    star = next((s for s in H.system_order(systems, metric)
+                 if s in t["chosen"] and metric in systems[s]), None)
+    link = f'<a href="#{esc(t["task"])}-{esc(t["split"])}">'
+    where = f'{link}{esc(t["title"])}</a><br><small>{esc(t["split"])} · {esc(t["dataset"])}</small>'
+    verdict = ""
     if star is None:
-        rep = (f"<small>no system was chosen without the test data here; see the "
-               f'<a href="#{esc(split_id)}">section</a></small>')
-        verdict = ""
+        rep = (f"<small>no system was chosen without the test data here; see the {link}section"
+               "</a></small>")
     else:
-        e = systems[star]
-        rep = (f'★ <b>{esc(star)}</b>{input_mark(e)}<br>{_metric_label(metric)} '
-               f"{_value(e[metric])}")
-        composite = re.search(r"\(per fold: (.*)\)$", t["chosen"].get(star, ""))
-        if composite:  # a choice per fold: which system each fold's validation picked
-            rep += f"<br><small>per fold: {esc(composite.group(1))}</small>"
-        sp = t.get("spec")
-        if sp is not None and sp.headline_note:
-            rep += (f'<br><small>{esc(sp.headline_note)} <a href="#{esc(split_id)}">'
-                    "All metrics below</a>.</small>")
-        rest = [s for s in ranked if s != star]
-        top = ranked[0]
-        if not rest:
+        rep = (f'★ <b>{esc(star)}</b>{H.input_mark(systems[star])}<br>{esc(metric)} '
+               f'<small class="scale" title="{esc(H.direction(metric))}">'
+               f"{esc(scale_label(metric))}</small> {H.value_html(systems[star][metric])}")
+        if composite := re.search(r"\(per fold: (.*)\)$", t["chosen"].get(star, "")):
+            rep += f"<br><small>per fold: {esc(composite.group(1))}</small>"  # fold's choice
+        if t["spec"] is not None and t["spec"].headline_note:
+            rep += f'<br><small>{esc(t["spec"].headline_note)} {link}All metrics below</a>.</small>'
+        other = v["runner"] if v["top"] == star else v["top"]  # else the highest on test
+        if other is None:
             verdict = "no other comparable system"
         else:
-            other = rest[0]  # the runner-up, or the highest on test when ★ is not
-            who = (f"the runner-up <b>{esc(other)}</b>" if top == star else
-                   f"the highest on test <b>{esc(other)}</b> {_value(systems[other][metric])}"
-                   " <small>(for reference only)</small>")
-            verdict = gap_html(oriented(t["diffs"], star, other), who + input_mark(
-                systems[other]), metric)
+            who = (f"the runner-up <b>{esc(other)}</b>" if v["top"] == star else
+                   f"the highest on test <b>{esc(other)}</b> "
+                   f"{H.value_html(systems[other][metric])} <small>(for reference only)</small>")
+            verdict = H.gap_html(H.oriented(t["diffs"], star, other),
+                                 who + H.input_mark(systems[other]), metric)
             primary = next((d for (s, _ref), d in t["diffs"].items()
                             if s == star and d["primary"] and d["ref"] != other), None)
             if primary is not None:
-                verdict += "<br>" + gap_html(primary, f"the reference <b>{esc(primary['ref'])}"
-                                             "</b>", metric)
-            if top == star:
+                verdict += "<br>" + H.gap_html(primary, f"the reference <b>"
+                                               f"{esc(primary['ref'])}</b>", metric)
+            if v["top"] == star:
                 verdict += "<br><small>★ is also the highest on test.</small>"
-    published = published_html(_anchors(t), t["dataset"], [metric], names=False) or \
-        "<small>none declared</small>"
-    return [where, rep, verdict, published]
-
+    return [where, rep, verdict, published_html(t["anchors"], t["dataset"], [metric],
+                                                names=False) or "<small>none declared</small>"]
 
 def glance_table(records: list[dict]) -> str:
-    """The first screen of the index: per task and split the reportable system (★, chosen
-    without the test data) on the leading metric with its interval, whether it is
-    distinguishable from the runner-up (in words, with the test named), the highest on
-    test as a reference, and the published numbers of that split beside it (scale, same or
-    different data, source). Empty without result records."""
     rows = [r for r in map(_glance_row, task_splits(records)) if r]
     if not rows:
         return ""
@@ -329,36 +227,24 @@ def glance_table(records: list[dict]) -> str:
             f'<a href="{GLOSSARY}">how to read these numbers</a>; every metric and interval '
             "is in the task sections below.</p>")
 
-
 def task_sections(records: list[dict], sources: Sequence[dict] = ()) -> list[str]:
-    """One section per registered task spec (:mod:`saf_utils.tasks`), then one per other task
-    with result records (its first few metrics): per split the plain-words lead sentence,
-    the headline table and its design note; one dot plot per task."""
+    """Per task a section: per split the lead sentence, a leakage warning, the headline
+    table, its design note, notes and published numbers; one dot plot."""
     sections, parts = [], []
     for t in task_splits(records):
         task, split, systems = t["task"], t["split"], t["systems"]
         if t["first"]:
             parts = [f'<h2 id="{esc(task)}">{esc(t["title"])}</h2>']
-        parts.append(f'<h3 id="{esc(task)}-{esc(split)}">{esc(split)} '
-                     f'<small>({esc(t["dataset"])})</small></h3>')
-        parts.append(lead_html(systems, t["metric"], t["chosen"], t["diffs"]))
-        parts.append(leakage_note(sources, task, split))
-        parts.append(headline_html(systems, t["metrics"], t["chosen"]))
-        cells = [c for e in systems.values() for c in e.values()
-                 if isinstance(c, dict) and c.get("estimand")]
-        designs = design_note(cells)
-        if designs:
-            clip = (f" {term('‡', 'clipped')}: the interval reached past the metric's range "
-                    "and is clipped to it." if any(clipped(c) for c in cells) else "")
-            parts.append(f'<p class="note">{term("95 % intervals", "interval")}; '
-                         f"{esc(designs)}.{clip}</p>")
-        notes = _split_notes(t)
-        if t.get("spec") is not None and t["spec"].headline_note:
-            notes.insert(0, t["spec"].headline_note)
-        if notes:
-            parts.append(f'<p class="note">{" ".join(esc(n) for n in notes)}</p>')
-        cited = published_html(_anchors(t), t["dataset"], t["metrics"])
-        if cited:
+        parts += [f'<h3 id="{esc(task)}-{esc(split)}">{esc(split)} '
+                  f'<small>({esc(t["dataset"])})</small></h3>',
+                  H.lead_html(systems, t["metric"], t["chosen"], t["diffs"]),
+                  leakage_note(sources, t), H.headline_html(systems, t["metrics"], t["chosen"]),
+                  H.design_html(systems)]
+        sp = t["spec"]
+        if notes := [esc(n) for s, n in ((split, sp.headline_note), *sp.split_notes)
+                     if s == split and n] if sp else []:
+            parts.append(f'<p class="note">{" ".join(notes)}</p>')
+        if cited := published_html(t["anchors"], t["dataset"], t["metrics"]):
             parts.append(f'<p class="published">{term("Published", "published")} (cited, '
                          f"not measured here): {cited}</p>")
         if t["last"]:
@@ -368,7 +254,6 @@ def task_sections(records: list[dict], sources: Sequence[dict] = ()) -> list[str
                 parts.append(f'<p class="warn">figure failed: {esc(exc)}</p>')
             sections.append("\n".join(parts))
     return sections
-
 
 def _notebook_row(n: dict, latest: dict[str, dict], depends_on: dict[str, list[str]]
                   ) -> list[str]:
@@ -395,35 +280,21 @@ def _notebook_row(n: dict, latest: dict[str, dict], depends_on: dict[str, list[s
     return [link, state, f'<td class="num">{duration_text(n.get("seconds"))}</td>',
             esc(n.get("started") or ""), err]
 
-
-def _earlier_and_warnings(manifest: dict) -> str:
-    """Links to earlier executions in the run folder; skipped record lines; unfinished
-    notebooks (their numbers carry †)."""
-    prev = [e for e in manifest.get("executions", []) if e.get("archived_to")]
-    prev_html = ""
-    if prev:
-        prev_html = "<p class=note>Earlier executions in this run folder: " + ", ".join(
-            f'<a href="{esc(e["archived_to"])}/{esc(e["name"])}.html">{esc(e["name"])} '
-            f'({esc(e["status"])}, {esc(e.get("started"))})</a>' for e in prev) + "</p>"
+def _warnings(manifest: dict) -> str:
+    """Earlier executions in the run folder, skipped record lines, unfinished notebooks (their
+    numbers carry †)."""
+    prev = [f'<a href="{esc(e["archived_to"])}/{esc(e["name"])}.html">{esc(e["name"])} '
+            f'({esc(e["status"])}, {esc(e.get("started"))})</a>'
+            for e in manifest.get("executions", []) if e.get("archived_to")]
     skipped = (manifest.get("records") or {}).get("skipped_lines", 0)
-    warn = (f'<p class="warn">{skipped} bad record line(s) skipped (listed in manifest.json '
-            "under records.skipped).</p>") if skipped else ""
-    failed_nb = [n["name"] for n in manifest.get("notebooks", [])
-                 if n["status"] in ("failed", "interrupted")]
-    if failed_nb:
-        warn += ('<p class="warn">† marks numbers from a notebook that did not finish: '
-                 f"{esc(', '.join(failed_nb))}.</p>")
-    return prev_html + warn
-
-
-def _links(run_dir: Path, example_links: Sequence[tuple[str, str]]) -> str:
-    links = ['<a href="results.html">all result records</a>',
-             '<a href="manifest.json">manifest.json</a>', '<a href="metrics.json">metrics.json</a>']
-    if (run_dir / "compare.html").is_file():
-        links.insert(1, '<a href="compare.html">comparison with the baseline run</a>')
-    links[1:1] = [f'<a href="{esc(name)}">{esc(what)}</a>' for name, what in example_links]
-    return " · ".join(links)
-
+    failed = [n["name"] for n in manifest.get("notebooks", [])
+              if n["status"] in ("failed", "interrupted")]
+    return ((f"<p class=note>Earlier executions in this run folder: {', '.join(prev)}</p>"
+             if prev else "")
+            + (f'<p class="warn">{skipped} bad record line(s) skipped (listed in manifest.json '
+               "under records.skipped).</p>" if skipped else "")
+            + ('<p class="warn">† marks numbers from a notebook that did not finish: '
+               f"{esc(', '.join(failed))}.</p>" if failed else ""))
 
 INDEX_NOTE = (
     f"""<p class="note">Cells: mean [95 % interval] of the headline record (fold and seed null);
@@ -437,7 +308,6 @@ Only <code>result</code> records are shown; analysis and tuning records are in m
 and the notebooks. Published numbers come from the task specs and are cited, never
 measured here. Every term: <a href="{GLOSSARY}">how to read these numbers</a>.</p>""")
 
-
 def project_name() -> str:
     """The project as its package metadata describes it (pyproject's ``description``)."""
     from importlib.metadata import PackageNotFoundError, metadata
@@ -446,7 +316,6 @@ def project_name() -> str:
         return metadata("saf_utils")["Summary"] or "saf_utils"
     except PackageNotFoundError:
         return "saf_utils"
-
 
 def run_subject(records: list[dict]) -> tuple[str, str]:
     """What a run is about, from its result records: a short name (the first word of each
@@ -460,23 +329,25 @@ def run_subject(records: list[dict]) -> tuple[str, str]:
     return (" & ".join(short),
             "; ".join(f"{', '.join(ts)} on {ds}" for ds, ts in data.items()))
 
-
 def write_index(run_dir: Path, manifest: dict, records: list[dict],
                 example_links: Sequence[tuple[str, str]] = ()) -> Path:
-    """``index.html``: the headline page of a run (result records only); ``example_links``:
-    ``(file, what)`` of the run's example pages."""
+    """``index.html`` of a run; ``example_links``: ``(file, what)`` of its example pages."""
     from saf_utils.reporting import chrome
 
-    git = manifest.get("git") or {}
-    status = manifest.get("status", "?")
+    git, status = manifest.get("git") or {}, manifest.get("status", "?")
     latest = {n["name"]: n for n in manifest.get("notebooks", [])}
     nb_rows = [_notebook_row(n, latest, manifest.get("depends_on") or {})
                for n in manifest.get("notebooks", [])]
     commit = esc((git.get("commit") or "unknown")[:12]) + (" (dirty)" if git.get("dirty") else "")
-    sections = task_sections(records, manifest.get("data_sources") or [])
-    run = manifest.get("run", run_dir.name)
     short, tasks = run_subject(records)
-    body = f"""<h1>{esc(short) + " · " if short else ""}run {esc(run)}
+    title = (f"{short} · " if short else "") + f"run {manifest.get('run', run_dir.name)}"
+    links = ['<a href="results.html">all result records</a>',
+             *(f'<a href="{esc(name)}">{esc(what)}</a>' for name, what in example_links),
+             *(['<a href="compare.html">comparison with the baseline run</a>']
+               if (run_dir / "compare.html").is_file() else []),
+             '<a href="manifest.json">manifest.json</a>', '<a href="metrics.json">metrics.json</a>']
+    sections = task_sections(records, manifest.get("data_sources") or [])
+    body = f"""<h1>{esc(title)}
 <span class="{esc(status)}">{esc(status)}</span></h1>
 <p class="meta">{esc(project_name())}.{" Tasks: " + esc(tasks) + "." if tasks else ""}
 Profile <b>{esc(manifest.get('profile'))}</b>: {esc(manifest.get('description') or '')}</p>
@@ -484,31 +355,26 @@ Profile <b>{esc(manifest.get('profile'))}</b>: {esc(manifest.get('description') 
 <p class="meta">Commit <code>{commit}</code> · started {esc(manifest.get('started'))} ·
 finished {esc(manifest.get('finished') or '—')}</p>
 {table(['notebook', 'status', 'time', 'started', 'error'], nb_rows)}
-{_earlier_and_warnings(manifest)}
-<p>{_links(run_dir, example_links)}</p>
+{_warnings(manifest)}
+<p>{" · ".join(links)}</p>
 {''.join(sections) or '<p>No result record yet.</p>'}
-{INDEX_NOTE}"""
-    return write_text(run_dir / "index.html", page((f"{short} · " if short else "") + f"run {run}",
-                                                   body + chrome.downloads_section(
-                                                       run_dir, records) + data_table(manifest),
-                                                   run_dir=run_dir,
-                                                   current="index.html"))
-
+{INDEX_NOTE}{chrome.downloads_section(run_dir, records)}{data_table(manifest)}"""
+    return write_text(run_dir / "index.html",
+                      page(title, body, run_dir=run_dir, current="index.html"))
 
 def data_table(manifest: dict) -> str:
     """The data files of the run by dataset, split, file name and SHA-256 (no paths)."""
     rows = []
     for s in manifest.get("data_sources") or []:
-        anomalies = ", ".join(f"{k} {v}" for k, v in sorted((s.get("anomalies") or {}).items())
-                              if v)
+        found = {k: v for k, v in sorted((s.get("anomalies") or {}).items()) if v}
         sha = str(s.get("sha256") or "")
-        cls = "warn" if any(k.startswith("leak_") and v for k, v in
-                            (s.get("anomalies") or {}).items()) else ""
+        leak = "warn" if any(str(k).startswith("leak_") for k in found) else ""
         rows.append([esc(s.get("dataset")), esc(s.get("split")),
                      esc(Path(str(s.get("path"))).name),
                      f'<td><code title="{esc(sha)}">{esc(sha[:16])}</code></td>',
                      f'<td class="num">{esc(s.get("rows", ""))}</td>',
-                     f'<td class="{cls}">{esc(anomalies)}</td>'])
+                     f'<td class="{leak}">'
+                     f'{esc(", ".join(f"{k} {v}" for k, v in found.items()))}</td>'])
     if not rows:
         return ""
     return ('<h2 id="data">Data files</h2>' + table(

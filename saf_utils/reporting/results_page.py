@@ -4,12 +4,12 @@ records of the test splits, each once."""
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from saf_utils.metrics import scale_label
-from saf_utils.reporting.headline import clip_record, record_kind
+from saf_utils.reporting.crossrun import TESTS, clip_record, paired_test
 from saf_utils.reporting.manifest import write_text
 from saf_utils.reporting.pages import fmt, page
 from saf_utils.reporting.sharing import esc
@@ -27,21 +27,14 @@ NUMERIC_RESULT_COLUMNS = ("value", "p", "ci_low", "ci_high")
 #: shown in their boxes; the reader clears them to see every record).
 DEFAULT_VIEW = {"kind": "result", "split": "test", "what": "headline"}
 
-_P_PREFIXES = (("primary p vs ", "p vs {} (primary comparison)"),
-               ("p_adj vs ", "Holm-adjusted p vs {}"), ("p vs ", "p vs {} (unadjusted)"))
-
 def record_what(r: dict) -> tuple[str, bool]:
     """What a record's number is, for a reader, and whether it is a p-value: ``headline``
     (fold and seed null), ``per fold 2``, ``difference vs B``, ``Holm-adjusted p vs B``,
     ``chosen``, or its subset."""
-    sub = str(r.get("subset") or "")
-    for prefix, words in _P_PREFIXES:
-        if sub.startswith(prefix):
-            return words.format(sub[len(prefix):]), True
-    if sub.startswith("minus "):
-        return f"difference vs {sub[len('minus '):]}", False
-    if sub:
-        return sub, False
+    if test := paired_test(r.get("subset")):
+        return TESTS[test[0]][1].format(test[1]), test[0] != "minus "
+    if r.get("subset"):
+        return str(r["subset"]), False
     parts = [f"per {k} {r[k]}" for k in ("fold", "seed") if r.get(k) is not None]
     return (" ".join(parts) if parts else "headline"), False
 
@@ -59,12 +52,10 @@ def results_frame(records: list[dict]) -> Any:
         what, is_p = record_what(r)
         lo, hi = r.get("ci_low"), r.get("ci_high")
         ci = f"[{fmt(lo, 4)}, {fmt(hi, 4)}]" if lo is not None and hi is not None else ""
-        value = None if r.get("value") is None else float(r["value"])
         row = {c: r.get(c) for c in RESULT_COLUMNS}
-        row.update(kind=record_kind(r), CI=ci, what=what, scale=scale_label(str(r.get("metric"))),
-                   value=None if is_p else value, p=value if is_p else None,
-                   **{c: (None if r.get(c) is None else float(r[c]))
-                      for c in ("ci_low", "ci_high")})
+        row.update(kind=r.get("kind") or "result", CI=ci, what=what,
+                   scale=scale_label(str(r.get("metric"))),
+                   value=None if is_p else r.get("value"), p=r.get("value") if is_p else None)
         rows.append({c: fmt(v, 4) if c in NUMERIC_RESULT_COLUMNS else "" if v is None else v
                      for c, v in row.items()})
     frame = pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
@@ -73,8 +64,7 @@ def results_frame(records: list[dict]) -> Any:
     return frame
 
 def write_results(run_dir: Path, manifest: dict, records: list[dict]) -> Path:
-    """``results.html``: every record in one interactive table (sort, search, per-column
-    filters, hideable columns); the default view shows ``result`` records of test splits."""
+    """``results.html`` of a run (see the module's docstring)."""
     from saf_utils.reporting.tables import html
 
     frame = results_frame(records)
@@ -89,10 +79,8 @@ def write_results(run_dir: Path, manifest: dict, records: list[dict]) -> Path:
         searchCols=[{"search": DEFAULT_VIEW[c]} if c in DEFAULT_VIEW else None for c in cols],
         order=[[cols.index("split"), "asc"], [cols.index("metric"), "asc"],
                [cols.index("value"), "desc"]])
-    kinds = defaultdict(int)
-    for r in records:
-        kinds[record_kind(r)] += 1
-    counts = ", ".join(f"{n} {esc(k)}" for k, n in sorted(kinds.items()))
+    counts = ", ".join(f"{n} {esc(k)}" for k, n in sorted(Counter(
+        r.get("kind") or "result" for r in records).items()))
     intro = f"""<h1>Results of run {esc(manifest.get('run', run_dir.name))}</h1>
 <p><a href="index.html">headline page</a> · {len(frame)} records ({counts}). The default view
 shows each headline number of the test splits once (the boxes of <code>kind</code>,
