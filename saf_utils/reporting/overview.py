@@ -41,7 +41,7 @@ def run_headlines(run_dir: Path, problems: list[str] | None = None
     choice), else the best comparable one, on the task's first headline metric (``{}``
     without readable records). Records that cannot be compared (a value that is no finite
     number, ...) are left out, with one line in ``problems`` naming the first."""
-    from saf_utils.reporting.compare import _check_record
+    from saf_utils.reporting.compare import record_problem
     from saf_utils.reporting.crossrun import frame, headline_cells, task_metrics
     from saf_utils.reporting.headline import chosen_by_split, chosen_on, split_verdict
 
@@ -51,7 +51,7 @@ def run_headlines(run_dir: Path, problems: list[str] | None = None
             raise TypeError("records is no list")
     except (OSError, ValueError, KeyError, TypeError):
         return {}
-    bad = [(i, why) for i, r in enumerate(records) if (why := _check_record(r))]
+    bad = [(i, why) for i, r in enumerate(records) if (why := record_problem(r))]
     if bad and problems is not None:
         problems.append(f"{run_dir.name}/metrics.json: {len(bad)} record(s) left out of its "
                         f"headline (records[{bad[0][0]}]: {bad[0][1]})")
