@@ -194,10 +194,6 @@ def _items(run: Path, manifest: dict):
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-#: Two runs score the same items: the unit is the item ("these items"), folds as strata.
-RUN_DESIGN_ESTIMAND = "the same items, run B vs run A"
-
-
 def _significance(run_a: Path, man_a: dict, run_b: Path, man_b: dict, keys: list[tuple],
                   alpha: float, n_resamples: int) -> dict[tuple, dict]:
     """Paired randomization (B vs A) on the items both runs scored, per changed key; the
@@ -210,8 +206,9 @@ def _significance(run_a: Path, man_a: dict, run_b: Path, man_b: dict, keys: list
     a, b = _items(run_a, man_a), _items(run_b, man_b)
     if a.empty or b.empty:
         return {}
-    design = P.Design("items", "item", estimand=RUN_DESIGN_ESTIMAND, strata="fold",
-                      n_resamples=n_resamples, alpha=alpha)
+    # two runs score the same items: the unit is the item ("these items"), folds as strata
+    design = P.Design("items", "item", estimand="the same items, run B vs run A",
+                      strata="fold", n_resamples=n_resamples, alpha=alpha)
     by = list(KEY[:5])
     both = pd.concat([a.assign(_run="A"), b.assign(_run="B")], ignore_index=True)
     wanted = {k[:5] for k in keys if k[5] is None}
