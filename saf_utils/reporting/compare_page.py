@@ -48,8 +48,9 @@ def _param_text(row: dict, side: str) -> str:
     return f"({note})" if note else _v(row[side])
 
 
-def sections(cmp: dict) -> list[tuple[str, list[str], list[list[str]], str]]:
-    """(title, header, rows of plain text, text when there is no row) of every section."""
+def sections(cmp: dict) -> list[tuple[str, list[str], list[list[str]], str, list[str]]]:
+    """(title, header, rows of plain text, text when there is no row, notes under it) of
+    every section."""
     def only(side: str, val: str) -> list[list[str]]:
         return [[_where(r), r["system"], r["metric"], r["subset"] or "", fmt(r[val], 4)]
                 for r in cmp[side]]
@@ -57,42 +58,40 @@ def sections(cmp: dict) -> list[tuple[str, list[str], list[list[str]], str]]:
     return [
         ("Setup", ["what", "A", "B"], [[s["what"], _v(s["a"]), _v(s["b"])]
                                         for s in cmp["setup"]],
-         "Same profile, commit and lock file."),
+         "Same profile, commit and lock file.",
+         ["Reused (one execution, identical outputs): " + ", ".join(cmp["identical"])]
+         if cmp.get("identical") else []),
         ("Parameters", ["notebook", "parameter", "A", "B"],
          [[p["notebook"], p["parameter"], _param_text(p, "a"), _param_text(p, "b")]
-          for p in cmp["parameters"]], "No parameter differs."),
+          for p in cmp["parameters"]], "No parameter differs.", []),
         ("Data", ["dataset", "split", "file", "A sha256", "B sha256"],
          [[d["dataset"], d["split"], d["file"], _v(d["a"]), _v(d["b"])] for d in cmp["data"]],
-         "Same data files (SHA-256)."),
+         "Same data files (SHA-256).", []),
         ("Packages", ["package", "A", "B"], [[p["package"], p["a"] or "-", p["b"] or "-"]
                                               for p in cmp["packages"]],
-         "Same installed packages."),
+         "Same installed packages.", []),
         (f"Results that changed ({len(cmp['changed'])}; {cmp['unchanged']} unchanged)",
          [WHERE, "system", "metric", "subset", "A", "B", "B - A",
           f"paired test (alpha {cmp['alpha']})"],
          [[_where(c), c["system"], c["metric"], c["subset"] or "", fmt(c["a"], 4),
            fmt(c["b"], 4), fmt(c["diff"], 3), _test(c)] for c in cmp["changed"]],
-         "No result record changed."),
+         "No result record changed.", []),
         (f"Appeared (only in B): {len(cmp['appeared'])}",
-         [WHERE, "system", "metric", "subset", "value"], only("appeared", "b"), "None."),
+         [WHERE, "system", "metric", "subset", "value"], only("appeared", "b"), "None.", []),
         (f"Disappeared (only in A): {len(cmp['disappeared'])}",
-         [WHERE, "system", "metric", "subset", "value"], only("disappeared", "a"), "None.")]
-
-
-def _reused(cmp: dict) -> list[str]:
-    return (["Reused (one execution, identical outputs): " + ", ".join(cmp["identical"])]
-            if cmp.get("identical") else [])
+         [WHERE, "system", "metric", "subset", "value"], only("disappeared", "a"), "None.",
+         [])]
 
 
 def to_markdown(cmp: dict) -> str:
     lines = [f"# {cmp['b_name']} compared with {cmp['a_name']} (B - A)", "",
              f"A = {cmp['a']}", f"B = {cmp['b']}", ""]
-    for i, (title, head, rows, empty) in enumerate(sections(cmp)):
+    for title, head, rows, empty, notes in sections(cmp):
         table = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head),
                  *("| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |"
                    for r in rows)]
         lines += [f"## {title}", "", *(table if rows else [empty]), ""]
-        lines += [x for t in (_reused(cmp) if i == 0 else []) for x in (t, "")]
+        lines += [x for t in notes for x in (t, "")]
     return "\n".join(lines)
 
 
@@ -119,12 +118,12 @@ def write_compare_html(cmp: dict, path: str | os.PathLike) -> Path:
             return f'<td class="{"failed" if sig else ""}">{esc(text.replace("**", ""))}</td>'
         return f"<b>{esc(text)}</b>" if name == "parameter" else esc(text)
 
-    for i, (title, head, rows, empty) in enumerate(sections(cmp)):
+    for title, head, rows, empty, notes in sections(cmp):
         numbers = head[0] == WHERE  # the results' sections
         body.append(f"<h2>{esc(title)}</h2>" + (table(head, [
             [cell(head[j], t, r, numbers) for j, t in enumerate(row)]
             for r, row in enumerate(rows)]) if rows else f"<p>{esc(empty)}</p>"))
-        body += [f"<p>{esc(t)}</p>" for t in (_reused(cmp) if i == 0 else [])]
+        body += [f"<p>{esc(t)}</p>" for t in notes]
     inside = (path.parent / "manifest.json").is_file()  # a run folder
     out = write_text(path, page(f"Compare {cmp['a_name']} → {cmp['b_name']}", "\n".join(body),
                                 run_dir=path.parent if inside else None, current=path.name))
