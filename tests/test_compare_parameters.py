@@ -1,15 +1,19 @@
 """``saf-run compare`` on parameters: a notebook that ran with its default value shows that
-value, marked "(default)", and "(not run)" is kept for a notebook the run did not run."""
+value, marked "(default)", and "(not run)" is kept for a notebook the run did not run; a
+malformed run is refused in one line naming the file and the key."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import nbformat
+import pytest
 
-from saf_utils.reporting.compare import compare_runs
+from saf_utils.reporting.compare import compare_runs, load_run
 from saf_utils.reporting.compare_page import to_markdown, write_compare_html
+from saf_utils.reporting.profiles import RunnerError
 
 
 def _run(root: Path, name: str, notebooks: dict[str, dict], copies: bool = True) -> Path:
@@ -68,3 +72,27 @@ def test_without_the_run_copy_a_default_is_said_to_be_unrecorded(tmp_path):
              copies=False)
     md = to_markdown(compare_runs(a, b, n_resamples=100))
     assert "| 02_baseline_finetuning | launcher | (default, not recorded) | torchrun:2 |" in md
+
+
+def test_a_malformed_manifest_or_record_names_the_file_and_the_key(tmp_path):
+    run = _run(tmp_path, "a", {"01_data_exploration": {}}, copies=False)
+    manifest = json.loads((run / "manifest.json").read_text())
+    nb = {"name": "01_data_exploration", "status": 3}
+    for change, expected in (({"installed": ["x==1", 2]}, "installed[1] is int, not a string"),
+                             ({"git": "abc"}, "git is str 'abc', not a mapping"),
+                             ({"pid": True}, "pid is bool 'True', not a whole number"),
+                             ({"notebooks": [nb]}, "notebooks[0].status is int '3', not a string"),
+                             ({"notebooks": [{"name": "../x"}]}, "notebooks[0] name")):
+        (run / "manifest.json").write_text(json.dumps({**manifest, **change}))
+        with pytest.raises(RunnerError, match=re.escape(f"{run / 'manifest.json'}: {expected}")):
+            load_run(run)
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    for records, expected in (([{"system": ["s"], "value": 1}], "records[0]: system is list"),
+                              ([{"value": 1}, {"value": float("nan")}],
+                               "records[1]: value nan is not a finite number"),
+                              ([[]], "records[0]: a JSON list, not an object")):
+        (run / "metrics.json").write_text(json.dumps({"records": records}))
+        with pytest.raises(RunnerError, match=re.escape(f"{run / 'metrics.json'}: {expected}")):
+            load_run(run)
+    (run / "metrics.json").write_text(json.dumps({"records": [{"kind": "info", "value": "x"}]}))
+    assert load_run(run)[1] == [{"kind": "info", "value": "x"}]  # only results need numbers

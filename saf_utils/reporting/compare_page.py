@@ -1,7 +1,6 @@
-"""A run comparison (:func:`saf_utils.reporting.compare.compare_runs`) for people: Markdown
-for the terminal (:func:`to_markdown`) and the HTML page ``compare.html`` /
-``compare-<run>.html`` (:func:`write_compare_html`), both from one list of sections
-(:func:`sections`: title, header, plain-text rows, what to say when empty)."""
+"""A run comparison (:func:`.compare.compare_runs`) for people: Markdown for the terminal
+(:func:`to_markdown`) and the page ``compare.html`` / ``compare-<run>.html``
+(:func:`write_compare_html`), both from one list of :func:`sections`."""
 
 from __future__ import annotations
 
@@ -49,8 +48,9 @@ def _param_text(row: dict, side: str) -> str:
     return f"({note})" if note else _v(row[side])
 
 
-def sections(cmp: dict) -> list[tuple[str, list[str], list[list[str]], str]]:
-    """(title, header, rows of plain text, text when there is no row) of every section."""
+def sections(cmp: dict) -> list[tuple[str, list[str], list[list[str]], str, list[str]]]:
+    """(title, header, rows of plain text, text when there is no row, notes under it) of
+    every section."""
     def only(side: str, val: str) -> list[list[str]]:
         return [[_where(r), r["system"], r["metric"], r["subset"] or "", fmt(r[val], 4)]
                 for r in cmp[side]]
@@ -58,62 +58,58 @@ def sections(cmp: dict) -> list[tuple[str, list[str], list[list[str]], str]]:
     return [
         ("Setup", ["what", "A", "B"], [[s["what"], _v(s["a"]), _v(s["b"])]
                                         for s in cmp["setup"]],
-         "Same profile, commit and lock file."),
+         "Same profile, commit and lock file.",
+         ["Reused (one execution, identical outputs): " + ", ".join(cmp["identical"])]
+         if cmp.get("identical") else []),
         ("Parameters", ["notebook", "parameter", "A", "B"],
          [[p["notebook"], p["parameter"], _param_text(p, "a"), _param_text(p, "b")]
-          for p in cmp["parameters"]], "No parameter differs."),
+          for p in cmp["parameters"]], "No parameter differs.", []),
         ("Data", ["dataset", "split", "file", "A sha256", "B sha256"],
          [[d["dataset"], d["split"], d["file"], _v(d["a"]), _v(d["b"])] for d in cmp["data"]],
-         "Same data files (SHA-256)."),
+         "Same data files (SHA-256).", []),
         ("Packages", ["package", "A", "B"], [[p["package"], p["a"] or "-", p["b"] or "-"]
                                               for p in cmp["packages"]],
-         "Same installed packages."),
+         "Same installed packages.", []),
         (f"Results that changed ({len(cmp['changed'])}; {cmp['unchanged']} unchanged)",
          [WHERE, "system", "metric", "subset", "A", "B", "B - A",
           f"paired test (alpha {cmp['alpha']})"],
          [[_where(c), c["system"], c["metric"], c["subset"] or "", fmt(c["a"], 4),
            fmt(c["b"], 4), fmt(c["diff"], 3), _test(c)] for c in cmp["changed"]],
-         "No result record changed."),
+         "No result record changed.", []),
         (f"Appeared (only in B): {len(cmp['appeared'])}",
-         [WHERE, "system", "metric", "subset", "value"], only("appeared", "b"), "None."),
+         [WHERE, "system", "metric", "subset", "value"], only("appeared", "b"), "None.", []),
         (f"Disappeared (only in A): {len(cmp['disappeared'])}",
-         [WHERE, "system", "metric", "subset", "value"], only("disappeared", "a"), "None.")]
-
-
-def _reused(cmp: dict) -> str:
-    return ("Reused (one execution, identical outputs): " + ", ".join(cmp["identical"])
-            if cmp.get("identical") else "")
+         [WHERE, "system", "metric", "subset", "value"], only("disappeared", "a"), "None.",
+         [])]
 
 
 def to_markdown(cmp: dict) -> str:
     lines = [f"# {cmp['b_name']} compared with {cmp['a_name']} (B - A)", "",
              f"A = {cmp['a']}", f"B = {cmp['b']}", ""]
-    for i, (title, head, rows, empty) in enumerate(sections(cmp)):
-        lines += [f"## {title}", ""]
-        if rows:
-            lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-            lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |"
-                      for r in rows]
-        else:
-            lines.append(empty)
-        lines.append("")
-        if i == 0 and _reused(cmp):
-            lines += [_reused(cmp), ""]
+    for title, head, rows, empty, notes in sections(cmp):
+        table = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head),
+                 *("| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |"
+                   for r in rows)]
+        lines += [f"## {title}", "", *(table if rows else [empty]), ""]
+        lines += [x for t in notes for x in (t, "")]
     return "\n".join(lines)
 
 
 def write_compare_html(cmp: dict, path: str | os.PathLike) -> Path:
-    """The comparison as a page; a significant change's test cell is marked (``failed``)."""
-    from saf_utils.reporting.pages import page
-    from saf_utils.reporting.pages import table as html_table
+    """The comparison as a page; a significant change's test cell is marked (``failed``).
+    Inside a run folder it has the run's navigation bar and the run's pages link it."""
+    from saf_utils.reporting import chrome, metric_cards
+    from saf_utils.reporting.pages import page, table
 
+    path = Path(path)
     body = [f"<h1>{esc(cmp['b_name'])} compared with {esc(cmp['a_name'])}</h1>",
             f"<p class=meta>A = {esc(cmp['a'])}<br>B = {esc(cmp['b'])}<br>Differences are "
             f"B - A; a paired randomization test on the per-item scores of both runs flags "
             f"significant ones (Holm-adjusted over all changed records, p &lt; "
             f"{cmp['alpha']}).</p>"]
-    if (Path(path).parent.parent / "runs.html").is_file():  # in a run of a reports folder
+    if (path.parent.parent / "runs.html").is_file():  # in a run of a reports folder
         body.append('<p><a href="../runs.html">All runs</a> (runs.html)</p>')
+
     def cell(name: str, text: str, r: int, numbers: bool) -> str:
         if numbers and name in NUMBERS:
             return f'<td class="num">{esc(text)}</td>'
@@ -122,30 +118,16 @@ def write_compare_html(cmp: dict, path: str | os.PathLike) -> Path:
             return f'<td class="{"failed" if sig else ""}">{esc(text.replace("**", ""))}</td>'
         return f"<b>{esc(text)}</b>" if name == "parameter" else esc(text)
 
-    for i, (title, head, rows, empty) in enumerate(sections(cmp)):
+    for title, head, rows, empty, notes in sections(cmp):
         numbers = head[0] == WHERE  # the results' sections
-        html_rows = [[cell(head[j], t, r, numbers) for j, t in enumerate(row)]
-                     for r, row in enumerate(rows)]
-        body.append(f"<h2>{esc(title)}</h2>" + (html_table(head, html_rows) if rows
-                                                  else f"<p>{esc(empty)}</p>"))
-        if i == 0 and _reused(cmp):
-            body.append(f"<p>{esc(_reused(cmp))}</p>")
-    run_dir = Path(path).parent  # inside a run folder: the run's navigation bar
-    inside = (run_dir / "manifest.json").is_file()
-    text = page(f"Compare {cmp['a_name']} → {cmp['b_name']}", "\n".join(body),
-                run_dir=run_dir if inside else None, current=Path(path).name)
-    return _with_navigation(Path(path), text)
-
-
-def _with_navigation(path: Path, text: str) -> Path:
-    """Write the page; inside a run folder, with its navigation bar, and the run's other
-    pages then link it (:mod:`saf_utils.reporting.chrome`)."""
-    from saf_utils.reporting import chrome, metric_cards
-
-    run_dir = path.parent
-    if not (run_dir / "manifest.json").is_file():
-        return write_text(path, text)
-    out = write_text(path, text)
-    metric_cards.write_cards(run_dir / chrome.CARDS_PAGE, run_dir)
-    chrome.refresh(run_dir)
+        body.append(f"<h2>{esc(title)}</h2>" + (table(head, [
+            [cell(head[j], t, r, numbers) for j, t in enumerate(row)]
+            for r, row in enumerate(rows)]) if rows else f"<p>{esc(empty)}</p>"))
+        body += [f"<p>{esc(t)}</p>" for t in notes]
+    inside = (path.parent / "manifest.json").is_file()  # a run folder
+    out = write_text(path, page(f"Compare {cmp['a_name']} → {cmp['b_name']}", "\n".join(body),
+                                run_dir=path.parent if inside else None, current=path.name))
+    if inside:
+        metric_cards.write_cards(path.parent / chrome.CARDS_PAGE, path.parent)
+        chrome.refresh(path.parent)
     return out

@@ -1,21 +1,16 @@
 """The runs overview: ``runs.html`` in the reports folder, every run on one page.
 
-Runs are grouped by profile and dataset: one interactive table per group (itables' bundled
-DataTables: sort, search, filter, CSV; no network) with a row per run (its link to
-``index.html``, status, commit, duration, per task the headline metric of the system chosen
-for the task's first split, else its best system) and a comparison with the group's
-previous run: a link where ``saf-run compare`` wrote one (``<run>/compare-<previous>.html``),
-else the command that writes it (the page is a file and cannot run Python). A group of two
-or more runs gets a chart of those headline values over its runs; runs of different profiles
-or data are never joined by a line. ``saf-run list --html`` writes the page, and so does
-every run at its end.
+Runs are grouped by profile and dataset: per group an interactive table (itables, offline)
+with a row per run (link, status, commit, duration, per task the headline metric of the
+system chosen for the task's first split, else its best one) and the comparison with the
+group's previous run (the page ``saf-run compare`` wrote, else the command that writes it:
+a file cannot run Python); a group of 2+ runs gets a chart of those values. ``saf-run list
+--html`` writes the page, and so does every run at its end.
 
-Why not an experiment tracker (MLflow): the records already are the tracking store
-(``metrics.json`` per run folder, the manifest for parameters and provenance), and the
-pages are shared as files, offline; ``mlflow ui`` is a server with its own store that a
-colleague cannot open from a copied folder, and MLflow would add a large dependency tree
-to the locked environment for one table and one chart. This page reads the same run
-folders as ``saf-run list`` and needs nothing but the browser.
+Why not an experiment tracker (MLflow): the run folders already are the store
+(``metrics.json``, the manifest), and pages are shared as files, offline; ``mlflow ui`` is
+a server with its own store that a colleague cannot open from a copied folder, and a large
+dependency tree for one table and one chart.
 """
 
 from __future__ import annotations
@@ -36,26 +31,24 @@ NO_DATA = "no result records"
 
 def run_headlines(run_dir: Path, problems: list[str] | None = None
                   ) -> dict[str, dict[str, Any]]:
-    """Per task: ``{"metric", "dataset", "split", "system", "value", "lo", "hi", "chosen",
-    "title"}`` of a run: the system starred on the task's first split (the notebook's
-    choice), else the best comparable one, on the task's first headline metric (``{}``
-    without readable records). Records that cannot be compared (a value that is no finite
-    number, ...) are left out, with one line in ``problems`` naming the first."""
-    from saf_utils.reporting.compare import _check_record
+    """Per task ``{"metric", "dataset", "split", "system", "value", "lo", "hi", "chosen",
+    "title"}``: the system chosen on the task's first split (else the best), on its first
+    headline metric. Records that cannot be compared are left out, counted in ``problems``."""
+    from saf_utils.reporting.compare import record_problem
     from saf_utils.reporting.crossrun import frame, headline_cells, task_metrics
     from saf_utils.reporting.headline import chosen_by_split, chosen_on, split_verdict
 
     try:
         records = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))["records"]
-        if not isinstance(records, list):
-            raise TypeError("records is no list")
-    except (OSError, ValueError, KeyError, TypeError):
+        bad = {i: why for i, r in enumerate(records if isinstance(records, list) else 0)
+               if (why := record_problem(r))}
+    except (OSError, ValueError, KeyError, TypeError):  # no readable records: no headline
         return {}
-    bad = [(i, why) for i, r in enumerate(records) if (why := _check_record(r))]
     if bad and problems is not None:
+        i = next(iter(bad))
         problems.append(f"{run_dir.name}/metrics.json: {len(bad)} record(s) left out of its "
-                        f"headline (records[{bad[0][0]}]: {bad[0][1]})")
-    records = [r for i, r in enumerate(records) if i not in dict(bad)]
+                        f"headline (records[{i}]: {bad[i]})")
+    records = [r for i, r in enumerate(records) if i not in bad]
     df = frame({run_dir.name: records})
     out: dict[str, dict[str, Any]] = {}
     for task, title, metrics, splits in task_metrics(df):
@@ -68,8 +61,7 @@ def run_headlines(run_dir: Path, problems: list[str] | None = None
         metric = next(m for m in metrics if any(m in e for e in systems.values()))
         chosen = [s for s in chosen_on(chosen_by_split(records, task), split)
                   if metric in systems.get(s, {})]
-        v = split_verdict(systems, metric)
-        system = chosen[0] if chosen else (v["top"] if v else None)
+        system = chosen[0] if chosen else (split_verdict(systems, metric) or {}).get("top")
         if system is None:
             continue
         cell = systems[system][metric]
@@ -117,14 +109,13 @@ def _chart(runs: Sequence[dict], columns: Sequence[tuple[str, str]], dataset: st
 def _compare_cell(root: Path, previous: str | None, run: str, command: str) -> str:
     """The comparison of a run with the group's previous run: its page when it exists, else
     the command that writes it; and the one with its ``--baseline`` run when it has one."""
-    out = []
-    if (root / run / "compare.html").is_file():
-        out.append(f'<a href="{esc(run)}/compare.html">vs its baseline</a>')
-    page = f"compare-{previous}.html"
-    if previous is not None and (root / run / page).is_file():
-        out.append(f'<a href="{esc(run)}/{esc(page)}">vs {esc(previous)}</a>')
-    elif previous is not None:
-        out.append(f"<code>{esc(f'saf-run compare {previous} {run}{command}')}</code>")
+    out = ([f'<a href="{esc(run)}/compare.html">vs its baseline</a>']
+           if (root / run / "compare.html").is_file() else [])
+    if previous is not None:
+        page = f"compare-{previous}.html"
+        out.append(f'<a href="{esc(run)}/{esc(page)}">vs {esc(previous)}</a>'
+                   if (root / run / page).is_file() else
+                   f"<code>{esc(f'saf-run compare {previous} {run}{command}')}</code>")
     return "<br>".join(out)
 
 
@@ -145,8 +136,8 @@ def group_table(root: Path, key: tuple[str, str], runs: list[dict], rank: dict[s
                                    if h["dataset"] == dataset),
                      key=lambda c: (rank.get(c[0], len(rank)), c))
     titles = {t: h["title"] for r in runs for t, h in r["headlines"].items()}
-    rows, previous = [], None
-    for r in runs:
+    rows = []
+    for previous, r in zip([None, *(str(r["run"]) for r in runs)], runs, strict=False):
         name = str(r["run"])
         row = {"run": (f'<a href="{esc(name)}/index.html">{esc(name)}</a>'
                        if (root / name / "index.html").is_file() else esc(name)),
@@ -166,16 +157,13 @@ def group_table(root: Path, key: tuple[str, str], runs: list[dict], rank: dict[s
                 f"{esc(h['system'])}{' ★' if h['chosen'] else ''}: "
                 f"{esc(interval(h['value'], h['lo'], h['hi'], fmt))} "
                 f"<small>({esc(h['split'])})</small>" if ok else "")
-        previous = name
         rows.append(row)
-    title = f"{profile or 'no profile'} · {dataset}"
-    chart = _chart(runs, columns, dataset) if dataset != NO_DATA else ""
     short = {} if len(rows) > 10 else {"paging": False, "layout": {  # no pages of one page
         "topStart": None, "topEnd": "search" if len(rows) > 5 else None, "bottomStart": None,
         "bottomEnd": None}}
-    return [f'<h2 id="group-{n}">{esc(title)}</h2>',
+    return [f'<h2 id="group-{n}">{esc(profile or "no profile")} · {esc(dataset)}</h2>',
             interactive(f"runs-{n}", pd.DataFrame(rows), None, filters=False, order=[],
-                        **short), chart]
+                        **short), _chart(runs, columns, dataset) if dataset != NO_DATA else ""]
 
 
 def write_overview(reports_dir: str | os.PathLike | None = None,
@@ -183,8 +171,7 @@ def write_overview(reports_dir: str | os.PathLike | None = None,
     """``runs.html`` (or ``path``) over every run in the reports folder; runs that cannot be
     read are named under the tables, not dropped silently."""
     from saf_utils.reporting.manifest import PROJECT_ROOT, write_text
-    from saf_utils.reporting.pages import page
-    from saf_utils.reporting.pages import table as html_table
+    from saf_utils.reporting.pages import page, table
     from saf_utils.reporting.profiles import REPORTS_DIR
     from saf_utils.reporting.run_folder import list_runs, list_sweeps
     from saf_utils.tasks import specs
@@ -231,9 +218,8 @@ def write_overview(reports_dir: str | os.PathLike | None = None,
             "it (afterwards <code>saf-run list --html</code> links the new page).</p>")
     tail = ((f"<p>{len(problems)} note(s) on the runs (a run that cannot be read is left "
                f"out):</p><ul>{notes}</ul>" if notes else "")
-            + ("<h2>Sweeps</h2>" + html_table(["sweep", "profile", "status", "started",
-                                               "cells", "cell status"], sweep_rows)
-               if sweeps else ""))
-    out = Path(path) if path else root / PAGE
-    return write_text(out, page(f"Runs in {root.name}", [head, *sections, tail], run_dir=root,
-                                     wide=True))
+            + ("<h2>Sweeps</h2>" + table(["sweep", "profile", "status", "started", "cells",
+                                          "cell status"], sweep_rows) if sweeps else ""))
+    return write_text(Path(path or root / PAGE), page(f"Runs in {root.name}",
+                                                      [head, *sections, tail], run_dir=root,
+                                                      wide=True))

@@ -1,15 +1,11 @@
 """Parameter sweeps: ``saf-run sweep --profile P --matrix KEY=[v1,v2] [--matrix …]``.
 
-The cross product of the matrix (``--matrix`` options over the profile's ``matrix:`` block;
-a KEY is a parameter, ``key`` or ``notebook.key``, as for ``-p``) becomes ordinary runs,
-one folder per cell named by its values, inside one sweep folder
-``reports/<sweep>/<cell>/``. Every cell is planned and checked before anything runs; the
-cells then run on one executor (:mod:`.executors`): one after another in this process
-(``--workers 1``), or all at once on a Dask client (``--workers N`` / ``--scheduler``), each
-with the run's reuse rules (``--reuse RUN`` for every cell; ``reuse: latest`` looks among the
-runs of the sweep folder). ``sweep.json`` and ``sweep.html`` then put the cells side by side:
-per task and split one table with a row per system and cell (headline metrics with their
-95 % intervals, as on each run's index), one chart, and links to each run's index.
+The cross product of the matrix (the profile's ``matrix:`` block, then ``--matrix``; a KEY
+is ``key`` or ``notebook.key``, as for ``-p``) becomes ordinary runs, one folder per cell in
+one sweep folder ``reports/<sweep>/<cell>/``, all planned and checked before any runs. The
+cells run one after another in this process, or all at once on a Dask client, each with the
+run's reuse rules (``reuse: latest`` looks among the sweep's cells); ``sweep.json`` and
+``sweep.html`` (:mod:`.sweep_page`) then put the cells side by side.
 """
 
 from __future__ import annotations
@@ -40,15 +36,11 @@ def parse_matrix(items: list[str], profile_matrix: Any = None,
                  where: str = "profile") -> dict[str, list]:
     """``{key: [values]}`` from the profile's ``matrix:`` block, then ``--matrix KEY=[…]``
     (a key given on the command line replaces the profile's). Values are YAML lists."""
-    matrix: dict[str, list] = {}
-    if profile_matrix is not None:
-        if not isinstance(profile_matrix, dict):
-            raise RunnerError(f"{where}: 'matrix' must map a parameter to a list of values, "
-                              f"not {type(profile_matrix).__name__}")
-        for key, values in profile_matrix.items():
-            _check_axis(str(key), values, f"{where}: matrix.{key}")
-            matrix[str(key)] = list(values)
-    cli: dict[str, list] = {}
+    if profile_matrix is not None and not isinstance(profile_matrix, dict):
+        raise RunnerError(f"{where}: 'matrix' must map a parameter to a list of values, "
+                          f"not {type(profile_matrix).__name__}")
+    axes = [(str(k), v, f"{where}: matrix.{k}") for k, v in (profile_matrix or {}).items()]
+    cli: set[str] = set()
     for item in items:
         if "=" not in item:
             raise RunnerError(f"--matrix {item!r}: expected KEY=[value, value, ...]")
@@ -60,9 +52,11 @@ def parse_matrix(items: list[str], profile_matrix: Any = None,
             raise RunnerError(f"--matrix {item!r}: {raw!r} is not a YAML list ({why})") from None
         if key in cli:
             raise RunnerError(f"--matrix {key}: given twice")
-        _check_axis(key, values, f"--matrix {item!r}")
-        cli[key] = list(values)
-    matrix.update(cli)
+        cli.add(key)
+        axes.append((key, values, f"--matrix {item!r}"))
+    for key, values, what in axes:
+        _check_axis(key, values, what)
+    matrix = {key: list(values) for key, values, _ in axes}
     if not matrix:
         raise RunnerError("a sweep needs a matrix: --matrix KEY=[v1,v2] (or a 'matrix:' block "
                           "in the profile)")
@@ -137,11 +131,9 @@ def describe_sweep(cells: list[Cell], matrix: dict[str, list], sweep_dir: Path,
     cfg = cells[0].plan.cfg
     lines = [f"Sweep plan (dry run; nothing runs): profile {cfg['name']}, {len(cells)} cell(s)"
              f" as runs in {sweep_dir}/<cell>"]
-    for key, values in matrix.items():
-        lines.append(f"  matrix {key} = {values!r}")
-    for i, c in enumerate(cells, 1):
-        vals = ", ".join(f"{k}={v!r}" for k, v in c.values.items())
-        lines.append(f"[{i}] {c.name}: {vals}")
+    lines += [f"  matrix {key} = {values!r}" for key, values in matrix.items()]
+    lines += [f"[{i}] {c.name}: " + ", ".join(f"{k}={v!r}" for k, v in c.values.items())
+              for i, c in enumerate(cells, 1)]
     lines.append(where_text(base.workers, base.scheduler)
                  + ("; the cells at once" if base.workers > 1 or base.scheduler else
                     "; the cells one after another"))
@@ -152,13 +144,10 @@ def describe_sweep(cells: list[Cell], matrix: dict[str, list], sweep_dir: Path,
 
 # ------------------------------------------------------------------ running
 def run_cells(cells: list[Cell], executor: Any) -> str:
-    """Run every cell on ``executor``; returns ok | failed | interrupted:<SIGNAL>.
-
-    In this process the cells run one after another (a signal interrupts the running cell
-    and the rest do not start; with ``reuse: latest`` a cell reuses the unchanged notebooks
-    of the cells before it, a notebook the matrix does not touch runs once); on Dask each
-    cell's run is a thread of this process submitting to the shared client, and a signal
-    stops them all."""
+    """Run every cell on ``executor``; returns ok | failed | interrupted:<SIGNAL>. In this
+    process one after another (a signal stops the running cell and the rest; with ``reuse:
+    latest`` a cell reuses the unchanged notebooks of the cells before it); on Dask each cell
+    is a thread of this process submitting to the shared client; a signal stops them all."""
     from saf_utils.reporting import runner
 
     def one(cell: Cell, again: bool = False) -> None:

@@ -1,14 +1,14 @@
-"""``sweep.json`` and ``sweep.html`` of a sweep (:mod:`.sweep` runs it): per task and split one
-table with a row per system and cell (headline metrics with their 95 % intervals, as on each
-run's index, from :func:`crossrun.frame` of the cells' records), one chart, and links to each
-cell's run."""
+"""``sweep.json`` and ``sweep.html`` of a sweep (:mod:`.sweep` runs it): per task and split a
+table with a row per system and cell (headline metrics with their 95 % intervals, from
+:func:`crossrun.frame` of the cells' records), one chart, and links to each cell's run."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from saf_utils.reporting.manifest import write_json
+from saf_utils.reporting.manifest import write_json, write_text
+from saf_utils.reporting.pages import duration_text, esc, page, table
 from saf_utils.reporting.profiles import RunnerError
 from saf_utils.reporting.run_folder import SWEEP_FILE
 
@@ -24,23 +24,18 @@ def shown_value(value: Any) -> str:
     return str(value)
 
 
-def _label(cell: dict) -> str:
-    return ", ".join(f"{k.rsplit('.', 1)[-1]}={shown_value(v)}" for k, v in cell["values"].items())
-
-
 def sweep_tables(cells: list[dict]) -> list[dict]:
-    """Per task (registered specs first) and split: the headline cells of every run
-    (:func:`crossrun.headline_cells` of the cells' :func:`crossrun.frame`)."""
+    """Per task (registered specs first) and split: ``rows`` of the headline cells of every
+    run (:func:`crossrun.headline_cells`), one per cell and system."""
     from saf_utils.reporting.compare import load_run
     from saf_utils.reporting.crossrun import frame, headline_cells, task_metrics
 
     records_of: dict[str, list[dict]] = {}
-    for c in cells:
-        if c.get("run_dir"):
-            try:
-                records_of[c["name"]] = load_run(Path(c["run_dir"]))[1]
-            except RunnerError as exc:
-                c["error"] = c.get("error") or str(exc)
+    for c in filter(lambda c: c.get("run_dir"), cells):
+        try:
+            records_of[c["name"]] = load_run(Path(c["run_dir"]))[1]
+        except RunnerError as exc:
+            c["error"] = c.get("error") or str(exc)
     df = frame(records_of)
     out = []
     for task, title, metrics, splits in task_metrics(df):
@@ -48,66 +43,54 @@ def sweep_tables(cells: list[dict]) -> list[dict]:
         for c in cells:
             tables = headline_cells(df[df["run"] == c["name"]], task, metrics)
             for (ds, split), systems in tables.items():
-                for system, entry in systems.items():
-                    by_split.setdefault(str(split), []).append({
-                        "cell": c["name"], "dataset": ds, "system": system,
-                        "role": entry["role"], "failed": entry["failed"],
-                        **{m: entry[m] for m in metrics if m in entry}})
+                by_split.setdefault(str(split), []).extend(
+                    {"cell": c["name"], "dataset": ds, "system": system, "role": e["role"],
+                     "failed": e["failed"], **{m: e[m] for m in metrics if m in e}}
+                    for system, e in systems.items())
         order = {s: i for i, s in enumerate(splits)}
-        for split in sorted(by_split, key=lambda s: (order.get(s, len(order)), s)):
-            out.append({"task": task, "title": title, "split": split,
-                        "metrics": [m for m in metrics if any(m in r for r in by_split[split])],
-                        "rows": by_split[split]})
+        out += [{"task": task, "title": title, "split": split,
+                 "metrics": [m for m in metrics if any(m in r for r in by_split[split])],
+                 "rows": by_split[split]}
+                for split in sorted(by_split, key=lambda s: (order.get(s, len(order)), s))]
     return out
 
 
 def _table_html(t: dict, cells: list[dict], keys: list[str]) -> str:
     """A row per system and cell: the cell's matrix values (the first links to its run's
-    index), then the metrics; a system's rows together, in the first cell's order."""
+    index), then the metrics; a system's rows together, in the cells' order."""
     from saf_utils.reporting.headline import SET_APART, cell_html, system_order
-    from saf_utils.reporting.pages import esc
-    from saf_utils.reporting.pages import table as html_table
 
-    by_name = {c["name"]: c for c in cells}
-    rank = {c["name"]: i for i, c in enumerate(cells)}
-    systems: dict[str, dict] = {}
+    by_name = {c["name"]: (i, c.get("values") or {}) for i, c in enumerate(cells)}
+    systems = {}
     for r in t["rows"]:
-        systems.setdefault(r["system"], {"role": r["role"], **{m: r[m] for m in t["metrics"]
-                                                               if m in r}})
-    per_cell = {}
-    for r in t["rows"]:
-        per_cell.setdefault(r["cell"], set()).add(r["dataset"])
-    many_ds = any(len(ds) > 1 for ds in per_cell.values())  # else the cell says which
+        systems.setdefault(r["system"], r)
+    many_ds = len({(r["cell"], r["dataset"]) for r in t["rows"]}) > len(
+        {r["cell"] for r in t["rows"]})  # else the cell says which dataset
     rows, classes = [], []
     for system in system_order(systems, t["metrics"][0]):
         mine = sorted((r for r in t["rows"] if r["system"] == system),
-                      key=lambda r: rank.get(r["cell"], 0))
+                      key=lambda r: by_name.get(r["cell"], (0,))[0])
         for j, r in enumerate(mine):
-            name = esc(system) if j == 0 else ""
-            if j == 0 and r["role"]:
-                name += f' <small class="note">{esc(r["role"])}</small>'
-            values = (by_name.get(r["cell"]) or {}).get("values") or {}
-            shown = [esc(shown_value(values.get(k))) for k in keys]
-            shown[0] = f'<a href="{esc(r["cell"])}/index.html">{shown[0]}</a>'
-            if r.get("failed"):
-                shown[0] += (' <span class="failed" title="from a notebook that did not '
-                             'finish">†</span>')
-            row = [name, *shown] + ([esc(r["dataset"])] if many_ds else [])
-            row += [cell_html(r.get(m), False) for m in t["metrics"]]
-            rows.append(row)
-            classes.append(("apart " if r["role"] in SET_APART else "")
-                           + ("first" if j == 0 else ""))
+            name = "" if j else esc(system) + (f' <small class="note">{esc(r["role"])}</small>'
+                                               if r["role"] else "")
+            shown = [esc(shown_value(by_name.get(r["cell"], (0, {}))[1].get(k))) for k in keys]
+            shown[0] = f'<a href="{esc(r["cell"])}/index.html">{shown[0]}</a>' + (
+                ' <span class="failed" title="from a notebook that did not finish">†</span>'
+                if r.get("failed") else "")
+            rows.append([name, *shown, *([esc(r["dataset"])] if many_ds else []),
+                         *(cell_html(r.get(m), False) for m in t["metrics"])])
+            classes.append(("apart " if r["role"] in SET_APART else "") + ("" if j else "first"))
     head = ["system", *(k.rsplit(".", 1)[-1] for k in keys), *(["dataset"] if many_ds else []),
             *t["metrics"]]
-    return html_table(head, rows, "sweep", classes)
+    return table(head, rows, "sweep", classes)
 
 
 def _chart(t: dict, cells: list[dict]) -> str:
     """:func:`index_page.dot_plot` with one colour per cell (the legend: its values)."""
     from saf_utils.reporting.index_page import dot_plot
-    from saf_utils.reporting.pages import esc
 
-    label = {c["name"]: _label(c) for c in cells}
+    label = {c["name"]: ", ".join(f"{k.rsplit('.', 1)[-1]}={shown_value(v)}"
+                                  for k, v in c["values"].items()) for c in cells}
     tables: dict[tuple, dict[str, dict]] = {}
     for r in t["rows"]:
         tables.setdefault((label.get(r["cell"], r["cell"]), ""), {})[r["system"]] = {
@@ -120,33 +103,23 @@ def _chart(t: dict, cells: list[dict]) -> str:
 
 def write_sweep(sweep_dir: Path, summary: dict) -> Path:
     """``sweep.json`` (the summary and the tables) and ``sweep.html``."""
-    from saf_utils.reporting.manifest import write_text
-    from saf_utils.reporting.pages import duration_text, esc, page
-    from saf_utils.reporting.pages import table as html_table
-
-    cells = summary["cells"]
+    cells, keys = summary["cells"], list(summary["matrix"])
     summary["tables"] = sweep_tables(cells)
     write_json(sweep_dir / SWEEP_FILE, summary)
-    keys = list(summary["matrix"])
-    cell_rows = []
-    for c in cells:
-        name = (f'<a href="{esc(c["name"])}/index.html">{esc(c["name"])}</a>'
-                if c.get("run_dir") else esc(c["name"]))
-        cell_rows.append([name, *(esc(shown_value(c["values"][k])) for k in keys),
-                          f'<span class="{esc(c["status"])}">{esc(c["status"])}</span>',
-                          f'<td class="num">{duration_text(c.get("seconds"))}</td>',
-                          esc((c.get("error") or "")[:300])])
-    matrix_txt = "; ".join(f"<code>{esc(k)}</code> = "
-                           + ", ".join(esc(shown_value(v)) for v in vs)
+    cell_rows = [[f'<a href="{esc(c["name"])}/index.html">{esc(c["name"])}</a>'
+                  if c.get("run_dir") else esc(c["name"]),
+                  *(esc(shown_value(c["values"][k])) for k in keys),
+                  f'<span class="{esc(c["status"])}">{esc(c["status"])}</span>',
+                  f'<td class="num">{duration_text(c.get("seconds"))}</td>',
+                  esc((c.get("error") or "")[:300])] for c in cells]
+    matrix_txt = "; ".join(f"<code>{esc(k)}</code> = " + ", ".join(esc(shown_value(v))
+                                                                   for v in vs)
                            for k, vs in summary["matrix"].items())
-    sections, last_task = [], None
-    for t in summary["tables"]:
-        if t["task"] != last_task:
+    sections = []
+    for i, t in enumerate(summary["tables"]):
+        if i == 0 or t["task"] != summary["tables"][i - 1]["task"]:
             sections.append(f'<h2 id="{esc(t["task"])}">{esc(t["title"])}</h2>')
-            last_task = t["task"]
-        sections.append(f"<h3>{esc(t['split'])}</h3>")
-        sections.append(_table_html(t, cells, keys))
-        sections.append(_chart(t, cells))
+        sections += [f"<h3>{esc(t['split'])}</h3>", _table_html(t, cells, keys), _chart(t, cells)]
     git = summary.get("git") or {}
     commit = esc((git.get("commit") or "unknown")[:12]) + (" (dirty)" if git.get("dirty") else "")
     status = summary["status"]
@@ -158,7 +131,7 @@ def write_sweep(sweep_dir: Path, summary: dict) -> Path:
 <p class="meta">Profile <b>{esc(summary['profile'])}</b> · commit <code>{commit}</code> ·
 started {esc(summary['started'])} · finished {esc(summary.get('finished') or '—')} ·
 {len(cells)} cell(s), each an ordinary run folder<br>Matrix: {matrix_txt}</p>
-{html_table(['run', *keys, 'status', 'time', 'error'], cell_rows)}
+{table(['run', *keys, 'status', 'time', 'error'], cell_rows)}
 <p><a href="{SWEEP_FILE}">{SWEEP_FILE}</a>{runs}</p>
 {''.join(sections) or '<p>No result record yet.</p>'}
 <p class="note">Per task and split, a row per system and cell: mean [95% interval] of that
