@@ -129,12 +129,8 @@ def compare_main(argv: list[str]) -> int:
         cmp = compare_runs(a, b, alpha=args.alpha, n_resamples=args.resamples)
         print(to_markdown(cmp))
         out = write_compare_html(cmp, args.html or b / f"compare-{a.name}.html")
-    except RunnerError as exc:
-        _err(exc)
-        return 2
-    except ReportWriteError as exc:
-        _err(exc)
-        return EXIT_WRITE
+    except (RunnerError, ReportWriteError) as exc:
+        return _failed(exc)
     print(f"\nHTML: {out}", file=sys.stderr)
     return 0
 
@@ -153,8 +149,7 @@ def list_main(argv: list[str]) -> int:
         try:
             out = write_overview(args.reports_dir, args.html or None)
         except ReportWriteError as exc:
-            _err(exc)
-            return EXIT_WRITE
+            return _failed(exc)
         print(f"HTML: {out}", file=sys.stderr)
     from saf_utils.reporting.sweep import settle_killed_sweeps
 
@@ -193,8 +188,8 @@ def terminal_safe(text: str) -> str:
 
 
 class _Escaping:
-    """A text stream that writes :func:`terminal_safe` text: names and values from files (a
-    manifest's run, a notebook's headings) never reach the terminal as control sequences."""
+    """A text stream writing :func:`terminal_safe` text, so names and values read from files
+    (a manifest's run, a notebook's headings) never reach the terminal as control sequences."""
 
     def __init__(self, stream: Any) -> None:
         self._stream = stream
@@ -207,19 +202,19 @@ class _Escaping:
         return getattr(self._stream, name)
 
 
+COMMANDS = {"run": run_main, "sweep": sweep_main, "compare": compare_main, "list": list_main}
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``saf-run``: everything it prints goes through :class:`_Escaping`."""
+    """``saf-run [run|sweep|compare|list] ...``; everything it prints goes through
+    :class:`_Escaping`."""
     argv = list(sys.argv[1:] if argv is None else argv)
     saved = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = _Escaping(saved[0]), _Escaping(saved[1])
     try:
-        if argv and argv[0] == "compare":
-            return compare_main(argv[1:])
-        if argv and argv[0] == "list":
-            return list_main(argv[1:])
-        if argv and argv[0] == "sweep":
-            return sweep_main(argv[1:])
-        return run_main(argv[1:] if argv and argv[0] == "run" else argv)
+        if argv and argv[0] in COMMANDS:
+            return COMMANDS[argv[0]](argv[1:])
+        return run_main(argv)
     finally:
         sys.stdout, sys.stderr = saved
 

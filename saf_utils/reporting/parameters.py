@@ -51,7 +51,6 @@ def parse_overrides(items: list[str]) -> tuple[dict[str, Any], dict[str, dict[st
     return common, per_nb
 
 
-
 def notebook_parameters(path: Path) -> dict[str, Any]:
     """The parameters a notebook declares in its ``parameters`` cell (via papermill)."""
     import papermill as pm
@@ -63,7 +62,6 @@ def notebook_parameters(path: Path) -> dict[str, Any]:
                           f"{' '.join(str(exc).split())[:200]})") from None
 
 
-
 def declared_default(info: Any) -> tuple[bool, Any]:
     """(known, value) of a declared parameter's default (a literal; else not known)."""
     src = info.get("default") if isinstance(info, dict) else None
@@ -73,7 +71,6 @@ def declared_default(info: Any) -> tuple[bool, Any]:
         return True, ast.literal_eval(src)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return False, None
-
 
 
 #: The type of each parameter whose notebook default is None, as an example value (a list's
@@ -130,23 +127,19 @@ def out_of_range(key: str, value: Any, default: Any) -> str | None:
     return None
 
 
-def _type_ok(value: Any, default: Any) -> bool:
-    if default is None or value is None:
-        return True
-    if isinstance(default, bool):
-        return isinstance(value, bool)
-    if isinstance(default, int):
-        return isinstance(value, int) and not isinstance(value, bool)
-    if isinstance(default, float):
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if isinstance(default, str):
-        return isinstance(value, str)
-    if isinstance(default, (list, tuple)):
-        return isinstance(value, (list, tuple)) and all(_element_ok(v, default) for v in value)
-    if isinstance(default, dict):
-        return isinstance(value, dict)
-    return True
+def _type_name(x: Any) -> str:
+    return {bool: "bool", int: "int", float: "float", str: "str", list: "list", tuple: "list",
+            dict: "mapping", type(None): "None"}.get(type(x), type(x).__name__)
 
+
+def _fits(value: Any, default: Any) -> bool:
+    """``value`` has the type of ``default`` (an int fits a float; None fits anything)."""
+    want, got = _type_name(default), _type_name(value)
+    if value is None or want not in ("bool", "int", "float", "str", "list", "mapping"):
+        return True
+    if want == "list":
+        return got == "list" and all(_element_ok(v, default) for v in value)
+    return got == want or (want, got) == ("float", "int")
 
 
 def _element_ok(value: Any, default: list | tuple) -> bool:
@@ -155,57 +148,41 @@ def _element_ok(value: Any, default: list | tuple) -> bool:
     kinds = [d for d in default if d is not None]
     if value is None:
         return not kinds or len(kinds) < len(default)
-    return not kinds or any(_type_ok(value, d) for d in kinds)
+    return not kinds or any(_fits(value, d) for d in kinds)
 
 
-
-def _type_name(x: Any) -> str:
-    return {bool: "bool", int: "int", float: "float", str: "str", list: "list", tuple: "list",
-            dict: "mapping", type(None): "None"}.get(type(x), type(x).__name__)
-
-
-
-def check_types(notebook: str, params: dict[str, Any], declared: dict[str, Any],
-                origins: dict[str, str]) -> None:
-    """Each value must have the type of the notebook's default (:func:`declared_type`; None
-    fits anything) and its numbers a range (:func:`out_of_range`)."""
+def check_values(notebook: str, params: dict[str, Any], declared: dict[str, Any],
+                 choices: dict[str, list], origins: dict[str, str]) -> None:
+    """Each value has the type of the notebook's default (:func:`declared_type`), numbers in
+    range (:func:`out_of_range`), and is (each element of a list is) one of the profile's
+    ``choices``; None, the notebook's own default, always passes."""
     for key, value in params.items():
-        if key in SELECTION_PARAMS and isinstance(value, dict):
-            continue  # a selection mapping: the registry checks it (tasks.planned_systems)
-        known, default = declared_type(declared.get(key), key)
-        if value is not None and (why := out_of_range(key, value, default)):
-            raise RunnerError(f"{notebook}.{key} = {short(value)} (from "
-                              f"{origins.get(key, '?')}): {why}")
-        if known and not _type_ok(value, default):
-            what = (f"{_type_name(value)}, from {origins.get(key, '?')}")
-            want = _type_name(default)
+        origin = origins.get(key, "?")
+        if value is None:
+            continue
+        # a selection mapping: the registry checks it (tasks.planned_systems)
+        selection = key in SELECTION_PARAMS and isinstance(value, dict)
+        known, default = (False, None) if selection else declared_type(declared.get(key), key)
+        if not selection and (why := out_of_range(key, value, default)):
+            raise RunnerError(f"{notebook}.{key} = {short(value)} (from {origin}): {why}")
+        if known and not _fits(value, default):
+            what, want = f"{_type_name(value)}, from {origin}", _type_name(default)
             if isinstance(default, (list, tuple)) and isinstance(value, (list, tuple)):
                 bad = next(v for v in value if not _element_ok(v, default))
-                what = (f"element {short(bad)} is {_type_name(bad)}, from {origins.get(key, '?')}")
+                what = f"element {short(bad)} is {_type_name(bad)}, from {origin}"
                 want += " of " + " or ".join(sorted({_type_name(d) for d in default}))
             said = (f"the notebook's default {short(default)}" if
                     declared_default(declared.get(key))[1] is not None else
                     f"the type declared for {key} (parameters.NONE_DEFAULT_TYPES)")
             raise RunnerError(f"{notebook}.{key} = {short(value)} ({what}) does not match "
                               f"{said} ({want})")
-
-
-
-def check_choices(notebook: str, params: dict[str, Any], choices: dict[str, list],
-                  origins: dict[str, str]) -> None:
-    """A value (each element of a list value) must be one of the profile's ``choices`` for
-    that parameter; None is the notebook's own default and always allowed."""
-    for key, value in params.items():
         allowed = choices.get(key)
-        if allowed is None or value is None:
-            continue
-        values = value if isinstance(value, (list, tuple)) else [value]
-        bad = [v for v in values if v not in allowed]  # types were checked before
+        bad = [v for v in (value if isinstance(value, (list, tuple)) else [value])
+               if allowed is not None and v not in allowed]
         if bad:
-            raise RunnerError(f"{notebook}.{key} = {short(value)} (from {origins.get(key, '?')}): "
+            raise RunnerError(f"{notebook}.{key} = {short(value)} (from {origin}): "
                               f"{short(bad[0])} is not one of the profile's choices.{key} "
                               f"{short(allowed)}")
-
 
 
 @dataclass
@@ -215,7 +192,6 @@ class NotebookPlan:
     params: dict[str, Any]
     origins: dict[str, str] = field(default_factory=dict)
     declared: dict[str, Any] = field(default_factory=dict)
-
 
 
 def _resolve(cfg: dict, name: str, path: Path, common: dict[str, Any],
@@ -240,10 +216,8 @@ def _resolve(cfg: dict, name: str, path: Path, common: dict[str, Any],
             origins[k] = origin.rstrip(".")
     for k, v in params.items():
         check_plain(f"{name}.{k}", v, origins[k])
-    check_types(name, params, declared, origins)
-    check_choices(name, params, cfg.get("choices") or {}, origins)
+    check_values(name, params, declared, cfg.get("choices") or {}, origins)
     return NotebookPlan(name, path, params, origins, declared)
-
 
 
 def plan_notebooks(cfg: dict, names: list[str], nb_dir: Path,
@@ -279,7 +253,6 @@ def plan_notebooks(cfg: dict, names: list[str], nb_dir: Path,
     return plans
 
 
-
 def select_notebooks(names: list[str], wanted: list[str] | None) -> list[str]:
     """The notebooks ``--only`` names, in profile order: each entry a full name or a unique
     prefix (``02``), repeated (``--only 02 --only 05``) or comma-separated (``--only 02,05``)."""
@@ -294,7 +267,6 @@ def select_notebooks(names: list[str], wanted: list[str] | None) -> list[str]:
             raise RunnerError(f"--only {w!r} matches {hits or 'nothing'} in {names}")
         chosen.append(hits[0])
     return [n for n in names if n in chosen]
-
 
 
 def check_dependencies(cfg: dict, selected: list[str], run_dir: Path | None,

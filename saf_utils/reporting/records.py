@@ -1,4 +1,4 @@
-"""The one metric-record helper every notebook uses, and the run manifest.
+"""The one metric-record helper every notebook uses.
 
 A notebook creates a :class:`Recorder` for its output folder and calls :meth:`Recorder.add`
 for every number it reports. Records are tidy rows ``{notebook, task, dataset, split,
@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Mapping
 from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -76,11 +75,9 @@ class Recorder:
             **details: Any) -> MetricRecord:
         """Append one number; NaN/inf are refused, so a broken metric cannot hide in a table.
 
-        ``details`` are the optional fields of :class:`MetricRecord` (:data:`DETAILS`).
-        ``kind``: result (a reported number), analysis (a breakdown, e.g. per question) or
-        tuning (a validation grid point; ``subset="chosen"`` marks the val-chosen system).
-        ``subset`` names the group a number belongs to instead of encoding it in ``metric``.
-        """
+        ``details``: the optional fields of :class:`MetricRecord`. ``kind``: result, analysis
+        (a breakdown, e.g. per question) or tuning (a validation grid point; ``subset="chosen"``
+        marks the val-chosen system). ``subset`` names the group a number belongs to."""
         unknown = sorted(set(details) - set(DETAILS))
         if unknown:
             raise TypeError(f"Recorder.add: unknown field(s) {unknown}; known: {DETAILS}")
@@ -95,9 +92,8 @@ class Recorder:
                              ("ci_low", float), ("ci_high", float)):
             if details.get(key) is not None:
                 details[key] = convert(details[key])
-        for key in ("ci_low", "ci_high"):
-            if details.get(key) is not None and not math.isfinite(details[key]):
-                details[key] = None
+                if convert is float and not math.isfinite(details[key]):
+                    details[key] = None
         rec = MetricRecord(self.notebook, task, dataset, split, system, metric, value, **details)
         self.records.append(rec)
         with open(self.path, "a", encoding="utf-8") as fh:
@@ -105,17 +101,10 @@ class Recorder:
         self._write_sources()
         return rec
 
-    def add_many(self, metrics: Mapping[str, float], **keys: Any) -> list[MetricRecord]:
-        """Record several metrics sharing task/dataset/split/system/seed/fold."""
-        return [self.add(metric=name, value=value, **keys) for name, value in metrics.items()]
-
     def add_frame(self, frame: pd.DataFrame, task: str, dataset: str, **fixed: Any) -> int:
-        """Record every row of a tidy frame, the one way notebooks record tables.
-
-        Columns named like :meth:`add`'s arguments (split, system, metric, value and
-        :data:`DETAILS`) are read per row, NaN as None; ``fixed`` gives the same value to
-        every row (``split="test"``) and wins over a column. Other columns are ignored.
-        Returns the number of records."""
+        """Record every row of a tidy frame: columns named like :meth:`add`'s arguments are
+        read per row (NaN as None), ``fixed`` gives every row a value (``split="test"``) and
+        wins over a column; other columns are ignored. Returns the number of records."""
         known = ("split", "system", "metric", "value", *DETAILS)
         unknown = set(fixed) - set(known)
         if unknown:
@@ -135,11 +124,9 @@ class Recorder:
         return len(frame)
 
     def add_items(self, items: pd.DataFrame) -> int:
-        """Append per-item scores (columns :data:`ITEM_COLUMNS`) to ``items.jsonl.gz``.
-
-        They are what paired tests and run comparisons resample; ``cluster`` is the unit
-        that was sampled (SAF question, ArgSciChat paper). Returns the number of rows.
-        """
+        """Append per-item scores (:data:`ITEM_COLUMNS`) to ``items.jsonl.gz``, what paired
+        tests and run comparisons resample; ``cluster`` is the unit that was sampled (SAF
+        question, ArgSciChat paper). Returns the number of rows."""
         missing = [c for c in ITEM_COLUMNS if c not in items.columns]
         if missing:
             raise ValueError(f"add_items: missing column(s) {missing}")
@@ -161,11 +148,8 @@ class Recorder:
 
 
 def summarize(records: list[dict[str, Any]]) -> pd.DataFrame:
-    """Mean ± std over seeds (and folds) per notebook/task/dataset/split/system/metric.
-
-    The std is the population std (ddof=0), as ``stats.fold_summary`` and the official
-    ArgSciChat script use, so the index and the notebooks' tables agree.
-    """
+    """Mean ± std over seeds (and folds) per notebook/task/dataset/split/system/metric; the
+    population std (ddof=0), as ``stats.fold_summary`` and the official ArgSciChat script."""
     if not records:
         return pd.DataFrame(columns=["notebook", "task", "dataset", "split", "system", "metric",
                                      "mean", "std", "n"])
@@ -175,7 +159,6 @@ def summarize(records: list[dict[str, Any]]) -> pd.DataFrame:
     out = grouped.agg(["mean", "count"]).reset_index()
     out.insert(len(keys) + 1, "std", grouped.std(ddof=0).to_numpy())
     return out.rename(columns={"count": "n"})
-
 
 
 def sibling_dir(output_dir: str | os.PathLike | None, notebook: str) -> Path:
