@@ -1,8 +1,7 @@
 """A notebook's parameters in a run, checked before anything runs: what its ``parameters``
-cell declares (papermill), what the profile and ``-p key=value`` give it (in that order of
-precedence), their types and the profile's ``choices``; which notebooks are selected
-(``--only``) and whether their ``depends_on`` are there (:class:`NotebookPlan` per notebook).
-"""
+cell declares (papermill), what the profile and ``-p key=value`` give it, their types and the
+profile's ``choices``; the notebooks ``--only`` selects and whether their ``depends_on`` are
+there."""
 
 from __future__ import annotations
 
@@ -83,8 +82,7 @@ NONE_DEFAULT_TYPES: dict[str, Any] = {
     "prompt_words": {},
 }
 #: Parameters that select a notebook's systems: a list of names, or a mapping that selects
-#: by role and registration info (:meth:`saf_utils.registry.Registry.select`, which checks
-#: the mapping's keys and names when the plan lists the systems).
+#: by role and registration info (checked by :meth:`saf_utils.registry.Registry.select`).
 SELECTION_PARAMS = ("systems", "baselines", "oracles", "ablations")
 #: The largest whole number a parameter takes (a row cap of 10**29 is a typo, not a cap).
 MAX_INT = 2**31 - 1
@@ -96,8 +94,7 @@ INT_RANGES: dict[str, tuple[int, int]] = {
 
 
 def declared_type(info: Any, key: str) -> tuple[bool, Any]:
-    """(known, example) of a parameter's type: its notebook default, else
-    :data:`NONE_DEFAULT_TYPES`."""
+    """(known, example) of a parameter's type: its default, else :data:`NONE_DEFAULT_TYPES`."""
     known, default = declared_default(info)
     if known and default is None and key in NONE_DEFAULT_TYPES:
         return True, NONE_DEFAULT_TYPES[key]
@@ -105,9 +102,8 @@ def declared_type(info: Any, key: str) -> tuple[bool, Any]:
 
 
 def out_of_range(key: str, value: Any, default: Any) -> str | None:
-    """Why a value's numbers are not allowed (None: they are): every number finite (no nan or
-    inf anywhere inside), and a whole-number parameter (``default`` an int, or a list of
-    them) within ``key``'s :data:`INT_RANGES`."""
+    """Why a value's numbers are not allowed (None: they are): each number inside finite, a
+    whole-number parameter (``default`` an int or a list of them) in :data:`INT_RANGES`."""
     stack = [value]
     while stack:
         v = stack.pop()
@@ -153,11 +149,12 @@ def _element_ok(value: Any, default: list | tuple) -> bool:
 
 def check_values(notebook: str, params: dict[str, Any], declared: dict[str, Any],
                  choices: dict[str, list], origins: dict[str, str]) -> None:
-    """Each value has the type of the notebook's default (:func:`declared_type`), numbers in
-    range (:func:`out_of_range`), and is (each element of a list is) one of the profile's
-    ``choices``; None, the notebook's own default, always passes."""
+    """Each value is plain data, has the type of the notebook's default (:func:`declared_type`),
+    numbers in range (:func:`out_of_range`), and is (each element of a list is) one of the
+    profile's ``choices``; None, the notebook's own default, always passes."""
     for key, value in params.items():
         origin = origins.get(key, "?")
+        check_plain(f"{notebook}.{key}", value, origin)
         if value is None:
             continue
         # a selection mapping: the registry checks it (tasks.planned_systems)
@@ -196,40 +193,30 @@ class NotebookPlan:
 
 def _resolve(cfg: dict, name: str, path: Path, common: dict[str, Any],
              per_nb: dict[str, dict[str, Any]]) -> NotebookPlan:
-    """One notebook's parameters from the profile and the overrides, names and types checked."""
+    """One notebook's parameters from the profile and the overrides, checked."""
     declared = notebook_parameters(path)
     layers = [("profile parameters", {k: v for k, v in cfg["parameters"].items()
                                       if k in declared}),
               (f"profile notebook_parameters.{name}", cfg["notebook_parameters"].get(name) or {}),
               ("-p", {k: v for k, v in common.items() if k in declared}),
-              (f"-p {name}.", per_nb.get(name, {}))]
+              (f"-p {name}", per_nb.get(name, {}))]
     for origin, layer in (layers[1], layers[3]):
         undeclared = sorted(set(layer) - set(declared))
         if undeclared:
-            raise RunnerError(f"{name}: parameter(s) {short(undeclared)} ({origin.rstrip('.')}) "
+            raise RunnerError(f"{name}: parameter(s) {short(undeclared)} ({origin}) "
                               f"not in its parameters cell (declared: {sorted(declared)})")
-    params: dict[str, Any] = {}
-    origins: dict[str, str] = {}
-    for origin, layer in layers:
-        for k, v in layer.items():
-            params[k] = v
-            origins[k] = origin.rstrip(".")
-    for k, v in params.items():
-        check_plain(f"{name}.{k}", v, origins[k])
+    params = {k: v for _, layer in layers for k, v in layer.items()}
+    origins = {k: origin for origin, layer in layers for k in layer}
     check_values(name, params, declared, cfg.get("choices") or {}, origins)
     return NotebookPlan(name, path, params, origins, declared)
 
 
 def plan_notebooks(cfg: dict, names: list[str], nb_dir: Path,
                    overrides: list[str]) -> list[NotebookPlan]:
-    """Resolve every selected notebook's parameters; check names, types and choices.
-
-    Precedence (low to high): profile ``parameters`` (to notebooks that declare them),
-    ``notebook_parameters.<nb>``, ``-p key=value``, ``-p nb.key=value``. The profile's other
-    notebooks are checked too (without ``-p key=value``), so that a bad profile value or
-    ``-p nb.key=value`` fails whichever notebooks are selected; of those, only a notebook
-    named by ``-p nb.key`` must exist in ``nb_dir``.
-    """
+    """Every selected notebook's parameters, checked. Precedence (low to high): profile
+    ``parameters`` (to notebooks that declare them), ``notebook_parameters.<nb>``, ``-p
+    key=value``, ``-p nb.key=value``. The profile's other notebooks are checked too (without
+    ``-p key=value``): a bad profile value fails whichever notebooks are selected."""
     common, per_nb = parse_overrides(overrides)
     for nb in per_nb:
         if nb not in cfg["notebooks"]:
@@ -271,26 +258,23 @@ def select_notebooks(names: list[str], wanted: list[str] | None) -> list[str]:
 
 def check_dependencies(cfg: dict, selected: list[str], run_dir: Path | None,
                        statuses: dict[str, str] | None = None) -> dict[str, str]:
-    """Each dependency of a selected notebook is selected too or present in ``run_dir``
-    (its folder exists and its latest execution there, per ``statuses``, was ok).
-
-    Returns ``{dependency: "selected" | "present"}``; raises naming every missing one.
-    """
-    statuses = statuses or {}
+    """``{dependency: "selected" | "present"}``: each dependency of a selected notebook is
+    selected too or in ``run_dir`` with an ok latest execution (``statuses``); raises naming
+    every missing one."""
     found: dict[str, str] = {}
     missing: list[str] = []
     for name in selected:
         for dep in cfg["depends_on"].get(name, []):
+            status = (statuses or {}).get(dep, "ok")
             if dep in selected:
                 found[dep] = "selected"
-            elif run_dir is not None and (run_dir / dep).is_dir():
-                if statuses.get(dep, "ok") != "ok":
-                    missing.append(f"{name} needs {dep}, whose latest execution in "
-                                   f"{run_dir.name} is {statuses[dep]}")
-                    continue
-                found[dep] = "present"
-            else:
+            elif run_dir is None or not (run_dir / dep).is_dir():
                 missing.append(f"{name} needs {dep}")
+            elif status != "ok":
+                missing.append(f"{name} needs {dep}, whose latest execution in "
+                               f"{run_dir.name} is {status}")
+            else:
+                found[dep] = "present"
     if missing:
         where = f"not in {run_dir}" if run_dir else "not selected"
         raise RunnerError(

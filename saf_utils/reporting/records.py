@@ -51,13 +51,7 @@ class MetricRecord:
 
 #: The optional fields of a record (:meth:`Recorder.add`'s keyword arguments).
 DETAILS = tuple(f.name for f in fields(MetricRecord) if f.default is not MISSING)
-
-
-def output_dir_for(notebook: str, output_dir: str | os.PathLike | None = None) -> Path:
-    """Where a notebook writes its artifacts: the runner's folder, or reports/interactive."""
-    out = Path(output_dir) if output_dir else PROJECT_ROOT / "reports" / "interactive" / notebook
-    out.mkdir(parents=True, exist_ok=True)
-    return out
+INTERACTIVE = PROJECT_ROOT / "reports" / "interactive"  # artifacts of a notebook run by hand
 
 
 class Recorder:
@@ -65,7 +59,8 @@ class Recorder:
 
     def __init__(self, notebook: str, output_dir: str | os.PathLike | None = None):
         self.notebook = notebook
-        self.dir = output_dir_for(notebook, output_dir)
+        self.dir = Path(output_dir) if output_dir else INTERACTIVE / notebook
+        self.dir.mkdir(parents=True, exist_ok=True)
         self.path = self.dir / RECORDS_FILE
         self.records: list[MetricRecord] = []
         self.path.write_text("")  # a re-run of the notebook starts its records afresh
@@ -136,9 +131,6 @@ class Recorder:
         append_jsonl(rows, self.dir / ITEMS_FILE)
         return len(rows)
 
-    def frame(self) -> pd.DataFrame:
-        return pd.DataFrame([asdict(r) for r in self.records])
-
     def _write_sources(self) -> None:
         (self.dir / SOURCES_FILE).write_text(json.dumps(data_sources(), indent=1))
 
@@ -163,5 +155,4 @@ def summarize(records: list[dict[str, Any]]) -> pd.DataFrame:
 
 def sibling_dir(output_dir: str | os.PathLike | None, notebook: str) -> Path:
     """Artifact folder of another notebook of the same run (e.g. 03's predictions for 04)."""
-    base = Path(output_dir).parent if output_dir else PROJECT_ROOT / "reports" / "interactive"
-    return base / notebook
+    return (Path(output_dir).parent if output_dir else INTERACTIVE) / notebook
