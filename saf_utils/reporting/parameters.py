@@ -14,13 +14,7 @@ from typing import Any
 
 import yaml
 
-from saf_utils.reporting.profiles import (
-    ECHO_LIMIT,
-    RunnerError,
-    check_plain,
-    short,
-    yaml_load,
-)
+from saf_utils.reporting.profiles import ECHO_LIMIT, RunnerError, check_plain, short, yaml_load
 
 
 def parse_overrides(items: list[str]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:

@@ -196,21 +196,16 @@ def _is_file(path: Path) -> bool:
         return False
 
 
-def _merge_profiles(base: dict, child: dict) -> dict:
-    """``child`` over ``base``: scalars and lists replace; ``parameters``, ``depends_on`` and
-    ``choices`` merge key by key; ``notebook_parameters`` per notebook, key by key."""
-    out = {k: v for k, v in base.items() if k not in ("name", "extends")}
-    for key, value in child.items():
-        if key in ("parameters", "depends_on", "choices"):
-            out[key] = {**(base.get(key) or {}), **(value or {})}
-        elif key == "notebook_parameters":
-            merged = {nb: dict(b or {}) for nb, b in (base.get(key) or {}).items()}
-            for nb, block in (value or {}).items():
-                merged[nb] = {**merged.get(nb, {}), **(block or {})}
-            out[key] = merged
-        else:
-            out[key] = value
-    return out
+#: How deep a child profile's value merges into its base's: 1 key by key, 2 per notebook and
+#: key by key; other keys replace.
+MERGE_DEPTH = {"parameters": 1, "depends_on": 1, "choices": 1, "notebook_parameters": 2}
+
+
+def _merge(base: Any, child: Any, depth: int) -> Any:
+    if depth == 0:
+        return child
+    base, child = base or {}, child or {}
+    return {**base, **{k: _merge(base.get(k), v, depth - 1) for k, v in child.items()}}
 
 
 def load_profile(profile: str | None = None, config: str | os.PathLike | None = None) -> dict:
@@ -234,7 +229,8 @@ def load_profile(profile: str | None = None, config: str | os.PathLike | None = 
         layers.append(_read_yaml(ppath))
     cfg: dict = {}
     for layer in reversed(layers):
-        cfg = _merge_profiles(cfg, layer)
+        cfg = {**{k: v for k, v in cfg.items() if k not in ("name", "extends")},
+               **{k: _merge(cfg.get(k), v, MERGE_DEPTH.get(k, 0)) for k, v in layer.items()}}
     if not cfg.get("notebooks"):
         raise RunnerError(f"{path}: 'notebooks' must list at least one notebook")
     order = {n: i for i, n in enumerate(cfg["notebooks"])}

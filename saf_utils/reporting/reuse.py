@@ -245,10 +245,8 @@ def copy_outputs(src_run: Path, dst_run: Path, name: str, with_html: bool) -> No
 # ------------------------------------------------------------------ a run's reuse step
 def run_parameters(p: NotebookPlan, out: Path) -> dict[str, Any]:
     """The parameters ``p`` runs with in the run folder ``out`` (its own ``output_dir``)."""
-    params = dict(p.params)
-    if "output_dir" in p.declared:
-        params["output_dir"] = str((out / p.name).resolve())
-    return params
+    own = {"output_dir": str((out / p.name).resolve())} if "output_dir" in p.declared else {}
+    return {**p.params, **own}
 
 
 def record_inputs(res: NotebookResult, p: NotebookPlan, out: Path,
