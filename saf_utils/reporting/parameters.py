@@ -6,7 +6,6 @@ there."""
 from __future__ import annotations
 
 import ast
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,24 +95,13 @@ def declared_type(info: Any, key: str) -> tuple[bool, Any]:
 
 
 def out_of_range(key: str, value: Any, default: Any) -> str | None:
-    """Why a value's numbers are not allowed (None: they are): each number inside finite, a
-    whole-number parameter (``default`` an int or a list of them) in :data:`INT_RANGES`."""
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, dict):
-            stack += list(v.values())
-        elif isinstance(v, (list, tuple)):
-            stack += list(v)
-        elif isinstance(v, float) and not math.isfinite(v):
-            return f"{v} is not a finite number"
-    examples = default if isinstance(default, (list, tuple)) else [default]
-    if not any(type(d) is int for d in examples):
-        return None
-    lo, hi = INT_RANGES.get(key, (0, MAX_INT))
-    for v in value if isinstance(value, (list, tuple)) else [value]:
-        if type(v) is int and not lo <= v <= hi:
-            return f"{short(v)} is outside {lo:,} to {hi:,}"
+    """Why a whole-number parameter (``default`` an int or a list of them) is outside
+    :data:`INT_RANGES` (None: it is not)."""
+    if any(type(d) is int for d in (default if isinstance(default, (list, tuple)) else [default])):
+        lo, hi = INT_RANGES.get(key, (0, MAX_INT))
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            if type(v) is int and not lo <= v <= hi:
+                return f"{short(v)} is outside {lo:,} to {hi:,}"
     return None
 
 
@@ -143,9 +131,9 @@ def _element_ok(value: Any, default: list | tuple) -> bool:
 
 def check_values(notebook: str, params: dict[str, Any], declared: dict[str, Any],
                  choices: dict[str, list], origins: dict[str, str]) -> None:
-    """Each value is plain data, has the type of the notebook's default (:func:`declared_type`),
-    numbers in range (:func:`out_of_range`), and is (each element of a list is) one of the
-    profile's ``choices``; None, the notebook's own default, always passes."""
+    """Each value is plain data (:func:`check_plain`), has the type of the notebook's default
+    (:func:`declared_type`), whole numbers in range, and is (each element of a list is) one of
+    the profile's ``choices``; None, the notebook's own default, always passes."""
     for key, value in params.items():
         origin = origins.get(key, "?")
         check_plain(f"{notebook}.{key}", value, origin)

@@ -5,6 +5,7 @@ it over ``configs/base.yaml``. Every problem is a :class:`RunnerError` with one 
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from pathlib import Path
@@ -79,8 +80,8 @@ PLAIN = (type(None), bool, int, float, str)
 
 
 def check_plain(where: str, value: Any, origin: str) -> None:
-    """A parameter value is JSON data, what papermill injects and the manifest records (YAML
-    also reads dates, ``!!binary`` and ``!!set``, which would fail only after the run began)."""
+    """A parameter value is JSON data with finite numbers, what papermill injects and the
+    manifest records (YAML also reads dates, ``!!binary``, ``!!set`` and ``.nan``)."""
     stack = [(value, where)]
     while stack:
         v, at = stack.pop()
@@ -92,6 +93,8 @@ def check_plain(where: str, value: Any, origin: str) -> None:
                     raise RunnerError(f"{at} (from {origin}): key {short(k)} is "
                                       f"{type(k).__name__}; mapping keys are strings")
                 stack.append((x, f"{at}.{k[:40]}"))
+        elif isinstance(v, float) and not math.isfinite(v):
+            raise RunnerError(f"{at} = {short(v)} (from {origin}): {v} is not a finite number")
         elif not isinstance(v, PLAIN):
             raise RunnerError(f"{at} = {short(v)} (from {origin}) is a {type(v).__name__}, "
                               "not plain data (null, true/false, a number, a string, a list "

@@ -1,18 +1,12 @@
 """Frozen notebooks: skip a notebook whose inputs are unchanged and copy its earlier outputs.
 
-``saf-run --reuse RUN`` (or ``reuse: latest``: per notebook, the profile's latest run with a
-successful execution of it) compares the inputs recorded in that run's manifest with those the
-notebook would have now (:data:`INPUTS`): the notebook file; its parameters (``output_dir``
-left out); the data it would read now (:func:`notebook_data`: every file of each declared data
-folder, plus files read elsewhere); the lock file; the package sources but the runner's own
-modules (:data:`RUNNER_ONLY`: fixing the runner reruns nothing); the output folders of the
-notebooks it ``depends_on`` in the new run, hashed now (an edited upstream artifact changes
-the key); and the models its parameters name, resolved (``provenance.model_identities``).
-
-Equal inputs: the notebook, its page and folder are hard-linked (copied across devices) into
-the new run and every copied file is checked against ``files``, the digests its execution
-recorded; a file that differs, is missing or was not made by it undoes the copy and the
-notebook runs again, with one log line naming the file.
+``--reuse RUN`` (or ``reuse: latest``) compares the :data:`INPUTS` recorded in that run's
+manifest with those the notebook has now: its file; its parameters but ``output_dir``; the data
+it would read now (:func:`notebook_data`); the lock file; the package sources but
+:data:`RUNNER_ONLY` (fixing the runner reruns nothing); the output folders of its
+``depends_on`` in the new run, hashed now; the models its parameters name, resolved. Equal:
+its files are hard-linked into the new run and each checked against the digests its execution
+recorded; a file that differs, is missing or is new undoes the copy and the notebook runs.
 
 Why not jupyter-cache: its key is the notebook's code, not the data, package, lock or upstream
 outputs, and it stores executed notebooks, not the artifact folders notebooks 04-06 read.
