@@ -43,17 +43,11 @@ def strip_notebook(nb: Any) -> Any:
     return nb
 
 
-def is_tracked_notebook(os_path: str | Path) -> bool:
-    """Whether a file is one of the project's notebooks (anywhere under ``notebooks/``)."""
-    path = Path(os_path).resolve()
-    return path.suffix == ".ipynb" and path.is_relative_to(NOTEBOOKS_DIR.resolve())
-
-
 def pre_save_hook(model: dict, path: str, contents_manager: Any, **kwargs: Any) -> None:
     """jupyter_server pre-save hook: strip a notebook saved under ``notebooks/`` (``path``: the
     API path, relative to the server's root folder)."""
     if model.get("type") != "notebook" or not isinstance(model.get("content"), dict):
         return
-    root = Path(getattr(contents_manager, "root_dir", "."))
-    if is_tracked_notebook(root / path.lstrip("/")):
+    file = (Path(getattr(contents_manager, "root_dir", ".")) / path.lstrip("/")).resolve()
+    if file.suffix == ".ipynb" and file.is_relative_to(NOTEBOOKS_DIR.resolve()):
         strip_notebook(model["content"])

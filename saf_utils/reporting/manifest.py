@@ -62,11 +62,9 @@ def installed_packages() -> list[str]:
     """Every installed distribution as ``name==version`` (sorted, one per normalised name)."""
     seen: dict[str, str] = {}
     for dist in metadata.distributions():
-        name = dist.metadata.get("Name")
-        if not name:
-            continue
-        key = re.sub(r"[-_.]+", "-", name).lower()
-        seen.setdefault(key, f"{key}=={dist.version}")
+        if name := dist.metadata.get("Name"):
+            key = re.sub(r"[-_.]+", "-", name).lower()
+            seen.setdefault(key, f"{key}=={dist.version}")
     return sorted(seen.values())
 
 

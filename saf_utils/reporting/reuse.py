@@ -92,24 +92,18 @@ def mismatch(recorded: Any, now: dict[str, str], skip: Iterable[str] = ()) -> st
     recorded, in words (None: all match; ``skip``: files not compared)."""
     if not isinstance(recorded, dict) or not recorded:
         return "no digests of its files were recorded (executed before reuse verified files)"
-    found = first_difference(recorded, now, skip)
-    if found is None:
-        return None
-    f, how = found
-    return {"gone": f"{f} is missing", "new": f"{f} was not made by its execution"}.get(
-        how, f"{f} differs from the file its execution made (edited?)")
+    f, how = first_difference(recorded, now, skip) or (None, None)
+    return None if f is None else {"gone": f"{f} is missing", "new": f"{f} was not made by its "
+                                   "execution"}.get(how, f"{f} differs from the file its "
+                                                    "execution made (edited?)")
 
 
 def first_difference(old: dict[str, Any], new: dict[str, Any], skip: Iterable[str] = ()
                      ) -> tuple[str, str] | None:
     """The first key (sorted) whose value differs, and how: ``gone``, ``new`` or ``changed``."""
     for f in sorted((set(old) | set(new)) - set(skip)):
-        if f not in new:
-            return f, "gone"
-        if f not in old:
-            return f, "new"
-        if old[f] != new[f]:
-            return f, "changed"
+        if f not in new or f not in old or old[f] != new[f]:
+            return f, "gone" if f not in new else "new" if f not in old else "changed"
     return None
 
 
