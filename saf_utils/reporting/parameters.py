@@ -94,17 +94,6 @@ def declared_type(info: Any, key: str) -> tuple[bool, Any]:
     return known, default
 
 
-def out_of_range(key: str, value: Any, default: Any) -> str | None:
-    """Why a whole-number parameter (``default`` an int or a list of them) is outside
-    :data:`INT_RANGES` (None: it is not)."""
-    if any(type(d) is int for d in (default if isinstance(default, (list, tuple)) else [default])):
-        lo, hi = INT_RANGES.get(key, (0, MAX_INT))
-        for v in value if isinstance(value, (list, tuple)) else [value]:
-            if type(v) is int and not lo <= v <= hi:
-                return f"{short(v)} is outside {lo:,} to {hi:,}"
-    return None
-
-
 def _type_name(x: Any) -> str:
     return {bool: "bool", int: "int", float: "float", str: "str", list: "list", tuple: "list",
             dict: "mapping", type(None): "None"}.get(type(x), type(x).__name__)
@@ -132,36 +121,37 @@ def _element_ok(value: Any, default: list | tuple) -> bool:
 def check_values(notebook: str, params: dict[str, Any], declared: dict[str, Any],
                  choices: dict[str, list], origins: dict[str, str]) -> None:
     """Each value is plain data (:func:`check_plain`), has the type of the notebook's default
-    (:func:`declared_type`), whole numbers in range, and is (each element of a list is) one of
-    the profile's ``choices``; None, the notebook's own default, always passes."""
+    (:func:`declared_type`), whole numbers in :data:`INT_RANGES`, and is (each element of a
+    list is) one of the profile's ``choices``; None, the notebook's own default, passes."""
     for key, value in params.items():
         origin = origins.get(key, "?")
         check_plain(f"{notebook}.{key}", value, origin)
         if value is None:
             continue
+        where = f"{notebook}.{key} = {short(value)}"
+        items = value if isinstance(value, (list, tuple)) else [value]
         # a selection mapping: the registry checks it (tasks.planned_systems)
         selection = key in SELECTION_PARAMS and isinstance(value, dict)
         known, default = (False, None) if selection else declared_type(declared.get(key), key)
-        if not selection and (why := out_of_range(key, value, default)):
-            raise RunnerError(f"{notebook}.{key} = {short(value)} (from {origin}): {why}")
+        if any(type(d) is int for d in (default if isinstance(default, (list, tuple))
+                                        else [default])):
+            lo, hi = INT_RANGES.get(key, (0, MAX_INT))
+            if bad := [v for v in items if type(v) is int and not lo <= v <= hi]:
+                raise RunnerError(f"{where} (from {origin}): {short(bad[0])} is outside "
+                                  f"{lo:,} to {hi:,}")
         if known and not _fits(value, default):
             what, want = f"{_type_name(value)}, from {origin}", _type_name(default)
             if isinstance(default, (list, tuple)) and isinstance(value, (list, tuple)):
-                bad = next(v for v in value if not _element_ok(v, default))
-                what = f"element {short(bad)} is {_type_name(bad)}, from {origin}"
+                bad = [v for v in value if not _element_ok(v, default)]
+                what = f"element {short(bad[0])} is {_type_name(bad[0])}, from {origin}"
                 want += " of " + " or ".join(sorted({_type_name(d) for d in default}))
             said = (f"the notebook's default {short(default)}" if
                     declared_default(declared.get(key))[1] is not None else
                     f"the type declared for {key} (parameters.NONE_DEFAULT_TYPES)")
-            raise RunnerError(f"{notebook}.{key} = {short(value)} ({what}) does not match "
-                              f"{said} ({want})")
-        allowed = choices.get(key)
-        bad = [v for v in (value if isinstance(value, (list, tuple)) else [value])
-               if allowed is not None and v not in allowed]
-        if bad:
-            raise RunnerError(f"{notebook}.{key} = {short(value)} (from {origin}): "
-                              f"{short(bad[0])} is not one of the profile's choices.{key} "
-                              f"{short(allowed)}")
+            raise RunnerError(f"{where} ({what}) does not match {said} ({want})")
+        if key in choices and (bad := [v for v in items if v not in choices[key]]):
+            raise RunnerError(f"{where} (from {origin}): {short(bad[0])} is not one of the "
+                              f"profile's choices.{key} {short(choices[key])}")
 
 
 @dataclass
