@@ -173,8 +173,7 @@ def _resolve(cfg: dict, name: str, path: Path, common: dict[str, Any],
               ("-p", {k: v for k, v in common.items() if k in declared}),
               (f"-p {name}", per_nb.get(name, {}))]
     for origin, layer in (layers[1], layers[3]):
-        undeclared = sorted(set(layer) - set(declared))
-        if undeclared:
+        if undeclared := sorted(set(layer) - set(declared)):
             raise RunnerError(f"{name}: parameter(s) {short(undeclared)} ({origin}) "
                               f"not in its parameters cell (declared: {sorted(declared)})")
     params = {k: v for _, layer in layers for k, v in layer.items()}
@@ -205,8 +204,7 @@ def plan_notebooks(cfg: dict, names: list[str], nb_dir: Path,
         plan = _resolve(cfg, name, path, common if selected else {}, per_nb)
         if selected:
             plans.append(plan)
-    unused = set(common) - {k for p in plans for k in p.params}
-    if unused:
+    if unused := set(common) - {k for p in plans for k in p.params}:
         raise RunnerError(f"-p {short(sorted(unused))}: no selected notebook declares these "
                           "parameters")
     return plans

@@ -166,8 +166,7 @@ def _read_yaml(path: Path) -> dict:
     cfg = {} if cfg is None else cfg
     if not isinstance(cfg, dict):
         raise RunnerError(f"{path}: a profile is a mapping of keys, not {type(cfg).__name__}")
-    unknown = set(cfg) - set(FIELDS)
-    if unknown:
+    if unknown := set(cfg) - set(FIELDS):
         raise RunnerError(f"{path}: unknown key(s) {short(sorted(map(str, unknown)))}; allowed: "
                           f"{sorted(FIELDS)}")
     for key, (ok, want) in FIELDS.items():

@@ -73,8 +73,7 @@ class Recorder:
         ``details``: the optional fields of :class:`MetricRecord`. ``kind``: result, analysis
         (a breakdown, e.g. per question) or tuning (a validation grid point; ``subset="chosen"``
         marks the val-chosen system). ``subset`` names the group a number belongs to."""
-        unknown = sorted(set(details) - set(DETAILS))
-        if unknown:
+        if unknown := sorted(set(details) - set(DETAILS)):
             raise TypeError(f"Recorder.add: unknown field(s) {unknown}; known: {DETAILS}")
         value = float(value)
         if not math.isfinite(value):
@@ -101,8 +100,7 @@ class Recorder:
         read per row (NaN as None), ``fixed`` gives every row a value (``split="test"``) and
         wins over a column; other columns are ignored. Returns the number of records."""
         known = ("split", "system", "metric", "value", *DETAILS)
-        unknown = set(fixed) - set(known)
-        if unknown:
+        if unknown := set(fixed) - set(known):
             raise ValueError(f"add_frame: unknown field(s) {sorted(unknown)}")
         missing = [c for c in ("split", "system", "metric", "value")
                    if c not in frame.columns and c not in fixed]
@@ -122,8 +120,7 @@ class Recorder:
         """Append per-item scores (:data:`ITEM_COLUMNS`) to ``items.jsonl.gz``, what paired
         tests and run comparisons resample; ``cluster`` is the unit that was sampled (SAF
         question, ArgSciChat paper). Returns the number of rows."""
-        missing = [c for c in ITEM_COLUMNS if c not in items.columns]
-        if missing:
+        if missing := [c for c in ITEM_COLUMNS if c not in items.columns]:
             raise ValueError(f"add_items: missing column(s) {missing}")
         rows = items[list(ITEM_COLUMNS)]
         if rows["value"].isna().any():

@@ -251,16 +251,14 @@ def _candidate(reuse_from: list[tuple[Path, Manifest]], p: NotebookPlan, out: Pa
                ) -> tuple[Path, Manifest, dict] | None:
     """The first run to reuse from whose latest execution of ``p`` succeeded, recorded its
     inputs and left its files: (folder, manifest, its entry)."""
-    def reusable(src: Path, m: Manifest) -> dict | None:
-        e = next((n for n in m.notebooks if n.get("name") == p.name), None)
-        ok = (e and e.get("status") == "ok" and isinstance(e.get("inputs"), dict)
-              and (src / p.name).exists() and (src / f"{p.name}.ipynb").exists())
-        return e if ok else None
-
     candidates = [(src, m) for src, m in reuse_from if Path(src).resolve() != out.resolve()]
     if not candidates:
         return None
-    found = next(((src, m, e) for src, m in candidates if (e := reusable(src, m))), None)
+    latest = ((src, m, next((n for n in m.notebooks if n.get("name") == p.name), {}))
+              for src, m in candidates)
+    found = next(((src, m, e) for src, m, e in latest
+                  if e.get("status") == "ok" and isinstance(e.get("inputs"), dict)
+                  and (src / p.name).exists() and (src / f"{p.name}.ipynb").exists()), None)
     if found is None:
         names = ", ".join(src.name for src, _ in candidates[:3])
         print(f"{tag} {p.name}: no successful execution to reuse in {names}", flush=True)
