@@ -298,8 +298,7 @@ def try_reuse(reuse_from: list[tuple[Path, Manifest]], p: NotebookPlan, out: Pat
         raise ReportWriteError(exc.errno, f"cannot copy {p.name} from {src}: "
                                f"{exc.strerror or exc}") from None
     files = output_files(out, p.name)  # what was copied, hashed in this run
-    bad = mismatch(old.get("files"), files, () if same_html else [f"{p.name}.html"])
-    if bad:
+    if bad := mismatch(old.get("files"), files, () if same_html else [f"{p.name}.html"]):
         remove_outputs(out, p.name)
         print(f"{tag} {p.name}: not reused from {src.name}: {bad}; running it", flush=True)
         return None
