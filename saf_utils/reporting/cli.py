@@ -71,13 +71,10 @@ def run_main(argv: list[str]) -> int:
 
     args = run_parser().parse_args(argv)
     req = runner.request_from_args(args, ["saf-run", *argv])
-    try:
-        if args.dry_run:
-            print(runner.describe_plan(runner.prepare(req), req))
-            return 0
-        run_dir, results, status = runner.run_profile(req)
-    except (RunnerError, KeyboardInterrupt, OSError) as exc:
-        return _failed(exc)
+    if args.dry_run:
+        print(runner.describe_plan(runner.prepare(req), req))
+        return 0
+    run_dir, results, status = runner.run_profile(req)
     print(f"Report: {(run_dir / 'index.html').resolve()}")
     return runner.exit_code(status, [r.name for r in results if r.status != "ok"])
 
@@ -87,24 +84,7 @@ def sweep_main(argv: list[str]) -> int:
     from saf_utils.reporting import sweep
 
     args = sweep.add_sweep_arguments(run_parser()).parse_args(argv)
-    try:
-        return sweep.run_sweep(args, ["saf-run", "sweep", *argv])
-    except (RunnerError, KeyboardInterrupt, OSError) as exc:
-        return _failed(exc)
-
-
-def _failed(exc: BaseException) -> int:
-    """One line and the exit code of a run or sweep that stopped on ``exc``: 2 bad invocation,
-    130 Ctrl-C while planning (nothing was written), 3 a file the file system refused."""
-    if isinstance(exc, RunnerError):
-        _err(exc)
-        return 2
-    if isinstance(exc, KeyboardInterrupt):
-        _err("interrupted before any notebook ran")
-        return 130
-    _err(exc if isinstance(exc, ReportWriteError) else f"{exc.filename or ''} "
-         f"{exc.strerror or exc}")
-    return EXIT_WRITE
+    return sweep.run_sweep(args, ["saf-run", "sweep", *argv])
 
 
 def compare_main(argv: list[str]) -> int:
@@ -122,19 +102,12 @@ def compare_main(argv: list[str]) -> int:
     ap.add_argument("--resamples", type=int, default=1000,
                     help="paired-bootstrap resamples (at least 100)")
     args = ap.parse_args(argv)
-    try:
-        check_options(args.alpha, args.resamples)
-        a = resolve_run(args.run_a, args.reports_dir)
-        b = resolve_run(args.run_b, args.reports_dir)
-        cmp = compare_runs(a, b, alpha=args.alpha, n_resamples=args.resamples)
-        print(to_markdown(cmp))
-        out = write_compare_html(cmp, args.html or b / f"compare-{a.name}.html")
-    except RunnerError as exc:
-        _err(exc)
-        return 2
-    except ReportWriteError as exc:
-        _err(exc)
-        return EXIT_WRITE
+    check_options(args.alpha, args.resamples)
+    a = resolve_run(args.run_a, args.reports_dir)
+    b = resolve_run(args.run_b, args.reports_dir)
+    cmp = compare_runs(a, b, alpha=args.alpha, n_resamples=args.resamples)
+    print(to_markdown(cmp))
+    out = write_compare_html(cmp, args.html or b / f"compare-{a.name}.html")
     print(f"\nHTML: {out}", file=sys.stderr)
     return 0
 
@@ -150,12 +123,7 @@ def list_main(argv: list[str]) -> int:
     if args.html is not None:
         from saf_utils.reporting.overview import write_overview
 
-        try:
-            out = write_overview(args.reports_dir, args.html or None)
-        except ReportWriteError as exc:
-            _err(exc)
-            return EXIT_WRITE
-        print(f"HTML: {out}", file=sys.stderr)
+        print(f"HTML: {write_overview(args.reports_dir, args.html or None)}", file=sys.stderr)
     from saf_utils.reporting.sweep import settle_killed_sweeps
 
     settle_killed_sweeps(args.reports_dir)
@@ -193,8 +161,8 @@ def terminal_safe(text: str) -> str:
 
 
 class _Escaping:
-    """A text stream that writes :func:`terminal_safe` text: names and values from files (a
-    manifest's run, a notebook's headings) never reach the terminal as control sequences."""
+    """A text stream writing :func:`terminal_safe` text, so names and values read from files
+    (a manifest's run, a notebook's headings) never reach the terminal as control sequences."""
 
     def __init__(self, stream: Any) -> None:
         self._stream = stream
@@ -207,19 +175,28 @@ class _Escaping:
         return getattr(self._stream, name)
 
 
+COMMANDS = {"run": run_main, "sweep": sweep_main, "compare": compare_main, "list": list_main}
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``saf-run``: everything it prints goes through :class:`_Escaping`."""
+    """``saf-run [run|sweep|compare|list] ...``, printing through :class:`_Escaping`; a bad
+    invocation (nothing ran) is one line and exit 2, Ctrl-C while planning 130, a file the
+    file system refused 3."""
     argv = list(sys.argv[1:] if argv is None else argv)
     saved = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = _Escaping(saved[0]), _Escaping(saved[1])
     try:
-        if argv and argv[0] == "compare":
-            return compare_main(argv[1:])
-        if argv and argv[0] == "list":
-            return list_main(argv[1:])
-        if argv and argv[0] == "sweep":
-            return sweep_main(argv[1:])
-        return run_main(argv[1:] if argv and argv[0] == "run" else argv)
+        return (COMMANDS[argv.pop(0)] if argv and argv[0] in COMMANDS else run_main)(argv)
+    except RunnerError as exc:
+        _err(exc)
+        return 2
+    except KeyboardInterrupt:
+        _err("interrupted before any notebook ran")
+        return 130
+    except OSError as exc:
+        _err(exc if isinstance(exc, ReportWriteError) else f"{exc.filename or ''} "
+             f"{exc.strerror or exc}")
+        return EXIT_WRITE
     finally:
         sys.stdout, sys.stderr = saved
 

@@ -1,18 +1,13 @@
 """JupyterLab saves of the tracked notebooks stay in their committed form.
 
-Opening a notebook of ``notebooks/`` in JupyterLab and letting it autosave would rewrite the
-tracked file: outputs and execution counts, the running kernel's ``kernelspec`` ("Python 3
-(saf_utils)"), ``language_info``, and cell metadata such as ``execution``, ``scrolled`` or
-``collapsed``. :func:`pre_save_hook` (a jupyter_server ``FileContentsManager.pre_save_hook``,
-set by the project's ``jupyter_server_config.py``, which ``make install`` copies to the
-venv's ``etc/jupyter`` where every Jupyter server of the venv reads it) strips all of
-that from every notebook saved under ``notebooks/`` before it is written, so a save that
-changed no source is byte for byte the committed file. Notebooks elsewhere (a copy saved as
-``reports/interactive/x.ipynb``) keep their outputs.
-
-Why a hook and not jupytext pairing or nbstripout: pairing adds a second tracked file per
-notebook, and nbstripout's git filter acts at commit time, so ``git status`` would still
-show every opened notebook as modified; the hook keeps the working tree clean.
+An autosave in JupyterLab would rewrite a notebook of ``notebooks/`` with outputs, execution
+counts, the running kernel's ``kernelspec``, ``language_info`` and editor cell metadata.
+:func:`pre_save_hook` (set by the project's ``jupyter_server_config.py``, which ``make
+install`` copies to the venv's ``etc/jupyter``) strips all of that before the file is written,
+so a save that changed no source is the committed file byte for byte; notebooks elsewhere keep
+their outputs. Why not jupytext pairing or nbstripout: pairing adds a second tracked file per
+notebook, and nbstripout's git filter acts at commit time, so ``git status`` would still show
+every opened notebook as modified.
 """
 
 from __future__ import annotations
@@ -33,9 +28,8 @@ CELL_METADATA = ("tags", "lines_to_next_cell")
 
 
 def strip_notebook(nb: Any) -> Any:
-    """The notebook (a dict or NotebookNode, changed in place and returned) in committed form:
-    no outputs, no execution counts, the project's kernelspec and no other notebook metadata,
-    cell metadata only :data:`CELL_METADATA`."""
+    """The notebook (a dict or NotebookNode, changed in place) in committed form: no outputs or
+    execution counts, only the project's kernelspec and :data:`CELL_METADATA`."""
     nb["metadata"] = {"kernelspec": dict(KERNELSPEC)}
     for cell in nb.get("cells", []):
         meta = cell.get("metadata") or {}
@@ -49,18 +43,11 @@ def strip_notebook(nb: Any) -> Any:
     return nb
 
 
-def is_tracked_notebook(os_path: str | Path) -> bool:
-    """Whether a file is one of the project's notebooks (anywhere under ``notebooks/``)."""
-    path = Path(os_path).resolve()
-    return path.suffix == ".ipynb" and path.is_relative_to(NOTEBOOKS_DIR.resolve())
-
-
 def pre_save_hook(model: dict, path: str, contents_manager: Any, **kwargs: Any) -> None:
-    """jupyter_server pre-save hook: strip a notebook saved under ``notebooks/``.
-
-    ``path`` is the API path, relative to the server's root folder."""
+    """jupyter_server pre-save hook: strip a notebook saved under ``notebooks/`` (``path``: the
+    API path, relative to the server's root folder)."""
     if model.get("type") != "notebook" or not isinstance(model.get("content"), dict):
         return
-    root = Path(getattr(contents_manager, "root_dir", "."))
-    if is_tracked_notebook(root / path.lstrip("/")):
+    file = (Path(getattr(contents_manager, "root_dir", ".")) / path.lstrip("/")).resolve()
+    if file.suffix == ".ipynb" and file.is_relative_to(NOTEBOOKS_DIR.resolve()):
         strip_notebook(model["content"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -45,13 +46,13 @@ MANIFEST_PACKAGES = (
 
 
 def package_versions(names: Iterable[str] = MANIFEST_PACKAGES) -> dict[str, str | None]:
-    versions: dict[str, str | None] = {}
-    for name in names:
+    def version(name: str) -> str | None:
         try:
-            versions[name] = metadata.version(name)
+            return metadata.version(name)
         except metadata.PackageNotFoundError:
-            versions[name] = None
-    return versions
+            return None
+
+    return {name: version(name) for name in names}
 
 
 LOCK_FILE = Path("requirements") / "cpu.lock.txt"
@@ -61,11 +62,9 @@ def installed_packages() -> list[str]:
     """Every installed distribution as ``name==version`` (sorted, one per normalised name)."""
     seen: dict[str, str] = {}
     for dist in metadata.distributions():
-        name = dist.metadata.get("Name")
-        if not name:
-            continue
-        key = re.sub(r"[-_.]+", "-", name).lower()
-        seen.setdefault(key, f"{key}=={dist.version}")
+        if name := dist.metadata.get("Name"):
+            key = re.sub(r"[-_.]+", "-", name).lower()
+            seen.setdefault(key, f"{key}=={dist.version}")
     return sorted(seen.values())
 
 
@@ -85,12 +84,9 @@ class ReportWriteError(OSError):
 
 
 def write_text(path: str | os.PathLike, text: str) -> Path:
-    """Write atomically (a temporary file of a unique name + rename): a failure never leaves
-    a truncated file, and writers of one shared page at once (runs ending together, sweep
-    cells) never collide on a temporary name; the last replace wins.
-
-    Raises :class:`ReportWriteError` with one readable line naming the path and the reason.
-    """
+    """Write atomically (a uniquely named temporary file + rename): a failure never leaves a
+    truncated file, and writers of one shared page at once never collide; the last wins.
+    Raises :class:`ReportWriteError` naming the path and the reason."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:12]}.tmp")
     try:
@@ -100,10 +96,8 @@ def write_text(path: str | os.PathLike, text: str) -> Path:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except OSError as exc:
-        try:
+        with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
         raise ReportWriteError(exc.errno, f"cannot write {path}: "
                                f"{exc.strerror or exc}") from None
     return path
@@ -134,7 +128,7 @@ def now_iso() -> str:
 
 
 def to_jsonable(obj: Any) -> Any:
-    """Convert numpy/pandas scalars and paths so that json.dump never fails on a manifest."""
+    """numpy scalars, paths and non-finite floats as JSON values."""
     if isinstance(obj, Mapping):
         return {str(k): to_jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple, set)):
@@ -149,8 +143,7 @@ def to_jsonable(obj: Any) -> Any:
 
 
 def pid_alive(pid: Any) -> bool:
-    """Whether a process with this id still runs (a manifest's ``pid`` of a run that never
-    finished): a run left ``running`` by a dead process was killed, not still going."""
+    """Whether the process ``pid`` (a manifest's) still runs."""
     if not pid:
         return False
     try:
@@ -163,9 +156,8 @@ def pid_alive(pid: Any) -> bool:
 
 
 def died(manifest: Manifest | Mapping[str, Any]) -> bool:
-    """A run still marked ``running`` whose process, on this host, is gone: it was killed
-    (SIGKILL, out of memory, power loss) before it could record how it ended. A run of
-    another host cannot be checked and stays ``running``."""
+    """A run still marked ``running`` whose process, on this host, is gone: killed (SIGKILL,
+    out of memory, power loss) before it could record how it ended."""
     import socket
 
     if isinstance(manifest, Manifest):
@@ -176,11 +168,8 @@ def died(manifest: Manifest | Mapping[str, Any]) -> bool:
 
 @dataclass
 class Manifest:
-    """A run's ``manifest.json`` (docs/runs.md), typed: what the runner keeps up to date while
-    it runs. :meth:`to_dict` writes the same keys the runner always wrote, so runs made before
-    this class read back (:meth:`from_dict`); keys it does not know are kept in ``extra`` and
-    written back unchanged. Readers of earlier runs (``--run-dir``, ``--reuse``, ``list``)
-    get one too, checked (:func:`saf_utils.reporting.run_folder.read_manifest`)."""
+    """A run's ``manifest.json`` (docs/runs.md), typed; keys it does not know (a later
+    version's) are kept in ``extra`` and written back unchanged."""
 
     run: str | None = None
     profile: str | None = None

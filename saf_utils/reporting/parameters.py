@@ -1,13 +1,11 @@
 """A notebook's parameters in a run, checked before anything runs: what its ``parameters``
-cell declares (papermill), what the profile and ``-p key=value`` give it (in that order of
-precedence), their types and the profile's ``choices``; which notebooks are selected
-(``--only``) and whether their ``depends_on`` are there (:class:`NotebookPlan` per notebook).
-"""
+cell declares (papermill), what the profile and ``-p key=value`` give it, their types and the
+profile's ``choices``; the notebooks ``--only`` selects and whether their ``depends_on`` are
+there."""
 
 from __future__ import annotations
 
 import ast
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,13 +13,7 @@ from typing import Any
 
 import yaml
 
-from saf_utils.reporting.profiles import (
-    ECHO_LIMIT,
-    RunnerError,
-    check_plain,
-    short,
-    yaml_load,
-)
+from saf_utils.reporting.profiles import ECHO_LIMIT, RunnerError, check_plain, short, yaml_load
 
 
 def parse_overrides(items: list[str]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
@@ -51,7 +43,6 @@ def parse_overrides(items: list[str]) -> tuple[dict[str, Any], dict[str, dict[st
     return common, per_nb
 
 
-
 def notebook_parameters(path: Path) -> dict[str, Any]:
     """The parameters a notebook declares in its ``parameters`` cell (via papermill)."""
     import papermill as pm
@@ -61,7 +52,6 @@ def notebook_parameters(path: Path) -> dict[str, Any]:
     except Exception as exc:  # an unreadable notebook is a planning error, not a traceback
         raise RunnerError(f"{path}: cannot read its parameters ({type(exc).__name__}: "
                           f"{' '.join(str(exc).split())[:200]})") from None
-
 
 
 def declared_default(info: Any) -> tuple[bool, Any]:
@@ -75,7 +65,6 @@ def declared_default(info: Any) -> tuple[bool, Any]:
         return False, None
 
 
-
 #: The type of each parameter whose notebook default is None, as an example value (a list's
 #: example gives its elements' type); None stays allowed (the notebook's own default).
 NONE_DEFAULT_TYPES: dict[str, Any] = {
@@ -86,8 +75,7 @@ NONE_DEFAULT_TYPES: dict[str, Any] = {
     "prompt_words": {},
 }
 #: Parameters that select a notebook's systems: a list of names, or a mapping that selects
-#: by role and registration info (:meth:`saf_utils.registry.Registry.select`, which checks
-#: the mapping's keys and names when the plan lists the systems).
+#: by role and registration info (checked by :meth:`saf_utils.registry.Registry.select`).
 SELECTION_PARAMS = ("systems", "baselines", "oracles", "ablations")
 #: The largest whole number a parameter takes (a row cap of 10**29 is a typo, not a cap).
 MAX_INT = 2**31 - 1
@@ -99,54 +87,26 @@ INT_RANGES: dict[str, tuple[int, int]] = {
 
 
 def declared_type(info: Any, key: str) -> tuple[bool, Any]:
-    """(known, example) of a parameter's type: its notebook default, else
-    :data:`NONE_DEFAULT_TYPES`."""
+    """(known, example) of a parameter's type: its default, else :data:`NONE_DEFAULT_TYPES`."""
     known, default = declared_default(info)
     if known and default is None and key in NONE_DEFAULT_TYPES:
         return True, NONE_DEFAULT_TYPES[key]
     return known, default
 
 
-def out_of_range(key: str, value: Any, default: Any) -> str | None:
-    """Why a value's numbers are not allowed (None: they are): every number finite (no nan or
-    inf anywhere inside), and a whole-number parameter (``default`` an int, or a list of
-    them) within ``key``'s :data:`INT_RANGES`."""
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, dict):
-            stack += list(v.values())
-        elif isinstance(v, (list, tuple)):
-            stack += list(v)
-        elif isinstance(v, float) and not math.isfinite(v):
-            return f"{v} is not a finite number"
-    examples = default if isinstance(default, (list, tuple)) else [default]
-    if not any(type(d) is int for d in examples):
-        return None
-    lo, hi = INT_RANGES.get(key, (0, MAX_INT))
-    for v in value if isinstance(value, (list, tuple)) else [value]:
-        if type(v) is int and not lo <= v <= hi:
-            return f"{short(v)} is outside {lo:,} to {hi:,}"
-    return None
+def _type_name(x: Any) -> str:
+    return {bool: "bool", int: "int", float: "float", str: "str", list: "list", tuple: "list",
+            dict: "mapping", type(None): "None"}.get(type(x), type(x).__name__)
 
 
-def _type_ok(value: Any, default: Any) -> bool:
-    if default is None or value is None:
+def _fits(value: Any, default: Any) -> bool:
+    """``value`` has the type of ``default`` (an int fits a float; None fits anything)."""
+    want, got = _type_name(default), _type_name(value)
+    if value is None or want not in ("bool", "int", "float", "str", "list", "mapping"):
         return True
-    if isinstance(default, bool):
-        return isinstance(value, bool)
-    if isinstance(default, int):
-        return isinstance(value, int) and not isinstance(value, bool)
-    if isinstance(default, float):
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if isinstance(default, str):
-        return isinstance(value, str)
-    if isinstance(default, (list, tuple)):
-        return isinstance(value, (list, tuple)) and all(_element_ok(v, default) for v in value)
-    if isinstance(default, dict):
-        return isinstance(value, dict)
-    return True
-
+    if want == "list":
+        return got == "list" and all(_element_ok(v, default) for v in value)
+    return got == want or (want, got) == ("float", "int")
 
 
 def _element_ok(value: Any, default: list | tuple) -> bool:
@@ -155,57 +115,43 @@ def _element_ok(value: Any, default: list | tuple) -> bool:
     kinds = [d for d in default if d is not None]
     if value is None:
         return not kinds or len(kinds) < len(default)
-    return not kinds or any(_type_ok(value, d) for d in kinds)
+    return not kinds or any(_fits(value, d) for d in kinds)
 
 
-
-def _type_name(x: Any) -> str:
-    return {bool: "bool", int: "int", float: "float", str: "str", list: "list", tuple: "list",
-            dict: "mapping", type(None): "None"}.get(type(x), type(x).__name__)
-
-
-
-def check_types(notebook: str, params: dict[str, Any], declared: dict[str, Any],
-                origins: dict[str, str]) -> None:
-    """Each value must have the type of the notebook's default (:func:`declared_type`; None
-    fits anything) and its numbers a range (:func:`out_of_range`)."""
+def check_values(notebook: str, params: dict[str, Any], declared: dict[str, Any],
+                 choices: dict[str, list], origins: dict[str, str]) -> None:
+    """Each value is plain data (:func:`check_plain`), has the type of the notebook's default
+    (:func:`declared_type`), whole numbers in :data:`INT_RANGES`, and is (each element of a
+    list is) one of the profile's ``choices``; None, the notebook's own default, passes."""
     for key, value in params.items():
-        if key in SELECTION_PARAMS and isinstance(value, dict):
-            continue  # a selection mapping: the registry checks it (tasks.planned_systems)
-        known, default = declared_type(declared.get(key), key)
-        if value is not None and (why := out_of_range(key, value, default)):
-            raise RunnerError(f"{notebook}.{key} = {short(value)} (from "
-                              f"{origins.get(key, '?')}): {why}")
-        if known and not _type_ok(value, default):
-            what = (f"{_type_name(value)}, from {origins.get(key, '?')}")
-            want = _type_name(default)
+        origin = origins.get(key, "?")
+        check_plain(f"{notebook}.{key}", value, origin)
+        if value is None:
+            continue
+        where = f"{notebook}.{key} = {short(value)}"
+        items = value if isinstance(value, (list, tuple)) else [value]
+        # a selection mapping: the registry checks it (tasks.planned_systems)
+        selection = key in SELECTION_PARAMS and isinstance(value, dict)
+        known, default = (False, None) if selection else declared_type(declared.get(key), key)
+        if any(type(d) is int for d in (default if isinstance(default, (list, tuple))
+                                        else [default])):
+            lo, hi = INT_RANGES.get(key, (0, MAX_INT))
+            if bad := [v for v in items if type(v) is int and not lo <= v <= hi]:
+                raise RunnerError(f"{where} (from {origin}): {short(bad[0])} is outside "
+                                  f"{lo:,} to {hi:,}")
+        if known and not _fits(value, default):
+            what, want = f"{_type_name(value)}, from {origin}", _type_name(default)
             if isinstance(default, (list, tuple)) and isinstance(value, (list, tuple)):
-                bad = next(v for v in value if not _element_ok(v, default))
-                what = (f"element {short(bad)} is {_type_name(bad)}, from {origins.get(key, '?')}")
+                bad = [v for v in value if not _element_ok(v, default)]
+                what = f"element {short(bad[0])} is {_type_name(bad[0])}, from {origin}"
                 want += " of " + " or ".join(sorted({_type_name(d) for d in default}))
             said = (f"the notebook's default {short(default)}" if
                     declared_default(declared.get(key))[1] is not None else
                     f"the type declared for {key} (parameters.NONE_DEFAULT_TYPES)")
-            raise RunnerError(f"{notebook}.{key} = {short(value)} ({what}) does not match "
-                              f"{said} ({want})")
-
-
-
-def check_choices(notebook: str, params: dict[str, Any], choices: dict[str, list],
-                  origins: dict[str, str]) -> None:
-    """A value (each element of a list value) must be one of the profile's ``choices`` for
-    that parameter; None is the notebook's own default and always allowed."""
-    for key, value in params.items():
-        allowed = choices.get(key)
-        if allowed is None or value is None:
-            continue
-        values = value if isinstance(value, (list, tuple)) else [value]
-        bad = [v for v in values if v not in allowed]  # types were checked before
-        if bad:
-            raise RunnerError(f"{notebook}.{key} = {short(value)} (from {origins.get(key, '?')}): "
-                              f"{short(bad[0])} is not one of the profile's choices.{key} "
-                              f"{short(allowed)}")
-
+            raise RunnerError(f"{where} ({what}) does not match {said} ({want})")
+        if key in choices and (bad := [v for v in items if v not in choices[key]]):
+            raise RunnerError(f"{where} (from {origin}): {short(bad[0])} is not one of the "
+                              f"profile's choices.{key} {short(choices[key])}")
 
 
 @dataclass
@@ -217,45 +163,31 @@ class NotebookPlan:
     declared: dict[str, Any] = field(default_factory=dict)
 
 
-
 def _resolve(cfg: dict, name: str, path: Path, common: dict[str, Any],
              per_nb: dict[str, dict[str, Any]]) -> NotebookPlan:
-    """One notebook's parameters from the profile and the overrides, names and types checked."""
+    """One notebook's parameters from the profile and the overrides, checked."""
     declared = notebook_parameters(path)
     layers = [("profile parameters", {k: v for k, v in cfg["parameters"].items()
                                       if k in declared}),
               (f"profile notebook_parameters.{name}", cfg["notebook_parameters"].get(name) or {}),
               ("-p", {k: v for k, v in common.items() if k in declared}),
-              (f"-p {name}.", per_nb.get(name, {}))]
+              (f"-p {name}", per_nb.get(name, {}))]
     for origin, layer in (layers[1], layers[3]):
-        undeclared = sorted(set(layer) - set(declared))
-        if undeclared:
-            raise RunnerError(f"{name}: parameter(s) {short(undeclared)} ({origin.rstrip('.')}) "
+        if undeclared := sorted(set(layer) - set(declared)):
+            raise RunnerError(f"{name}: parameter(s) {short(undeclared)} ({origin}) "
                               f"not in its parameters cell (declared: {sorted(declared)})")
-    params: dict[str, Any] = {}
-    origins: dict[str, str] = {}
-    for origin, layer in layers:
-        for k, v in layer.items():
-            params[k] = v
-            origins[k] = origin.rstrip(".")
-    for k, v in params.items():
-        check_plain(f"{name}.{k}", v, origins[k])
-    check_types(name, params, declared, origins)
-    check_choices(name, params, cfg.get("choices") or {}, origins)
+    params = {k: v for _, layer in layers for k, v in layer.items()}
+    origins = {k: origin for origin, layer in layers for k in layer}
+    check_values(name, params, declared, cfg.get("choices") or {}, origins)
     return NotebookPlan(name, path, params, origins, declared)
-
 
 
 def plan_notebooks(cfg: dict, names: list[str], nb_dir: Path,
                    overrides: list[str]) -> list[NotebookPlan]:
-    """Resolve every selected notebook's parameters; check names, types and choices.
-
-    Precedence (low to high): profile ``parameters`` (to notebooks that declare them),
-    ``notebook_parameters.<nb>``, ``-p key=value``, ``-p nb.key=value``. The profile's other
-    notebooks are checked too (without ``-p key=value``), so that a bad profile value or
-    ``-p nb.key=value`` fails whichever notebooks are selected; of those, only a notebook
-    named by ``-p nb.key`` must exist in ``nb_dir``.
-    """
+    """Every selected notebook's parameters, checked. Precedence (low to high): profile
+    ``parameters`` (to notebooks that declare them), ``notebook_parameters.<nb>``, ``-p
+    key=value``, ``-p nb.key=value``. The profile's other notebooks are checked too (without
+    ``-p key=value``): a bad profile value fails whichever notebooks are selected."""
     common, per_nb = parse_overrides(overrides)
     for nb in per_nb:
         if nb not in cfg["notebooks"]:
@@ -272,12 +204,10 @@ def plan_notebooks(cfg: dict, names: list[str], nb_dir: Path,
         plan = _resolve(cfg, name, path, common if selected else {}, per_nb)
         if selected:
             plans.append(plan)
-    unused = set(common) - {k for p in plans for k in p.params}
-    if unused:
+    if unused := set(common) - {k for p in plans for k in p.params}:
         raise RunnerError(f"-p {short(sorted(unused))}: no selected notebook declares these "
                           "parameters")
     return plans
-
 
 
 def select_notebooks(names: list[str], wanted: list[str] | None) -> list[str]:
@@ -296,29 +226,25 @@ def select_notebooks(names: list[str], wanted: list[str] | None) -> list[str]:
     return [n for n in names if n in chosen]
 
 
-
 def check_dependencies(cfg: dict, selected: list[str], run_dir: Path | None,
                        statuses: dict[str, str] | None = None) -> dict[str, str]:
-    """Each dependency of a selected notebook is selected too or present in ``run_dir``
-    (its folder exists and its latest execution there, per ``statuses``, was ok).
-
-    Returns ``{dependency: "selected" | "present"}``; raises naming every missing one.
-    """
-    statuses = statuses or {}
+    """``{dependency: "selected" | "present"}``: each dependency of a selected notebook is
+    selected too or in ``run_dir`` with an ok latest execution (``statuses``); raises naming
+    every missing one."""
     found: dict[str, str] = {}
     missing: list[str] = []
     for name in selected:
         for dep in cfg["depends_on"].get(name, []):
+            status = (statuses or {}).get(dep, "ok")
             if dep in selected:
                 found[dep] = "selected"
-            elif run_dir is not None and (run_dir / dep).is_dir():
-                if statuses.get(dep, "ok") != "ok":
-                    missing.append(f"{name} needs {dep}, whose latest execution in "
-                                   f"{run_dir.name} is {statuses[dep]}")
-                    continue
-                found[dep] = "present"
-            else:
+            elif run_dir is None or not (run_dir / dep).is_dir():
                 missing.append(f"{name} needs {dep}")
+            elif status != "ok":
+                missing.append(f"{name} needs {dep}, whose latest execution in "
+                               f"{run_dir.name} is {status}")
+            else:
+                found[dep] = "present"
     if missing:
         where = f"not in {run_dir}" if run_dir else "not selected"
         raise RunnerError(

@@ -1,4 +1,4 @@
-"""The one metric-record helper every notebook uses, and the run manifest.
+"""The one metric-record helper every notebook uses.
 
 A notebook creates a :class:`Recorder` for its output folder and calls :meth:`Recorder.add`
 for every number it reports. Records are tidy rows ``{notebook, task, dataset, split,
@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Mapping
 from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -52,13 +51,7 @@ class MetricRecord:
 
 #: The optional fields of a record (:meth:`Recorder.add`'s keyword arguments).
 DETAILS = tuple(f.name for f in fields(MetricRecord) if f.default is not MISSING)
-
-
-def output_dir_for(notebook: str, output_dir: str | os.PathLike | None = None) -> Path:
-    """Where a notebook writes its artifacts: the runner's folder, or reports/interactive."""
-    out = Path(output_dir) if output_dir else PROJECT_ROOT / "reports" / "interactive" / notebook
-    out.mkdir(parents=True, exist_ok=True)
-    return out
+INTERACTIVE = PROJECT_ROOT / "reports" / "interactive"  # artifacts of a notebook run by hand
 
 
 class Recorder:
@@ -66,7 +59,8 @@ class Recorder:
 
     def __init__(self, notebook: str, output_dir: str | os.PathLike | None = None):
         self.notebook = notebook
-        self.dir = output_dir_for(notebook, output_dir)
+        self.dir = Path(output_dir) if output_dir else INTERACTIVE / notebook
+        self.dir.mkdir(parents=True, exist_ok=True)
         self.path = self.dir / RECORDS_FILE
         self.records: list[MetricRecord] = []
         self.path.write_text("")  # a re-run of the notebook starts its records afresh
@@ -76,13 +70,10 @@ class Recorder:
             **details: Any) -> MetricRecord:
         """Append one number; NaN/inf are refused, so a broken metric cannot hide in a table.
 
-        ``details`` are the optional fields of :class:`MetricRecord` (:data:`DETAILS`).
-        ``kind``: result (a reported number), analysis (a breakdown, e.g. per question) or
-        tuning (a validation grid point; ``subset="chosen"`` marks the val-chosen system).
-        ``subset`` names the group a number belongs to instead of encoding it in ``metric``.
-        """
-        unknown = sorted(set(details) - set(DETAILS))
-        if unknown:
+        ``details``: the optional fields of :class:`MetricRecord`. ``kind``: result, analysis
+        (a breakdown, e.g. per question) or tuning (a validation grid point; ``subset="chosen"``
+        marks the val-chosen system). ``subset`` names the group a number belongs to."""
+        if unknown := sorted(set(details) - set(DETAILS)):
             raise TypeError(f"Recorder.add: unknown field(s) {unknown}; known: {DETAILS}")
         value = float(value)
         if not math.isfinite(value):
@@ -95,9 +86,8 @@ class Recorder:
                              ("ci_low", float), ("ci_high", float)):
             if details.get(key) is not None:
                 details[key] = convert(details[key])
-        for key in ("ci_low", "ci_high"):
-            if details.get(key) is not None and not math.isfinite(details[key]):
-                details[key] = None
+                if convert is float and not math.isfinite(details[key]):
+                    details[key] = None
         rec = MetricRecord(self.notebook, task, dataset, split, system, metric, value, **details)
         self.records.append(rec)
         with open(self.path, "a", encoding="utf-8") as fh:
@@ -105,20 +95,12 @@ class Recorder:
         self._write_sources()
         return rec
 
-    def add_many(self, metrics: Mapping[str, float], **keys: Any) -> list[MetricRecord]:
-        """Record several metrics sharing task/dataset/split/system/seed/fold."""
-        return [self.add(metric=name, value=value, **keys) for name, value in metrics.items()]
-
     def add_frame(self, frame: pd.DataFrame, task: str, dataset: str, **fixed: Any) -> int:
-        """Record every row of a tidy frame, the one way notebooks record tables.
-
-        Columns named like :meth:`add`'s arguments (split, system, metric, value and
-        :data:`DETAILS`) are read per row, NaN as None; ``fixed`` gives the same value to
-        every row (``split="test"``) and wins over a column. Other columns are ignored.
-        Returns the number of records."""
+        """Record every row of a tidy frame: columns named like :meth:`add`'s arguments are
+        read per row (NaN as None), ``fixed`` gives every row a value (``split="test"``) and
+        wins over a column; other columns are ignored. Returns the number of records."""
         known = ("split", "system", "metric", "value", *DETAILS)
-        unknown = set(fixed) - set(known)
-        if unknown:
+        if unknown := set(fixed) - set(known):
             raise ValueError(f"add_frame: unknown field(s) {sorted(unknown)}")
         missing = [c for c in ("split", "system", "metric", "value")
                    if c not in frame.columns and c not in fixed]
@@ -135,22 +117,16 @@ class Recorder:
         return len(frame)
 
     def add_items(self, items: pd.DataFrame) -> int:
-        """Append per-item scores (columns :data:`ITEM_COLUMNS`) to ``items.jsonl.gz``.
-
-        They are what paired tests and run comparisons resample; ``cluster`` is the unit
-        that was sampled (SAF question, ArgSciChat paper). Returns the number of rows.
-        """
-        missing = [c for c in ITEM_COLUMNS if c not in items.columns]
-        if missing:
+        """Append per-item scores (:data:`ITEM_COLUMNS`) to ``items.jsonl.gz``, what paired
+        tests and run comparisons resample; ``cluster`` is the unit that was sampled (SAF
+        question, ArgSciChat paper). Returns the number of rows."""
+        if missing := [c for c in ITEM_COLUMNS if c not in items.columns]:
             raise ValueError(f"add_items: missing column(s) {missing}")
         rows = items[list(ITEM_COLUMNS)]
         if rows["value"].isna().any():
             raise ValueError("add_items: NaN values; score unparseable outputs explicitly")
         append_jsonl(rows, self.dir / ITEMS_FILE)
         return len(rows)
-
-    def frame(self) -> pd.DataFrame:
-        return pd.DataFrame([asdict(r) for r in self.records])
 
     def _write_sources(self) -> None:
         (self.dir / SOURCES_FILE).write_text(json.dumps(data_sources(), indent=1))
@@ -161,11 +137,8 @@ class Recorder:
 
 
 def summarize(records: list[dict[str, Any]]) -> pd.DataFrame:
-    """Mean ± std over seeds (and folds) per notebook/task/dataset/split/system/metric.
-
-    The std is the population std (ddof=0), as ``stats.fold_summary`` and the official
-    ArgSciChat script use, so the index and the notebooks' tables agree.
-    """
+    """Mean ± std over seeds (and folds) per notebook/task/dataset/split/system/metric; the
+    population std (ddof=0), as ``stats.fold_summary`` and the official ArgSciChat script."""
     if not records:
         return pd.DataFrame(columns=["notebook", "task", "dataset", "split", "system", "metric",
                                      "mean", "std", "n"])
@@ -177,8 +150,6 @@ def summarize(records: list[dict[str, Any]]) -> pd.DataFrame:
     return out.rename(columns={"count": "n"})
 
 
-
 def sibling_dir(output_dir: str | os.PathLike | None, notebook: str) -> Path:
     """Artifact folder of another notebook of the same run (e.g. 03's predictions for 04)."""
-    base = Path(output_dir).parent if output_dir else PROJECT_ROOT / "reports" / "interactive"
-    return base / notebook
+    return (Path(output_dir).parent if output_dir else INTERACTIVE) / notebook

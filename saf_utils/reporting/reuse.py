@@ -1,39 +1,15 @@
 """Frozen notebooks: skip a notebook whose inputs are unchanged and copy its earlier outputs.
 
-``saf-run --reuse RUN`` (or ``reuse: latest`` in a profile: per notebook, the latest run of
-the profile with a successful execution of it) compares, per notebook, the inputs of its last
-successful execution there (stored in that run's manifest under ``inputs``) with the inputs it
-would have now:
+``--reuse RUN`` (or ``reuse: latest``) compares the :data:`INPUTS` recorded in that run's
+manifest with those the notebook has now: its file; its parameters but ``output_dir``; the data
+it would read now (:func:`notebook_data`); the lock file; the package sources but
+:data:`RUNNER_ONLY` (fixing the runner reruns nothing); the output folders of its
+``depends_on`` in the new run, hashed now; the models its parameters name, resolved. Equal:
+its files are hard-linked into the new run and each checked against the digests its execution
+recorded; a file that differs, is missing or is new undoes the copy and the notebook runs.
 
-- ``notebook``: SHA-256 of the notebook file;
-- ``parameters``: SHA-256 of the resolved parameters (``output_dir`` left out);
-- ``data``: what the notebook would read now (:func:`notebook_data`): per dataset it declares,
-  the resolved source and the SHA-256 of every file in that folder (so another folder, or a
-  new, removed or changed file, an optional one included, reruns it), plus any file its
-  execution read outside those folders, hashed again now;
-- ``lock``: SHA-256 of the lock file;
-- ``package``: SHA-256 of the package sources (``saf_utils/**/*.py``) except the runner's own
-  modules (:data:`RUNNER_ONLY`: they pick which notebooks run, they neither run inside a
-  notebook nor render its page), so that fixing the runner does not rerun every notebook;
-- ``depends_on``: the digest of the output folder of each notebook it depends on, in this run;
-- ``models``: every model the parameters name, resolved (:func:`saf_utils.provenance.
-  model_identities`): a hub id with the commit it resolves to, a local folder with the
-  digest of its files, so a model updated under the same name reruns the notebook.
-
-Equal inputs: the notebook, its page and its folder are hard-linked (copied where links are
-impossible) into the new run and verified there: every copied file is hashed and compared with
-``files``, the ``{path: sha256}`` that its execution recorded (after its page was rendered). A
-file that differs, is missing or was not made by that execution (an edited ``records.jsonl``,
-page or artifact) undoes the copy and the notebook runs again, with one log line naming the
-file; an execution recorded before files were verified has no ``files`` and runs again too.
-The ``depends_on`` digests are recomputed from the upstream folders in the new run, never read
-from a manifest, so an edited upstream artifact changes the key of every notebook reading it.
-The manifest says ``reused`` with the original execution.
-
-Why not jupyter-cache: its key is the notebook's code, not the data files a notebook reads,
-the package sources, the lock or upstream notebooks' outputs, and its store holds executed
-notebooks, not the artifact folders that notebooks 04-06 read. The key here is six hashes in
-the manifest the run writes anyway; no second store to keep in step.
+Why not jupyter-cache: its key is the notebook's code, not the data, package, lock or upstream
+outputs, and it stores executed notebooks, not the artifact folders notebooks 04-06 read.
 """
 
 from __future__ import annotations
@@ -60,6 +36,7 @@ from saf_utils.reporting.parameters import NotebookPlan
 from saf_utils.reporting.run_folder import NotebookResult, archive_previous, render
 
 IGNORED_PARAMETERS = ("output_dir",)
+INPUTS = ("notebook", "parameters", "data", "lock", "package", "depends_on", "models")
 RUNNER_ONLY = ("run.py", "reporting/cli.py", "reporting/compare.py", "reporting/compare_page.py",
                "reporting/profiles.py", "reporting/parameters.py", "reporting/data_check.py",
                "reporting/plan.py", "reporting/reuse.py", "reporting/runner.py",
@@ -73,73 +50,65 @@ def _sha(obj: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def _digest(files: dict[str, str]) -> str:
+    """SHA-256 over ``{relative path: sha256}``, in path order."""
+    return _sha([[k, files[k]] for k in sorted(files, key=Path)])
+
+
 def tree_digest(root: Path, files: Iterable[Path] | None = None) -> str:
-    """SHA-256 over the relative paths and contents of the files under ``root``."""
-    files = sorted(p for p in root.rglob("*") if p.is_file()) if files is None else sorted(files)
-    return _sha([[str(p.relative_to(root)), sha256_file(p)] for p in files])
+    """:func:`_digest` of the files under ``root`` (or of ``files`` there)."""
+    files = (p for p in root.rglob("*") if p.is_file()) if files is None else files
+    return _digest({p.relative_to(root).as_posix(): sha256_file(p) for p in files})
 
 
 def output_files(run: Path, name: str) -> dict[str, str]:
-    """``{path relative to the run: sha256}`` of one notebook's outputs in a run:
-    ``<name>.ipynb``, ``<name>.html`` and every file under ``<name>/``."""
+    """``{path in the run: sha256}`` of ``<name>.ipynb``, ``<name>.html`` and ``<name>/``; a
+    page is hashed without its navigation bar, rewritten whenever another page appears."""
+    from saf_utils.reporting.chrome import without_bar
+
+    def page_sha(path: Path) -> str:
+        text = without_bar(path.read_text(encoding="utf-8", errors="surrogateescape"))
+        return hashlib.sha256(text.encode("utf-8", errors="surrogateescape")).hexdigest()
+
     found = [p for p in (run / f"{name}.ipynb", run / f"{name}.html") if p.is_file()]
     if (run / name).is_dir():
         found += sorted(p for p in (run / name).rglob("*") if p.is_file())
-    return {p.relative_to(run).as_posix(): _page_sha256(p) if p.suffix == ".html"
+    return {p.relative_to(run).as_posix(): page_sha(p) if p.suffix == ".html"
             else sha256_file(p) for p in found}
-
-
-def _page_sha256(path: Path) -> str:
-    """SHA-256 of a page without its navigation bar (:func:`chrome.without_bar`): the bar is
-    rewritten after the execution recorded the page, each time another page appears."""
-    from saf_utils.reporting.chrome import without_bar
-
-    text = without_bar(path.read_text(encoding="utf-8", errors="surrogateescape"))
-    return hashlib.sha256(text.encode("utf-8", errors="surrogateescape")).hexdigest()
 
 
 def folder_digest(files: dict[str, str], name: str) -> str:
     """:func:`tree_digest` of ``<name>/`` from :func:`output_files` (no second read)."""
-    pairs = sorted((Path(k[len(name) + 1:]), v) for k, v in files.items()
-                   if k.startswith(f"{name}/"))
-    return _sha([[str(p), v] for p, v in pairs])
+    return _digest({k[len(name) + 1:]: v for k, v in files.items() if k.startswith(f"{name}/")})
 
 
 def upstream_digests(run: Path, deps: Iterable[str]) -> dict[str, str | None]:
-    """``{dependency: tree_digest}`` of the dependencies' folders in ``run``, hashed now
-    (None: no folder), for the ``depends_on`` input."""
+    """``{dependency: tree_digest}`` of the dependencies' folders in ``run`` (None: none)."""
     return {d: tree_digest(run / d) if (run / d).is_dir() else None for d in deps}
 
 
 def mismatch(recorded: Any, now: dict[str, str], skip: Iterable[str] = ()) -> str | None:
     """The first file of ``now`` (:func:`output_files`) that is not the one its execution
-    recorded, in words; None when every file matches (``skip``: files not compared)."""
+    recorded, in words (None: all match; ``skip``: files not compared)."""
     if not isinstance(recorded, dict) or not recorded:
         return "no digests of its files were recorded (executed before reuse verified files)"
-    found = first_difference(recorded, now, skip)
-    if found is None:
-        return None
-    f, how = found
-    return {"gone": f"{f} is missing", "new": f"{f} was not made by its execution"}.get(
-        how, f"{f} differs from the file its execution made (edited?)")
+    f, how = first_difference(recorded, now, skip) or (None, None)
+    return None if f is None else {"gone": f"{f} is missing", "new": f"{f} was not made by its "
+                                   "execution"}.get(how, f"{f} differs from the file its "
+                                                    "execution made (edited?)")
 
 
 def first_difference(old: dict[str, Any], new: dict[str, Any], skip: Iterable[str] = ()
                      ) -> tuple[str, str] | None:
-    """The first key (sorted) whose value differs, with how: ``gone``, ``new`` or
-    ``changed``; None when equal (``skip``: keys not compared)."""
+    """The first key (sorted) whose value differs, and how: ``gone``, ``new`` or ``changed``."""
     for f in sorted((set(old) | set(new)) - set(skip)):
-        if f not in new:
-            return f, "gone"
-        if f not in old:
-            return f, "new"
-        if old[f] != new[f]:
-            return f, "changed"
+        if f not in new or f not in old or old[f] != new[f]:
+            return f, "gone" if f not in new else "new" if f not in old else "changed"
     return None
 
 
 def remove_outputs(run: Path, name: str) -> None:
-    """Undo :func:`copy_outputs` (links only: the source run keeps its files)."""
+    """Undo :func:`copy_outputs` (the source run keeps its files)."""
     shutil.rmtree(run / name, ignore_errors=True)
     for f in (run / f"{name}.ipynb", run / f"{name}.html"):
         f.unlink(missing_ok=True)
@@ -154,20 +123,17 @@ def package_digest() -> str:
 
 
 def data_digests(paths: Iterable[str]) -> dict[str, str]:
-    """``{path: sha256}`` of files now (``"missing"`` for a file that is gone)."""
+    """``{path: sha256}`` of files now (``"missing"``: gone)."""
     return {p: sha256_file(p) if Path(p).is_file() else "missing" for p in sorted(set(paths))}
 
 
 def notebook_data(params: dict[str, Any], declared: Iterable[str],
                   read: Iterable[str] = ()) -> dict[str, Any]:
-    """The ``data`` input of a notebook: what it would read now, not what an earlier execution
-    read (another folder must never return the old results).
-
-    Per dataset whose source parameter it declares: the source (the parameter, else the
-    dataset's environment variable, else its hub id) and, for a local folder, ``{relative
-    path: sha256}`` of every file in it, so that a new, removed or changed file (an optional
-    ``intents.csv`` appearing) changes the key; ``other_files``: the files in ``read`` outside
-    those folders (a hub copy's cache), hashed now."""
+    """The ``data`` input: what the notebook would read now (another folder must never return
+    old results). Per dataset whose source parameter it declares: the source (parameter, else
+    environment variable, else hub id) and, for a local folder, ``{relative path: sha256}`` of
+    every file in it (an optional file appearing changes the key); ``other_files``: the files
+    in ``read`` outside those folders (a hub copy's cache), hashed now."""
     from saf_utils.tasks import declared_data_sources
 
     out: dict[str, Any] = {}
@@ -207,7 +173,7 @@ def data_change(old: Any, new: dict[str, Any]) -> str:
 
 
 def read_sources(folder: Path) -> dict[str, str]:
-    """``{path: sha256}`` of the data files a notebook's execution read (its data_sources)."""
+    """``{path: sha256}`` of the data files an execution read (its ``data_sources.json``)."""
     try:
         rows = json.loads((folder / "data_sources.json").read_text())
     except (OSError, ValueError):
@@ -218,51 +184,33 @@ def read_sources(folder: Path) -> dict[str, str]:
 def notebook_inputs(nb_path: Path, params: dict[str, Any], lock_sha: str | None,
                     depends: dict[str, str | None], data: dict[str, str]) -> dict[str, Any]:
     """The inputs of one execution (see the module docstring), with their ``key``."""
-    inputs = {
-        "notebook": sha256_file(nb_path),
-        "parameters": _sha({k: v for k, v in params.items() if k not in IGNORED_PARAMETERS}),
-        "data": dict(sorted(data.items())),
-        "lock": lock_sha,
-        "package": package_digest(),
-        "depends_on": dict(sorted(depends.items())),
-        "models": model_identities(params),
-    }
+    inputs = dict(zip(INPUTS, (
+        sha256_file(nb_path),
+        _sha({k: v for k, v in params.items() if k not in IGNORED_PARAMETERS}),
+        dict(sorted(data.items())), lock_sha, package_digest(), dict(sorted(depends.items())),
+        model_identities(params)), strict=True))
     return {**inputs, "key": _sha(inputs)}
 
 
 def changed(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """The names of the inputs that differ (``[]``: reuse)."""
-    return [k for k in ("notebook", "parameters", "data", "lock", "package", "depends_on",
-                        "models") if old.get(k) != new.get(k)]
+    return [k for k in INPUTS if old.get(k) != new.get(k)]
 
 
 def profile_runs(reports_dir: Path, profile: str, exclude: Path | None = None) -> list[Path]:
-    """Runs of ``profile`` under ``reports_dir``, most recently started first (not
-    ``exclude``, not a run still going; a killed one is a candidate: what it copies is
-    verified)."""
+    """Runs of ``profile`` under ``reports_dir``, latest first (not ``exclude``, not one still
+    going; a killed one is a candidate: what it copies is verified)."""
     found: list[tuple[str, Path]] = []
     for mpath in reports_dir.glob("*/manifest.json"):
         if exclude is not None and mpath.parent.resolve() == exclude.resolve():
             continue
         try:
-            m = json.loads(mpath.read_text(encoding="utf-8"))
-            m = Manifest.from_dict(m)
+            m = Manifest.from_dict(json.loads(mpath.read_text(encoding="utf-8")))
         except (OSError, ValueError, TypeError, AttributeError):  # no run manifest: no run
             continue
         if m.profile == profile and (m.status != "running" or died(m)):
             found.append((str(m.started or ""), mpath.parent))
     return [p for _, p in sorted(found, key=lambda t: t[0], reverse=True)]
-
-
-def reusable_entry(run: Path, manifest: Manifest, name: str) -> dict | None:
-    """The latest execution of ``name`` in ``run`` that succeeded, has recorded inputs and
-    whose files are all still there."""
-    entry = next((n for n in manifest.notebooks if n.get("name") == name), None)
-    if not entry or entry.get("status") != "ok" or not isinstance(entry.get("inputs"), dict):
-        return None
-    if not all(p.exists() for p in (run / name, run / f"{name}.ipynb")):
-        return None
-    return entry
 
 
 def _link_or_copy(src: str, dst: str) -> None:
@@ -277,35 +225,21 @@ def copy_outputs(src_run: Path, dst_run: Path, name: str, with_html: bool) -> No
     another: hard links (run folders are never modified in place), copies across devices."""
     shutil.copytree(src_run / name, dst_run / name, copy_function=_link_or_copy,
                     dirs_exist_ok=True)
-    files = [f"{name}.ipynb"] + ([f"{name}.html"] if with_html else [])
-    for f in files:
+    for f in [f"{name}.ipynb"] + ([f"{name}.html"] if with_html else []):
         if (src_run / f).is_file():
             _link_or_copy(str(src_run / f), str(dst_run / f))
-
-
-def original_execution(run_name: str, manifest: Manifest, entry: dict) -> dict[str, Any]:
-    """Where and when the reused outputs were made: the first execution in a reuse chain."""
-    if isinstance(entry.get("reused"), dict):
-        return dict(entry["reused"]["original"])
-    return {"run": run_name, "started": entry.get("started"), "finished": entry.get("finished"),
-            "seconds": entry.get("seconds"),
-            "commit": (manifest.git or {}).get("commit"),
-            "dirty": (manifest.git or {}).get("dirty")}
 
 
 # ------------------------------------------------------------------ a run's reuse step
 def run_parameters(p: NotebookPlan, out: Path) -> dict[str, Any]:
     """The parameters ``p`` runs with in the run folder ``out`` (its own ``output_dir``)."""
-    params = dict(p.params)
-    if "output_dir" in p.declared:
-        params["output_dir"] = str((out / p.name).resolve())
-    return params
+    own = {"output_dir": str((out / p.name).resolve())} if "output_dir" in p.declared else {}
+    return {**p.params, **own}
 
 
 def record_inputs(res: NotebookResult, p: NotebookPlan, out: Path,
                   deps_out: dict[str, str | None]) -> None:
-    """The inputs, file digests and output digest of a successful execution, its page
-    rendered (what --reuse compares and verifies)."""
+    """The inputs, file digests and output digest of a successful execution, page rendered."""
     data = notebook_data(res.parameters, p.declared, read_sources(out / p.name))
     res.inputs = notebook_inputs(p.path, res.parameters, (lock_info() or {}).get("sha256"),
                                  deps_out, data)
@@ -315,13 +249,16 @@ def record_inputs(res: NotebookResult, p: NotebookPlan, out: Path,
 
 def _candidate(reuse_from: list[tuple[Path, Manifest]], p: NotebookPlan, out: Path, tag: str
                ) -> tuple[Path, Manifest, dict] | None:
-    """The first run to reuse from that has a successful execution of ``p``: (folder,
-    manifest, its entry)."""
+    """The first run to reuse from whose latest execution of ``p`` succeeded, recorded its
+    inputs and left its files: (folder, manifest, its entry)."""
     candidates = [(src, m) for src, m in reuse_from if Path(src).resolve() != out.resolve()]
     if not candidates:
         return None
-    found = next(((src, m, e) for src, m in candidates
-                  if (e := reusable_entry(src, m, p.name)) is not None), None)
+    latest = ((src, m, next((n for n in m.notebooks if n.get("name") == p.name), {}))
+              for src, m in candidates)
+    found = next(((src, m, e) for src, m, e in latest
+                  if e.get("status") == "ok" and isinstance(e.get("inputs"), dict)
+                  and (src / p.name).exists() and (src / f"{p.name}.ipynb").exists()), None)
     if found is None:
         names = ", ".join(src.name for src, _ in candidates[:3])
         print(f"{tag} {p.name}: no successful execution to reuse in {names}", flush=True)
@@ -331,9 +268,8 @@ def _candidate(reuse_from: list[tuple[Path, Manifest]], p: NotebookPlan, out: Pa
 def try_reuse(reuse_from: list[tuple[Path, Manifest]], p: NotebookPlan, out: Path,
               manifest: Manifest, deps_out: dict[str, str | None], tag: str
               ) -> NotebookResult | None:
-    """Copy ``p``'s outputs from a run to reuse into the run ``out`` (its ``manifest``) when
-    its inputs are unchanged and the copied files are those the earlier execution recorded
-    (else None: the notebook runs)."""
+    """Copy ``p``'s outputs into the run ``out`` when its inputs are unchanged and the copied
+    files are those the earlier execution recorded (else None: the notebook runs)."""
     from saf_utils.reporting.pages import duration_text
 
     found = _candidate(reuse_from, p, out, tag)
@@ -355,19 +291,21 @@ def try_reuse(reuse_from: list[tuple[Path, Manifest]], p: NotebookPlan, out: Pat
         return None
     archive_previous(out, p.name, manifest)
     hide = manifest.hide_code
-    same_html = bool(bool(old_manifest.hide_code) == hide and old.get("html"))
+    same_html = bool(old_manifest.hide_code) == hide and bool(old.get("html"))
     try:
         copy_outputs(src, out, p.name, with_html=same_html)
     except OSError as exc:
         raise ReportWriteError(exc.errno, f"cannot copy {p.name} from {src}: "
                                f"{exc.strerror or exc}") from None
     files = output_files(out, p.name)  # what was copied, hashed in this run
-    bad = mismatch(old.get("files"), files, () if same_html else [f"{p.name}.html"])
-    if bad:
+    if bad := mismatch(old.get("files"), files, () if same_html else [f"{p.name}.html"]):
         remove_outputs(out, p.name)
         print(f"{tag} {p.name}: not reused from {src.name}: {bad}; running it", flush=True)
         return None
-    original = original_execution(src.name, old_manifest, old)
+    git = old_manifest.git or {}  # the original: the first execution in a reuse chain
+    original = dict(old["reused"]["original"]) if isinstance(old.get("reused"), dict) else {
+        "run": src.name, **{k: old.get(k) for k in ("started", "finished", "seconds")},
+        "commit": git.get("commit"), "dirty": git.get("dirty")}
     res = NotebookResult(p.name, "ok", started=old.get("started"), finished=old.get("finished"),
                          seconds=old.get("seconds"), parameters=params,
                          invocation=len(manifest.invocations),
