@@ -1,8 +1,6 @@
-"""``--workers N`` and ``--scheduler ADDRESS`` of ``saf-run`` and ``saf-run sweep``: how many
-notebooks at once, the checks of a scheduler address, the handshake that proves a Dask
-scheduler answers there (before anything is written), and the check that its workers see
-the run folder, the data and the same sources (:func:`check_workers`). The executors they
-choose are in :mod:`.executors`.
+"""``--workers N`` and ``--scheduler ADDRESS`` of ``saf-run`` and ``saf-run sweep``, checked
+before anything is written: the address, a handshake with the scheduler, and its workers
+(:func:`check_workers`). The executors they choose are in :mod:`.executors`.
 """
 
 from __future__ import annotations
@@ -15,21 +13,14 @@ from typing import Any
 
 from saf_utils.reporting.profiles import RunnerError
 
-#: Notebooks at once where neither ``--workers`` nor the profile's ``workers`` says: one,
-#: in the runner's process.
-DEFAULT_WORKERS = 1
-
 
 def resolve_workers(workers: int | None, address: str | None,
                     profile_workers: int | None = None) -> int:
-    """Notebooks at once: ``--workers`` if given, else the profile's ``workers`` (for a
-    local run: with ``--scheduler`` the cluster's own workers run them), else
-    :data:`DEFAULT_WORKERS`."""
+    """Notebooks at once: ``--workers``, else the profile's ``workers`` (for a local run: with
+    ``--scheduler`` the cluster's own workers run them), else one in the runner's process."""
     if workers is not None:
         return workers
-    if address is None and profile_workers is not None:
-        return profile_workers
-    return DEFAULT_WORKERS
+    return profile_workers if address is None and profile_workers is not None else 1
 
 
 def check_scheduler_options(workers: Any, address: str | None) -> None:
@@ -71,9 +62,8 @@ def check_address(address: str) -> tuple[str, str, int]:
 
 
 def probe_scheduler(address: str, timeout: float = HANDSHAKE_TIMEOUT_S) -> None:
-    """Connect to ``address`` and ask who it is, all within ``timeout`` seconds; one
-    :class:`RunnerError` unless a Dask scheduler answers (a silent port, an HTTP server, a
-    TLS address without TLS settings)."""
+    """Connect to ``address`` and ask who it is within ``timeout`` seconds: one
+    :class:`RunnerError` unless a Dask scheduler answers (not a silent port, an HTTP server)."""
     import asyncio
 
     from distributed.comm import connect
@@ -128,9 +118,9 @@ def add_cluster_arguments(ap: Any) -> None:
 # ------------------------------------------------------------------ the workers
 def check_workers(client: Any, folder: Path, plans: Sequence[Any], data: Sequence[dict]
                   ) -> None:
-    """Every worker of ``client`` sees ``folder`` (a probe file written here is read there),
-    the local data sources, the same notebooks (SHA-256), the same package sources and a
-    python3 kernel; else one :class:`RunnerError` naming each worker and what it lacks."""
+    """Every worker sees ``folder`` (a probe file written here is read there), the local data,
+    the same notebooks and package sources and a python3 kernel; else one
+    :class:`RunnerError` naming each worker and what it lacks."""
     from saf_utils.provenance import sha256_file
     from saf_utils.reporting.reuse import package_digest
 
