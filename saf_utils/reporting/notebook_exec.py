@@ -1,8 +1,6 @@
-"""Executing one notebook: papermill with an engine that logs each section, the kernel's
-lifecycle (killed, not orphaned, on an interrupt) and SIGINT/SIGTERM as :class:`Interrupted`.
-
-Nothing here knows about run folders or manifests (:mod:`.run_folder`) or profiles
-(:mod:`.profiles`); :mod:`.runner` puts the three together.
+"""Executing one notebook: papermill with an engine that logs each section, the kernel killed
+(not orphaned) on an interrupt, SIGINT/SIGTERM as :class:`Interrupted`. Nothing here knows
+run folders or profiles.
 """
 
 from __future__ import annotations
@@ -18,10 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from saf_utils.reporting.manifest import (
-    ReportWriteError,
-    write_text,
-)
+from saf_utils.reporting.manifest import ReportWriteError, write_text
 
 
 class Interrupted(BaseException):  # noqa: N818 - like KeyboardInterrupt, not an error

@@ -104,14 +104,18 @@ def release_space(run_dir: Path) -> None:
 
 
 def write_status(run_dir: Path, manifest: Manifest) -> bool:
-    """Free the reserved space and write ``manifest.json`` alone (the status first; the pages
-    may lag behind). False when even that failed."""
+    """Free the reserved space and write ``manifest.json`` alone (the status first), then the
+    pages if the freed space allows. False when even the manifest failed."""
     release_space(run_dir)
     try:
         write_json(run_dir / "manifest.json", manifest.to_dict())
-        return True
     except ReportWriteError:
         return False
+    try:
+        write_reports(run_dir, manifest)
+    except Exception:  # noqa: BLE001 - the manifest already says how the run ended
+        pass
+    return True
 
 
 def mark_killed(manifest: Manifest) -> bool:
@@ -164,29 +168,13 @@ def record_end(out: Path, manifest: Manifest, invocation: dict, status: str,
             record("write_error", f"{exc} (while recording that the run ended {run_status})")
             stop = exc
     if write_status(out, manifest):
-        try:  # the pages too, if the freed space allows
-            write_reports(out, manifest)
-        except ReportWriteError:
-            pass
-    elif isinstance(stop, ReportWriteError):  # still one line for the CLI
-        stop = ReportWriteError(stop.errno, f"{stop}; the run's status could not be recorded "
+        return stop
+    if isinstance(stop, ReportWriteError):  # still one line for the CLI
+        return ReportWriteError(stop.errno, f"{stop}; the run's status could not be recorded "
                                 f"in {out / 'manifest.json'} either")
-    else:
-        print(f"saf-run: could not record the run's status ({manifest.status}) in "
-              f"{out / 'manifest.json'}", file=sys.stderr)
+    print(f"saf-run: could not record the run's status ({manifest.status}) in "
+          f"{out / 'manifest.json'}", file=sys.stderr)
     return stop
-
-
-def settle_killed(run_dir: Path, manifest: Manifest) -> bool:
-    """:func:`mark_killed` and write it down, best effort (readers still see :func:`died`)."""
-    if not mark_killed(manifest):
-        return False
-    if write_status(run_dir, manifest):
-        try:
-            write_reports(run_dir, manifest)
-        except Exception:  # noqa: BLE001 - the manifest already says killed
-            pass
-    return True
 
 
 def read_manifest(run_dir: Path) -> Manifest:
@@ -335,7 +323,8 @@ def list_runs(reports_dir: str | os.PathLike | None = None,
                 raise
             problems.append(str(exc))
             continue
-        settle_killed(mpath.parent, m)  # a dead "running" run: "killed", written down
+        if mark_killed(m):  # a dead "running" run: "killed", written down (best effort)
+            write_status(mpath.parent, m)
         folder = mpath.parent.name  # the run is its folder: a copied or renamed run is itself
         if m.run not in (None, folder) and problems is not None:
             problems.append(f"{folder}: its manifest names run {short(m.run)} (copied "
