@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from saf_utils.reporting.profiles import RunnerError
+from saf_utils.reporting.profiles import RunnerError, short
 
 
 def resolve_workers(workers: int | None, address: str | None,
@@ -23,17 +23,6 @@ def resolve_workers(workers: int | None, address: str | None,
     return profile_workers if address is None and profile_workers is not None else 1
 
 
-def check_scheduler_options(workers: Any, address: str | None) -> None:
-    """``--workers`` is a whole number >= 1; ``--scheduler`` excludes ``--workers N > 1``."""
-    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
-        raise RunnerError(f"--workers {workers!r}: a whole number of local Dask workers, >= 1")
-    if address is not None and workers != 1:
-        raise RunnerError("--workers sizes a local cluster; with --scheduler the cluster's own "
-                          "workers run the notebooks (omit --workers)")
-    if address is not None:
-        check_address(address)
-
-
 #: The schemes a ``--scheduler`` address may have: Dask's TCP, and TLS where Dask's
 #: ``distributed.comm.tls`` settings give the certificates.
 SCHEMES = ("tcp", "tls")
@@ -42,12 +31,18 @@ SCHEMES = ("tcp", "tls")
 HANDSHAKE_TIMEOUT_S = 20
 
 
-def check_address(address: str) -> tuple[str, str, int]:
-    """``--scheduler``'s scheme, host and port, checked before anything connects."""
+def check_scheduler_options(workers: Any, address: str | None) -> None:
+    """``--workers`` is a whole number >= 1; ``--scheduler`` excludes ``--workers N > 1`` and
+    is ``scheme://host:port`` (checked before anything connects)."""
     from urllib.parse import urlsplit
 
-    from saf_utils.reporting.profiles import short
-
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        raise RunnerError(f"--workers {workers!r}: a whole number of local Dask workers, >= 1")
+    if address is None:
+        return
+    if workers != 1:
+        raise RunnerError("--workers sizes a local cluster; with --scheduler the cluster's own "
+                          "workers run the notebooks (omit --workers)")
     scheme, sep, rest = address.partition("://")
     try:
         parts = urlsplit(f"//{rest}")
@@ -58,7 +53,6 @@ def check_address(address: str) -> tuple[str, str, int]:
         raise RunnerError(f"--scheduler {short(address)}: a Dask scheduler address "
                           f"{' or '.join(s + '://host:port' for s in SCHEMES)}, such as "
                           "tcp://host:8786")
-    return scheme, host, port
 
 
 def probe_scheduler(address: str, timeout: float = HANDSHAKE_TIMEOUT_S) -> None:
@@ -68,8 +62,6 @@ def probe_scheduler(address: str, timeout: float = HANDSHAKE_TIMEOUT_S) -> None:
 
     from distributed.comm import connect
     from distributed.security import Security
-
-    from saf_utils.reporting.profiles import short
 
     async def identity() -> Any:
         comm = await connect(address, timeout=timeout,

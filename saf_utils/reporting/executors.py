@@ -53,6 +53,8 @@ NANNY_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
 
 
 STOP_REASON = "stop requested by the runner"
+#: How long a ``--scheduler`` run waits for its first worker.
+WAIT_FOR_WORKERS_S = 60
 #: How long an interrupted Dask task may take to stop its kernel and save the partial notebook.
 STOP_GRACE_S = 90
 
@@ -129,14 +131,14 @@ class NotebookExecutor:
     reaches the kernels. Why a thread, not the main thread: SIGINT/SIGTERM must reach the
     runner, which waits in :meth:`wait`; :meth:`stop` then tells the tasks to stop."""
 
-    def __init__(self, pool: Executor, description: dict[str, Any],
-                 client: Any = None) -> None:
-        self.pool, self.description, self.client = pool, description, client
+    def __init__(self, pool: Executor, description: dict[str, Any], client: Any = None,
+                 cluster: Any = None) -> None:
+        self.pool, self.description = pool, description
+        self.client, self.cluster = client, cluster
         self.stop_event = f"saf-run-stop-{uuid.uuid4().hex[:12]}"  # a distributed Event
         self.stopped: str | None = None
         self._inflight: dict[Future, str] = {}  # future: its Dask key (or the task's name)
         self._checked: set[str] = set()
-        self.cluster: Any = None
 
     def _lost(self, exc: BaseException) -> ClusterLost:
         return ClusterLost(f"lost the Dask scheduler {self.description.get('scheduler')}: "
@@ -250,23 +252,20 @@ class NotebookExecutor:
 
 
 @contextmanager
-def open_executor(workers: int = 1, address: str | None = None,
-                  wait_for_workers_s: float = 60) -> Iterator[Any]:
-    """The executor for ``--workers`` / ``--scheduler``, closed on exit."""
+def open_executor(workers: int = 1, address: str | None = None) -> Iterator[Any]:
+    """The executor for ``--workers`` / ``--scheduler`` (this process, a local cluster of
+    ``workers`` or the scheduler at ``address``), closed on exit."""
     options.check_scheduler_options(workers, address)
     executor = (NotebookExecutor(ThreadPoolExecutor(1, thread_name_prefix="notebook"),
                                  {"kind": "in-process", "workers": 1})
-                if address is None and workers == 1 else
-                _dask_executor(workers, address, wait_for_workers_s))
+                if address is None and workers == 1 else _dask_executor(workers, address))
     try:
         yield executor
     finally:
         executor.close()
 
 
-def _dask_executor(workers: int, address: str | None, wait_for_workers_s: float
-                   ) -> NotebookExecutor:
-    """A local cluster of ``workers`` (``address`` None) or the scheduler at ``address``."""
+def _dask_executor(workers: int, address: str | None) -> NotebookExecutor:
     import logging
 
     try:
@@ -300,18 +299,16 @@ def _dask_executor(workers: int, address: str | None, wait_for_workers_s: float
             raise RunnerError(f"--scheduler {address}: cannot connect "
                               f"({' '.join(str(exc).split())[:200]})") from None
         try:
-            client.wait_for_workers(1, timeout=wait_for_workers_s)
+            client.wait_for_workers(1, timeout=WAIT_FOR_WORKERS_S)
         except Exception:  # noqa: BLE001 - a timeout, or the scheduler went away
             client.close()
             raise RunnerError(f"--scheduler {address}: no worker connected within "
-                              f"{wait_for_workers_s:.0f} s (start one: dask worker {address})"
+                              f"{WAIT_FOR_WORKERS_S} s (start one: dask worker {address})"
                               ) from None
         description = {"kind": "dask", "scheduler": address,
                        "workers": len(client.scheduler_info().get("workers", {}))}
-    executor = NotebookExecutor(client.get_executor(pure=False, retries=0), description,
-                                client)
-    executor.cluster = cluster
-    return executor
+    return NotebookExecutor(client.get_executor(pure=False, retries=0), description, client,
+                            cluster)
 
 
 # ------------------------------------------------------------------ on a worker

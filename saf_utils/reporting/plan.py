@@ -79,7 +79,12 @@ class RunPlan:
 
 def prepare(req: RunRequest) -> RunPlan:
     """Everything checked before anything runs; returns the plan (nothing is written)."""
-    existing, old_manifest = _existing_run(req)
+    from saf_utils.reporting.compare import load_run, resolve_run
+    from saf_utils.reporting.run_folder import read_manifest
+
+    # --run-dir: a path, or a run name under the reports folder
+    existing = resolve_run(req.run_dir, req.reports_dir) if req.run_dir else None
+    old_manifest = read_manifest(existing) if existing else None
     cfg = _profile(req, existing, old_manifest)
     if req.run_name and existing:
         raise RunnerError("--run-name and --run-dir exclude each other")
@@ -99,8 +104,6 @@ def prepare(req: RunRequest) -> RunPlan:
                 raise RunnerError(f"{p.name}: {err}") from None
     baseline = None
     if req.baseline:  # a readable run: checked manifest and metrics
-        from saf_utils.reporting.compare import load_run, resolve_run
-
         baseline = resolve_run(req.baseline, req.reports_dir)
         load_run(baseline)
     data = check_data_sources(plans)
@@ -110,18 +113,6 @@ def prepare(req: RunRequest) -> RunPlan:
     check_scheduler_options(workers, req.scheduler)
     return RunPlan(cfg, plans, deps, data, existing, old_manifest, run_name, baseline,
                    _reuse_sources(req, cfg, existing), workers)
-
-
-def _existing_run(req: RunRequest) -> tuple[Path | None, Manifest | None]:
-    """``--run-dir``'s folder (a path, or a run name under the reports folder) and its
-    checked manifest; (None, None) for a new run."""
-    if not req.run_dir:
-        return None, None
-    from saf_utils.reporting.compare import resolve_run
-    from saf_utils.reporting.run_folder import read_manifest
-
-    existing = resolve_run(req.run_dir, req.reports_dir)
-    return existing, read_manifest(existing)
 
 
 def _profile(req: RunRequest, existing: Path | None, old: Manifest | None) -> dict[str, Any]:
