@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -43,27 +43,18 @@ def _signals(raise_on_signal: bool):
 
 
 def _kill_kernel(km: Any) -> None:
-    """Stop a kernel (it runs in its own session) that no client will shut down: SIGTERM,
-    then SIGKILL."""
-    import subprocess
-
+    """Kill a kernel that no client will shut down, with its process group (it runs in a
+    session of its own, which its child processes share)."""
     proc = getattr(getattr(km, "provisioner", None), "process", None)
     if proc is None or proc.poll() is not None:
         return
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except OSError:
-            try:
-                proc.send_signal(sig)
-            except OSError:
-                return
-        try:
-            proc.wait(timeout=5)
-            break
-        except subprocess.TimeoutExpired:
-            continue
     try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:  # no group of its own after all
+        with suppress(OSError):
+            proc.kill()
+    try:
+        proc.wait(timeout=5)
         km.cleanup_connection_file()
     except Exception:  # noqa: BLE001 - best effort
         pass
