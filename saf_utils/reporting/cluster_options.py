@@ -1,8 +1,6 @@
-"""``--workers N`` and ``--scheduler ADDRESS`` of ``saf-run`` and ``saf-run sweep``: how many
-notebooks at once, the checks of a scheduler address, the handshake that proves a Dask
-scheduler answers there (before anything is written), and the check that its workers see
-the run folder, the data and the same sources (:func:`check_workers`). The executors they
-choose are in :mod:`.executors`.
+"""``--workers N`` and ``--scheduler ADDRESS`` of ``saf-run`` and ``saf-run sweep``, checked
+before anything is written: the address, a handshake with the scheduler, and its workers
+(:func:`check_workers`). The executors they choose are in :mod:`.executors`.
 """
 
 from __future__ import annotations
@@ -13,34 +11,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from saf_utils.reporting.profiles import RunnerError
-
-#: Notebooks at once where neither ``--workers`` nor the profile's ``workers`` says: one,
-#: in the runner's process.
-DEFAULT_WORKERS = 1
+from saf_utils.reporting.profiles import RunnerError, short
 
 
 def resolve_workers(workers: int | None, address: str | None,
                     profile_workers: int | None = None) -> int:
-    """Notebooks at once: ``--workers`` if given, else the profile's ``workers`` (for a
-    local run: with ``--scheduler`` the cluster's own workers run them), else
-    :data:`DEFAULT_WORKERS`."""
+    """Notebooks at once: ``--workers``, else the profile's ``workers`` (for a local run: with
+    ``--scheduler`` the cluster's own workers run them), else one in the runner's process."""
     if workers is not None:
         return workers
-    if address is None and profile_workers is not None:
-        return profile_workers
-    return DEFAULT_WORKERS
-
-
-def check_scheduler_options(workers: Any, address: str | None) -> None:
-    """``--workers`` is a whole number >= 1; ``--scheduler`` excludes ``--workers N > 1``."""
-    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
-        raise RunnerError(f"--workers {workers!r}: a whole number of local Dask workers, >= 1")
-    if address is not None and workers != 1:
-        raise RunnerError("--workers sizes a local cluster; with --scheduler the cluster's own "
-                          "workers run the notebooks (omit --workers)")
-    if address is not None:
-        check_address(address)
+    return profile_workers if address is None and profile_workers is not None else 1
 
 
 #: The schemes a ``--scheduler`` address may have: Dask's TCP, and TLS where Dask's
@@ -51,12 +31,18 @@ SCHEMES = ("tcp", "tls")
 HANDSHAKE_TIMEOUT_S = 20
 
 
-def check_address(address: str) -> tuple[str, str, int]:
-    """``--scheduler``'s scheme, host and port, checked before anything connects."""
+def check_scheduler_options(workers: Any, address: str | None) -> None:
+    """``--workers`` is a whole number >= 1; ``--scheduler`` excludes ``--workers N > 1`` and
+    is ``scheme://host:port`` (checked before anything connects)."""
     from urllib.parse import urlsplit
 
-    from saf_utils.reporting.profiles import short
-
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        raise RunnerError(f"--workers {workers!r}: a whole number of local Dask workers, >= 1")
+    if address is None:
+        return
+    if workers != 1:
+        raise RunnerError("--workers sizes a local cluster; with --scheduler the cluster's own "
+                          "workers run the notebooks (omit --workers)")
     scheme, sep, rest = address.partition("://")
     try:
         parts = urlsplit(f"//{rest}")
@@ -67,19 +53,15 @@ def check_address(address: str) -> tuple[str, str, int]:
         raise RunnerError(f"--scheduler {short(address)}: a Dask scheduler address "
                           f"{' or '.join(s + '://host:port' for s in SCHEMES)}, such as "
                           "tcp://host:8786")
-    return scheme, host, port
 
 
 def probe_scheduler(address: str, timeout: float = HANDSHAKE_TIMEOUT_S) -> None:
-    """Connect to ``address`` and ask who it is, all within ``timeout`` seconds; one
-    :class:`RunnerError` unless a Dask scheduler answers (a silent port, an HTTP server, a
-    TLS address without TLS settings)."""
+    """Connect to ``address`` and ask who it is within ``timeout`` seconds: one
+    :class:`RunnerError` unless a Dask scheduler answers (not a silent port, an HTTP server)."""
     import asyncio
 
     from distributed.comm import connect
     from distributed.security import Security
-
-    from saf_utils.reporting.profiles import short
 
     async def identity() -> Any:
         comm = await connect(address, timeout=timeout,
@@ -128,9 +110,9 @@ def add_cluster_arguments(ap: Any) -> None:
 # ------------------------------------------------------------------ the workers
 def check_workers(client: Any, folder: Path, plans: Sequence[Any], data: Sequence[dict]
                   ) -> None:
-    """Every worker of ``client`` sees ``folder`` (a probe file written here is read there),
-    the local data sources, the same notebooks (SHA-256), the same package sources and a
-    python3 kernel; else one :class:`RunnerError` naming each worker and what it lacks."""
+    """Every worker sees ``folder`` (a probe file written here is read there), the local data,
+    the same notebooks and package sources and a python3 kernel; else one
+    :class:`RunnerError` naming each worker and what it lacks."""
     from saf_utils.provenance import sha256_file
     from saf_utils.reporting.reuse import package_digest
 

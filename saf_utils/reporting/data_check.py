@@ -10,9 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from saf_utils.reporting.parameters import NotebookPlan
-from saf_utils.reporting.profiles import (
-    RunnerError,
-)
+from saf_utils.reporting.profiles import RunnerError
 
 
 def data_env_vars() -> tuple[str, ...]:
@@ -21,7 +19,6 @@ def data_env_vars() -> tuple[str, ...]:
     from saf_utils.tasks import declared_data_sources
 
     return (*(d.env for d in declared_data_sources()), "WORDNET_DIR")
-
 
 
 def reachable(host: str, timeout: float = 3.0) -> bool:
@@ -36,14 +33,10 @@ def reachable(host: str, timeout: float = 3.0) -> bool:
         return False
 
 
-
 def check_data_sources(plans: list[NotebookPlan]) -> list[dict[str, Any]]:
-    """Where each dataset will come from; one error naming every unavailable source.
-
-    A notebook that declares a task's source parameter (``saf_source``, ...) needs that
-    dataset: a local folder (the parameter, else its environment variable) must exist; with
-    neither, the hub copy must be cached or its host reachable (:class:`DataSource`).
-    """
+    """Where each dataset a selected notebook declares (``saf_source``, ...) will come from:
+    a local folder (the parameter, else its environment variable) that exists, else a hub
+    copy cached or reachable; one error naming every unavailable source."""
     from saf_utils.tasks import declared_data_sources
 
     out: list[dict[str, Any]] = []

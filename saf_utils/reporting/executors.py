@@ -1,18 +1,13 @@
-"""Where a run's notebooks execute: in this process, one after another (``--workers 1``, the
-default), or as Dask tasks on a ``distributed.LocalCluster`` (``--workers N``) or on any
-running Dask scheduler (``--scheduler tcp://host:port``, e.g. Slurm through dask-jobqueue).
+"""Where a run's notebooks execute: in this process, one after another (``--workers 1``), or
+as Dask tasks on a ``distributed.LocalCluster`` (``--workers N``) or any running scheduler
+(``--scheduler tcp://host:port``, e.g. Slurm through dask-jobqueue), behind one
+``concurrent.futures`` interface (:class:`NotebookExecutor`). Only papermill runs on a worker
+(:func:`run_notebook`), writing into the run folder, which all workers must see at the same
+path (:meth:`NotebookExecutor.preflight`); manifest, pages and reuse stay in the runner.
 
-:func:`run_graph` walks a run's notebooks in profile order and starts each one whose
-``depends_on`` have finished as soon as the executor has a free slot (one per worker
-thread), so independent notebooks run side by side. Starting, reusing, skipping and
-finishing a notebook (the manifest, the pages, reuse) stay in the runner's process; only
-papermill runs on a worker (:func:`run_notebook`), writing into the run folder, which
-therefore has to be on storage that every worker sees at the same path (checked by
-:meth:`NotebookExecutor.preflight` before anything runs, with the data and the notebooks).
-
-Why Dask, not a scheduler of our own: users who outgrow one machine already run Dask
-clusters or Slurm (dask-jobqueue); a run then needs only their scheduler's address.
-Dask is an optional extra (``pip install 'saf_utils[dask]'``) imported only here.
+Why Dask, not a scheduler of our own: users who outgrow one machine already run Dask clusters
+or Slurm; a run then needs only their scheduler's address. Dask is an optional extra
+(``pip install 'saf_utils[dask]'``) imported only here.
 """
 
 from __future__ import annotations
@@ -57,26 +52,24 @@ NANNY_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
              "MALLOC_TRIM_THRESHOLD_")
 
 
-def nanny_env() -> tuple[str, ...]:
-    """:data:`NANNY_ENV` and whatever else this Dask version's nanny sets."""
-    try:
-        import dask
-
-        extra = dask.config.get("distributed.nanny.pre-spawn-environ", {}) or {}
-    except ImportError:
-        extra = {}
-    return tuple(dict.fromkeys([*NANNY_ENV, *map(str, extra)]))
-
-
+STOP_REASON = "stop requested by the runner"
+#: How long a ``--scheduler`` run waits for its first worker.
+WAIT_FOR_WORKERS_S = 60
 #: How long an interrupted Dask task may take to stop its kernel and save the partial notebook.
 STOP_GRACE_S = 90
 
 
 def forwarded_env() -> dict[str, str | None]:
-    """The variables of :data:`RUNNER_ENV`, its prefixes and the data folders, as set here;
-    :func:`nanny_env` as here, None for unset."""
+    """The runner's values of :data:`RUNNER_ENV`, its prefixes, the data folders, and of
+    :data:`NANNY_ENV` and whatever else this Dask version's nanny sets (None: unset)."""
+    try:
+        import dask
+
+        nanny = dask.config.get("distributed.nanny.pre-spawn-environ", {}) or {}
+    except ImportError:
+        nanny = {}
     names = set(RUNNER_ENV) | set(data_env_vars())
-    return {**{k: os.environ.get(k) for k in nanny_env()},
+    return {**{k: os.environ.get(k) for k in (*NANNY_ENV, *map(str, nanny))},
             **{k: v for k, v in os.environ.items()
                if k in names or k.startswith(RUNNER_ENV_PREFIXES)}}
 
@@ -104,32 +97,16 @@ class Outcome:
 
 
 class ClusterLost(Exception):
-    """The connection to the Dask scheduler is gone mid-run (the runner records the run as
-    ``cluster_lost`` and its running notebooks as interrupted)."""
-
-
-def section_printer(tag: str, t0: float, emit: Callable[..., None] = print
-                    ) -> Callable[[str], None]:
-    """The runner's line per notebook section: ``[2/5]     1:03  § Title``."""
-    from saf_utils.reporting.pages import duration_text
-
-    def section(title: str) -> None:
-        emit(f"{tag}   {duration_text(time.perf_counter() - t0):>7}  § {title}", flush=True)
-
-    return section
+    """The connection to the Dask scheduler is gone mid-run (the run is ``cluster_lost``)."""
 
 
 # ------------------------------------------------------------------ the graph
 def run_graph(names: Sequence[str], depends_on: dict[str, list[str]],
               start: Callable[[str], NotebookTask | None],
               finish: Callable[[str, Outcome], None], executor: Any) -> None:
-    """Start every notebook of ``names`` once its dependencies in ``names`` have finished
-    (ok or not: ``start`` decides to skip), in list order, while the executor has a free
-    slot; ``start`` returns None for a notebook it finished itself (reused, skipped).
-
-    With one slot this is the order of the profile, one notebook after another.
-    :class:`Interrupted` and :class:`ClusterLost` propagate (the caller stops the tasks).
-    """
+    """Start each of ``names``, in list order, once its dependencies among them have finished
+    (ok or not: ``start`` skips) and the executor has a free slot; ``start`` returns None for a
+    notebook it finished itself (reused, skipped). With one slot: one after another."""
     todo = list(names)
     running: dict[Future, str] = {}
     while todo or running:
@@ -149,24 +126,19 @@ def run_graph(names: Sequence[str], depends_on: dict[str, list[str]],
 
 # ------------------------------------------------------------------ the executor
 class NotebookExecutor:
-    """A run's notebooks on a ``concurrent.futures.Executor``: a one-thread pool in this
-    process (``--workers 1``) or a Dask client's executor (``client.get_executor()``), plus
-    what a run needs around it: free slots, the workers' preflight, and a stop that reaches
-    the running kernels.
+    """A run's notebooks on a ``concurrent.futures.Executor`` (a one-thread pool here, or a
+    Dask client's ``get_executor()``) with free slots, the workers' preflight and a stop that
+    reaches the kernels. Why a thread, not the main thread: SIGINT/SIGTERM must reach the
+    runner, which waits in :meth:`wait`; :meth:`stop` then tells the tasks to stop."""
 
-    Why a thread and not the main thread: SIGINT/SIGTERM must reach the runner while a
-    notebook runs; the main thread waits in :meth:`wait`, where a signal raises
-    :class:`Interrupted`, and :meth:`stop` then tells the task to stop its kernel, in this
-    process as on Dask (:func:`run_notebook` polls ``stop``)."""
-
-    def __init__(self, pool: Executor, description: dict[str, Any],
-                 client: Any = None) -> None:
-        self.pool, self.description, self.client = pool, description, client
+    def __init__(self, pool: Executor, description: dict[str, Any], client: Any = None,
+                 cluster: Any = None) -> None:
+        self.pool, self.description = pool, description
+        self.client, self.cluster = client, cluster
         self.stop_event = f"saf-run-stop-{uuid.uuid4().hex[:12]}"  # a distributed Event
         self.stopped: str | None = None
         self._inflight: dict[Future, str] = {}  # future: its Dask key (or the task's name)
         self._checked: set[str] = set()
-        self.cluster: Any = None
 
     def _lost(self, exc: BaseException) -> ClusterLost:
         return ClusterLost(f"lost the Dask scheduler {self.description.get('scheduler')}: "
@@ -182,14 +154,11 @@ class NotebookExecutor:
             raise self._lost(exc) from None
         return max(0, slots - len(self._inflight))
 
-    def _stop_reason(self) -> str | None:
-        return "stop requested by the runner" if self.stopped else None
-
     def submit(self, task: NotebookTask) -> Future:
         if self.stopped:  # a run set this task up while the signal arrived
             raise Interrupted(self.stopped)
         if self.client is None:
-            future = self.pool.submit(run_notebook, task, self._stop_reason)
+            future = self.pool.submit(run_notebook, task, lambda: self.stopped and STOP_REASON)
             self._inflight[future] = task.name
             return future
         key = f"{task.name}-{uuid.uuid4().hex[:8]}"
@@ -201,8 +170,8 @@ class NotebookExecutor:
         return future
 
     def wait(self, futures: list[Future]) -> set[Future]:
-        """Until one of ``futures`` is done (half-second steps, so that a signal reaches the
-        main thread); :class:`Interrupted` once :meth:`request_stop` was called."""
+        """Until one of ``futures`` is done (half-second steps: a signal reaches the main
+        thread); :class:`Interrupted` once :meth:`request_stop` was called."""
         while True:
             if self.stopped:
                 raise Interrupted(self.stopped)
@@ -227,8 +196,8 @@ class NotebookExecutor:
         return out
 
     def _restarts(self, key: Any) -> list[str]:
-        """The workers a task started on before its last start (each lost mid-task: Dask
-        started the notebook again elsewhere), from the events :func:`run_on_worker` logs."""
+        """The workers a task started on before its last start (each lost mid-task), from the
+        events :func:`run_on_worker` logs."""
         try:
             events = self.client.get_events(self.stop_event)
         except Exception:  # noqa: BLE001 - no events, no restarts to tell
@@ -238,8 +207,7 @@ class NotebookExecutor:
         return [str(w) for w in starts[:-1]]
 
     def request_stop(self, sig: str) -> None:
-        """Ask every running task to stop its kernel (on Dask: a distributed Event the tasks
-        poll); :meth:`wait` raises :class:`Interrupted` in each run's loop from then on."""
+        """Ask every task to stop its kernel (on Dask: a distributed Event the tasks poll)."""
         self.stopped = sig
         if self.client is not None:
             from distributed import Event
@@ -267,8 +235,7 @@ class NotebookExecutor:
         return out
 
     def preflight(self, folder: Path, plans: Sequence[Any], data: Sequence[dict]) -> None:
-        """On Dask, once per folder: :func:`cluster_options.check_workers`; in this process
-        there is nothing to check."""
+        """On Dask, once per folder: :func:`cluster_options.check_workers`."""
         folder = Path(folder).resolve()
         if self.client is not None and str(folder) not in self._checked:
             options.check_workers(self.client, folder, plans, data)
@@ -284,38 +251,29 @@ class NotebookExecutor:
                     self.cluster.close()
 
 
-def _import_distributed() -> Any:
-    try:
-        import distributed
-    except ImportError:
-        raise RunnerError("--workers N (N > 1) and --scheduler run notebooks on Dask, which is "
-                          "not installed: pip install 'saf_utils[dask]' (or dask[distributed])"
-                          ) from None
-    return distributed
-
-
 @contextmanager
-def open_executor(workers: int = 1, address: str | None = None,
-                  wait_for_workers_s: float = 60) -> Iterator[Any]:
-    """The executor for ``--workers`` / ``--scheduler`` (closed on exit)."""
+def open_executor(workers: int = 1, address: str | None = None) -> Iterator[Any]:
+    """The executor for ``--workers`` / ``--scheduler`` (this process, a local cluster of
+    ``workers`` or the scheduler at ``address``), closed on exit."""
     options.check_scheduler_options(workers, address)
-    if address is None and workers == 1:
-        executor = NotebookExecutor(ThreadPoolExecutor(1, thread_name_prefix="notebook"),
-                                    {"kind": "in-process", "workers": 1})
-    else:
-        executor = _dask_executor(workers, address, wait_for_workers_s)
+    executor = (NotebookExecutor(ThreadPoolExecutor(1, thread_name_prefix="notebook"),
+                                 {"kind": "in-process", "workers": 1})
+                if address is None and workers == 1 else _dask_executor(workers, address))
     try:
         yield executor
     finally:
         executor.close()
 
 
-def _dask_executor(workers: int, address: str | None, wait_for_workers_s: float
-                   ) -> NotebookExecutor:
-    """A local cluster of ``workers`` (``address`` None) or the scheduler at ``address``."""
-    distributed = _import_distributed()
+def _dask_executor(workers: int, address: str | None) -> NotebookExecutor:
     import logging
 
+    try:
+        import distributed
+    except ImportError:
+        raise RunnerError("--workers N (N > 1) and --scheduler run notebooks on Dask, which is "
+                          "not installed: pip install 'saf_utils[dask]' (or dask[distributed])"
+                          ) from None
     cluster = None
     if address is None:
         # One thread per worker (a notebook's kernel uses the cores); no memory limit (the
@@ -341,36 +299,41 @@ def _dask_executor(workers: int, address: str | None, wait_for_workers_s: float
             raise RunnerError(f"--scheduler {address}: cannot connect "
                               f"({' '.join(str(exc).split())[:200]})") from None
         try:
-            client.wait_for_workers(1, timeout=wait_for_workers_s)
+            client.wait_for_workers(1, timeout=WAIT_FOR_WORKERS_S)
         except Exception:  # noqa: BLE001 - a timeout, or the scheduler went away
             client.close()
             raise RunnerError(f"--scheduler {address}: no worker connected within "
-                              f"{wait_for_workers_s:.0f} s (start one: dask worker {address})"
+                              f"{WAIT_FOR_WORKERS_S} s (start one: dask worker {address})"
                               ) from None
         description = {"kind": "dask", "scheduler": address,
                        "workers": len(client.scheduler_info().get("workers", {}))}
-    executor = NotebookExecutor(client.get_executor(pure=False, retries=0), description,
-                                client)
-    executor.cluster = cluster
-    return executor
+    return NotebookExecutor(client.get_executor(pure=False, retries=0), description, client,
+                            cluster)
 
 
 # ------------------------------------------------------------------ on a worker
 def run_notebook(task: NotebookTask, stop: Callable[[], str | None],
                  emit: Callable[..., None] = print) -> dict[str, Any]:
-    """A task: execute one notebook; a reason ``stop()`` returns stops its kernel (partial
-    notebook saved, ``interrupted`` returned). Returns :class:`Outcome`'s fields."""
+    """A task: execute one notebook, printing a line per section (``[2/5]   1:03  § Title``);
+    a reason ``stop()`` returns stops its kernel. Returns :class:`Outcome`'s fields."""
+    from saf_utils.reporting.pages import duration_text
+
+    t0 = time.perf_counter()
+
+    def section(title: str) -> None:
+        emit(f"{task.tag}   {duration_text(time.perf_counter() - t0):>7}  § {title}", flush=True)
+
     try:
         error = execute_one(Path(task.nb_path), Path(task.out_nb), task.params, task.timeout,
-                            section_printer(task.tag, time.perf_counter(), emit), stop=stop)
+                            section, stop=stop)
     except Interrupted as why:
         return {"error": f"interrupted ({why})", "interrupted": True, "out_nb": task.out_nb}
     return {"error": error, "interrupted": False, "out_nb": task.out_nb}
 
 
 def run_on_worker(task: NotebookTask, stop_event: str) -> dict[str, Any]:
-    """A Dask task: :func:`run_notebook` with the runner's environment; section lines go to
-    the client's console; the runner's stop event (polled once a second) stops the kernel."""
+    """A Dask task: :func:`run_notebook` with the runner's environment, printing on the
+    client's console; the runner's stop event is polled once a second."""
     from distributed import Event, get_worker
     from distributed import print as client_print
 
@@ -390,6 +353,6 @@ def run_on_worker(task: NotebookTask, stop_event: str) -> dict[str, Any]:
         if now - last[0] < 1.0:
             return None
         last[0] = now
-        return "stop requested by the runner" if event.is_set() else None
+        return STOP_REASON if event.is_set() else None
 
     return {**run_notebook(task, stop, client_print), "worker": where}

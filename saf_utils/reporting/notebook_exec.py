@@ -1,8 +1,6 @@
-"""Executing one notebook: papermill with an engine that logs each section, the kernel's
-lifecycle (killed, not orphaned, on an interrupt) and SIGINT/SIGTERM as :class:`Interrupted`.
-
-Nothing here knows about run folders or manifests (:mod:`.run_folder`) or profiles
-(:mod:`.profiles`); :mod:`.runner` puts the three together.
+"""Executing one notebook: papermill with an engine that logs each section, the kernel killed
+(not orphaned) on an interrupt, SIGINT/SIGTERM as :class:`Interrupted`. Nothing here knows
+run folders or profiles.
 """
 
 from __future__ import annotations
@@ -14,14 +12,11 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from saf_utils.reporting.manifest import (
-    ReportWriteError,
-    write_text,
-)
+from saf_utils.reporting.manifest import ReportWriteError, write_text
 
 
 class Interrupted(BaseException):  # noqa: N818 - like KeyboardInterrupt, not an error
@@ -48,26 +43,18 @@ def _signals(raise_on_signal: bool):
 
 
 def _kill_kernel(km: Any) -> None:
-    """Stop a kernel (it runs in its own session) that no client will shut down."""
-    import subprocess
-
+    """Kill a kernel that no client will shut down, with its process group (it runs in a
+    session of its own, which its child processes share)."""
     proc = getattr(getattr(km, "provisioner", None), "process", None)
     if proc is None or proc.poll() is not None:
         return
-    for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
-        try:
-            os.killpg(proc.pid, sig)
-        except OSError:
-            try:
-                proc.send_signal(sig)
-            except OSError:
-                return
-        try:
-            proc.wait(timeout=wait)
-            break
-        except subprocess.TimeoutExpired:
-            continue
     try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:  # no group of its own after all
+        with suppress(OSError):
+            proc.kill()
+    try:
+        proc.wait(timeout=5)
         km.cleanup_connection_file()
     except Exception:  # noqa: BLE001 - best effort
         pass
@@ -78,45 +65,33 @@ def execute_one(nb_path: Path, out_path: Path, params: dict, timeout: int | None
                 stop: Callable[[], str | None] | None = None) -> str | None:
     """Run one notebook; returns None on success or the error text (the output is kept).
 
-    ``on_section(title)`` is called when the first code cell under a new Markdown heading
-    starts (:class:`SectionEngine`). ``stop()`` is polled while the notebook runs; a reason
-    it returns acts as a signal (a Dask task told to stop by the runner).
-
-    papermill runs in a thread of its own while this one polls ``stop`` (and, on the main
-    thread, receives SIGINT/SIGTERM: nbclient would otherwise install its own handlers on the
-    main thread's event loop and reset them to the defaults afterwards). On
+    ``on_section(title)`` is called when the first code cell under a Markdown heading starts.
+    papermill runs in a thread of its own while this one polls ``stop()`` (a reason it
+    returns acts as a signal) and, on the main thread, receives SIGINT/SIGTERM (nbclient would
+    otherwise install its own handlers and reset them to the defaults afterwards). On
     :class:`Interrupted` the kernel is stopped, papermill saves the partial notebook, and the
     exception propagates.
     """
-    _register_section_engine()
-    box: dict[str, Any] = {}  # "km": the kernel manager, "error": the outcome once done
-    work = _papermill_work(nb_path, out_path, params, timeout, on_section, box)
-    worker = threading.Thread(target=work, name=f"papermill-{nb_path.stem}", daemon=True)
-    worker.start()
-    try:
-        _wait(box, stop)
-    finally:
-        if _kernel_alive(box.get("km")):
-            _kill_kernel(box["km"])
-    return box.get("error", "the execution thread ended without a result")
-
-
-def _papermill_work(nb_path: Path, out_path: Path, params: dict, timeout: int | None,
-                    on_section: Callable[[str], None] | None, box: dict[str, Any]
-                    ) -> Callable[[], None]:
-    """The worker thread's body: papermill's execution, its outcome put into ``box``."""
     import papermill as pm
     from jupyter_client.manager import AsyncKernelManager
 
+    _register_section_engine()
+    box: dict[str, Any] = {}  # "km": the kernel manager, "error": the outcome once done
+
     class TrackedKernelManager(AsyncKernelManager):
         """nbclient's own kernel manager (it shuts the kernel down), remembered here. The
-        kernel's sockets get CurveZMQ keys where pyzmq supports them (the kernelspec declares
-        it): no "running over TCP without encryption" warning per notebook."""
+        kernel's sockets get CurveZMQ keys where pyzmq supports them: no "running over TCP
+        without encryption" warning per notebook."""
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
-            if _curve_available():
-                self.transport_encryption = "auto"
+            try:
+                import zmq
+
+                if zmq.has("curve"):
+                    self.transport_encryption = "auto"
+            except Exception:  # noqa: BLE001 - no encryption then, and the kernel warns
+                pass
             box["km"] = self
 
     def work() -> None:
@@ -133,17 +108,10 @@ def _papermill_work(nb_path: Path, out_path: Path, params: dict, timeout: int | 
         except BaseException as exc:  # noqa: BLE001 - kernel death, timeout, bad notebook
             box["error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:500]}"
 
-    return work
-
-
-def _wait(box: dict[str, Any], stop: Callable[[], str | None] | None) -> None:
-    """Until the worker put its outcome in ``box``; a reason ``stop()`` returns is raised as
-    :class:`Interrupted` once the kernel is stopped and the partial notebook saved.
-
-    Polls a flag instead of Thread.join: a signal handler raising inside join() makes
-    Python 3.11 mark a live thread as stopped (bpo-45274), and a later join() returns at
-    once."""
+    threading.Thread(target=work, name=f"papermill-{nb_path.stem}", daemon=True).start()
     try:
+        # A flag, not Thread.join: a signal handler raising inside join() makes Python 3.11
+        # mark a live thread as stopped (a CPython bug), and a later join() returns at once.
         while "error" not in box:
             time.sleep(0.1)
             why = stop() if stop is not None else None
@@ -155,15 +123,9 @@ def _wait(box: dict[str, Any], stop: Callable[[], str | None] | None) -> None:
         while "error" not in box and time.monotonic() < deadline:  # kernel is gone
             time.sleep(0.1)
         raise
-
-
-def _curve_available() -> bool:
-    try:
-        import zmq
-
-        return bool(zmq.has("curve"))
-    except Exception:  # noqa: BLE001 - no encryption then, and the kernel warns
-        return False
+    finally:
+        _kill_kernel(box.get("km"))
+    return box.get("error", "the execution thread ended without a result")
 
 
 SECTION_ENGINE = "saf-sections"
@@ -209,12 +171,6 @@ def _register_section_engine() -> None:
             return super().execute_managed_notebook(nb_man, kernel_name, **kwargs)
 
     papermill_engines.register(SECTION_ENGINE, SectionEngine)
-
-
-def _kernel_alive(km: Any) -> bool:
-    prov = getattr(km, "provisioner", None)
-    proc = getattr(prov, "process", None)
-    return proc is not None and proc.poll() is None
 
 
 def mark_interrupted(ipynb: Path, why: str) -> None:

@@ -1,15 +1,13 @@
 """What a run will do, checked before anything runs: the request (:class:`RunRequest`, what
-``saf-run`` was asked) and the plan (:class:`RunPlan`, what :func:`prepare` found: profile,
-notebooks with their parameters, dependencies, data sources, the run folder, the baseline
-and the runs to reuse from). Nothing here writes a file; ``--dry-run`` prints
-:func:`describe_plan`.
+``saf-run`` was asked) and the plan (:class:`RunPlan`, what :func:`prepare` found). Nothing
+here writes a file; ``--dry-run`` prints :func:`describe_plan`.
 """
 
 from __future__ import annotations
 
 import os
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -55,22 +53,17 @@ class RunRequest:
 
 
 def request_from_args(args: Any, argv: list[str]) -> RunRequest:
-    """The request of parsed ``saf-run`` arguments (:func:`cli.run_parser`); a sweep's cells
-    start from it too."""
-    return RunRequest(profile=args.profile, config=args.config, overrides=args.param,
-                      only=args.only, run_name=getattr(args, "run_name", None),
-                      run_dir=getattr(args, "run_dir", None), reports_dir=args.reports_dir,
-                      notebooks_dir=args.notebooks_dir, hide_code=args.hide_code,
-                      baseline=getattr(args, "baseline", None), argv=argv, reuse=args.reuse,
-                      no_reuse=args.no_reuse, workers=args.workers, scheduler=args.scheduler)
+    """The request of parsed ``saf-run`` (or ``saf-run sweep``) arguments: each option of the
+    same name, ``--param`` as ``overrides``."""
+    given = {f.name: getattr(args, f.name) for f in fields(RunRequest) if hasattr(args, f.name)}
+    return RunRequest(**{**given, "overrides": args.param, "argv": argv})
 
 
 @dataclass
 class RunPlan:
     """Everything :func:`prepare` checked: the merged profile (``cfg``), one
-    :class:`NotebookPlan` per selected notebook, the status of each dependency, the data
-    check, and where the run goes (``existing``: a run folder to rerun notebooks in, with its
-    ``old_manifest``; else a new folder ``run_name``)."""
+    :class:`NotebookPlan` per selected notebook, each dependency's status, the data check and
+    where the run goes (``existing`` with its ``old_manifest``, else a new ``run_name``)."""
 
     cfg: dict[str, Any]
     plans: list[NotebookPlan]
@@ -86,7 +79,12 @@ class RunPlan:
 
 def prepare(req: RunRequest) -> RunPlan:
     """Everything checked before anything runs; returns the plan (nothing is written)."""
-    existing, old_manifest = _existing_run(req)
+    from saf_utils.reporting.compare import load_run, resolve_run
+    from saf_utils.reporting.run_folder import read_manifest
+
+    # --run-dir: a path, or a run name under the reports folder
+    existing = resolve_run(req.run_dir, req.reports_dir) if req.run_dir else None
+    old_manifest = read_manifest(existing) if existing else None
     cfg = _profile(req, existing, old_manifest)
     if req.run_name and existing:
         raise RunnerError("--run-name and --run-dir exclude each other")
@@ -96,11 +94,16 @@ def prepare(req: RunRequest) -> RunPlan:
     deps = check_dependencies(cfg, names, existing, {
         n["name"]: n.get("status") for n in (old_manifest.notebooks if old_manifest else [])})
     plans = plan_notebooks(cfg, names, nb_dir, req.overrides or [])
-    _check_launchers(plans)
+    from saf_utils.jobs import check_launcher
+
+    for p in plans:  # a GPU launcher needs a GPU here
+        if isinstance(p.params.get("launcher"), str):
+            try:
+                check_launcher(p.params["launcher"])
+            except ValueError as err:
+                raise RunnerError(f"{p.name}: {err}") from None
     baseline = None
     if req.baseline:  # a readable run: checked manifest and metrics
-        from saf_utils.reporting.compare import load_run, resolve_run
-
         baseline = resolve_run(req.baseline, req.reports_dir)
         load_run(baseline)
     data = check_data_sources(plans)
@@ -110,30 +113,6 @@ def prepare(req: RunRequest) -> RunPlan:
     check_scheduler_options(workers, req.scheduler)
     return RunPlan(cfg, plans, deps, data, existing, old_manifest, run_name, baseline,
                    _reuse_sources(req, cfg, existing), workers)
-
-
-def _check_launchers(plans: list[NotebookPlan]) -> None:
-    """Each notebook's training launcher can start here (a GPU launcher needs a GPU)."""
-    from saf_utils.jobs import check_launcher
-
-    for p in plans:
-        if isinstance(p.params.get("launcher"), str):
-            try:
-                check_launcher(p.params["launcher"])
-            except ValueError as err:
-                raise RunnerError(f"{p.name}: {err}") from None
-
-
-def _existing_run(req: RunRequest) -> tuple[Path | None, Manifest | None]:
-    """``--run-dir``'s folder (a path, or a run name under the reports folder) and its
-    checked manifest; (None, None) for a new run."""
-    if not req.run_dir:
-        return None, None
-    from saf_utils.reporting.compare import resolve_run
-    from saf_utils.reporting.run_folder import read_manifest
-
-    existing = resolve_run(req.run_dir, req.reports_dir)
-    return existing, read_manifest(existing)
 
 
 def _profile(req: RunRequest, existing: Path | None, old: Manifest | None) -> dict[str, Any]:
@@ -195,7 +174,13 @@ def describe_plan(plan: RunPlan, req: RunRequest) -> str:
         for k, v in p.params.items():
             lines.append(f"      {k} = {short(v, 500)}    # {p.origins.get(k)}")
         lines += system_params_lines(p.name, p.params)  # effective, by system
-    lines += _data_lines(plan.data)
+    lines.append("Data sources:")
+    for d in plan.data:
+        extra = {"local": ""}.get(d["kind"], " (cached)" if d.get("cached") else " (download)")
+        lines.append(f"  {d['dataset']}: {d['kind']} {d['source']}{extra} via {d['via']}"
+                     f" for {', '.join(d['notebooks'])}")
+    if not plan.data:
+        lines.append("  (no selected notebook declares a data source)")
     if plan.baseline:
         lines.append(f"Compare with {plan.baseline} (compare.html)")
     from saf_utils.reporting.cluster_options import where_text
@@ -206,15 +191,3 @@ def describe_plan(plan: RunPlan, req: RunRequest) -> str:
                  f"the latest of {len(plan.reuse_from)} {cfg['name']} runs that has it")
         lines.append(f"Reuse each notebook whose inputs are unchanged from {where}")
     return "\n".join(lines)
-
-
-def _data_lines(data: list[dict[str, Any]]) -> list[str]:
-    lines = ["Data sources:"]
-    for d in data:
-        extra = "" if d["kind"] == "local" else (" (cached)" if d.get("cached") else
-                                                  " (download)")
-        lines.append(f"  {d['dataset']}: {d['kind']} {d['source']}{extra} via {d['via']}"
-                     f" for {', '.join(d['notebooks'])}")
-    if not data:
-        lines.append("  (no selected notebook declares a data source)")
-    return lines

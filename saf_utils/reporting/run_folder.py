@@ -1,7 +1,5 @@
-"""Run folders and what they hold: a fresh folder per run, the manifest, earlier executions
-moved to ``previous/``, and the run's pages (index, results, metrics) written from the
-manifest and the records.
-"""
+"""Run folders: a fresh folder per run, the manifest, earlier executions moved to
+``previous/``, the run's pages written from manifest and records, and the lists of runs."""
 
 from __future__ import annotations
 
@@ -34,11 +32,9 @@ from saf_utils.reporting.records import RECORDS_FILE, SOURCES_FILE, summarize
 PREVIOUS_DIR = "previous"
 SWEEP_FILE = "sweep.json"  # a sweep folder's summary (reporting/sweep.py writes it)
 
-# How a run ended (manifest ``status``; ``status_reason`` says more): ok; failed (a notebook
-# failed or was skipped); interrupted (SIGINT/SIGTERM); write_error (a report file could not
-# be written: disk full, read-only folder); error (the runner itself raised); killed (found
-# later: its process is gone and it never recorded an end); running (still going, or of
-# another host).
+# How a run ended (manifest ``status``, ``status_reason`` says more): failed (a notebook failed
+# or was skipped), write_error (disk full, read-only folder), error (the runner raised), killed
+# (found later: its process is gone and it never recorded an end); docs/runs.md.
 RUN_STATUSES = ("running", "ok", "failed", "interrupted", "cluster_lost", "write_error", "error",
                 "killed")
 RESERVE_FILE = ".saf-run-reserve"
@@ -86,10 +82,8 @@ def new_run_dir(reports_dir: Path, run_name: str) -> Path:
 
 
 def reserve_space(run_dir: Path) -> None:
-    """Keep :data:`RESERVE_BYTES` of disk for the run's final status (:func:`write_status`).
-
-    Random bytes, not zeros or a sparse file: a compressing or sparse-aware file system would
-    not keep the space for those."""
+    """Keep :data:`RESERVE_BYTES` of disk for the run's final status (:func:`write_status`);
+    random bytes: a compressing or sparse-aware file system would not keep it for zeros."""
     path = run_dir / RESERVE_FILE
     try:
         with open(path, "wb") as fh:
@@ -110,19 +104,23 @@ def release_space(run_dir: Path) -> None:
 
 
 def write_status(run_dir: Path, manifest: Manifest) -> bool:
-    """After a write error: free the reserved space and write ``manifest.json`` alone (the
-    run's status first; the pages may then lag behind). False when even that failed."""
+    """Free the reserved space and write ``manifest.json`` alone (the status first), then the
+    pages if the freed space allows. False when even the manifest failed."""
     release_space(run_dir)
     try:
         write_json(run_dir / "manifest.json", manifest.to_dict())
-        return True
     except ReportWriteError:
         return False
+    try:
+        write_reports(run_dir, manifest)
+    except Exception:  # noqa: BLE001 - the manifest already says how the run ended
+        pass
+    return True
 
 
 def mark_killed(manifest: Manifest) -> bool:
-    """A run whose process :func:`~manifest.died`: status ``killed``, its open invocation
-    too, a notebook it was running ``interrupted``. True when the manifest changed."""
+    """A run whose process :func:`~manifest.died` is ``killed``, its open invocation too, a
+    notebook it was running ``interrupted``; True when the manifest changed."""
     if not died(manifest):
         return False
     why = (f"process {manifest.pid} on {manifest.host} ended without recording "
@@ -148,9 +146,8 @@ def why_text(exc: BaseException) -> str:
 
 def record_end(out: Path, manifest: Manifest, invocation: dict, status: str,
                results: list[NotebookResult], stop: BaseException | None) -> BaseException | None:
-    """Record how the run ended (``status``, ``status_reason``: :data:`RUN_STATUSES`) in the
-    manifest and the pages. When a write fails, the manifest alone is written into the space
-    kept for it (:func:`write_status`). Returns the error to raise (None: none)."""
+    """Record how the run ended in manifest and pages; when a write fails, the manifest alone
+    into the space kept for it (:func:`write_status`). Returns the error to raise, if any."""
     run_status, _, sig = status.partition(":")
     bad = ", ".join(f"{r.name} ({r.status})" for r in results if r.status != "ok")
     reason = why_text(stop) if stop is not None else {
@@ -171,35 +168,17 @@ def record_end(out: Path, manifest: Manifest, invocation: dict, status: str,
             record("write_error", f"{exc} (while recording that the run ended {run_status})")
             stop = exc
     if write_status(out, manifest):
-        try:  # the pages too, if the freed space allows
-            write_reports(out, manifest)
-        except ReportWriteError:
-            pass
-    elif isinstance(stop, ReportWriteError):  # still one line for the CLI
-        stop = ReportWriteError(stop.errno, f"{stop}; the run's status could not be recorded "
+        return stop
+    if isinstance(stop, ReportWriteError):  # still one line for the CLI
+        return ReportWriteError(stop.errno, f"{stop}; the run's status could not be recorded "
                                 f"in {out / 'manifest.json'} either")
-    else:
-        print(f"saf-run: could not record the run's status ({manifest.status}) in "
-              f"{out / 'manifest.json'}", file=sys.stderr)
+    print(f"saf-run: could not record the run's status ({manifest.status}) in "
+          f"{out / 'manifest.json'}", file=sys.stderr)
     return stop
 
 
-def settle_killed(run_dir: Path, manifest: Manifest) -> bool:
-    """:func:`mark_killed` and write it down (manifest first, then the pages; best effort: a
-    read-only reports folder keeps the old files and readers still see :func:`died`)."""
-    if not mark_killed(manifest):
-        return False
-    if write_status(run_dir, manifest):
-        try:
-            write_reports(run_dir, manifest)
-        except Exception:  # noqa: BLE001 - the manifest already says killed
-            pass
-    return True
-
-
 def read_manifest(run_dir: Path) -> Manifest:
-    """The checked manifest of an existing run (see :func:`compare.check_manifest`), typed:
-    every reader of a run's manifest (``--run-dir``, ``--reuse``, ``list``) reads this."""
+    """The checked manifest of an existing run (:func:`compare.check_manifest`), typed."""
     from saf_utils.reporting.compare import check_manifest
 
     path = run_dir / "manifest.json"
@@ -213,12 +192,9 @@ def read_manifest(run_dir: Path) -> Manifest:
 
 
 def write_reports(run_dir: Path, manifest: Manifest) -> None:
-    """manifest.json, metrics.json, index.html, results.html and the example pages
-    (:mod:`saf_utils.reporting.examples`) from what is on disk now.
-
-    Records come from each notebook's latest execution; a bad records line is skipped and
-    counted; every record carries ``notebook_status`` (its notebook's status).
-    """
+    """manifest.json, metrics.json and the run's pages from what is on disk now: the records
+    of each notebook's latest execution (a bad line skipped and counted), each with its
+    ``notebook_status``."""
     from saf_utils.reporting import chrome, examples, index_page, metric_cards, results_page
 
     latest = list(manifest.notebooks)
@@ -288,8 +264,8 @@ def archive_previous(run_dir: Path, name: str, manifest: Manifest) -> str | None
 
 
 def render(res: NotebookResult, out_nb: Path, hide: bool) -> None:
-    """The executed notebook's page; a broken render marks the result failed, it does not
-    hide the run's other results (a write error is raised: the run records it)."""
+    """The executed notebook's page; a broken render marks the result failed (a write error
+    is raised: the run records it)."""
     from saf_utils.reporting.pages import render_notebook
 
     if not out_nb.is_file():
@@ -334,15 +310,9 @@ def _seconds(start: str | None, end: str | None) -> float | None:
 
 def list_runs(reports_dir: str | os.PathLike | None = None,
               problems: list[str] | None = None) -> list[dict]:
-    """Runs under the reports folder, oldest first, with profile, commit, status, times.
-
-    A run left ``running`` by a process of this host that is gone is marked ``killed`` in its
-    manifest (:func:`settle_killed`).
-
-    A malformed run (unreadable or not a run manifest) raises :class:`RunnerError`, unless
-    ``problems`` is a list: then its one-line reason is appended and the others are listed
-    (so is a note on a run whose manifest names another run: a run is named by its folder).
-    """
+    """Runs under the reports folder, oldest first, with profile, commit, status, times (dead
+    ``running`` runs settled as killed). A malformed run raises :class:`RunnerError`, unless
+    ``problems`` is a list: then one line on it (or on a renamed run) is appended there."""
     root = Path(reports_dir or REPORTS_DIR)
     runs = []
     for mpath in sorted(root.glob("*/manifest.json")):
@@ -353,7 +323,8 @@ def list_runs(reports_dir: str | os.PathLike | None = None,
                 raise
             problems.append(str(exc))
             continue
-        settle_killed(mpath.parent, m)  # a dead "running" run: "killed", written down
+        if mark_killed(m):  # a dead "running" run: "killed", written down (best effort)
+            write_status(mpath.parent, m)
         folder = mpath.parent.name  # the run is its folder: a copied or renamed run is itself
         if m.run not in (None, folder) and problems is not None:
             problems.append(f"{folder}: its manifest names run {short(m.run)} (copied "
@@ -376,13 +347,9 @@ def list_runs(reports_dir: str | os.PathLike | None = None,
 
 def list_sweeps(reports_dir: str | os.PathLike | None = None,
                 problems: list[str] | None = None) -> list[dict]:
-    """Sweeps under the reports folder (``*/sweep.json``), oldest first: name (its folder),
-    profile, status, started, ``cells`` (``{cell: status}``) and ``summary`` (the file).
-
-    Each cell's status is read from its own run folder (:func:`list_runs`, killed runs
-    settled); a cell without one keeps the file's. A sweep still ``running`` whose process on
-    this host is gone is ``killed``. An unreadable ``sweep.json`` is one line in
-    ``problems``."""
+    """Sweeps under the reports folder (``*/sweep.json``), oldest first, with ``cells``
+    (``{cell: status}``, from each cell's run folder where it has one) and ``summary`` (the
+    file); a dead ``running`` sweep is ``killed``, an unreadable one a line in ``problems``."""
     root = Path(reports_dir or REPORTS_DIR)
     out = []
     for spath in sorted(root.glob(f"*/{SWEEP_FILE}")):

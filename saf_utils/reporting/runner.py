@@ -1,23 +1,15 @@
 """Run a profile's notebooks with papermill and write a self-contained report folder.
 
-``saf-run --profile cpu`` (or ``python -m saf_utils.run``) executes the notebooks named in
-``configs/<profile>.yaml`` in order and writes ``reports/<run-name>/``: the executed
-notebooks, one HTML page each (no network loads), ``index.html`` (headline tables),
-``results.html`` (every result record), ``metrics.json`` (merged records) and
-``manifest.json`` (commit, parameters, installed packages, lock hash, data files with
-SHA-256, timings, every execution). Everything is checked before the first notebook runs
-(profile, names that become paths, parameters with their types and choices, dependencies,
-data sources, the ``--baseline`` run). A failing notebook is
-rendered with its error and marked failed; the others still run and the exit code is 1.
-Manifest and index are rewritten when the run starts and after each notebook; Ctrl-C or
-SIGTERM mark the run and the running notebook "interrupted" and still write them; a write
-error or a runner error is recorded as the run's status too, into space kept for it
-(docs/runs.md: ``status`` and ``status_reason``).
-``--run-dir reports/<run>`` reruns chosen notebooks inside an existing run (the previous
-execution's files move to ``previous/``, the manifest keeps both). A new run never touches an
-existing folder. ``--workers N`` (a local Dask cluster) or ``--scheduler ADDRESS`` (any Dask
-cluster) run independent notebooks at once (:mod:`.executors`; ``saf-run sweep``:
-:mod:`.sweep`; docs/cluster.md).
+``saf-run --profile cpu`` executes the notebooks of ``configs/<profile>.yaml`` in dependency
+order into ``reports/<run-name>/``: the executed notebooks, one HTML page each, ``index.html``,
+``results.html``, ``metrics.json`` and ``manifest.json`` (commit, parameters, packages, data
+files, timings, every execution). Everything is checked before the first notebook runs
+(:func:`.plan.prepare`). A failing notebook is marked failed and the others still run (exit
+code 1). Manifest and pages are rewritten as the run goes; Ctrl-C, SIGTERM, a lost cluster, a
+write error or a runner error are recorded as the run's status, into disk space kept for it
+(docs/runs.md). ``--run-dir`` reruns notebooks inside an existing run (earlier files move to
+``previous/``); ``--workers N`` / ``--scheduler ADDRESS`` run independent notebooks at once on
+Dask (:mod:`.executors`, docs/cluster.md).
 
 Exit codes: 0 ok, 1 a notebook failed, 2 bad invocation (nothing ran), 3 a report file could
 not be written, 130/143 interrupted by SIGINT/SIGTERM.
@@ -29,7 +21,6 @@ import os
 import socket
 import sys
 import time
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -47,7 +38,6 @@ from saf_utils.reporting.manifest import (
     package_versions,
 )
 from saf_utils.reporting.notebook_exec import Interrupted, _signals, mark_interrupted
-from saf_utils.reporting.parameters import NotebookPlan
 from saf_utils.reporting.plan import (  # noqa: F401 - the runner's names for callers and tests
     RunPlan,
     RunRequest,
@@ -79,8 +69,7 @@ EXIT_INTERRUPTED = {"SIGINT": 130, "SIGTERM": 143}
 
 
 def exit_code(status: str, failed: list[str], what: str = "Failed notebook(s)") -> int:
-    """A run's (or sweep's) exit code from its status and what did not succeed, which it
-    names on stderr: 0 ok, 1 failed or cluster lost, 130/143 interrupted."""
+    """A run's (or sweep's) exit code; names what did not succeed on stderr."""
     if status.startswith("interrupted"):
         return EXIT_INTERRUPTED.get(status.split(":", 1)[1], 130)
     if status.startswith("cluster_lost"):  # the reason is the run's last line already
@@ -91,54 +80,39 @@ def exit_code(status: str, failed: list[str], what: str = "Failed notebook(s)") 
     return 0
 
 
-def _absolute_if_path(key: str, value: Any) -> Any:
-    """Resolve relative paths in *_source/*_path/*_dir parameters against the caller's cwd."""
-    if isinstance(value, str) and key.endswith(("_source", "_path", "_dir")) and value:
-        path = Path(value).expanduser()
-        if not path.is_absolute() and path.exists():
-            return str(path.resolve())
-    return value
-
-
-# ------------------------------------------------------------------ a run
 def run_profile(req: RunRequest, plan: RunPlan | None = None,
                 executor: Any = None) -> tuple[Path, list[NotebookResult], str]:
-    """Run the notebooks of a profile; returns the run folder, one result per executed or
-    reused notebook and the run status (ok | failed | interrupted:<SIGNAL>).
-
-    Notebooks run on ``executor`` (:mod:`.executors`; default: the one ``plan.workers`` /
-    ``req.scheduler`` name), each as soon as its ``depends_on`` have finished; ``plan`` is
-    :func:`prepare`'s (made here when not given). The steps: :func:`_own_executor`,
-    :func:`_environment`, :func:`_open_manifest`, then :class:`_Run` (start, finish, stop,
-    close)."""
+    """Run the notebooks of a profile on ``executor`` (default: the one ``plan.workers`` /
+    ``req.scheduler`` name), each once its ``depends_on`` have finished; returns the run
+    folder, one result per executed, reused or skipped notebook and the run status."""
     plan = plan or prepare(req)  # a bad profile is reported before a cluster starts
     if executor is None:
-        return _own_executor(req, plan)
+        from saf_utils.reporting import executors
+
+        # N notebooks at once on this machine share its cores: OpenMP pools of 2 threads per
+        # kernel on 2 cores spin against each other (03's gradient boosting ran 10x slower).
+        saved = os.environ.get("SAF_NUM_THREADS")
+        if plan.workers > 1 and not req.scheduler and not saved:
+            os.environ["SAF_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // plan.workers))
+        try:
+            with executors.open_executor(plan.workers, req.scheduler) as ex:
+                return run_profile(req, plan, ex)
+        finally:  # a later run in this process gets its own split
+            if saved is None:
+                os.environ.pop("SAF_NUM_THREADS", None)
     _environment(plan)
     reports_root = Path(req.reports_dir).resolve() if req.reports_dir else REPORTS_DIR
     executor.preflight(plan.existing or reports_root, plan.plans, plan.data)
-    run = _Run(req, plan, *_open_manifest(req, plan, executor, reports_root))
-    stop = run.execute(executor)
-    if stop is not None:
-        raise stop
+    run = _Run(req, plan, executor, reports_root)
+    run.execute()
     return run.out, run.results, run.status
 
 
-def _own_executor(req: RunRequest, plan: RunPlan) -> tuple[Path, list[NotebookResult], str]:
-    """Run on the executor ``req`` names, with the cores split between local workers."""
-    from saf_utils.reporting.executors import open_executor
-
-    # N notebooks at once on this machine share its cores: OpenMP pools of 2 threads per
-    # kernel on 2 cores spin against each other (03's gradient boosting ran 10x slower).
-    saved = os.environ.get("SAF_NUM_THREADS")
-    if plan.workers > 1 and not req.scheduler and not saved:
-        os.environ["SAF_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // plan.workers))
-    try:
-        with open_executor(plan.workers, req.scheduler) as ex:
-            return run_profile(req, plan, ex)
-    finally:  # a later run in this process gets its own split
-        if saved is None:
-            os.environ.pop("SAF_NUM_THREADS", None)
+def _absolute_if_path(key: str, value: Any) -> Any:
+    """Resolve relative paths in *_source/*_path/*_dir parameters against the caller's cwd."""
+    ok = isinstance(value, str) and value and key.endswith(("_source", "_path", "_dir"))
+    path = Path(value).expanduser() if ok else None
+    return str(path.resolve()) if path and not path.is_absolute() and path.exists() else value
 
 
 def _environment(plan: RunPlan) -> None:
@@ -156,89 +130,62 @@ def _environment(plan: RunPlan) -> None:
     from saf_utils import numerics
 
     os.environ.update(numerics.pinned_environment())
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    # Progress bars inside a kernel only clutter the HTML; the runner prints a line per section
-    # (Markdown heading) with the elapsed time, and one per notebook, terminal or not.
-    # Interactive JupyterLab sessions keep theirs.
-    os.environ.setdefault("TQDM_DISABLE", "1")
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    # Progress bars inside a kernel only clutter the HTML; the runner prints a line per
+    # section (Markdown heading) and per notebook. Interactive JupyterLab sessions keep theirs.
+    for var, value in (("TOKENIZERS_PARALLELISM", "false"), ("TQDM_DISABLE", "1"),
+                       ("HF_HUB_DISABLE_PROGRESS_BARS", "1")):
+        os.environ.setdefault(var, value)
 
 
-def _open_manifest(req: RunRequest, plan: RunPlan, executor: Any, reports_root: Path
-                   ) -> tuple[Path, Manifest, dict[str, Any]]:
-    """The run folder (an existing run's, or a fresh one), its manifest with this
-    invocation appended, and the invocation."""
-    cfg = plan.cfg
-    invocation = {
-        "started": now_iso(), "finished": None, "status": "running", "argv": req.argv,
-        "only": [p.name for p in plan.plans], "overrides": list(req.overrides or []),
-        "git": git_state(), "pid": os.getpid(), "host": socket.gethostname(),
-        "executor": executor.description,
-    }
-    if plan.existing:
-        out = plan.existing.resolve()
-        manifest = plan.old_manifest or Manifest()
-        mark_killed(manifest)  # an earlier invocation whose process is gone
-    else:
-        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-        out = new_run_dir(reports_root, plan.run_name or f"{cfg['name']}-{stamp}")
-        manifest = Manifest(run=out.name, profile=cfg["name"], profile_file=cfg["path"],
-                            extends=cfg["extends_chain"], description=cfg.get("description"),
-                            started=invocation["started"])
-    manifest.invocations.append(invocation)
-    manifest.status, manifest.finished = "running", None
-    manifest.git, manifest.pid, manifest.host = (invocation["git"], invocation["pid"],
-                                                 invocation["host"])
-    manifest.environment, manifest.packages = environment_info(), package_versions()
-    manifest.installed, manifest.lock = installed_packages(), lock_info()
-    manifest.overrides = list(req.overrides or [])
-    manifest.hide_code = cfg.get("hide_code", False) if req.hide_code is None else req.hide_code
-    manifest.depends_on, manifest.data_check = cfg["depends_on"], plan.data
-    return out, manifest, invocation
-
-
-@dataclass
-class _Running:
-    """An execution under way: its result so far, plan, start time and upstream digests."""
-
-    result: NotebookResult
-    plan: NotebookPlan
-    t0: float
-    deps_out: dict[str, str | None]
-
-
-@dataclass
 class _Run:
-    """One invocation's state while its notebooks run: what came back (``results``), what is
-    out (``running``) and how it ended (``status``)."""
+    """One invocation while its notebooks run: the run folder (``out``) and its manifest with
+    this invocation appended, what came back (``results``), the executions out (``running``:
+    result, plan, start time, upstream digests) and how it ended (``status``)."""
 
-    req: RunRequest
-    plan: RunPlan
-    out: Path
-    manifest: Manifest
-    invocation: dict[str, Any]
-    results: list[NotebookResult] = field(default_factory=list)
-    running: dict[str, _Running] = field(default_factory=dict)
-    status: str = "ok"
-
-    def __post_init__(self) -> None:
-        self.hide = self.manifest.hide_code
-        self.n_inv = len(self.manifest.invocations)
-        self.order = list(self.plan.cfg["notebooks"])
-        self.depends_on = self.plan.cfg["depends_on"]
-        n = len(self.plan.plans)
-        self.tags = {p.name: f"{self.req.label}[{i}/{n}]" for i, p in enumerate(self.plan.plans, 1)}
-        self.by_name = {p.name: p for p in self.plan.plans}
+    def __init__(self, req: RunRequest, plan: RunPlan, executor: Any, reports_root: Path
+                 ) -> None:
+        self.req, self.plan, self.executor, cfg = req, plan, executor, plan.cfg
+        self.results: list[NotebookResult] = []
+        self.running: dict[str, tuple[NotebookResult, Any, float, dict]] = {}
+        self.status = "ok"
+        inv = self.invocation = {
+            "started": now_iso(), "finished": None, "status": "running", "argv": req.argv,
+            "only": [p.name for p in plan.plans], "overrides": list(req.overrides or []),
+            "git": git_state(), "pid": os.getpid(), "host": socket.gethostname(),
+            "executor": executor.description,
+        }
+        if plan.existing:
+            self.out = plan.existing.resolve()
+            m = plan.old_manifest or Manifest()
+            mark_killed(m)  # an earlier invocation whose process is gone
+        else:
+            stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+            self.out = new_run_dir(reports_root, plan.run_name or f"{cfg['name']}-{stamp}")
+            m = Manifest(run=self.out.name, profile=cfg["name"], profile_file=cfg["path"],
+                         extends=cfg["extends_chain"], description=cfg.get("description"),
+                         started=inv["started"])
+        m.invocations.append(inv)
+        m.status, m.finished = "running", None
+        m.git, m.pid, m.host = inv["git"], inv["pid"], inv["host"]
+        m.environment, m.packages = environment_info(), package_versions()
+        m.installed, m.lock = installed_packages(), lock_info()
+        m.overrides = list(req.overrides or [])
+        m.hide_code = cfg.get("hide_code", False) if req.hide_code is None else req.hide_code
+        m.depends_on, m.data_check = cfg["depends_on"], plan.data
+        self.manifest, self.n_inv = m, len(m.invocations)
+        n = len(plan.plans)
+        self.tags = {p.name: f"{req.label}[{i}/{n}]" for i, p in enumerate(plan.plans, 1)}
+        self.by_name = {p.name: p for p in plan.plans}
 
     def record(self, res: NotebookResult, write: bool = True) -> None:
         """``res`` into the manifest (and the pages, unless ``write`` is False)."""
-        _record_result(self.manifest, res, self.order)
+        _record_result(self.manifest, res, list(self.plan.cfg["notebooks"]))
         if write:
             write_reports(self.out, self.manifest)
 
-    def execute(self, executor: Any) -> BaseException | None:
-        """Run the graph; returns what ended the run early (None: nothing), raised by the
-        caller once the run's status is recorded."""
+    def execute(self) -> None:
+        """Run the graph; what ended the run early is raised once the run's status is
+        recorded."""
         print(f"Run {self.out.name}: {len(self.plan.plans)} notebook(s) -> {self.out}",
               flush=True)
         stop: BaseException | None = None
@@ -251,42 +198,37 @@ class _Run:
                         self.record(NotebookResult(p.name, parameters=p.params,
                                                    invocation=self.n_inv), write=False)
                 write_reports(self.out, self.manifest)
-                run_graph([p.name for p in self.plan.plans], self.depends_on, self.start,
-                          self.finish, executor)
+                run_graph([p.name for p in self.plan.plans], self.plan.cfg["depends_on"],
+                          self.start, self.finish, self.executor)
             self.status = "failed" if any(r.status != "ok" for r in self.results) else "ok"
-        except Interrupted as sig:
-            self.status = f"interrupted:{sig}"
+        except (Interrupted, ClusterLost) as why:  # a lost cluster is no bug of the runner
+            kind = "interrupted" if isinstance(why, Interrupted) else "cluster_lost"
+            self.status = f"{kind}:{why}"
             with _signals(raise_on_signal=False):
-                self.interrupted(str(sig), executor)
-        except ClusterLost as lost:  # not a bug of the runner: the notebooks were cut off
-            self.status = f"cluster_lost:{lost}"
-            with _signals(raise_on_signal=False):
-                self.interrupted(str(lost), executor)
+                self.stop_running(str(why))
         except BaseException as exc:  # noqa: BLE001 - a write error or a bug: recorded, re-raised
             stop = exc
             self.status = "write_error" if isinstance(exc, OSError) else "error"
             with _signals(raise_on_signal=False):
-                self.stopped(exc, executor)
+                self.stop_running(self.status, exc)
         with _signals(raise_on_signal=False):
-            return self.close(stop)
+            stop = self.close(stop)
+        if stop is not None:
+            raise stop
 
-    def skip(self, p: NotebookPlan, bad: list[str]) -> None:
-        """``p`` is not run: its inputs are missing (say so instead of failing later)."""
-        res = NotebookResult(p.name, "skipped", started=now_iso(), finished=now_iso(),
-                             seconds=0.0, parameters=p.params, invocation=self.n_inv,
-                             error=f"not run: depends on {', '.join(bad)}, "
-                                   "which did not succeed")
-        print(f"{self.tags[p.name]} {p.name} skipped: {res.error}", flush=True)
-        self.results.append(res)
-        self.record(res)
-
-    def start(self, name: str) -> Any:
-        """Skip, reuse (both done here: None) or set up an execution of ``name`` (its
-        :class:`~.executors.NotebookTask`)."""
-        p, tag, deps = self.by_name[name], self.tags[name], self.depends_on.get(name, [])
+    def start(self, name: str) -> NotebookTask | None:
+        """Skip or reuse ``name`` (both done here: None), or set up its execution."""
+        p, tag, deps = self.by_name[name], self.tags[name], self.plan.cfg["depends_on"].get(
+            name, [])
         bad = [r.name for r in self.results if r.status != "ok" and r.name in deps]
-        if bad:
-            return self.skip(p, bad)
+        if bad:  # say so instead of failing later
+            res = NotebookResult(p.name, "skipped", started=now_iso(), finished=now_iso(),
+                                 seconds=0.0, parameters=p.params, invocation=self.n_inv,
+                                 error=f"not run: depends on {', '.join(bad)}, "
+                                       "which did not succeed")
+            print(f"{tag} {p.name} skipped: {res.error}", flush=True)
+            self.results.append(res)
+            return self.record(res)
         deps_out = upstream_digests(self.out, deps)
         reused = try_reuse(self.plan.reuse_from, p, self.out, self.manifest, deps_out, tag)
         if reused is not None:  # reports are written before the next execution and at the end
@@ -304,99 +246,82 @@ class _Run:
                                  invocation=self.n_inv)
         self.record(current)
         print(f"{tag} {p.name} ...", flush=True)
-        self.running[name] = _Running(current, p, time.perf_counter(), deps_out)
+        self.running[name] = (current, p, time.perf_counter(), deps_out)
         return NotebookTask(p.name, str(p.path), str(self.out / f"{p.name}.ipynb"), params,
                             self.plan.cfg.get("timeout"), tag, forwarded_env())
 
     def finish(self, name: str, outcome: Any) -> None:
         """Record, render and report an execution that came back."""
-        run = self.running[name]  # popped once recorded: a write error on the way here
-        current, p = run.result, run.plan  # still counts it as running
-        current.seconds = round(time.perf_counter() - run.t0, 1)
-        current.finished = now_iso()
+        current, p, t0, deps_out = self.running[name]  # popped once recorded: a write error
+        current.seconds = round(time.perf_counter() - t0, 1)  # on the way still counts it
+        current.finished = now_iso()  # as running
         current.error, current.worker = outcome.error, outcome.worker
         current.restarts = getattr(outcome, "restarts", None) or None
         current.status = "failed" if current.error else "ok"
-        render(current, self.out / f"{p.name}.ipynb", self.hide)
+        render(current, self.out / f"{p.name}.ipynb", self.manifest.hide_code)
         if current.status == "ok":  # after its page: the file digests include it
-            record_inputs(current, p, self.out, run.deps_out)
+            record_inputs(current, p, self.out, deps_out)
         print(f"{self.tags[name]} {p.name} {current.status} in {current.seconds:.1f} s"
               + (f": {current.error}" if current.error else ""), flush=True)
         self.results.append(current)
         self.running.pop(name)
         self.record(current)
 
-    def interrupted(self, sig: str, executor: Any) -> None:
-        """Ctrl-C, SIGTERM or a lost cluster (``sig``: why): the executions out are stopped
-        and marked interrupted."""
-        came_back = {o.out_nb: o for o in executor.stop(sig).values()}
-        for run in self.running.values():
-            current = run.result
-            current.status = "interrupted"
-            current.error = f"interrupted by {sig}" if sig.startswith("SIG") else sig
-            current.seconds = current.seconds or round(time.perf_counter() - run.t0, 1)
-            current.finished = current.finished or now_iso()
-            out_nb = self.out / f"{current.name}.ipynb"
-            current.worker = getattr(came_back.get(str(out_nb)), "worker", None)
-            if out_nb.is_file():
-                mark_interrupted(out_nb, sig)
-                try:
-                    render(current, out_nb, self.hide)
-                except ReportWriteError as exc:  # the run's status is still written
-                    current.error += f" | page not written: {exc}"
-            self._keep(current)
-        print(f"Run {self.out.name} interrupted: {sig}", file=sys.stderr, flush=True)
-
-    def stopped(self, exc: BaseException, executor: Any) -> None:
-        """A write error or a bug: tasks still out (Dask) are cancelled, the executions
-        that ran, or were about to, are marked incomplete."""
+    def stop_running(self, why: str, exc: BaseException | None = None) -> None:
+        """Stop the executions still out and mark them interrupted: by a signal or a lost
+        cluster (``why``; their partial notebooks marked and rendered), or by a write error
+        or a bug (``exc``; the run's status comes first)."""
         try:
-            executor.stop(self.status)
-        except Exception:  # noqa: BLE001 - the run's status comes first
-            pass
-        for run in self.running.values():
-            current = run.result
+            came_back = {o.out_nb: o for o in self.executor.stop(why).values()}
+        except Exception:  # noqa: BLE001
+            if exc is None:
+                raise
+            came_back = {}
+        for current, _, t0, _ in self.running.values():
             current.status = "interrupted"
-            current.error = " | ".join(filter(None, [current.error, "the run stopped: "
-                                                     + why_text(exc)]))
             current.finished = current.finished or now_iso()
-            self._keep(current)
-
-    def _keep(self, current: NotebookResult) -> None:
-        if current not in self.results:
-            self.results.append(current)
-        self.record(current, write=False)
+            if exc is not None:
+                current.error = " | ".join(filter(None, [current.error, "the run stopped: "
+                                                         + why_text(exc)]))
+            else:
+                current.error = f"interrupted by {why}" if why.startswith("SIG") else why
+                current.seconds = current.seconds or round(time.perf_counter() - t0, 1)
+                out_nb = self.out / f"{current.name}.ipynb"
+                current.worker = getattr(came_back.get(str(out_nb)), "worker", None)
+                if out_nb.is_file():
+                    mark_interrupted(out_nb, why)
+                    try:
+                        render(current, out_nb, self.manifest.hide_code)
+                    except ReportWriteError as err:  # the run's status is still written
+                        current.error += f" | page not written: {err}"
+            if current not in self.results:
+                self.results.append(current)
+            self.record(current, write=False)
+        if exc is None:
+            print(f"Run {self.out.name} interrupted: {why}", file=sys.stderr, flush=True)
 
     def close(self, stop: BaseException | None) -> BaseException | None:
-        """The run's end in manifest and pages, runs.html and the baseline comparison;
-        notebooks that never started in a stopped run stay "pending"."""
+        """The run's end in manifest and pages, then runs.html and ``--baseline``'s
+        compare.html (each failure one line; notebooks never started stay "pending")."""
         stop = record_end(self.out, self.manifest, self.invocation, self.status,
                           self.results, stop)
-        if stop is None:  # after a write error the status line is the one line said
-            _write_overview(self.out.parent)
-        if self.plan.baseline is not None and stop is None:
-            _compare(self.plan.baseline, self.out)
-        return stop
+        if stop is not None:  # after a write error the status line is the one line said
+            return stop
+        from saf_utils.reporting.overview import write_overview
 
+        try:
+            write_overview(self.out.parent)
+        except Exception as exc:  # noqa: BLE001 - the overview of all runs never fails this one
+            print(f"saf-run: runs.html not written: {type(exc).__name__}: {exc}",
+                  file=sys.stderr)
+        if (baseline := self.plan.baseline) is not None:
+            from saf_utils.reporting.compare import compare_runs
+            from saf_utils.reporting.compare_page import write_compare_html
 
-def _compare(baseline: Path, out: Path) -> None:
-    """``--baseline``: compare.html of the baseline vs this run (a failure is one line)."""
-    from saf_utils.reporting.compare import compare_runs
-    from saf_utils.reporting.compare_page import write_compare_html
-
-    try:
-        path = write_compare_html(compare_runs(baseline, out), out / "compare.html")
-        print(f"Compared with {baseline.name}: {path}")
-    except (RunnerError, ValueError) as exc:
-        print(f"saf-run: compare with {baseline} failed: {exc}", file=sys.stderr)
-
-
-def _write_overview(reports_dir: Path) -> None:
-    """The reports folder's runs.html (:mod:`overview`); a failure is one line, never the
-    run's exit status."""
-    from saf_utils.reporting.overview import write_overview
-
-    try:
-        write_overview(reports_dir)
-    except Exception as exc:  # noqa: BLE001 - the overview of all runs never fails this one
-        print(f"saf-run: runs.html not written: {type(exc).__name__}: {exc}", file=sys.stderr)
+            try:
+                path = write_compare_html(compare_runs(baseline, self.out),
+                                          self.out / "compare.html")
+                print(f"Compared with {baseline.name}: {path}")
+            except (RunnerError, ValueError) as exc:
+                print(f"saf-run: compare with {baseline} failed: {exc}", file=sys.stderr)
+        return None
