@@ -20,8 +20,7 @@ HOW_TO_READ = "how-to-read.html"
 
 @lru_cache(maxsize=1)
 def environment() -> Any:
-    """The Jinja2 environment of the run's pages: the templates escape values (``| e``);
-    bodies are HTML the callers built and sanitised."""
+    """The templates escape values (``| e``); bodies are HTML the callers built and sanitised."""
     import jinja2
 
     return jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES / "saf"),
@@ -29,9 +28,8 @@ def environment() -> Any:
 
 
 def context(run_dir: Path, current: str, code_toggle: bool = False) -> dict[str, Any]:
-    """The navigation bar of page ``current`` of ``run_dir``: ``{"run", "code_toggle", "groups":
-    [(label, [{"label", "href" (None: not rendered yet), "title", "here"}])]}``; notebooks in
-    the manifest's order, then any other numbered page."""
+    """The navigation bar of page ``current``: ``{"run", "code_toggle", "groups": [(label,
+    [{"label", "href" (None: not rendered yet), "title", "here"}])]}``."""
     try:
         manifest = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
         manifest = manifest if isinstance(manifest, dict) else {}

@@ -56,7 +56,7 @@ def page(title: str, body: str | Sequence[str], script: str = "",
 
     from saf_utils.reporting import chrome, tables
 
-    scrub = PathScrubber.for_run(run_dir)
+    scrub = PathScrubber(run_dir)
     text = "\n".join(scrub(p, generic=False) if isinstance(p, Markup) else
                      chrome.link_metric_headers(clean_html(scrub(p)))
                      for p in ([body] if isinstance(body, str) else body))
@@ -85,7 +85,7 @@ def render_notebook(ipynb: Path, hide_code: bool = False) -> Path:
 
     nb = nbformat.read(ipynb, as_version=4)
     params = (nb.metadata.get("papermill") or {}).get("parameters") or {}
-    scrub = PathScrubber.for_run(ipynb.parent.absolute(), {
+    scrub = PathScrubber(ipynb.parent.absolute(), {
         k: v for k, v in params.items() if k.endswith(("_source", "_path", "_dir"))})
     exporter = HTMLExporter(template_name="saf", extra_template_basedirs=[
         str(chrome.TEMPLATES)], embed_images=True, sanitize_html=True,

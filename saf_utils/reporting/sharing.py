@@ -82,26 +82,14 @@ _END = r"(?=$|[/\\\s'\"<>),;:\]}&`])"
 
 
 class PathScrubber:
-    """Replace the machine's absolute paths with names (:meth:`for_run`); package files lose
+    """Replace the machine's absolute paths with names; package files lose
     everything up to ``site-packages/``, any other absolute path keeps its last part (``…/x``)."""
 
-    def __init__(self, prefixes: Mapping[str, str]):
-        pairs: dict[str, str] = {}
-        for path, name in prefixes.items():
-            if not path or not os.path.isabs(path) or path in ("/", "\\"):
-                continue
-            for form in {str(path).rstrip("/\\"), os.path.realpath(path)}:
-                if len(form) > 1 and form not in pairs:
-                    pairs[form] = name
-        self._known = [(re.compile(re.escape(p) + _END), n)
-                       for p, n in sorted(pairs.items(), key=lambda kv: -len(kv[0]))]
-
-    @classmethod
-    def for_run(cls, run_dir: str | os.PathLike | None = None,
-                sources: Mapping[str, Any] | None = None) -> PathScrubber:
-        """Longest first: ``$RUN``, the data folders (``$SAF_DATA``, or a parameter of
-        ``sources`` such as ``$saf_source``), ``$PROJECT``, ``$VENV``, ``$PYTHON``,
-        ``$TMPDIR``, ``~``."""
+    def __init__(self, run_dir: str | os.PathLike | None = None,
+                 sources: Mapping[str, Any] | None = None):
+        """Known prefixes, longest first: ``$RUN``, the data folders (``$SAF_DATA``, or a
+        key of ``sources`` such as ``$saf_source``), ``$PROJECT``, ``$VENV``, ``$PYTHON``,
+        ``$TMPDIR``, ``~``; each also as its real path."""
         from saf_utils.reporting.data_check import data_env_vars
         from saf_utils.reporting.manifest import PROJECT_ROOT
 
@@ -122,7 +110,13 @@ class PathScrubber:
         named.setdefault(sys.base_prefix, "$PYTHON")
         named.setdefault(tempfile.gettempdir(), "$TMPDIR")
         named.setdefault(str(Path.home()), "~")
-        return cls(named)
+        pairs: dict[str, str] = {}
+        for path, name in named.items():
+            for form in {path.rstrip("/\\"), os.path.realpath(path)}:
+                if len(form) > 1:
+                    pairs.setdefault(form, name)
+        self._known = [(re.compile(re.escape(p) + _END), n)
+                       for p, n in sorted(pairs.items(), key=lambda kv: -len(kv[0]))]
 
     def __call__(self, text: str, generic: bool = True) -> str:
         """``text`` without absolute paths; ``generic=False`` replaces known prefixes only."""

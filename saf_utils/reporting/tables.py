@@ -19,23 +19,20 @@ from markupsafe import Markup
 
 from saf_utils.reporting.sharing import clean_html, esc
 
-#: A CSV cell a spreadsheet would read as a formula: one that starts, after blanks, with
-#: ``= + - @``, TAB or CR, unless it is a plain number (a negative number stays a number),
-#: gets a leading ``'`` (DataTables' own CSV escape leaves ``+`` and ``-`` live). No regular
+#: A CSV cell starting, after blanks, with ``= + - @``, TAB or CR gets a leading ``'`` unless it
+#: is a plain number (DataTables' own CSV escape leaves ``+`` and ``-`` live). No regular
 #: expression literal: ``=/^…/`` reads as a path to :class:`PathScrubber`.
 CSV_CELL_JS = r"""
 const FORMULA=RegExp("^\\s*[=+\\-@\\t\\r]"),
   NUMBER=RegExp("^\\s*-?(\\d+\\.?\\d*|\\.\\d+)(e[-+]?\\d+)?\\s*$","i");
 const csvCell=s=>typeof s==='string'&&FORMULA.test(s)&&!NUMBER.test(s)?"'"+s:s;
 """
-#: The CSV export's cell format: the cell's text (tags removed, entities decoded), then
-#: :data:`CSV_CELL_JS`. itables evaluates it (``JavascriptFunction``): the project's code.
+#: The CSV export's cell format: the cell's text (tags removed, entities decoded), then above.
 CSV_FORMAT = ("function(d){" + CSV_CELL_JS.replace("\n", "") + "if(typeof d!=='string')"
               "return d;const t=document.createElement('textarea');t.innerHTML=d.replace("
               "/<br\\s*\\/?>/gi,' ').replace(/<[^>]*>/g,'');return csvCell(t.value.trim());}")
 
-#: The column filters show the search a table starts with (``searchCols``: results.html's
-#: default view), so a reader sees which boxes to clear.
+#: The column filters show the search a table starts with (results.html's ``searchCols``).
 FILL_FILTERS = ("function(settings){settings.oInstance.api().columns().every(function(){"
                 "const q=this.search(),box=this.footer()&&this.footer().querySelector('input');"
                 "if(q&&box)box.value=q;});}")
