@@ -69,15 +69,13 @@ _NAV = re.compile(r'<nav\b[^>]*\bclass="saf-nav"[^>]*>.*?</nav>', re.S)
 
 
 def without_bar(text: str) -> str:
-    """A page without its navigation bar: what :func:`refresh` leaves alone (reuse verifies
-    pages by this)."""
+    """A page without the bar :func:`refresh` rewrites (reuse verifies pages by this)."""
     return _NAV.sub("", text, count=1)
 
 
 def refresh(run_dir: Path) -> None:
-    """Render the navigation bar of every page of ``run_dir`` again, so that a page written
-    before its siblings (an early notebook, a reused page, any page before a compare page)
-    links them without rendering the page again."""
+    """Render the bar of every page of ``run_dir`` again: a page written before its siblings
+    (an early notebook, a reused page, any page before a compare page) then links them."""
     from saf_utils.reporting.manifest import write_text
 
     nav = environment().get_template("chrome.html.j2").module.nav

@@ -39,9 +39,8 @@ def cards_body(used: set[str] = frozenset()) -> str:
 
 
 def write_cards(path: Path, run_dir: Path | None = None) -> Path:
-    """Write the cards page and, next to it, ``how-to-read.html`` (``how_to_read.md``, the
-    project's own text, through mistune, nbconvert's Markdown renderer), with the run's
-    navigation bar when ``run_dir`` is given."""
+    """Write the cards page and, next to it, ``how-to-read.html`` (``how_to_read.md`` through
+    mistune, nbconvert's Markdown renderer), with ``run_dir``'s navigation bar."""
     import mistune
 
     from saf_utils.reporting.chrome import HOW_TO_READ
