@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from saf_utils.reporting.manifest import write_text
-from saf_utils.reporting.sharing import PathScrubber, clean_html, esc, md  # noqa: F401
+from saf_utils.reporting.sharing import PathScrubber, clean_html, esc
 
 
 def fmt(x: float | None, digits: int = 3) -> str:
