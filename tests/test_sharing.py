@@ -125,7 +125,7 @@ def test_clean_html_keeps_tables_and_images_and_drops_active_content():
 # ------------------------------------------------------------------ paths
 def test_path_scrubber_names_known_prefixes_and_hides_other_absolute_paths(tmp_path):
     run_dir = tmp_path / "reports" / "run1"
-    scrub = PathScrubber.for_run(run_dir, {"saf_source": "/srv/data/saf", "output_dir":
+    scrub = PathScrubber(run_dir, {"saf_source": "/srv/data/saf", "output_dir":
                                            str(run_dir / "02")})
     text = (f'output_dir = "{run_dir}/02_x"\n'
             f"{sys.prefix}/lib/python3.11/site-packages/sklearn/base.py:12: UserWarning\n"

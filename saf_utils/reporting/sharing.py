@@ -1,16 +1,6 @@
-"""Pages you can share: escape what comes from data or a run, sanitise HTML, hide local paths.
-
-- :func:`listing` writes a dict or list as plain text (``a 1, b 2``) for printed output.
-- :func:`esc` (HTML) and :func:`md` (Markdown) escape every value that comes from the data or
-  a run (answers, feedback, questions, error classes, system, run and file names) where it
-  meets markup; notebooks use ``md`` inside ``Markdown(...)``.
-- :func:`clean_html` is the allowlist sanitiser (bleach, which nbconvert's own sanitiser
-  uses) applied as defence in depth to notebook outputs, Markdown cells and the bodies of the
-  runner's pages; it keeps tables, links and embedded PNG/JPEG images, escapes any other tag
-  and drops event handlers, ``style`` and ``javascript:`` URLs.
-- :class:`PathScrubber` rewrites absolute paths of the machine into ``$RUN``, ``$PROJECT``,
-  ``$SAF_DATA``, ``~``, ... (package files into their path below ``site-packages``).
-"""
+"""Pages you can share: :func:`esc` (HTML) and :func:`md` (Markdown) escape every value from
+the data or a run where it meets markup; :func:`clean_html` sanitises every other HTML;
+:class:`PathScrubber` hides the machine's absolute paths."""
 
 from __future__ import annotations
 
@@ -19,15 +9,14 @@ import os
 import re
 import sys
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from saf_utils.text import listing  # noqa: F401  (notebooks import it from here)
 
-# ------------------------------------------------------------------ escaping
 # ASCII punctuation that Markdown (CommonMark, GFM tables, nbconvert's $math$, autolinks) may
-# interpret.
+# interpret
 _MD_SPECIAL = set("\\`*_{}[]()#+-!|~$:")
 _HTML_SPECIAL = {"<": "&lt;", ">": "&gt;", "&": "&amp;", '"': "&quot;", "'": "&#39;"}
 
@@ -38,11 +27,8 @@ def esc(x: Any) -> str:
 
 
 def md(x: Any, code: bool = False) -> str:
-    """``x`` as literal Markdown text: no tag, link, image, emphasis or new block from it.
-
-    HTML characters become entities, Markdown punctuation is backslash-escaped and line breaks
-    become spaces. ``code=True`` gives a code span instead (the renderer escapes its content).
-    """
+    """``x`` as literal Markdown text (no tag, link, emphasis or new block: line breaks become
+    spaces); ``code=True``: a code span instead (the renderer escapes its content)."""
     text = " ".join(("" if x is None else str(x)).split())
     if code:
         fence = "`" * (max((len(r) for r in re.findall(r"`+", text)), default=0) + 1)
@@ -50,14 +36,10 @@ def md(x: Any, code: bool = False) -> str:
     return "".join(_HTML_SPECIAL.get(c) or (f"\\{c}" if c in _MD_SPECIAL else c) for c in text)
 
 
-# ------------------------------------------------------------------ sanitising
-ALLOWED_TAGS = frozenset({
-    "a", "abbr", "b", "blockquote", "br", "caption", "code", "col", "colgroup", "dd", "del",
-    "details", "div", "dl", "dt", "em", "figcaption", "figure", "h1", "h2", "h3", "h4", "h5",
-    "h6", "hr", "i", "img", "input", "kbd", "li", "mark", "ol", "p", "pre", "q", "s", "samp",
-    "small", "span", "strong", "sub", "summary", "sup", "table", "tbody", "td", "tfoot", "th",
-    "thead", "tr", "u", "ul", "var",
-})
+ALLOWED_TAGS = frozenset(
+    "a abbr b blockquote br caption code col colgroup dd del details div dl dt em figcaption "
+    "figure h1 h2 h3 h4 h5 h6 hr i img input kbd li mark ol p pre q s samp small span strong "
+    "sub summary sup table tbody td tfoot th thead tr u ul var".split())
 _COMMON_ATTRS = {"class", "id", "title", "lang", "dir"}
 _TAG_ATTRS = {
     "a": {"href", "rel"}, "img": {"alt", "width", "height"},
@@ -78,14 +60,10 @@ def _allow_attr(tag: str, name: str, value: str) -> bool:
 
 
 def clean_html(text: Any) -> str:
-    """Sanitise an HTML fragment with an allowlist: tags outside :data:`ALLOWED_TAGS`
-    (script, svg, iframe, style, object, ...) are escaped into visible text, attributes outside
-    the list (``on*`` handlers, ``style``, ``srcset``) are dropped, links keep http(s),
-    mailto and relative targets, images only ``data:image`` sources (an image without one is
-    shown as text). ``<style>`` elements
-    (pandas' scoped table CSS) are removed with their content. Also nbconvert's ``clean_html``
-    filter in :func:`saf_utils.reporting.pages.render_notebook`.
-    """
+    """The one sanitiser (also nbconvert's ``clean_html`` filter for notebook pages), bleach
+    with an allowlist: other tags are escaped into visible text, other attributes (``on*``,
+    ``style``) dropped; links keep http(s), mailto and relative targets, images only
+    ``data:image`` sources; ``<style>`` elements (pandas' table CSS) go with their content."""
     import bleach
 
     text = text.decode() if isinstance(text, bytes) else str(text)
@@ -95,7 +73,6 @@ def clean_html(text: Any) -> str:
     return _BARE_IMG.sub("&lt;img&gt;", out)  # an image whose source was refused
 
 
-# ------------------------------------------------------------------ local paths
 _SITE_PACKAGES = re.compile(r"(?:[A-Za-z]:)?[/\\](?:[^\s'\"<>/\\]+[/\\])*?(?:site|dist)-packages"
                             r"[/\\]")
 # an absolute path (two or more segments) that starts a word: after a space, quote, bracket,
@@ -105,31 +82,14 @@ _END = r"(?=$|[/\\\s'\"<>),;:\]}&`])"
 
 
 class PathScrubber:
-    """Replace the machine's absolute paths in text with names.
+    """Replace the machine's absolute paths with names; package files lose
+    everything up to ``site-packages/``, any other absolute path keeps its last part (``…/x``)."""
 
-    Known prefixes (longest first): the run folder ``$RUN``, each data folder named by its
-    variable (``$SAF_DATA``, ``$ARGSCICHAT_DATA``) or parameter (``$saf_source``), the project
-    ``$PROJECT``, the virtualenv ``$VENV``, Python ``$PYTHON``, the temp folder ``$TMPDIR``,
-    the home folder ``~``; package files lose everything up to ``site-packages/``. Any other
-    absolute path keeps only its last part (``…/name``).
-    """
-
-    def __init__(self, prefixes: Mapping[str, str]):
-        pairs: dict[str, str] = {}
-        for path, name in prefixes.items():
-            if not path or not os.path.isabs(path) or path in ("/", "\\"):
-                continue
-            for form in {str(path).rstrip("/\\"), os.path.realpath(path)}:
-                if len(form) > 1 and form not in pairs:
-                    pairs[form] = name
-        self.prefixes = sorted(pairs.items(), key=lambda kv: -len(kv[0]))
-        self._known = [(re.compile(re.escape(p) + _END), n) for p, n in self.prefixes]
-
-    @classmethod
-    def for_run(cls, run_dir: str | os.PathLike | None = None,
-                sources: Mapping[str, Any] | None = None) -> PathScrubber:
-        """The prefixes of this machine, plus the run folder and named data sources
-        (``{"saf_source": "/data/saf"}``: values that are absolute paths)."""
+    def __init__(self, run_dir: str | os.PathLike | None = None,
+                 sources: Mapping[str, Any] | None = None):
+        """Known prefixes, longest first: ``$RUN``, the data folders (``$SAF_DATA``, or a
+        key of ``sources`` such as ``$saf_source``), ``$PROJECT``, ``$VENV``, ``$PYTHON``,
+        ``$TMPDIR``, ``~``; each also as its real path."""
         from saf_utils.reporting.data_check import data_env_vars
         from saf_utils.reporting.manifest import PROJECT_ROOT
 
@@ -150,7 +110,13 @@ class PathScrubber:
         named.setdefault(sys.base_prefix, "$PYTHON")
         named.setdefault(tempfile.gettempdir(), "$TMPDIR")
         named.setdefault(str(Path.home()), "~")
-        return cls(named)
+        pairs: dict[str, str] = {}
+        for path, name in named.items():
+            for form in {path.rstrip("/\\"), os.path.realpath(path)}:
+                if len(form) > 1:
+                    pairs.setdefault(form, name)
+        self._known = [(re.compile(re.escape(p) + _END), n)
+                       for p, n in sorted(pairs.items(), key=lambda kv: -len(kv[0]))]
 
     def __call__(self, text: str, generic: bool = True) -> str:
         """``text`` without absolute paths; ``generic=False`` replaces known prefixes only."""
@@ -164,26 +130,16 @@ class PathScrubber:
                                  text)
         return text
 
-    def leaks(self, text: str) -> list[str]:
-        """The known absolute prefixes still in ``text`` (for tests)."""
-        return [p for p, _ in self.prefixes if p in text]
-
     def notebook(self, nb: Any) -> Any:
         """Scrub a notebook node in place: cell sources and every text output."""
         for cell in nb.cells:
             cell.source = self(cell.source)
             for out in cell.get("outputs", []):
-                if "text" in out:
-                    out["text"] = self(_joined(out["text"]))
+                data = out.get("data") or {}
+                for d, k in [(out, k) for k in ("text", "evalue") if k in out] + [
+                        (data, k) for k, v in data.items()
+                        if k.startswith("text/") and isinstance(v, (str, list))]:
+                    d[k] = self(d[k] if isinstance(d[k], str) else "".join(d[k]))
                 if "traceback" in out:
                     out["traceback"] = [self(line) for line in out["traceback"]]
-                if "evalue" in out:
-                    out["evalue"] = self(out["evalue"])
-                for mime, value in (out.get("data") or {}).items():
-                    if mime.startswith("text/") and isinstance(value, (str, list)):
-                        out["data"][mime] = self(_joined(value))
         return nb
-
-
-def _joined(value: str | Iterable[str]) -> str:
-    return value if isinstance(value, str) else "".join(value)

@@ -1,16 +1,8 @@
-"""Every table of a notebook or a page, through one function: :func:`html`.
-
-Interactive tables are itables' own output (DataTables, the offline bundle: no network):
-:func:`show` displays one in a notebook, where JupyterLab runs it, and the notebook page
-(``templates/saf/index.html.j2``) keeps it as itables wrote it, with the bundle once per
-page (:func:`init_html`); a page of the run adds the bundle when it holds one
-(:func:`uses_tables`). Static tables are pandas' HTML.
-
-Text from data is escaped here, before itables or pandas sees it (``allow_html``: the
-cells are already HTML); columns named in ``html_columns`` hold the project's own markup
-(links, marks) and are sanitised instead. The result is :class:`markupsafe.Markup`, the
-HTML a page keeps as it is (``pages.page`` sanitises every other part of a body).
-"""
+"""Every table of a notebook or a page, through one function: :func:`html`: interactive
+(itables' own output with its offline bundle, :func:`init_html`: DataTables, no network) or
+static (pandas' HTML). Text from data is escaped here; ``html_columns`` hold the project's
+own markup and are sanitised instead. The result is :class:`markupsafe.Markup`, which
+``pages.page`` keeps as it is."""
 
 from __future__ import annotations
 
@@ -27,23 +19,20 @@ from markupsafe import Markup
 
 from saf_utils.reporting.sharing import clean_html, esc
 
-#: A CSV cell a spreadsheet would read as a formula: one that starts, after blanks, with
-#: ``= + - @``, TAB or CR, unless it is a plain number (a negative number stays a number),
-#: gets a leading ``'`` (DataTables' own CSV escape leaves ``+`` and ``-`` live). No regular
+#: A CSV cell starting, after blanks, with ``= + - @``, TAB or CR gets a leading ``'`` unless it
+#: is a plain number (DataTables' own CSV escape leaves ``+`` and ``-`` live). No regular
 #: expression literal: ``=/^…/`` reads as a path to :class:`PathScrubber`.
 CSV_CELL_JS = r"""
 const FORMULA=RegExp("^\\s*[=+\\-@\\t\\r]"),
   NUMBER=RegExp("^\\s*-?(\\d+\\.?\\d*|\\.\\d+)(e[-+]?\\d+)?\\s*$","i");
 const csvCell=s=>typeof s==='string'&&FORMULA.test(s)&&!NUMBER.test(s)?"'"+s:s;
 """
-#: The CSV export's cell format: the cell's text (tags removed, entities decoded), then
-#: :data:`CSV_CELL_JS`. itables evaluates it (``JavascriptFunction``): the project's code.
+#: The CSV export's cell format: the cell's text (tags removed, entities decoded), then above.
 CSV_FORMAT = ("function(d){" + CSV_CELL_JS.replace("\n", "") + "if(typeof d!=='string')"
               "return d;const t=document.createElement('textarea');t.innerHTML=d.replace("
               "/<br\\s*\\/?>/gi,' ').replace(/<[^>]*>/g,'');return csvCell(t.value.trim());}")
 
-#: The column filters show the search a table starts with (``searchCols``: results.html's
-#: default view), so a reader sees which boxes to clear.
+#: The column filters show the search a table starts with (results.html's ``searchCols``).
 FILL_FILTERS = ("function(settings){settings.oInstance.api().columns().every(function(){"
                 "const q=this.search(),box=this.footer()&&this.footer().querySelector('input');"
                 "if(q&&box)box.value=q;});}")
@@ -51,21 +40,15 @@ FILL_FILTERS = ("function(settings){settings.oInstance.api().columns().every(fun
 _shown = 0  # tables shown in this kernel: their ids (deterministic pages)
 
 
-def _number(x: Any) -> Any:
-    """A float to 4 significant digits (it stays a number: it sorts as one); None if not
-    finite."""
-    return None if x is None or not math.isfinite(x) else float(f"{x:.4g}")
-
-
 def _cells(df: Any, html_columns: Iterable[str]) -> Any:
-    """``df`` as HTML cells: floats rounded, text escaped with its line breaks kept,
-    ``html_columns`` sanitised, column names escaped."""
+    """``df`` as HTML cells: floats to 4 significant digits (still numbers: they sort as
+    numbers), text escaped with its line breaks kept, ``html_columns`` sanitised."""
     keep = set(map(str, html_columns))
     out = df.copy()
     for col in out.columns:
         kind = out[col].dtype.kind
         if kind == "f":
-            out[col] = [_number(x) for x in out[col]]
+            out[col] = [None if not math.isfinite(x) else float(f"{x:.4g}") for x in out[col]]
         elif kind not in "biu":
             out[col] = [("" if v is None or (isinstance(v, float) and math.isnan(v)) else
                          clean_html(v) if str(col) in keep else
@@ -130,8 +113,7 @@ def html(df: Any, caption: str | None = None, *, interactive: bool = True,
 
 @lru_cache(maxsize=1)
 def init_html() -> str:
-    """itables' offline bundle (DataTables, its CSS), once per page that has a table; without
-    its ``<noscript>`` note (a notebook to trust, with the itables logo)."""
+    """itables' offline bundle, once per page with a table, without its ``<noscript>`` note."""
     import itables
     from itables.javascript import generate_init_offline_itables_html
 
@@ -140,18 +122,12 @@ def init_html() -> str:
     return re.sub(r"<div[^>]*>\s*<noscript>.*?</noscript>\s*</div>", "", text, flags=re.S)
 
 
-def uses_tables(text: str) -> bool:
-    """Whether a page's body holds an interactive table of :func:`html`."""
-    return 'class="saf-itable"' in text
-
-
 _INITIALISED = False
 
 
 def show(df: Any, caption: str | None = None, wrap: Iterable[str] = (), **kwargs: Any) -> None:
-    """Display ``df`` as an interactive table in a notebook (:func:`html`'s options); the
-    first call in a kernel also displays the offline bundle. Both outputs are marked
-    (``saf_itables``) so that the notebook page keeps them as itables wrote them."""
+    """Display ``df`` as an interactive table in a notebook (the first call in a kernel also
+    the bundle); both outputs are marked (``saf_itables``) for the notebook page to keep."""
     global _INITIALISED
     from IPython.display import HTML, display
 
@@ -162,18 +138,15 @@ def show(df: Any, caption: str | None = None, wrap: Iterable[str] = (), **kwargs
 
 
 def read_page_tables(text: str) -> dict[str, dict[str, Any]]:
-    """The interactive tables of a page: ``{table id: {"columns", "data", "dt_args"}}``
-    (cells as the page holds them; for tests and tools)."""
+    """A page's interactive tables: ``{table id: {"columns", "data", "dt_args"}}`` (tests)."""
     import json
 
     out = {}
-    for m in re.finditer(r'document\.querySelectorAll\("#([^"]+):not\(\.dataTable\)"\)'
-                         r'.*?let dt_args = (\{.*?\});\n', text, re.S):
-        args: Mapping[str, Any] = json.loads(m.group(2))
-        thead = str(args.get("table_html", "")).split("</thead>")[0]
-        head = re.findall(r"<th[^>]*>(.*?)</th>", thead, re.S)
-        out[m.group(1)] = {"columns": [_html.unescape(re.sub("<[^>]+>", "", h)).strip()
-                                       for h in head],
-                           "data": json.loads(str(args.get("data_json", "[]"))),
-                           "dt_args": args}
+    for tid, args in re.findall(r'document\.querySelectorAll\("#([^"]+):not\(\.dataTable\)"\)'
+                                r'.*?let dt_args = (\{.*?\});\n', text, re.S):
+        spec: Mapping[str, Any] = json.loads(args)
+        head = str(spec.get("table_html", "")).split("</thead>")[0]
+        out[tid] = {"columns": [_html.unescape(re.sub("<[^>]+>", "", h)).strip()
+                                for h in re.findall(r"<th[^>]*>(.*?)</th>", head, re.S)],
+                    "data": json.loads(str(spec.get("data_json", "[]"))), "dt_args": spec}
     return out
