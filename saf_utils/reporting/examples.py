@@ -92,7 +92,7 @@ def _pages(run_dir: Path, stem: str, title: str, head: list[str], examples: list
     files = [f"{stem}.html" if k == 1 else f"{stem}-{k}.html" for k in range(1, len(chunks) + 1)]
     spans = [(f, c[0]["label"], c[-1]["label"]) for f, c in zip(files, chunks, strict=True)
              ] if files[1:] else []
-    scrub, out = PathScrubber.for_run(run_dir), []
+    scrub, out = PathScrubber(run_dir), []
     for k, (file, chunk) in enumerate(zip(files, chunks, strict=True), 1):
         name = f"{title} (page {k} of {len(chunks)})" if spans else title
         body = BODY.render(title=name, examples=chunk, spans=spans, k=k, per_page=PER_PAGE,
