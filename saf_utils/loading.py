@@ -234,12 +234,6 @@ def folder_problem(path: Path, what: str, label: str | None = None) -> str | Non
     return f"{label}: {what} does not exist{where}"
 
 
-def first_rows(rows: Sequence[int], limit: int = 5) -> str:
-    """Row numbers for a message: ``2, 5, 9`` or ``2, 5, 9, 11, 12 and 40 more``."""
-    head = ", ".join(map(str, rows[:limit]))
-    return head + (f" and {len(rows) - limit} more" if len(rows) > limit else "")
-
-
 # --------------------------------------------------------------------------- JSON files
 
 

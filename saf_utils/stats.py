@@ -394,25 +394,3 @@ def fold_summary(scores_by_fold: Mapping[int, Sequence[float]]) -> dict[str, Any
             "std": float(means.std(ddof=0)), "n": n}
 
 
-def seed_fold_summary(
-    values: pd.DataFrame, value: str = "value", fold: str = "fold", seed: str = "seed"
-) -> dict[str, Any]:
-    """Mean and population std over folds of the per-fold seed means.
-
-    Rows may be per-(fold, seed) scores or per-item scores (meaned per (fold, seed) first).
-    Missing fold/seed columns or values count as one fold / one seed. ``seed_std`` is the
-    population std over seeds of each seed's mean over folds (seed variance, for SAF).
-    """
-    if values.empty:
-        raise ValueError("seed_fold_summary: empty frame")
-    df = pd.DataFrame({
-        "v": values[value].astype(float),
-        "f": values[fold] if fold in values else None,
-        "s": values[seed] if seed in values else None,
-    }).fillna({"f": -1, "s": -1})
-    cell = df.groupby(["f", "s"])["v"].mean()
-    per_fold = cell.groupby(level="f").mean()
-    per_seed = cell.groupby(level="s").mean()
-    return {"mean": float(per_fold.mean()), "std": float(per_fold.std(ddof=0)),
-            "per_fold": per_fold.to_dict(), "n_folds": int(per_fold.size),
-            "seed_std": float(per_seed.std(ddof=0)), "n_seeds": int(per_seed.size)}

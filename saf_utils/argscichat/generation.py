@@ -214,7 +214,7 @@ def threshold_scores(compressor: TokenCompressor, queries: Sequence[str],
                      metric: Callable[[str, str], float]) -> dict[float, float]:
     """Mean ``metric`` on (val) pairs of the compressed facts, per keep threshold."""
     if not (len(queries) == len(facts) == len(refs)) or not refs:
-        raise ValueError("tune_threshold: need equal, non-zero numbers of queries/facts/refs")
+        raise ValueError("threshold_scores: need equal, non-zero numbers of queries/facts/refs")
     probs = [compressor.keep_probabilities(q, f) for q, f in zip(queries, facts, strict=True)]
     scores = {}
     for th in thresholds:
@@ -224,28 +224,12 @@ def threshold_scores(compressor: TokenCompressor, queries: Sequence[str],
     return scores
 
 
-def tune_threshold(compressor: TokenCompressor, queries: Sequence[str], facts: Sequence[str],
-                   refs: Sequence[str], thresholds: Sequence[float],
-                   metric: Callable[[str, str], float]) -> tuple[float, dict[float, float]]:
-    """The keep threshold with the best mean ``metric`` on (val) pairs
-    (:func:`saf_utils.protocol.choose_value`: ties to the first, the lowest of an ascending
-    grid), and every threshold's score."""
-    from saf_utils.protocol import choose_value
-
-    scores = threshold_scores(compressor, queries, facts, refs, thresholds, metric)
-    return choose_value(scores, "tune_threshold"), scores
-
-
 # --------------------------------------------------------------------------- generation metrics
 
 #: Per-reply overlap metrics (cheap; also scored on val for tuning and the val choice).
 OVERLAP_METRICS = ("message_f1", "message_f1_squad", "content_f1")
 #: Per-reply embedding metrics (test only: they load a model).
 EMBEDDING_METRICS = ("bertscore_f1", "moverscore")
-#: Corpus statistics of the outputs (:func:`saf_utils.metrics.output_stats`).
-OUTPUT_STATS = ("length_ratio", "distinct_2", "repetition", "identical_outputs")
-
-
 def overlap_scores(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, list[float]]:
     """Per-reply Message-F1 (card), Message-F1 (SQuAD) and content-word F1.
 
@@ -275,22 +259,3 @@ def embedding_scores(hyps: Sequence[str], refs: Sequence[str],
                                                      idf_texts=idf_texts)}
 
 
-def generation_metrics(hyps: Sequence[str], refs: Sequence[str], embedding: bool = True,
-                       bertscore_model: str | None = None, bertscore_layers: int | None = None,
-                       moverscore_model: str | None = None) -> dict[str, float]:
-    """Means of :func:`overlap_scores` (and :func:`embedding_scores`) over parallel
-    hypotheses and references, the output statistics of
-    :func:`saf_utils.metrics.output_stats`, and ``empty_share``.
-    """
-    from saf_utils.metrics import metric, output_stats
-
-    if len(hyps) != len(refs) or not refs:
-        raise ValueError(f"generation_metrics: {len(hyps)} hypotheses, {len(refs)} references")
-    scores = overlap_scores(hyps, refs)
-    if embedding:
-        scores.update(embedding_scores(hyps, refs, bertscore_model, bertscore_layers,
-                                       moverscore_model))
-    out = {name: float(np.mean(v)) for name, v in scores.items()}
-    out.update(output_stats(hyps, refs))
-    out["empty_share"] = metric("empty_share").score(refs, hyps).value
-    return out

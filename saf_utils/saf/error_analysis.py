@@ -74,14 +74,6 @@ def _row_errors(preds: pd.DataFrame) -> pd.DataFrame:
     return p
 
 
-def per_question_metrics(preds: pd.DataFrame) -> pd.DataFrame:
-    """Accuracy, MSE (unparseable charged the worst error) and n per system/split/question."""
-    p = _row_errors(preds)
-    return (p.groupby(["system", "split", "question"], sort=False)
-            .agg(n=("id", "size"), accuracy=("correct", "mean"), mse=("sq_error", "mean"))
-            .reset_index())
-
-
 def error_class_breakdown(preds: pd.DataFrame) -> pd.DataFrame | None:
     """Accuracy and miss rate per error class and system; None without ``error_class``."""
     if "error_class" not in preds.columns or preds.error_class.isna().all():

@@ -117,15 +117,6 @@ def predict_all(data: Any, classifiers: Sequence[FeatureClassifier],
     return EV.collapse_identical_seeds(pd.concat(out, ignore_index=True))
 
 
-@dataclass
-class EncoderVariant:
-    """``nearest_neighbour:<tag>`` / ``feature_clf:<tag>`` on one further encoder."""
-
-    tuning: FeatureClfTuning | None  # feature_clf:<tag>'s choices (None: the baseline)
-    unseen_cv: pd.DataFrame  # its leave-one-question-out row of the unseen-question table
-    seconds: float
-
-
 def nearest_neighbour_variant(data: Any, encoder: Any, system: str,
                               unseen_feedback: UnseenFeedback = "nearest_question"
                               ) -> tuple[pd.DataFrame, pd.DataFrame]:
