@@ -49,10 +49,8 @@ _LOG = logging.getLogger(__name__)
 
 
 def progress(message: str) -> None:
-    """A job's progress line (``[train] ...``): logged at INFO on ``saf_utils.jobs``, not
-    printed, so it stays out of the notebook's output and page (a job's numbers are in its
-    ``train_log.json``); ``logging.basicConfig(level="INFO")`` shows the lines while a
-    notebook runs in JupyterLab."""
+    """A job's progress line, logged at INFO rather than printed: it stays off the page
+    (a job's numbers are in its ``train_log.json``)."""
     _LOG.info(message)
 
 CONFIG_FILE = "job.json"
@@ -89,12 +87,9 @@ class TrainJobError(RuntimeError):
 
 @dataclass
 class TrainJob:
-    """One training run: the examples file a task wrote, seq2seq settings, a seed, a folder.
-
-    ``settings`` holds :class:`Seq2SeqSettings` fields; ``seed`` (when set) overrides
-    ``settings["seed"]``. ``task``, ``system`` and ``fold`` only label the output rows and
-    name the job's folder (:func:`job_grid`).
-    """
+    """One training run: the examples file a task wrote, settings of the job's kind, a
+    seed (overrides ``settings["seed"]``) and a folder; ``task``, ``system`` and ``fold``
+    only label the output rows and name the job's folder (:func:`job_grid`)."""
 
     examples: str  # JSON lines written by write_examples
     output_dir: str
@@ -123,11 +118,8 @@ class TrainJob:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> TrainJob:
-        """A job from a JSON file (what :func:`run_job` writes) or a YAML file (by hand).
-
-        JSON is read as JSON: YAML 1.1 reads the ``5e-05`` that ``json.dumps`` writes for
-        5e-5 as a string, so a launched job would get its learning rate as text.
-        """
+        """A job from a JSON file (what :func:`run_job` writes; read as JSON, since YAML
+        1.1 reads ``json.dumps``'s ``5e-05`` as a string) or a YAML file (by hand)."""
         with open(path, encoding="utf-8") as fh:
             if str(path).endswith(".json"):
                 config = json.load(fh)
@@ -241,11 +233,8 @@ def with_examples(base: TrainJob | dict[str, Any], train: Examples,
 
 
 def _init_distributed() -> tuple[int, int]:
-    """Join the launcher's process group (NCCL on GPU, gloo on CPU); (rank, world size).
-
-    Joined here rather than left to the Trainer so that data loading and generation know the
-    rank; accelerate/transformers reuse an initialised group.
-    """
+    """Join the launcher's process group (NCCL on GPU, gloo on CPU) here, not in the
+    Trainer, so that data loading and generation know the rank; (rank, world size)."""
     import torch
     import torch.distributed as dist
 
@@ -257,94 +246,65 @@ def _init_distributed() -> tuple[int, int]:
 
 
 def train_job(job: TrainJob, log: Callable[[str], None] = progress) -> JobResult:
-    """Train, generate and (on rank 0) write the job's files; the in-process path.
-
-    In one process this is exactly ``train_seq2seq`` + ``generate`` per split (same
-    settings, same seed handling), so its outputs equal the notebook's direct calls. Fixed
-    kernels before torch's first operation, and the fixed training threads
-    (:func:`saf_utils.numerics.training_threads`) for the whole job.
-    """
+    """Train, predict and (on rank 0) write the job's files; the in-process path, with
+    fixed kernels before torch's first operation and fixed training threads."""
     numerics.pin_kernels()
     with numerics.training_threads():
         return _train_job(job, log)
 
 
 def _train_job(job: TrainJob, log: Callable[[str], None]) -> JobResult:
-    if job.kind == "cross_encoder":
-        return _train_cross_encoder_job(job, log)
     rank, world = dist_rank_world()
     out = Path(job.output_dir)
     settings = job.kind_settings()
     train, evals = read_examples(job.examples)
-    if rank == 0:
-        log(f"[train] {job.task} {job.system} seed {settings.seed}: {len(train.sources)} "
-            f"training pairs, eval {listing({s: len(e.sources) for s, e in evals.items()})}, "
-            f"{world} process(es)")
-    model_dir = str(out / MODEL_DIR) if job.save_model else None
-    model, tokenizer, summary = train_seq2seq(train.sources, train.targets, settings,
-                                              output_dir=model_dir)
-    rows = []
-    for split, ex in evals.items():
-        outputs = generate(model, tokenizer, ex.sources, settings, desc=f"{job.system} {split}",
-                           distributed=world > 1)
-        rows += [{"task": job.task, "system": job.system, "seed": settings.seed,
-                  "fold": job.fold, "split": split, "id": i, "source": s, "output": o,
-                  "target": t}
-                 for i, s, o, t in zip(ex.ids, ex.sources, outputs, ex.targets, strict=True)]
-    history = summary.pop("log_history", [])
-    record = {"job": job.to_dict(), "summary": summary, "log_history": history}
-    if rank == 0:
-        _write_outputs(out, rows, record)
-        log(f"[train] train loss {summary['train_loss']:.4f} after {summary['train_steps']} "
-            f"steps; {len(rows)} predictions written to {out / OUTPUT_FILE}")
-    return JobResult(pd.DataFrame(rows, columns=list(OUTPUT_FIELDS)), record, out)
-
-
-def _write_outputs(out: Path, rows: list[dict[str, Any]], record: dict[str, Any]) -> None:
-    write_jsonl(rows, out / OUTPUT_FILE)
-    (out / LOG_FILE).write_text(json.dumps(record, indent=1, ensure_ascii=False))
-
-
-def _output_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    extra = [k for k in CROSS_ENCODER_FIELDS if rows and k in rows[0]]
-    return pd.DataFrame(rows, columns=[*OUTPUT_FIELDS, *extra])
-
-
-def _train_cross_encoder_job(job: TrainJob, log: Callable[[str], None]) -> JobResult:
-    """Fine-tune a cross-encoder on the examples' (source, pair) -> target, predict every
-    evaluation split (every epoch with ``predict_every_epoch``), write on rank 0."""
-    from saf_utils.cross_encoder import train_and_predict
-
-    rank, world = dist_rank_world()
-    out = Path(job.output_dir)
-    settings = job.kind_settings()
-    train, evals = read_examples(job.examples)
-    if train.pairs is None or any(e.pairs is None for e in evals.values()):
+    cross = job.kind == "cross_encoder"
+    if cross and (train.pairs is None or any(e.pairs is None for e in evals.values())):
         raise ValueError(f"{job.examples}: cross-encoder examples need a 'pair' per row")
     if rank == 0:
         log(f"[train] {job.task} {job.system} seed {settings.seed}: {len(train.sources)} "
             f"training pairs, eval {listing({s: len(e.sources) for s, e in evals.items()})}, "
             f"{world} process(es)")
-    by_epoch, summary = train_and_predict(
-        train.sources, train.pairs, train.targets,
-        {s: (e.sources, e.pairs) for s, e in evals.items()}, settings,
-        str(out / MODEL_DIR) if job.save_model else None)
-    rows = [{"task": job.task, "system": job.system, "seed": settings.seed, "fold": job.fold,
-             "split": split, "id": i, "source": s, "output": o, "target": t, "pair": p,
-             "probs": pr, "epoch": epoch}
-            for epoch, splits in sorted(by_epoch.items())
-            for split, (outputs, probs) in splits.items()
-            for i, s, p, t, o, pr in zip(evals[split].ids, evals[split].sources,
-                                         evals[split].pairs, evals[split].targets, outputs,
-                                         probs, strict=True)]
+    model_dir = str(out / MODEL_DIR) if job.save_model else None
+    head = {"task": job.task, "system": job.system, "seed": settings.seed, "fold": job.fold}
+    if cross:  # every epoch's predictions with predict_every_epoch
+        from saf_utils.cross_encoder import train_and_predict
+
+        by_epoch, summary = train_and_predict(
+            train.sources, train.pairs, train.targets,
+            {s: (e.sources, e.pairs) for s, e in evals.items()}, settings, model_dir)
+        rows = [{**head, "split": split, "id": i, "source": s, "output": o, "target": t,
+                 "pair": p, "probs": pr, "epoch": epoch}
+                for epoch, splits in sorted(by_epoch.items())
+                for split, (outputs, probs) in splits.items()
+                for i, s, p, t, o, pr in zip(evals[split].ids, evals[split].sources,
+                                             evals[split].pairs, evals[split].targets,
+                                             outputs, probs, strict=True)]
+    else:  # exactly train_seq2seq + generate per split, as a notebook's direct calls
+        model, tokenizer, summary = train_seq2seq(train.sources, train.targets, settings,
+                                                  output_dir=model_dir)
+        rows = []
+        for split, ex in evals.items():
+            outputs = generate(model, tokenizer, ex.sources, settings,
+                               desc=f"{job.system} {split}", distributed=world > 1)
+            rows += [{**head, "split": split, "id": i, "source": s, "output": o, "target": t}
+                     for i, s, o, t in zip(ex.ids, ex.sources, outputs, ex.targets,
+                                           strict=True)]
     history = summary.pop("log_history", [])
     record = {"job": job.to_dict(), "summary": summary, "log_history": history}
     if rank == 0:
-        _write_outputs(out, rows, record)
+        write_jsonl(rows, out / OUTPUT_FILE)
+        (out / LOG_FILE).write_text(json.dumps(record, indent=1, ensure_ascii=False))
+        memory = f", peak RSS {summary['peak_rss_mb']} MiB" if "peak_rss_mb" in summary else ""
         log(f"[train] train loss {summary['train_loss']:.4f} after {summary['train_steps']} "
-            f"steps, {summary['train_seconds']} s, peak RSS {summary['peak_rss_mb']} MiB; "
-            f"{len(rows)} predictions written to {out / OUTPUT_FILE}")
+            f"steps, {summary['train_seconds']} s{memory}; {len(rows)} predictions written "
+            f"to {out / OUTPUT_FILE}")
     return JobResult(_output_frame(rows), record, out)
+
+
+def _output_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    extra = [k for k in CROSS_ENCODER_FIELDS if rows and k in rows[0]]
+    return pd.DataFrame(rows, columns=[*OUTPUT_FIELDS, *extra])
 
 
 def _write_rank_error(out: Path, rank: int, exc: BaseException) -> None:
@@ -411,12 +371,8 @@ def launch_command(launcher: str, config_path: str | os.PathLike) -> list[str]:
 
 
 def check_launcher(launcher: str) -> None:
-    """A launcher this machine can start, or a one-line ``ValueError`` saying why not.
-
-    Checked when a run is planned, before any notebook runs: ``torchrun:gpu`` (one process
-    per visible GPU) and ``accelerate:N`` (``--multi_gpu``) need CUDA, and without it used to
-    fail only at the first training job, after every CPU system of the notebook had run.
-    """
+    """A launcher this machine can start, or a one-line ``ValueError`` saying why not:
+    checked when a run is planned, not at the first training job after the CPU systems."""
     if launcher == "none" or job_pool.processes(launcher):
         return
     launch_command(launcher, CONFIG_FILE)  # the syntax
