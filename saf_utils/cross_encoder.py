@@ -1,36 +1,24 @@
 """A pretrained encoder fine-tuned as a cross-encoder (text pair -> label or score).
 
-Built on transformers' ``Trainer`` and ``AutoModelForSequenceClassification``, so the same
-code runs on CPU, one GPU or several (under ``torchrun`` the Trainer runs DDP and
-``Trainer.predict`` gathers the ranks' predictions in input order). :mod:`saf_utils.jobs`
-runs it as the job kind ``"cross_encoder"``.
+Built on transformers' ``Trainer``, so the same code runs on CPU, one GPU or several (under
+``torchrun`` ``Trainer.predict`` gathers the ranks' predictions in input order);
+:mod:`saf_utils.jobs` runs it as the job kind ``"cross_encoder"``. Why these choices:
 
-Why these choices:
-
-- the learning rate is **constant** (no decay): the model after epoch ``e`` of an
-  ``E``-epoch run is the model of an ``e``-epoch run with the same seed, so one run scores
-  every epoch count on validation (``predict_every_epoch``), and the grid costs no extra
-  fine-tunes per epoch count;
-- ``freeze_layers`` freezes the embeddings and the lowest encoder layers: on 2 CPU cores
-  the backward pass of the top layers only is what the budget allows;
-- tokenised pairs are cached per (model, max length, text pair) in the process, so seeds,
-  grid points and folds that share texts tokenise them once;
-- with ``cache_frozen`` (BERT-style models), the frozen part is run **once** per pair: its
-  output (the hidden states after the frozen layers, computed in eval mode, so without
-  dropout) is cached per process, and the Trainer fine-tunes only the top layers and the
-  head (:func:`top_layers`) on those states. On 2 cores this is what makes a grid, three
-  seeds and out-of-fold models affordable; the logits equal the full model's;
-- ``pooling: pair`` gives the head only how the answer's and the reference's token means
-  compare (|u - v|, u * v): over the mean of the whole pair the head learns which question
-  a pair belongs to and gives a question it has not seen one label for nearly every answer
-  (docs/encoders.md); ``class_weight: balanced`` weights the loss by inverse label
-  frequencies of the training targets (tried against that collapse: it moved it to other
-  labels, so the cpu profile leaves it off).
+- a **constant** learning rate: the model after epoch ``e`` of an ``E``-epoch run is the
+  model of an ``e``-epoch run, so one run scores every epoch count (``predict_every_epoch``);
+- ``freeze_layers`` / ``train_layers``: on 2 CPU cores only the top layers' backward pass
+  fits the budget; with ``cache_frozen`` (BERT-style models) the frozen part runs **once**
+  per pair (eval mode, cached per process) and the Trainer fits only the top layers and
+  the head on those states (:func:`top_layers`; the same logits as the full model);
+- ``pooling: pair``: the head reads only how the answer's and the reference's token means
+  compare (|u - v|, u * v), so no feature says which question a pair is about (over the
+  whole pair's mean the head gave an unseen question one label for nearly every answer;
+  docs/encoders.md); ``class_weight: balanced`` was tried against the same collapse: it
+  moved it to other labels, so the cpu profile leaves it off.
 """
 
 from __future__ import annotations
 
-import os
 import resource
 import tempfile
 import time
@@ -41,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from saf_utils.encoders import resolve_model
-from saf_utils.seq2seq import configure_trainer, precision
+from saf_utils.seq2seq import configure_trainer, training_arguments
 
 MODES = ("label", "score")
 POOLINGS = ("cls", "mean", "pair")
@@ -432,27 +420,6 @@ def _datasets(model: Any, tokenizer: Any, settings: CrossEncoderSettings,
             eval_ds, _state_collator(states, firsts), True)
 
 
-def _training_args(settings: CrossEncoderSettings, output_dir: str, cached: bool) -> Any:
-    import torch
-    from transformers import TrainingArguments
-
-    cuda = torch.cuda.is_available()
-    mixed = precision(settings)
-    return TrainingArguments(
-        output_dir=output_dir, per_device_train_batch_size=settings.batch_size,
-        per_device_eval_batch_size=settings.eval_batch_size,
-        learning_rate=settings.learning_rate, weight_decay=settings.weight_decay,
-        lr_scheduler_type="constant", num_train_epochs=settings.epochs,
-        seed=settings.seed, data_seed=settings.seed, full_determinism=not cuda,
-        fp16=mixed == "fp16", bf16=mixed == "bf16", use_cpu=not cuda,
-        save_strategy="no", eval_strategy="no", report_to=[],
-        logging_steps=settings.logging_steps, dataloader_num_workers=0,
-        remove_unused_columns=not cached,
-        # plain DDP, the mean of the ranks' mean losses (see seq2seq.configure_trainer)
-        average_tokens_across_devices=False,
-        disable_tqdm=os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true"))
-
-
 def _train_log(trainer: Any, out: Any, train_seconds: float, seconds: float
                ) -> dict[str, Any]:
     """Loss, steps, time, world size, memory and the Trainer's log of one fine-tune."""
@@ -505,7 +472,8 @@ def train_and_predict(first: Sequence[str], second: Sequence[str], targets: Sequ
                 for s, ds in eval_ds.items()}
 
     with tempfile.TemporaryDirectory() as tmp:
-        args = _training_args(settings, output_dir or tmp, cached)
+        args = training_arguments(settings, output_dir or tmp, lr_scheduler_type="constant",
+                                  remove_unused_columns=not cached)
         callback = _EveryEpoch()
         trainer = Trainer(model=model, args=args, train_dataset=train_ds,
                           data_collator=collator,

@@ -1,25 +1,17 @@
 """The jobs layer: one training job, task-agnostic, in the kernel or under a launcher.
 
 Two job kinds: ``"seq2seq"`` (:mod:`saf_utils.seq2seq`, generates text) and
-``"cross_encoder"`` (:mod:`saf_utils.cross_encoder`, a pretrained encoder fine-tuned on text
-pairs, ``source`` and ``pair``; it writes the predicted label or score as ``output``, the
-class probabilities as ``probs``, per ``epoch`` when asked).
+``"cross_encoder"`` (:mod:`saf_utils.cross_encoder`, text pairs ``source`` and ``pair`` ->
+label or score as ``output``, class probabilities as ``probs``, per ``epoch`` when asked).
+A task writes its examples once (:func:`write_examples`); a :class:`TrainJob` holds that
+file, the settings, a seed and an output folder, and :func:`train_job` writes ``model/``,
+``predictions.jsonl.gz`` and ``train_log.json`` there.
 
-A task writes its examples (source, target and id per split; ``train`` for training) once
-with :func:`write_examples`; a :class:`TrainJob` holds that file, the settings, a seed and
-an output folder, and reads nothing else. :func:`train_job` trains, predicts every
-evaluation split and writes under ``output_dir``: ``model/`` (unless ``save_model: false``),
-``predictions.jsonl.gz`` (one row per example and split, input order) and ``train_log.json``.
-
-``python -m saf_utils.train CONFIG`` (:func:`main`) runs one job, unchanged under
-``torchrun --nproc_per_node N`` or ``accelerate launch``: each process trains one DDP
-replica, generation is split over the ranks and gathered in input order, only rank 0
-writes; a failing rank writes its exception to ``<output_dir>/rank<k>.error``.
-
-Tasks call :func:`run_job` / :func:`run_jobs` with a launcher: ``"none"`` trains in the
-kernel, ``"processes:N"`` runs N jobs at a time in forked copies of it
-(:mod:`saf_utils.job_pool`; the same outputs), ``"torchrun:N"`` or ``"accelerate[:N]"``
-start the launcher (:func:`launch_command`) as a subprocess and stream its log.
+``python -m saf_utils.train CONFIG`` runs one job, unchanged under ``torchrun`` or
+``accelerate launch`` (one DDP replica per process, generation split over the ranks and
+gathered in input order, only rank 0 writes, a failing rank writes ``rank<k>.error``).
+:func:`run_job` / :func:`run_jobs` take a launcher: ``"none"`` (in the kernel),
+``"processes:N"`` (:mod:`saf_utils.job_pool`), ``"torchrun:N"`` or ``"accelerate[:N]"``.
 """
 
 from __future__ import annotations

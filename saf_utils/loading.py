@@ -1,24 +1,7 @@
-"""What both data loaders (SAF, ArgSciChat) share: reading files, showing values, matching ids.
-
-- :func:`read_utf8`: a file's text as UTF-8 (a byte-order mark is dropped); an unreadable or
-  non-UTF-8 file is an error naming file, line and byte offset.
-- :func:`unique_keys`: a ``json`` ``object_pairs_hook`` that refuses a key twice in one object
-  (the later value would silently replace the earlier one).
-- :func:`shorten` / :func:`describe`: any cell value, whatever its type or size (huge integers,
-  nested lists, bytes, long texts), in a few dozen characters: a prefix and the length.
-- :func:`id_clashes`: ids equal to an earlier id, exactly or only once normalised with
-  :func:`saf_utils.text.identity_key` (the latter is always a data error naming both rows).
-- :func:`folder_problem`: a data path that does not exist, or is a file where a folder is
-  expected, says so.
-- :func:`load_json_file` / :func:`load_json_record`: a JSON file / one JSONL line, a key
-  twice in one object refused with the lines where it stands.
-- :func:`duplicate_names`: a header that names a column twice.
-- :func:`anomaly_report` / :func:`annotate_anomalies` / :func:`strict_message`: the content
-  anomalies a loader found (dicts with ``kind``, ``id``, ``file``), as one row per split and
-  kind (zeros kept), as counts per file in the run manifest, and as a strict load's error.
-
-Each loader raises its own :class:`saf_utils.provenance.DataError` subclass; the functions
-here take it as ``error``.
+"""What both data loaders (SAF, ArgSciChat) share: reading files (UTF-8, JSON refusing a key
+twice), showing any cell value in a few dozen characters, matching ids once normalised,
+and reporting content anomalies. Each loader raises its own
+:class:`saf_utils.provenance.DataError` subclass; the functions here take it as ``error``.
 """
 
 from __future__ import annotations

@@ -39,13 +39,10 @@ def map_facts(
 ) -> tuple[tuple[int, ...], list[tuple[str, str]]]:
     """Map gold fact strings to content-sentence indexes, as the official baseline script.
 
-    Like ``fact_selection_baselines.py`` of the ArgSciChat release: a fact is split into
-    sentences, and each piece maps to the first content sentence that contains it after
-    lower-casing and ``punctuation_filtering`` (here :func:`squash`, which first applies the
-    package's one text identity, :func:`saf_utils.text.identity_key`). A piece found only in
-    the title, or nowhere, is returned as dropped with the reason ("title", "not_found";
-    "empty" for blank facts) where the official script would stop with an assertion.
-    ``content`` may be a :class:`ContentIndex` built once per paper (then ``title`` is its).
+    As ``fact_selection_baselines.py`` of the release: each sentence of a fact maps to the
+    first content sentence that contains it once both are normalised (:func:`squash`). A piece
+    only in the title, or nowhere, is returned as dropped with the reason where the official
+    script would stop with an assertion. ``content`` may be a :class:`ContentIndex`.
     """
     index = content if isinstance(content, ContentIndex) else ContentIndex(content, title)
     indexes: set[int] = set()

@@ -111,13 +111,10 @@ def generation_error_frame(gens: pd.DataFrame, pairs: Sequence[MessagePair],
                            items: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per generated test reply with the properties that show generation errors.
 
-    ``out_words`` / ``gold_words`` / ``length_ratio`` / ``length_bucket`` (whitespace
-    words; "empty" for an empty output); ``generic``: the same output was given to another
-    test query of the fold (same system and seed); ``train_copy``: the output is a training
-    reply of the fold verbatim; ``paper_bigram_share``: share of the output's (lower-cased
-    word) bigrams found in the paper's sentences, i.e. how much is copied from the paper.
-    With ``items`` (04's ``items.jsonl.gz``) each row also gets its scores, one column per
-    metric, joined on (system, fold, seed, pair); nothing is recomputed.
+    Lengths in whitespace words; ``generic``: the same output went to another test query of
+    the fold; ``train_copy``: a training reply verbatim; ``paper_bigram_share``: how much is
+    copied from the paper. With ``items`` (04's ``items.jsonl.gz``) each row also gets its
+    scores, one column per metric (nothing is recomputed).
     """
     from saf_utils.text import word_tokens
 

@@ -106,16 +106,11 @@ def source_segments(query: str, facts: str) -> list[tuple[str, list[str]]]:
 class TokenCompressor:
     """Keeps the source tokens (facts + query) likely to reappear in the expert's reply.
 
-    A classifier (logistic regression, or gradient boosting with ``kind="hgb"``) over
-    per-token features (how often this word type was copied from the source into the reply
-    in training, how common the exact token is in training replies, stop word, query or
-    facts, position, digits/punctuation/case) predicts whether a source token occurs in the
-    reply; tokens above ``threshold`` are kept in source order. Tokens are ``str.split()``
-    tokens, as Message-F1 (model card) counts them.
-
-    ``prior_words`` > 0 also offers the most frequent exact tokens of training replies that
-    are not in the source (e.g. "the", "is"): token F1 rewards any word likely to be in the
-    reply, so this measures how much of Message-F1 a bag of words gains without fluency.
+    A classifier over per-token features (copy rate of the word type in training, frequency
+    in training replies, stop word, position, case...) predicts whether a ``str.split()``
+    source token occurs in the reply. ``prior_words`` > 0 also offers the most frequent
+    training-reply tokens: this measures how much of Message-F1 a bag of words gains
+    without fluency.
     """
 
     def __init__(self, prior_strength: float = 5.0, C: float = 1.0, prior_words: int = 0,

@@ -1,17 +1,8 @@
 """ArgSciChat reply systems: the registry :data:`REPLY_SYSTEMS`, each system's parameters
-dataclass, what they all read (:class:`ReplyData`: the folds and 04's notebook-level
-settings) and the systems (run by :func:`saf_utils.argscichat.run.run_reply_systems`;
-scoring and the choice on validation: :mod:`saf_utils.argscichat.reply_evaluation`).
-
-Roles: ``baseline`` a floor or a simple reference (``constant_frequent``,
-``nearest_reply``, ``copy_selected``, ``trimmed_selected``); ``system`` a learned generator
-(``seq2seq``); ``oracle`` sees gold (``copy_gold``); ``probe`` exploits a metric
-(``compressed_selected`` keeps the tokens that Message-F1 rewards; never "best").
-
-The contract (:class:`saf_utils.registry.Registry`): ``fn(data: ReplyData, params,
-**context) -> predictions frame`` (one row per fold, split, seed and pair;
-:func:`each_fold` builds it from a per-fold function returning :class:`SystemOutput`\\ s).
-Adding a system is one function and one registration::
+dataclass, what they all read (:class:`ReplyData`) and the systems (run by
+:func:`saf_utils.argscichat.run.run_reply_systems`; scored in
+:mod:`saf_utils.argscichat.reply_evaluation`). A system is ``fn(data: ReplyData, params,
+**context) -> predictions frame`` (:func:`each_fold` builds it from a per-fold function)::
 
     @REPLY_SYSTEMS.register("echo", "baseline")
     def echo(data, params: NoParams, **context):
@@ -19,9 +10,8 @@ Adding a system is one function and one registration::
         return each_fold(data, lambda fold: [SystemOutput(
             {s: [p.query for p in fold[s]] for s in EVAL_SPLITS})])
 
-**Protocol.** Every choice a system makes (a word budget, a threshold, how many frequent
-words) uses *that* fold's val pairs only (:func:`saf_utils.protocol.choose_value`), never
-another fold's and never test.
+Every choice a system makes (a word budget, a threshold) uses *that* fold's val pairs only
+(:func:`saf_utils.protocol.choose_value`), never another fold's and never test.
 """
 
 from __future__ import annotations

@@ -1,24 +1,16 @@
 """ArgSciChat fact selectors: the registry :data:`SELECTORS`, each selector's parameters
-dataclass, and the selectors (run by :func:`saf_utils.argscichat.run.run_selectors`).
-
-The contract (:class:`saf_utils.registry.Registry`): a selector is
-``fn(ctx: SelectionContext, params, **context) -> predictions frame`` (one row per fold,
-split, seed and pair: :meth:`SelectionContext.each_pair` builds it for a per-query
-selector); its parameters' defaults live only in its dataclass; a profile changes them by
-name (03's ``system_params``). Adding a selector is one function and one registration::
+dataclass (its defaults live only there; 03's ``system_params`` changes them by name), and
+the selectors (run by :func:`saf_utils.argscichat.run.run_selectors`). A selector is
+``fn(ctx: SelectionContext, params, **context) -> predictions frame``::
 
     @SELECTORS.register("last_k", "baseline")
     def select_last_k(ctx, params: NoParams, **context):
         \"\"\"The paper's last k sentences.\"\"\"
         return ctx.each_pair(lambda pair, rng: list(range(len(pair.content)))[-ctx.config.k:])
 
-Protocol (every choice inside a fold, never another fold's papers, never test): per-query
-selectors (baselines, oracle) have nothing to tune. Learned selectors are fit on the fold's
-train pairs; every hyperparameter (ranker grid candidate, ensemble member set, BM25 mix
-weight) is chosen on **that fold's val** split (:func:`saf_utils.protocol.choose_value`)
-with models fit on train only, so val selections are out of sample. Test (and train)
-selections come from a refit on train+val with the chosen values
-(``SelectionConfig.refit_on_train_val``).
+Learned selectors are fit on the fold's train pairs and every hyperparameter is chosen on
+**that fold's val** split with models fit on train only; test selections come from a refit
+on train+val with the chosen values (``SelectionConfig.refit_on_train_val``).
 """
 
 from __future__ import annotations

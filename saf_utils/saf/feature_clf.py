@@ -64,15 +64,11 @@ def tune_feature_clf(data: Any, encoder: Any, models: Sequence[str], Cs: Sequenc
                      ) -> FeatureClfTuning:
     """Choose the feature classifier's settings without looking at any test split.
 
-    Seen-question model (classifier, C, feedback strategy): the grid is scored on
-    **validation** (macro-F1 + BLEU/100, label and feedback quality together). The
-    unseen-question model (classifier, features, C, class weight) is chosen by
-    leave-one-question-out CV on **train**, and the deployed unseen-question model is the
-    one that CV scored (``generic_models``: logistic regression; gradient boosting in that
-    CV costs minutes on 2 cores and is prone to overfit six training questions).
-    Per-question z-scoring of the unseen-question features is transductive: the chosen
-    config is always inductive; with ``transductive=True`` the best z-scored variant is kept
-    as ``transductive_config``.
+    The seen-question grid is scored on **validation** (macro-F1 + BLEU/100); the
+    unseen-question model by leave-one-question-out CV on **train** (logistic regression:
+    gradient boosting costs minutes there and overfits six questions). The chosen config is
+    inductive; ``transductive=True`` keeps the best per-question z-scored variant as
+    ``transductive_config``.
     """
     if "validation" not in data.evals:
         raise ValueError("tune_feature_clf needs a validation split")

@@ -3,12 +3,9 @@
 The fine-tuned models of the SAF paper (Filighera et al., ACL 2022; hub cards
 ``Short-Answer-Feedback/mbart-finetuned-saf-*``) read ``Antwort: <answer> Lösung:
 <reference> Frage: <question>`` and write ``<label> Feedback: <text>`` (score models:
-``<score> Feedback: <text>``). :func:`make_source` / :func:`make_target` build these strings
-for any prompt language (:data:`PROMPT_WORDS`), :func:`parse_output` turns any generation
-back into (label, score, feedback) without ever raising. Every system returns the same
-prediction table (:data:`PREDICTION_COLUMNS`); the systems live in
-:mod:`saf_utils.saf.systems`, their evaluation in :mod:`saf_utils.saf.evaluate` and error
-analysis in :mod:`saf_utils.saf.error_analysis`.
+``<score> Feedback: <text>``); :func:`parse_output` turns any generation back into (label,
+score, feedback) without ever raising. Every system returns the same prediction table
+(:data:`PREDICTION_COLUMNS`).
 """
 
 from __future__ import annotations
@@ -224,12 +221,10 @@ def parse_output(text: str | None, mode: str = "verification",
                  labels: Sequence[str] = SAF_LABELS) -> ParsedOutput:
     """Parse ``<label|score> Feedback: <text>``; never raises on model output.
 
-    Tolerates special tokens, any case ("partially correct"), extra spaces, a missing
-    ``Feedback:`` marker (the label/score is then read from the start and the rest is the
-    feedback). Anything that yields no label (or no score in [0, 1]) is unparseable: label
-    and score None, feedback the best guess, ``problem`` says why. A score is a plain decimal
-    in ASCII digits (``0.5``, ``0,5``, ``.25``); ``1e-1``, ``0,25,5`` or ``٠٫٥`` are
-    unparseable, never read as another number.
+    Tolerates special tokens, any case, extra spaces and a missing ``Feedback:`` marker.
+    No label (or no score in [0, 1]) is unparseable: label and score None, ``problem`` says
+    why. A score is a plain ASCII decimal (``0.5``, ``0,5``, ``.25``); ``1e-1`` or ``٠٫٥``
+    are unparseable, never read as another number.
     """
     if mode not in MODES:
         raise ValueError(f"mode {mode!r} not one of {list(MODES)}")
