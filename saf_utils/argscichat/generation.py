@@ -241,10 +241,8 @@ def embedding_scores(hyps: Sequence[str], refs: Sequence[str],
                      idf_texts: Sequence[str] | None = None) -> dict[str, list[float]]:
     """Per-reply BERTScore F1 and MoverScore (packaged MiniLM unless models are given).
 
-    Empty outputs are embedded as ``""`` (``[CLS] [SEP]``; bert-score scores them 0) and
-    score 0 in MoverScore (no weighted token). ``idf_texts``: the reference corpus of
-    MoverScore's IDF (default ``refs``); pass one fold's test replies to score several
-    systems' outputs in one call with the weights each system would get alone.
+    Empty outputs score 0 in both. ``idf_texts``: MoverScore's IDF corpus (default
+    ``refs``), so several systems' outputs can be scored in one call.
     """
     from saf_utils.metrics import metric
 

@@ -296,14 +296,9 @@ def _seq2seq(fold: ReplyFold, params: ReplySeq2SeqParams, config: ReplyConfig
 
 @REPLY_SYSTEMS.register("seq2seq", "system", params=ReplySeq2SeqParams)
 def seq2seq(data: ReplyData, params: ReplySeq2SeqParams, **context: Any) -> pd.DataFrame:
-    """A seq2seq model per seed, trained on the fold's train pairs (gold facts in training
-    unless ``train_with_gold_facts`` is False), generating val/test replies from the
-    selected facts.
-
-    The fold's examples are written once and trained through :func:`saf_utils.jobs.run_jobs`
-    (``ReplyConfig.launcher``: "none" trains in the kernel, "torchrun:N" / "accelerate"
-    start a launcher).
-    """
+    """A seq2seq model per seed, trained on the fold's train pairs (gold facts unless
+    ``train_with_gold_facts`` is False) through :func:`saf_utils.jobs.run_jobs`, generating
+    val/test replies from the selected facts."""
     from saf_utils.seq2seq import Seq2SeqSettings
 
     Seq2SeqSettings(**params.settings)  # a typo fails here, before any training

@@ -163,12 +163,8 @@ def reply_folds(data: Mapping[int, ArgSciChatFold],
                 max_rows: int | None = None,
                 fact_system: str | Mapping[int, str] | None = None) -> dict[int, ReplyFold]:
     """:class:`ReplyFold` per fold: the first ``max_rows`` pairs of every split (as 03 caps
-    them) and 03's selections (``(fold, split, pair_id) ->
-    indexes``, :func:`saf_utils.argscichat.dialogue.selection_lookup`).
-
-    Every val/test pair must have a selection: a missing one means 03 ran with other folds
-    or ``max_rows``, and is an error naming it.
-    """
+    them) and 03's selections; a val/test pair without one (03 ran with other folds or
+    ``max_rows``) is an error naming it."""
     out = {}
     for f, fold in data.items():
         splits = {s: (fold[s][:max_rows] if max_rows else list(fold[s]))

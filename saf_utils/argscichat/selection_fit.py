@@ -38,10 +38,8 @@ def param_key(params: Mapping[str, Any]) -> str:
 class SelectionContext:
     """The folds' pairs plus caches shared by all selectors of a run.
 
-    Feature frames are computed once per pair; every (fold, fit split, model parameters,
-    feature set) is fit once, whichever selectors use it (e.g. the ranker grid's models are
-    also an ensemble's members). ``tuning``: the val choices' rows, appended by the
-    selectors as they run (:func:`saf_utils.argscichat.run.run_selectors` collects them).
+    Feature frames are computed once per pair and every (fold, fit split, parameters,
+    feature set) is fit once, whichever selectors use it; ``tuning``: the val choices' rows.
     """
 
     def __init__(self, pairs: Mapping[tuple[int, str], Sequence[MessagePair]],

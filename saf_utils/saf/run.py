@@ -1,11 +1,6 @@
 """The SAF runner: any list of registered system names (:data:`saf_utils.saf.systems.SYSTEMS`)
-over every eval split, with parameters by system name, and the choices made on train where
-validation cannot speak (unseen questions).
-
-Notebook 02 calls :func:`run_systems` once with the systems :func:`planned_systems` lists
-(its ``systems`` parameter: every registered one unless a profile selects); profiles supply
-``system_params`` (system name -> {parameter: value}; a name ending in ``:`` sets every
-variant). :func:`effective_params` shows what each system runs with (``saf-run --dry-run``).
+over every eval split, with parameters by system name (a name ending in ``:`` sets every
+variant), and the choices made on train where validation cannot speak (unseen questions).
 """
 
 from __future__ import annotations
@@ -49,12 +44,9 @@ def choose_encoders(language: str, encoder: str | None = None,
                     ) -> EncoderChoice:
     """Fill the encoders a run leaves at None from the data's language.
 
-    ``encoder``: :func:`saf_utils.encoders.default_encoder` (multilingual-e5-small for a
-    non-English release, MiniLM for English); ``extra_encoders``: every other offline
-    encoder (:data:`saf_utils.encoders.OFFLINE_ENCODERS`), so English encoders stay
-    available for any release and validation chooses among all systems; the
-    cross-encoder's model: its parameter ``model`` (``system_params["cross_encoder"]``),
-    else :func:`saf_utils.encoders.default_cross_encoder`.
+    ``encoder``: :func:`saf_utils.encoders.default_encoder`; ``extra_encoders``: every other
+    offline encoder, so validation chooses among all of them; the cross-encoder's model:
+    its parameter ``model``, else :func:`saf_utils.encoders.default_cross_encoder`.
     """
     from saf_utils.encoders import OFFLINE_ENCODERS, default_cross_encoder, default_encoder
 

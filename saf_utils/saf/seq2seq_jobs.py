@@ -32,13 +32,8 @@ def seq2seq_jobs(data: Any, seq2seq: Mapping[str, Any],
                  output_dir: str | Path, mode: str = "verification",
                  include_question: bool = True) -> list[J.TrainJob]:
     """One :class:`saf_utils.jobs.TrainJob` per (model, seed), reading the examples of
-    ``data`` (written once per model, as :func:`saf_utils.saf.formats.format_examples` builds
-    them).
-
-    ``seq2seq`` holds the :class:`~saf_utils.seq2seq.Seq2SeqSettings` fields shared by all
-    models; ``seq2seq_models`` maps model name (hub id, folder, ``scratch``,
-    ``bert2bert:ENCODER``) to its overrides (None: just ``seq2seq["model"]``). System name:
-    ``seq2seq:<last part of the model name>``.
+    ``data`` written once per model. ``seq2seq``: the settings shared by all models;
+    ``seq2seq_models``: model name -> its overrides (None: just ``seq2seq["model"]``).
     """
     def examples(df: pd.DataFrame) -> J.Examples:
         src, tgt = S.format_examples(df, mode, include_question, data.words)
