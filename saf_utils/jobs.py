@@ -94,9 +94,8 @@ class TrainJob:
     kind: str = "seq2seq"  # seq2seq | cross_encoder
 
     def __post_init__(self) -> None:
-        # Every value checked against its field's type here, in the kernel, before a
-        # launcher starts: a learning rate that arrives as the string "5e-05" is an error
-        # naming the field, not an optimizer's TypeError in a rank's traceback.
+        # checked here, before a launcher starts: a learning rate given as "5e-05" is an
+        # error naming the field, not an optimizer's TypeError in a rank's traceback
         self.kind_settings()
 
     @classmethod

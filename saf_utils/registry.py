@@ -219,6 +219,14 @@ class Registry:
                 self.params(name, values)
         return given
 
+    def effective_params(self, names: Iterable[str],
+                         params: Mapping[str, Mapping[str, Any] | None] | None = None
+                         ) -> dict[str, dict[str, Any]]:
+        """System -> the parameters it runs with (its defaults updated by ``params``,
+        checked by :meth:`check_params`), for every system of ``names``."""
+        given = self.check_params(names, params)
+        return {n: params_dict(self.params(n, given.get(n))) for n in self.check(names)}
+
     def each(self, names: Iterable[str], data: Any,
              params: Mapping[str, Mapping[str, Any]] | None = None,
              around: Callable[[str], AbstractContextManager] | None = None, **context: Any

@@ -18,7 +18,7 @@ from saf_utils.argscichat.dialogue import pair_index
 from saf_utils.argscichat.replies import EVAL_SPLITS, ReplyConfig, ReplyData, ReplyFold, seed_column
 from saf_utils.argscichat.selection_fit import SelectionContext
 from saf_utils.argscichat.systems import REPLY_SYSTEMS, SELECTORS
-from saf_utils.registry import Registry, params_dict
+from saf_utils.registry import Registry
 
 SystemParams = Mapping[str, Mapping[str, Any]]
 
@@ -28,14 +28,6 @@ def check_system_params(registry: Registry, names: Iterable[str],
     """``system_params`` checked against the systems ``names`` that run
     (:meth:`saf_utils.registry.Registry.check_params`)."""
     return registry.check_params(names, system_params)
-
-
-def effective_params(registry: Registry, names: Iterable[str],
-                     system_params: SystemParams | None = None) -> dict[str, dict[str, Any]]:
-    """system -> the parameters it runs with (its dataclass defaults updated by
-    ``system_params``, checked), for every system of ``names``."""
-    given = registry.check_params(names, system_params)
-    return {n: params_dict(registry.params(n, given.get(n))) for n in registry.check(names)}
 
 
 def selector_groups(params: Mapping[str, Any]) -> dict[str, list[str]]:
@@ -55,14 +47,14 @@ def planned_selectors(params: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """The selectors notebook 03 runs with its parameters ``params``, each with the
     parameters it runs with (``saf-run --dry-run``)."""
     names = [n for group in selector_groups(params).values() for n in group]
-    return effective_params(SELECTORS, names, params.get("system_params"))
+    return SELECTORS.effective_params(names, params.get("system_params"))
 
 
 def planned_reply_systems(params: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """The reply systems notebook 04 runs with its parameters ``params`` (``systems``:
     :meth:`saf_utils.registry.Registry.select`), each with the parameters it runs with."""
-    return effective_params(REPLY_SYSTEMS, REPLY_SYSTEMS.select(params.get("systems")),
-                            params.get("system_params"))
+    return REPLY_SYSTEMS.effective_params(REPLY_SYSTEMS.select(params.get("systems")),
+                                          params.get("system_params"))
 
 
 def _run_each(registry: Registry, names: Sequence[str], data: Any,

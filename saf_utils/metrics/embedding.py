@@ -166,9 +166,8 @@ def bertscore(
         num_layers = MINILM_LAYERS if num_layers is None else num_layers
     do_rescale = bool(rescale and baseline_path(lang, model_type) is not None)
     scorer = get_bertscorer(model_type, num_layers, lang, do_rescale, device, batch_size)
-    # bert-score prints "Empty candidate sentence detected; setting raw BERTscores to 0" to
-    # stderr for an empty reply: the documented score of an empty text (0), not a problem
-    # worth a line on every page that scores one; anything else it prints is passed on
+    # bert-score's "Empty candidate sentence detected" is the documented score of an empty
+    # text (0), not worth a line on every page; anything else it prints is passed on
     with contextlib.redirect_stderr(io.StringIO()) as err:
         p, r, f = scorer.score(list(hyps), list(refs), batch_size=batch_size)
     sys.stderr.write("".join(line for line in err.getvalue().splitlines(keepends=True)

@@ -140,10 +140,8 @@ class ParsedOutput:
 
 
 _SPECIAL = re.compile(r"</?s>|<pad>|<unk>|\[(?:CLS|SEP|PAD)\]|<extra_id_\d+>")
-#: A generated score: a plain decimal in ASCII digits with one optional '.' or ',' separator
-#: (``0.5``, ``0,5``, ``.25``, ``1.``). Exponents (``1e-1``), several separators
-#: (``0,25,5``), non-ASCII digits (``٠٫٥``, ``０.５``), fractions or percent signs are no score:
-#: they are counted as unparseable, never read as a different number.
+#: A generated score: a plain ASCII decimal with one optional '.' or ',' separator; anything
+#: else (``1e-1``, ``0,25,5``, ``٠٫٥``, ``50%``) is unparseable, never another number.
 _NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:[.,][0-9]*)?|[.,][0-9]+)", flags=re.ASCII)
 _SCORE_TOKEN = re.compile(r"[^\s:]+")
 

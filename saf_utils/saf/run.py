@@ -15,7 +15,6 @@ import pandas as pd
 from saf_utils import protocol as P
 from saf_utils import usage
 from saf_utils.jobs import progress
-from saf_utils.registry import params_dict
 from saf_utils.saf.all_systems import SYSTEMS
 from saf_utils.saf.baselines import loqo_baselines
 from saf_utils.saf.context import EncoderChoice, RunContext, RunState, SAFData
@@ -26,9 +25,7 @@ def effective_params(system_params: Mapping[str, Mapping[str, Any]] | None = Non
     """system -> the parameters it runs with: its dataclass defaults updated by
     ``system_params`` (checked: an unknown system or parameter, or one given for a system
     not in ``names``, is a ValueError)."""
-    names = SYSTEMS.names() if names is None else SYSTEMS.check(names)
-    given = SYSTEMS.check_params(names, system_params)
-    return {n: params_dict(SYSTEMS.params(n, given.get(n))) for n in names}
+    return SYSTEMS.effective_params(SYSTEMS.names() if names is None else names, system_params)
 
 
 def planned_systems(params: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -110,12 +107,9 @@ def run_systems(data: SAFData, names: Sequence[str], encoders: EncoderChoice,
 
 def unseen_question_cv(data: SAFData, ctx: RunContext, encoders: EncoderChoice
                        ) -> pd.DataFrame:
-    """Each system's unseen-question path scored on train: leave-one-question-out for the
-    baselines and feature classifiers, the cheaper grouped k-fold over questions for the
-    cross-encoder (column ``protocol``). The honest basis for choosing a system for
-    unseen questions (validation has none). Rows: baselines, cross-encoder, per further
-    encoder its nearest_neighbour and feature_clf, feature_clf, its transductive variant.
-    """
+    """Each system's unseen-question path scored on train (validation has no unseen
+    questions): leave-one-question-out, or grouped k-fold for the cross-encoder
+    (``protocol``)."""
     from saf_utils.encoders import encoder_tag
 
     rows = ctx.state.unseen_cv
@@ -157,26 +151,18 @@ def unseen_folds(unseen_cv: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]
     return pd.DataFrame(rows, columns=["system", "fold", "value"]), roles
 
 
-def choose_unseen(unseen_cv: pd.DataFrame, metric: str = UNSEEN_METRIC, n_se: float = 1.0
-                  ) -> P.Choice:
-    """The inductive system for unseen questions: the one-standard-error rule
-    (:func:`saf_utils.protocol.choose_within_se`) over held-out training questions on the
-    pre-declared :data:`UNSEEN_METRIC`, simplest first (:data:`SIMPLICITY`). Six training
-    questions cannot tell a dozen candidates apart; the rule moves to a more complex system
-    only where it is better by more than the best one's standard error over questions."""
-    if metric != UNSEEN_METRIC:
-        raise ValueError(f"the unseen-question CV has per-question {UNSEEN_METRIC} only")
+def choose_unseen(unseen_cv: pd.DataFrame, n_se: float = 1.0) -> P.Choice:
+    """The inductive system for unseen questions: the one-standard-error rule over held-out
+    training questions on :data:`UNSEEN_METRIC`, simplest first (:data:`SIMPLICITY`): six
+    training questions cannot tell a dozen candidates apart."""
     folds, roles = unseen_folds(unseen_cv)
-    return P.choose_within_se(folds, metric, roles, P.ELIGIBLE, "train", n_se=n_se)
+    return P.choose_within_se(folds, UNSEEN_METRIC, roles, P.ELIGIBLE, "train", n_se=n_se)
 
 
 def unseen_regret(unseen_cv: pd.DataFrame, n_se: float = 1.0) -> pd.DataFrame:
     """The rule's regret nested over held-out training questions, beside the plain best
-    mean's (``rule``: ``one_se`` / ``best_mean``): for each question, the rule applied to
-    the other questions' CV values, and its pick's accuracy on that question against the
-    best candidate's. The candidates' per-question values come from one CV (a question's
-    value is from models that did not see it; the other questions' from models that did see
-    it), so this is the regret of the choice step, not of the whole pipeline."""
+    mean's (``rule``: ``one_se`` / ``best_mean``). The per-question values come from one
+    CV, so this is the regret of the choice step, not of the whole pipeline."""
     folds, roles = unseen_folds(unseen_cv)
 
     def rule(k: float):
