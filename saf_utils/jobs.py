@@ -343,12 +343,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def launch_command(launcher: str, config_path: str | os.PathLike) -> list[str]:
-    """The command line of a launcher: ``torchrun:N``, ``torchrun:gpu``, ``accelerate``
-    (the machine's ``accelerate config``) or ``accelerate:N`` (N processes, multi-GPU).
-
-    The launchers are run as ``sys.executable -m ...`` so that they use the notebook's
-    environment, whatever is on PATH.
-    """
+    """The command line of a launcher (``torchrun:N``, ``torchrun:gpu``, ``accelerate``,
+    ``accelerate:N``), run as ``sys.executable -m`` to use the notebook's environment."""
     kind, _, n = launcher.partition(":")
     target = ["-m", "saf_utils.train", str(config_path)]
     if kind == "torchrun" and n:
@@ -408,12 +404,9 @@ def _failure_message(out: Path, returncode: int, tail: Sequence[str]) -> str:
 
 def run_job(config: dict[str, Any] | TrainJob, launcher: str = "none",
             log: Callable[[str], None] = progress) -> JobResult:
-    """Run one job in the kernel (``"none"``) or under a launcher, and return its results.
-
-    With a launcher the job is written to ``<output_dir>/job.json``, the launcher runs as a
-    subprocess, and its output goes to ``log`` line by line (and to ``launcher.log``); a
-    failure raises :class:`TrainJobError` with the failing rank's exception.
-    """
+    """Run one job in the kernel (``"none"``) or under a launcher (a subprocess streaming
+    to ``log`` and ``launcher.log``; a failure raises :class:`TrainJobError` with the
+    failing rank's exception), and return its results."""
     job = config if isinstance(config, TrainJob) else TrainJob.from_dict(config)
     out = Path(job.output_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -120,10 +120,8 @@ _TRAINING: list[int] = []
 
 
 def pin_threads(n: int | None = None) -> int:
-    """Limit torch's intra-op pool and every OpenMP/BLAS pool (threadpoolctl) to ``n``
-    threads (default :func:`threads`; inside :func:`training_threads`, its count: a model or
-    scorer first loaded inside that block must not undo it); returns the count (0: not
-    pinned, native mode)."""
+    """Limit torch's and every OpenMP/BLAS pool to ``n`` threads (default :func:`threads`;
+    inside :func:`training_threads`, its count); the count (0: native mode)."""
     if native():
         return 0
     n = (_TRAINING[-1] if _TRAINING else threads()) if n is None else n

@@ -60,11 +60,8 @@ class DataError(ValueError):
 
 
 def annotate(path: str | Path, **fields: Any) -> None:
-    """Add what a loader found in a registered file (e.g. ``rows``, ``anomalies``) to its entry.
-
-    The fields travel with :func:`data_sources` into each notebook's ``data_sources.json`` and
-    the run manifest's ``data_sources``.
-    """
+    """Add what a loader found in a registered file (e.g. ``rows``, ``anomalies``) to its
+    entry (and so to the run manifest's ``data_sources``)."""
     key = str(Path(path).resolve())
     if key not in _SOURCES:
         raise KeyError(f"{key}: not registered; call register() first")

@@ -72,11 +72,8 @@ def _argscichat_cache_dir() -> Path:
 
 
 def download_argscichat(target: str | os.PathLike | None = None) -> Path:
-    """Download the five official folds at the pinned commit into a cache folder (once).
-
-    Each file is checked against :data:`ARGSCICHAT_SHA256`; a mismatch deletes the file and
-    raises. Needs internet (GitHub); offline, set ``ARGSCICHAT_DATA`` to a local copy.
-    """
+    """Download the five official folds at the pinned commit into a cache folder (once),
+    each checked against :data:`ARGSCICHAT_SHA256`; offline, set ``ARGSCICHAT_DATA``."""
     folder = Path(target) if target else _argscichat_cache_dir()
     folder.mkdir(parents=True, exist_ok=True)
     names = [f"fold_{k}_{s}.json" for k in ARGSCICHAT_FOLDS for s in ARGSCICHAT_SPLITS]
@@ -171,13 +168,8 @@ def load_argscichat(source: str | os.PathLike | None = None, fold: int = 0, *,
 
 
 def load_intents(source: str | os.PathLike | None = None) -> pd.DataFrame | None:
-    """Sentence-level dialogue intents (``intents.csv``); ``None`` when the file is absent
-    from an existing folder (a ``source`` that is a file or does not exist is an error).
-
-    The file must be UTF-8 (a byte-order mark is accepted) with the :data:`INTENT_COLUMNS`,
-    each named once, and one cell per column on every row; anything else is an
-    :class:`ArgSciChatDataError` naming file, line and column.
-    """
+    """Sentence-level dialogue intents (``intents.csv``; UTF-8 with the
+    :data:`INTENT_COLUMNS`); ``None`` when the file is absent from an existing folder."""
     source = source or os.environ.get("ARGSCICHAT_DATA")
     if not source:
         return None

@@ -10,13 +10,9 @@ from saf_utils.text import split_sentences, squash
 
 
 class ContentIndex:
-    """A paper's content sentences, normalised once, for fact lookups (:func:`map_facts`).
-
-    The normalised sentences (:func:`squash`: no spaces, no punctuation, so never a newline)
-    are joined by newlines: "the first sentence that contains a piece" is one ``str.find``
-    over the joined text and a bisection of the sentence starts, so a paper of 100k
-    sentences maps each fact in microseconds instead of a scan per fact.
-    """
+    """A paper's content sentences, normalised once (:func:`squash`: never a newline) and
+    joined by newlines, so "the first sentence that contains a piece" is one ``str.find``
+    and a bisection instead of a scan per fact."""
 
     def __init__(self, content: Sequence[str], title: str):
         self.norm = [squash(s) for s in content]

@@ -40,11 +40,8 @@ def pair_index(pairs: Iterable[MessagePair]) -> dict[str, MessagePair]:
 
 def previous_exchanges(pair: MessagePair, index: Mapping[str, MessagePair],
                        turns: int = 1) -> list[str]:
-    """Proponent and expert messages of the last ``turns`` earlier turns, oldest first.
-
-    Earlier turns are found through ``history_ids``; an id missing from ``index`` raises,
-    since a silently shorter history would change every feature built on it.
-    """
+    """Proponent and expert messages of the last ``turns`` earlier turns, oldest first; an
+    id missing from ``index`` raises (a shorter history would change every feature)."""
     out: list[str] = []
     ids = pair.history_ids[-turns:] if turns > 0 else ()
     for pid in ids:

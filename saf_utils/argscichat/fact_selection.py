@@ -25,12 +25,8 @@ from saf_utils.text import word_tokens
 # --------------------------------------------------------------------------- tokens & scores
 
 def top_k(scores: Sequence[float] | np.ndarray, k: int) -> list[int]:
-    """Indexes of the ``k`` highest scores, as the official script (``np.argsort(s)[-k:]``).
-
-    Keeping numpy's tie order makes TF-IDF/SBERT reproduce the published protocol exactly
-    (e.g. all-zero TF-IDF rows). Returned best first. ``k`` larger than the number of
-    sentences returns every sentence.
-    """
+    """Indexes of the ``k`` highest scores, best first, as the official script
+    (``np.argsort(s)[-k:]``): numpy's tie order reproduces the published protocol exactly."""
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
     s = np.asarray(scores, dtype=float)
@@ -158,11 +154,8 @@ NO_HISTORY_FEATURES = tuple(f for f in FEATURES if f not in HISTORY_FEATURES)
 
 def history_features(n: int, history: Sequence[Sequence[int]], sent_vecs: np.ndarray
                      ) -> dict[str, np.ndarray]:
-    """The :data:`HISTORY_FEATURES` of a paper's ``n`` sentences given earlier turns' facts.
-
-    ``history``: one tuple of sentence indexes per earlier turn, oldest first (the gold
-    ``pair.history_fact_indexes`` or a system's own earlier selections).
-    """
+    """The :data:`HISTORY_FEATURES` of a paper's ``n`` sentences; ``history``: sentence
+    indexes per earlier turn, oldest first (gold, or a system's own selections)."""
     idx = np.arange(n)
     prev = {int(i) for turn in history for i in turn}
     last = next((tuple(t) for t in reversed(history) if len(t)), ())
@@ -276,11 +269,8 @@ def feature_table(pairs: Sequence[MessagePair], embed: Callable[[Sequence[str]],
                   index: Mapping[str, MessagePair] | None = None,
                   cache: dict[str, pd.DataFrame] | None = None,
                   ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
-    """Stacked features of all pairs: (X, y gold-sentence labels, group id per row).
-
-    Features of a pair do not depend on the fold, so a ``cache`` dict (pair_id -> frame)
-    shared across folds computes each pair once.
-    """
+    """Stacked features of all pairs: (X, y gold-sentence labels, group id per row); a
+    ``cache`` (pair_id -> frame) shared across folds computes each pair once."""
     frames, ys, groups = [], [], []
     for g, p in enumerate(pairs):
         if cache is not None and p.pair_id in cache:
@@ -349,10 +339,8 @@ ENSEMBLE_GRID: tuple[dict[str, Any], ...] = tuple(
 
 
 def group_rank01(scores: np.ndarray, groups: np.ndarray) -> np.ndarray:
-    """Within-group rank of each score scaled to [0, 1] (1 = the group's best, ties stable).
-
-    Ranks put scorers on one scale, so unlike raw scores they can be averaged.
-    """
+    """Within-group rank of each score scaled to [0, 1] (1 = the group's best, ties
+    stable): unlike raw scores, ranks of several scorers can be averaged."""
     s = np.asarray(scores, dtype=float)
     out = np.zeros(len(s))
     for g in np.unique(groups):

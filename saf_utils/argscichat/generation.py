@@ -22,12 +22,8 @@ def build_source(pair: MessagePair, inputs: Sequence[str],
                  selected: Sequence[int] | None = None,
                  index: Mapping[str, MessagePair] | None = None, history_turns: int = 2,
                  article_sentences: int | None = None) -> str:
-    """The generator's input text: the chosen parts, each behind a short tag.
-
-    ``inputs`` from :data:`GENERATION_INPUTS`. ``selected_facts`` needs ``selected`` (a
-    fact selector's indexes). ``article`` is the paper's sentences (optionally the first
-    ``article_sentences``). ``history`` needs ``index`` (:func:`pair_index`).
-    """
+    """The generator's input text: the ``inputs`` (:data:`GENERATION_INPUTS`), each behind a
+    short tag; ``selected_facts`` needs ``selected``, ``history`` needs ``index``."""
     unknown = [x for x in inputs if x not in GENERATION_INPUTS]
     if unknown or not inputs:
         raise ValueError(f"inputs {list(inputs)}: use a non-empty subset of {GENERATION_INPUTS}")
@@ -226,10 +222,7 @@ OVERLAP_METRICS = ("message_f1", "message_f1_squad", "content_f1")
 #: Per-reply embedding metrics (test only: they load a model).
 EMBEDDING_METRICS = ("bertscore_f1", "moverscore")
 def overlap_scores(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, list[float]]:
-    """Per-reply Message-F1 (card), Message-F1 (SQuAD) and content-word F1.
-
-    An empty output is scored as ``""`` (the metric layer's convention), never as ".".
-    """
+    """Per-reply Message-F1 (card), Message-F1 (SQuAD) and content-word F1."""
     from saf_utils.metrics import metric
 
     return {name: metric(name).items(refs, hyps) for name in OVERLAP_METRICS}

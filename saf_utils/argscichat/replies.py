@@ -166,10 +166,8 @@ class FrequentParams:
 
 
 def frequent_words(replies: Sequence[str], n: int) -> str:
-    """The ``n`` whitespace tokens in most training replies (ties alphabetical), joined.
-
-    Tokens as Message-F1 (model card) counts them: case and punctuation kept.
-    """
+    """The ``n`` whitespace tokens (as Message-F1 counts them) in most training replies,
+    ties alphabetical, joined."""
     df = Counter(t for r in replies for t in set(r.split()))
     return " ".join(sorted(df, key=lambda t: (-df[t], t))[:n])
 
@@ -349,10 +347,6 @@ def _compressed_selected(fold: ReplyFold, params: CompressParams, config: ReplyC
 @REPLY_SYSTEMS.register("compressed_selected", "probe", params=CompressParams)
 def compressed_selected(data: ReplyData, params: CompressParams, **context: Any
                         ) -> pd.DataFrame:
-    """Probe: the fact and query tokens a boosted token classifier expects in the reply.
-
-    Trained on the fold's train pairs (gold facts); how many frequent reply words it may
-    add and its keep threshold are chosen on the fold's val. It exploits Message-F1 (a bag
-    of likely words, not a reply) and is reported as a probe.
-    """
+    """Probe: the fact and query tokens a boosted token classifier expects in the reply
+    (its extra words and threshold chosen on the fold's val): it exploits Message-F1."""
     return each_fold(data, lambda fold: _compressed_selected(fold, params, data.config))

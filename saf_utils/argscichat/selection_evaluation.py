@@ -31,10 +31,8 @@ GOLD_HISTORY_NOTE = "reads earlier turns' gold facts"
 
 
 def fact_f1_table(preds: pd.DataFrame, splits: Sequence[str] = ("val", "test")) -> pd.DataFrame:
-    """Per-item Fact-F1 rows (``Recorder.add_items`` schema, cluster = paper id, + ``role``).
-
-    Only pairs with gold fact sentences (``fact_f1`` not null) are items.
-    """
+    """Per-item Fact-F1 rows (``Recorder.add_items`` schema, cluster = paper id, + ``role``)
+    of the pairs with gold fact sentences."""
     need = {"fold", "split", "pair_id", "paper_id", "system", "seed", "fact_f1"}
     missing = sorted(need - set(preds.columns))
     if missing:
@@ -70,12 +68,9 @@ class Analysis:
 
 def analyse_selection(items: pd.DataFrame, roles: Mapping[str, str],
             ablations: Mapping[str, str] | None = None, design: P.Design = DESIGN) -> Analysis:
-    """Choose per fold on val, build the composites, estimate and compare on test.
-
-    Comparisons: the primary (``val_chosen`` - ``val_best_baseline``); every other system
-    and the oracle minus ``val_best_baseline``; each ablation minus its full system
-    (``ablations = {ablation: full}``); the test leader minus the runner-up.
-    """
+    """Choose per fold on val, build the composites, estimate and compare on test: every
+    system minus ``val_best_baseline``, each ablation minus its full system (``ablations``)
+    and the test leader minus the runner-up."""
     roles = dict(roles)
     chosen = P.choose(items, METRIC, roles)
     baseline = P.choose(items, METRIC, roles, allowed=("baseline",))

@@ -156,12 +156,8 @@ class ScorerSpec:
 
 def select_split(ctx: SelectionContext, fold: int, split: str, spec: ScorerSpec,
                  history: str = "gold", on: str | None = None) -> list[list[int]]:
-    """Top-k of ``spec``'s scores for every pair of a split.
-
-    ``history="gold"``: history features from the earlier turns' gold facts (as annotated);
-    ``"own"``: from this scorer's own selections of the earlier turns, turn by turn (earlier
-    turns that were not selected here, e.g. in another split, count as having no facts).
-    """
+    """Top-k of ``spec``'s scores for every pair of a split; history features from the
+    gold facts (``history="gold"``) or, turn by turn, this scorer's own selections."""
     on = on or ctx.fit_for(split)
     pairs = ctx.pairs[(fold, split)]
     if not pairs:

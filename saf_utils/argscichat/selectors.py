@@ -130,10 +130,8 @@ def mix_choice(ctx: SelectionContext, fold: int, base: ScorerSpec, system: str,
 
 def per_fold(ctx: SelectionContext, choose: Callable[[int], tuple[ScorerSpec, list[dict]]],
              history: str = "gold") -> pd.DataFrame:
-    """A learned selector's predictions: per fold, the scorer ``choose(fold)`` returns (its
-    tuning rows go to ``ctx.tuning``) selects every split; with ``history="own"`` val and
-    test only (train pairs are in-sample anyway, and turn-by-turn prediction is the
-    expensive part)."""
+    """A learned selector's predictions: per fold, the scorer ``choose(fold)`` returns
+    selects every split (with ``history="own"`` val and test only: the expensive part)."""
     rows: list[dict[str, Any]] = []
     for f in ctx.folds:
         spec, tuning = choose(f)

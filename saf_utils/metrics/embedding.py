@@ -225,11 +225,8 @@ def _idf(ids_per_doc: Sequence[Sequence[int]]) -> tuple[dict[int, float], float]
 def get_idf_dict(
     texts: Sequence[str], model: str | os.PathLike[str] | tuple[Any, Any], device: str = "cpu"
 ) -> defaultdict[int, float]:
-    """moverscore_v2's ``get_idf_dict`` over ``texts``: token id -> log((N+1)/(df+1)).
-
-    Ids never seen get log(N+1) (the defaultdict's default); ``[CLS]``/``[SEP]`` occur in
-    every text and get 0. Pass the result as ``idf_dict_ref``/``idf_dict_hyp``.
-    """
+    """moverscore_v2's ``get_idf_dict`` over ``texts``: token id -> log((N+1)/(df+1)), unseen
+    ids log(N+1); for ``idf_dict_ref`` / ``idf_dict_hyp``."""
     texts = check_texts(texts, "texts")
     enc, tok = load_encoder(model, device)
     max_tokens = _max_tokens(enc, tok)

@@ -131,8 +131,7 @@ def rouge(
 ) -> dict[str, float]:
     """Mean ROUGE-1/2/L F-measures (0-1) with a Unicode-aware tokenizer, no stemming.
 
-    Uses rouge-score with :class:`UnicodeWordTokenizer` unless another object with a
-    ``.tokenize(text)`` method is given. Empty texts score 0 for that pair.
+    ``tokenizer``: any object with ``.tokenize(text)``. Empty texts score 0.
     """
     hyps, refs = check_pairs(hyps, refs)
     types = ("rouge1", "rouge2", "rougeL")

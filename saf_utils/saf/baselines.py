@@ -36,11 +36,8 @@ Encoder = Callable[[Sequence[str]], np.ndarray]
 
 def majority_baseline(train: pd.DataFrame, test: pd.DataFrame,
                       system: str = "majority") -> pd.DataFrame:
-    """Per question: most frequent label, score and feedback of its training answers.
-
-    Questions without training answers (unseen questions) back off to the global majority
-    label/score/feedback; those rows have ``backoff=True``.
-    """
+    """Per question: most frequent label, score and feedback of its training answers;
+    unseen questions back off to the global majority (``backoff=True``)."""
     per_q = train.groupby("question").agg(
         label=("verification_feedback", _mode), score=("score", _mode),
         feedback=("answer_feedback", _mode))
@@ -163,12 +160,8 @@ def nearest_neighbour_baseline(train: pd.DataFrame, test: pd.DataFrame, encoder:
                                system: str = "nearest_neighbour",
                                unseen_feedback: UnseenFeedback = "nearest_question"
                                ) -> pd.DataFrame:
-    """Label, score and feedback of the most similar training answer to the same question.
-
-    Unseen questions have no training answers: their label comes from
-    cosine(answer, reference) with :class:`ReferenceThresholds` fitted on train, their
-    feedback from :class:`FeedbackBank` (``backoff=True`` on those rows).
-    """
+    """Label, score and feedback of the most similar training answer to the same question;
+    unseen questions: :class:`ReferenceThresholds` and :class:`FeedbackBank` (``backoff``)."""
     tr = train.reset_index(drop=True)
     a_tr = l2_normalize(encoder(tr.provided_answer.tolist()))
     a_te = l2_normalize(encoder(test.provided_answer.tolist()))

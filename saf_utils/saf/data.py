@@ -81,12 +81,8 @@ def looks_like_path(source: str) -> bool:
 
 def _annotate_sources(registered: dict[str, list[tuple[str, str]]],
                       frames: dict[str, pd.DataFrame], checked: dict[str, _Checked]) -> None:
-    """Rows and anomaly counts per registered file, for the run manifest's data sources.
-
-    ``registered`` maps a split to (row label, registered path) pairs. Local files carry
-    their own rows' counts; hub cache files (rows not attributable to one file) carry the
-    split's counts on its first file.
-    """
+    """Rows and anomaly counts per registered file (``registered``: split -> (row label,
+    path) pairs); hub cache files carry the split's counts on its first file."""
     for split, files in registered.items():
         anomalies, labels = checked[split].anomalies, frames[split]["_file"]
         for j, (label, path) in enumerate(files):
@@ -242,11 +238,8 @@ def load_saf(source: str | os.PathLike | None = None, splits: Iterable[str] | No
 
 
 def _to_dataset(frame: pd.DataFrame):
-    """A ``datasets.Dataset`` straight from the checked columns (Arrow ``string`` text).
-
-    The fingerprint is a BLAKE2 digest of the table's Arrow buffers: ``datasets``' default
-    pickles the whole table to hash it, which doubles the peak memory of a large split.
-    """
+    """A ``datasets.Dataset`` from the checked columns, fingerprinted by a BLAKE2 digest of
+    its Arrow buffers (``datasets`` pickles the table, doubling a large split's peak memory)."""
     import datasets
     import pyarrow as pa
 

@@ -1,9 +1,5 @@
-"""SAF validation, column-wise: problems (errors) and anomalies (counted) of the splits.
-
-:func:`_check_split` checks one split (ids, texts, labels, scores), the cross-split checks
-compare ids and types between splits, :func:`_leak_anomalies` finds leakage by content, and
-:func:`_extra_columns` counts columns that are not loaded. See :mod:`saf_utils.saf.data`
-for what is a problem and what an anomaly.
+"""SAF validation, column-wise: problems (errors) and anomalies (counted) of one split,
+across splits (ids, types) and leakage by content (docs/data.md).
 """
 
 from __future__ import annotations
@@ -311,10 +307,8 @@ def _cross_split_problems(checked: dict[str, _Checked]) -> list[str]:
 
 
 class _Codes:
-    """Integer codes of normalised texts (:func:`squash`), shared by every split.
-
-    Each distinct cell value is normalised once; a missing or empty key is ``-1``.
-    """
+    """Integer codes of normalised texts (:func:`squash`), shared by every split; each
+    distinct value normalised once, a missing or empty key ``-1``."""
 
     def __init__(self) -> None:
         self.vocab: dict[str, int] = {}
@@ -385,10 +379,8 @@ def _leak_anomalies(checked: dict[str, _Checked]) -> None:
 
 def validate_saf_frame(df: pd.DataFrame, split: str, file: str, strict: bool = True
                        ) -> list[str]:
-    """All problems of one split as messages (anomalies included when ``strict``).
-
-    Rows are numbered from 1 in file order; each message names file, split, row, id, column.
-    """
+    """All problems of one split as messages naming file, split, row (from 1), id and
+    column (anomalies included when ``strict``)."""
     extra = _extra_columns(split, file, df)
     df = df.reset_index(drop=True).assign(_file=file, _row=range(1, len(df) + 1))
     checked = _check_split(df, split, [file])

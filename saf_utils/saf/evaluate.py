@@ -321,10 +321,8 @@ def per_question_table(items: pd.DataFrame, metrics: Sequence[str] = ("accuracy"
                        n_resamples: int = 1000, seed: int = 0,
                        ids: Mapping[str, str] | None = None) -> pd.DataFrame:
     """Per (split, system, question): mean of per-item metrics with an interval for new
-    answers to *that* question (answers resampled; seeds averaged per item first).
-
-    ``ids``: question text -> id; pass :func:`question_ids` of *all* splits so that a question
-    has the same id in every table and notebook (default: ids of these items only)."""
+    answers to *that* question; ``ids`` (question text -> id) of all splits keep a
+    question's id the same in every table."""
     it = _items(items, metrics).assign(question=lambda d: d.cluster)
     design = ANSWERS.but(n_resamples=n_resamples, seed=seed,
                          estimand="new answers to this question")

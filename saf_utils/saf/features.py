@@ -209,11 +209,8 @@ class FeatureClassifier:
         return self
 
     def with_generic(self, **changes: Any) -> FeatureClassifier:
-        """A copy with other unseen-question settings; only the generic model is refitted.
-
-        ``changes`` may name any field; the seen-question fields (``model``, ``C``, ``k``,
-        ``feedback``, ``seed``) must stay as they are, since the seen model is shared.
-        """
+        """A copy with other unseen-question settings; only the generic model is refitted
+        (the seen-question fields must stay: that model is shared)."""
         shared = ("model", "C", "k", "feedback", "seed")
         moved = [k for k in shared if k in changes and changes[k] != getattr(self, k)]
         if moved:

@@ -58,10 +58,7 @@ def published_table() -> pd.DataFrame:
 
 def prompt_words(language: str = "de", overrides: Mapping[str, str] | None = None
                  ) -> dict[str, str]:
-    """The four prompt words for ``language`` (see :data:`PROMPT_WORDS`), optionally overridden.
-
-    Any language works through ``overrides`` holding all four keys.
-    """
+    """The four prompt words for ``language`` (:data:`PROMPT_WORDS`) or ``overrides``."""
     base = dict(PROMPT_WORDS.get(language, {}))
     base.update(overrides or {})
     missing = [k for k in ("answer", "reference", "question", "feedback") if not base.get(k)]
@@ -160,11 +157,8 @@ def score_to_label(score: float) -> str:
 
 
 def _match_label(head: str, labels: Sequence[str]) -> tuple[str | None, int]:
-    """Longest label that ``head`` starts with (case/space-insensitive) and its char length.
-
-    Longest first, so "Partially correct" never reads as "Correct" and "Incorrect" never as
-    "Correct"; a label must end at a word boundary ("Correctness" is no label).
-    """
+    """Longest label that ``head`` starts with (case/space-insensitive, ending at a word
+    boundary) and its char length."""
     norm = _norm_label_text(head)
     for lab in sorted(labels, key=len, reverse=True):
         key = _norm_label_text(lab)
@@ -264,10 +258,8 @@ def prediction_table(gold: pd.DataFrame, system: str, *, labels: Sequence[str | 
                      parseable: Sequence[bool] | None = None,
                      problems: Sequence[str] | None = None,
                      backoff: Sequence[bool] | None = None) -> pd.DataFrame:
-    """One row per gold example with the system's predictions (:data:`PREDICTION_COLUMNS`).
-
-    ``error_class`` is carried over when the gold frame has it.
-    """
+    """One row per gold example with the system's predictions (:data:`PREDICTION_COLUMNS`;
+    ``error_class`` when the gold frame has it)."""
     n = len(gold)
     for name, seq in (("labels", labels), ("scores", scores), ("feedback", feedback)):
         if len(seq) != n:

@@ -1,9 +1,8 @@
 """The reference answer as content units: its text without grading annotations, its
 sentences or clauses, and how much of each unit a learner's answer covers.
 
-Question-agnostic by construction (it reads only the reference and the answer), so both
-the grounded feedback of unseen questions (:mod:`saf_utils.saf.grounded`) and the
-classifier's features can use it for a question that has no graded answers yet.
+Question-agnostic (it reads only the reference and the answer), so it serves questions
+that have no graded answers yet.
 """
 
 from __future__ import annotations

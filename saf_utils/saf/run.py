@@ -86,10 +86,9 @@ def run_systems(data: SAFData, names: Sequence[str], encoders: EncoderChoice,
                 mode: str = "verification",
                 launcher: str = "none", log: Callable[[str], None] = progress,
                 embed: Callable[[Sequence[str]], Any] | None = None) -> SAFRun:
-    """Run ``names`` (registration order) through :meth:`Registry.each` (wall time and peak
-    memory per system); then score every system's unseen-question path on train and
-    choose among the inductive ones (:func:`unseen_question_cv`). ``embed``: the sentence
-    encoder as a callable (None: ``encoders.sentence`` through the encoder cache)."""
+    """Run ``names`` (registration order; wall time and peak memory per system), then score
+    every unseen-question path on train and choose among the inductive ones. ``embed``:
+    the sentence encoder as a callable (None: ``encoders.sentence``)."""
     names = SYSTEMS.order(SYSTEMS.check(names))
     params = effective_params(system_params, names)  # every value checked before any run
     ctx = RunContext(encoders, tuple(seeds), Path(output_dir), mode, launcher, log,

@@ -1,8 +1,6 @@
 """SAF seq2seq systems (``seq2seq:<model>``) as jobs: one
-:class:`saf_utils.jobs.TrainJob` per (model, seed), trained by :mod:`saf_utils.seq2seq`
-through :func:`saf_utils.jobs.run_jobs` (launcher ``"none"`` trains in the kernel;
-``"torchrun:N"`` / ``"accelerate"`` scale out), outputs parsed by
-:func:`saf_utils.saf.formats.parsed_prediction_table`.
+:class:`saf_utils.jobs.TrainJob` per (model, seed) through :func:`saf_utils.jobs.run_jobs`,
+outputs parsed by :func:`saf_utils.saf.formats.parsed_prediction_table`.
 """
 
 from __future__ import annotations
@@ -57,11 +55,8 @@ def run_seq2seq(data: Any, seq2seq: Mapping[str, Any],
                 output_dir: str | Path, mode: str = "verification", include_question: bool = True,
                 launcher: str = "none", log: Callable[[str], None] = J.progress
                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Train and generate per (model, seed) via :func:`saf_utils.jobs.run_jobs`; parse outputs.
-
-    Returns the prediction table (every output parsed; unparseable ones kept and scored as
-    wrong) and one training-log row per job.
-    """
+    """Train and generate per (model, seed); the prediction table (unparseable outputs
+    kept, scored as wrong) and one training-log row per job."""
     jobs = seq2seq_jobs(data, seq2seq, seq2seq_models, seeds, output_dir, mode,
                         include_question)
     res = J.run_jobs(jobs, launcher=launcher, log=log)
