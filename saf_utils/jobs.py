@@ -16,7 +16,6 @@ gathered in input order, only rank 0 writes, a failing rank writes ``rank<k>.err
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import logging
@@ -24,7 +23,6 @@ import os
 import subprocess
 import sys
 import time
-import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,8 +50,6 @@ OUTPUT_FILE = "predictions.jsonl.gz"
 LOG_FILE = "train_log.json"
 LAUNCHER_LOG = "launcher.log"
 MODEL_DIR = "model"
-#: Test hook: the rank named here raises right after joining the process group.
-FAIL_ENV = "SAF_TRAIN_FAIL_RANK"
 OUTPUT_FIELDS = ("task", "system", "seed", "fold", "split", "id", "source", "output",
                  "target")
 #: Extra output fields of cross-encoder jobs (class probabilities, epoch of the model).
@@ -222,20 +218,6 @@ def with_examples(base: TrainJob | dict[str, Any], train: Examples,
 
 # --------------------------------------------------------------------------- one process
 
-
-def _init_distributed() -> tuple[int, int]:
-    """Join the launcher's process group (NCCL on GPU, gloo on CPU) here, not in the
-    Trainer, so that data loading and generation know the rank; (rank, world size)."""
-    import torch
-    import torch.distributed as dist
-
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized():
-        if torch.cuda.is_available():
-            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-    return dist_rank_world()
-
-
 def train_job(job: TrainJob, log: Callable[[str], None] = progress) -> JobResult:
     """Train, predict and (on rank 0) write the job's files; the in-process path, with
     fixed kernels before torch's first operation and fixed training threads."""
@@ -296,47 +278,6 @@ def _train_job(job: TrainJob, log: Callable[[str], None]) -> JobResult:
 def _output_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     extra = [k for k in CROSS_ENCODER_FIELDS if rows and k in rows[0]]
     return pd.DataFrame(rows, columns=[*OUTPUT_FIELDS, *extra])
-
-
-def _write_rank_error(out: Path, rank: int, exc: BaseException) -> None:
-    """``rank<k>.error``: the launcher's caller reads the earliest one as the root cause."""
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / f"rank{rank}.error").write_text(json.dumps({
-            "rank": rank, "time": time.time(), "type": type(exc).__name__, "message": str(exc),
-            "traceback": "".join(traceback.format_exception(exc))}))
-    except OSError:
-        pass  # never hide the original exception behind a reporting problem
-
-
-def _main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m saf_utils.train", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("config", help="job config (YAML or JSON; fields of TrainJob)")
-    args = parser.parse_args(argv)
-    job = TrainJob.load(args.config)
-    rank = int(os.environ.get("RANK", "0"))
-    try:
-        rank, world = _init_distributed()
-        if os.environ.get(FAIL_ENV) == str(rank):
-            raise RuntimeError(f"injected failure on rank {rank} ({FAIL_ENV})")
-        train_job(job, log=lambda m: print(m, flush=True))
-        if world > 1:
-            import torch.distributed as dist
-
-            dist.barrier()  # rank 0 has written everything before any process exits
-            dist.destroy_process_group()
-    except BaseException as exc:
-        _write_rank_error(Path(job.output_dir), rank, exc)
-        raise
-    return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """CLI entry point; under torchrun ``record`` also puts the traceback in its summary."""
-    from torch.distributed.elastic.multiprocessing.errors import record
-
-    return record(_main)(argv)
 
 
 # --------------------------------------------------------------------------- launchers

@@ -193,10 +193,8 @@ def _dataset(tokenizer, sources, targets, settings: Seq2SeqSettings, led: bool =
     rows = {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
     if led:
         rows["global_attention_mask"] = [_led_global(ids) for ids in enc["input_ids"]]
-    if targets is not None:
-        rows["labels"] = tokenizer(text_target=list(targets),
-                                   max_length=settings.max_target_length,
-                                   truncation=True)["input_ids"]
+    rows["labels"] = tokenizer(text_target=list(targets), max_length=settings.max_target_length,
+                               truncation=True)["input_ids"]
     return datasets.Dataset.from_dict(rows)
 
 
@@ -265,14 +263,8 @@ def training_arguments(settings: Any, output_dir: str, **extra: Any) -> Any:
         average_tokens_across_devices=False, **extra)
 
 
-def train_seq2seq(
-    sources: Sequence[str],
-    targets: Sequence[str],
-    settings: Seq2SeqSettings,
-    eval_sources: Sequence[str] | None = None,
-    eval_targets: Sequence[str] | None = None,
-    output_dir: str | None = None,
-) -> tuple[Any, Any, dict[str, Any]]:
+def train_seq2seq(sources: Sequence[str], targets: Sequence[str], settings: Seq2SeqSettings,
+                  output_dir: str | None = None) -> tuple[Any, Any, dict[str, Any]]:
     """Fine-tune (or train from scratch) on source/target pairs; model, tokenizer and a
     log (``world_size`` > 1 under DDP, where ``batch_size`` is per process). Nothing is
     saved unless ``output_dir`` is given."""
@@ -283,10 +275,6 @@ def train_seq2seq(
     model, tokenizer = build_seq2seq(settings, list(sources) + list(targets))
     led = is_led(model)
     train_ds = _dataset(tokenizer, sources, targets, settings, led)
-    eval_ds = None
-    if eval_sources is not None:
-        _check_pairs(eval_sources, eval_targets, "evaluation data")
-        eval_ds = _dataset(tokenizer, eval_sources, eval_targets, settings, led)
     with tempfile.TemporaryDirectory() as tmp:
         args = training_arguments(settings, output_dir or tmp)
         trainer = Seq2SeqTrainer(
@@ -309,8 +297,6 @@ def train_seq2seq(
             **({"global_attention": "first token"} if led else {}),
             "log_history": list(trainer.state.log_history),
         }
-        if eval_ds is not None:
-            log["eval_loss"] = float(trainer.evaluate(eval_ds)["eval_loss"])
         if output_dir:
             trainer.save_model(output_dir)
     model.eval()

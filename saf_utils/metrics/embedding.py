@@ -245,7 +245,6 @@ def moverscore(
     device: str = "cpu",
     batch_size: int = 64,
     n_gram: int = 1,
-    remove_subwords: bool = True,
     stop_words: Sequence[str] | frozenset[str] = (),
     idf_dict_ref: Mapping[int, float] | None = None,
     idf_dict_hyp: Mapping[int, float] | None = None,
@@ -277,24 +276,22 @@ def moverscore(
             stacklevel=2,
         )
     enc, tok = load_encoder(model, device)
-    ids, keep = _pieces(tok, _max_tokens(enc, tok), [*refs, *hyps], frozenset(stop_words),
-                        remove_subwords)
+    ids, keep = _pieces(tok, _max_tokens(enc, tok), [*refs, *hyps], frozenset(stop_words))
     emb = _embed(enc, tok, ids, keep, device, batch_size, show_progress)
     w_ref = _idf_weights(refs, ids, keep, idf_dict_ref)
     w_hyp = _idf_weights(hyps, ids, keep, idf_dict_hyp)
     return _emd_scores(refs, hyps, emb, w_ref, w_hyp, degenerate_score)
 
 
-def _pieces(tok: Any, max_tokens: int, texts: Sequence[str], stop: frozenset[str],
-            remove_subwords: bool) -> tuple[dict[str, list[int]], dict[str, np.ndarray]]:
+def _pieces(tok: Any, max_tokens: int, texts: Sequence[str], stop: frozenset[str]
+            ) -> tuple[dict[str, list[int]], dict[str, np.ndarray]]:
     """Per distinct text: ``[CLS] + tokenize(text)[:max_tokens] + [SEP]`` ids and which
     pieces carry weight (not ``##`` pieces, single ASCII punctuation or stop words)."""
     ids, keep = {}, {}
     for t in dict.fromkeys(texts):
         tokens = [tok.cls_token, *tok.tokenize(t)[:max_tokens], tok.sep_token]
         ids[t] = tok.convert_tokens_to_ids(tokens)
-        keep[t] = np.array([not (w in stop or (remove_subwords and "##" in w)
-                                 or w in _PUNCTUATION) for w in tokens])
+        keep[t] = np.array([not (w in stop or "##" in w or w in _PUNCTUATION) for w in tokens])
     return ids, keep
 
 

@@ -452,11 +452,10 @@ FEEDBACK_METRICS = ("sacrebleu", "chrf", "rouge2", "meteor")
 
 def feedback_contrast(ev: Evaluation, train: pd.DataFrame, evals: Mapping[str, pd.DataFrame],
                       system: str, twin: str, split: str = "test_unseen_questions",
-                      baseline: str = "majority", encoder: Any = None,
-                      twin_feedback: Any = "nearest_question") -> tuple[pd.DataFrame,
-                                                                         pd.DataFrame]:
-    """``system`` on ``split`` against the same labels with the old feedback (``twin``:
-    its labels, feedback retrieved with ``twin_feedback``), and against ``baseline``.
+                      baseline: str = "majority", encoder: Any = None
+                      ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``system`` on ``split`` against the same labels with retrieved feedback (``twin``:
+    its labels, feedback of the nearest question), and against ``baseline``.
 
     Returns the headline of the three and the paired differences (minus the twin on the
     feedback metrics, where only the feedback differs; minus the baseline on all).
@@ -472,7 +471,7 @@ def feedback_contrast(ev: Evaluation, train: pd.DataFrame, evals: Mapping[str, p
         twins.append(retrieved_feedback_table(
             train, gold.reset_index(), t.pred_label.tolist(), twin, encoder,
             scores=t.pred_score.astype(float).tolist(), seed=seed,
-            unseen_feedback=twin_feedback))
+            unseen_feedback="nearest_question"))
     base = (ev.preds[(ev.preds.system == baseline) & (ev.preds.split == split)]
             if baseline != system else mine.iloc[:0])
     preds = collapse_identical_seeds(pd.concat([mine, *twins, base], ignore_index=True))
