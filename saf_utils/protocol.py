@@ -361,9 +361,8 @@ def choose_row(table: pd.DataFrame, metric: str, split: str = "val",
 
 
 def fold_summary(per_fold: pd.DataFrame, order: Sequence[str]) -> pd.DataFrame:
-    """Per system (in ``order``): mean over folds of ``value``, its standard error
-    (sample std / sqrt(folds)) and the number of folds. ``per_fold``: ``system, fold,
-    value``, one row per (system, fold)."""
+    """Per system (in ``order``) of ``per_fold`` (``system, fold, value``): mean over folds,
+    standard error (sample std / sqrt(folds)) and the number of folds."""
     g = per_fold.groupby("system").value
     out = pd.DataFrame({"value": g.mean(), "se": g.std(ddof=1) / np.sqrt(g.size()),
                         "n_folds": g.size()}).reindex([s for s in order if s in set(
@@ -417,9 +416,8 @@ def rule_regret(per_fold: pd.DataFrame, rule: Any, lower_is_better: bool = False
 
 def composite(items: pd.DataFrame, choice: Choice, name: str = "val_chosen",
               fold: str = "fold") -> pd.DataFrame:
-    """Items of each fold's chosen system, renamed ``name`` (fold f's part is the system
-    chosen on fold f's val), every split and metric. Role: the chosen systems' common role,
-    else ``system``."""
+    """Items of each fold's chosen system, renamed ``name`` (role: the chosen systems'
+    common role, else ``system``)."""
     if list(choice.per_fold) == [None]:
         parts = [items[items.system == choice.per_fold[None]]]
     else:

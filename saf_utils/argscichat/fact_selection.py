@@ -141,10 +141,9 @@ def _rank_desc(x: np.ndarray) -> np.ndarray:
     return ranks
 
 
-#: Features that read the gold facts of earlier turns (``history_fact_indexes``). In the
-#: ArgSciChat data these are the annotated facts of the expert's earlier replies: a deployed
-#: system would not have them, so :data:`NO_HISTORY_FEATURES` drops them (ablation) and
-#: :func:`history_features` can put a system's own earlier selections in their place.
+#: Features that read the annotated facts of earlier turns, which a deployed system would not
+#: have: :data:`NO_HISTORY_FEATURES` drops them (ablation), or a system's own selections
+#: take their place (:func:`history_features`).
 HISTORY_FEATURES = (
     "in_prev_facts", "in_last_facts", "near_last_facts", "after_last_fact", "dist_last_facts",
     "has_last_facts", "sbert_last_facts", "after_any_fact",
@@ -327,9 +326,8 @@ DEFAULT_GRID: tuple[dict[str, Any], ...] = (
 )
 
 
-#: Candidate members of ``ranker_ensemble``: small, shallow boosting models (small data).
-#: Which candidate member set an ensemble uses is chosen per fold on that fold's val split
-#: (:data:`ENSEMBLE_MEMBER_SETS`, ``saf_utils.argscichat.selectors``).
+#: Candidate members of ``ranker_ensemble``: small, shallow boosting models (small data);
+#: the member set is chosen per fold on its val split (``selectors.ENSEMBLE_MEMBER_SETS``).
 ENSEMBLE_GRID: tuple[dict[str, Any], ...] = tuple(
     {"kind": "hgb", "learning_rate": 0.05, "max_iter": it, "max_leaf_nodes": leaves,
      "min_samples_leaf": leaf}

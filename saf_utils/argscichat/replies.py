@@ -266,9 +266,8 @@ def _seq2seq_examples(fold: ReplyFold, params: ReplySeq2SeqParams, split: str) -
                       [p.reply for p in pairs])
 
 
-#: What the page shows of each trained model: which model ran, in which precision, on how
-#: many processes, and with LED's global attention (what the profile asked for is not
-#: always what ran: fp16 needs CUDA).
+#: What the page shows of each trained model: what actually ran (fp16 needs CUDA), on how
+#: many processes, with LED's global attention.
 TRAIN_LOG_FIELDS = ("model", "precision", "world_size", "global_attention", "train_loss",
                     "train_steps", "train_seconds")
 

@@ -33,10 +33,9 @@ from saf_utils.registry import NoParams, Registry
 
 TASK, DATASET, METRIC = "argscichat_fact_selection", "argscichat", "fact_f1"
 
-#: Candidate member sets of the ensembles, by name (``EnsembleParams.member_sets``); one is
-#: chosen per fold on that fold's val Fact-F1 (train-only fits). ``small_hgb``: eight small
-#: boosting models; ``small_hgb+logreg``: plus the ranker grid's three logistic regressions
-#: (linear and tree scores mixed by rank).
+#: Candidate member sets of the ensembles (``EnsembleParams.member_sets``), one chosen per
+#: fold on its val Fact-F1: eight small boosting models, or those plus the ranker grid's
+#: three logistic regressions (linear and tree scores mixed by rank).
 ENSEMBLE_MEMBER_SETS: dict[str, tuple[dict[str, Any], ...]] = {
     "small_hgb": FS.ENSEMBLE_GRID,
     "small_hgb+logreg": FS.ENSEMBLE_GRID + tuple(g for g in FS.DEFAULT_GRID

@@ -274,9 +274,8 @@ def unseen_sentence(ev: EV.Evaluation, run: SAFRun, split: str = UNSEEN_QUESTION
 
 def record_and_conclude(rec: Any, ev: EV.Evaluation, run: SAFRun, dataset: str
                         ) -> tuple[int, list[str]]:
-    """Notebook 02's one call: :func:`record` everything, and the closing sentences (the
-    choices on validation, :func:`conclusions`, :func:`cross_encoder_notes`, unseen
-    questions). Returns the number of records and the sentences (plain text)."""
+    """Notebook 02's one call: record everything; the number of records and the closing
+    sentences (plain text)."""
     n = record_evaluation(rec, ev, dataset, run)
     lines = [f"Chosen on validation by {ev.selection_metric}: `{ev.chosen}` "
              f"({ev.roles()[ev.chosen]}); strongest baseline on validation: `{ev.reference}`."]

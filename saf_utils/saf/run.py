@@ -22,16 +22,14 @@ from saf_utils.saf.context import EncoderChoice, RunContext, RunState, SAFData
 
 def effective_params(system_params: Mapping[str, Mapping[str, Any]] | None = None,
                      names: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
-    """system -> the parameters it runs with: its dataclass defaults updated by
-    ``system_params`` (checked: an unknown system or parameter, or one given for a system
-    not in ``names``, is a ValueError)."""
+    """system -> the parameters it runs with (:meth:`saf_utils.registry.Registry.effective_params`)
+    for ``names`` (default: every registered system)."""
     return SYSTEMS.effective_params(SYSTEMS.names() if names is None else names, system_params)
 
 
 def planned_systems(params: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """The systems notebook 02 runs with the parameters ``params`` of its parameters cell
-    (``systems``: :meth:`saf_utils.registry.Registry.select`; ``system_params``), each with
-    the parameters it runs with: what the notebook runs and ``saf-run --dry-run`` lists."""
+    """The systems notebook 02 runs with its parameters ``params``, each with the parameters
+    it runs with (what ``saf-run --dry-run`` lists)."""
     return effective_params(params.get("system_params"), SYSTEMS.select(params.get("systems")))
 
 
@@ -128,9 +126,8 @@ def unseen_question_cv(data: SAFData, ctx: RunContext, encoders: EncoderChoice
 #: Families of systems, simplest first: the order the one-standard-error rule prefers
 #: (within a family, the CV table's order).
 SIMPLICITY = ("baselines", "feature_clf", "cross_encoder", "seq2seq")
-#: The pre-declared metric of the unseen-question choice: accuracy on each held-out
-#: training question (the folds), averaged over questions, so that every question counts
-#: once, as a new question would.
+#: The pre-declared metric of the unseen-question choice: accuracy per held-out training
+#: question, averaged over questions (each counts once, as a new question would).
 UNSEEN_METRIC = "accuracy"
 
 
