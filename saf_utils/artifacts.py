@@ -1,23 +1,11 @@
 """The files notebooks hand to each other: their names, writers and typed readers.
 
-Every notebook writes ``records.jsonl`` (metric records, :class:`saf_utils.reporting.records.
-Recorder`) and ``items.jsonl.gz`` (per-item scores) into its output folder; besides, a SAF
-notebook writes its prediction table per split (``predictions_<split>.jsonl.gz``), a fact
-selection notebook its selections (``predictions.jsonl.gz``) and the val-chosen selector per
-fold (``chosen.json``), a reply notebook its replies (``generations.jsonl.gz``). Which notebook
-writes and reads what is declared where the notebooks are (the profiles' ``depends_on``,
-the task specs), not in this layer: a notebook's output folder is named after the notebook
-(the runner's rule), so a reader that finds a file missing raises
-:class:`FileNotFoundError` naming the folder's notebook as the one to run first
-(``producer`` overrides it).
-
-The per-item files are gzip-compressed JSON lines (a name ending ``.gz``): they are most of a
-run folder's weight (a cpu run's items of 02 are 35 MB as text, 3 MB compressed), and every
-reader here, pandas and ``zcat`` read them as they are. They are written with ``mtime=0``, so
-the same rows give the same bytes.
-
-One dtype rule for all of them: values keep their JSON types, except ``id`` / ``item``
-(strings) and ``seed`` / ``fold`` (Python ints or None, never floats).
+Every notebook writes ``records.jsonl`` and ``items.jsonl.gz`` into its output folder,
+besides its predictions, selections (``chosen.json``) or replies. A reader that finds a file
+missing names the folder's notebook as the one to run first (``producer`` overrides it).
+Per-item files are gzip-compressed JSON lines (a cpu run's items of 02: 35 MB as text, 3 MB
+compressed) written with ``mtime=0``, so the same rows give the same bytes. Values keep
+their JSON types, except ``id`` / ``item`` (strings) and ``seed`` / ``fold`` (ints or None).
 """
 
 from __future__ import annotations
@@ -113,12 +101,8 @@ def read_jsonl(path: str | os.PathLike, producer: str | None = None) -> pd.DataF
 
 def record_rows(paths: Iterable[str | os.PathLike],
                 skipped: list[str] | None = None) -> list[dict[str, Any]]:
-    """The rows of ``records.jsonl`` files (missing files are skipped).
-
-    A bad line (not JSON, not an object, no finite ``value``) raises a ValueError naming file
-    and line, unless ``skipped`` is a list: then the line is skipped and ``"file:line: why"``
-    appended to it (the runner counts and shows them).
-    """
+    """The rows of ``records.jsonl`` files (missing files are skipped). A bad line raises a
+    ValueError naming file and line, or with a ``skipped`` list is appended to it."""
     rows: list[dict[str, Any]] = []
     for path in paths:
         path = Path(path)
@@ -223,12 +207,8 @@ def write_chosen(folder: str | os.PathLike, choice: Mapping[str, Any]) -> Path:
 
 def read_chosen(folder: str | os.PathLike, folds: Sequence[int], task: str | None = None,
                 fallback: str | None = None) -> dict[int, str]:
-    """fold -> the system a notebook chose on that fold's val.
-
-    ``chosen.json`` wins where it exists (a fold missing from it is an error, never another
-    fold's pick); else the records marked ``chosen`` (of ``task``); else ``fallback`` for
-    every fold (an error if it is None too).
-    """
+    """fold -> the system a notebook chose on that fold's val: from ``chosen.json`` (a fold
+    missing there is an error), else the records marked ``chosen``, else ``fallback``."""
     path = Path(folder) / CHOSEN_FILE
     if path.is_file():
         per_fold = {int(k): str(v) for k, v in

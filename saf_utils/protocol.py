@@ -2,25 +2,13 @@
 choices on validation, multiplicity and the sentences that state conclusions.
 
 Tasks hand over a tidy *items* frame (``split, system, metric, item, cluster, value`` and
-optionally ``seed``, ``fold``, ``role``; one row per scored item, the layout of
-``items.jsonl.gz``) plus a :class:`Design`: what was sampled and what a number is about.
-Everything a notebook concludes goes through here, so both tasks share one protocol:
-
-- **Estimates** (:func:`headline_table`): seeds averaged per (item, fold) first; the design
-  picks the interval (:func:`estimate`). An interval that reaches past the metric's range
-  (a cluster t over few clusters can) is clipped to it and says so in its ``method``
-  (:func:`clip_interval`); clipping to the parameter space never loses coverage.
-- **Comparisons** (:func:`paired_table`): a paired randomization test at the design's unit,
-  whose interval inverts the same test (CI and p never contradict).
-- **Choices** (:func:`choose`): on the validation split, *per fold* wherever folds exist; no
-  function here pools validation across folds (a fold's val papers are other folds' test
-  papers).
-- **Multiplicity** (:func:`adjust`): one pre-specified primary comparison per notebook keeps
-  its raw p; every other p is Holm-adjusted within the notebook.
-- **Sentences**: :mod:`saf_utils.verdicts` states these comparisons in words.
-
-Calibration (coverage, type-I error, power of every design used here) is measured by
-``benchmarks/stats_calibration.py``; docs/statistics.md shows its table.
+optionally ``seed``, ``fold``, ``role``: the layout of ``items.jsonl.gz``) plus a
+:class:`Design`. Seeds are averaged per (item, fold) first; intervals past the metric's range
+are clipped (:func:`clip_interval`); comparisons are paired randomization tests whose
+interval inverts the test; choices are made on validation *per fold* (a fold's val papers
+are other folds' test papers); one pre-specified primary comparison per notebook keeps its
+raw p, every other p is Holm-adjusted (:func:`adjust`). Calibration of every design:
+``benchmarks/stats_calibration.py`` and docs/statistics.md.
 """
 
 from __future__ import annotations
@@ -43,8 +31,7 @@ CHOSEN = "chosen"  # subset of the tuning record of the system a notebook chose 
 
 def chosen_for(split: str) -> str:
     """Subset of a tuning record naming the system chosen for one split only, where that
-    split's choice is not the validation one (SAF's unseen questions: CV on train). The
-    index stars it on that split instead of the fold-less ``chosen`` record."""
+    split's choice is not the validation one (SAF's unseen questions: CV on train)."""
     return f"{CHOSEN} for {split}"
 
 
@@ -149,12 +136,9 @@ def _fmt_bound(x: float) -> str:
 
 def clip_interval(est: Mapping[str, Any], limits: tuple[float, float] | None,
                   point: str = "mean") -> dict[str, Any]:
-    """``est`` with ``ci_low`` / ``ci_high`` clipped to ``limits`` (the metric's range, or for
-    a difference the range of a difference) and ``; clipped to the metric's range [a, b]``
-    added to its ``method`` when that changed them. The true value lies in the range, so an
-    interval that covers it still does after clipping: coverage is unchanged. Nothing is
-    clipped without limits or when the point estimate itself lies outside them (then the
-    declared range is wrong, and hiding that would be worse)."""
+    """``est`` with its interval clipped to ``limits`` (coverage is unchanged: the true value
+    lies in the range), said in its ``method``. Nothing is clipped when the point estimate
+    itself lies outside them: then the declared range is wrong, and hiding that is worse."""
     out = dict(est)
     lo, hi, x = out.get("ci_low"), out.get("ci_high"), out.get(point)
     if limits is None or lo is None or hi is None or x is None \
@@ -176,12 +160,8 @@ def diff_bounds(metric: str) -> tuple[float, float] | None:
 
 
 def headline_table(items: pd.DataFrame, design: Design, by: Sequence[str] = BY) -> pd.DataFrame:
-    """Mean and 95 % interval per group (default split × system × metric) for ``design``.
-
-    Carries ``role`` when the items do, and the design's ``method`` and ``estimand``. With a
-    ``metric`` among ``by`` the interval is clipped to the metric's range
-    (:func:`clip_interval`).
-    """
+    """Mean and 95 % interval per group (default split × system × metric) for ``design``,
+    with ``role`` (when the items have it), ``method`` and ``estimand``."""
     _require(items, [*by, "item", "cluster", "value"])
     rows = []
     for key, g in items.groupby(list(by), dropna=False, sort=True):
@@ -254,12 +234,8 @@ def pair_rows(ref: pd.DataFrame, other: pd.DataFrame, design: Design
 def paired_table(items: pd.DataFrame, reference: str | Mapping[Any, str], design: Design,
                  by: Sequence[str] = ("split", "metric"),
                  systems: Sequence[str] | None = None) -> pd.DataFrame:
-    """Each system minus ``reference`` on the items both scored, per group of ``by``.
-
-    ``reference`` may map a group key (tuple of ``by`` values) to its reference system.
-    Groups without the reference are skipped. With ``metric`` among ``by`` the interval is
-    clipped to the range of a difference (:func:`diff_bounds`).
-    """
+    """Each system minus ``reference`` (or a map group key -> reference) on the items both
+    scored, per group of ``by``; groups without the reference are skipped."""
     _require(items, [*by, "system", "item", "cluster", "value"])
     rows = []
     for key, g in items.groupby(list(by), dropna=False, sort=True):
@@ -285,13 +261,8 @@ def paired_table(items: pd.DataFrame, reference: str | Mapping[Any, str], design
 
 def adjust(comparisons: pd.DataFrame, primary: Mapping[str, Any] | None = None,
            p: str = "p_value") -> pd.DataFrame:
-    """Add ``primary`` (bool) and ``p_adj``: the primary comparison keeps its raw p, every
-    other p in the frame (one notebook's family) is Holm-adjusted.
-
-    ``primary``: column values identifying the one pre-specified comparison (e.g.
-    ``{"split": "test", "system": "val_chosen", "metric": "accuracy"}``); None: all are
-    adjusted.
-    """
+    """Add ``primary`` (bool) and ``p_adj``: the primary comparison (the row whose columns
+    have the values of ``primary``) keeps its raw p, every other p is Holm-adjusted."""
     out = comparisons.copy()
     if out.empty:
         return out.assign(primary=pd.Series(dtype=bool), p_adj=pd.Series(dtype=float))
@@ -327,12 +298,9 @@ class Choice:
 def choose(items: pd.DataFrame, metric: str, roles: Mapping[str, str],
            allowed: Sequence[str] = ELIGIBLE, split: str = "val",
            lower_is_better: bool = False, fold: str = "fold") -> Choice:
-    """Per fold, the system (role in ``allowed``) with the best mean ``metric`` on ``split``.
-
-    Seeds are averaged per item first. Each fold's choice reads only that fold's rows; with
-    no fold column (or all None) there is one choice. Values are compared rounded to
-    :data:`saf_utils.numerics.SCORE_DECIMALS` decimals; ties go to the first in ``roles``.
-    """
+    """Per fold, the system (role in ``allowed``) with the best mean ``metric`` on ``split``,
+    reading only that fold's rows; values compared rounded to
+    :data:`saf_utils.numerics.SCORE_DECIMALS`, ties to the first in ``roles``."""
     sub = items[(items.split == split) & (items.metric == metric)]
     folded = fold in sub and sub[fold].notna().any()
     f = sub[fold] if folded else pd.Series(None, index=sub.index, dtype=object)
@@ -370,10 +338,8 @@ def choose_from(table: pd.DataFrame, metric: str, roles: Mapping[str, str],
 
 def choose_value(scores: Mapping[Any, float], metric: str, lower_is_better: bool = False,
                  split: str = "val") -> Any:
-    """The key of ``scores`` (candidate -> its validation score) that :func:`choose_from`
-    picks: a hyperparameter grid point, a member set, a word budget. Same tie rule (scores
-    rounded to :data:`saf_utils.numerics.SCORE_DECIMALS`, first in the stated order); with
-    no finite score at all (e.g. no scored val pair), the first candidate."""
+    """The key of ``scores`` (candidate -> validation score) that :func:`choose_from` picks,
+    with its tie rule; the first candidate when no score is finite."""
     keys = list(scores)
     if not keys:
         raise ValueError(f"choose_value: no candidates for {metric!r}")
@@ -395,9 +361,8 @@ def choose_row(table: pd.DataFrame, metric: str, split: str = "val",
 
 
 def fold_summary(per_fold: pd.DataFrame, order: Sequence[str]) -> pd.DataFrame:
-    """Per system (in ``order``): mean over folds of ``value``, its standard error
-    (sample std / sqrt(folds)) and the number of folds. ``per_fold``: ``system, fold,
-    value``, one row per (system, fold)."""
+    """Per system (in ``order``) of ``per_fold`` (``system, fold, value``): mean over folds,
+    standard error (sample std / sqrt(folds)) and the number of folds."""
     g = per_fold.groupby("system").value
     out = pd.DataFrame({"value": g.mean(), "se": g.std(ddof=1) / np.sqrt(g.size()),
                         "n_folds": g.size()}).reindex([s for s in order if s in set(
@@ -408,15 +373,10 @@ def fold_summary(per_fold: pd.DataFrame, order: Sequence[str]) -> pd.DataFrame:
 def choose_within_se(per_fold: pd.DataFrame, metric: str, roles: Mapping[str, str],
                      allowed: Sequence[str] = ELIGIBLE, split: str = "train",
                      lower_is_better: bool = False, n_se: float = 1.0) -> Choice:
-    """The one-standard-error rule over cross-validation folds (Breiman et al. 1984).
-
-    ``roles`` lists the candidates **simplest first** (system -> role). The best mean over
-    folds sets the bar: the chosen candidate is the simplest whose mean is within ``n_se``
-    of the best's standard errors of it. With few folds (six training questions) the
-    candidates' means differ by less than their noise, and the plain best mean
-    (``n_se=0``) picks the luckiest; the rule picks a complex candidate only where it is
-    better by more than the noise of its own estimate. Values are compared rounded to
-    :data:`saf_utils.numerics.SCORE_DECIMALS`. The table adds ``se``, ``n_folds``, ``bar``.
+    """The one-standard-error rule over cross-validation folds (Breiman et al. 1984): the
+    simplest candidate (``roles`` lists them simplest first) whose mean is within ``n_se``
+    standard errors of the best mean. With few folds the plain best mean picks the luckiest
+    candidate. The table adds ``se``, ``n_folds``, ``bar``.
     """
     cand = per_fold[per_fold.system.map(lambda s: roles.get(s) in set(allowed))]
     t = fold_summary(cand[np.isfinite(cand.value.astype(float))], list(roles))
@@ -439,13 +399,9 @@ def choose_within_se(per_fold: pd.DataFrame, metric: str, roles: Mapping[str, st
 
 def rule_regret(per_fold: pd.DataFrame, rule: Any, lower_is_better: bool = False
                 ) -> pd.DataFrame:
-    """Regret of a choice rule, by leaving each fold out in turn (nested).
-
-    ``rule(rows) -> system`` chooses from the other folds' rows of ``per_fold``
-    (``system, fold, value``); the held-out fold's row of its pick is compared with the
-    best candidate on that fold (hindsight). One row per fold: ``chosen``, ``best``, their
-    values and ``regret`` (>= 0, in the metric's units). Its mean is what the rule is
-    expected to lose on a new fold against choosing with hindsight."""
+    """Regret of a choice rule, leaving each fold out in turn: ``rule(rows) -> system``
+    chooses from the other folds' rows of ``per_fold`` (``system, fold, value``); its pick
+    on the held-out fold is compared with that fold's best. One row per fold."""
     rows = []
     for f in dict.fromkeys(per_fold.fold):
         held = per_fold[per_fold.fold == f].set_index("system").value.astype(float)
@@ -460,9 +416,8 @@ def rule_regret(per_fold: pd.DataFrame, rule: Any, lower_is_better: bool = False
 
 def composite(items: pd.DataFrame, choice: Choice, name: str = "val_chosen",
               fold: str = "fold") -> pd.DataFrame:
-    """Items of each fold's chosen system, renamed ``name`` (fold f's part is the system
-    chosen on fold f's val), every split and metric. Role: the chosen systems' common role,
-    else ``system``."""
+    """Items of each fold's chosen system, renamed ``name`` (role: the chosen systems'
+    common role, else ``system``)."""
     if list(choice.per_fold) == [None]:
         parts = [items[items.system == choice.per_fold[None]]]
     else:
@@ -484,11 +439,9 @@ def record(rec: Any, task: str, dataset: str, headline: pd.DataFrame | None = No
            comparisons: pd.DataFrame | None = None, choice: Choice | None = None,
            roles: Mapping[str, str] | None = None, kind: str = "result",
            composite_name: str | None = None) -> int:
-    """Write headline rows (with CI, method, estimand), comparisons (``minus <ref>`` with
-    its CI; ``p vs <ref>`` raw; ``p_adj vs <ref>`` Holm-adjusted or primary) and a choice
-    (kind tuning, ``chosen`` / ``candidate`` per fold; ``composite_name`` adds one
-    fold-less ``chosen`` record for the composite, which index.html marks) through a
-    ``Recorder``. Returns the count."""
+    """Write headline rows, comparisons (``minus <ref>``, ``p vs <ref>``, ``p_adj vs <ref>``
+    or ``primary p vs <ref>``) and a choice (kind tuning; ``composite_name`` adds one
+    fold-less ``chosen`` record) through a ``Recorder``; the number of records."""
     roles = roles or {}
     n = 0
 

@@ -29,13 +29,8 @@ def _stat_key(path: Path) -> tuple[int, ...]:
 
 
 def register(dataset: str, source: str, path: str | Path, split: str | None = None) -> None:
-    """Record a file a loader read, hashed once per version of the file.
-
-    A file whose size, modification time (or inode) changed since it was hashed, e.g.
-    rewritten between two loads in one process, is hashed again; its entry then describes
-    the new content (what the loader just read), with the earlier hashes kept in
-    ``replaced_sha256``, and the annotations of the old content dropped.
-    """
+    """Record a file a loader read, hashed once per version: a file whose size, mtime or
+    inode changed is hashed again (earlier hashes kept in ``replaced_sha256``)."""
     path = Path(path).resolve()
     key = str(path)
     stat = _stat_key(path)
@@ -65,11 +60,8 @@ class DataError(ValueError):
 
 
 def annotate(path: str | Path, **fields: Any) -> None:
-    """Add what a loader found in a registered file (e.g. ``rows``, ``anomalies``) to its entry.
-
-    The fields travel with :func:`data_sources` into each notebook's ``data_sources.json`` and
-    the run manifest's ``data_sources``.
-    """
+    """Add what a loader found in a registered file (e.g. ``rows``, ``anomalies``) to its
+    entry (and so to the run manifest's ``data_sources``)."""
     key = str(Path(path).resolve())
     if key not in _SOURCES:
         raise KeyError(f"{key}: not registered; call register() first")

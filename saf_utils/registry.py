@@ -1,19 +1,15 @@
 """The one registry idiom of every task's systems, and the roles they play.
 
 A :class:`Registry` holds :class:`Entry` rows: a name, a role (:data:`ROLES`), the function
-the task calls, a description (default: the first docstring line) and the names of the
-parameters the system reads. Adding a system is one function plus one registration::
+the task calls, a description (default: the first docstring line) and its parameters::
 
     @SYSTEMS.register("my_system", "baseline", params=("k",))
     def my_system(...):
         \"\"\"What it does, in one line.\"\"\"
 
-A task gives its entries extra ``info`` (e.g. ``kind``, ``family``, ``ablation_of``),
-readable as attributes. A registry made with ``variants=True`` lets a name ending in ``:``
-cover every ``name:<variant>`` (SAF's ``seq2seq:<model>``). Notebooks and profiles select
-systems from a registry (:meth:`Registry.select`: every one, a list, or by role and info),
-never by hand; :meth:`Registry.each` is the one loop that checks their parameters
-(:meth:`Registry.check_params`), runs and times them.
+Entries carry task-specific ``info`` (``kind``, ``family``...) as attributes; with
+``variants=True`` a name ending in ``:`` covers every ``name:<variant>``. Notebooks select
+systems with :meth:`Registry.select`, never by hand, and run them with :meth:`Registry.each`.
 """
 
 from __future__ import annotations
@@ -75,12 +71,8 @@ class Registry:
     def register(self, name: str, role: str, *, description: str | None = None,
                  params: Sequence[str] | type = (), **info: Any
                  ) -> Callable[[Callable], Callable]:
-        """Decorator: register the function as ``name`` with ``role``; returns it unchanged.
-
-        ``params``: the system's parameters dataclass (the contract: the function is called
-        as ``fn(data, params, **context)`` by :meth:`run` and returns a tidy predictions
-        frame), or, for older entries, the names of the parameters it reads.
-        """
+        """Decorator: register the function as ``name`` with ``role``; ``params``: its
+        parameters dataclass (called as ``fn(data, params, **context)``) or their names."""
         import dataclasses
 
         params_type = params if isinstance(params, type) else None
@@ -182,14 +174,10 @@ class Registry:
 
     def select(self, selection: Sequence[str] | Mapping[str, Any] | None = None,
                within: Iterable[str] | None = None) -> list[str]:
-        """The systems a notebook's ``systems``-style parameter names, in registration order.
-
-        ``None``: every registered one (of ``within``, default all); a list: those names
-        (checked, in registration order); a mapping selects among ``within`` by what the
-        registrations say, so that a new system runs unless a profile leaves it out:
-        ``roles`` (a list of :data:`ROLES`), ``exclude`` (names), and any ``info`` key with
-        the list of its values kept (e.g. ``family: [baselines]``).
-        ``{exclude: ["seq2seq:"]}`` is every system but the seq2seq models.
+        """The systems a notebook's ``systems``-style parameter names, in registration order:
+        ``None`` every one (of ``within``), a list those names, a mapping selects by
+        ``roles``, ``exclude`` and any ``info`` key (e.g. ``{exclude: ["seq2seq:"]}``), so
+        that a new system runs unless a profile leaves it out.
         """
         pool = list(self) if within is None else self.check(within)
         if selection is None:
@@ -230,6 +218,14 @@ class Registry:
             if self[name].params_type is not None:
                 self.params(name, values)
         return given
+
+    def effective_params(self, names: Iterable[str],
+                         params: Mapping[str, Mapping[str, Any] | None] | None = None
+                         ) -> dict[str, dict[str, Any]]:
+        """System -> the parameters it runs with (its defaults updated by ``params``,
+        checked by :meth:`check_params`), for every system of ``names``."""
+        given = self.check_params(names, params)
+        return {n: params_dict(self.params(n, given.get(n))) for n in self.check(names)}
 
     def each(self, names: Iterable[str], data: Any,
              params: Mapping[str, Mapping[str, Any]] | None = None,
@@ -296,13 +292,9 @@ class NoParams:
 
 
 def make_params(params_type: type, values: Mapping[str, Any] | None, where: str) -> Any:
-    """An instance of the dataclass ``params_type`` from its defaults and ``values``.
-
-    The one place a system's parameter is checked: an unknown name, or a value whose type
-    does not match the field's default (int for a float is allowed; ``None`` defaults take
-    any value), is a ``ValueError`` naming ``where`` and the known fields. Defaults live
-    only in the dataclass, so a profile that names nothing gets exactly them.
-    """
+    """An instance of the dataclass ``params_type`` from its defaults and ``values``: an
+    unknown name or a value whose type does not match the field's default (an int for a
+    float is allowed) is a ``ValueError`` naming ``where`` and the known fields."""
     import dataclasses
 
     if not dataclasses.is_dataclass(params_type):

@@ -108,16 +108,11 @@ def canonical_unigram_vocab(raw: Sequence[Sequence[Any]], specials: Sequence[str
     """The trained Unigram vocabulary ``raw`` (piece, score) in a form that is the same on
     every run: specials first, then pieces by score rounded to 2 decimals, ties by text.
 
-    Why: the trainer is not deterministic. It sorts tied pieces in hash order, and it
-    appends the characters none of its pieces cover with scores ``min - k * 1e-4``, ``k``
-    in the order of a Rust ``HashSet``, which changes on every call. Only the assignment of
-    those scores to characters changes, not their set. So every single character scored
-    within that run's span of the lowest one (or below every multi-character piece) gets
-    the lowest single-character score; rounding alone would leave characters near a
-    rounding boundary falling either way. Measured: 8 tokenizers trained in one process on
-    one ArgSciChat fold's texts were 8 different vocabularies, and segmented the unseen
-    test sources differently, before this; under DDP the ranks' tokenizers
-    would differ the same way.
+    Why: the trainer sorts tied pieces in hash order and appends the characters none of its
+    pieces cover with scores ``min - k * 1e-4``, ``k`` in a Rust ``HashSet``'s order, which
+    changes on every call (8 trainings on one fold's texts gave 8 vocabularies). So every
+    single character within that span of the lowest score (or below every multi-character
+    piece) gets the lowest single-character score.
     """
     raw = [(str(p), float(sc)) for p, sc in raw]
     singles = [sc for p, sc in raw if len(p) == 1 and p not in specials]
@@ -162,12 +157,10 @@ def build_seq2seq(settings: Seq2SeqSettings, train_texts: Sequence[str] = ()):
         encoder = resolve_model(name[len(BERT2BERT):])
         tokenizer = AutoTokenizer.from_pretrained(encoder)
         model = EncoderDecoderModel.from_encoder_decoder_pretrained(encoder, encoder)
-        model.config.decoder_start_token_id = tokenizer.cls_token_id
-        model.config.eos_token_id = tokenizer.sep_token_id
-        model.config.pad_token_id = tokenizer.pad_token_id
-        model.generation_config.decoder_start_token_id = tokenizer.cls_token_id
-        model.generation_config.eos_token_id = tokenizer.sep_token_id
-        model.generation_config.pad_token_id = tokenizer.pad_token_id
+        for config in (model.config, model.generation_config):
+            config.decoder_start_token_id = tokenizer.cls_token_id
+            config.eos_token_id = tokenizer.sep_token_id
+            config.pad_token_id = tokenizer.pad_token_id
         return model, tokenizer
     langs = {k: v for k, v in (("src_lang", settings.src_lang),
                                ("tgt_lang", settings.tgt_lang)) if v}
@@ -200,10 +193,8 @@ def _dataset(tokenizer, sources, targets, settings: Seq2SeqSettings, led: bool =
     rows = {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
     if led:
         rows["global_attention_mask"] = [_led_global(ids) for ids in enc["input_ids"]]
-    if targets is not None:
-        rows["labels"] = tokenizer(text_target=list(targets),
-                                   max_length=settings.max_target_length,
-                                   truncation=True)["input_ids"]
+    rows["labels"] = tokenizer(text_target=list(targets), max_length=settings.max_target_length,
+                               truncation=True)["input_ids"]
     return datasets.Dataset.from_dict(rows)
 
 
@@ -244,57 +235,39 @@ def precision(settings: Any) -> str:
     return asked
 
 
-def training_arguments(settings: Seq2SeqSettings, output_dir: str) -> Any:
-    """``Seq2SeqTrainingArguments`` of ``settings``: deterministic on CPU, mixed precision
-    only on a GPU, nothing saved or evaluated by the Trainer itself."""
+def training_arguments(settings: Any, output_dir: str, **extra: Any) -> Any:
+    """Trainer arguments of a seq2seq or cross-encoder fine-tune (``extra`` adds more):
+    deterministic on CPU, mixed precision only on a GPU, nothing saved or evaluated by the
+    Trainer itself, plain DDP (the mean of the ranks' mean losses, see configure_trainer)."""
     import torch
-    from transformers import Seq2SeqTrainingArguments
+    from transformers import Seq2SeqTrainingArguments, TrainingArguments
 
     cuda = torch.cuda.is_available()
     mixed = precision(settings)
-    return Seq2SeqTrainingArguments(
-        output_dir=output_dir,
-        per_device_train_batch_size=settings.batch_size,
+    seq2seq = isinstance(settings, Seq2SeqSettings)
+    if seq2seq:
+        extra = {"gradient_accumulation_steps": settings.grad_accum,
+                 # a float in [0, 1) is a ratio (transformers v5)
+                 "warmup_steps": settings.warmup_ratio,
+                 "label_smoothing_factor": settings.label_smoothing,
+                 "max_steps": settings.max_steps, **extra}
+    return (Seq2SeqTrainingArguments if seq2seq else TrainingArguments)(
+        output_dir=output_dir, per_device_train_batch_size=settings.batch_size,
         per_device_eval_batch_size=settings.eval_batch_size,
-        gradient_accumulation_steps=settings.grad_accum,
-        learning_rate=settings.learning_rate,
-        weight_decay=settings.weight_decay,
-        warmup_steps=settings.warmup_ratio,  # a float in [0, 1) is a ratio (transformers v5)
-        label_smoothing_factor=settings.label_smoothing,
-        num_train_epochs=settings.epochs,
-        max_steps=settings.max_steps,
-        seed=settings.seed,
-        data_seed=settings.seed,
-        full_determinism=not cuda,
-        fp16=mixed == "fp16",
-        bf16=mixed == "bf16",
-        use_cpu=not cuda,
-        save_strategy="no",
-        eval_strategy="no",
-        report_to=[],
-        logging_steps=settings.logging_steps,
+        learning_rate=settings.learning_rate, weight_decay=settings.weight_decay,
+        num_train_epochs=settings.epochs, seed=settings.seed, data_seed=settings.seed,
+        full_determinism=not cuda, fp16=mixed == "fp16", bf16=mixed == "bf16",
+        use_cpu=not cuda, save_strategy="no", eval_strategy="no", report_to=[],
+        logging_steps=settings.logging_steps, dataloader_num_workers=0,
         disable_tqdm=os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true"),
-        dataloader_num_workers=0,
-        # plain DDP, the mean of the ranks' mean losses (see configure_trainer)
-        average_tokens_across_devices=False,
-    )
+        average_tokens_across_devices=False, **extra)
 
 
-def train_seq2seq(
-    sources: Sequence[str],
-    targets: Sequence[str],
-    settings: Seq2SeqSettings,
-    eval_sources: Sequence[str] | None = None,
-    eval_targets: Sequence[str] | None = None,
-    output_dir: str | None = None,
-) -> tuple[Any, Any, dict[str, Any]]:
-    """Fine-tune (or train from scratch) on source/target pairs; returns model, tokenizer, log.
-
-    The log holds the settings, parameter count, train loss and runtime, the number of
-    processes (``world_size``: > 1 under DDP, where ``batch_size`` is per process), the
-    Trainer's ``log_history``, and the eval loss when eval pairs are given. Nothing is saved
-    unless ``output_dir`` is given (under DDP only the main process writes).
-    """
+def train_seq2seq(sources: Sequence[str], targets: Sequence[str], settings: Seq2SeqSettings,
+                  output_dir: str | None = None) -> tuple[Any, Any, dict[str, Any]]:
+    """Fine-tune (or train from scratch) on source/target pairs; model, tokenizer and a
+    log (``world_size`` > 1 under DDP, where ``batch_size`` is per process). Nothing is
+    saved unless ``output_dir`` is given."""
     from transformers import Seq2SeqTrainer, set_seed
 
     _check_pairs(sources, targets, "training data")
@@ -302,10 +275,6 @@ def train_seq2seq(
     model, tokenizer = build_seq2seq(settings, list(sources) + list(targets))
     led = is_led(model)
     train_ds = _dataset(tokenizer, sources, targets, settings, led)
-    eval_ds = None
-    if eval_sources is not None:
-        _check_pairs(eval_sources, eval_targets, "evaluation data")
-        eval_ds = _dataset(tokenizer, eval_sources, eval_targets, settings, led)
     with tempfile.TemporaryDirectory() as tmp:
         args = training_arguments(settings, output_dir or tmp)
         trainer = Seq2SeqTrainer(
@@ -328,8 +297,6 @@ def train_seq2seq(
             **({"global_attention": "first token"} if led else {}),
             "log_history": list(trainer.state.log_history),
         }
-        if eval_ds is not None:
-            log["eval_loss"] = float(trainer.evaluate(eval_ds)["eval_loss"])
         if output_dir:
             trainer.save_model(output_dir)
     model.eval()
@@ -412,19 +379,14 @@ def _generate_local(model, tokenizer, sources: Sequence[str], settings: Seq2SeqS
 
 
 def configure_trainer(trainer: Any) -> Any:
-    """The two settings every Trainer of the collection needs, set in one place.
+    """The two settings every Trainer of the collection needs.
 
-    - **Mean losses, scaled as a mean.** Every model here (T5/mT5, mBART, LED, BERT/XLM-R
-      classifiers) returns the mean loss of its batch and ignores ``num_items_in_batch``,
-      yet declares ``**kwargs``, so the Trainer takes it for a token-sum loss: it then
-      skips the division by the gradient-accumulation steps (loss and gradient x
-      ``grad_accum``: the mBART recipe's batch 1 x 4 trained on a 4x loss, clipped at a 4x
-      norm) and, with ``average_tokens_across_devices``, multiplies by the number of DDP
-      processes. Declaring the models loss-kwargs-free restores the plain mean on every
-      path: the same loss and gradient at any accumulation and any world size.
-    - **No raw log dicts.** Without progress bars (``TQDM_DISABLE``) the Trainer prints
-      each log as a dict (``{'train_runtime': ...}``) into the notebook; the ``[train]``
-      summary line says it for people, so the printer is removed.
+    Every model here returns the mean loss of its batch yet declares ``**kwargs``, so the
+    Trainer takes it for a token-sum loss: it skips the division by the accumulation steps
+    (a 4x loss and gradient at ``grad_accum`` 4) and multiplies by the DDP world size.
+    Declared loss-kwargs-free, the loss is the plain mean on every path. And without
+    progress bars the Trainer prints each log as a raw dict into the notebook: the printer
+    is removed.
     """
     from transformers.trainer_callback import PrinterCallback
 

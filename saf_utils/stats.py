@@ -1,27 +1,12 @@
 """Uncertainty primitives for both tasks, on per-item sufficient statistics.
 
 Every metric is written as per-item *sufficient statistics* (a row of counts per item) plus a
-vectorised function of their sums. Corpus metrics (BLEU, chrF, macro F1) are then exact, not
-averages of sentence scores, and one resample or permutation of thousands of items is a
-single matrix product. Each metric's statistics come from its object
-(``saf_utils.metrics.metric(name).statistics(gold, pred)``).
-
-Three calibrated methods (which design uses which is :mod:`saf_utils.protocol`'s job; the
-coverage and type-I error of each are measured by ``benchmarks/stats_calibration.py``):
-
-- :func:`cluster_bootstrap` with ``strata`` = cluster ids and no clusters: items resampled
-  *within* their cluster (estimand: new items of these clusters, e.g. new answers to these
-  questions). Percentile interval.
-- :func:`cluster_t_interval`: new clusters (new questions, new papers); Student's t over
-  clusters, stratified (ArgSciChat folds), because with 6 or 10 clusters a percentile
-  bootstrap is too narrow (its variance is (n-1)/n of the unbiased one, with normal
-  quantiles).
-- :func:`paired_randomization`: A vs B by swapping the systems' outputs per unit (item or
-  cluster), exact when the assignments can be enumerated; its interval inverts the same
-  test, so CI and p never contradict.
-
-:func:`holm` adjusts a family of p-values. Every std here is the *population* std
-(``ddof=0``), as in the official scripts.
+vectorised function of their sums, so corpus metrics (BLEU, chrF, macro F1) are exact, not
+averages of sentence scores, and one resample of thousands of items is a matrix product.
+Three methods, calibrated by ``benchmarks/stats_calibration.py``: :func:`cluster_bootstrap`
+(new items of these clusters), :func:`cluster_t_interval` (new clusters: with 6 or 10
+clusters a percentile bootstrap is too narrow) and :func:`paired_randomization`. Every std
+is the *population* std (``ddof=0``), as in the official scripts.
 """
 
 from __future__ import annotations
@@ -186,29 +171,17 @@ def paired_randomization(
 ) -> PairedResult:
     """A - B with a paired randomization test; its CI inverts the same test.
 
-    Under H0 "A and B are exchangeable" each sampling *unit* (``units=None``: every item,
-    else a cluster id per item) may have its two systems' outputs swapped (Dror et al.,
-    2018: approximate randomization; at the cluster level a sign-flip test). With at most
-    ``max_exact`` assignments (2**units) all of them are enumerated (exact p); otherwise
-    ``n_resamples`` random ones (p with +1 smoothing). Works for any statistic of summed
-    sufficient statistics (corpus BLEU, macro F1, stratified means).
+    Each sampling *unit* (``units=None``: every item, else a cluster id per item) may have
+    its two systems' outputs swapped (Dror et al., 2018; a sign-flip test over clusters):
+    all ``2**units`` assignments when at most ``max_exact`` (exact p), else ``n_resamples``
+    random ones (+1 smoothing). The interval ``diff +- q`` (``q`` the randomization critical
+    value) excludes 0 exactly when ``p <= alpha``; it is conservative under an effect.
 
-    The interval is ``diff +- q`` with ``q`` the randomization critical value, so that
-    ``p <= alpha`` exactly when it excludes 0: CI and p never contradict. At the null it is
-    the test's acceptance region; under an effect the swap distribution also spreads with
-    the effect, so it is conservative (coverage measured in ``benchmarks/stats_calibration``).
-    With too few units for any p <= alpha (2 clusters: min p = 0.5) nothing is significant
-    and the interval is the whole randomization range.
-
-    ``max_resamples``: where none of the first ``n_resamples`` random assignments is as
-    extreme as the observed difference (p at its floor, ``1 / (n_resamples + 1)``), more
-    are drawn from the same stream, up to ``max_resamples`` in all, and p and the interval
-    come from all of them. Why: with 1,000 assignments the floor is about 0.001, and Holm
-    over a notebook's ~190 comparisons multiplies it to about 0.19, so a difference far
-    outside the null could never be called significant. The p stays valid: it is at most
-    alpha only where the first stage's p already was, and below the first stage's floor it
-    is the p of all the assignments. The other p-values are unchanged (the first
-    ``n_resamples`` assignments are the same).
+    ``max_resamples``: where none of the first ``n_resamples`` assignments is as extreme as
+    the observed difference, more are drawn from the same stream, up to ``max_resamples``
+    in all. Why: with 1,000 the p floor is about 0.001, which Holm over ~190 comparisons
+    turns into 0.19, so no difference could be significant. The other p-values are
+    unchanged (the first ``n_resamples`` assignments are the same).
     """
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
@@ -289,14 +262,11 @@ def cluster_t_interval(
 ) -> BootstrapResult:
     """Mean over strata of the per-stratum item mean, with a t-interval over clusters.
 
-    The estimand is the population of *new clusters* (new questions, new papers): the
-    variance is the linearised (ratio-estimator) variance of each stratum's mean over its
-    clusters, ``k/(k-1) * sum(r_c**2)`` with ``r_c = (sum_c - mean * n_c) / N``, summed
-    over strata / n_strata**2, and the quantile is Student's t with Welch-Satterthwaite df
-    (at most sum(k_s - 1): 5 for five folds of two papers; fewer when one stratum's spread
-    dominates, which the calibration benchmark needs for coverage >= 0.93 with ArgSciChat's
-    unequal, skewed papers: 0.90 with a fixed 5 df, 0.95 with these). Needs >= 2 clusters
-    in every stratum. With one stratum this is the textbook t-interval (k - 1 df).
+    Estimand: *new clusters*. The variance is the linearised (ratio-estimator) variance of
+    each stratum's mean, ``k/(k-1) * sum(r_c**2)`` with ``r_c = (sum_c - mean * n_c) / N``,
+    summed over strata / n_strata**2; the quantile is Student's t with Welch-Satterthwaite
+    df (coverage 0.95 on ArgSciChat's unequal papers, 0.90 with a fixed 5 df). Needs >= 2
+    clusters in every stratum.
     """
     from scipy.stats import t
 
@@ -394,25 +364,3 @@ def fold_summary(scores_by_fold: Mapping[int, Sequence[float]]) -> dict[str, Any
             "std": float(means.std(ddof=0)), "n": n}
 
 
-def seed_fold_summary(
-    values: pd.DataFrame, value: str = "value", fold: str = "fold", seed: str = "seed"
-) -> dict[str, Any]:
-    """Mean and population std over folds of the per-fold seed means.
-
-    Rows may be per-(fold, seed) scores or per-item scores (meaned per (fold, seed) first).
-    Missing fold/seed columns or values count as one fold / one seed. ``seed_std`` is the
-    population std over seeds of each seed's mean over folds (seed variance, for SAF).
-    """
-    if values.empty:
-        raise ValueError("seed_fold_summary: empty frame")
-    df = pd.DataFrame({
-        "v": values[value].astype(float),
-        "f": values[fold] if fold in values else None,
-        "s": values[seed] if seed in values else None,
-    }).fillna({"f": -1, "s": -1})
-    cell = df.groupby(["f", "s"])["v"].mean()
-    per_fold = cell.groupby(level="f").mean()
-    per_seed = cell.groupby(level="s").mean()
-    return {"mean": float(per_fold.mean()), "std": float(per_fold.std(ddof=0)),
-            "per_fold": per_fold.to_dict(), "n_folds": int(per_fold.size),
-            "seed_std": float(per_seed.std(ddof=0)), "n_seeds": int(per_seed.size)}

@@ -14,13 +14,9 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class DataSource:
-    """A dataset a notebook reads, and how the runner checks it before anything runs.
-
-    A notebook that declares the parameter ``param`` needs it: a local folder (the parameter,
-    else the environment variable ``env``) must exist; with neither, the hub copy (``hub``)
-    must be cached (``cached(hub)``) or ``host`` reachable. ``is_hub_id(value)`` says whether
-    a value that is no existing folder may name a hub copy instead (``None``: only folders).
-    """
+    """A dataset a notebook reads (the parameter ``param``), checked before anything runs: a
+    local folder (``param``, else ``env``) must exist; with neither, the hub copy must be
+    cached or ``host`` reachable. ``is_hub_id``: whether a value may name a hub copy."""
 
     name: str
     param: str
@@ -34,13 +30,8 @@ class DataSource:
 @dataclass(frozen=True)
 class Published:
     """What a paper or model card reports for one system on one dataset and split: cited on
-    the pages beside the run's numbers, never measured here and never a record.
-
-    ``values``: (metric name in this collection, value as the source prints it); a value
-    ``None`` says the source reports that metric and the pages do not quote it. ``scale``:
-    the scale the source prints, ``"percent"`` (0-100) or ``"0-1"``; a page converts a value
-    to the metric's own scale only where the metric is the same (:attr:`comparable`).
-    """
+    the pages beside the run's numbers, never a record. ``values``: (metric, value as the
+    source prints it, None: reported but not quoted); ``scale``: "percent" or "0-1"."""
 
     system: str
     source: str
@@ -61,15 +52,10 @@ class Published:
 
 @dataclass(frozen=True)
 class TaskSpec:
-    """One record task (the ``task`` field of its records): its title in the index, the
-    headline metrics in order (the first one leads the sentence; ``headline_note`` says why
-    it leads), its splits in page order, the notebooks that write it, the data it reads, the
-    published numbers it is compared with (:class:`Published`) and notes the index shows
-    under a split's numbers (``split_notes``: (split, sentence)).
-
-    ``headline`` is the one meaning of "headline metrics" in the collection: the few the
-    index and its sentences lead with. Every other metric a task scores is named in its
-    evaluation module (SAF: ``saf.evaluate.SCORED_METRICS``)."""
+    """One record task (the ``task`` field of its records): its title, the headline metrics
+    in order (the one meaning of "headline metrics": the few the index leads with; the first
+    leads the sentence), its splits in page order, the notebooks that write it, the data it
+    reads, published numbers and notes shown under a split's numbers."""
 
     name: str
     title: str

@@ -1,10 +1,8 @@
 """Tokenise, normalise and split text: the one implementation of each, for both tasks.
 
-No nltk data or model is needed, so every caller (features, BM25, metrics, fact mapping)
-tokenises the same way on any machine. :func:`identity_key` is the one text identity of the
-package: every comparison of two ids or texts for identity goes through it (directly, or
-through :func:`squash`, the looser matching key built on it), and :func:`is_blank` is defined
-by it.
+No nltk data or model is needed, so every caller tokenises the same way on any machine.
+:func:`identity_key` is the one text identity of the package (:func:`squash` is the looser
+matching key built on it).
 """
 
 from __future__ import annotations
@@ -17,7 +15,6 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 _WORD = re.compile(r"\w+", re.UNICODE)
-_PUNCT_TABLE = str.maketrans("", "", string.punctuation)
 _PUNCT_OR_SPACE = re.compile(f"[ {re.escape(string.punctuation)}]+")
 #: Invisible characters: control characters that are not whitespace (C0, DEL, C1) and every
 #: format character (Unicode category Cf: zero-width space/joiners, soft hyphen, bidi marks,
@@ -33,13 +30,9 @@ _INVISIBLE = re.compile(
 def identity_key(text: str) -> str:
     """The one text identity: two ids or texts are "the same" iff their keys are equal.
 
-    Invisible characters are removed (control characters other than whitespace, and format
-    characters such as zero-width spaces and joiners, soft hyphens, bidi marks and byte-order
-    marks), the text is put in Unicode normal form **NFKC** (so NFD ``Prüfung`` as macOS
-    writes it, NFC ``Prüfung``, a non-breaking space and a plain one, a ligature and its
-    letters compare equal), and whitespace is trimmed and collapsed to one space. Case and
-    punctuation are kept: ``X`` and ``x`` are two ids. A text is blank (:func:`is_blank`)
-    when its key is empty.
+    Invisible characters (controls, zero-width and bidi marks, soft hyphens, BOMs) removed,
+    Unicode **NFKC** (macOS's NFD ``Prüfung`` equals NFC ``Prüfung``), whitespace trimmed and
+    collapsed. Case and punctuation are kept: ``X`` and ``x`` are two ids.
     """
     if text.isascii() and text.isprintable():  # fast path: only plain spaces to collapse
         if "  " in text or text[:1] == " " or text[-1:] == " ":
@@ -59,15 +52,10 @@ def word_tokens(text: str) -> list[str]:
     return _WORD.findall(text.lower())
 
 
-def punctuation_filtering(text: str) -> str:
-    """Remove punctuation and all whitespace, as the official ArgSciChat baseline script does."""
-    return "".join(w.translate(_PUNCT_TABLE) for w in text.split())
-
-
 def squash(text: str) -> str:
-    """Lower-cased :func:`punctuation_filtering` of :func:`identity_key`: the looser key for
-    matching content across files (leakage checks, facts to paper sentences, intents)."""
-    # = punctuation_filtering(identity_key(text).lower()): the key's only whitespace is " "
+    """:func:`identity_key`, lower-cased, without punctuation and whitespace (as the official
+    ArgSciChat script's ``punctuation_filtering``): the looser key for matching content
+    across files (leakage checks, facts to paper sentences, intents)."""
     return _PUNCT_OR_SPACE.sub("", identity_key(text).lower())
 
 

@@ -334,7 +334,7 @@ def test_mean_pooling_reads_the_token_mean_cached_or_not(tiny_bert: str) -> None
     batch = CE._state_collator(states)([{"idx": i} for i in range(3)])
     enc = tok(first, second, padding=True, return_tensors="pt")
     with torch.no_grad():
-        full = CE.mean_pooled(model).eval()(**enc).logits
+        full = CE.full_model(model).eval()(**enc).logits
         got = top(**batch).logits
         h = model.base_model(**enc).last_hidden_state
         m = enc["attention_mask"].unsqueeze(-1).float()
@@ -431,7 +431,7 @@ def test_pair_pooling_compares_the_two_texts_cached_or_not(tiny_bert: str) -> No
     batch = CE._state_collator(states, firsts)([{"idx": i} for i in range(3)])
     assert torch.equal(batch["first_mask"], (mask & enc["attention_mask"].bool()).long())
     with torch.no_grad():
-        full = CE.mean_pooled(model, pooling="pair", sep_token_id=tok.sep_token_id).eval()(
+        full = CE.full_model(model, pooling="pair", sep_token_id=tok.sep_token_id).eval()(
             **enc).logits
         got = top(**batch).logits
         h = model.base_model(**enc).last_hidden_state

@@ -62,9 +62,9 @@ def test_token_compressor_keeps_copied_tokens() -> None:
     assert toks[:2] == ["We", "collect"] and len(prob) == len(toks)
     kept = comp.compress("What data?", "We collect tweets (Smith, 2020) here.", 0.5)
     assert "collect" in kept.split() and "(Smith," not in kept.split()
-    th, scores = RG.tune_threshold(comp, queries[:2], facts[:2], replies[:2], [0.1, 0.5, 0.9],
-                                  A_message_f1())
-    assert th in scores and scores[th] == max(scores.values())
+    scores = RG.threshold_scores(comp, queries[:2], facts[:2], replies[:2], [0.1, 0.5, 0.9],
+                                 A_message_f1())
+    assert set(scores) == {0.1, 0.5, 0.9} and all(0 <= v <= 1 for v in scores.values())
     with_prior = RG.TokenCompressor(prior_words=3).fit(queries, facts, replies)
     toks, _ = with_prior.keep_probabilities("Hi", "")
     assert set(toks) - {"Hi"} <= {"They", "collect", "tweets.", "A", "BERT", "model", "wins."}
@@ -85,15 +85,15 @@ def A_message_f1():
     return message_f1
 
 
-def test_generation_metrics_without_embeddings() -> None:
-    m = RG.generation_metrics(["The cat sat", ""], ["the cat sat", "Hi!"], embedding=False)
+def test_overlap_scores_per_reply() -> None:
+    m = {k: np.mean(v) for k, v in RG.overlap_scores(["The cat sat", ""],
+                                                     ["the cat sat", "Hi!"]).items()}
+    assert set(m) == set(RG.OVERLAP_METRICS)
     assert m["message_f1"] == pytest.approx((2 / 3) / 2)
     assert m["message_f1_squad"] == pytest.approx(0.5)
-    assert m["empty_share"] == 0.5 and "bertscore_f1" not in m
     assert m["content_f1"] == pytest.approx(0.5)  # "cat sat" matches; "" vs "Hi!" is 0
-    assert m["length_ratio"] == pytest.approx(3 / 4)
     with pytest.raises(ValueError):
-        RG.generation_metrics(["a"], [], embedding=False)
+        RG.overlap_scores(["a"], [])
 
 
 @pytest.mark.slow
@@ -112,13 +112,9 @@ def test_generation_metrics_with_a_tiny_local_encoder(tmp_path) -> None:
                      num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)
     BertModel(cfg).save_pretrained(tmp_path)
     hyps, refs = ["the cat sat", "", "the dog ran"], ["the cat sat", "hi !", "the dog ran"]
-    m = RG.generation_metrics(hyps, refs, bertscore_model=str(tmp_path), bertscore_layers=1,
-                             moverscore_model=str(tmp_path))
-    assert set(m) == {*RG.OVERLAP_METRICS, *RG.EMBEDDING_METRICS, *RG.OUTPUT_STATS,
-                      "empty_share"}
     per = RG.embedding_scores(hyps, refs, bertscore_model=str(tmp_path), bertscore_layers=1,
                               moverscore_model=str(tmp_path))
+    assert set(per) == set(RG.EMBEDDING_METRICS)
     assert per["moverscore"][1] == 0.0  # the empty output: no weighted token, scored 0
     assert per["moverscore"][0] == pytest.approx(1.0)  # identical texts
-    assert np.isfinite(m["bertscore_f1"]) and m["moverscore"] < 1.0
-    assert m["empty_share"] == pytest.approx(1 / 3)
+    assert np.isfinite(per["bertscore_f1"]).all() and np.mean(per["moverscore"]) < 1.0

@@ -84,7 +84,7 @@ def test_trainers_take_the_models_loss_as_a_mean():
     """The cross-encoder's Trainer had kept token averaging across DDP processes on (every
     XLM-R job logged 2 x ln 3 under torchrun:2) and both Trainers skipped the division by
     the accumulation steps; one function sets both for every Trainer."""
-    from saf_utils.cross_encoder import CrossEncoderSettings, _training_args
+    from saf_utils.cross_encoder import CrossEncoderSettings
     from saf_utils.seq2seq import configure_trainer, training_arguments
 
     class _Trainer:
@@ -94,7 +94,7 @@ def test_trainers_take_the_models_loss_as_a_mean():
             pass
 
     assert configure_trainer(_Trainer()).model_accepts_loss_kwargs is False
-    assert not _training_args(CrossEncoderSettings(), "o", False).average_tokens_across_devices
+    assert not training_arguments(CrossEncoderSettings(), "o").average_tokens_across_devices
     assert not training_arguments(Seq2SeqSettings(), "o").average_tokens_across_devices
 
 

@@ -174,8 +174,6 @@ def test_error_analysis_helpers():
     p = _preds()
     cm = error_analysis.confusion_by_split(p)[("m", "test_unseen_answers")]
     assert cm.to_numpy().sum() == len(p) and cm["unparseable"].sum() == 1
-    pq = error_analysis.per_question_metrics(p)
-    assert set(pq.question) == {"Q1", "Q2"} and pq.n.sum() == 6
     assert error_analysis.error_class_breakdown(p) is None
     pe = p.assign(error_class=["a", "b", "a", "b", "a", "b"])
     eb = error_analysis.error_class_breakdown(pe)

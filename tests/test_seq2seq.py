@@ -37,10 +37,10 @@ def test_scratch_tokenizer_is_deterministic_and_keeps_umlauts():
 
 def test_scratch_training_is_reproducible_for_a_seed():
     settings = Seq2SeqSettings(model="scratch", seed=7, **TINY)
-    m1, tok1, log1 = train_seq2seq(SOURCES, TARGETS, settings, SOURCES[:4], TARGETS[:4])
+    m1, tok1, log1 = train_seq2seq(SOURCES, TARGETS, settings)
     m2, tok2, log2 = train_seq2seq(SOURCES, TARGETS, settings)
     assert log1["train_loss"] == log2["train_loss"] and log1["train_steps"] == 4
-    assert "eval_loss" in log1 and log1["n_parameters"] > 0
+    assert log1["n_parameters"] > 0
     out1 = generate(m1, tok1, SOURCES[:5], settings, batch_size=2)
     assert out1 == generate(m2, tok2, SOURCES[:5], settings, batch_size=3)
     assert len(out1) == 5 and all(isinstance(o, str) for o in out1)

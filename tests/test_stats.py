@@ -197,18 +197,3 @@ def test_seeded_results_are_reproducible():
 def test_bad_input_raises_clear_value_error(call, message):
     with pytest.raises(ValueError, match=message):
         call()
-
-
-def test_seed_fold_summary():
-    rows = []
-    for fold, n in ((0, 2), (1, 4)):
-        for i in range(n):
-            for seed in (0, 1):
-                base = 0.2 if fold == 0 else 0.8
-                rows.append({"fold": fold, "seed": seed, "value": base + 0.2 * seed + 0.01 * i})
-    summary = S.seed_fold_summary(pd.DataFrame(rows))
-    fold_means = [0.2 + 0.1 + 0.005, 0.8 + 0.1 + 0.015]
-    assert summary["mean"] == pytest.approx(np.mean(fold_means))
-    assert summary["std"] == pytest.approx(np.std(fold_means))  # population std
-    assert summary["seed_std"] == pytest.approx(0.1)
-    assert (summary["n_folds"], summary["n_seeds"]) == (2, 2)

@@ -15,6 +15,7 @@ import pytest
 
 from saf_utils import artifacts as AR
 from saf_utils import jobs as T
+from saf_utils import train as TR
 from saf_utils.seq2seq import Seq2SeqSettings, generate, train_seq2seq
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -37,7 +38,7 @@ def _cpu_offline(monkeypatch):
     for key in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "TQDM_DISABLE"):
         monkeypatch.setenv(key, "1")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    monkeypatch.delenv(T.FAIL_ENV, raising=False)
+    monkeypatch.delenv(TR.FAIL_ENV, raising=False)
     yield
     torch.set_num_threads(threads)
 
@@ -85,7 +86,7 @@ def test_main_in_process_equals_direct_calls(tmp_path):
     out = tmp_path / "job"
     cfg = tmp_path / "job.json"
     cfg.write_text(json.dumps(saf_job(out, save_model=False)))
-    assert T.main([str(cfg)]) == 0
+    assert TR.main([str(cfg)]) == 0
     rows = [json.loads(line) for line in AR.read_text(out / T.OUTPUT_FILE).splitlines()]
     log = json.loads((out / T.LOG_FILE).read_text())
     assert not (out / T.MODEL_DIR).exists()
@@ -137,7 +138,7 @@ def test_torchrun_two_processes_match_one(tmp_path):
 
 @pytest.mark.slow
 def test_a_crashing_rank_fails_the_run_with_its_message(tmp_path, monkeypatch):
-    monkeypatch.setenv(T.FAIL_ENV, "1")
+    monkeypatch.setenv(TR.FAIL_ENV, "1")
     with pytest.raises(T.TrainJobError, match=r"rank 1 failed: RuntimeError: injected failure"):
         T.run_job(saf_job(tmp_path / "crash"), launcher="torchrun:2", log=lambda line: None)
     assert (tmp_path / "crash" / "rank1.error").is_file()

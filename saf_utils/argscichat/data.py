@@ -2,27 +2,16 @@
 
 :func:`load_argscichat` returns one fold as :class:`ArgSciChatFold` of :class:`MessagePair`
 records; gold fact strings are mapped to content-sentence indexes as the official baseline
-script does (:func:`map_facts`, through a per-paper :class:`ContentIndex`), and what cannot
-be mapped is counted, not asserted.
+script does (:func:`map_facts`), and what cannot be mapped is counted, not asserted.
+Malformed input is an :class:`ArgSciChatDataError` naming file, paper and pair; content
+anomalies (:data:`ARGSCICHAT_ANOMALY_KINDS`, e.g. leakage of paper content across splits)
+are loaded, listed in ``ArgSciChatFold.anomalies``, written to the manifest and announced
+with an :class:`ArgSciChatDataWarning` (errors with ``strict=True``). docs/data.md lists
+every check.
 
-Every malformed or unreadable input (missing, unreadable or non-UTF-8 file, a folder that is
-a file, duplicate JSON key, missing key, wrong type, a paper or pair id in two splits, two
-papers with one id, ids equal only once normalised by :func:`saf_utils.text.identity_key`)
-is an :class:`ArgSciChatDataError` naming file, paper and pair. Content anomalies
-(:data:`ARGSCICHAT_ANOMALY_KINDS`) are loaded and counted: leakage by content, a paper
-whose content sentences (normalised with :func:`saf_utils.text.squash`) appear in an
-earlier split of the fold under another key or id (``leak_paper_content``, counted on the
-later split: train < val < test); a paper key that is not its title; facts and history
-facts found nowhere in the paper; history entries beyond the turns named by
-``history_ids``; history ids that name no pair; keys of a paper or message pair that
-the loader does not read (``extra_key``). They are listed in
-``ArgSciChatFold.anomalies``, written to the manifest's data sources, announced with an
-:class:`ArgSciChatDataWarning`, and an error with ``strict=True``.
-
-The names (errors, constants, records) are in :mod:`saf_utils.argscichat.data_schema`, the
-fact mapping in :mod:`saf_utils.argscichat.data_facts`, the checks in
-:mod:`saf_utils.argscichat.data_checks`; files are read through :mod:`saf_utils.loading`;
-every public name is importable from here.
+The names are in :mod:`saf_utils.argscichat.data_schema`, the fact mapping in
+:mod:`saf_utils.argscichat.data_facts`, the checks in
+:mod:`saf_utils.argscichat.data_checks`; every public name is importable from here.
 """
 
 from __future__ import annotations
@@ -83,11 +72,8 @@ def _argscichat_cache_dir() -> Path:
 
 
 def download_argscichat(target: str | os.PathLike | None = None) -> Path:
-    """Download the five official folds at the pinned commit into a cache folder (once).
-
-    Each file is checked against :data:`ARGSCICHAT_SHA256`; a mismatch deletes the file and
-    raises. Needs internet (GitHub); offline, set ``ARGSCICHAT_DATA`` to a local copy.
-    """
+    """Download the five official folds at the pinned commit into a cache folder (once),
+    each checked against :data:`ARGSCICHAT_SHA256`; offline, set ``ARGSCICHAT_DATA``."""
     folder = Path(target) if target else _argscichat_cache_dir()
     folder.mkdir(parents=True, exist_ok=True)
     names = [f"fold_{k}_{s}.json" for k in ARGSCICHAT_FOLDS for s in ARGSCICHAT_SPLITS]
@@ -143,12 +129,8 @@ def load_argscichat(source: str | os.PathLike | None = None, fold: int = 0, *,
     """Load one official ArgSciChat fold as lists of :class:`MessagePair`.
 
     ``source``: a folder with ``fold_{k}_{split}.json`` (default: ``ARGSCICHAT_DATA``, else a
-    one-time download of the pinned commit). ``fold`` must be an int in
-    :data:`ARGSCICHAT_FOLDS` (a ``str`` or ``bool`` is a ``TypeError``). Gold facts are mapped
-    to content-sentence indexes with :func:`map_facts`; dropped facts are listed in
-    ``dropped_facts``. Leakage by content (:data:`ARGSCICHAT_ANOMALY_KINDS`) is counted in
-    ``anomalies`` and the manifest, or an error when ``strict``. ``return_report=True``
-    returns ``(fold, fold.anomaly_report())``.
+    one-time download of the pinned commit); ``fold``: an int in :data:`ARGSCICHAT_FOLDS`.
+    ``return_report=True`` returns ``(fold, fold.anomaly_report())``.
     """
     fold = _check_fold_number(fold)
     root, label = _argscichat_root(source)
@@ -186,13 +168,8 @@ def load_argscichat(source: str | os.PathLike | None = None, fold: int = 0, *,
 
 
 def load_intents(source: str | os.PathLike | None = None) -> pd.DataFrame | None:
-    """Sentence-level dialogue intents (``intents.csv``); ``None`` when the file is absent
-    from an existing folder (a ``source`` that is a file or does not exist is an error).
-
-    The file must be UTF-8 (a byte-order mark is accepted) with the :data:`INTENT_COLUMNS`,
-    each named once, and one cell per column on every row; anything else is an
-    :class:`ArgSciChatDataError` naming file, line and column.
-    """
+    """Sentence-level dialogue intents (``intents.csv``; UTF-8 with the
+    :data:`INTENT_COLUMNS`); ``None`` when the file is absent from an existing folder."""
     source = source or os.environ.get("ARGSCICHAT_DATA")
     if not source:
         return None

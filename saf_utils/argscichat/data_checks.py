@@ -236,10 +236,8 @@ def _paper_pairs(path: Path, split: str, paper: dict, paper_id: str, at: str,
 
 def read_fold_file(path: Path, split: str, norms: dict[tuple[str, str], list[str]]
                    ) -> tuple[list[MessagePair], list[DroppedFact], list[dict[str, Any]]]:
-    """The message pairs of one fold file, its dropped facts, and its content anomalies.
-
-    ``norms`` receives each paper's normalised content sentences (for the leakage check).
-    """
+    """The message pairs of one fold file, its dropped facts, and its content anomalies;
+    ``norms`` receives each paper's normalised content sentences (for the leakage check)."""
     if not path.is_file():
         raise ArgSciChatDataError(f"{path}: missing fold file")
     raw = load_json_file(path, ArgSciChatDataError)
@@ -304,10 +302,8 @@ def check_fold(fold: int, splits: dict[str, list[MessagePair]], files: dict[str,
 
 def paper_leaks(fold: int, splits: dict[str, list[MessagePair]], files: dict[str, str],
                  norms: dict[tuple[str, str], list[str]] | None = None) -> list[dict[str, Any]]:
-    """Papers of a later split whose content is in a paper of an earlier split (other id).
-
-    ``norms``: each (split, paper id)'s normalised content sentences, when already known.
-    """
+    """Papers of a later split whose content is in a paper of an earlier split (other id);
+    ``norms``: each (split, paper id)'s normalised content sentences, when known."""
     norms = norms or {}
     papers: dict[str, dict[str, tuple[str, frozenset[str]]]] = {}
     for split in ARGSCICHAT_SPLITS:

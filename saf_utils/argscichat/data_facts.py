@@ -10,13 +10,9 @@ from saf_utils.text import split_sentences, squash
 
 
 class ContentIndex:
-    """A paper's content sentences, normalised once, for fact lookups (:func:`map_facts`).
-
-    The normalised sentences (:func:`squash`: no spaces, no punctuation, so never a newline)
-    are joined by newlines: "the first sentence that contains a piece" is one ``str.find``
-    over the joined text and a bisection of the sentence starts, so a paper of 100k
-    sentences maps each fact in microseconds instead of a scan per fact.
-    """
+    """A paper's content sentences, normalised once (:func:`squash`: never a newline) and
+    joined by newlines, so "the first sentence that contains a piece" is one ``str.find``
+    and a bisection instead of a scan per fact."""
 
     def __init__(self, content: Sequence[str], title: str):
         self.norm = [squash(s) for s in content]
@@ -39,13 +35,10 @@ def map_facts(
 ) -> tuple[tuple[int, ...], list[tuple[str, str]]]:
     """Map gold fact strings to content-sentence indexes, as the official baseline script.
 
-    Like ``fact_selection_baselines.py`` of the ArgSciChat release: a fact is split into
-    sentences, and each piece maps to the first content sentence that contains it after
-    lower-casing and ``punctuation_filtering`` (here :func:`squash`, which first applies the
-    package's one text identity, :func:`saf_utils.text.identity_key`). A piece found only in
-    the title, or nowhere, is returned as dropped with the reason ("title", "not_found";
-    "empty" for blank facts) where the official script would stop with an assertion.
-    ``content`` may be a :class:`ContentIndex` built once per paper (then ``title`` is its).
+    As ``fact_selection_baselines.py`` of the release: each sentence of a fact maps to the
+    first content sentence that contains it once both are normalised (:func:`squash`). A piece
+    only in the title, or nowhere, is returned as dropped with the reason where the official
+    script would stop with an assertion. ``content`` may be a :class:`ContentIndex`.
     """
     index = content if isinstance(content, ContentIndex) else ContentIndex(content, title)
     indexes: set[int] = set()

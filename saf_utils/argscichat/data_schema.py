@@ -44,14 +44,8 @@ ARGSCICHAT_SHA256 = {
     "fold_4_train.json": "25edf79cbbf46303a5d265e50dcca964ccc1dabab9314d8f2031a3d3416cdb08",
     "fold_4_val.json": "0ed87fb78ce9bc073673fa8ba56c547627427b4e4ca01caddde878be0c68171f",
 }
-#: Content anomalies that are loaded and counted (``strict=True``: errors): leakage by
-#: content; a paper whose key is not its title; a gold fact (``facts``) or an earlier turn's
-#: fact (``history_facts``) found neither in the content nor in the title, or blank (dropped
-#: from ``fact_indexes`` / ``history_fact_indexes``); history entries found in none of the
-#: earlier turns named by ``history_ids`` (their messages and facts); a history id that names
-#: no pair of the paper, or the pair itself (by id); a paper or message pair with keys the
-#: loader does not read (``extra_key``, one per object, its paper or pair id as the id:
-#: never dropped silently).
+#: Content anomalies that are loaded and counted (``strict=True``: errors); docs/data.md
+#: describes each.
 ARGSCICHAT_ANOMALY_KINDS = ("leak_paper_content", "paper_key_not_title", "fact_not_found",
                             "history_fact_not_found", "history_longer_than_ids",
                             "history_id_unknown", "history_id_self", "extra_key")

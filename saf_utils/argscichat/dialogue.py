@@ -1,11 +1,6 @@
 """ArgSciChat message pairs in dialogue: pair tables and lookup, the context of a turn,
-scored pairs and prediction rows of a selection.
-
-Used by the fact-selection (:mod:`saf_utils.argscichat.fact_selection`) and reply-generation
-(:mod:`saf_utils.argscichat.generation`) modules and by notebooks 01, 03 and 04. Predictions
-of notebook 03 are JSON lines (one selection per fold, split, system, seed and pair), read
-and written by :mod:`saf_utils.artifacts`; the error analysis of 06 is
-:mod:`saf_utils.argscichat.error_analysis`.
+scored pairs and prediction rows of a selection (notebooks 01, 03, 04 and the fact
+selection and reply modules).
 """
 
 from __future__ import annotations
@@ -45,11 +40,8 @@ def pair_index(pairs: Iterable[MessagePair]) -> dict[str, MessagePair]:
 
 def previous_exchanges(pair: MessagePair, index: Mapping[str, MessagePair],
                        turns: int = 1) -> list[str]:
-    """Proponent and expert messages of the last ``turns`` earlier turns, oldest first.
-
-    Earlier turns are found through ``history_ids``; an id missing from ``index`` raises,
-    since a silently shorter history would change every feature built on it.
-    """
+    """Proponent and expert messages of the last ``turns`` earlier turns, oldest first; an
+    id missing from ``index`` raises (a shorter history would change every feature)."""
     out: list[str] = []
     ids = pair.history_ids[-turns:] if turns > 0 else ()
     for pid in ids:

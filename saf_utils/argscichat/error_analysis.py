@@ -17,12 +17,8 @@ from saf_utils.text import split_sentences, squash
 
 def query_intents(queries: Sequence[str], intents: pd.DataFrame | None,
                   role: str = "Proponent") -> list[str]:
-    """Dialogue intent of each query from ``intents.csv`` (sentence-level, by ``role``).
-
-    The query's sentences are matched to intent rows by normalised text (lower-case, no
-    punctuation or spaces). The query gets the first ``Ask_*`` tag among its sentences,
-    else its first matched tag, else ``"unmatched"`` (``"no intents file"`` if absent).
-    """
+    """Dialogue intent of each query from ``intents.csv``, sentences matched by normalised
+    text: the first ``Ask_*`` tag, else the first matched tag, else ``"unmatched"``."""
     if intents is None:
         return ["no intents file"] * len(queries)
     need = {"Role", "Sentence", "Tag"}
@@ -43,11 +39,8 @@ def query_intents(queries: Sequence[str], intents: pd.DataFrame | None,
 
 
 def dialogue_properties(pairs: Sequence[MessagePair]) -> pd.DataFrame:
-    """Per pair: turn, gold-fact count and the distance of gold to the last turn's facts.
-
-    ``gold_dist_last_facts``: smallest |gold index - index of a fact of the latest earlier
-    turn that had facts| (NaN without gold or without earlier facts).
-    """
+    """Per pair: turn, gold-fact count and ``gold_dist_last_facts``, the smallest |gold
+    index - index of a fact of the latest earlier turn that had facts| (else NaN)."""
     rows = []
     for p in pairs:
         last = next((t for t in reversed(p.history_fact_indexes) if t), ())
@@ -67,11 +60,8 @@ def bucket(values: pd.Series, edges: Sequence[float], labels: Sequence[str]) -> 
 
 def selection_analysis_frame(preds: pd.DataFrame, pairs: Sequence[MessagePair],
                              intents: pd.DataFrame | None = None) -> pd.DataFrame:
-    """03's scored test predictions joined with dialogue properties and query intents.
-
-    One row per (fold, system, seed, pair) with a Fact-F1, plus ``turn_bucket``,
-    ``n_gold``, ``dist_bucket`` and ``intent``. Pairs missing from ``pairs`` raise.
-    """
+    """03's scored test predictions joined with dialogue properties and query intents;
+    pairs missing from ``pairs`` raise."""
     props = dialogue_properties(pairs).drop_duplicates("pair_id")
     props["intent"] = query_intents(list(props["query"]), intents)
     scored = preds[preds.fact_f1.notna()].copy()
@@ -111,13 +101,10 @@ def generation_error_frame(gens: pd.DataFrame, pairs: Sequence[MessagePair],
                            items: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per generated test reply with the properties that show generation errors.
 
-    ``out_words`` / ``gold_words`` / ``length_ratio`` / ``length_bucket`` (whitespace
-    words; "empty" for an empty output); ``generic``: the same output was given to another
-    test query of the fold (same system and seed); ``train_copy``: the output is a training
-    reply of the fold verbatim; ``paper_bigram_share``: share of the output's (lower-cased
-    word) bigrams found in the paper's sentences, i.e. how much is copied from the paper.
-    With ``items`` (04's ``items.jsonl.gz``) each row also gets its scores, one column per
-    metric, joined on (system, fold, seed, pair); nothing is recomputed.
+    Lengths in whitespace words; ``generic``: the same output went to another test query of
+    the fold; ``train_copy``: a training reply verbatim; ``paper_bigram_share``: how much is
+    copied from the paper. With ``items`` (04's ``items.jsonl.gz``) each row also gets its
+    scores, one column per metric (nothing is recomputed).
     """
     from saf_utils.text import word_tokens
 

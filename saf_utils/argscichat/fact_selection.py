@@ -25,12 +25,8 @@ from saf_utils.text import word_tokens
 # --------------------------------------------------------------------------- tokens & scores
 
 def top_k(scores: Sequence[float] | np.ndarray, k: int) -> list[int]:
-    """Indexes of the ``k`` highest scores, as the official script (``np.argsort(s)[-k:]``).
-
-    Keeping numpy's tie order makes TF-IDF/SBERT reproduce the published protocol exactly
-    (e.g. all-zero TF-IDF rows). Returned best first. ``k`` larger than the number of
-    sentences returns every sentence.
-    """
+    """Indexes of the ``k`` highest scores, best first, as the official script
+    (``np.argsort(s)[-k:]``): numpy's tie order reproduces the published protocol exactly."""
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
     s = np.asarray(scores, dtype=float)
@@ -145,10 +141,9 @@ def _rank_desc(x: np.ndarray) -> np.ndarray:
     return ranks
 
 
-#: Features that read the gold facts of earlier turns (``history_fact_indexes``). In the
-#: ArgSciChat data these are the annotated facts of the expert's earlier replies: a deployed
-#: system would not have them, so :data:`NO_HISTORY_FEATURES` drops them (ablation) and
-#: :func:`history_features` can put a system's own earlier selections in their place.
+#: Features that read the annotated facts of earlier turns, which a deployed system would not
+#: have: :data:`NO_HISTORY_FEATURES` drops them (ablation), or a system's own selections
+#: take their place (:func:`history_features`).
 HISTORY_FEATURES = (
     "in_prev_facts", "in_last_facts", "near_last_facts", "after_last_fact", "dist_last_facts",
     "has_last_facts", "sbert_last_facts", "after_any_fact",
@@ -158,11 +153,8 @@ NO_HISTORY_FEATURES = tuple(f for f in FEATURES if f not in HISTORY_FEATURES)
 
 def history_features(n: int, history: Sequence[Sequence[int]], sent_vecs: np.ndarray
                      ) -> dict[str, np.ndarray]:
-    """The :data:`HISTORY_FEATURES` of a paper's ``n`` sentences given earlier turns' facts.
-
-    ``history``: one tuple of sentence indexes per earlier turn, oldest first (the gold
-    ``pair.history_fact_indexes`` or a system's own earlier selections).
-    """
+    """The :data:`HISTORY_FEATURES` of a paper's ``n`` sentences; ``history``: sentence
+    indexes per earlier turn, oldest first (gold, or a system's own selections)."""
     idx = np.arange(n)
     prev = {int(i) for turn in history for i in turn}
     last = next((tuple(t) for t in reversed(history) if len(t)), ())
@@ -219,12 +211,9 @@ def sentence_features(pair: MessagePair, embed: Callable[[Sequence[str]], np.nda
                       context: str | None = None, prev_reply: str = "") -> pd.DataFrame:
     """One row per content sentence of ``pair`` with the ranker features (:data:`FEATURES`).
 
-    Lexical (TF-IDF, BM25) and semantic (SBERT) similarity to the query and to the query
-    with the previous exchange; position and length; title overlap; and the dialogue's
-    gold fact history (:data:`HISTORY_FEATURES`): experts tend to read on from where the
-    last turn's facts were. ``context``: the query with the previous exchange
-    (:func:`dialogue_context`); ``prev_reply``: the expert's previous message
-    (:func:`previous_reply`).
+    Similarities to the query and to ``context`` (the query with the previous exchange),
+    position, length, title overlap, and the gold fact history (:data:`HISTORY_FEATURES`):
+    experts tend to read on from where the last turn's facts were.
     """
     n = len(pair.content)
     if n == 0:
@@ -279,11 +268,8 @@ def feature_table(pairs: Sequence[MessagePair], embed: Callable[[Sequence[str]],
                   index: Mapping[str, MessagePair] | None = None,
                   cache: dict[str, pd.DataFrame] | None = None,
                   ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
-    """Stacked features of all pairs: (X, y gold-sentence labels, group id per row).
-
-    Features of a pair do not depend on the fold, so a ``cache`` dict (pair_id -> frame)
-    shared across folds computes each pair once.
-    """
+    """Stacked features of all pairs: (X, y gold-sentence labels, group id per row); a
+    ``cache`` (pair_id -> frame) shared across folds computes each pair once."""
     frames, ys, groups = [], [], []
     for g, p in enumerate(pairs):
         if cache is not None and p.pair_id in cache:
@@ -340,9 +326,8 @@ DEFAULT_GRID: tuple[dict[str, Any], ...] = (
 )
 
 
-#: Candidate members of ``ranker_ensemble``: small, shallow boosting models (small data).
-#: Which candidate member set an ensemble uses is chosen per fold on that fold's val split
-#: (:data:`ENSEMBLE_MEMBER_SETS`, ``saf_utils.argscichat.selectors``).
+#: Candidate members of ``ranker_ensemble``: small, shallow boosting models (small data);
+#: the member set is chosen per fold on its val split (``selectors.ENSEMBLE_MEMBER_SETS``).
 ENSEMBLE_GRID: tuple[dict[str, Any], ...] = tuple(
     {"kind": "hgb", "learning_rate": 0.05, "max_iter": it, "max_leaf_nodes": leaves,
      "min_samples_leaf": leaf}
@@ -352,10 +337,8 @@ ENSEMBLE_GRID: tuple[dict[str, Any], ...] = tuple(
 
 
 def group_rank01(scores: np.ndarray, groups: np.ndarray) -> np.ndarray:
-    """Within-group rank of each score scaled to [0, 1] (1 = the group's best, ties stable).
-
-    Ranks put scorers on one scale, so unlike raw scores they can be averaged.
-    """
+    """Within-group rank of each score scaled to [0, 1] (1 = the group's best, ties
+    stable): unlike raw scores, ranks of several scorers can be averaged."""
     s = np.asarray(scores, dtype=float)
     out = np.zeros(len(s))
     for g in np.unique(groups):

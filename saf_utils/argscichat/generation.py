@@ -22,12 +22,8 @@ def build_source(pair: MessagePair, inputs: Sequence[str],
                  selected: Sequence[int] | None = None,
                  index: Mapping[str, MessagePair] | None = None, history_turns: int = 2,
                  article_sentences: int | None = None) -> str:
-    """The generator's input text: the chosen parts, each behind a short tag.
-
-    ``inputs`` from :data:`GENERATION_INPUTS`. ``selected_facts`` needs ``selected`` (a
-    fact selector's indexes). ``article`` is the paper's sentences (optionally the first
-    ``article_sentences``). ``history`` needs ``index`` (:func:`pair_index`).
-    """
+    """The generator's input text: the ``inputs`` (:data:`GENERATION_INPUTS`), each behind a
+    short tag; ``selected_facts`` needs ``selected``, ``history`` needs ``index``."""
     unknown = [x for x in inputs if x not in GENERATION_INPUTS]
     if unknown or not inputs:
         raise ValueError(f"inputs {list(inputs)}: use a non-empty subset of {GENERATION_INPUTS}")
@@ -106,16 +102,11 @@ def source_segments(query: str, facts: str) -> list[tuple[str, list[str]]]:
 class TokenCompressor:
     """Keeps the source tokens (facts + query) likely to reappear in the expert's reply.
 
-    A classifier (logistic regression, or gradient boosting with ``kind="hgb"``) over
-    per-token features (how often this word type was copied from the source into the reply
-    in training, how common the exact token is in training replies, stop word, query or
-    facts, position, digits/punctuation/case) predicts whether a source token occurs in the
-    reply; tokens above ``threshold`` are kept in source order. Tokens are ``str.split()``
-    tokens, as Message-F1 (model card) counts them.
-
-    ``prior_words`` > 0 also offers the most frequent exact tokens of training replies that
-    are not in the source (e.g. "the", "is"): token F1 rewards any word likely to be in the
-    reply, so this measures how much of Message-F1 a bag of words gains without fluency.
+    A classifier over per-token features (copy rate of the word type in training, frequency
+    in training replies, stop word, position, case...) predicts whether a ``str.split()``
+    source token occurs in the reply. ``prior_words`` > 0 also offers the most frequent
+    training-reply tokens: this measures how much of Message-F1 a bag of words gains
+    without fluency.
     """
 
     def __init__(self, prior_strength: float = 5.0, C: float = 1.0, prior_words: int = 0,
@@ -214,7 +205,7 @@ def threshold_scores(compressor: TokenCompressor, queries: Sequence[str],
                      metric: Callable[[str, str], float]) -> dict[float, float]:
     """Mean ``metric`` on (val) pairs of the compressed facts, per keep threshold."""
     if not (len(queries) == len(facts) == len(refs)) or not refs:
-        raise ValueError("tune_threshold: need equal, non-zero numbers of queries/facts/refs")
+        raise ValueError("threshold_scores: need equal, non-zero numbers of queries/facts/refs")
     probs = [compressor.keep_probabilities(q, f) for q, f in zip(queries, facts, strict=True)]
     scores = {}
     for th in thresholds:
@@ -224,33 +215,14 @@ def threshold_scores(compressor: TokenCompressor, queries: Sequence[str],
     return scores
 
 
-def tune_threshold(compressor: TokenCompressor, queries: Sequence[str], facts: Sequence[str],
-                   refs: Sequence[str], thresholds: Sequence[float],
-                   metric: Callable[[str, str], float]) -> tuple[float, dict[float, float]]:
-    """The keep threshold with the best mean ``metric`` on (val) pairs
-    (:func:`saf_utils.protocol.choose_value`: ties to the first, the lowest of an ascending
-    grid), and every threshold's score."""
-    from saf_utils.protocol import choose_value
-
-    scores = threshold_scores(compressor, queries, facts, refs, thresholds, metric)
-    return choose_value(scores, "tune_threshold"), scores
-
-
 # --------------------------------------------------------------------------- generation metrics
 
 #: Per-reply overlap metrics (cheap; also scored on val for tuning and the val choice).
 OVERLAP_METRICS = ("message_f1", "message_f1_squad", "content_f1")
 #: Per-reply embedding metrics (test only: they load a model).
 EMBEDDING_METRICS = ("bertscore_f1", "moverscore")
-#: Corpus statistics of the outputs (:func:`saf_utils.metrics.output_stats`).
-OUTPUT_STATS = ("length_ratio", "distinct_2", "repetition", "identical_outputs")
-
-
 def overlap_scores(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, list[float]]:
-    """Per-reply Message-F1 (card), Message-F1 (SQuAD) and content-word F1.
-
-    An empty output is scored as ``""`` (the metric layer's convention), never as ".".
-    """
+    """Per-reply Message-F1 (card), Message-F1 (SQuAD) and content-word F1."""
     from saf_utils.metrics import metric
 
     return {name: metric(name).items(refs, hyps) for name in OVERLAP_METRICS}
@@ -262,10 +234,8 @@ def embedding_scores(hyps: Sequence[str], refs: Sequence[str],
                      idf_texts: Sequence[str] | None = None) -> dict[str, list[float]]:
     """Per-reply BERTScore F1 and MoverScore (packaged MiniLM unless models are given).
 
-    Empty outputs are embedded as ``""`` (``[CLS] [SEP]``; bert-score scores them 0) and
-    score 0 in MoverScore (no weighted token). ``idf_texts``: the reference corpus of
-    MoverScore's IDF (default ``refs``); pass one fold's test replies to score several
-    systems' outputs in one call with the weights each system would get alone.
+    Empty outputs score 0 in both. ``idf_texts``: MoverScore's IDF corpus (default
+    ``refs``), so several systems' outputs can be scored in one call.
     """
     from saf_utils.metrics import metric
 
@@ -275,22 +245,3 @@ def embedding_scores(hyps: Sequence[str], refs: Sequence[str],
                                                      idf_texts=idf_texts)}
 
 
-def generation_metrics(hyps: Sequence[str], refs: Sequence[str], embedding: bool = True,
-                       bertscore_model: str | None = None, bertscore_layers: int | None = None,
-                       moverscore_model: str | None = None) -> dict[str, float]:
-    """Means of :func:`overlap_scores` (and :func:`embedding_scores`) over parallel
-    hypotheses and references, the output statistics of
-    :func:`saf_utils.metrics.output_stats`, and ``empty_share``.
-    """
-    from saf_utils.metrics import metric, output_stats
-
-    if len(hyps) != len(refs) or not refs:
-        raise ValueError(f"generation_metrics: {len(hyps)} hypotheses, {len(refs)} references")
-    scores = overlap_scores(hyps, refs)
-    if embedding:
-        scores.update(embedding_scores(hyps, refs, bertscore_model, bertscore_layers,
-                                       moverscore_model))
-    out = {name: float(np.mean(v)) for name, v in scores.items()}
-    out.update(output_stats(hyps, refs))
-    out["empty_share"] = metric("empty_share").score(refs, hyps).value
-    return out

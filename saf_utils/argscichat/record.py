@@ -1,9 +1,6 @@
-"""What 03, 04 and 06 record and conclude, each in one call: :func:`record_selection` /
-:func:`selection_conclusions` (fact selection) and :func:`record_generation` /
-:func:`generation_conclusions` (reply generation), :func:`record_errors` /
-:func:`error_conclusions` (error analysis). ``rec`` is a
+"""What 03, 04 and 06 record and conclude, each in one call. ``rec`` is a
 :class:`saf_utils.reporting.records.Recorder`; ``md`` the notebooks' Markdown escaping
-(:func:`saf_utils.reporting.sharing.md`, a layer above the task packages)."""
+(passed in: :mod:`saf_utils.reporting` is a layer above the task packages)."""
 
 from __future__ import annotations
 
@@ -113,13 +110,9 @@ def generation_conclusions(an: REV.ReplyAnalysis, run: ReplyRun, metric_names: S
 
 @dataclass
 class ErrorAnalysis:
-    """What 06 found, collected cell by cell and recorded in one call.
-
-    ``selection``: per grouping column, Fact-F1 per system and group
-    (:func:`saf_utils.argscichat.error_analysis.grouped_fact_f1`) and the group's record
-    name; ``chosen``: the val-chosen selectors' scored test queries (one seed);
-    ``summary``: per reply system its error statistics; ``generation``: per grouping
-    column ``score`` per system and group."""
+    """What 06 found, collected cell by cell and recorded in one call: grouped Fact-F1 per
+    grouping column, the val-chosen selectors' scored test queries, per reply system its
+    error statistics and grouped scores."""
 
     selection: dict[str, tuple[str, pd.DataFrame]] = field(default_factory=dict)
     chosen: pd.DataFrame | None = None

@@ -1,17 +1,8 @@
 """ArgSciChat reply systems: the registry :data:`REPLY_SYSTEMS`, each system's parameters
-dataclass, what they all read (:class:`ReplyData`: the folds and 04's notebook-level
-settings) and the systems (run by :func:`saf_utils.argscichat.run.run_reply_systems`;
-scoring and the choice on validation: :mod:`saf_utils.argscichat.reply_evaluation`).
-
-Roles: ``baseline`` a floor or a simple reference (``constant_frequent``,
-``nearest_reply``, ``copy_selected``, ``trimmed_selected``); ``system`` a learned generator
-(``seq2seq``); ``oracle`` sees gold (``copy_gold``); ``probe`` exploits a metric
-(``compressed_selected`` keeps the tokens that Message-F1 rewards; never "best").
-
-The contract (:class:`saf_utils.registry.Registry`): ``fn(data: ReplyData, params,
-**context) -> predictions frame`` (one row per fold, split, seed and pair;
-:func:`each_fold` builds it from a per-fold function returning :class:`SystemOutput`\\ s).
-Adding a system is one function and one registration::
+dataclass, what they all read (:class:`ReplyData`) and the systems (run by
+:func:`saf_utils.argscichat.run.run_reply_systems`; scored in
+:mod:`saf_utils.argscichat.reply_evaluation`). A system is ``fn(data: ReplyData, params,
+**context) -> predictions frame`` (:func:`each_fold` builds it from a per-fold function)::
 
     @REPLY_SYSTEMS.register("echo", "baseline")
     def echo(data, params: NoParams, **context):
@@ -19,9 +10,8 @@ Adding a system is one function and one registration::
         return each_fold(data, lambda fold: [SystemOutput(
             {s: [p.query for p in fold[s]] for s in EVAL_SPLITS})])
 
-**Protocol.** Every choice a system makes (a word budget, a threshold, how many frequent
-words) uses *that* fold's val pairs only (:func:`saf_utils.protocol.choose_value`), never
-another fold's and never test.
+Every choice a system makes (a word budget, a threshold) uses *that* fold's val pairs only
+(:func:`saf_utils.protocol.choose_value`), never another fold's and never test.
 """
 
 from __future__ import annotations
@@ -176,10 +166,8 @@ class FrequentParams:
 
 
 def frequent_words(replies: Sequence[str], n: int) -> str:
-    """The ``n`` whitespace tokens in most training replies (ties alphabetical), joined.
-
-    Tokens as Message-F1 (model card) counts them: case and punctuation kept.
-    """
+    """The ``n`` whitespace tokens (as Message-F1 counts them) in most training replies,
+    ties alphabetical, joined."""
     df = Counter(t for r in replies for t in set(r.split()))
     return " ".join(sorted(df, key=lambda t: (-df[t], t))[:n])
 
@@ -278,9 +266,8 @@ def _seq2seq_examples(fold: ReplyFold, params: ReplySeq2SeqParams, split: str) -
                       [p.reply for p in pairs])
 
 
-#: What the page shows of each trained model: which model ran, in which precision, on how
-#: many processes, and with LED's global attention (what the profile asked for is not
-#: always what ran: fp16 needs CUDA).
+#: What the page shows of each trained model: what actually ran (fp16 needs CUDA), on how
+#: many processes, with LED's global attention.
 TRAIN_LOG_FIELDS = ("model", "precision", "world_size", "global_attention", "train_loss",
                     "train_steps", "train_seconds")
 
@@ -306,14 +293,9 @@ def _seq2seq(fold: ReplyFold, params: ReplySeq2SeqParams, config: ReplyConfig
 
 @REPLY_SYSTEMS.register("seq2seq", "system", params=ReplySeq2SeqParams)
 def seq2seq(data: ReplyData, params: ReplySeq2SeqParams, **context: Any) -> pd.DataFrame:
-    """A seq2seq model per seed, trained on the fold's train pairs (gold facts in training
-    unless ``train_with_gold_facts`` is False), generating val/test replies from the
-    selected facts.
-
-    The fold's examples are written once and trained through :func:`saf_utils.jobs.run_jobs`
-    (``ReplyConfig.launcher``: "none" trains in the kernel, "torchrun:N" / "accelerate"
-    start a launcher).
-    """
+    """A seq2seq model per seed, trained on the fold's train pairs (gold facts unless
+    ``train_with_gold_facts`` is False) through :func:`saf_utils.jobs.run_jobs`, generating
+    val/test replies from the selected facts."""
     from saf_utils.seq2seq import Seq2SeqSettings
 
     Seq2SeqSettings(**params.settings)  # a typo fails here, before any training
@@ -364,10 +346,6 @@ def _compressed_selected(fold: ReplyFold, params: CompressParams, config: ReplyC
 @REPLY_SYSTEMS.register("compressed_selected", "probe", params=CompressParams)
 def compressed_selected(data: ReplyData, params: CompressParams, **context: Any
                         ) -> pd.DataFrame:
-    """Probe: the fact and query tokens a boosted token classifier expects in the reply.
-
-    Trained on the fold's train pairs (gold facts); how many frequent reply words it may
-    add and its keep threshold are chosen on the fold's val. It exploits Message-F1 (a bag
-    of likely words, not a reply) and is reported as a probe.
-    """
+    """Probe: the fact and query tokens a boosted token classifier expects in the reply
+    (its extra words and threshold chosen on the fold's val): it exploits Message-F1."""
     return each_fold(data, lambda fold: _compressed_selected(fold, params, data.config))

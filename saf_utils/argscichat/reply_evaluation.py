@@ -1,10 +1,7 @@
-"""Scoring and analysing ArgSciChat replies: per-item scores in the Recorder's ``items``
-layout, output statistics, the per-fold choice on validation (the composite ``val_chosen``),
-headline intervals and comparisons under the ArgSciChat design
-(:data:`saf_utils.argscichat.selection_evaluation.DESIGN`: papers within folds, cluster
-t-intervals, exact sign-flip tests; seeds averaged within a fold first), and the sentences
-of 04's conclusions. The systems: :mod:`saf_utils.argscichat.replies` (run by
-:mod:`saf_utils.argscichat.run`).
+"""Scoring and analysing ArgSciChat replies: per-item scores, output statistics, the
+per-fold choice on validation (the composite ``val_chosen``), headline intervals and
+comparisons under the ArgSciChat design
+(:data:`saf_utils.argscichat.selection_evaluation.DESIGN`), and 04's conclusions.
 """
 
 from __future__ import annotations
@@ -36,9 +33,8 @@ def score_predictions(preds: pd.DataFrame, splits: Sequence[str] = ("test",),
     """Per-item scores in the Recorder's items layout (+ ``role``): one row per
     (system, fold, seed, split, pair, metric), ``item`` = pair id, ``cluster`` = paper id.
 
-    Overlap metrics always; BERTScore and MoverScore with ``embedding``. MoverScore's IDF
-    comes from the references of each (fold, split), the same for every system; all
-    systems of a (fold, split) are scored in one call, so each text is embedded once.
+    BERTScore and MoverScore only with ``embedding``; all systems of a (fold, split) are
+    scored in one call (one IDF, each text embedded once).
     """
     sub = preds[preds.split.isin(splits)].reset_index(drop=True)
     if sub.empty:

@@ -1,8 +1,6 @@
-"""The ArgSciChat runner: the data each task's systems read (the folds' pairs capped as a
-notebook asks), and one function per task that runs any list of registry names through
-:meth:`saf_utils.registry.Registry.each` with the parameters a profile gives per system
-name (03's and 04's ``system_params``) and returns tidy prediction rows, the systems' val
-choices and seconds per system."""
+"""The ArgSciChat runner: the folds' pairs capped as a notebook asks, and one function per
+task that runs any list of registry names with the parameters a profile gives per system
+name, returning tidy prediction rows, the val choices and seconds per system."""
 
 from __future__ import annotations
 
@@ -18,7 +16,7 @@ from saf_utils.argscichat.dialogue import pair_index
 from saf_utils.argscichat.replies import EVAL_SPLITS, ReplyConfig, ReplyData, ReplyFold, seed_column
 from saf_utils.argscichat.selection_fit import SelectionContext
 from saf_utils.argscichat.systems import REPLY_SYSTEMS, SELECTORS
-from saf_utils.registry import Registry, params_dict
+from saf_utils.registry import Registry
 
 SystemParams = Mapping[str, Mapping[str, Any]]
 
@@ -30,20 +28,10 @@ def check_system_params(registry: Registry, names: Iterable[str],
     return registry.check_params(names, system_params)
 
 
-def effective_params(registry: Registry, names: Iterable[str],
-                     system_params: SystemParams | None = None) -> dict[str, dict[str, Any]]:
-    """system -> the parameters it runs with (its dataclass defaults updated by
-    ``system_params``, checked), for every system of ``names``."""
-    given = registry.check_params(names, system_params)
-    return {n: params_dict(registry.params(n, given.get(n))) for n in registry.check(names)}
-
-
 def selector_groups(params: Mapping[str, Any]) -> dict[str, list[str]]:
-    """Notebook 03's selectors by group, from its parameters ``params``: each group's
-    parameter (``baselines``, ``oracles``, ``systems``: learned selectors that ablate none,
-    ``ablations``) selects within the group (:meth:`saf_utils.registry.Registry.select`;
-    None: every registered one of the group), so a new selector runs in its group unless a
-    profile leaves it out."""
+    """Notebook 03's selectors by group (``baselines``, ``oracles``, ``systems``,
+    ``ablations``): each group's parameter selects within the group, so a new selector runs
+    in its group unless a profile leaves it out."""
     groups = {"baselines": SELECTORS.names(["baseline"]), "oracles": SELECTORS.names(["oracle"]),
               "systems": SELECTORS.names(["system"], ablation_of=None),
               "ablations": [n for n in SELECTORS.names(["system"])
@@ -55,25 +43,22 @@ def planned_selectors(params: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """The selectors notebook 03 runs with its parameters ``params``, each with the
     parameters it runs with (``saf-run --dry-run``)."""
     names = [n for group in selector_groups(params).values() for n in group]
-    return effective_params(SELECTORS, names, params.get("system_params"))
+    return SELECTORS.effective_params(names, params.get("system_params"))
 
 
 def planned_reply_systems(params: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """The reply systems notebook 04 runs with its parameters ``params`` (``systems``:
     :meth:`saf_utils.registry.Registry.select`), each with the parameters it runs with."""
-    return effective_params(REPLY_SYSTEMS, REPLY_SYSTEMS.select(params.get("systems")),
-                            params.get("system_params"))
+    return REPLY_SYSTEMS.effective_params(REPLY_SYSTEMS.select(params.get("systems")),
+                                          params.get("system_params"))
 
 
 def _run_each(registry: Registry, names: Sequence[str], data: Any,
               system_params: SystemParams | None, sinks: Sequence[list] = ()
               ) -> tuple[pd.DataFrame, dict[str, float], list[list[dict[str, Any]]]]:
-    """Every name through :meth:`Registry.each` with its entry of ``system_params``.
-    ``sinks``: lists the systems append rows to (tuning, logs); returns the predictions
-    (with ``role``), seconds per system and, per sink, the rows appended, each with its
-    ``system``. A notebook runs its systems in several calls, so ``system_params`` may name
-    registered systems another call runs (the notebook checks its whole list first:
-    :func:`check_system_params`)."""
+    """Every name through :meth:`Registry.each`; the predictions (with ``role``), seconds
+    per system and, per sink (lists the systems append rows to), the rows appended with
+    their ``system``. ``system_params`` may name systems another call runs."""
     params = {n: v for n, v in (system_params or {}).items() if n in set(names)}
     registry.check(system_params or {})  # an unknown name fails here
     frames, seconds = [], {}
@@ -130,12 +115,8 @@ def _tuning_frame(rows: Any) -> pd.DataFrame:
 
 def run_selectors(ctx: SelectionContext, systems: Iterable[str],
                   system_params: SystemParams | None = None) -> SelectionRun:
-    """Run the selectors ``systems`` over every fold and split of ``ctx``.
-
-    Returns prediction rows (:data:`SELECTION_COLUMNS`; ``fact_f1`` is None for pairs
-    without gold fact sentences, which the official protocol skips), the tuning rows of
-    the per-fold val choices, and seconds per system.
-    """
+    """Run the selectors ``systems`` over every fold and split of ``ctx`` (``fact_f1`` is
+    None for pairs without gold fact sentences, which the official protocol skips)."""
     preds, seconds, (tuning,) = _run_each(SELECTORS, list(systems), ctx, system_params,
                                           (ctx.tuning,))
     return SelectionRun(preds.reindex(columns=list(SELECTION_COLUMNS)),
@@ -163,12 +144,8 @@ def reply_folds(data: Mapping[int, ArgSciChatFold],
                 max_rows: int | None = None,
                 fact_system: str | Mapping[int, str] | None = None) -> dict[int, ReplyFold]:
     """:class:`ReplyFold` per fold: the first ``max_rows`` pairs of every split (as 03 caps
-    them) and 03's selections (``(fold, split, pair_id) ->
-    indexes``, :func:`saf_utils.argscichat.dialogue.selection_lookup`).
-
-    Every val/test pair must have a selection: a missing one means 03 ran with other folds
-    or ``max_rows``, and is an error naming it.
-    """
+    them) and 03's selections; a val/test pair without one (03 ran with other folds or
+    ``max_rows``) is an error naming it."""
     out = {}
     for f, fold in data.items():
         splits = {s: (fold[s][:max_rows] if max_rows else list(fold[s]))

@@ -1,19 +1,12 @@
 """Evaluation of ArgSciChat fact selections on top of :mod:`saf_utils.protocol`.
 
 Official aggregation: Fact-F1 per query (queries without gold fact sentences skipped), mean
-per fold, mean over folds; seeds (Random) are averaged per (query, fold) first.
-
-Design (:data:`DESIGN`): papers are the sampled unit, 2 test papers in each of 5 folds.
-Intervals are stratified cluster t-intervals (Welch-Satterthwaite df, at most 5);
-comparisons are exact stratified sign-flip tests over the 10 test papers (1,024
-assignments) on the mean-over-folds statistic, with the interval that inverts the same
-test. The estimand is new papers.
-
-Choices are per fold, on that fold's val only (:func:`saf_utils.protocol.choose`): the
-val-chosen selector and the val-strongest baseline of fold f are those best on fold f's val,
-and their test selections form the composites ``val_chosen`` and ``val_best_baseline``.
-The one primary comparison (pre-specified) is ``val_chosen`` minus ``val_best_baseline`` on
-test Fact-F1; every other p is Holm-adjusted.
+per fold, mean over folds; seeds averaged per (query, fold) first. Papers are the sampled
+unit (:data:`DESIGN`: 2 test papers in each of 5 folds): stratified cluster t-intervals and
+exact sign-flip tests over the 10 test papers. Choices are per fold, on that fold's val
+only; the fold-wise picks form the composites ``val_chosen`` and ``val_best_baseline``, and
+their difference on test Fact-F1 is the one primary comparison (every other p is
+Holm-adjusted).
 """
 
 from __future__ import annotations
@@ -38,10 +31,8 @@ GOLD_HISTORY_NOTE = "reads earlier turns' gold facts"
 
 
 def fact_f1_table(preds: pd.DataFrame, splits: Sequence[str] = ("val", "test")) -> pd.DataFrame:
-    """Per-item Fact-F1 rows (``Recorder.add_items`` schema, cluster = paper id, + ``role``).
-
-    Only pairs with gold fact sentences (``fact_f1`` not null) are items.
-    """
+    """Per-item Fact-F1 rows (``Recorder.add_items`` schema, cluster = paper id, + ``role``)
+    of the pairs with gold fact sentences."""
     need = {"fold", "split", "pair_id", "paper_id", "system", "seed", "fact_f1"}
     missing = sorted(need - set(preds.columns))
     if missing:
@@ -77,12 +68,9 @@ class Analysis:
 
 def analyse_selection(items: pd.DataFrame, roles: Mapping[str, str],
             ablations: Mapping[str, str] | None = None, design: P.Design = DESIGN) -> Analysis:
-    """Choose per fold on val, build the composites, estimate and compare on test.
-
-    Comparisons: the primary (``val_chosen`` - ``val_best_baseline``); every other system
-    and the oracle minus ``val_best_baseline``; each ablation minus its full system
-    (``ablations = {ablation: full}``); the test leader minus the runner-up.
-    """
+    """Choose per fold on val, build the composites, estimate and compare on test: every
+    system minus ``val_best_baseline``, each ablation minus its full system (``ablations``)
+    and the test leader minus the runner-up."""
     roles = dict(roles)
     chosen = P.choose(items, METRIC, roles)
     baseline = P.choose(items, METRIC, roles, allowed=("baseline",))
@@ -155,16 +143,8 @@ def selection_sentences(an: Analysis) -> list[str]:
 
 def record_selection_results(rec: Any, an: Analysis, tuning: pd.DataFrame | None = None,
            gold_history: Sequence[str] = ()) -> None:
-    """Record everything 03 reports (``rec``: a :class:`saf_utils.reporting.records.Recorder`).
-
-    - per fold (and per seed for seeded systems) val and test Fact-F1 (kind result);
-    - headline per system and split with CI, method and estimand;
-    - comparisons (kind analysis): ``minus <ref>`` with CI, ``p vs <ref>`` raw and
-      ``primary p`` / ``p_adj vs <ref>`` (Holm);
-    - the per-fold choices (kind tuning, ``chosen`` / ``candidate``; the baseline choice as
-      ``reference baseline``); val grid points (``<param>=<value>``);
-    - per-item scores (items.jsonl.gz).
-    """
+    """Record everything 03 reports: per-fold (and per-seed) Fact-F1, the headline,
+    comparisons, the per-fold choices and val grid points, and per-item scores."""
     items = an.items
     seeded = set(items[items.seed.notna()].system)
     for r in P.fold_means(items, per_seed=True).itertuples():

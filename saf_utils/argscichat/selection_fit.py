@@ -38,10 +38,8 @@ def param_key(params: Mapping[str, Any]) -> str:
 class SelectionContext:
     """The folds' pairs plus caches shared by all selectors of a run.
 
-    Feature frames are computed once per pair; every (fold, fit split, model parameters,
-    feature set) is fit once, whichever selectors use it (e.g. the ranker grid's models are
-    also an ensemble's members). ``tuning``: the val choices' rows, appended by the
-    selectors as they run (:func:`saf_utils.argscichat.run.run_selectors` collects them).
+    Feature frames are computed once per pair and every (fold, fit split, parameters,
+    feature set) is fit once, whichever selectors use it; ``tuning``: the val choices' rows.
     """
 
     def __init__(self, pairs: Mapping[tuple[int, str], Sequence[MessagePair]],
@@ -158,12 +156,8 @@ class ScorerSpec:
 
 def select_split(ctx: SelectionContext, fold: int, split: str, spec: ScorerSpec,
                  history: str = "gold", on: str | None = None) -> list[list[int]]:
-    """Top-k of ``spec``'s scores for every pair of a split.
-
-    ``history="gold"``: history features from the earlier turns' gold facts (as annotated);
-    ``"own"``: from this scorer's own selections of the earlier turns, turn by turn (earlier
-    turns that were not selected here, e.g. in another split, count as having no facts).
-    """
+    """Top-k of ``spec``'s scores for every pair of a split; history features from the
+    gold facts (``history="gold"``) or, turn by turn, this scorer's own selections."""
     on = on or ctx.fit_for(split)
     pairs = ctx.pairs[(fold, split)]
     if not pairs:

@@ -1,24 +1,16 @@
 """ArgSciChat fact selectors: the registry :data:`SELECTORS`, each selector's parameters
-dataclass, and the selectors (run by :func:`saf_utils.argscichat.run.run_selectors`).
-
-The contract (:class:`saf_utils.registry.Registry`): a selector is
-``fn(ctx: SelectionContext, params, **context) -> predictions frame`` (one row per fold,
-split, seed and pair: :meth:`SelectionContext.each_pair` builds it for a per-query
-selector); its parameters' defaults live only in its dataclass; a profile changes them by
-name (03's ``system_params``). Adding a selector is one function and one registration::
+dataclass (its defaults live only there; 03's ``system_params`` changes them by name), and
+the selectors (run by :func:`saf_utils.argscichat.run.run_selectors`). A selector is
+``fn(ctx: SelectionContext, params, **context) -> predictions frame``::
 
     @SELECTORS.register("last_k", "baseline")
     def select_last_k(ctx, params: NoParams, **context):
         \"\"\"The paper's last k sentences.\"\"\"
         return ctx.each_pair(lambda pair, rng: list(range(len(pair.content)))[-ctx.config.k:])
 
-Protocol (every choice inside a fold, never another fold's papers, never test): per-query
-selectors (baselines, oracle) have nothing to tune. Learned selectors are fit on the fold's
-train pairs; every hyperparameter (ranker grid candidate, ensemble member set, BM25 mix
-weight) is chosen on **that fold's val** split (:func:`saf_utils.protocol.choose_value`)
-with models fit on train only, so val selections are out of sample. Test (and train)
-selections come from a refit on train+val with the chosen values
-(``SelectionConfig.refit_on_train_val``).
+Learned selectors are fit on the fold's train pairs and every hyperparameter is chosen on
+**that fold's val** split with models fit on train only; test selections come from a refit
+on train+val with the chosen values (``SelectionConfig.refit_on_train_val``).
 """
 
 from __future__ import annotations
@@ -41,10 +33,9 @@ from saf_utils.registry import NoParams, Registry
 
 TASK, DATASET, METRIC = "argscichat_fact_selection", "argscichat", "fact_f1"
 
-#: Candidate member sets of the ensembles, by name (``EnsembleParams.member_sets``); one is
-#: chosen per fold on that fold's val Fact-F1 (train-only fits). ``small_hgb``: eight small
-#: boosting models; ``small_hgb+logreg``: plus the ranker grid's three logistic regressions
-#: (linear and tree scores mixed by rank).
+#: Candidate member sets of the ensembles (``EnsembleParams.member_sets``), one chosen per
+#: fold on its val Fact-F1: eight small boosting models, or those plus the ranker grid's
+#: three logistic regressions (linear and tree scores mixed by rank).
 ENSEMBLE_MEMBER_SETS: dict[str, tuple[dict[str, Any], ...]] = {
     "small_hgb": FS.ENSEMBLE_GRID,
     "small_hgb+logreg": FS.ENSEMBLE_GRID + tuple(g for g in FS.DEFAULT_GRID
@@ -138,10 +129,8 @@ def mix_choice(ctx: SelectionContext, fold: int, base: ScorerSpec, system: str,
 
 def per_fold(ctx: SelectionContext, choose: Callable[[int], tuple[ScorerSpec, list[dict]]],
              history: str = "gold") -> pd.DataFrame:
-    """A learned selector's predictions: per fold, the scorer ``choose(fold)`` returns (its
-    tuning rows go to ``ctx.tuning``) selects every split; with ``history="own"`` val and
-    test only (train pairs are in-sample anyway, and turn-by-turn prediction is the
-    expensive part)."""
+    """A learned selector's predictions: per fold, the scorer ``choose(fold)`` returns
+    selects every split (with ``history="own"`` val and test only: the expensive part)."""
     rows: list[dict[str, Any]] = []
     for f in ctx.folds:
         spec, tuning = choose(f)

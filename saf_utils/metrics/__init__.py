@@ -1,17 +1,8 @@
 """The one metric layer of both tasks: every metric is a registered
-:class:`~saf_utils.metrics.base.Metric` (:data:`METRICS`, looked up with :func:`metric`).
-
-- :mod:`.base`: the :class:`Metric` object, :func:`register_metric`, direction and scale
-  lookups (:func:`lower_is_better`, :func:`bounds`, :func:`scale_label`)
-- :mod:`.labels`: accuracy, macro/weighted F1, score MSE, confusion (any label set)
-- :mod:`.generation`: sacreBLEU, chrF, ROUGE-2, METEOR
-- :mod:`.embedding`: BERTScore and MoverScore (models load lazily, on first use)
-- :mod:`.overlap`: Fact-F1, Message-F1 (card and SQuAD), content-word F1, output statistics
-
-Conventions, the same in both tasks (docs/metrics.md): a scorer takes ``(gold, pred)``,
-references first; text inputs must be strings (``None`` raises naming its position); an
-empty generation is scored as ``""``; MoverScore weights both sides with the references'
-IDF; models run on ``device="auto"``.
+:class:`~saf_utils.metrics.base.Metric` (:data:`METRICS`, looked up with :func:`metric`):
+labels, generation (sacreBLEU, chrF, ROUGE-2, METEOR), embedding (BERTScore, MoverScore)
+and overlap (Fact-F1, Message-F1, content-word F1, output statistics). Conventions
+(docs/metrics.md): ``(gold, pred)``, references first; an empty generation is ``""``.
 """
 
 from saf_utils.metrics import embedding as _embedding  # noqa: E402,F401  (registers its metrics)

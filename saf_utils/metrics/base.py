@@ -2,27 +2,13 @@
 resamples, a one-line definition and its reference next to the function that computes it, and
 :func:`register_metric` puts it in :data:`METRICS` once.
 
-Everything else reads the objects: the pages' direction ("highest"/"lowest", the bold best
-cell, the dot plots' axes), the choices on validation, the interval clipping
-(:func:`bounds`), the tasks' scorers (:meth:`Metric.score`, :meth:`Metric.statistics`) and
-the metric cards page (:mod:`saf_utils.reporting.metric_cards`). A name that is not
-registered is taken as higher-is-better on no fixed range (stated, not guessed, in pages).
-
-Levels (``level``):
-
-- ``"item"``: one value per item, the metric is their mean; the compute function returns the
-  per-item values (NaN: the item is not scored, e.g. an unparseable score in ``mse``).
-  Resampled as (value, 1) per scored item.
-- ``"corpus"``: not a mean of items (corpus BLEU, macro-F1); the compute function returns
-  per-item sufficient statistics and the statistic of their sums, so a resample or a
-  permutation is exact (:mod:`saf_utils.stats`).
-- ``"output"``: a statistic of a system's outputs (distinct-2, repetition): a point value,
-  not resampled.
-- ``"summary"``: recorded by the code that produces it (a training loss, a parse rate);
-  registered for its direction and card only (no compute function here).
-
-Every compute function takes ``(gold, pred, **options)``: references first, as
-scikit-learn's ``(y_true, y_pred)``.
+Pages, choices, interval clipping, scorers and the metric cards read the objects; a name
+that is not registered is taken as higher-is-better on no fixed range. Levels: ``"item"``
+(the compute function returns per-item values, NaN for unscored items; the metric is their
+mean), ``"corpus"`` (it returns per-item sufficient statistics and the statistic of their
+sums, so resampling is exact), ``"output"`` (a point statistic of a system's outputs) and
+``"summary"`` (recorded by the code that produces it; registered for its direction and card).
+Every compute function takes ``(gold, pred, **options)``, references first.
 """
 
 from __future__ import annotations
@@ -55,18 +41,10 @@ class Score:
 
 @dataclass(frozen=True)
 class Metric:
-    """A registered metric (see the module docstring for ``level``).
-
-    ``scale``: "0-1", "0-100" (sacreBLEU, chrF), ">=0" (squared errors), "count", "any"
-    (no fixed range) or any closed interval written "[lo, hi]" (e.g. "[-1, 1]" for a
-    correlation); :func:`bounds` reads it. ``inputs``: what it compares ("labels",
-    "scores", "texts", "sentence_sets"; "outputs": raw outputs and whether each parsed).
-    ``description`` is the short gloss (a header's tooltip); ``definition`` what is
-    computed; ``reference`` where the metric is defined;
-    ``library`` the package that computes it (empty: this collection's code). ``compute``
-    is the one function that computes it (see the levels); its module and name are the
-    card's implementation.
-    """
+    """A registered metric. ``scale``: "0-1", "0-100", ">=0", "count", "any" or a closed
+    interval "[lo, hi]" (:func:`bounds` reads it); ``inputs``: what it compares ("labels",
+    "scores", "texts", "sentence_sets", "outputs"); ``library``: empty for this
+    collection's code."""
 
     name: str
     _: KW_ONLY
@@ -157,11 +135,8 @@ class Metric:
 
     def statistics(self, gold: Sequence[Any], pred: Sequence[Any],
                    **options: Any) -> tuple[np.ndarray, Statistic]:
-        """Per-item sufficient statistics and their statistic, for :mod:`saf_utils.stats`.
-
-        Item metrics: ``(value, 1)`` per scored item and ``(0, 0)`` per unscored one, so
-        rows stay aligned with the items (and their clusters) and the statistic is the mean
-        of the scored items."""
+        """Per-item sufficient statistics and their statistic, for :mod:`saf_utils.stats`;
+        item metrics give ``(0, 0)`` for an unscored item, so rows stay aligned."""
         if self.level not in ("item", "corpus"):
             raise ValueError(f"metric {self.name!r} is {self.level}-level: not resampled")
         s = self.score(gold, pred, **options)

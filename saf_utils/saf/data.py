@@ -2,39 +2,16 @@
 
 :func:`load_saf` reads a hub id (``SAF_DATA`` overrides the legal-set default), a local
 hub-layout folder ``data/{split}-0000k-of-0000n.parquet`` or ``{split}.jsonl|.csv|.parquet``
-files, and validates every row (column-wise: a 100k-row split in seconds, see
-benchmarks/loader_bench.py and docs/data.md). Two kinds of findings:
+files, and validates every row column-wise (a 100k-row split in seconds). Structural
+*problems* are raised together as one :class:`SAFDataError`, each naming file, split, row,
+id and column; content *anomalies* (:data:`SAF_ANOMALY_KINDS`: blank answers, label/score
+mismatches, leakage by content, extra columns) are loaded, counted per split and kind,
+written into the run manifest and announced with a :class:`SAFDataWarning` (errors with
+``strict=True``). docs/data.md lists every check.
 
-- **Problems** (structural; always an error): a missing expected split, an incomplete or
-  ambiguous set of split files, a data path that is a file, an unreadable or non-UTF-8 file,
-  a split with 0 rows, a file (shard) without an expected column, a duplicate column name or
-  JSON key, an empty or duplicate id (ids are compared by
-  :func:`saf_utils.text.identity_key`: two ids equal only once normalised name both rows),
-  an integer id beyond 64 bits, ids of mixed types, a label that is missing or not one of
-  :data:`SAF_LABELS`, a score that is not a number in [0, 1], a missing or blank
-  ``question`` / ``reference_answer`` / ``answer_feedback`` (blank:
-  :func:`saf_utils.text.is_blank`), a text cell that is not a string (a number, a list,
-  bytes). All problems are raised together as one :class:`SAFDataError`, each naming file,
-  split, row, id and column, with any value shown as a prefix and its size
-  (:func:`saf_utils.loading.shorten`).
-- **Anomalies** (content that real releases contain; :data:`SAF_ANOMALY_KINDS`): a blank
-  student answer (``empty_answer``; graded, e.g. as an empty submission), a label that
-  disagrees with the score (``label_score_mismatch``; Correct <=> 1, Incorrect <=> 0,
-  Partially correct strictly between), and **leakage by content** (text normalised with
-  :func:`saf_utils.text.squash`, whatever the ids): a test answer to the same question as a
-  train answer (``leak_answer_in_train``), a ``test_unseen_questions`` question also in
-  train or validation (``leak_question_seen``); and a column that is not a SAF column
-  (``extra_column``, one per file and column, its name as the id: not loaded, but never
-  dropped silently). They are loaded as they are (a missing
-  answer becomes ``""``), counted per split and kind (``return_report=True``), written into
-  the data-source entries of the run manifest (:func:`saf_utils.provenance.annotate`:
-  ``rows``, ``anomalies`` and ``anomaly_ids`` per file), and announced with a
-  :class:`SAFDataWarning`. ``strict=True`` makes them problems.
-
-This module is the loader; the names of a SAF dataset (splits, columns, labels, anomaly
-kinds, :class:`SAFDataError`) live in :mod:`saf_utils.saf.data_schema`, finding and reading
-the files in :mod:`saf_utils.saf.data_files`, the checks in :mod:`saf_utils.saf.data_checks`;
-every public name is importable from here.
+The names live in :mod:`saf_utils.saf.data_schema`, finding and reading the files in
+:mod:`saf_utils.saf.data_files`, the checks in :mod:`saf_utils.saf.data_checks`; every
+public name is importable from here.
 """
 
 from __future__ import annotations
@@ -104,12 +81,8 @@ def looks_like_path(source: str) -> bool:
 
 def _annotate_sources(registered: dict[str, list[tuple[str, str]]],
                       frames: dict[str, pd.DataFrame], checked: dict[str, _Checked]) -> None:
-    """Rows and anomaly counts per registered file, for the run manifest's data sources.
-
-    ``registered`` maps a split to (row label, registered path) pairs. Local files carry
-    their own rows' counts; hub cache files (rows not attributable to one file) carry the
-    split's counts on its first file.
-    """
+    """Rows and anomaly counts per registered file (``registered``: split -> (row label,
+    path) pairs); hub cache files carry the split's counts on its first file."""
     for split, files in registered.items():
         anomalies, labels = checked[split].anomalies, frames[split]["_file"]
         for j, (label, path) in enumerate(files):
@@ -230,15 +203,10 @@ def load_saf(source: str | os.PathLike | None = None, splits: Iterable[str] | No
              *, strict: bool = False, return_report: bool = False):
     """Load and validate the SAF dataset as a ``datasets.DatasetDict``.
 
-    ``source`` is a hub id (default :data:`SAF_HUB_ID`, overridden by the ``SAF_DATA``
-    environment variable), a local folder in hub layout (``data/{split}-0000k-of-0000n
-    .parquet``) or a folder of ``{split}.jsonl|.csv|.parquet`` files (one per split).
-    ``splits=None`` requires all of :data:`SAF_SPLITS`; a list loads that subset on purpose
-    (each one still required). ``error_class`` is kept when present. All problems are raised
-    together as one :class:`SAFDataError`; content anomalies (:data:`SAF_ANOMALY_KINDS`) are
-    loaded and counted, or problems when ``strict``. ``return_report=True`` returns
-    ``(datasets, report)``, the report a frame of :data:`REPORT_COLUMNS` with one row per
-    split and kind (``count`` 0 included; ``ids``/``rows`` name the rows).
+    ``source``: a hub id (default :data:`SAF_HUB_ID` or ``SAF_DATA``) or a local folder
+    (module docstring). ``splits=None`` requires all of :data:`SAF_SPLITS`. Anomalies are
+    problems when ``strict``; ``return_report=True`` also returns the frame of
+    :data:`REPORT_COLUMNS`, one row per split and kind (zeros included).
     """
     import datasets
 
@@ -270,11 +238,8 @@ def load_saf(source: str | os.PathLike | None = None, splits: Iterable[str] | No
 
 
 def _to_dataset(frame: pd.DataFrame):
-    """A ``datasets.Dataset`` straight from the checked columns (Arrow ``string`` text).
-
-    The fingerprint is a BLAKE2 digest of the table's Arrow buffers: ``datasets``' default
-    pickles the whole table to hash it, which doubles the peak memory of a large split.
-    """
+    """A ``datasets.Dataset`` from the checked columns, fingerprinted by a BLAKE2 digest of
+    its Arrow buffers (``datasets`` pickles the table, doubling a large split's peak memory)."""
     import datasets
     import pyarrow as pa
 

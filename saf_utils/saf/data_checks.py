@@ -1,9 +1,5 @@
-"""SAF validation, column-wise: problems (errors) and anomalies (counted) of the splits.
-
-:func:`_check_split` checks one split (ids, texts, labels, scores), the cross-split checks
-compare ids and types between splits, :func:`_leak_anomalies` finds leakage by content, and
-:func:`_extra_columns` counts columns that are not loaded. See :mod:`saf_utils.saf.data`
-for what is a problem and what an anomaly.
+"""SAF validation, column-wise: problems (errors) and anomalies (counted) of one split,
+across splits (ids, types) and leakage by content (docs/data.md).
 """
 
 from __future__ import annotations
@@ -46,11 +42,8 @@ def _isna(value: Any) -> bool:
 
 
 def _extra_columns(split: str, file: str, df: pd.DataFrame) -> list[dict[str, Any]]:
-    """``extra_column`` anomalies: columns of one file that are not SAF columns (not loaded).
-
-    One per file and column; ``id`` is the column name (``row`` None), the message says how
-    many non-missing cells are not loaded.
-    """
+    """``extra_column`` anomalies, one per column of one file that is not a SAF column (not
+    loaded); ``id`` is the column name."""
     out = []
     for col in df.columns:
         if col in SAF_COLUMNS + SAF_OPTIONAL_COLUMNS or col in ("_file", "_row"):
@@ -65,11 +58,8 @@ def _extra_columns(split: str, file: str, df: pd.DataFrame) -> list[dict[str, An
 
 @dataclass
 class _Checked:
-    """One split after validation: its kept columns, problems, and counted anomalies.
-
-    ``frame`` holds the kept columns (blank answers as ``""``, ``score`` as float); ``ids``,
-    ``files`` and ``rows`` give each row's id, file and 1-based row number in that file.
-    """
+    """One split after validation: its kept columns (blank answers as ``""``, ``score`` as
+    float), each row's id, file and 1-based row, problems, and counted anomalies."""
 
     frame: pd.DataFrame
     ids: list[Any]
@@ -89,21 +79,15 @@ def _where(file: str, split: str, row: int, rid: Any) -> str:
 
 def _number(value: Any) -> float | None:
     """A score cell as a float (text too, as CSV gives it); ``None`` when it is no number."""
-    if value is None or isinstance(value, bool):
+    if isinstance(value, bool) or not (isinstance(value, int | float | str)
+                                       or type(value).__module__ == "numpy"):
         return None
-    if isinstance(value, int | float) or type(value).__module__ == "numpy":
-        try:
-            return float(value)
-        except OverflowError:  # an integer beyond the float range: certainly outside [0, 1]
-            return math.inf if value > 0 else -math.inf
-        except (TypeError, ValueError):
-            return None
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return None
-    return None
+    try:
+        return float(value)
+    except OverflowError:  # an integer beyond the float range: certainly outside [0, 1]
+        return math.inf if value > 0 else -math.inf
+    except (TypeError, ValueError):
+        return None
 
 
 def _is_text(s: pd.Series) -> bool:
@@ -112,11 +96,8 @@ def _is_text(s: pd.Series) -> bool:
 
 
 def _suspects(s: pd.Series) -> np.ndarray:
-    """Positions of cells that may not be visibly non-blank strings (looked at one by one).
-
-    A string that starts with a letter or digit is not blank; every other cell (missing,
-    not a string, starting with a space, a mark or an invisible character) is a suspect.
-    """
+    """Positions of cells to look at one by one: every cell but a string that starts with
+    a letter or digit (which is certainly not blank)."""
     if _is_text(s):
         ok = s.str.slice(0, 1).str.isalnum().fillna(False).to_numpy(dtype=bool)
         return np.flatnonzero(~ok)
@@ -256,11 +237,8 @@ def _check_scores_and_labels(sp: _Split) -> None:
 
 def _check_split(df: pd.DataFrame, split: str, files: Sequence[str]) -> _Checked:
     """Validate one split read from ``files``; ``df`` carries ``_file`` and ``_row`` (1-based).
-
-    Column-wise: whole columns are tested at once, cells are looked at one by one only where
-    a column is not plain text or a cell is a suspect, and messages are made only for rows
-    with a problem (a 100k-row split loads in seconds: benchmarks/loader_bench.py).
-    """
+    Column-wise, cells looked at one by one only where a column is not plain text or a cell
+    is a suspect: a 100k-row split loads in seconds (benchmarks/loader_bench.py)."""
     where_split = f"{', '.join(files)} [{split}]"
     empty = _Checked(pd.DataFrame(), [], [], np.array([]), np.array([]), [], [])
     if len(df) == 0:
@@ -329,10 +307,8 @@ def _cross_split_problems(checked: dict[str, _Checked]) -> list[str]:
 
 
 class _Codes:
-    """Integer codes of normalised texts (:func:`squash`), shared by every split.
-
-    Each distinct cell value is normalised once; a missing or empty key is ``-1``.
-    """
+    """Integer codes of normalised texts (:func:`squash`), shared by every split; each
+    distinct value normalised once, a missing or empty key ``-1``."""
 
     def __init__(self) -> None:
         self.vocab: dict[str, int] = {}
@@ -353,13 +329,10 @@ def _first_places(codes: np.ndarray, split: str, c: _Checked) -> dict[int, str]:
 
 
 def _leak_anomalies(checked: dict[str, _Checked]) -> None:
-    """Add leakage by normalised content to the test splits' anomalies (ids may differ).
-
-    ``leak_answer_in_train``: a test answer (not blank) to the same question as a train
-    answer with the same text. ``leak_question_seen``: a ``test_unseen_questions`` question
-    also asked in train or validation. Texts are compared by :func:`squash`, on integer
-    codes (one per distinct text).
-    """
+    """Add leakage by content (:func:`squash`, whatever the ids) to the test splits'
+    anomalies: ``leak_answer_in_train`` (a test answer to the same question as a train
+    answer with the same text) and ``leak_question_seen`` (an unseen-questions question
+    also in train or validation)."""
     code = _Codes()
     questions = {s: code(c.frame["question"]) for s, c in checked.items()}
     tests = [s for s in SAF_TEST_SPLITS if s in checked]
@@ -406,10 +379,8 @@ def _leak_anomalies(checked: dict[str, _Checked]) -> None:
 
 def validate_saf_frame(df: pd.DataFrame, split: str, file: str, strict: bool = True
                        ) -> list[str]:
-    """All problems of one split as messages (anomalies included when ``strict``).
-
-    Rows are numbered from 1 in file order; each message names file, split, row, id, column.
-    """
+    """All problems of one split as messages naming file, split, row (from 1), id and
+    column (anomalies included when ``strict``)."""
     extra = _extra_columns(split, file, df)
     df = df.reset_index(drop=True).assign(_file=file, _row=range(1, len(df) + 1))
     checked = _check_split(df, split, [file])

@@ -44,13 +44,9 @@ def _lines(text: str) -> Iterable[str]:
 
 
 def _typed(cells: list[Any]) -> pd.Series:
-    """A parsed JSONL column as CSV and parquet files give it, where that loses nothing.
-
-    Strings (and missing cells) become pandas' text dtype (pandas >= 3; through Arrow, the
-    fastest route) and floats ``float64`` (when none is missing: a missing score is shown as
-    ``None``), so that the column-wise checks apply; any other column (integers, which may
-    exceed 64 bits, mixed types) stays ``object``. The values are the same either way.
-    """
+    """A parsed JSONL column as CSV and parquet files give it, where that loses nothing:
+    text columns as pandas' text dtype, floats without a missing cell as ``float64``, any
+    other column (integers beyond 64 bits, mixed types) ``object``."""
     values = pd.Series(cells, dtype=object)
     kind = pd.api.types.infer_dtype(values, skipna=True)
     if kind == "floating" and not values.isna().any():
@@ -67,11 +63,7 @@ def _typed(cells: list[Any]) -> pd.Series:
 
 
 def _read_jsonl(path: Path) -> pd.DataFrame:
-    """One object per line; every cell kept as parsed (object columns: no int64 overflow).
-
-    Plain text and float columns get the dtypes that CSV and parquet files give them
-    (:func:`_typed`).
-    """
+    """One object per line, every cell kept as parsed (:func:`_typed`)."""
     records: list[dict[str, Any]] = []
     for line_no, line in enumerate(_lines(_utf8(path)), 1):
         if not line.strip():
@@ -175,12 +167,8 @@ def _shard_problems(split: str, shards: list[tuple[int, int, Path]]) -> list[str
 
 
 def _local_saf_files(root: Path, wanted: Sequence[str]) -> _SplitFiles:
-    """Split files in hub layout (``data/{split}-0000k-of-0000n.parquet``) or ``{split}.{ext}``.
-
-    Each split must come from exactly one source: one file, or one complete set of shards.
-    Names that look like a split but are not read (``train.CSV``, ``train.json``) are kept as
-    near misses so that a missing-split error can name them.
-    """
+    """Split files in hub layout or ``{split}.{ext}``, each split from exactly one source;
+    near misses (``train.CSV``, ``train.json``) are kept for a missing-split error."""
     out = _SplitFiles()
     candidates: dict[str, list[Path]] = defaultdict(list)
     shards: dict[str, list[tuple[int, int, Path]]] = defaultdict(list)

@@ -1,20 +1,12 @@
 """Evaluation of SAF prediction tables: metrics, per-item scores, CIs, paired tests, analysis.
 
-Conventions (the collection's, see docs/metrics.md): label metrics count an
-unparseable output as wrong; MSE is over parseable rows (``mse_max_penalty`` charges the
-missing ones the worst error); feedback metrics score an empty output as ``""``; BERTScore
-and MoverScore are the registered metrics of both tasks; every metric is scored by its object
-(:meth:`saf_utils.metrics.Metric.score`), this module only says which inputs each compares.
-
-Inference goes through :mod:`saf_utils.protocol` with one design per split
-(:func:`design_for`): the headline estimand is *new answers to these questions* (answers
-resampled within their question; paired randomization tests that swap single answers).
-Where a split has enough questions, mean metrics also get the *new questions* estimand
-(:data:`QUESTIONS`: t-interval over questions, exact sign-flip test over questions). A split
-with fewer than :data:`FEW_QUESTIONS` questions (test_unseen_questions: 2) gets no
-question-level interval or p at all: its numbers are labelled conditional on its questions
-and shown per question. Seeds are averaged within the split first; population std (ddof=0)
-for the seed spread.
+Every metric is scored by its object (docs/metrics.md has the conventions); this module
+only says which inputs each compares. Inference goes through :mod:`saf_utils.protocol` with
+one design per split (:func:`design_for`): the headline estimand is *new answers to these
+questions*; splits with enough questions also get *new questions* (:data:`QUESTIONS`); a
+split with fewer than :data:`FEW_QUESTIONS` (test_unseen_questions: 2) gets no
+question-level inference at all: its numbers are conditional on its questions and shown
+per question.
 """
 
 from __future__ import annotations
@@ -33,11 +25,8 @@ from saf_utils import stats
 from saf_utils import verdicts as V
 from saf_utils.saf.data import SAF_LABELS
 
-#: Every metric scored per table, in table order (sacreBLEU/chrF 0-100, rescaled BERTScore at
-#: most 1 and unbounded below, the rest 0-1): names only, each metric's level, direction,
-#: scale, inputs and options are its object's (:mod:`saf_utils.metrics`). A new metric of
-#: this task is one name here. The index's headline metrics are the task spec's
-#: (:data:`saf_utils.saf.spec.SPECS`, ``TaskSpec.headline``).
+#: Every metric scored per table, in table order: names only, everything else is the metric
+#: object's (:mod:`saf_utils.metrics`). A new metric of this task is one name here.
 SCORED_METRICS = ("accuracy", "macro_f1", "weighted_f1", "mse", "mse_max_penalty", "sacrebleu",
                   "chrf", "rouge2", "meteor", "bertscore_f1", "bertscore_f1_rescaled",
                   "moverscore", "unparseable_rate")
@@ -53,8 +42,8 @@ CORPUS_METRICS = M.of_level(SCORED_METRICS, "corpus")
 LOWER_IS_BETTER = tuple(m for m in SCORED_METRICS if M.lower_is_better(m))
 #: Metrics that load a model (``embedding_metrics``).
 EMBEDDING_METRICS = ("bertscore_f1", "bertscore_f1_rescaled", "moverscore")
-#: Designs (see the module docstring); a split with fewer questions gets no question-level
-#: inference (no interval with 2 or 3 clusters can be calibrated).
+#: No interval over 2 or 3 clusters can be calibrated: fewer questions, no question-level
+#: inference.
 ANSWERS = P.Design("answers within questions", "item",
                    estimand="new answers to these questions")
 QUESTIONS = P.Design("questions", "cluster", estimand="new questions (answer-weighted)",
@@ -99,9 +88,8 @@ def _inputs(preds: pd.DataFrame) -> dict[str, tuple[list[Any], list[Any]]]:
 
 def _options(name: str, bertscore_kwargs: Mapping[str, Any] | None,
              moverscore_model: Any) -> dict[str, Any]:
-    """The options of this task that metric ``name`` takes (those its compute function names:
-    :meth:`saf_utils.metrics.Metric.options`): the label set, BERTScore's and MoverScore's
-    models."""
+    """The options of this task (label set, BERTScore's and MoverScore's models) that metric
+    ``name``'s compute function takes."""
     return M.metric(name).options({"labels": SAF_LABELS, **dict(bertscore_kwargs or {}),
                                    "model": moverscore_model})
 
@@ -124,13 +112,8 @@ def _scored(embedding_metrics: bool, moverscore_model: Any,
 def evaluate_predictions(preds: pd.DataFrame, bertscore_kwargs: Mapping[str, Any] | None = None,
                          moverscore_model: Any = None, embedding_metrics: bool = True
                          ) -> dict[str, float]:
-    """All SAF metrics of one prediction table (one system, seed and split), point values.
-
-    Label metrics count unparseable rows as wrong; ``mse`` is over rows with a score
-    (``mse_max_penalty`` charges missing ones the worst error); feedback metrics compare
-    parsed feedback (empty when unparseable) with gold. sacreBLEU/chrF are 0-100, the
-    rest 0-1. (Tuning grids use this; reported numbers come from :func:`headline_per_split`.)
-    """
+    """All SAF metrics of one prediction table (one system, seed and split), point values,
+    for tuning grids (reported numbers come from :func:`headline_per_split`)."""
     inputs = _inputs(preds)
     out: dict[str, float] = {}
     names = [n for n in SCORED_METRICS if n != "unparseable_rate"]  # below, over every row
@@ -155,11 +138,8 @@ def seed_key(preds: pd.DataFrame) -> pd.Series:
 
 
 def collapse_identical_seeds(preds: pd.DataFrame) -> pd.DataFrame:
-    """Per (system, split): if every seed predicted the same, keep one copy with seed None.
-
-    A system whose seed changes nothing (e.g. a logistic regression) is deterministic and
-    is recorded once, never as n identical seeds with std 0.
-    """
+    """Per (system, split): if every seed predicted the same, keep one copy with seed None,
+    so a deterministic system is never recorded as n identical seeds with std 0."""
     cols = ["pred_label", "pred_score", "pred_feedback"]
     out = []
     for _, g in preds.groupby(["system", "split"], sort=False):
@@ -179,14 +159,9 @@ def collapse_identical_seeds(preds: pd.DataFrame) -> pd.DataFrame:
 
 def item_scores(preds: pd.DataFrame, bertscore_kwargs: Mapping[str, Any] | None = None,
                 moverscore_model: Any = None, embedding_metrics: bool = True) -> pd.DataFrame:
-    """Per-item scores of every (system, seed, split): one row per item and metric.
-
-    Columns ``split, system, seed, id, question, metric, value``: every item metric of
-    :data:`ITEM_METRICS` from its object (embedding metrics with ``embedding_metrics``,
-    MoverScore only with a ``moverscore_model``; ``unparseable_rate`` only for rows with a
-    raw output). Their means equal :func:`evaluate_predictions`. MoverScore is scored per
-    split (its IDF comes from the split's references, :func:`_moverscore_by_split`).
-    """
+    """Per-item scores of every (system, seed, split): one row per item and metric of
+    :data:`ITEM_METRICS` (``split, system, seed, id, question, metric, value``); their means
+    equal :func:`evaluate_predictions`."""
     p = preds.reset_index(drop=True)
     inputs = _inputs(p)
     cols: dict[str, pd.Series] = {}
@@ -206,14 +181,9 @@ def item_scores(preds: pd.DataFrame, bertscore_kwargs: Mapping[str, Any] | None 
 
 def _moverscore_by_split(p: pd.DataFrame, refs: list[str], hyps: list[str],
                          model: Any) -> pd.Series:
-    """Per-row MoverScore with the conventions of ``moverscore_items``, each pair scored once.
-
-    ``moverscore_items(r, h)`` weights both sides with the IDF of the references ``r`` of
-    one table (one split). Every table of a split shares those references, so the split's
-    IDF is computed once and each distinct (hypothesis, reference) pair of the split is
-    scored once (retrieval systems repeat many feedback texts): the same numbers as one
-    ``moverscore_items`` call per (system, seed, split) table, at a fraction of the cost.
-    """
+    """Per-row MoverScore: one call per split, its IDF from one table's references (every
+    table of a split shares them), so each distinct pair is scored once: the numbers of one
+    call per table at a fraction of the cost."""
     out = pd.Series(np.nan, index=p.index)
     for _, g in p.groupby("split", sort=False):
         first_table = g[(g.system == g.system.iloc[0]) & (seed_key(g) == seed_key(g).iloc[0])]
@@ -244,10 +214,7 @@ def _seed_tables(g: pd.DataFrame) -> list[pd.DataFrame]:
 
 def _seed_mean_stat(metric: str, tables: Sequence[pd.DataFrame], reps: int = 1):
     """Stats of several seeds side by side; statistic = mean over seeds of the metric.
-
-    ``reps`` repeats the blocks (paired tests tile a one-seed system to the other's width;
-    the mean over identical blocks is unchanged).
-    """
+    ``reps`` repeats the blocks (paired tests tile a one-seed system to the other's width)."""
     parts = [corpus_stat(metric, t) for t in tables] * reps
     widths = np.cumsum([0] + [m.shape[1] for m, _ in parts])
     mat = np.hstack([m for m, _ in parts])
@@ -292,12 +259,8 @@ def _items(items: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame:
 def headline_per_split(preds: pd.DataFrame, items: pd.DataFrame,
                    designs: Mapping[str, P.Design], metrics: Sequence[str] = TABLE_METRICS
                    ) -> pd.DataFrame:
-    """Mean and 95 % interval of every (split, system, metric) under its split's design.
-
-    Per-item metrics come from ``items``; corpus metrics (macro F1, BLEU, chrF) from their
-    sufficient statistics (exact, seeds side by side). Also ``n_seeds`` and ``seed_std``
-    (population std over the seeds' values), ``method`` and ``estimand``.
-    """
+    """Mean and 95 % interval of every (split, system, metric) under its split's design;
+    corpus metrics from their sufficient statistics, seeds side by side."""
     rows = []
     it = _items(items, metrics)
     for split, g in it.groupby("split", sort=False):
@@ -319,12 +282,8 @@ def headline_per_split(preds: pd.DataFrame, items: pd.DataFrame,
 def paired_per_split(preds: pd.DataFrame, items: pd.DataFrame, reference: str,
                  designs: Mapping[str, P.Design], metrics: Sequence[str] = TABLE_METRICS,
                  systems: Sequence[str] | None = None) -> pd.DataFrame:
-    """Systems minus ``reference`` per split (those in ``designs``) and metric.
-
-    Paired randomization under the split's design on the items both systems scored (seeds
-    averaged first); the interval inverts the same test. For ``mse`` a negative difference
-    is an improvement.
-    """
+    """Systems minus ``reference`` per split (those in ``designs``) and metric, on the items
+    both systems scored."""
     rows = []
     it = _items(items, metrics)
     it = it[it.split.isin(list(designs))]
@@ -362,10 +321,8 @@ def per_question_table(items: pd.DataFrame, metrics: Sequence[str] = ("accuracy"
                        n_resamples: int = 1000, seed: int = 0,
                        ids: Mapping[str, str] | None = None) -> pd.DataFrame:
     """Per (split, system, question): mean of per-item metrics with an interval for new
-    answers to *that* question (answers resampled; seeds averaged per item first).
-
-    ``ids``: question text -> id; pass :func:`question_ids` of *all* splits so that a question
-    has the same id in every table and notebook (default: ids of these items only)."""
+    answers to *that* question; ``ids`` (question text -> id) of all splits keep a
+    question's id the same in every table."""
     it = _items(items, metrics).assign(question=lambda d: d.cluster)
     design = ANSWERS.but(n_resamples=n_resamples, seed=seed,
                          estimand="new answers to this question")
@@ -441,13 +398,11 @@ def evaluate(preds: pd.DataFrame, role_of: Mapping[str, str],
              ) -> Evaluation:
     """Per-item scores, headline intervals, the val choices and the adjusted comparisons.
 
-    The reference is the baseline with the best validation ``selection_metric``; the
-    chosen system is the best baseline-or-system by the same metric (oracles and probes
-    never). Comparisons (test splits only; eligible systems minus the reference on every
-    headline metric, each test leader minus its runner-up, and the chosen system minus the
-    reference with the *new questions* estimand where there are enough questions) are
-    Holm-adjusted except the primary one (:data:`PRIMARY`). ``role_of``: system -> role
-    (the registry's, e.g. :attr:`saf_utils.saf.run.SAFRun.roles`).
+    The reference is the baseline with the best validation ``selection_metric``, the chosen
+    system the best baseline-or-system. Comparisons on the test splits: eligible systems
+    minus the reference, each leader minus its runner-up, and the chosen system minus the
+    reference for new questions where there are enough; Holm-adjusted except
+    :data:`PRIMARY`. ``role_of``: system -> role.
     """
     preds = collapse_identical_seeds(preds)
     metrics = (*TABLE_METRICS, *UNTABULATED_METRICS)
@@ -497,15 +452,13 @@ FEEDBACK_METRICS = ("sacrebleu", "chrf", "rouge2", "meteor")
 
 def feedback_contrast(ev: Evaluation, train: pd.DataFrame, evals: Mapping[str, pd.DataFrame],
                       system: str, twin: str, split: str = "test_unseen_questions",
-                      baseline: str = "majority", encoder: Any = None,
-                      twin_feedback: Any = "nearest_question") -> tuple[pd.DataFrame,
-                                                                         pd.DataFrame]:
-    """``system`` on ``split`` against the same labels with the old feedback (``twin``:
-    its labels, feedback retrieved with ``twin_feedback``), and against ``baseline``.
+                      baseline: str = "majority", encoder: Any = None
+                      ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``system`` on ``split`` against the same labels with retrieved feedback (``twin``:
+    its labels, feedback of the nearest question), and against ``baseline``.
 
-    Returns the headline (mean and interval under the split's design) of the system, its
-    twin and the baseline, and the paired differences (system minus twin on the feedback
-    metrics: only the feedback differs; system minus baseline on labels and feedback).
+    Returns the headline of the three and the paired differences (minus the twin on the
+    feedback metrics, where only the feedback differs; minus the baseline on all).
     """
     from saf_utils.saf.baselines import retrieved_feedback_table
 
@@ -518,7 +471,7 @@ def feedback_contrast(ev: Evaluation, train: pd.DataFrame, evals: Mapping[str, p
         twins.append(retrieved_feedback_table(
             train, gold.reset_index(), t.pred_label.tolist(), twin, encoder,
             scores=t.pred_score.astype(float).tolist(), seed=seed,
-            unseen_feedback=twin_feedback))
+            unseen_feedback="nearest_question"))
     base = (ev.preds[(ev.preds.system == baseline) & (ev.preds.split == split)]
             if baseline != system else mine.iloc[:0])
     preds = collapse_identical_seeds(pd.concat([mine, *twins, base], ignore_index=True))

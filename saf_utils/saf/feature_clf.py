@@ -64,15 +64,11 @@ def tune_feature_clf(data: Any, encoder: Any, models: Sequence[str], Cs: Sequenc
                      ) -> FeatureClfTuning:
     """Choose the feature classifier's settings without looking at any test split.
 
-    Seen-question model (classifier, C, feedback strategy): the grid is scored on
-    **validation** (macro-F1 + BLEU/100, label and feedback quality together). The
-    unseen-question model (classifier, features, C, class weight) is chosen by
-    leave-one-question-out CV on **train**, and the deployed unseen-question model is the
-    one that CV scored (``generic_models``: logistic regression; gradient boosting in that
-    CV costs minutes on 2 cores and is prone to overfit six training questions).
-    Per-question z-scoring of the unseen-question features is transductive: the chosen
-    config is always inductive; with ``transductive=True`` the best z-scored variant is kept
-    as ``transductive_config``.
+    The seen-question grid is scored on **validation** (macro-F1 + BLEU/100); the
+    unseen-question model by leave-one-question-out CV on **train** (logistic regression:
+    gradient boosting costs minutes there and overfits six questions). The chosen config is
+    inductive; ``transductive=True`` keeps the best per-question z-scored variant as
+    ``transductive_config``.
     """
     if "validation" not in data.evals:
         raise ValueError("tune_feature_clf needs a validation split")
@@ -115,15 +111,6 @@ def predict_all(data: Any, classifiers: Sequence[FeatureClassifier],
     out = [clf.predict(df) for clf in classifiers for df in data.evals.values()
            if not unseen_only or not df.question.isin(seen).all()]
     return EV.collapse_identical_seeds(pd.concat(out, ignore_index=True))
-
-
-@dataclass
-class EncoderVariant:
-    """``nearest_neighbour:<tag>`` / ``feature_clf:<tag>`` on one further encoder."""
-
-    tuning: FeatureClfTuning | None  # feature_clf:<tag>'s choices (None: the baseline)
-    unseen_cv: pd.DataFrame  # its leave-one-question-out row of the unseen-question table
-    seconds: float
 
 
 def nearest_neighbour_variant(data: Any, encoder: Any, system: str,

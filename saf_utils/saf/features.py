@@ -32,13 +32,8 @@ from saf_utils.text import word_tokens
 
 @dataclass
 class StackFeatures:
-    """Extra classifier features looked up by (split, id): a stacked model's inputs.
-
-    ``table`` maps ``(split, id)`` to one vector (e.g. a cross-encoder's class
-    probabilities); training rows must hold out-of-fold values (see
-    :func:`saf_utils.saf.cross_encoder_jobs.oof_jobs`). A row without an entry is an error:
-    silently filling it would hide a leak or a misaligned split.
-    """
+    """A stacked model's extra inputs by ``(split, id)`` (training rows: out-of-fold values).
+    A row without an entry is an error: filling it would hide a leak or a misaligned split."""
 
     table: Mapping[tuple[str, Any], Sequence[float]]
     names: Sequence[str]
@@ -68,15 +63,9 @@ QUESTION_AGNOSTIC = (*GENERIC_FEATURES, *ALIGNMENT_FEATURES)
 
 
 def generic_features(df: pd.DataFrame, encoder: Encoder) -> pd.DataFrame:
-    """Question-agnostic answer–reference features (usable for unseen questions).
-
-    Embedding cosine answer↔reference (whole, and max/mean over reference sentences),
-    answer↔question, lexical recall/precision/Jaccard of reference content words, answer
-    length and length ratio, and the cosine's rank among the *reference's own sentences*
-    (a per-question normaliser that needs no other answers); then the alignment features
-    (:data:`~saf_utils.saf.reference.ALIGNMENT_FEATURES`: content-unit coverage, negation
-    mismatch).
-    """
+    """Question-agnostic answer–reference features (usable for unseen questions): cosines,
+    lexical overlap, lengths, the cosine's rank among the reference's own sentences (a
+    per-question normaliser that needs no other answers) and the alignment features."""
     a = l2_normalize(encoder(df.provided_answer.tolist()))
     refs = [strip_points(r) for r in df.reference_answer]
     r = l2_normalize(encoder(refs))
@@ -112,13 +101,9 @@ def generic_features(df: pd.DataFrame, encoder: Encoder) -> pd.DataFrame:
 
 def knn_features(train: pd.DataFrame, a_train: np.ndarray, df: pd.DataFrame, a_df: np.ndarray,
                  k: int = 5, leave_one_out: bool = False) -> pd.DataFrame:
-    """Similarity to training answers of the same question, per label (seen questions).
-
-    Per label: max cosine to that label's training answers and the similarity-weighted
-    share of the label among the k nearest; plus the neighbours' mean score. With
-    ``leave_one_out`` (features of the training rows themselves) each row's own entry
-    is excluded, so the classifier never sees its own label.
-    """
+    """Similarity to training answers of the same question, per label (seen questions);
+    ``leave_one_out`` (the training rows' own features) excludes each row's own entry, so
+    the classifier never sees its own label."""
     q_tr = train.question.to_numpy()
     y_tr = train.verification_feedback.to_numpy()
     s_tr = train.score.to_numpy(dtype=float)
@@ -162,17 +147,11 @@ def per_question_zscore(x: np.ndarray, questions: Sequence[str]) -> np.ndarray:
 class FeatureClassifier:
     """"feature classifier + retrieved feedback" (system name ``feature_clf``).
 
-    Two scikit-learn classifiers predict the label: a *seen-question* model over generic
-    answer–reference features + kNN label votes among training answers of the same
-    question + a question one-hot, and a *generic* model over the question-agnostic
-    features only, used for questions without training answers. The score is the mean
-    training score of (question, predicted label) (label→score mapping for unseen
-    questions). Feedback is retrieved, never generated: the most frequent training
-    feedback of (question, predicted label) (``feedback="most_frequent"``) or the nearest
-    training answer's feedback among those with the predicted label (``"nearest"``);
-    unseen questions use :class:`FeedbackBank`. Every feature matrix is rounded
-    (:func:`saf_utils.numerics.round_features`) before it is fitted or predicted on, so
-    another machine's last bits do not reach the model (docs/reproducibility.md).
+    A *seen-question* model (generic features + kNN label votes + a question one-hot) and a
+    *generic* model (question-agnostic features only) for questions without training
+    answers. The score is the mean training score of (question, predicted label); feedback
+    is retrieved, never generated (:class:`FeedbackBank` for unseen questions). Feature
+    matrices are rounded before fit and predict (:func:`saf_utils.numerics.round_features`).
     """
 
     encoder: Encoder
@@ -230,11 +209,8 @@ class FeatureClassifier:
         return self
 
     def with_generic(self, **changes: Any) -> FeatureClassifier:
-        """A copy with other unseen-question settings; only the generic model is refitted.
-
-        ``changes`` may name any field; the seen-question fields (``model``, ``C``, ``k``,
-        ``feedback``, ``seed``) must stay as they are, since the seen model is shared.
-        """
+        """A copy with other unseen-question settings; only the generic model is refitted
+        (the seen-question fields must stay: that model is shared)."""
         shared = ("model", "C", "k", "feedback", "seed")
         moved = [k for k in shared if k in changes and changes[k] != getattr(self, k)]
         if moved:
@@ -296,10 +272,8 @@ def grouped_cv_generic(train: pd.DataFrame, encoder: Encoder,
                        models: Sequence[str] = ("logreg",)) -> pd.DataFrame:
     """Leave-one-question-out accuracy/macro-F1 of the generic classifier on train.
 
-    Validation holds only seen questions, so the unseen-question model is tuned by holding
-    out each training question in turn: the honest proxy for "unseen question". Rows name
-    the classifier (``generic_model``; C only varies for logreg) and the feature set
-    (``feature_sets``: name → feature names, None = all); pass the row's settings to
+    Validation holds only seen questions, so holding out each training question in turn is
+    the honest proxy for "unseen question". Pass a row's settings to
     :class:`FeatureClassifier` so that the deployed model is the one validated.
     """
     tr = train.reset_index(drop=True)

@@ -1,14 +1,11 @@
 """Which feedback a question without graded answers gets, chosen on train.
 
-Validation holds only seen questions, so the unseen-question feedback strategy is chosen
-by leave-one-question-out on train: each training question in turn is treated as new
-(its answers' feedback is written from the other questions' feedback bank, with the gold
-labels, so the comparison is about the feedback alone) and scored against its tutors'
-feedback. The metric is declared before any score is seen: corpus chrF per held-out
-question (character n-grams: robust to inflection and compounds in any language, where
-METEOR's stemmer and synonyms are English). The choice is the one-standard-error rule over
-questions (:func:`saf_utils.protocol.choose_within_se`), candidates simplest first:
-retrieval (the baseline) before grounded feedback.
+Validation holds only seen questions, so the strategy is chosen by leave-one-question-out
+on train: each training question in turn gets feedback written from the other questions'
+bank, with the gold labels (so only the feedback is compared), scored by corpus chrF per
+held-out question (declared before any score was seen: character n-grams are robust to
+inflection and compounds, where METEOR's stemmer is English). The choice is the
+one-standard-error rule, retrieval (the baseline) before grounded feedback.
 """
 
 from __future__ import annotations

@@ -3,12 +3,9 @@
 The fine-tuned models of the SAF paper (Filighera et al., ACL 2022; hub cards
 ``Short-Answer-Feedback/mbart-finetuned-saf-*``) read ``Antwort: <answer> Lösung:
 <reference> Frage: <question>`` and write ``<label> Feedback: <text>`` (score models:
-``<score> Feedback: <text>``). :func:`make_source` / :func:`make_target` build these strings
-for any prompt language (:data:`PROMPT_WORDS`), :func:`parse_output` turns any generation
-back into (label, score, feedback) without ever raising. Every system returns the same
-prediction table (:data:`PREDICTION_COLUMNS`); the systems live in
-:mod:`saf_utils.saf.systems`, their evaluation in :mod:`saf_utils.saf.evaluate` and error
-analysis in :mod:`saf_utils.saf.error_analysis`.
+``<score> Feedback: <text>``); :func:`parse_output` turns any generation back into (label,
+score, feedback) without ever raising. Every system returns the same prediction table
+(:data:`PREDICTION_COLUMNS`).
 """
 
 from __future__ import annotations
@@ -61,10 +58,7 @@ def published_table() -> pd.DataFrame:
 
 def prompt_words(language: str = "de", overrides: Mapping[str, str] | None = None
                  ) -> dict[str, str]:
-    """The four prompt words for ``language`` (see :data:`PROMPT_WORDS`), optionally overridden.
-
-    Any language works through ``overrides`` holding all four keys.
-    """
+    """The four prompt words for ``language`` (:data:`PROMPT_WORDS`) or ``overrides``."""
     base = dict(PROMPT_WORDS.get(language, {}))
     base.update(overrides or {})
     missing = [k for k in ("answer", "reference", "question", "feedback") if not base.get(k)]
@@ -143,10 +137,8 @@ class ParsedOutput:
 
 
 _SPECIAL = re.compile(r"</?s>|<pad>|<unk>|\[(?:CLS|SEP|PAD)\]|<extra_id_\d+>")
-#: A generated score: a plain decimal in ASCII digits with one optional '.' or ',' separator
-#: (``0.5``, ``0,5``, ``.25``, ``1.``). Exponents (``1e-1``), several separators
-#: (``0,25,5``), non-ASCII digits (``٠٫٥``, ``０.５``), fractions or percent signs are no score:
-#: they are counted as unparseable, never read as a different number.
+#: A generated score: a plain ASCII decimal with one optional '.' or ',' separator; anything
+#: else (``1e-1``, ``0,25,5``, ``٠٫٥``, ``50%``) is unparseable, never another number.
 _NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:[.,][0-9]*)?|[.,][0-9]+)", flags=re.ASCII)
 _SCORE_TOKEN = re.compile(r"[^\s:]+")
 
@@ -165,11 +157,8 @@ def score_to_label(score: float) -> str:
 
 
 def _match_label(head: str, labels: Sequence[str]) -> tuple[str | None, int]:
-    """Longest label that ``head`` starts with (case/space-insensitive) and its char length.
-
-    Longest first, so "Partially correct" never reads as "Correct" and "Incorrect" never as
-    "Correct"; a label must end at a word boundary ("Correctness" is no label).
-    """
+    """Longest label that ``head`` starts with (case/space-insensitive, ending at a word
+    boundary) and its char length."""
     norm = _norm_label_text(head)
     for lab in sorted(labels, key=len, reverse=True):
         key = _norm_label_text(lab)
@@ -224,12 +213,10 @@ def parse_output(text: str | None, mode: str = "verification",
                  labels: Sequence[str] = SAF_LABELS) -> ParsedOutput:
     """Parse ``<label|score> Feedback: <text>``; never raises on model output.
 
-    Tolerates special tokens, any case ("partially correct"), extra spaces, a missing
-    ``Feedback:`` marker (the label/score is then read from the start and the rest is the
-    feedback). Anything that yields no label (or no score in [0, 1]) is unparseable: label
-    and score None, feedback the best guess, ``problem`` says why. A score is a plain decimal
-    in ASCII digits (``0.5``, ``0,5``, ``.25``); ``1e-1``, ``0,25,5`` or ``٠٫٥`` are
-    unparseable, never read as another number.
+    Tolerates special tokens, any case, extra spaces and a missing ``Feedback:`` marker.
+    No label (or no score in [0, 1]) is unparseable: label and score None, ``problem`` says
+    why. A score is a plain ASCII decimal (``0.5``, ``0,5``, ``.25``); ``1e-1`` or ``٠٫٥``
+    are unparseable, never read as another number.
     """
     if mode not in MODES:
         raise ValueError(f"mode {mode!r} not one of {list(MODES)}")
@@ -271,10 +258,8 @@ def prediction_table(gold: pd.DataFrame, system: str, *, labels: Sequence[str | 
                      parseable: Sequence[bool] | None = None,
                      problems: Sequence[str] | None = None,
                      backoff: Sequence[bool] | None = None) -> pd.DataFrame:
-    """One row per gold example with the system's predictions (:data:`PREDICTION_COLUMNS`).
-
-    ``error_class`` is carried over when the gold frame has it.
-    """
+    """One row per gold example with the system's predictions (:data:`PREDICTION_COLUMNS`;
+    ``error_class`` when the gold frame has it)."""
     n = len(gold)
     for name, seq in (("labels", labels), ("scores", scores), ("feedback", feedback)):
         if len(seq) != n:

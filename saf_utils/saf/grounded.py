@@ -1,11 +1,8 @@
 """Feedback grounded in the reference answer, for questions without graded answers.
 
-A tutor's feedback on a wrong or partial answer mostly restates what the reference answer
-says and the answer misses. :class:`GroundedFeedback` writes that: the reference's content
-units (:func:`saf_utils.saf.reference.content_units`) the answer does not cover, behind
-the lead-in that the training feedback of that label most often opens with across
-questions (learned from train, so phrased as the tutors of this release phrase it).
-Correct answers get the usual praise elsewhere (:class:`saf_utils.saf.baselines.FeedbackBank`).
+A tutor's feedback on a wrong or partial answer mostly restates what the reference says and
+the answer misses: :class:`GroundedFeedback` writes the reference's content units the answer
+does not cover behind the lead-in the training feedback of that label most often opens with.
 Nothing here reads a question's own training answers, so it works on a new question.
 """
 

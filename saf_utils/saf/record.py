@@ -52,8 +52,6 @@ def cross_encoder_notes(ce: CrossEncoderRun, headline: pd.DataFrame,
     ]
 
 
-
-
 def conclusions(ev: EV.Evaluation) -> list[str]:
     """Sentences from the tests: the primary comparison first, then the leads per test
     split and metric (accuracy, macro-F1, sacreBLEU), each with its adjusted p."""
@@ -81,10 +79,6 @@ def conclusions(ev: EV.Evaluation) -> list[str]:
     return out
 
 
-def _role(ev: EV.Evaluation, system: str) -> str:
-    return ev.role_of[system]
-
-
 def _write_evaluation(rec: Any, ev: EV.Evaluation, dataset: str) -> int:
     """Headline, per-seed values, the val choice and reference, comparisons, *new
     questions* intervals and per-question rows of few-question splits."""
@@ -92,7 +86,7 @@ def _write_evaluation(rec: Any, ev: EV.Evaluation, dataset: str) -> int:
     n = P.record(rec, TASK, dataset, headline=ev.headline, roles=roles)
     for r in ev.per_seed[ev.per_seed.seed.notna()].itertuples():
         rec.add(TASK, dataset, r.split, r.system, r.metric, r.value, seed=int(r.seed),
-                role=_role(ev, r.system))
+                role=ev.role_of[r.system])
         n += 1
     n += P.record(rec, TASK, dataset, comparisons=ev.comparisons, choice=ev.choice, roles=roles)
     val = ev.choice.table.set_index("system").value
@@ -104,7 +98,7 @@ def _write_evaluation(rec: Any, ev: EV.Evaluation, dataset: str) -> int:
         for r in table.itertuples():
             rec.add(TASK, dataset, r.split, r.system, r.metric, r.mean, kind="analysis",
                     subset=getattr(r, subset) if subset else "new questions",
-                    role=_role(ev, r.system), ci_low=r.ci_low, ci_high=r.ci_high,
+                    role=ev.role_of[r.system], ci_low=r.ci_low, ci_high=r.ci_high,
                     method=r.method, estimand=r.estimand)
             n += 1
     return n
@@ -144,10 +138,8 @@ def _record_cross_encoder(rec: Any, dataset: str, ce: CrossEncoderRun) -> int:
 
 
 def _record_unseen(rec: Any, dataset: str, run: SAFRun) -> int:
-    """Each system's unseen-question CV on train (macro-F1 and the rule's accuracy, with its
-    standard error over held-out questions), the system the one-SE rule chose (subset
-    ``chosen for test_unseen_questions``, :func:`saf_utils.protocol.chosen_for`), the
-    rule's nested regret and the unseen-question feedback choice."""
+    """Each system's unseen-question CV on train, the one-SE rule's choice
+    (:func:`saf_utils.protocol.chosen_for`), its nested regret and the feedback choice."""
     unseen_cv, choice = run.unseen_cv, run.unseen_choice
     n = 0
     for r in unseen_cv.itertuples():
@@ -219,16 +211,8 @@ def contrast_sentence(headline: pd.DataFrame, paired: pd.DataFrame, system: str,
 
 
 def record_evaluation(rec: Any, ev: EV.Evaluation, dataset: str, run: SAFRun | None = None) -> int:
-    """Write the evaluation and the run's choices; returns the number of records.
-
-    Headline (seed None, interval, method, estimand, role), per-seed values (seeded systems
-    only), the val choice (kind tuning, subset ``chosen`` / ``candidate``; the reference as
-    ``reference baseline``), comparisons (kind analysis: ``minus <ref>``, ``p vs <ref>``,
-    ``primary p`` / ``p_adj vs <ref>``), *new questions* intervals (kind analysis, subset
-    ``new questions``), per-question rows of few-question splits (subset = question id), the
-    tuning grids of feature_clf and the cross-encoder, the unseen-question CV and its
-    choice, and per-item scores (``items.jsonl.gz``).
-    """
+    """Write the evaluation, the run's tuning grids and choices, and the per-item scores;
+    the number of records."""
     n = _write_evaluation(rec, ev, dataset)
     if run is not None:
         if run.state.feature_clf is not None:
@@ -290,9 +274,8 @@ def unseen_sentence(ev: EV.Evaluation, run: SAFRun, split: str = UNSEEN_QUESTION
 
 def record_and_conclude(rec: Any, ev: EV.Evaluation, run: SAFRun, dataset: str
                         ) -> tuple[int, list[str]]:
-    """Notebook 02's one call: :func:`record` everything, and the closing sentences (the
-    choices on validation, :func:`conclusions`, :func:`cross_encoder_notes`, unseen
-    questions). Returns the number of records and the sentences (plain text)."""
+    """Notebook 02's one call: record everything; the number of records and the closing
+    sentences (plain text)."""
     n = record_evaluation(rec, ev, dataset, run)
     lines = [f"Chosen on validation by {ev.selection_metric}: `{ev.chosen}` "
              f"({ev.roles()[ev.chosen]}); strongest baseline on validation: `{ev.reference}`."]
@@ -303,19 +286,15 @@ def record_and_conclude(rec: Any, ev: EV.Evaluation, run: SAFRun, dataset: str
     return n, lines + ([unseen] if unseen else [])
 
 
-
 # --------------------------------------------------------------------------- notebook 05
 
 
 def record_error_analysis(rec: Any, dataset: str, roles: Any, chosen: str,
                           error_classes: pd.DataFrame | None, by_length: pd.DataFrame,
                           gap: pd.DataFrame, per_question: pd.DataFrame) -> list[str]:
-    """Notebook 05's one call: records (kind analysis) of the accuracy per error class
-    (subset ``error_class=<c>``), accuracy and feedback chrF per answer-length bin (subset
-    ``answer words <bin>``) and the unseen-answers minus unseen-questions gap (subset
-    ``gap``); returns the closing sentences (plain text): the largest macro-F1 drop, the
-    chosen system's range of per-question accuracy (``per_question``: its records) and the
-    error classes it misses most."""
+    """Notebook 05's one call: records (kind analysis) of the accuracy per error class, per
+    answer-length bin and the unseen-answers minus unseen-questions gap; the closing
+    sentences (``per_question``: the per-question accuracy records)."""
     for r in ([] if error_classes is None else error_classes.itertuples()):
         rec.add(TASK, dataset, r.split, r.system, "accuracy", r.accuracy, kind="analysis",
                 subset=f"error_class={r.error_class}", role=roles.get(r.system))

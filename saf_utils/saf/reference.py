@@ -1,9 +1,8 @@
 """The reference answer as content units: its text without grading annotations, its
 sentences or clauses, and how much of each unit a learner's answer covers.
 
-Question-agnostic by construction (it reads only the reference and the answer), so both
-the grounded feedback of unseen questions (:mod:`saf_utils.saf.grounded`) and the
-classifier's features can use it for a question that has no graded answers yet.
+Question-agnostic (it reads only the reference and the answer), so it serves questions
+that have no graded answers yet.
 """
 
 from __future__ import annotations
@@ -13,10 +12,9 @@ import re
 from saf_utils.text import split_sentences, word_tokens
 
 _POINTS = re.compile(r"\(\s*(?:je\s+)?[\d.,\s\-–]+\s*P\.?\s*\)", re.IGNORECASE)
-#: Content units: ``sentence`` (split at sentence ends and ``;``) or ``clause`` (also at a
-#: grading annotation and a comma: one graded point is often one clause; a piece with
-#: fewer than :data:`MIN_CLAUSE_WORDS` content words joins its neighbour, so that a verb
-#: cut off by an annotation, "(0.5 P) angefertigt werden.", stays with its clause).
+#: Content units: ``sentence`` or ``clause`` (also split at a grading annotation and a comma:
+#: one graded point is often one clause; a piece with fewer than :data:`MIN_CLAUSE_WORDS`
+#: content words, "(0.5 P) angefertigt werden.", joins its neighbour).
 UNITS = ("sentence", "clause")
 MIN_CLAUSE_WORDS = 3
 #: Negation words (German and English): an answer that negates where the reference does not

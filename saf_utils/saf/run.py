@@ -1,11 +1,6 @@
 """The SAF runner: any list of registered system names (:data:`saf_utils.saf.systems.SYSTEMS`)
-over every eval split, with parameters by system name, and the choices made on train where
-validation cannot speak (unseen questions).
-
-Notebook 02 calls :func:`run_systems` once with the systems :func:`planned_systems` lists
-(its ``systems`` parameter: every registered one unless a profile selects); profiles supply
-``system_params`` (system name -> {parameter: value}; a name ending in ``:`` sets every
-variant). :func:`effective_params` shows what each system runs with (``saf-run --dry-run``).
+over every eval split, with parameters by system name (a name ending in ``:`` sets every
+variant), and the choices made on train where validation cannot speak (unseen questions).
 """
 
 from __future__ import annotations
@@ -20,7 +15,6 @@ import pandas as pd
 from saf_utils import protocol as P
 from saf_utils import usage
 from saf_utils.jobs import progress
-from saf_utils.registry import params_dict
 from saf_utils.saf.all_systems import SYSTEMS
 from saf_utils.saf.baselines import loqo_baselines
 from saf_utils.saf.context import EncoderChoice, RunContext, RunState, SAFData
@@ -28,18 +22,14 @@ from saf_utils.saf.context import EncoderChoice, RunContext, RunState, SAFData
 
 def effective_params(system_params: Mapping[str, Mapping[str, Any]] | None = None,
                      names: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
-    """system -> the parameters it runs with: its dataclass defaults updated by
-    ``system_params`` (checked: an unknown system or parameter, or one given for a system
-    not in ``names``, is a ValueError)."""
-    names = SYSTEMS.names() if names is None else SYSTEMS.check(names)
-    given = SYSTEMS.check_params(names, system_params)
-    return {n: params_dict(SYSTEMS.params(n, given.get(n))) for n in names}
+    """system -> the parameters it runs with (:meth:`saf_utils.registry.Registry.effective_params`)
+    for ``names`` (default: every registered system)."""
+    return SYSTEMS.effective_params(SYSTEMS.names() if names is None else names, system_params)
 
 
 def planned_systems(params: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """The systems notebook 02 runs with the parameters ``params`` of its parameters cell
-    (``systems``: :meth:`saf_utils.registry.Registry.select`; ``system_params``), each with
-    the parameters it runs with: what the notebook runs and ``saf-run --dry-run`` lists."""
+    """The systems notebook 02 runs with its parameters ``params``, each with the parameters
+    it runs with (what ``saf-run --dry-run`` lists)."""
     return effective_params(params.get("system_params"), SYSTEMS.select(params.get("systems")))
 
 
@@ -49,12 +39,9 @@ def choose_encoders(language: str, encoder: str | None = None,
                     ) -> EncoderChoice:
     """Fill the encoders a run leaves at None from the data's language.
 
-    ``encoder``: :func:`saf_utils.encoders.default_encoder` (multilingual-e5-small for a
-    non-English release, MiniLM for English); ``extra_encoders``: every other offline
-    encoder (:data:`saf_utils.encoders.OFFLINE_ENCODERS`), so English encoders stay
-    available for any release and validation chooses among all systems; the
-    cross-encoder's model: its parameter ``model`` (``system_params["cross_encoder"]``),
-    else :func:`saf_utils.encoders.default_cross_encoder`.
+    ``encoder``: :func:`saf_utils.encoders.default_encoder`; ``extra_encoders``: every other
+    offline encoder, so validation chooses among all of them; the cross-encoder's model:
+    its parameter ``model``, else :func:`saf_utils.encoders.default_cross_encoder`.
     """
     from saf_utils.encoders import OFFLINE_ENCODERS, default_cross_encoder, default_encoder
 
@@ -97,10 +84,9 @@ def run_systems(data: SAFData, names: Sequence[str], encoders: EncoderChoice,
                 mode: str = "verification",
                 launcher: str = "none", log: Callable[[str], None] = progress,
                 embed: Callable[[Sequence[str]], Any] | None = None) -> SAFRun:
-    """Run ``names`` (registration order) through :meth:`Registry.each` (wall time and peak
-    memory per system); then score every system's unseen-question path on train and
-    choose among the inductive ones (:func:`unseen_question_cv`). ``embed``: the sentence
-    encoder as a callable (None: ``encoders.sentence`` through the encoder cache)."""
+    """Run ``names`` (registration order; wall time and peak memory per system), then score
+    every unseen-question path on train and choose among the inductive ones. ``embed``:
+    the sentence encoder as a callable (None: ``encoders.sentence``)."""
     names = SYSTEMS.order(SYSTEMS.check(names))
     params = effective_params(system_params, names)  # every value checked before any run
     ctx = RunContext(encoders, tuple(seeds), Path(output_dir), mode, launcher, log,
@@ -118,12 +104,9 @@ def run_systems(data: SAFData, names: Sequence[str], encoders: EncoderChoice,
 
 def unseen_question_cv(data: SAFData, ctx: RunContext, encoders: EncoderChoice
                        ) -> pd.DataFrame:
-    """Each system's unseen-question path scored on train: leave-one-question-out for the
-    baselines and feature classifiers, the cheaper grouped k-fold over questions for the
-    cross-encoder (column ``protocol``). The honest basis for choosing a system for
-    unseen questions (validation has none). Rows: baselines, cross-encoder, per further
-    encoder its nearest_neighbour and feature_clf, feature_clf, its transductive variant.
-    """
+    """Each system's unseen-question path scored on train (validation has no unseen
+    questions): leave-one-question-out, or grouped k-fold for the cross-encoder
+    (``protocol``)."""
     from saf_utils.encoders import encoder_tag
 
     rows = ctx.state.unseen_cv
@@ -143,9 +126,8 @@ def unseen_question_cv(data: SAFData, ctx: RunContext, encoders: EncoderChoice
 #: Families of systems, simplest first: the order the one-standard-error rule prefers
 #: (within a family, the CV table's order).
 SIMPLICITY = ("baselines", "feature_clf", "cross_encoder", "seq2seq")
-#: The pre-declared metric of the unseen-question choice: accuracy on each held-out
-#: training question (the folds), averaged over questions, so that every question counts
-#: once, as a new question would.
+#: The pre-declared metric of the unseen-question choice: accuracy per held-out training
+#: question, averaged over questions (each counts once, as a new question would).
 UNSEEN_METRIC = "accuracy"
 
 
@@ -165,26 +147,18 @@ def unseen_folds(unseen_cv: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]
     return pd.DataFrame(rows, columns=["system", "fold", "value"]), roles
 
 
-def choose_unseen(unseen_cv: pd.DataFrame, metric: str = UNSEEN_METRIC, n_se: float = 1.0
-                  ) -> P.Choice:
-    """The inductive system for unseen questions: the one-standard-error rule
-    (:func:`saf_utils.protocol.choose_within_se`) over held-out training questions on the
-    pre-declared :data:`UNSEEN_METRIC`, simplest first (:data:`SIMPLICITY`). Six training
-    questions cannot tell a dozen candidates apart; the rule moves to a more complex system
-    only where it is better by more than the best one's standard error over questions."""
-    if metric != UNSEEN_METRIC:
-        raise ValueError(f"the unseen-question CV has per-question {UNSEEN_METRIC} only")
+def choose_unseen(unseen_cv: pd.DataFrame, n_se: float = 1.0) -> P.Choice:
+    """The inductive system for unseen questions: the one-standard-error rule over held-out
+    training questions on :data:`UNSEEN_METRIC`, simplest first (:data:`SIMPLICITY`): six
+    training questions cannot tell a dozen candidates apart."""
     folds, roles = unseen_folds(unseen_cv)
-    return P.choose_within_se(folds, metric, roles, P.ELIGIBLE, "train", n_se=n_se)
+    return P.choose_within_se(folds, UNSEEN_METRIC, roles, P.ELIGIBLE, "train", n_se=n_se)
 
 
 def unseen_regret(unseen_cv: pd.DataFrame, n_se: float = 1.0) -> pd.DataFrame:
     """The rule's regret nested over held-out training questions, beside the plain best
-    mean's (``rule``: ``one_se`` / ``best_mean``): for each question, the rule applied to
-    the other questions' CV values, and its pick's accuracy on that question against the
-    best candidate's. The candidates' per-question values come from one CV (a question's
-    value is from models that did not see it; the other questions' from models that did see
-    it), so this is the regret of the choice step, not of the whole pipeline."""
+    mean's (``rule``: ``one_se`` / ``best_mean``). The per-question values come from one
+    CV, so this is the regret of the choice step, not of the whole pipeline."""
     folds, roles = unseen_folds(unseen_cv)
 
     def rule(k: float):

@@ -1,8 +1,6 @@
 """SAF seq2seq systems (``seq2seq:<model>``) as jobs: one
-:class:`saf_utils.jobs.TrainJob` per (model, seed), trained by :mod:`saf_utils.seq2seq`
-through :func:`saf_utils.jobs.run_jobs` (launcher ``"none"`` trains in the kernel;
-``"torchrun:N"`` / ``"accelerate"`` scale out), outputs parsed by
-:func:`saf_utils.saf.formats.parsed_prediction_table`.
+:class:`saf_utils.jobs.TrainJob` per (model, seed) through :func:`saf_utils.jobs.run_jobs`,
+outputs parsed by :func:`saf_utils.saf.formats.parsed_prediction_table`.
 """
 
 from __future__ import annotations
@@ -32,13 +30,8 @@ def seq2seq_jobs(data: Any, seq2seq: Mapping[str, Any],
                  output_dir: str | Path, mode: str = "verification",
                  include_question: bool = True) -> list[J.TrainJob]:
     """One :class:`saf_utils.jobs.TrainJob` per (model, seed), reading the examples of
-    ``data`` (written once per model, as :func:`saf_utils.saf.formats.format_examples` builds
-    them).
-
-    ``seq2seq`` holds the :class:`~saf_utils.seq2seq.Seq2SeqSettings` fields shared by all
-    models; ``seq2seq_models`` maps model name (hub id, folder, ``scratch``,
-    ``bert2bert:ENCODER``) to its overrides (None: just ``seq2seq["model"]``). System name:
-    ``seq2seq:<last part of the model name>``.
+    ``data`` written once per model. ``seq2seq``: the settings shared by all models;
+    ``seq2seq_models``: model name -> its overrides (None: just ``seq2seq["model"]``).
     """
     def examples(df: pd.DataFrame) -> J.Examples:
         src, tgt = S.format_examples(df, mode, include_question, data.words)
@@ -62,11 +55,8 @@ def run_seq2seq(data: Any, seq2seq: Mapping[str, Any],
                 output_dir: str | Path, mode: str = "verification", include_question: bool = True,
                 launcher: str = "none", log: Callable[[str], None] = J.progress
                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Train and generate per (model, seed) via :func:`saf_utils.jobs.run_jobs`; parse outputs.
-
-    Returns the prediction table (every output parsed; unparseable ones kept and scored as
-    wrong) and one training-log row per job.
-    """
+    """Train and generate per (model, seed); the prediction table (unparseable outputs
+    kept, scored as wrong) and one training-log row per job."""
     jobs = seq2seq_jobs(data, seq2seq, seq2seq_models, seeds, output_dir, mode,
                         include_question)
     res = J.run_jobs(jobs, launcher=launcher, log=log)

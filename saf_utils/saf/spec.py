@@ -55,7 +55,6 @@ SPECS = (
                            "shares few n-grams with the gold feedback."),)),
 )
 
-#: notebook -> "module:function" listing the systems it runs with its parameters, each with
-#: the parameters it runs with (``fn(notebook parameters) -> {system: {parameter: value}}``):
-#: what the notebook runs and ``saf-run --dry-run`` prints.
+#: notebook -> "module:function" giving ``{system: {parameter: value}}`` of what the notebook
+#: runs with its parameters (``saf-run --dry-run`` prints it).
 PLANNED_SYSTEMS = {"02_baseline_finetuning": "saf_utils.saf.run:planned_systems"}

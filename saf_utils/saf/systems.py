@@ -1,17 +1,9 @@
 """The registered SAF systems: each one a parameters dataclass (its defaults live only there)
-and ``fn(data, params, ctx) -> prediction table`` on every eval split.
-
-:func:`saf_utils.saf.run.run_systems` runs any list of these names (and those of the modules
-:mod:`saf_utils.saf.all_systems` collects) through
-:meth:`saf_utils.registry.Registry.run`; profiles set parameters by system name
-(``system_params`` of notebook 02). Registration order is run order: a system that reads
+and ``fn(data, params, ctx) -> prediction table`` on every eval split, run by
+:func:`saf_utils.saf.run.run_systems`. Registration order is run order: a system that reads
 another's result (``feature_clf:transductive`` and ``feature_clf:stacked`` read
 ``feature_clf``'s tuning, ``feature_clf:stacked`` the cross-encoder's outputs) comes after
-it. A name ending in ``:`` covers its variants (``feature_clf:<encoder tag>``,
-``seq2seq:<model>``): one call writes the rows of every variant. The logic lives in
-:mod:`~saf_utils.saf.baselines`, :mod:`~saf_utils.saf.features`,
-:mod:`~saf_utils.saf.feature_clf`, :mod:`~saf_utils.saf.cross_encoder_jobs` and
-:mod:`~saf_utils.saf.seq2seq_jobs`.
+it. A name ending in ``:`` covers its variants (``seq2seq:<model>``).
 """
 
 from __future__ import annotations
@@ -55,12 +47,9 @@ def _empty() -> pd.DataFrame:
 def unseen_feedback(data: SAFData, ctx: RunContext, value: str = CHOSEN_FEEDBACK
                     ) -> UnseenFeedback:
     """The feedback strategy of unseen questions: ``value``, or for :data:`CHOSEN_FEEDBACK`
-    the one chosen by leave-one-question-out on train (computed once per run, kept in
-    ``ctx.state.unseen_feedback``: :func:`saf_utils.saf.feedback_choice.choose_unseen_feedback`).
-    Every system's unseen-question path reads it, so the feedback of unseen questions is one
-    choice, whichever system's labels are chosen. Retrieval (``nearest_question``) where
-    no eval split has an unseen question or train has fewer than 3 questions (a standard
-    error over held-out questions needs at least 2 in each nested fold)."""
+    the one chosen once per run on train (one choice, whichever system's labels are
+    chosen); retrieval where no split has unseen questions or train has fewer than 3
+    (a standard error needs at least 2 questions in each nested fold)."""
     if value != CHOSEN_FEEDBACK:
         return value
     seen = set(data.train.question)
