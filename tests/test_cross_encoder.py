@@ -13,6 +13,7 @@ import transformers
 from fakes import bow_encoder
 
 from saf_utils import cross_encoder as CE
+from saf_utils import cross_encoder_modules as CM
 from saf_utils import jobs as J
 from saf_utils.reporting.records import Recorder
 from saf_utils.saf import cross_encoder_jobs as CJ
@@ -265,8 +266,8 @@ def test_cached_frozen_states_give_the_full_models_logits(tiny_bert: str) -> Non
     first, second = ["a b c", "d", "a a a a b"], ["a", "c d c", "b"]
     states = CE.frozen_states(model, tok, "tiny", first, second, settings)
     assert [len(s) for s in states] == [len(x) for x in tok(first, second)["input_ids"]]
-    top = CE.top_layers(model, 1).eval()
-    batch = CE._state_collator(states)([{"idx": i} for i in range(3)])
+    top = CM.top_layers(model, 1).eval()
+    batch = CM.state_collator(states)([{"idx": i} for i in range(3)])
     with torch.no_grad():
         full = model(**tok(first, second, padding=True, return_tensors="pt")).logits
         got = top(**batch).logits
@@ -330,11 +331,11 @@ def test_mean_pooling_reads_the_token_mean_cached_or_not(tiny_bert: str) -> None
     model.eval()
     first, second = ["a b c", "d", "a a a a b"], ["a", "c d c", "b"]
     states = CE.frozen_states(model, tok, "tiny-mean", first, second, settings)
-    top = CE.top_layers(model, 1, "mean").eval()
-    batch = CE._state_collator(states)([{"idx": i} for i in range(3)])
+    top = CM.top_layers(model, 1, "mean").eval()
+    batch = CM.state_collator(states)([{"idx": i} for i in range(3)])
     enc = tok(first, second, padding=True, return_tensors="pt")
     with torch.no_grad():
-        full = CE.full_model(model).eval()(**enc).logits
+        full = CM.full_model(model).eval()(**enc).logits
         got = top(**batch).logits
         h = model.base_model(**enc).last_hidden_state
         m = enc["attention_mask"].unsqueeze(-1).float()
@@ -370,7 +371,7 @@ def test_the_loss_is_class_weighted_on_every_path(tiny_bert: str, cached: bool,
     labels = ["Correct", "Incorrect"]
     first, second, y = ["a b", "c d", "a a", "d"], ["a", "b", "a", "c"], [0, 0, 0, 1]
     model, tok = CE.build_cross_encoder(settings, labels)
-    CE.freeze_lower(model, 1)
+    CM.freeze_lower(model, 1)
     fit, train_ds, _, collator, was_cached = CE._datasets(model, tok, settings, first, second,
                                                           y, {}, labels)
     assert was_cached == cached
@@ -424,14 +425,14 @@ def test_pair_pooling_compares_the_two_texts_cached_or_not(tiny_bert: str) -> No
     first, second = ["a b c", "d", "a a a a b"], ["a", "c d c", "b"]
     states = CE.frozen_states(model, tok, "tiny-pair", first, second, settings)
     enc = tok(first, second, padding=True, return_tensors="pt")
-    mask = CE.first_segment(enc["input_ids"], tok.sep_token_id)
+    mask = CM.first_segment(enc["input_ids"], tok.sep_token_id)
     assert mask.sum(1).tolist() == [4, 2, 6]  # [CLS] and the answer's tokens
     firsts = mask.sum(1).tolist()
-    top = CE.top_layers(model, 1, "pair").eval()
-    batch = CE._state_collator(states, firsts)([{"idx": i} for i in range(3)])
+    top = CM.top_layers(model, 1, "pair").eval()
+    batch = CM.state_collator(states, firsts)([{"idx": i} for i in range(3)])
     assert torch.equal(batch["first_mask"], (mask & enc["attention_mask"].bool()).long())
     with torch.no_grad():
-        full = CE.full_model(model, pooling="pair", sep_token_id=tok.sep_token_id).eval()(
+        full = CM.full_model(model, pooling="pair", sep_token_id=tok.sep_token_id).eval()(
             **enc).logits
         got = top(**batch).logits
         h = model.base_model(**enc).last_hidden_state
