@@ -13,8 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from saf_utils import numerics
-from saf_utils import protocol as P
+from saf_utils import choices, numerics
 from saf_utils.encoders import l2_normalize
 from saf_utils.saf import baselines
 
@@ -47,9 +46,9 @@ def test_choice_on_validation_ignores_float_noise():
     table = pd.DataFrame({"system": ["feature_clf", "feature_clf:stacked"],
                           "value": [0.3, 0.1 + 0.2]})
     roles = {"feature_clf": "system", "feature_clf:stacked": "system"}
-    assert P.choose_from(table, "macro_f1", roles).per_fold[None] == "feature_clf"
+    assert choices.choose_from(table, "macro_f1", roles).per_fold[None] == "feature_clf"
     table.loc[1, "value"] = 0.3 + 1e-6  # a real difference still counts
-    assert P.choose_from(table, "macro_f1", roles).per_fold[None] == "feature_clf:stacked"
+    assert choices.choose_from(table, "macro_f1", roles).per_fold[None] == "feature_clf:stacked"
 
 
 def test_pinned_environment_and_native_mode(monkeypatch):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from saf_utils import protocol as P
+from saf_utils import choices
 from saf_utils import registry as R
 from saf_utils.reporting import records
 
@@ -67,7 +67,7 @@ def test_registration_errors() -> None:
 
 def test_roles_are_defined_once() -> None:
     assert R.ROLES == ("baseline", "system", "oracle", "probe")
-    assert records.ROLES is R.ROLES and P.ELIGIBLE is R.ELIGIBLE
+    assert records.ROLES is R.ROLES and choices.ELIGIBLE is R.ELIGIBLE
     assert R.role_order({"z": "baseline", "o": "oracle", "a": "system", "b": "baseline"}) == [
         "b", "z", "a", "o"]
 

@@ -11,7 +11,7 @@ import pytest
 from fakes import bow_encoder
 from saf_frames import toy_frame
 
-from saf_utils import protocol as P
+from saf_utils import choices
 from saf_utils.saf import baselines as B
 from saf_utils.saf import feedback_choice as FCH
 from saf_utils.saf import grounded as G
@@ -126,7 +126,7 @@ def _folds() -> pd.DataFrame:
 
 
 def test_fold_summary_mean_se_and_order():
-    t = P.fold_summary(_folds(), ["bad", "simple", "complex"])
+    t = choices.fold_summary(_folds(), ["bad", "simple", "complex"])
     assert t.system.tolist() == ["bad", "simple", "complex"]
     assert t.value.round(3).tolist() == [0.2, 0.6, 0.62] and (t.n_folds == 3).all()
     assert t.se.iloc[1] == pytest.approx(0.1 / np.sqrt(3))
@@ -134,25 +134,25 @@ def test_fold_summary_mean_se_and_order():
 
 def test_one_se_rule_prefers_the_simpler_system_within_the_noise():
     roles = {"simple": "baseline", "complex": "system", "bad": "system"}
-    c = P.choose_within_se(_folds(), "accuracy", roles)
+    c = choices.choose_within_se(_folds(), "accuracy", roles)
     assert c.per_fold == {None: "simple"} and c.split == "train"
     assert c.table.chosen.tolist() == [True, False, False]
-    assert P.choose_within_se(_folds(), "accuracy", roles, n_se=0).per_fold[None] == "complex"
+    assert choices.choose_within_se(_folds(), "accuracy", roles, n_se=0).per_fold[None] == "complex"
     # far better than its SE: the complex one
     far = _folds().assign(value=lambda d: np.where(d.system == "complex", d.value + 0.3,
                                                    d.value))
-    assert P.choose_within_se(far, "accuracy", roles).per_fold[None] == "complex"
+    assert choices.choose_within_se(far, "accuracy", roles).per_fold[None] == "complex"
     # lower is better: the same rule mirrored
     low = _folds().assign(value=lambda d: -d.value)
-    assert P.choose_within_se(low, "mse", roles, lower_is_better=True).per_fold[None] \
+    assert choices.choose_within_se(low, "mse", roles, lower_is_better=True).per_fold[None] \
         == "simple"
     with pytest.raises(ValueError, match="no train"):
-        P.choose_within_se(_folds(), "accuracy", {"x": "oracle"})
+        choices.choose_within_se(_folds(), "accuracy", {"x": "oracle"})
 
 
 def test_rule_regret_is_nested_over_folds():
     roles = {"simple": "baseline", "complex": "system", "bad": "system"}
-    reg = P.rule_regret(_folds(), lambda rows: P.choose_within_se(
+    reg = choices.rule_regret(_folds(), lambda rows: choices.choose_within_se(
         rows, "accuracy", roles, n_se=0).per_fold[None])
     assert reg.fold.tolist() == ["q0", "q1", "q2"]
     assert (reg.regret >= 0).all()

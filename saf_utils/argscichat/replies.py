@@ -11,7 +11,7 @@ dataclass, what they all read (:class:`ReplyData`) and the systems (run by
             {s: [p.query for p in fold[s]] for s in EVAL_SPLITS})])
 
 Every choice a system makes (a word budget, a threshold) uses *that* fold's val pairs only
-(:func:`saf_utils.protocol.choose_value`), never another fold's and never test.
+(:func:`saf_utils.choices.choose_value`), never another fold's and never test.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from saf_utils import choices
 from saf_utils import jobs as J
-from saf_utils import protocol as P
 from saf_utils.argscichat import generation as RG
 from saf_utils.argscichat.data import MessagePair
 from saf_utils.registry import NoParams, Registry
@@ -177,7 +177,7 @@ def _constant_frequent(fold: ReplyFold, params: FrequentParams, config: ReplyCon
     replies = [p.reply for p in fold.train]
     scores = {n: _mean_metric(config, [frequent_words(replies, n)] * len(fold.val), fold.val)
               for n in params.n_words}
-    n = P.choose_value(scores, config.tune_metric)
+    n = choices.choose_value(scores, config.tune_metric)
     text = frequent_words(replies, n)
     return [SystemOutput({s: [text] * len(fold[s]) for s in EVAL_SPLITS},
                          tuning=_grid(scores, n, "n"), log={"n": n})]
@@ -334,7 +334,7 @@ def _compressed_selected(fold: ReplyFold, params: CompressParams, config: ReplyC
                                    [p.reply for p in val], list(params.thresholds),
                                    config.metric())
         scores.update({(n_prior, t): v for t, v in grid.items()})
-    n_prior, th = P.choose_value(scores, config.tune_metric)
+    n_prior, th = choices.choose_value(scores, config.tune_metric)
     tuning = [{"subset": f"prior_words={n},threshold={t}", "value": v,
                "chosen": (n, t) == (n_prior, th)} for (n, t), v in scores.items()]
     comp = comps[n_prior]

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from saf_utils import choices
 from saf_utils import protocol as P
 from saf_utils import verdicts as V
 from saf_utils.argscichat import generation as RG
@@ -90,7 +91,7 @@ class ReplyAnalysis:
     """04's conclusions: the per-fold choice, test items with the composite, the headline
     under the ArgSciChat design and the adjusted comparisons to the floor."""
 
-    choice: P.Choice
+    choice: choices.Choice
     test_items: pd.DataFrame
     headline: pd.DataFrame
     comparisons: pd.DataFrame
@@ -105,9 +106,9 @@ def analyse_replies(items: pd.DataFrame, best_metric: str = PRIMARY_METRIC,
     roles_ = items.drop_duplicates("system").set_index("system").role.to_dict()
     order = {n: roles_[n] for n in REPLY_SYSTEMS if n in roles_}
     order.update({n: r for n, r in roles_.items() if n not in order})
-    choice = P.choose(items, best_metric, order, allowed=eligible)
+    choice = choices.choose(items, best_metric, order, allowed=eligible)
     test = items[items.split == "test"]
-    test_items = pd.concat([test, P.composite(test, choice, CHOSEN)], ignore_index=True)
+    test_items = pd.concat([test, choices.composite(test, choice, CHOSEN)], ignore_index=True)
     headline = P.headline_table(test_items, design)
     roles_all = {**order, CHOSEN: test_items[test_items.system == CHOSEN].role.iloc[0]}
     frames = [P.paired_table(test_items, FLOOR, design)] if FLOOR in set(test.system) else []

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from saf_utils import choices
 from saf_utils import protocol as P
 from saf_utils import verdicts as V
 
@@ -56,8 +57,8 @@ class Analysis:
 
     items: pd.DataFrame  # with the composites
     roles: dict[str, str]
-    chosen: P.Choice
-    baseline: P.Choice
+    chosen: choices.Choice
+    baseline: choices.Choice
     headline: pd.DataFrame  # val and test, per system
     comparisons: pd.DataFrame  # adjusted; the primary marked
     leads: dict
@@ -72,10 +73,10 @@ def analyse_selection(items: pd.DataFrame, roles: Mapping[str, str],
     system minus ``val_best_baseline``, each ablation minus its full system (``ablations``)
     and the test leader minus the runner-up."""
     roles = dict(roles)
-    chosen = P.choose(items, METRIC, roles)
-    baseline = P.choose(items, METRIC, roles, allowed=("baseline",))
-    all_items = pd.concat([items, P.composite(items, chosen, CHOSEN),
-                           P.composite(items, baseline, BASELINE).assign(role="baseline")],
+    chosen = choices.choose(items, METRIC, roles)
+    baseline = choices.choose(items, METRIC, roles, allowed=("baseline",))
+    all_items = pd.concat([items, choices.composite(items, chosen, CHOSEN),
+                           choices.composite(items, baseline, BASELINE).assign(role="baseline")],
                           ignore_index=True)
     roles.update({CHOSEN: "system", BASELINE: "baseline"})
     headline = P.headline_table(all_items, design)

@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from saf_utils import protocol as P
+from saf_utils import choices
 from saf_utils.argscichat import fact_selection as FS
 from saf_utils.argscichat.selection_fit import (
     ScorerSpec,
@@ -82,10 +82,10 @@ class MixParams(EnsembleParams):
 def val_choice(ctx: SelectionContext, fold: int, system: str, param: str,
                candidates: dict[str, ScorerSpec]) -> tuple[ScorerSpec, list[dict[str, Any]]]:
     """The candidate with the best val Fact-F1 of this fold (train-only fits;
-    :func:`saf_utils.protocol.choose_value`) and the tuning rows."""
+    :func:`saf_utils.choices.choose_value`) and the tuning rows."""
     scores = {name: ctx.val_f1(fold, dict(enumerate(
         select_split(ctx, fold, "val", spec, on="train")))) for name, spec in candidates.items()}
-    best = P.choose_value(scores, METRIC)
+    best = choices.choose_value(scores, METRIC)
     rows = [{"fold": fold, "system": system, "param": param, "value": name,
              "val_fact_f1": v, "chosen": name == best} for name, v in scores.items()]
     return candidates[best], rows

@@ -246,7 +246,7 @@ def per_question_accuracy(questions: Sequence[str], gold: Sequence[str],
                           pred: Sequence[str]) -> dict[str, float]:
     """Question -> accuracy of its held-out answers: the folds of an unseen-question CV,
     whose spread over questions is the standard error of a choice
-    (:func:`saf_utils.protocol.choose_within_se`)."""
+    (:func:`saf_utils.choices.choose_within_se`)."""
     hit = pd.Series(np.asarray(list(gold), dtype=object) == np.asarray(list(pred), dtype=object))
     return {str(q): float(v) for q, v in hit.groupby(np.asarray(list(questions)),
                                                       sort=False).mean().items()}

@@ -16,9 +16,9 @@ from typing import Any
 
 import pandas as pd
 
+from saf_utils import choices
 from saf_utils import jobs as J
 from saf_utils import metrics as M
-from saf_utils import protocol as P
 from saf_utils.metrics import lower_is_better
 from saf_utils.saf import formats as S
 from saf_utils.saf.baselines import (
@@ -245,7 +245,7 @@ def run_cross_encoder(ce: CrossEncoderJobs, grid: Mapping[str, Sequence[Any]],
     if "validation" not in ce.data.evals:
         raise ValueError("run_cross_encoder needs a validation split")
     table, res = grid_search(ce, grid, seeds[0])
-    i = P.choose_row(table, "macro_f1", "validation")
+    i = choices.choose_row(table, "macro_f1", "validation")
     best = table.iloc[i]
     config = {"learning_rate": float(best.learning_rate), "epochs": int(best.epochs),
               "order": best.order, "include_question": bool(best.include_question)}
@@ -275,10 +275,10 @@ def run_cross_encoder(ce: CrossEncoderJobs, grid: Mapping[str, Sequence[Any]],
 
 
 def stacking_choice(headline: pd.DataFrame, metric: str = "macro_f1",
-                    stacked: str = "feature_clf:stacked") -> P.Choice:
+                    stacked: str = "feature_clf:stacked") -> choices.Choice:
     """Whether to stack, on validation: ``feature_clf`` against ``feature_clf:stacked``."""
     v = headline[(headline.split == "validation") & (headline.metric == metric)
                  & headline.system.isin(["feature_clf", stacked])]
-    return P.choose_from(v.rename(columns={"mean": "value"})[["system", "value"]], metric,
+    return choices.choose_from(v.rename(columns={"mean": "value"})[["system", "value"]], metric,
                          {"feature_clf": "system", stacked: "system"}, ("system",),
                          "validation", lower_is_better(metric))

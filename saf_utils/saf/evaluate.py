@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from saf_utils import choices, stats
 from saf_utils import metrics as M
 from saf_utils import protocol as P
-from saf_utils import stats
 from saf_utils import verdicts as V
 from saf_utils.saf.data import SAF_LABELS
 
@@ -361,7 +361,7 @@ class Evaluation:
     per_seed: pd.DataFrame
     reference: str  # strongest baseline on validation
     chosen: str  # val-chosen system (baselines and systems only)
-    choice: P.Choice  # the validation table behind ``chosen``
+    choice: choices.Choice  # the validation table behind ``chosen``
     selection_metric: str
     comparisons: pd.DataFrame  # test splits: systems minus the reference, leads; adjusted
     new_questions: pd.DataFrame  # mean metrics, estimand "new questions" (enough questions)
@@ -382,12 +382,12 @@ PRIMARY = {"split": "test_unseen_answers", "metric": "accuracy"}
 def choose_on_validation(headline: pd.DataFrame, role_of: Mapping[str, str],
                          metric: str = "macro_f1",
                          allowed: Sequence[str] = ("baseline", "system"),
-                         split: str = "validation") -> P.Choice:
+                         split: str = "validation") -> choices.Choice:
     """The system (role in ``allowed``; ``role_of``: system -> role) with the best
     validation ``metric`` (ties: the headline table's order)."""
     v = headline[(headline.split == split) & (headline.metric == metric)]
     names = {s: role_of[s] for s in dict.fromkeys(v.system)}
-    return P.choose_from(v.rename(columns={"mean": "value"})[["system", "value"]], metric,
+    return choices.choose_from(v.rename(columns={"mean": "value"})[["system", "value"]], metric,
                          names, allowed, split, metric in LOWER_IS_BETTER)
 
 
@@ -414,7 +414,7 @@ def evaluate(preds: pd.DataFrame, role_of: Mapping[str, str],
     reference = choose_on_validation(headline, roles, selection_metric, ("baseline",))
     choice = choose_on_validation(headline, roles, selection_metric)
     ref, chosen = reference.per_fold[None], choice.per_fold[None]
-    eligible = [s for s in roles if roles[s] in P.ELIGIBLE]
+    eligible = [s for s in roles if roles[s] in choices.ELIGIBLE]
     tests = {s: d for s, d in designs.items() if s.startswith("test")}
     frames = [paired_per_split(preds, items, ref, tests, TABLE_METRICS, eligible)]
     lower = LOWER_IS_BETTER

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from saf_utils import choices
 from saf_utils import metrics as M
-from saf_utils import protocol as P
 from saf_utils.saf.baselines import Encoder, FeedbackBank, UnseenFeedback
 from saf_utils.saf.grounded import GroundedParams
 
@@ -51,7 +51,7 @@ class FeedbackChoice:
     """The chosen strategy, the per-question CV it was chosen on, and the rule's regret."""
 
     strategy: UnseenFeedback
-    choice: P.Choice  # the rule's table (mean, se, bar, chosen)
+    choice: choices.Choice  # the rule's table (mean, se, bar, chosen)
     cv: pd.DataFrame  # system (candidate), fold (held-out question), value
     regret: pd.DataFrame  # the rule, nested over held-out questions
     regret_best_mean: pd.DataFrame  # the plain best mean, nested the same way
@@ -90,12 +90,12 @@ def choose_unseen_feedback(train: pd.DataFrame, encoder: Encoder | None = None,
     lower = M.lower_is_better(grid.metric)
 
     def rule(n_se: float):
-        return lambda rows: P.choose_within_se(rows, grid.metric, roles, split="train",
+        return lambda rows: choices.choose_within_se(rows, grid.metric, roles, split="train",
                                                lower_is_better=lower,
                                                n_se=n_se).per_fold[None]
 
-    choice = P.choose_within_se(cv, grid.metric, roles, split="train", lower_is_better=lower,
+    choice = choices.choose_within_se(cv, grid.metric, roles, split="train", lower_is_better=lower,
                                 n_se=grid.n_se)
     return FeedbackChoice(cands[choice.per_fold[None]], choice, cv,
-                          P.rule_regret(cv, rule(grid.n_se), lower),
-                          P.rule_regret(cv, rule(0.0), lower))
+                          choices.rule_regret(cv, rule(grid.n_se), lower),
+                          choices.rule_regret(cv, rule(0.0), lower))

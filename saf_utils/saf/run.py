@@ -12,8 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from saf_utils import protocol as P
-from saf_utils import usage
+from saf_utils import choices, usage
 from saf_utils.jobs import progress
 from saf_utils.saf.all_systems import SYSTEMS
 from saf_utils.saf.baselines import loqo_baselines
@@ -62,7 +61,7 @@ class SAFRun:
     preds: pd.DataFrame  # every system, split and seed (prediction table rows)
     state: RunState  # feature_clf's tuning, the cross-encoder run, logs, seconds
     unseen_cv: pd.DataFrame  # each system's unseen-question path, CV on train
-    unseen_choice: P.Choice  # the inductive system chosen for unseen questions
+    unseen_choice: choices.Choice  # the inductive system chosen for unseen questions
     params: dict[str, dict[str, Any]]  # the parameters each system ran with
     #: the unseen-question choice rule (and the plain best mean) nested over held-out
     #: training questions: what each would have lost against hindsight (:func:`unseen_regret`)
@@ -147,12 +146,13 @@ def unseen_folds(unseen_cv: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]
     return pd.DataFrame(rows, columns=["system", "fold", "value"]), roles
 
 
-def choose_unseen(unseen_cv: pd.DataFrame, n_se: float = 1.0) -> P.Choice:
+def choose_unseen(unseen_cv: pd.DataFrame, n_se: float = 1.0) -> choices.Choice:
     """The inductive system for unseen questions: the one-standard-error rule over held-out
     training questions on :data:`UNSEEN_METRIC`, simplest first (:data:`SIMPLICITY`): six
     training questions cannot tell a dozen candidates apart."""
     folds, roles = unseen_folds(unseen_cv)
-    return P.choose_within_se(folds, UNSEEN_METRIC, roles, P.ELIGIBLE, "train", n_se=n_se)
+    return choices.choose_within_se(folds, UNSEEN_METRIC, roles, choices.ELIGIBLE, "train",
+                                    n_se=n_se)
 
 
 def unseen_regret(unseen_cv: pd.DataFrame, n_se: float = 1.0) -> pd.DataFrame:
@@ -162,9 +162,9 @@ def unseen_regret(unseen_cv: pd.DataFrame, n_se: float = 1.0) -> pd.DataFrame:
     folds, roles = unseen_folds(unseen_cv)
 
     def rule(k: float):
-        return lambda rows: P.choose_within_se(rows, UNSEEN_METRIC, roles, P.ELIGIBLE,
+        return lambda rows: choices.choose_within_se(rows, UNSEEN_METRIC, roles, choices.ELIGIBLE,
                                                "train", n_se=k).per_fold[None]
 
-    return pd.concat([P.rule_regret(folds, rule(n_se)).assign(rule="one_se"),
-                      P.rule_regret(folds, rule(0.0)).assign(rule="best_mean")],
+    return pd.concat([choices.rule_regret(folds, rule(n_se)).assign(rule="one_se"),
+                      choices.rule_regret(folds, rule(0.0)).assign(rule="best_mean")],
                      ignore_index=True)
