@@ -15,8 +15,8 @@ import json
 import os
 import re
 import socket
-import threading
 import time
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -144,17 +144,20 @@ def describe_sweep(cells: list[Cell], matrix: dict[str, list], sweep_dir: Path,
 
 # ------------------------------------------------------------------ running
 def run_cells(cells: list[Cell], executor: Any) -> str:
-    """Run every cell on ``executor``; returns ok | failed | interrupted:<SIGNAL>. In this
-    process one after another (a signal stops the running cell and the rest; with ``reuse:
-    latest`` a cell reuses the unchanged notebooks of the cells before it); on Dask each cell
-    is a thread of this process submitting to the shared client; a signal stops them all."""
+    """Run every cell on ``executor``, each a thread of this process submitting to it; returns
+    ok | failed | interrupted:<SIGNAL>. In this process one cell after another (with ``reuse:
+    latest`` a cell reuses the unchanged notebooks of the cells before it), on Dask all at
+    once; a signal stops the running cells' notebooks and the cells not started."""
     from saf_utils.reporting import runner
 
-    def one(cell: Cell, again: bool = False) -> None:
+    serial = not getattr(executor, "client", None)
+
+    def one(cell: Cell) -> None:
         t0 = time.perf_counter()
         try:
-            if again:  # reuse: latest now sees the cells run before this one
-                cell.plan = runner.prepare(cell.req)
+            if serial and cell.plan.cfg.get("reuse") == "latest" \
+                    and not (cell.req.reuse or cell.req.no_reuse):
+                cell.plan = runner.prepare(cell.req)  # now sees the cells run before this one
             cell.run_dir, cell.results, status = runner.run_profile(cell.req, cell.plan,
                                                                     executor)
             cell.status = status.split(":")[0]
@@ -167,33 +170,19 @@ def run_cells(cells: list[Cell], executor: Any) -> str:
             cell.seconds = round(time.perf_counter() - t0, 1)
 
     interrupted = None
-    if not getattr(executor, "client", None):
+    with ThreadPoolExecutor(1 if serial else len(cells), thread_name_prefix="sweep") as pool:
+        futures = [pool.submit(one, c) for c in cells]
         try:
-            with _signals(raise_on_signal=True):  # between cells too
-                for cell in cells:
-                    one(cell, again=cell.plan.cfg.get("reuse") == "latest"
-                        and not (cell.req.reuse or cell.req.no_reuse))
-                    if cell.status == "interrupted":
-                        interrupted = next((r.error.split()[-1] for r in cell.results
-                                            if r.status == "interrupted" and r.error), "SIGINT")
-                        break
-        except Interrupted as sig:
-            interrupted = str(sig)
-    else:
-        threads = [threading.Thread(target=one, args=(c,), name=f"sweep-{c.name}", daemon=True)
-                   for c in cells]
-        try:
-            with _signals(raise_on_signal=True):
-                for t in threads:
-                    t.start()
-                while any(t.is_alive() for t in threads):  # poll: see execute_one
+            with _signals(raise_on_signal=True):  # the main thread polls: see execute_one
+                while not all(f.done() for f in futures):
                     time.sleep(0.2)
         except Interrupted as sig:
             interrupted = str(sig)
             with _signals(raise_on_signal=False):
                 executor.request_stop(interrupted)
-                while any(t.is_alive() for t in threads):
-                    time.sleep(0.2)
+                for f in futures:
+                    f.cancel()
+                wait(futures)
     if interrupted:
         return f"interrupted:{interrupted}"
     return "ok" if all(c.status == "ok" for c in cells) else "failed"
