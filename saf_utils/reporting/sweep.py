@@ -25,7 +25,6 @@ from typing import Any
 from saf_utils.reporting.manifest import git_state, now_iso
 from saf_utils.reporting.notebook_exec import Interrupted, _signals
 from saf_utils.reporting.profiles import REPORTS_DIR, RunnerError, check_folder_name, yaml_load
-from saf_utils.reporting.run_folder import list_sweeps
 from saf_utils.reporting.sweep_page import shown_value, write_sweep
 
 _KEY = re.compile(r"(?:[\w-]+\.)?[A-Za-z_]\w*")
@@ -255,27 +254,3 @@ def _cell_entry(c: Cell) -> dict[str, Any]:
             "index": f"{c.name}/index.html" if c.run_dir else None,
             "overrides": c.req.overrides}
 
-
-def settle_killed_sweeps(reports_dir: str | os.PathLike | None = None) -> None:
-    """A sweep whose process is gone while its ``sweep.json`` says running
-    (:func:`run_folder.list_sweeps`): ``sweep.json`` and ``sweep.html`` rewritten as ``killed``,
-    each cell with the status its run folder records (best effort, as for a killed run)."""
-    from saf_utils.reporting.manifest import ReportWriteError
-
-    root = Path(reports_dir or REPORTS_DIR)
-    for s in list_sweeps(root):
-        summary = s["summary"]
-        if s["status"] != "killed" or summary.get("status") == "killed":
-            continue
-        for c in summary["cells"]:
-            c["status"] = s["cells"][str(c.get("name"))]
-            if (root / s["sweep"] / str(c.get("name")) / "manifest.json").is_file():
-                c.update(run_dir=str(root / s["sweep"] / str(c["name"])),
-                         index=f"{c['name']}/index.html")
-        summary.update(status="killed", status_reason=f"process {summary.get('pid')} on "
-                       f"{summary.get('host')} ended without recording how the sweep ended; "
-                       f"found {now_iso()}")
-        try:
-            write_sweep(root / s["sweep"], summary)
-        except (ReportWriteError, RunnerError, KeyError, TypeError, ValueError):
-            continue  # a read-only folder, or a summary written by another version
