@@ -28,9 +28,9 @@ from saf_utils.reporting.profiles import (
     short,
 )
 from saf_utils.reporting.records import RECORDS_FILE, SOURCES_FILE, summarize
+from saf_utils.reporting.sweep_page import SWEEP_FILE, write_sweep
 
 PREVIOUS_DIR = "previous"
-SWEEP_FILE = "sweep.json"  # a sweep folder's summary (reporting/sweep.py writes it)
 
 # How a run ended (manifest ``status``, ``status_reason`` says more): failed (a notebook failed
 # or was skipped), write_error (disk full, read-only folder), error (the runner raised), killed
@@ -377,8 +377,6 @@ def list_sweeps(reports_dir: str | os.PathLike | None = None,
 
 
 def _settle_killed_sweep(sweep_dir: Path, summary: dict, cells: dict[str, str]) -> None:
-    from saf_utils.reporting.sweep_page import write_sweep
-
     for c in summary["cells"]:
         name = str(c.get("name"))
         c["status"] = cells[name]
