@@ -82,7 +82,8 @@ class Metric:
     def options(self, available: Mapping[str, Any]) -> dict[str, Any]:
         """Of a task's ``available`` options (e.g. its label set, a model), those the compute
         function takes by name: a task offers what it has once, each metric takes its own
-        (no per-metric table in the task)."""
+        (no per-metric table in the task). Only named parameters count: a ``**kwargs`` that
+        goes on to a library (sacrebleu's ``BLEU(**kwargs)``) must not get a label set."""
         import inspect
 
         if self.compute is None:
