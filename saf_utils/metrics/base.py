@@ -82,14 +82,13 @@ class Metric:
     def options(self, available: Mapping[str, Any]) -> dict[str, Any]:
         """Of a task's ``available`` options (e.g. its label set, a model), those the compute
         function takes by name: a task offers what it has once, each metric takes its own
-        (no per-metric table in the task). A function with ``**options`` takes them all."""
+        (no per-metric table in the task). Only named parameters count: a ``**kwargs`` that
+        goes on to a library (sacrebleu's ``BLEU(**kwargs)``) must not get a label set."""
         import inspect
 
         if self.compute is None:
             return {}
         takes = inspect.signature(self.compute).parameters
-        if any(p.kind is p.VAR_KEYWORD for p in takes.values()):
-            return dict(available)
         return {k: v for k, v in available.items() if k in takes}
 
     @property

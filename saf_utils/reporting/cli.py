@@ -124,9 +124,6 @@ def list_main(argv: list[str]) -> int:
         from saf_utils.reporting.overview import write_overview
 
         print(f"HTML: {write_overview(args.reports_dir, args.html or None)}", file=sys.stderr)
-    from saf_utils.reporting.sweep import settle_killed_sweeps
-
-    settle_killed_sweeps(args.reports_dir)
     problems: list[str] = []
     runs = list_runs(args.reports_dir, problems)
     sweeps = list_sweeps(args.reports_dir, problems)

@@ -137,7 +137,7 @@ class NotebookExecutor:
         self.client, self.cluster = client, cluster
         self.stop_event = f"saf-run-stop-{uuid.uuid4().hex[:12]}"  # a distributed Event
         self.stopped: str | None = None
-        self._inflight: dict[Future, str] = {}  # future: its Dask key (or the task's name)
+        self._inflight: dict[Future, str] = {}  # future: its (Dask) key
         self._checked: set[str] = set()
 
     def _lost(self, exc: BaseException) -> ClusterLost:
@@ -146,10 +146,8 @@ class NotebookExecutor:
 
     def free_slots(self) -> int:
         """One in this process; one per worker thread on Dask (shared by a sweep's runs)."""
-        if self.client is None:
-            return 1 - len(self._inflight)
         try:
-            slots = max(1, sum(self.client.nthreads().values()))
+            slots = 1 if self.client is None else max(1, sum(self.client.nthreads().values()))
         except Exception as exc:  # noqa: BLE001 - the connection to the cluster is gone
             raise self._lost(exc) from None
         return max(0, slots - len(self._inflight))
@@ -157,13 +155,11 @@ class NotebookExecutor:
     def submit(self, task: NotebookTask) -> Future:
         if self.stopped:  # a run set this task up while the signal arrived
             raise Interrupted(self.stopped)
-        if self.client is None:
-            future = self.pool.submit(run_notebook, task, lambda: self.stopped and STOP_REASON)
-            self._inflight[future] = task.name
-            return future
-        key = f"{task.name}-{uuid.uuid4().hex[:8]}"
+        key = f"{task.name}-{uuid.uuid4().hex[:8]}"  # the Dask key its restart events name
         try:
-            future = self.pool.submit(run_on_worker, task, self.stop_event, key=key)
+            future = (self.pool.submit(run_notebook, task, lambda: self.stopped and STOP_REASON)
+                      if self.client is None else
+                      self.pool.submit(run_on_worker, task, self.stop_event, key=key))
         except Exception as exc:  # noqa: BLE001 - the connection to the cluster is gone
             raise self._lost(exc) from None
         self._inflight[future] = key

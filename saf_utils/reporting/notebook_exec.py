@@ -61,16 +61,13 @@ def _kill_kernel(km: Any) -> None:
 
 
 def execute_one(nb_path: Path, out_path: Path, params: dict, timeout: int | None,
-                on_section: Callable[[str], None] | None = None,
-                stop: Callable[[], str | None] | None = None) -> str | None:
+                on_section: Callable[[str], None], stop: Callable[[], str | None]) -> str | None:
     """Run one notebook; returns None on success or the error text (the output is kept).
 
     ``on_section(title)`` is called when the first code cell under a Markdown heading starts.
     papermill runs in a thread of its own while this one polls ``stop()`` (a reason it
-    returns acts as a signal) and, on the main thread, receives SIGINT/SIGTERM (nbclient would
-    otherwise install its own handlers and reset them to the defaults afterwards). On
-    :class:`Interrupted` the kernel is stopped, papermill saves the partial notebook, and the
-    exception propagates.
+    returns acts as a signal). On :class:`Interrupted` the kernel is stopped, papermill saves
+    the partial notebook, and the exception propagates.
     """
     import papermill as pm
     from jupyter_client.manager import AsyncKernelManager
@@ -114,7 +111,7 @@ def execute_one(nb_path: Path, out_path: Path, params: dict, timeout: int | None
         # mark a live thread as stopped (a CPython bug), and a later join() returns at once.
         while "error" not in box:
             time.sleep(0.1)
-            why = stop() if stop is not None else None
+            why = stop()
             if why:
                 raise Interrupted(why)
     except Interrupted:

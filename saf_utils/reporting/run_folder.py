@@ -28,9 +28,9 @@ from saf_utils.reporting.profiles import (
     short,
 )
 from saf_utils.reporting.records import RECORDS_FILE, SOURCES_FILE, summarize
+from saf_utils.reporting.sweep_page import SWEEP_FILE, write_sweep
 
 PREVIOUS_DIR = "previous"
-SWEEP_FILE = "sweep.json"  # a sweep folder's summary (reporting/sweep.py writes it)
 
 # How a run ended (manifest ``status``, ``status_reason`` says more): failed (a notebook failed
 # or was skipped), write_error (disk full, read-only folder), error (the runner raised), killed
@@ -349,7 +349,9 @@ def list_sweeps(reports_dir: str | os.PathLike | None = None,
                 problems: list[str] | None = None) -> list[dict]:
     """Sweeps under the reports folder (``*/sweep.json``), oldest first, with ``cells``
     (``{cell: status}``, from each cell's run folder where it has one) and ``summary`` (the
-    file); a dead ``running`` sweep is ``killed``, an unreadable one a line in ``problems``."""
+    file); an unreadable one is a line in ``problems``. A dead ``running`` sweep is settled as
+    ``killed`` (as :func:`list_runs` does a run): its ``sweep.json`` and ``sweep.html``
+    rewritten, each cell with the status its run folder records (best effort)."""
     root = Path(reports_dir or REPORTS_DIR)
     out = []
     for spath in sorted(root.glob(f"*/{SWEEP_FILE}")):
@@ -366,7 +368,24 @@ def list_sweeps(reports_dir: str | os.PathLike | None = None,
         ran = {r["run"]: r["status"] for r in list_runs(spath.parent, problems)}
         cells = {str(c.get("name")): ran.get(str(c.get("name")), str(c.get("status")))
                  for c in summary["cells"]}
+        if died(summary):
+            _settle_killed_sweep(spath.parent, summary, cells)
         out.append({"sweep": spath.parent.name, "profile": summary.get("profile"),
-                    "status": "killed" if died(summary) else str(summary.get("status")),
+                    "status": str(summary.get("status")),
                     "started": summary.get("started"), "cells": cells, "summary": summary})
     return sorted(out, key=lambda r: str(r.get("started")))
+
+
+def _settle_killed_sweep(sweep_dir: Path, summary: dict, cells: dict[str, str]) -> None:
+    for c in summary["cells"]:
+        name = str(c.get("name"))
+        c["status"] = cells[name]
+        if (sweep_dir / name / "manifest.json").is_file():
+            c.update(run_dir=str(sweep_dir / name), index=f"{name}/index.html")
+    summary.update(status="killed", status_reason=f"process {summary.get('pid')} on "
+                   f"{summary.get('host')} ended without recording how the sweep ended; "
+                   f"found {now_iso()}")
+    try:
+        write_sweep(sweep_dir, summary)
+    except (ReportWriteError, RunnerError, KeyError, TypeError, ValueError):
+        pass  # a read-only folder, or a summary written by another version

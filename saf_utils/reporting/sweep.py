@@ -15,8 +15,8 @@ import json
 import os
 import re
 import socket
-import threading
 import time
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,7 +25,6 @@ from typing import Any
 from saf_utils.reporting.manifest import git_state, now_iso
 from saf_utils.reporting.notebook_exec import Interrupted, _signals
 from saf_utils.reporting.profiles import REPORTS_DIR, RunnerError, check_folder_name, yaml_load
-from saf_utils.reporting.run_folder import list_sweeps
 from saf_utils.reporting.sweep_page import shown_value, write_sweep
 
 _KEY = re.compile(r"(?:[\w-]+\.)?[A-Za-z_]\w*")
@@ -144,17 +143,20 @@ def describe_sweep(cells: list[Cell], matrix: dict[str, list], sweep_dir: Path,
 
 # ------------------------------------------------------------------ running
 def run_cells(cells: list[Cell], executor: Any) -> str:
-    """Run every cell on ``executor``; returns ok | failed | interrupted:<SIGNAL>. In this
-    process one after another (a signal stops the running cell and the rest; with ``reuse:
-    latest`` a cell reuses the unchanged notebooks of the cells before it); on Dask each cell
-    is a thread of this process submitting to the shared client; a signal stops them all."""
+    """Run every cell on ``executor``, each a thread of this process submitting to it; returns
+    ok | failed | interrupted:<SIGNAL>. In this process one cell after another (with ``reuse:
+    latest`` a cell reuses the unchanged notebooks of the cells before it), on Dask all at
+    once; a signal stops the running cells' notebooks and the cells not started."""
     from saf_utils.reporting import runner
 
-    def one(cell: Cell, again: bool = False) -> None:
+    serial = not getattr(executor, "client", None)
+
+    def one(cell: Cell) -> None:
         t0 = time.perf_counter()
         try:
-            if again:  # reuse: latest now sees the cells run before this one
-                cell.plan = runner.prepare(cell.req)
+            if serial and cell.plan.cfg.get("reuse") == "latest" \
+                    and not (cell.req.reuse or cell.req.no_reuse):
+                cell.plan = runner.prepare(cell.req)  # now sees the cells run before this one
             cell.run_dir, cell.results, status = runner.run_profile(cell.req, cell.plan,
                                                                     executor)
             cell.status = status.split(":")[0]
@@ -167,33 +169,19 @@ def run_cells(cells: list[Cell], executor: Any) -> str:
             cell.seconds = round(time.perf_counter() - t0, 1)
 
     interrupted = None
-    if not getattr(executor, "client", None):
+    with ThreadPoolExecutor(1 if serial else len(cells), thread_name_prefix="sweep") as pool:
+        futures = [pool.submit(one, c) for c in cells]
         try:
-            with _signals(raise_on_signal=True):  # between cells too
-                for cell in cells:
-                    one(cell, again=cell.plan.cfg.get("reuse") == "latest"
-                        and not (cell.req.reuse or cell.req.no_reuse))
-                    if cell.status == "interrupted":
-                        interrupted = next((r.error.split()[-1] for r in cell.results
-                                            if r.status == "interrupted" and r.error), "SIGINT")
-                        break
-        except Interrupted as sig:
-            interrupted = str(sig)
-    else:
-        threads = [threading.Thread(target=one, args=(c,), name=f"sweep-{c.name}", daemon=True)
-                   for c in cells]
-        try:
-            with _signals(raise_on_signal=True):
-                for t in threads:
-                    t.start()
-                while any(t.is_alive() for t in threads):  # poll: see execute_one
+            with _signals(raise_on_signal=True):  # the main thread polls: see execute_one
+                while not all(f.done() for f in futures):
                     time.sleep(0.2)
         except Interrupted as sig:
             interrupted = str(sig)
             with _signals(raise_on_signal=False):
                 executor.request_stop(interrupted)
-                while any(t.is_alive() for t in threads):
-                    time.sleep(0.2)
+                for f in futures:
+                    f.cancel()
+                wait(futures)
     if interrupted:
         return f"interrupted:{interrupted}"
     return "ok" if all(c.status == "ok" for c in cells) else "failed"
@@ -266,27 +254,3 @@ def _cell_entry(c: Cell) -> dict[str, Any]:
             "index": f"{c.name}/index.html" if c.run_dir else None,
             "overrides": c.req.overrides}
 
-
-def settle_killed_sweeps(reports_dir: str | os.PathLike | None = None) -> None:
-    """A sweep whose process is gone while its ``sweep.json`` says running
-    (:func:`run_folder.list_sweeps`): ``sweep.json`` and ``sweep.html`` rewritten as ``killed``,
-    each cell with the status its run folder records (best effort, as for a killed run)."""
-    from saf_utils.reporting.manifest import ReportWriteError
-
-    root = Path(reports_dir or REPORTS_DIR)
-    for s in list_sweeps(root):
-        summary = s["summary"]
-        if s["status"] != "killed" or summary.get("status") == "killed":
-            continue
-        for c in summary["cells"]:
-            c["status"] = s["cells"][str(c.get("name"))]
-            if (root / s["sweep"] / str(c.get("name")) / "manifest.json").is_file():
-                c.update(run_dir=str(root / s["sweep"] / str(c["name"])),
-                         index=f"{c['name']}/index.html")
-        summary.update(status="killed", status_reason=f"process {summary.get('pid')} on "
-                       f"{summary.get('host')} ended without recording how the sweep ended; "
-                       f"found {now_iso()}")
-        try:
-            write_sweep(root / s["sweep"], summary)
-        except (ReportWriteError, RunnerError, KeyError, TypeError, ValueError):
-            continue  # a read-only folder, or a summary written by another version

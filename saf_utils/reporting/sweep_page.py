@@ -10,8 +10,8 @@ from typing import Any
 from saf_utils.reporting.manifest import write_json, write_text
 from saf_utils.reporting.pages import duration_text, esc, page, table
 from saf_utils.reporting.profiles import RunnerError
-from saf_utils.reporting.run_folder import SWEEP_FILE
 
+SWEEP_FILE = "sweep.json"  # a sweep folder's summary
 SWEEP_PAGE = "sweep.html"
 
 
