@@ -1,5 +1,4 @@
-"""Choices on validation (per fold, one-standard-error rule, regret, composites): the one tie
-rule every notebook's choice goes through, apart from :mod:`saf_utils.protocol`'s inference."""
+"""Choices on validation (per fold, one-SE rule, regret, composites), apart from inference."""
 
 from __future__ import annotations
 

@@ -16,8 +16,8 @@ from saf_utils import cross_encoder as CE
 from saf_utils import cross_encoder_modules as CM
 from saf_utils import jobs as J
 from saf_utils.reporting.records import Recorder
+from saf_utils.saf import comparisons as CMP
 from saf_utils.saf import cross_encoder_jobs as CJ
-from saf_utils.saf import evaluate as EV
 from saf_utils.saf import formats as S
 from saf_utils.saf import record as RC
 from saf_utils.saf import run as R
@@ -183,7 +183,7 @@ def test_cross_encoder_system_oof_stacking_end_to_end(tiny_bert: str, tmp_path: 
     assert ce_row.protocol.startswith("grouped 2-fold") and ce_row.role == "system"
     assert (cv[cv.system == "majority"].protocol == "leave one question out").all()
 
-    ev = EV.evaluate(out.preds, out.roles, embedding_metrics=False, n_resamples=100)
+    ev = CMP.evaluate(out.preds, out.roles, embedding_metrics=False, n_resamples=100)
     assert {"cross_encoder", "feature_clf:stacked"} <= set(ev.headline.system)
     choice = CJ.stacking_choice(ev.headline)
     assert choice.per_fold[None] in ("feature_clf", "feature_clf:stacked")

@@ -14,6 +14,7 @@ from fakes import bow_encoder
 from saf_utils import artifacts as AR
 from saf_utils import jobs as J
 from saf_utils.reporting.records import Recorder
+from saf_utils.saf import comparisons as CMP
 from saf_utils.saf import evaluate as EV
 from saf_utils.saf import formats as S
 from saf_utils.saf import record as RC
@@ -141,7 +142,7 @@ def test_run_evaluate_record_end_to_end_on_fixtures(source, tmp_path):
     cv = out.unseen_cv
     assert {"majority", "nearest_neighbour", "feature_clf"} <= set(cv.system)
 
-    ev = EV.evaluate(out.preds, out.roles, embedding_metrics=False, n_resamples=100)
+    ev = CMP.evaluate(out.preds, out.roles, embedding_metrics=False, n_resamples=100)
     assert ev.reference in ("majority", "nearest_neighbour")
     assert ev.roles()[ev.chosen] in ("baseline", "system")
     assert "test_unseen_questions" in ev.few_question_splits and len(ev.per_question)

@@ -206,6 +206,7 @@ def test_unseen_feedback_is_chosen_once_per_run_where_questions_are_unseen():
 
 def test_feedback_contrast_same_labels_old_feedback_and_the_majority(tmp_path):
     from saf_utils.reporting.records import Recorder
+    from saf_utils.saf import comparisons as CMP
     from saf_utils.saf import evaluate as EV
     from saf_utils.saf import record as RC
 
@@ -218,13 +219,13 @@ def test_feedback_contrast_same_labels_old_feedback_and_the_majority(tmp_path):
     design = EV.design_for(1, n_resamples=100).but(max_resamples=100)
     ev = SimpleNamespace(preds=EV.collapse_identical_seeds(out.preds),
                          designs={"test_unseen_questions": design})
-    head, paired = EV.feedback_contrast(ev, data.train, data.evals, "nearest_neighbour",
+    head, paired = CMP.feedback_contrast(ev, data.train, data.evals, "nearest_neighbour",
                                         "nn retrieval", encoder=bow_encoder)
     assert set(head.system) == {"nearest_neighbour", "nn retrieval", "majority"}
     acc = head[head.metric == "accuracy"].set_index("system")["mean"]
     assert acc["nearest_neighbour"] == acc["nn retrieval"]  # same labels
     twin = paired[paired.reference == "nn retrieval"]
-    assert set(twin.metric) == set(EV.FEEDBACK_METRICS)
+    assert set(twin.metric) == set(CMP.FEEDBACK_METRICS)
     assert (twin.system == "nearest_neighbour").all()
     assert "accuracy" in set(paired[paired.reference == "majority"].metric)
     assert (head.ci_low <= head["mean"] + 1e-9).all()

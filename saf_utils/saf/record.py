@@ -13,6 +13,7 @@ import pandas as pd
 from saf_utils import protocol as P
 from saf_utils import verdicts as V
 from saf_utils.registry import role_order
+from saf_utils.saf import comparisons
 from saf_utils.saf import evaluate as EV
 from saf_utils.saf.context import UNSEEN_QUESTIONS
 from saf_utils.saf.cross_encoder_jobs import CE_SYSTEM, CrossEncoderRun, stacking_choice
@@ -52,7 +53,7 @@ def cross_encoder_notes(ce: CrossEncoderRun, headline: pd.DataFrame,
     ]
 
 
-def conclusions(ev: EV.Evaluation) -> list[str]:
+def conclusions(ev: comparisons.Evaluation) -> list[str]:
     """Sentences from the tests: the primary comparison first, then the leads per test
     split and metric (accuracy, macro-F1, sacreBLEU), each with its adjusted p."""
     c = ev.comparisons
@@ -79,7 +80,7 @@ def conclusions(ev: EV.Evaluation) -> list[str]:
     return out
 
 
-def _write_evaluation(rec: Any, ev: EV.Evaluation, dataset: str) -> int:
+def _write_evaluation(rec: Any, ev: comparisons.Evaluation, dataset: str) -> int:
     """Headline, per-seed values, the val choice and reference, comparisons, *new
     questions* intervals and per-question rows of few-question splits."""
     roles = ev.roles()
@@ -177,7 +178,7 @@ CONTRAST = "unseen-question feedback contrast"  # subset of :func:`record_contra
 
 def record_contrast(rec: Any, dataset: str, headline: pd.DataFrame, paired: pd.DataFrame
                     ) -> int:
-    """:func:`saf_utils.saf.evaluate.feedback_contrast`'s tables (kind analysis): each
+    """:func:`saf_utils.saf.comparisons.feedback_contrast`'s tables (kind analysis): each
     system's mean and interval (subset :data:`CONTRAST`), each difference (``minus <ref>``)
     with its interval and its p Holm-adjusted within the contrast."""
     n = rec.add_frame(headline.rename(columns={"mean": "value"}), TASK, dataset,
@@ -210,7 +211,8 @@ def contrast_sentence(headline: pd.DataFrame, paired: pd.DataFrame, system: str,
     return text + " (answers resampled within their question; conditional on them)."
 
 
-def record_evaluation(rec: Any, ev: EV.Evaluation, dataset: str, run: SAFRun | None = None) -> int:
+def record_evaluation(rec: Any, ev: comparisons.Evaluation, dataset: str,
+                      run: SAFRun | None = None) -> int:
     """Write the evaluation, the run's tuning grids and choices, and the per-item scores;
     the number of records."""
     n = _write_evaluation(rec, ev, dataset)
@@ -237,7 +239,8 @@ def recorder_items(items: pd.DataFrame, task: str, dataset: str) -> pd.DataFrame
 # --------------------------------------------------------------------------- corpus statistics
 
 
-def unseen_sentence(ev: EV.Evaluation, run: SAFRun, split: str = UNSEEN_QUESTIONS) -> str | None:
+def unseen_sentence(ev: comparisons.Evaluation, run: SAFRun, split: str = UNSEEN_QUESTIONS
+                    ) -> str | None:
     """Accuracy per question of each non-oracle system on the few-question split, and the
     system chosen for unseen questions by CV on train; None without per-question rows."""
     pq = ev.per_question
@@ -272,7 +275,7 @@ def unseen_sentence(ev: EV.Evaluation, run: SAFRun, split: str = UNSEEN_QUESTION
     return text
 
 
-def record_and_conclude(rec: Any, ev: EV.Evaluation, run: SAFRun, dataset: str
+def record_and_conclude(rec: Any, ev: comparisons.Evaluation, run: SAFRun, dataset: str
                         ) -> tuple[int, list[str]]:
     """Notebook 02's one call: record everything; the number of records and the closing
     sentences (plain text)."""
