@@ -19,6 +19,7 @@ ot = pytest.importorskip("ot")
 
 from saf_utils.encoders import minilm_path  # noqa: E402
 from saf_utils.metrics import embedding as em  # noqa: E402
+from saf_utils.metrics import mover as mv  # noqa: E402
 
 VOCAB = [
     "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ",", "!", "?",
@@ -136,8 +137,8 @@ HYPS = [
 
 
 def test_moverscore_matches_reference_tiny(tiny_bert) -> None:
-    model, tok = em.load_encoder(tiny_bert)
-    got = em.moverscore(REFS, HYPS, tiny_bert)
+    model, tok = mv.load_encoder(tiny_bert)
+    got = mv.moverscore(REFS, HYPS, tiny_bert)
     want = ref_word_mover_score(REFS, HYPS, model, tok)
     assert len(got) == len(REFS)
     np.testing.assert_allclose(got, want, atol=1e-3)
@@ -148,26 +149,26 @@ def test_moverscore_matches_reference_tiny(tiny_bert) -> None:
 
 def test_moverscore_batching_dedup_and_pair_input(tiny_bert) -> None:
     refs, hyps = REFS * 2, HYPS[::-1] * 2
-    a = em.moverscore(refs, hyps, tiny_bert, batch_size=64)
-    b = em.moverscore(refs, hyps, em.load_encoder(tiny_bert), batch_size=3)
+    a = mv.moverscore(refs, hyps, tiny_bert, batch_size=64)
+    b = mv.moverscore(refs, hyps, mv.load_encoder(tiny_bert), batch_size=3)
     np.testing.assert_allclose(a, b, atol=1e-5)
-    assert em.load_encoder(tiny_bert) is em.load_encoder(tiny_bert)  # loaded once
-    model, tok = em.load_encoder(tiny_bert)
+    assert mv.load_encoder(tiny_bert) is mv.load_encoder(tiny_bert)  # loaded once
+    model, tok = mv.load_encoder(tiny_bert)
     np.testing.assert_allclose(a, ref_word_mover_score(refs, hyps, model, tok), atol=1e-3)
 
 
 def test_moverscore_stop_words_and_errors(tiny_bert) -> None:
-    model, tok = em.load_encoder(tiny_bert)
-    got = em.moverscore(REFS, HYPS, tiny_bert, stop_words=["the", "ist"])
+    model, tok = mv.load_encoder(tiny_bert)
+    got = mv.moverscore(REFS, HYPS, tiny_bert, stop_words=["the", "ist"])
     want = ref_word_mover_score(REFS, HYPS, model, tok, stop_words=("the", "ist"))
     np.testing.assert_allclose(got, want, atol=1e-3)
     with pytest.raises(ValueError):
-        em.moverscore(["a"], ["a", "b"], tiny_bert)
+        mv.moverscore(["a"], ["a", "b"], tiny_bert)
     with pytest.raises(ValueError):
-        em.moverscore(["a"], ["a"], tiny_bert, n_gram=2)
+        mv.moverscore(["a"], ["a"], tiny_bert, n_gram=2)
     with pytest.warns(UserWarning, match="single pair"):
-        assert em.moverscore(["the cat"], ["a dog"], tiny_bert) == [1.0]
-    assert em.moverscore([], [], tiny_bert) == []
+        assert mv.moverscore(["the cat"], ["a dog"], tiny_bert) == [1.0]
+    assert mv.moverscore([], [], tiny_bert) == []
 
 
 # --- BERTScore -------------------------------------------------------------------------
@@ -192,7 +193,7 @@ def test_bertscore_hand_case(tiny_bert) -> None:
     assert same["f1_per_pair"] == pytest.approx([1.0, 1.0], abs=1e-5)
     # greedy cosine matching, idf 1 (BERTScore eq. 1-3); as in bert-score, [CLS]/[SEP]
     # have weight 0 but may still be the best match of another token
-    model, tok = em.load_encoder(tiny_bert)
+    model, tok = mv.load_encoder(tiny_bert)
 
     def emb(text):
         ids = tok(text, return_tensors="pt")["input_ids"]
@@ -278,8 +279,8 @@ REAL_HYPS = [
 @needs_minilm
 def test_moverscore_matches_reference_minilm() -> None:
     path = minilm_path()
-    model, tok = em.load_encoder(path)
-    got = em.moverscore(REAL_REFS, REAL_HYPS, path)
+    model, tok = mv.load_encoder(path)
+    got = mv.moverscore(REAL_REFS, REAL_HYPS, path)
     want = ref_word_mover_score(REAL_REFS, REAL_HYPS, model, tok)
     diff = np.abs(np.asarray(got) - np.asarray(want))
     print("minilm moverscore", np.round(got, 4).tolist(), "max |diff|", diff.max())
@@ -298,15 +299,15 @@ def test_bertscore_minilm_default() -> None:
 def test_degenerate_score_and_idf_dict(tiny_bert):
     refs = ["the cat sat", "a dog ran", "the cat ran"]
     hyps = ["the cat sat", "", "a dog sat"]
-    default = em.moverscore(refs, hyps, model=tiny_bert)
+    default = mv.moverscore(refs, hyps, model=tiny_bert)
     assert default[1] == 1.0  # moverscore_v2: an empty text gets zero flow, score 1
-    zero = em.moverscore(refs, hyps, model=tiny_bert, degenerate_score=0.0)
+    zero = mv.moverscore(refs, hyps, model=tiny_bert, degenerate_score=0.0)
     assert zero[1] == 0.0 and zero[0] == default[0] and zero[2] == default[2]
-    idf = em.get_idf_dict(refs, tiny_bert)
-    _, tok = em.load_encoder(tiny_bert)
+    idf = mv.get_idf_dict(refs, tiny_bert)
+    _, tok = mv.load_encoder(tiny_bert)
     assert idf[tok.cls_token_id] == 0.0
     assert idf[10**6] == pytest.approx(np.log(4))  # unseen ids: log(N + 1)
-    same = em.moverscore(refs, hyps, model=tiny_bert, idf_dict_ref=idf, idf_dict_hyp=idf)
+    same = mv.moverscore(refs, hyps, model=tiny_bert, idf_dict_ref=idf, idf_dict_hyp=idf)
     assert len(same) == 3 and all(np.isfinite(same))
 
 
@@ -324,16 +325,16 @@ def test_embedding_metrics_name_the_bad_position(tiny_bert, bad) -> None:
     with pytest.raises(ValueError, match=r"refs\[1\] is .*not a string"):
         em.bertscore(refs, hyps, **kw)
     with pytest.raises(ValueError, match=r"hyps\[1\] is .*not a string"):
-        em.moverscore(refs, hyps, tiny_bert)
+        mv.moverscore(refs, hyps, tiny_bert)
     with pytest.raises(ValueError, match=r"refs\[1\] is .*not a string"):
-        em.moverscore(hyps, refs, tiny_bert)
+        mv.moverscore(hyps, refs, tiny_bert)
     with pytest.raises(ValueError, match=r"hyps\[1\] is .*not a string"):
-        em.moverscore_items(refs, hyps, model=tiny_bert, device="cpu")
+        mv.moverscore_items(refs, hyps, model=tiny_bert, device="cpu")
     with pytest.raises(ValueError, match=r"refs\[1\] is .*not a string"):
-        em.moverscore_items(hyps, refs, model=tiny_bert, device="cpu")
+        mv.moverscore_items(hyps, refs, model=tiny_bert, device="cpu")
     with pytest.raises(ValueError, match=r"texts\[1\] is .*not a string"):
-        em.get_idf_dict(hyps, tiny_bert)
+        mv.get_idf_dict(hyps, tiny_bert)
     with pytest.raises(ValueError, match="one string"):
         em.bertscore("das haus", "das haus", **kw)
     with pytest.raises(ValueError, match="one string"):
-        em.moverscore("das haus", "das haus", tiny_bert)
+        mv.moverscore("das haus", "das haus", tiny_bert)

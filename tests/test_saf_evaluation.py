@@ -131,7 +131,7 @@ def test_per_question_table_and_ids():
 
 
 def test_moverscore_by_split_matches_per_table_calls(monkeypatch):
-    import saf_utils.metrics.embedding as E
+    import saf_utils.metrics.mover as E
 
     def fake(refs, hyps, model, idf_dict_ref=None, idf_dict_hyp=None, **kw):
         assert idf_dict_ref is idf_dict_hyp and kw.get("degenerate_score") == 0.0

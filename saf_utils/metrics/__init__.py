@@ -1,11 +1,12 @@
 """The one metric layer of both tasks: every metric is a registered
 :class:`~saf_utils.metrics.base.Metric` (:data:`METRICS`, looked up with :func:`metric`):
-labels, generation (sacreBLEU, chrF, ROUGE-2, METEOR), embedding (BERTScore, MoverScore)
+labels, generation (sacreBLEU, chrF, ROUGE-2, METEOR), embedding (BERTScore), mover (MoverScore)
 and overlap (Fact-F1, Message-F1, content-word F1, output statistics). Conventions
 (docs/metrics.md): ``(gold, pred)``, references first; an empty generation is ``""``.
 """
 
 from saf_utils.metrics import embedding as _embedding  # noqa: E402,F401  (registers its metrics)
+from saf_utils.metrics import mover as _mover  # noqa: E402,F401  (registers its metric)
 from saf_utils.metrics.base import (
     METRICS,
     Metric,
