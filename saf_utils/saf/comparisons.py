@@ -18,7 +18,6 @@ from saf_utils.saf.evaluate import (
     QUESTIONS,
     TABLE_METRICS,
     UNTABULATED_METRICS,
-    _items,
     collapse_identical_seeds,
     design_for,
     headline_per_split,
@@ -27,6 +26,7 @@ from saf_utils.saf.evaluate import (
     paired_per_split,
     per_question_table,
     per_seed_table,
+    protocol_items,
     question_ids,
     seed_key,
 )
@@ -108,7 +108,7 @@ def evaluate(preds: pd.DataFrame, role_of: Mapping[str, str],
                                           (metric,), [top]))
     many = [s for s in tests if n_q[s] >= FEW_QUESTIONS]
     if chosen != ref and many:
-        it = _items(items, ("accuracy",))
+        it = protocol_items(items, ("accuracy",))
         it = it[it.split.isin(many) & it.system.isin([chosen, ref])]
         frames.append(P.paired_table(it, ref, QUESTIONS.but(n_resamples=n_resamples,
                                                                 seed=seed)))

@@ -248,7 +248,7 @@ def per_seed_table(preds: pd.DataFrame, items: pd.DataFrame,
     return out
 
 
-def _items(items: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame:
+def protocol_items(items: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame:
     """:func:`item_scores` rows in the protocol's layout (item = id, cluster = question)."""
     return items[items.metric.isin(metrics)].rename(columns={"id": "item",
                                                              "question": "cluster"})
@@ -260,7 +260,7 @@ def headline_per_split(preds: pd.DataFrame, items: pd.DataFrame,
     """Mean and 95 % interval of every (split, system, metric) under its split's design;
     corpus metrics from their sufficient statistics, seeds side by side."""
     rows = []
-    it = _items(items, metrics)
+    it = protocol_items(items, metrics)
     for split, g in it.groupby("split", sort=False):
         rows += P.headline_table(g, designs[split]).to_dict("records")
     for (split, system), g in preds.groupby(["split", "system"], sort=False):
@@ -283,7 +283,7 @@ def paired_per_split(preds: pd.DataFrame, items: pd.DataFrame, reference: str,
     """Systems minus ``reference`` per split (those in ``designs``) and metric, on the items
     both systems scored."""
     rows = []
-    it = _items(items, metrics)
+    it = protocol_items(items, metrics)
     it = it[it.split.isin(list(designs))]
     for split, g in it.groupby("split", sort=False):
         rows += P.paired_table(g, reference, designs[split], systems=systems).to_dict("records")
@@ -321,7 +321,7 @@ def per_question_table(items: pd.DataFrame, metrics: Sequence[str] = ("accuracy"
     """Per (split, system, question): mean of per-item metrics with an interval for new
     answers to *that* question; ``ids`` (question text -> id) of all splits keep a
     question's id the same in every table."""
-    it = _items(items, metrics).assign(question=lambda d: d.cluster)
+    it = protocol_items(items, metrics).assign(question=lambda d: d.cluster)
     design = ANSWERS.but(n_resamples=n_resamples, seed=seed,
                          estimand="new answers to this question")
     ci = P.headline_table(it, design, by=("split", "system", "question", "metric"))
@@ -334,7 +334,7 @@ def new_questions_table(items: pd.DataFrame, splits: Sequence[str],
                         metrics: Sequence[str] = ("accuracy", "mse")) -> pd.DataFrame:
     """Mean metrics with the *new questions* estimand (t-interval over questions) on
     ``splits`` (those with at least :data:`FEW_QUESTIONS` questions)."""
-    it = _items(items, metrics)
+    it = protocol_items(items, metrics)
     it = it[it.split.isin(list(splits))]
     return P.headline_table(it, QUESTIONS) if len(it) else pd.DataFrame()
 
