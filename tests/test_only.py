@@ -66,3 +66,26 @@ def test_saf_run_dry_run_takes_a_comma_list(tmp_path, capsys):
     assert "[1] a_first" in out and "[2] c_third" in out and "b_second" not in out
     assert cli.main([*base, "--only", "a,zzz"]) == 2
     assert "--only 'zzz' matches nothing" in capsys.readouterr().err
+
+
+def test_dry_run_prints_every_value_whole_ready_to_paste(capsys):
+    """The JupyterLab recipe pastes the dry run's parameter lines into a notebook's parameters
+    cell: every value must be printed whole (02's ``system_params`` is thousands of characters)
+    and the pasted lines must run and give the planned values."""
+    import textwrap
+
+    from saf_utils.reporting import cli
+
+    assert cli.main(["--profile", "smoke", "--only", "02", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    block = out.split("[1] 02_baseline_finetuning", 1)[1].split("\n", 1)[1]
+    lines = []
+    for line in block.splitlines():
+        if not line.startswith("      ") or " = " not in line:
+            break
+        lines.append(line)
+    cell: dict = {}
+    exec(textwrap.dedent("\n".join(lines)), {}, cell)  # noqa: S102 - the user's paste, as written
+    assert isinstance(cell["system_params"], dict) and "cross_encoder" in cell["system_params"]
+    assert len(repr(cell["system_params"])) > 500  # the value that used to be cut
+    assert "seeds" in cell

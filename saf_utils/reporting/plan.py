@@ -25,7 +25,6 @@ from saf_utils.reporting.profiles import (
     RunnerError,
     check_run_name,
     load_profile,
-    short,
 )
 from saf_utils.tasks import system_params_lines
 
@@ -172,7 +171,8 @@ def describe_plan(plan: RunPlan, req: RunRequest) -> str:
         dep_txt = ", ".join(f"{d} ({plan.deps.get(d)})" for d in deps)
         lines.append(f"[{i}] {p.name}" + (f"  depends on {dep_txt}" if deps else ""))
         for k, v in p.params.items():
-            lines.append(f"      {k} = {short(v, 500)}    # {p.origins.get(k)}")
+            # whole, as a Python literal: the lines paste into a notebook's parameters cell
+            lines.append(f"      {k} = {v!r}    # {p.origins.get(k)}")
         lines += system_params_lines(p.name, p.params)  # effective, by system
     lines.append("Data sources:")
     for d in plan.data:
