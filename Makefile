@@ -2,11 +2,11 @@
 PYTHON      ?= python3
 VENV        ?= .venv
 PY          := $(VENV)/bin/python
-# The CPU build of torch (pip finds it in a local wheel folder where there is one). Elsewhere
-# `make install TORCH_INDEX=https://download.pytorch.org/whl/cpu` fetches the CPU build (PyPI's
-# plain torch is the multi-GB CUDA build); on a CUDA machine `make TORCH_SPEC=torch install`.
+# The CPU build of torch: from a local wheel folder where pip's config names one, else from
+# PyTorch's CPU index (PyPI's plain torch is the multi-GB CUDA build). On a CUDA machine:
+# `make install TORCH_INDEX=https://pypi.org/simple` (PyPI's CUDA build of the same version).
 TORCH_SPEC  ?= torch==2.13.0
-TORCH_INDEX ?=
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 # Every other package: exact versions with sha256 hashes (Python 3.11, linux x86_64).
 LOCK        ?= requirements/cpu.lock.txt
 UV_VERSION  ?= 0.13.9
@@ -20,7 +20,7 @@ WORKERS     ?=
 RUN_ARGS    ?=
 WORDNET_CACHE ?= $(CURDIR)/.cache/wordnet
 
-.PHONY: install lock reports smoke test lint wordnet lab clean-venv
+.PHONY: install lock reports smoke test test-all lint wordnet lab clean-venv
 
 # torch first (its own requirements may come in at other versions), then the lock overrides every
 # other package with its exact, hash-checked version (--no-deps: the lock is complete), then the
@@ -28,7 +28,8 @@ WORDNET_CACHE ?= $(CURDIR)/.cache/wordnet
 $(VENV)/.installed: pyproject.toml $(LOCK)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q "$(TORCH_SPEC)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(PY) -m pip install -q --no-index --no-deps "$(TORCH_SPEC)" 2>/dev/null || \
+	  $(PY) -m pip install -q "$(TORCH_SPEC)" --index-url $(TORCH_INDEX)
 	$(PY) -m pip install -q --require-hashes --no-deps -r $(LOCK)
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	$(PY) -m pip check
@@ -79,7 +80,12 @@ reports: install
 smoke: PROFILE = smoke
 smoke: reports
 
+# What a researcher runs after a change: the fast loop and one smoke run of every notebook with
+# its page checks. test-all (CI, .ci/run) adds the gpu rehearsal, the recipe runs, the browser.
 test: install
+	$(PY) -m pytest -q -m "not slow or smoke"
+
+test-all: install
 	$(PY) -m pytest -q
 
 lint: install

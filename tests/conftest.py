@@ -10,6 +10,16 @@ import pytest
 from tests.toy_project import project  # noqa: F401 - the runner tests' toy project fixture
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that reads the session's smoke run is part of ``make test`` (marker
+    ``smoke``): one smoke run of every notebook with its page checks, beside the fast loop.
+    The browser tests read it too but stay in ``make test-all``."""
+    for item in items:
+        if "smoke_run" in getattr(item, "fixturenames", ()) and not item.get_closest_marker(
+                "browser"):
+            item.add_marker(pytest.mark.smoke)
+
+
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory) -> tuple[Path, int]:
     """``(run folder, exit code)`` of ``saf-run --profile smoke``; ``SAF_SMOKE_RUN=<folder>``

@@ -18,6 +18,7 @@ from tests.browser import Browser, find_chromium
 CHROMIUM = find_chromium()
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.browser,
     pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on this machine: install "
                        "Debian's chromium package (.ci/run does) to run the browser test"),
 ]
