@@ -20,7 +20,7 @@ WORKERS     ?=
 RUN_ARGS    ?=
 WORDNET_CACHE ?= $(CURDIR)/.cache/wordnet
 
-.PHONY: install lock reports smoke test test-all lint wordnet lab clean-venv
+.PHONY: install git-filter lock reports smoke test test-all lint wordnet lab clean-venv
 
 # torch first (its own requirements may come in at other versions), then the lock overrides every
 # other package with its exact, hash-checked version (--no-deps: the lock is complete), then the
@@ -33,18 +33,25 @@ $(VENV)/.installed: pyproject.toml $(LOCK)
 	$(PY) -m pip install -q --require-hashes --no-deps -r $(LOCK)
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	$(PY) -m pip check
-	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (saf_utils)" >/dev/null
+	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3" >/dev/null
 	touch $@
 
-install: $(VENV)/.installed $(VENV)/etc/jupyter/jupyter_server_config.py wordnet
+install: $(VENV)/.installed git-filter wordnet
 
-# The pre-save hook for every Jupyter server started from the venv (`jupyter lab` by hand
-# too, not only `make lab`): jupyter_server reads jupyter_server_config.py from
-# <prefix>/etc/jupyter. (A jupyter_server_config.d/*.json file there only enables
-# extensions; a ContentsManager setting in it is ignored.)
-$(VENV)/etc/jupyter/jupyter_server_config.py: jupyter_server_config.py $(VENV)/.installed
-	mkdir -p $(@D)
-	cp jupyter_server_config.py $@
+# nbstripout as the git filter of the tracked notebooks (.gitattributes): git stores
+# notebooks/*.ipynb without outputs, execution counts, language_info or editor state, while the
+# working copy keeps them; a notebook outside notebooks/ is stored as it is. `required`: with the
+# venv gone, `git add` of a notebook fails rather than store its outputs.
+NBSTRIPOUT := '$(abspath $(VENV))/bin/nbstripout' --keep-id --extra-keys 'metadata.language_info \
+  metadata.papermill cell.metadata.papermill cell.metadata.jupyter cell.metadata.editable \
+  cell.metadata.deletable cell.metadata.trusted'
+git-filter:
+	@if git rev-parse --git-dir >/dev/null 2>&1; then \
+	  git config filter.nbstripout.clean "$(NBSTRIPOUT)" && \
+	  git config filter.nbstripout.smudge cat && \
+	  git config filter.nbstripout.required true && \
+	  git config diff.ipynb.textconv "$(NBSTRIPOUT) -t" && echo "nbstripout: git filter set"; \
+	else echo "not a git checkout: no nbstripout filter"; fi
 
 # Regenerate the lock from pyproject.toml with uv (kept in .cache, not in the project venv). Versions
 # already in the lock are kept unless LOCK_ARGS says --upgrade; torch stays out (see
@@ -91,9 +98,8 @@ test-all: install
 lint: install
 	$(VENV)/bin/ruff check saf_utils tests benchmarks
 
-# JupyterLab on notebooks/; the venv's copy of jupyter_server_config.py strips saves of the
-# tracked notebooks to their committed form (saf_utils/reporting/lab.py). As root (a
-# container), Jupyter refuses to start without --allow-root.
+# JupyterLab on notebooks/ (saves keep their outputs; git stores them stripped: git-filter). As
+# root (a container), Jupyter refuses to start without --allow-root.
 lab: install
 	$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) notebooks/
 
