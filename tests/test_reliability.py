@@ -117,7 +117,8 @@ def test_a_rank_in_a_session_of_its_own_dies_with_the_kernel(tmp_path):
     """torchrun starts each rank in a session of its own, which killing the kernel's process
     group (what the runner does on Ctrl-C) does not reach. A stand-in launcher does the same
     with a real ``python -m saf_utils.train`` rank; the kernel's group is killed; the rank
-    must be gone within seconds (it would train for minutes)."""
+    must be gone within seconds (it would train for minutes). Its output does not go to
+    the kernel: a rank that wrote into the dead kernel's pipe died of that by chance."""
     from tests.test_train import TINY, saf_examples
 
     ex = saf_examples(tmp_path / "examples.jsonl.gz")
@@ -125,7 +126,8 @@ def test_a_rank_in_a_session_of_its_own_dies_with_the_kernel(tmp_path):
     launcher.write_text(textwrap.dedent(f"""
         import subprocess, sys, time
         rank = subprocess.Popen([sys.executable, "-m", "saf_utils.train", sys.argv[1]],
-                                start_new_session=True)
+                                start_new_session=True, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)  # no broken pipe to die of
         open({str(tmp_path / "rank.pid")!r}, "w").write(str(rank.pid))
         rank.wait()
     """))
