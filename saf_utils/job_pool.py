@@ -30,22 +30,19 @@ def die_with_parent(parent: int) -> None:
     """End this process when its parent ``parent`` ends (Linux: SIGKILL via prctl
     PR_SET_PDEATHSIG; elsewhere nothing): a training process never outlives the process
     that started it (a kernel killed with its runner, a launcher killed with its kernel).
-    Ends now when ``parent`` is already gone (it ended before this call)."""
+    Ends now when ``parent`` is no longer its parent (it ended before this call; a dead
+    parent may linger as a zombie, so its pid is no test). Linux also ends the process when
+    the *thread* that started it ends: start it from a thread that waits for it."""
     if not sys.platform.startswith("linux"):
         return
     import ctypes
 
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL))
     except (OSError, AttributeError):  # no prctl: nothing to ask
         return
     if os.getppid() != parent:
-        try:
-            os.kill(parent, 0)
-        except ProcessLookupError:
-            os._exit(1)
-        except OSError:
-            pass
+        os._exit(1)
 
 
 #: ``python -c`` code that ties a launcher to the process starting it (:func:`tied`).

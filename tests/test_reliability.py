@@ -112,6 +112,14 @@ def _zombie_or_gone(pid: int) -> bool:
         return True
 
 
+def _cpu_seconds(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().split(") ")[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl: Linux")
 def test_a_rank_in_a_session_of_its_own_dies_with_the_kernel(tmp_path):
     """torchrun starts each rank in a session of its own, which killing the kernel's process
@@ -145,8 +153,9 @@ def test_a_rank_in_a_session_of_its_own_dies_with_the_kernel(tmp_path):
     deadline = time.time() + 60
     while not pid_file.is_file() and time.time() < deadline:
         time.sleep(0.1)
-    time.sleep(3)  # the rank is past its start (imports, the job read)
     rank = int(pid_file.read_text())
+    while _cpu_seconds(rank) < 8 and time.time() < deadline:  # past its imports: training
+        time.sleep(0.2)
     try:
         os.killpg(proc.pid, signal.SIGKILL)  # as the runner kills a kernel on Ctrl-C
         proc.wait(timeout=10)
