@@ -20,6 +20,7 @@ import dataclasses
 import json
 import logging
 import math
+import numbers
 import os
 import subprocess
 import sys
@@ -104,10 +105,10 @@ def _type_ok(value: Any, hint: Any) -> bool:
         return isinstance(value, dict) and all(_type_ok(k, args[0]) for k in value)
     if hint is type(None):
         return value is None
-    if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is float:  # numpy's numbers too (a fold from a groupby is an np.int64)
+        return isinstance(value, numbers.Real) and not isinstance(value, bool)
     if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
+        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
     return isinstance(value, hint)
 
 
@@ -126,11 +127,11 @@ def check_fields(obj: Any, where: str) -> None:
         if not _type_ok(value, hint):
             need = "a value" if value is None else f"of type {_type_text(hint)}"
             raise ValueError(f"{said} is {type(value).__name__}; it needs {need}")
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
             continue
         if not math.isfinite(value):
             raise ValueError(f"{said} is not a finite number")
-        if isinstance(value, int) and abs(value) > MAX_INT:
+        if isinstance(value, numbers.Integral) and abs(value) > MAX_INT:
             raise ValueError(f"{said} is larger than {MAX_INT:,}")
         lo, hi, open_lo = SETTING_RANGES.get(f.name, (-math.inf, math.inf, False))
         if value < lo or value > hi or (open_lo and value == lo) or (

@@ -401,3 +401,64 @@ def test_closing_the_executor_after_a_lost_scheduler_raises_nothing(capsys):
     NotebookExecutor(ThreadPoolExecutor(1), {"kind": "dask"}, GoneClient()).close()
     assert "closing the executor" in _one_line(capsys)
 
+
+
+def _processes_naming(text: str) -> list[int]:
+    out = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and text in (proc / "cmdline").read_bytes().decode(
+                    errors="replace") and not _zombie_or_gone(int(proc.name)):
+                out.append(int(proc.name))
+        except OSError:
+            continue
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc, prctl: Linux")
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL],
+                         ids=lambda s: s.name)
+def test_a_stopped_run_leaves_no_torchrun_rank(tmp_path, sig):
+    """saf-run -> kernel -> torchrun:2 -> two ranks training a tiny model; the runner gets
+    Ctrl-C (SIGINT), SIGTERM, SIGHUP or dies (SIGKILL): within seconds no process of the
+    job is left (ranks run in sessions of their own, which no group kill reaches)."""
+    from tests.test_train import TINY, saf_examples
+
+    nbs = tmp_path / "notebooks"
+    nbs.mkdir()
+    ex = saf_examples(tmp_path / "examples.jsonl.gz")
+    notebook(nbs / "t_train.ipynb", "launcher = 'none'\noutput_dir = None",
+             "from saf_utils import jobs as J\n"
+             f"J.run_job(J.TrainJob(examples={str(ex)!r}, output_dir=output_dir, "
+             f"settings={dict(TINY, max_steps=100000, logging_steps=5)!r}), launcher)")
+    (tmp_path / "p.yaml").write_text("notebooks: [t_train]\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "saf_utils.run", *run_args(tmp_path / "p.yaml", nbs,
+                                                          tmp_path / "reports"),
+         "--run-name", "s", "-p", "launcher=torchrun:2"], cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": ""},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    job = str(tmp_path / "reports" / "s" / "t_train" / "job.json")
+    deadline = time.time() + 240
+    ranks: list[int] = []
+    while time.time() < deadline and proc.poll() is None:
+        ranks = [p for p in _processes_naming(job) if "saf_utils.train" in Path(
+            f"/proc/{p}/cmdline").read_bytes().decode(errors="replace")]
+        if sum(_cpu_seconds(r) > 5 for r in ranks) >= 2:  # both ranks past their imports
+            break
+        time.sleep(0.5)
+    assert len(ranks) >= 3, proc.communicate(timeout=60)[0][-3000:]
+    try:
+        proc.send_signal(sig)
+        out, _ = proc.communicate(timeout=120)
+        deadline = time.time() + 30
+        while _processes_naming(job) and time.time() < deadline:
+            time.sleep(0.5)
+        assert not _processes_naming(job), ("left running", _processes_naming(job), out[-2000:])
+        if sig != signal.SIGKILL:
+            m = json.loads((tmp_path / "reports" / "s" / "manifest.json").read_text())
+            assert (m["status"], m["status_reason"]) == ("interrupted", sig.name), m["status"]
+    finally:
+        for pid in _processes_naming(job):
+            os.kill(pid, signal.SIGKILL)
