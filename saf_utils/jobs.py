@@ -82,9 +82,8 @@ SETTING_RANGES: dict[str, tuple[float, float, bool]] = {
                      "scratch_vocab_size", "scratch_d_model", "scratch_layers", "scratch_heads",
                      "scratch_ff", "logging_steps"), _POSITIVE),
     **dict.fromkeys(("weight_decay", "no_repeat_ngram_size", "freeze_layers", "train_layers",
-                     "fold"), _NON_NEGATIVE),
+                     "fold", "seed"), _NON_NEGATIVE),
     **dict.fromkeys(("warmup_ratio", "label_smoothing"), _FRACTION),
-    "seed": (0, 2**32 - 1, False),
     "max_steps": (-1, math.inf, False),  # -1: train for ``epochs``; 0 is refused below
 }
 #: The largest whole number a setting takes (a batch of 10**30 is a typo).
