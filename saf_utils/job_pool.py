@@ -102,8 +102,11 @@ def run_forked(jobs: Sequence[Any], n: int, run_one: RunOne, error: type[Excepti
         return out
     ctx = multiprocessing.get_context("fork")
     log(f"[jobs] {len(jobs)} jobs on {min(n, len(jobs))} forked processes")
-    with ctx.Pool(min(n, len(jobs)), maxtasksperchild=1, initializer=die_with_parent,
-                  initargs=(os.getpid(),)) as pool:
+    # No die_with_parent here: Linux kills a child when the *thread* that forked it ends,
+    # and the pool's worker-handler thread forks the replacement workers and ends before
+    # the pool is shut down; a worker killed then holds the task queue's lock (a hang).
+    # The workers share the kernel's process group, which the runner kills on a stop.
+    with ctx.Pool(min(n, len(jobs)), maxtasksperchild=1) as pool:
         results = pool.map(functools.partial(_child, run_one), jobs, chunksize=1)
     seconds, failed = [], []
     for job, (lines, trace, secs) in zip(jobs, results, strict=True):
