@@ -1,7 +1,8 @@
 """The one registry idiom of every task's systems, and the roles they play.
 
 A :class:`Registry` holds :class:`Entry` rows: a name, a role (:data:`ROLES`), the function
-the task calls, a description (default: the first docstring line) and its parameters::
+the task calls, a description (default: the docstring's first paragraph, on one line: the
+glossary's line for the system) and its parameters::
 
     @SYSTEMS.register("my_system", "baseline", params=("k",))
     def my_system(...):
@@ -22,9 +23,19 @@ from typing import Any
 
 import pandas as pd
 
-#: Roles of a system: floors and simple references, learned systems, systems that see gold,
-#: and systems that exploit a metric.
-ROLES = ("baseline", "system", "oracle", "probe")
+#: Roles of a system: floors and simple references, learned systems, systems whose test-time
+#: input includes gold data a user would not have (earlier turns' gold facts, gold labels: a
+#: ceiling, like the oracles), systems that see the gold answer, and systems that exploit a
+#: metric.
+ROLES = ("baseline", "system", "gold_input", "oracle", "probe")
+#: What each role means, in one line (the glossary's words).
+ROLE_WORDS = {
+    "baseline": "a floor or simple reference",
+    "system": "a learned system a user could deploy",
+    "gold_input": "reads gold data at test time that a user would not have (a ceiling)",
+    "oracle": "sees the gold answer (a ceiling)",
+    "probe": "exploits a metric (not a system)",
+}
 #: Roles that may be chosen on validation or called "best".
 ELIGIBLE = ("baseline", "system")
 
@@ -94,7 +105,7 @@ class Registry:
 
         def add(fn: Callable) -> Callable:
             doc = description if description is not None else \
-                (fn.__doc__ or "").strip().split("\n")[0]
+                " ".join((fn.__doc__ or "").strip().split("\n\n")[0].split())
             self._entries[name] = Entry(name, role, fn, doc, tuple(params),
                                         {**self.defaults, **info}, params_type)
             return fn

@@ -243,6 +243,16 @@ def test_a_verdict_never_reads_against_its_interval():
     assert headline.oriented({("a", "b"): d}, "b", "a")["low"] == pytest.approx(0.025)
 
 
+def test_a_gold_reader_stands_beside_the_star_as_a_ceiling_never_as_the_runner_up():
+    recs = [{**r, "role": "gold_input", "note": None} if r["system"] == "ranker" else r
+            for r in _selection_records()]
+    sel = _text(re.findall(r"<tr>(.*?)</tr>", index_page.glance_table(recs), re.S)[1])
+    assert "★ val_chosen" in sel
+    assert ("ceiling, not deployable: ranker ⚠ ceiling: reads gold inputs a user would not "
+            "have 0.16 [0, 0.58]") in sel
+    assert "highest on test ranker" not in sel and "runner-up val_best_baseline" in sel
+
+
 def test_published_values_say_their_scale_and_convert_only_the_same_metric():
     card = Published("card", "src", "https://x", "ds", "s", "percent",
                      (("accuracy", 81.0), ("bertscore_f1", 55.0)), comparable=("accuracy",))
@@ -253,9 +263,20 @@ def test_published_values_say_their_scale_and_convert_only_the_same_metric():
     assert _text(index_page.published_value(bleu, "sacrebleu", 0.3)) == "0.3 (0–100)"
     assert "computed differently here" in index_page.published_value(card, "bertscore_f1", 55)
     paper = Published("LED", "paper", "https://y", "ds", "test", "0-1",
-                      (("message_f1", None),))
+                      (("message_f1", None),), unquoted="published in Table 9; not at hand")
     assert _text(index_page.published_html([paper], "ds", ["content_f1"])) == (
-        "same data : LED reports message_f1: not quoted here ( source )")
+        "same data : LED message_f1: published in Table 9; not at hand ( source )")
+    # the published system run here: "reproduced" where equal at the published rounding
+    tfidf = Published("TF-IDF", "paper", "u", "ds", "test", "0-1", (("fact_f1", 0.162),),
+                      comparable=("fact_f1",), measured="tfidf")
+    cell = {"mean": 0.1622, "low": 0.1, "high": 0.2}
+    assert _text(index_page.reproduction(tfidf, "fact_f1", cell)).startswith("reproduced")
+    off = _text(index_page.reproduction(tfidf, "fact_f1", {**cell, "mean": 0.1581}))
+    assert off.startswith("not reproduced : measured minus published -0.004")
+    assert index_page.reproduction(tfidf, "fact_f1", None) == ""
+    cited = _text(index_page.published_html([tfidf], "ds", ["fact_f1"], systems={
+        "tfidf": {"fact_f1": cell}}))
+    assert "TF-IDF fact_f1 0.162 (0–1) reproduced (measured tfidf 0.162 [0.1, 0.2] )" in cited
     with pytest.raises(ValueError, match="scale 'percentage'"):
         Published("x", "src", "u", "ds", "s", "percentage", ())
 

@@ -18,7 +18,9 @@ from saf_utils.reporting.pages import fmt, table
 from saf_utils.reporting.sharing import esc
 from saf_utils.text import interval
 
-SET_APART = ("oracle", "probe")  # roles that are not comparable to systems
+#: roles that are not comparable to systems: ceilings (reading gold a user would not have,
+#: seeing the gold answer) and probes (exploiting a metric)
+SET_APART = ("gold_input", "oracle", "probe")
 GLOSSARY = "how-to-read.html"
 ALPHA = 0.05
 
@@ -27,10 +29,12 @@ def term(text: str, anchor: str) -> str:
     return f'<a class="term" href="{GLOSSARY}#{esc(anchor)}">{esc(text)}</a>'
 
 def input_mark(entry: dict) -> str:
-    """The ⚠ of a system whose numbers are no fair comparison: an oracle (sees gold), a probe
-    (exploits a metric), or one whose record note (escaped) says it reads gold inputs."""
+    """The ⚠ of a system whose numbers are no fair comparison: a gold reader (reads gold
+    inputs a user would not have), an oracle (sees gold), a probe (exploits a metric), or one
+    whose record note (escaped) says it reads gold inputs."""
     note = str(entry.get("note") or "")
-    what = {"oracle": "oracle: sees the gold answer", "probe": "probe: exploits the metric"
+    what = {"gold_input": "ceiling: reads gold inputs a user would not have",
+            "oracle": "oracle: sees the gold answer", "probe": "probe: exploits the metric"
             }.get(entry.get("role"), note if "gold" in note.lower() else "")
     return what and (f' <small class="warn gold">⚠ <a href="{GLOSSARY}#gold-inputs">'
                      f"{esc(what)}</a></small>")
@@ -119,11 +123,12 @@ def headline_html(systems: dict[str, dict], metrics: Sequence[str], chosen: dict
         e = systems[s]
         apart = e["role"] in SET_APART
         if apart and "sep" not in classes:
-            rows.append([f'<td colspan="{len(present) + 2}">oracles (see gold) and probes '
-                         "(exploit a metric): not comparable, shown for reference "
+            rows.append([f'<td colspan="{len(present) + 2}">ceilings (read gold inputs or '
+                         "see the gold answer) and probes (exploit a metric): not "
+                         "comparable, never ★ or best, shown for reference "
                          f'<a href="{GLOSSARY}#gold-inputs">⚠</a></td>'])
             classes.append("sep")
-        # oracles and probes: marked by their role and the separator row above them
+        # ceilings and probes: marked by their role and the separator row above them
         mark = "" if apart else input_mark(e)
         name = esc(s) + (f' <small class="note">({esc(e["note"])})</small>'
                          if e.get("note") and not mark else "")
