@@ -72,3 +72,6 @@ class TaskSpec:
     published: tuple[Published, ...] = ()
     headline_note: str = ""
     split_notes: tuple[tuple[str, str], ...] = ()
+    #: the registries of the task's systems, as "module:ATTRIBUTE" (a
+    #: :class:`saf_utils.registry.Registry`): the words for each system's name on the pages
+    systems: tuple[str, ...] = ()

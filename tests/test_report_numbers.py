@@ -316,3 +316,29 @@ def test_a_tie_is_called_a_tie():
                                                            role="baseline")]
     html = "\n".join(index_page.task_sections(recs))
     assert "<b>A</b> is best: highest accuracy" in html and "tied with <b>B</b>" in html
+
+
+def test_the_glossary_has_a_line_for_every_registered_system_and_every_term():
+    from saf_utils import tasks
+    from saf_utils.reporting.metric_cards import systems_markdown
+    from saf_utils.reporting.sharing import md_terms
+
+    text = systems_markdown()
+    for sp in tasks.specs():
+        for reg in tasks.registries(sp.name):
+            for name in reg:
+                line = tasks.system_line(sp.name, name)
+                assert line and f"role {reg[name].role}" in line, (sp.name, name)
+                assert f"`{name}`" in text, name
+    assert "reads gold data at test time" in tasks.system_line("argscichat_fact_selection",
+                                                               "ensemble_bm25")
+    glossary = (Path(index_page.__file__).parent / "how_to_read.md").read_text()
+    for anchor in ("not-tested", "fold", "seed", "one-se", "regret", "transductive",
+                   "stacked", "gold-inputs"):
+        assert f'<a id="{anchor}"></a>' in glossary, anchor
+    # the index titles a system's name with its line; verdicts link their terms
+    html = index_page.glance_table(_selection_records())
+    assert 'class="sysname" title="on each fold, the system chosen' in html
+    linked = md_terms("Estimand e: a and b are not distinguishable by the Holm-adjusted test")
+    assert "(how-to-read.html#not-distinguishable)" in linked
+    assert "(how-to-read.html#holm)" in linked and "(how-to-read.html#estimand)" in linked

@@ -44,11 +44,13 @@ GENERATION_PUBLISHED = (
 SPECS = (
     TaskSpec("argscichat_fact_selection", "ArgSciChat fact selection", ("fact_f1",),
              ARGSCICHAT_SPLITS, ("03_fact_selection", "06_argscichat_error_analysis"),
-             ARGSCICHAT_SOURCE, published=SELECTION_PUBLISHED),
+             ARGSCICHAT_SOURCE, published=SELECTION_PUBLISHED,
+             systems=("saf_utils.argscichat.selectors:SELECTORS",)),
     TaskSpec("argscichat_generation", "ArgSciChat generation",
              ("content_f1", "message_f1", "bertscore_f1", "moverscore"), ARGSCICHAT_SPLITS,
              ("04_generation", "06_argscichat_error_analysis"), ARGSCICHAT_SOURCE,
              published=GENERATION_PUBLISHED,
+             systems=("saf_utils.argscichat.replies:REPLY_SYSTEMS",),
              headline_note="Content-word F1 leads: a constant string of frequent words "
              "scores well on Message-F1 without answering anything. Message-F1, BERTScore "
              "and MoverScore (the paper's metrics) follow."),

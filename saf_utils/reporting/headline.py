@@ -39,6 +39,14 @@ def input_mark(entry: dict) -> str:
     return what and (f' <small class="warn gold">⚠ <a href="{GLOSSARY}#gold-inputs">'
                      f"{esc(what)}</a></small>")
 
+def name_html(system: str, titles: dict[str, str] | None = None) -> str:
+    """A system's name (escaped) carrying its one line of words as a title (hover), where
+    ``titles`` has one (:func:`saf_utils.tasks.system_line`)."""
+    line = (titles or {}).get(system)
+    return (f'<span class="sysname" title="{esc(line)}">{esc(system)}</span>' if line
+            else esc(system))
+
+
 def direction(metric: str) -> str:
     return f"{'lower' if lower_is_better(metric) else 'higher'} is better"
 
@@ -110,10 +118,10 @@ def system_order(systems: dict[str, dict], metric: str) -> list[str]:
 
     return sorted(systems, key=key)
 
-def headline_html(systems: dict[str, dict], metrics: Sequence[str], chosen: dict[str, str]
-                  ) -> str:
+def headline_html(systems: dict[str, dict], metrics: Sequence[str], chosen: dict[str, str],
+                  titles: dict[str, str] | None = None) -> str:
     """Systems × metrics, best comparable value bold, ★ on ``chosen`` (system -> how it was
-    chosen), oracles and probes after a separator."""
+    chosen), ceilings and probes after a separator; each name with its ``titles`` line."""
     present = [m for m in metrics if any(m in e for e in systems.values())]
     comparable = [e for e in systems.values() if e["role"] not in SET_APART]
     best = {m: (min if lower_is_better(m) else max)(
@@ -130,7 +138,7 @@ def headline_html(systems: dict[str, dict], metrics: Sequence[str], chosen: dict
             classes.append("sep")
         # ceilings and probes: marked by their role and the separator row above them
         mark = "" if apart else input_mark(e)
-        name = esc(s) + (f' <small class="note">({esc(e["note"])})</small>'
+        name = name_html(s, titles) + (f' <small class="note">({esc(e["note"])})</small>'
                          if e.get("note") and not mark else "")
         if how := chosen.get(s):  # "val-chosen", else the words before any "(…)" or "; …"
             words = "val-chosen" if how.startswith((

@@ -102,7 +102,7 @@ def task_splits(records: list[dict]) -> Iterator[dict[str, Any]]:
     """Per task (registered specs first) and split in page order: title, metrics, the cells
     (:func:`.crossrun.headline_cells`), ★ systems, paired differences on the leading metric."""
     from saf_utils.reporting.crossrun import frame, headline_cells, task_metrics
-    from saf_utils.tasks import spec
+    from saf_utils.tasks import spec, system_line
 
     df = frame({"": records})
     for task, title, metrics, splits in task_metrics(df):
@@ -121,7 +121,8 @@ def task_splits(records: list[dict]) -> Iterator[dict[str, Any]]:
                    "anchors": [a for a in (sp.published if sp else ()) if a.split == split],
                    "diffs": {(k[2], k[4]): v for k, v in diffs.items()
                              if k[0] == ds and k[1] == split and k[3] == metric},
-                   "leak_free": leak_free_cells(records, task, ds, split)}
+                   "leak_free": leak_free_cells(records, task, ds, split),
+                   "titles": {s: line for s in systems if (line := system_line(task, s))}}
 
 #: The ``subset`` of a headline record on a split's answers that are not also in train (the
 #: task's notebook writes it where the leakage check finds any).
@@ -219,7 +220,7 @@ def published_html(anchors: Sequence[Published], dataset: Any, metrics: Sequence
 def _glance_row(t: dict) -> list[str] | None:
     """The reportable system (★, chosen without the test data) of a split with its value,
     its verdict against the runner-up (or the highest on test), the published numbers."""
-    systems, metric = t["systems"], t["metric"]
+    systems, metric, titles = t["systems"], t["metric"], t["titles"]
     if (v := H.split_verdict(systems, metric)) is None:
         return None
     star = next((s for s in H.system_order(systems, metric)
@@ -231,7 +232,8 @@ def _glance_row(t: dict) -> list[str] | None:
         rep = (f"<small>no system was chosen without the test data here; see the {link}section"
                "</a></small>")
     else:
-        rep = (f'★ <b>{esc(star)}</b>{H.input_mark(systems[star])}<br>{esc(metric)} '
+        rep = (f'★ <b>{H.name_html(star, titles)}</b>{H.input_mark(systems[star])}<br>'
+               f'{esc(metric)} '
                f'<small class="scale" title="{esc(H.direction(metric))}">'
                f"{esc(scale_label(metric))}</small> {H.value_html(systems[star][metric])}")
         if lf := t["leak_free"].get((star, metric)):  # the caveat that changes the reading
@@ -242,7 +244,8 @@ def _glance_row(t: dict) -> list[str] | None:
                    if systems[s]["role"] in ("gold_input", "oracle") and metric in systems[s]]
         if ceiling:  # a ceiling stands beside the deployable ★, never in its place
             c = ceiling[0]
-            rep += (f"<br><small>ceiling, not deployable: {esc(c)}{H.input_mark(systems[c])} "
+            rep += (f"<br><small>ceiling, not deployable: {H.name_html(c, titles)}"
+                    f"{H.input_mark(systems[c])} "
                     f"{H.value_html(systems[c][metric])}</small>")
         if composite := re.search(r"\(per fold: (.*)\)$", t["chosen"].get(star, "")):
             rep += f"<br><small>per fold: {esc(composite.group(1))}</small>"  # fold's choice
@@ -252,8 +255,8 @@ def _glance_row(t: dict) -> list[str] | None:
         if other is None:
             verdict = "no other comparable system"
         else:
-            who = (f"the runner-up <b>{esc(other)}</b>" if v["top"] == star else
-                   f"the highest on test <b>{esc(other)}</b> "
+            who = (f"the runner-up <b>{H.name_html(other, titles)}</b>" if v["top"] == star
+                   else f"the highest on test <b>{H.name_html(other, titles)}</b> "
                    f"{H.value_html(systems[other][metric])} <small>(for reference only)</small>")
             verdict = H.gap_html(H.oriented(t["diffs"], star, other),
                                  who + H.input_mark(systems[other]), metric)
@@ -297,7 +300,8 @@ def task_sections(records: list[dict], sources: Sequence[dict] = ()) -> list[str
         parts += [f'<h3 id="{esc(task)}-{esc(split)}">{esc(split)} '
                   f'<small>({esc(t["dataset"])})</small></h3>',
                   H.lead_html(systems, t["metric"], t["chosen"], t["diffs"]),
-                  leakage_note(sources, t), H.headline_html(systems, t["metrics"], t["chosen"]),
+                  leakage_note(sources, t),
+                  H.headline_html(systems, t["metrics"], t["chosen"], t["titles"]),
                   H.design_html(systems)]
         sp = t["spec"]
         if notes := [esc(n) for s, n in ((split, sp.headline_note), *sp.split_notes)
