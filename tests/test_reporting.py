@@ -176,9 +176,10 @@ def test_index_is_a_headline_page(two_runs):
     assert rows["feature_clf ★ val-chosen"][1:] == ["system", "0.8 [0.78, 0.82]",
                                                      "0.75 [0.73, 0.77]", "32 [32, 32]"]
     assert rows["constant_frequent"][1] == "baseline"
-    # oracles and probes come after a separator row
-    seps = [i for i, r in enumerate(parsed.rows) if r and r[0].startswith("oracles")]
-    assert seps and all(parsed.rows[i + 1][1] in ("oracle", "probe") for i in seps)
+    # ceilings (gold readers, oracles) and probes come after a separator row
+    seps = [i for i, r in enumerate(parsed.rows) if r and r[0].startswith("ceilings")]
+    assert seps and all(parsed.rows[i + 1][1] in ("gold_input", "oracle", "probe")
+                        for i in seps)
     # fact selection: no headline record -> mean over folds, marked; val-chosen marked
     assert rows["ensemble_bm25 ★ val-chosen"][2] == "0.255 (mean of 2*)"
     # generation rows come from a failed notebook: marked

@@ -70,7 +70,7 @@ def dot_plot(tables: dict[tuple, dict[str, dict]], metrics: Sequence[str], title
                     for ds, split in keys],
                    loc="upper left", bbox_to_anchor=(1, 0.95), ncol=1, fontsize=8,
                    frameon=False)
-    fig.suptitle(f"{title}: mean with 95% CI (faded: oracles and probes)", fontsize=9)
+    fig.suptitle(f"{title}: mean with 95% CI (faded: ceilings and probes)", fontsize=9)
     fig.tight_layout(rect=(0, 0, 1, 0.95))
     alt = f"{title}: mean and 95% interval of {', '.join(present)} per system"
     return (f'<img alt="{esc(alt)}" '
