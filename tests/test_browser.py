@@ -490,7 +490,7 @@ def test_text_cut_for_a_legend_ends_in_an_ellipsis(smoke_run, browser):
                                        encoding="utf-8")}
     browser.open(run / "05_saf_error_analysis.html", READY)
     cells = browser.js("""Array.from(document.querySelectorAll('table')).filter(t =>
-        Array.from(t.querySelectorAll('thead th')).some(h => h.textContent.trim() === 'question'))
+        Array.from(t.querySelectorAll('thead th')).at(-1)?.textContent.trim() === 'question')
         .flatMap(t => Array.from(t.querySelectorAll('tbody tr')).map(tr =>
           tr.lastElementChild.textContent.trim()))""")
     assert cells
