@@ -69,9 +69,12 @@ def verdict(row: Mapping[str, Any], metric: str | None = None, lower_is_better: 
         return (f"{a} is {word} than {b} on {metric}: {diff}, {label} {_p(p)}, "
                 f"{row.get('method', '')}{est}.")
     mde = row.get("mde", np.nan)
-    mde_txt = ("" if cannot_reach(row, alpha) else
-               " (no p-value below alpha is possible with this few units)"
-               if not np.isfinite(mde) else f" (minimum detectable effect about {mde:.3g})")
+    if cannot_reach(row, alpha) and adjusted:
+        mde_txt = ""  # the notebook's family_note says it once
+    elif cannot_reach(row, alpha) or not np.isfinite(mde):
+        mde_txt = " (no p-value below alpha is possible with this few units)"
+    else:
+        mde_txt = f" (minimum detectable effect about {mde:.3g})"
     test = " by the Holm-adjusted test" if adjusted else ""
     return (f"{a} and {b} are not distinguishable on {metric}{test} at this sample size: "
             f"{diff}, {label} {_p(p)}{mde_txt}{est}.")
@@ -129,11 +132,11 @@ def conclusions(comparisons: pd.DataFrame, shown: pd.DataFrame,
         if r.get("primary"):
             text = "Primary comparison (pre-specified): " + text
         if r.get("lead"):
-            text += f" (the two highest on {r['metric']})"
+            text = text.removesuffix(".") + f"; the two highest on {r['metric']}."
         groups.setdefault(str(r.get("estimand") or "not stated"), []).append(
             f"{r['split']}: " * split_prefix + text)
     for estimand, lines in groups.items():
-        out += [f"Estimand {estimand}: {line}" for line in lines]
+        out += [f"Estimand — {estimand}: {line}" for line in lines]
     return out + ([note] if (note := family_note(comparisons, alpha)) else []) + untested
 
 def leaders(headline: pd.DataFrame, roles: Mapping[str, str] | None = None,

@@ -264,7 +264,7 @@ def test_headline_and_difference_to_the_floor() -> None:
     assert copy.method.startswith("exact randomization") and copy.n_units == 4
     assert copy.ci_low <= 0  # consistent with p > 0.05
     text = REV.reply_sentences(an)
-    assert text[0].startswith(f"Estimand {primary.estimand}: Primary comparison")
+    assert text[0].startswith(f"Estimand — {primary.estimand}: Primary comparison")
     assert "not distinguishable" in text[0]
     # 14 Holm-adjusted comparisons over 4 papers: none can reach 0.05 (14 x 2/16 > 1); the
     # page says so once and prints no minimum detectable effect for them

@@ -251,7 +251,7 @@ def gap_html(d: dict | None, other: str, metric: str) -> str:
     """Whether a system is distinguishable from ``other`` (HTML) by the test ``d`` of system
     minus other: words first, then the difference, its interval and the test."""
     if d is None:
-        return f"vs {other}: not tested"
+        return f"vs {other}: {term('not tested', 'not-tested')}"
     if _significant(d):
         ahead = (d["diff"] < 0) if lower_is_better(metric) else (d["diff"] > 0)
         words = (f"<b>distinguishable</b> from {other}: {'ahead' if ahead else 'behind'} "
@@ -300,7 +300,7 @@ def lead_html(systems: dict[str, dict], metric: str, chosen: dict[str, str],
     elif d is None:
         gap = abs(systems[top][metric]["mean"] - systems[runner][metric]["mean"])
         txt += (f"; it is {fmt(gap)} ahead of {them} by the point estimate, a gap that was "
-                "not tested")
+                f"{term('not tested', 'not-tested')}")
         stats.append(value(runner))
     else:
         holm = "" if d["primary"] or d["p_adj"] is None else " by the Holm-adjusted test"

@@ -241,7 +241,7 @@ def _glance_row(t: dict) -> list[str] | None:
                     f'{H.value_html(lf)}</small> <small>(the full split above stays '
                     "comparable with published numbers)</small>")
         ceiling = [s for s in H.system_order(systems, metric)
-                   if systems[s]["role"] in ("gold_input", "oracle") and metric in systems[s]]
+                   if systems[s]["role"] == "gold_input" and metric in systems[s]]
         if ceiling:  # a ceiling stands beside the deployable ★, never in its place
             c = ceiling[0]
             rep += (f"<br><small>ceiling, not deployable: {H.name_html(c, titles)}"
@@ -283,9 +283,10 @@ def glance_table(records: list[dict]) -> str:
             "system</th>"]
     return ('<h2 id="at-a-glance">At a glance</h2>' + table(head, rows, "glance")
             + f'<p class="note">Cite the ★ system: it was chosen on validation (or, where '
-            "validation cannot speak, by cross-validation on train), never on test. Oracles "
-            "and probes never count; ⚠ marks a system that reads "
-            f"{term('gold inputs', 'gold-inputs')}. Every term: "
+            "validation cannot speak, by cross-validation on train), never on test, among "
+            "the systems a user could deploy. Ceilings (systems that read "
+            f"{term('gold inputs', 'gold-inputs')}, oracles) and probes never count; ⚠ marks "
+            "them. Hover a system's name for what it is. Every term: "
             f'<a href="{GLOSSARY}">how to read these numbers</a>; every metric and interval '
             "is in the task sections below.</p>")
 
