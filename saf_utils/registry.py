@@ -104,8 +104,7 @@ class Registry:
                              f"{sorted(set(params) - self.param_names)}")
 
         def add(fn: Callable) -> Callable:
-            doc = description if description is not None else \
-                " ".join((fn.__doc__ or "").strip().split("\n\n")[0].split())
+            doc = description if description is not None else plain_doc(fn.__doc__ or "")
             self._entries[name] = Entry(name, role, fn, doc, tuple(params),
                                         {**self.defaults, **info}, params_type)
             return fn
@@ -281,6 +280,15 @@ class Registry:
         return pd.DataFrame([{"system": system_label(n), "role": self[n].role, **self[n].info,
                               "params": self._params_text(n),
                               "description": self[n].description} for n in names])
+
+
+def plain_doc(doc: str) -> str:
+    """A docstring's first paragraph as one line of plain words (reST ``literals`` and
+    :role:`targets` unwrapped): a system's description on pages and in the glossary."""
+    import re
+
+    text = " ".join(doc.strip().split("\n\n")[0].split())
+    return re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", text).replace("``", "")
 
 
 def system_label(name: str) -> str:

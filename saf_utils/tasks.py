@@ -54,17 +54,9 @@ def system_line(task: str, name: str) -> str:
     for reg in registries(task):
         if name in reg:
             e = reg[name]
-            return (f"{clean_doc(e.description).rstrip('.')} (role {e.role}: "
+            return (f"{e.description.rstrip('.')} (role {e.role}: "
                     f"{ROLE_WORDS.get(e.role, e.role)})")
     return COMPOSITES.get(name, "")
-
-
-def clean_doc(text: str) -> str:
-    """A docstring's line as plain words (reST ``literals`` and :role:`targets` unwrapped)."""
-    import re
-
-    text = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", text)
-    return text.replace("``", "")
 
 
 def declared_data_sources() -> list[DataSource]:
