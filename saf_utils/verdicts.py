@@ -93,9 +93,10 @@ def family_note(comparisons: pd.DataFrame, alpha: float = 0.05) -> str | None:
         return None
     units = sorted({int(u) for u in stuck.get("n_units", pd.Series(dtype=int)).dropna()})
     unit_txt = f" with {'/'.join(map(str, units))} sampled units" if units else ""
-    which = "None of the" if len(stuck) == len(rest) else f"{len(stuck)} of the"
-    return (f"{which} {len(rest)} Holm-adjusted comparisons can reach p <= {alpha:g}"
-            f"{unit_txt}: the smallest adjusted p they could reach is "
+    which = (f"None of the {len(rest)} Holm-adjusted comparisons can reach" if len(stuck) ==
+             len(rest) else f"{len(stuck)} of the {len(rest)} Holm-adjusted comparisons "
+             "cannot reach")
+    return (f"{which} p <= {alpha:g}{unit_txt}: the smallest adjusted p they could reach is "
             f"{float(stuck.p_adj_min.min()):.3f}. They are estimates with intervals, not "
             "tests that could find a difference, and no minimum detectable effect is given "
             "for them.")

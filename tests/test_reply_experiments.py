@@ -268,7 +268,7 @@ def test_headline_and_difference_to_the_floor() -> None:
     assert "not distinguishable" in text[0]
     # 14 Holm-adjusted comparisons over 4 papers: none can reach 0.05 (14 x 2/16 > 1); the
     # page says so once and prints no minimum detectable effect for them
-    assert sum("Holm-adjusted comparisons can reach" in t for t in text) == 1
+    assert sum("None of the 14 Holm-adjusted comparisons can reach" in t for t in text) == 1
     assert not any("minimum detectable" in t for t in text if "Holm-adjusted p" in t)
     pairs = [(t.split(": ", 1)[0], t.split(" are not")[0].split(" is ")[0]) for t in text]
     assert len(pairs) == len(set(pairs))  # one verdict per comparison
