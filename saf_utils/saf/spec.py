@@ -24,7 +24,9 @@ SAF_SOURCE = DataSource("saf", "saf_source", "SAF_DATA", SAF_HUB_ID, "huggingfac
 #: Published numbers: the mBART model cards on the Hugging Face hub (Filighera et al., ACL
 #: 2022), cited, never measured here. Percent, as on the cards; BERTScore there uses another
 #: model, ROUGE-2 and METEOR other implementations, so only the label metrics and SacreBLEU
-#: are comparable.
+#: are comparable. No system run here is the cards' mBART, and neither the cards nor the
+#: dataset card publish a majority baseline, so no SAF entry is a reproduction check
+#: (``measured`` stays empty).
 _CARD = "https://huggingface.co/Short-Answer-Feedback/mbart-finetuned-saf-"
 _CARD_METRICS = ("sacrebleu", "rouge2", "meteor", "bertscore_f1", "accuracy", "weighted_f1",
                  "macro_f1")
@@ -49,6 +51,7 @@ SPECS = (
     TaskSpec("saf", "SAF (short answer feedback)", ("accuracy", "macro_f1", "sacrebleu"),
              SAF_SPLITS, ("01_data_exploration", "02_baseline_finetuning",
                           "05_saf_error_analysis"), SAF_SOURCE, published=SAF_PUBLISHED,
+             systems=("saf_utils.saf.systems:SYSTEMS",),
              split_notes=(("test_unseen_questions",
                            "SacreBLEU (0-100) is near 0 on unseen questions, for the published "
                            "cards too: feedback written for questions not seen in training "
