@@ -272,7 +272,8 @@ def unseen_sentence(ev: comparisons.Evaluation, run: SAFRun, split: str = UNSEEN
     if fb is not None:
         ft = fb.choice.table.set_index("system")
         text += (f" Unseen-question feedback chosen by the same rule on leave-one-question-out "
-                 f"{fb.choice.metric} (labels predicted out of fold): `{fb.name}` ({ft.value[fb.name]:.1f}; "
+                 f"{fb.choice.metric} (labels predicted out of fold): `{fb.name}` "
+                 f"({ft.value[fb.name]:.1f}; "
                  f"retrieval `nearest_question` {ft.value.get('nearest_question', np.nan):.1f}"
                  f", best {ft.value.max():.1f}).")
     return text
