@@ -353,7 +353,7 @@ def test_label_distribution_flags_one_label_for_over_90_percent():
                           "pred_label": ["Correct"] * 19 + ["Incorrect"] + gold})
     t = browse.label_distribution(preds).set_index("system")
     assert t.loc["gold", "Correct"] == 0.5 and not t.loc["gold", "collapsed"]
-    assert t.loc["one", "top share"] == 0.95 and t.loc["one", "collapsed"]
+    assert t.loc["one", "top_share"] == 0.95 and t.loc["one", "collapsed"]
     assert not t.loc["two", "collapsed"] and (t.answers == 20).all()
 
 

@@ -107,7 +107,7 @@ def label_distribution(preds: pd.DataFrame, splits: Sequence[str] | None = None,
                        systems: Sequence[str] | None = None,
                        labels: Sequence[str] | None = None) -> pd.DataFrame:
     """Per split, the gold label shares and each system's predicted ones (seeds pooled),
-    with ``top share`` (the largest share) and ``collapsed`` (top share over
+    with ``top_share`` (the largest share) and ``collapsed`` (top share over
     :data:`saf_utils.saf.unseen.COLLAPSE_SHARE`). Unparseable outputs count under
     ``(none)``; ``answers`` counts distinct answers (seeds pooled in the shares)."""
     from saf_utils.saf.data import SAF_LABELS
@@ -128,8 +128,8 @@ def label_distribution(preds: pd.DataFrame, splits: Sequence[str] | None = None,
                    **{lab: float(share.get(lab, 0.0)) for lab in labels}}
             if "(none)" in share:
                 row["(none)"] = float(share["(none)"])
-            row["top share"] = float(share.max()) if len(share) else np.nan
-            row["collapsed"] = who != "gold" and row["top share"] > COLLAPSE_SHARE
+            row["top_share"] = float(share.max()) if len(share) else np.nan
+            row["collapsed"] = who != "gold" and row["top_share"] > COLLAPSE_SHARE
             rows.append(row)
     out = pd.DataFrame(rows)
     return out.fillna({"(none)": 0.0}) if "(none)" in out else out
