@@ -24,6 +24,10 @@ def english_data() -> Path | None:
 
 @pytest.fixture(scope="module")
 def english_run(tmp_path_factory, monkeypatch_module) -> Path:
+    """The run folder of ``saf-run --profile smoke --only 02 -p language=en`` on the English
+    set; ``SAF_EN_RUN=<folder>`` checks an existing one instead (as ``SAF_SMOKE_RUN``)."""
+    if os.environ.get("SAF_EN_RUN"):
+        return Path(os.environ["SAF_EN_RUN"])
     data = english_data()
     if data is None:
         pytest.skip("needs SAF_EN_DATA (the English development set)")
