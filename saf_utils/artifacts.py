@@ -15,6 +15,7 @@ import io
 import json
 import math
 import os
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -63,11 +64,32 @@ def append_jsonl(rows: pd.DataFrame | Iterable[Mapping[str, Any]], path: str | o
     return path
 
 
+class ArtifactError(ValueError):
+    """A damaged artifact (truncated gzip, not UTF-8, not JSON lines); the message names the
+    file and what is wrong with it, in one line."""
+
+
 def read_text(path: str | os.PathLike) -> str:
-    """A JSON-lines file's text, decompressed where its name ends in ``.gz``."""
+    """A JSON-lines file's text, decompressed where its name ends in ``.gz``; a damaged file
+    raises :class:`ArtifactError` naming it."""
     path = Path(path)
     data = path.read_bytes()
-    return (gzip.decompress(data) if path.suffix == ".gz" and data else data).decode("utf-8")
+    try:
+        data = gzip.decompress(data) if path.suffix == ".gz" and data else data
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise ArtifactError(f"{path}: a damaged gzip file (truncated or not gzip: "
+                            f"{exc or type(exc).__name__})") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ArtifactError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+
+
+def _older_layout(path: Path) -> Path:
+    """``path``, or the uncompressed file runs made before per-item files were compressed
+    (``items.jsonl`` for ``items.jsonl.gz``) where only that one is there."""
+    old = path.with_suffix("") if path.suffix == ".gz" else path
+    return old if not path.is_file() and old.is_file() else path
 
 
 def _typed(df: pd.DataFrame) -> pd.DataFrame:
@@ -85,7 +107,7 @@ def read_jsonl(path: str | os.PathLike, producer: str | None = None) -> pd.DataF
     """A JSON-lines artifact as a typed frame (empty file: empty frame); a missing file
     raises FileNotFoundError naming ``producer``, the notebook that writes it (default: the
     folder's name)."""
-    path = Path(path)
+    path = _older_layout(Path(path))
     producer = producer or path.parent.name
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found: run notebook {producer} first (same run / "
@@ -94,7 +116,19 @@ def read_jsonl(path: str | os.PathLike, producer: str | None = None) -> pd.DataF
     text = read_text(path)
     if not text.strip():
         return pd.DataFrame()
-    return _typed(pd.read_json(io.StringIO(text), lines=True, dtype=False))
+    try:
+        return _typed(pd.read_json(io.StringIO(text), lines=True, dtype=False))
+    except ValueError:
+        n = next((n for n, line in enumerate(text.splitlines(), 1) if line.strip()
+                  and not isinstance(_json_or_none(line), dict)), "?")
+        raise ArtifactError(f"{path}:{n}: not a JSON object per line") from None
+
+
+def _json_or_none(line: str) -> Any:
+    try:
+        return json.loads(line)
+    except ValueError:
+        return None
 
 
 # --------------------------------------------------------------------------- records, items
@@ -166,7 +200,9 @@ def write_saf_predictions(preds: pd.DataFrame, folder: str | os.PathLike) -> lis
 
 def read_saf_predictions(folder: str | os.PathLike) -> pd.DataFrame:
     """Every split's SAF prediction table of 02, stacked (``pred_label`` stays text)."""
-    files = sorted(Path(folder).glob(SAF_PREDICTIONS_FILE.format(split="*")))
+    pattern = SAF_PREDICTIONS_FILE.format(split="*")
+    files = sorted(Path(folder).glob(pattern)) or sorted(  # or the older uncompressed layout
+        Path(folder).glob(pattern.removesuffix(".gz")))
     if not files:
         read_jsonl(Path(folder) / SAF_PREDICTIONS_FILE.format(split="<split>"))
     frames = [read_jsonl(f) for f in files]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import os
+import signal
 import sys
 import time
 import traceback
@@ -21,6 +22,41 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 PREFIX = "processes"
+#: prctl(2): the signal a process gets when its parent ends (Linux).
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent: int) -> None:
+    """End this process when its parent ``parent`` ends (Linux: SIGKILL via prctl
+    PR_SET_PDEATHSIG; elsewhere nothing): a training process never outlives the process
+    that started it (a kernel killed with its runner, a launcher killed with its kernel).
+    Ends now when ``parent`` is no longer its parent (it ended before this call; a dead
+    parent may linger as a zombie, so its pid is no test). Linux also ends the process when
+    the *thread* that started it ends: start it from a thread that waits for it."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL))
+    except (OSError, AttributeError):  # no prctl: nothing to ask
+        return
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+#: ``python -c`` code that ties a launcher to the process starting it (:func:`tied`).
+_TIE = ("import os, sys; from saf_utils.job_pool import die_with_parent; "
+        "die_with_parent(int(sys.argv[1])); os.environ['SAF_LAUNCHER_PID'] = str(os.getpid()); "
+        "os.execv(sys.argv[2], sys.argv[2:])")
+
+
+def tied(cmd: Sequence[str]) -> list[str]:
+    """``cmd`` (an absolute executable first) run so that it dies with this process
+    (:func:`die_with_parent`, then exec; its pid stays the launcher's, which the ranks read
+    from ``SAF_LAUNCHER_PID`` to die with it: torchrun starts each rank in a session of its
+    own, which no process-group kill reaches)."""
+    return [sys.executable, "-c", _TIE, str(os.getpid()), *cmd]
 
 
 def processes(launcher: str) -> int | None:
@@ -66,7 +102,8 @@ def run_forked(jobs: Sequence[Any], n: int, run_one: RunOne, error: type[Excepti
         return out
     ctx = multiprocessing.get_context("fork")
     log(f"[jobs] {len(jobs)} jobs on {min(n, len(jobs))} forked processes")
-    with ctx.Pool(min(n, len(jobs)), maxtasksperchild=1) as pool:
+    with ctx.Pool(min(n, len(jobs)), maxtasksperchild=1, initializer=die_with_parent,
+                  initargs=(os.getpid(),)) as pool:
         results = pool.map(functools.partial(_child, run_one), jobs, chunksize=1)
     seconds, failed = [], []
     for job, (lines, trace, secs) in zip(jobs, results, strict=True):

@@ -19,10 +19,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
+import numbers
 import os
 import subprocess
 import sys
 import time
+import types
+import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,6 +73,74 @@ def settings_class(kind: str) -> type:
     raise ValueError(f"job kind {kind!r}: use one of {KINDS}")
 
 
+#: The range of each numeric setting of either kind, (lowest, highest, lowest excluded);
+#: every float must also be finite (``1e309`` in JSON is infinite).
+_POSITIVE, _NON_NEGATIVE, _FRACTION = (0, math.inf, True), (0, math.inf, False), (0, 1, False)
+SETTING_RANGES: dict[str, tuple[float, float, bool]] = {
+    **dict.fromkeys(("learning_rate", "epochs", "batch_size", "eval_batch_size", "grad_accum",
+                     "max_source_length", "max_target_length", "max_length", "num_beams",
+                     "scratch_vocab_size", "scratch_d_model", "scratch_layers", "scratch_heads",
+                     "scratch_ff", "logging_steps"), _POSITIVE),
+    **dict.fromkeys(("weight_decay", "no_repeat_ngram_size", "freeze_layers", "train_layers",
+                     "fold", "seed"), _NON_NEGATIVE),
+    **dict.fromkeys(("warmup_ratio", "label_smoothing"), _FRACTION),
+    "max_steps": (-1, math.inf, False),  # -1: train for ``epochs``; 0 is refused below
+}
+#: The largest whole number a setting takes (a batch of 10**30 is a typo).
+MAX_INT = 2**31 - 1
+
+
+def _type_ok(value: Any, hint: Any) -> bool:
+    """``value`` has the type ``hint`` (Optional, list[X], dict[K, V], a class; an int is a
+    float, a bool is no number)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return True
+    if origin in (typing.Union, types.UnionType):
+        return any(_type_ok(value, a) for a in args)
+    if origin in (list, tuple, Sequence):
+        return isinstance(value, list) and all(_type_ok(v, args[0]) for v in value)
+    if origin in (dict, Mapping):
+        return isinstance(value, dict) and all(_type_ok(k, args[0]) for k in value)
+    if hint is type(None):
+        return value is None
+    if hint is float:  # numpy's numbers too (a fold from a groupby is an np.int64)
+        return isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    return isinstance(value, hint)
+
+
+def _type_text(hint: Any) -> str:
+    return str(hint).replace("typing.", "").replace("<class '", "").replace("'>", "")
+
+
+def check_fields(obj: Any, where: str) -> None:
+    """Every field of the dataclass ``obj`` against its declared type (no null where the
+    type has none), finite, and in :data:`SETTING_RANGES`: a ``ValueError`` naming the
+    field in one line."""
+    hints = typing.get_type_hints(type(obj))
+    for f in dataclasses.fields(obj):
+        value, hint = getattr(obj, f.name), hints[f.name]
+        said = f"{where}: {f.name} = {str(value)[:80]!r}"
+        if not _type_ok(value, hint):
+            need = "a value" if value is None else f"of type {_type_text(hint)}"
+            raise ValueError(f"{said} is {type(value).__name__}; it needs {need}")
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            continue
+        if not math.isfinite(value):
+            raise ValueError(f"{said} is not a finite number")
+        if isinstance(value, numbers.Integral) and abs(value) > MAX_INT:
+            raise ValueError(f"{said} is larger than {MAX_INT:,}")
+        lo, hi, open_lo = SETTING_RANGES.get(f.name, (-math.inf, math.inf, False))
+        if value < lo or value > hi or (open_lo and value == lo) or (
+                f.name == "max_steps" and value == 0):
+            want = ("-1 (train for epochs) or a positive number" if f.name == "max_steps"
+                    else f"{'above' if open_lo else 'at least'} {lo:g}"
+                    + (f" and at most {hi:g}" if math.isfinite(hi) else ""))
+            raise ValueError(f"{said} is out of range: it must be {want}")
+
+
 class TrainJobError(RuntimeError):
     """A launched job failed; the message carries the failing rank's exception."""
 
@@ -90,8 +162,9 @@ class TrainJob:
     kind: str = "seq2seq"  # seq2seq | cross_encoder
 
     def __post_init__(self) -> None:
-        # checked here, before a launcher starts: a learning rate given as "5e-05" is an
-        # error naming the field, not an optimizer's TypeError in a rank's traceback
+        # checked here, before a launcher starts: a learning rate given as "5e-05", null or
+        # 1e309 is an error naming the field, not an optimizer's traceback in a rank
+        check_fields(self, f"job {str(self.system)[:80]!r}")
         self.kind_settings()
 
     @classmethod
@@ -107,13 +180,19 @@ class TrainJob:
     def load(cls, path: str | os.PathLike) -> TrainJob:
         """A job from a JSON file (what :func:`run_job` writes; read as JSON, since YAML
         1.1 reads ``json.dumps``'s ``5e-05`` as a string) or a YAML file (by hand)."""
-        with open(path, encoding="utf-8") as fh:
-            if str(path).endswith(".json"):
-                config = json.load(fh)
-            else:  # by hand: a value YAML reads as text is named by kind_settings
-                import yaml
+        try:
+            with open(path, encoding="utf-8") as fh:
+                if str(path).endswith(".json"):
+                    config = json.load(fh)
+                else:  # by hand: a value YAML reads as text is named by kind_settings
+                    import yaml
 
-                config = yaml.safe_load(fh)
+                    config = yaml.safe_load(fh)
+        except (OSError, ValueError) as exc:  # UnicodeDecodeError, JSONDecodeError too
+            raise ValueError(f"{path}: not a readable job config ({exc})") from None
+        except Exception as exc:  # noqa: BLE001 - yaml.YAMLError: one line, naming the file
+            raise ValueError(f"{path}: not a readable job config ({' '.join(str(exc).split())})"
+                             ) from None
         if not isinstance(config, dict):
             raise ValueError(f"{path}: a job config must be a mapping")
         return cls.from_dict(config)
@@ -131,7 +210,9 @@ class TrainJob:
         values = dict(self.settings)
         if self.seed is not None:
             values["seed"] = self.seed
-        settings = make_params(cls, values, f"{cls.__name__} of job {self.system!r}")
+        where = f"{cls.__name__} of job {self.system!r}"
+        settings = make_params(cls, values, where)
+        check_fields(settings, where)
         floats = {f.name: float(getattr(settings, f.name)) for f in dataclasses.fields(cls)
                   if isinstance(f.default, float) and isinstance(getattr(settings, f.name), int)}
         return dataclasses.replace(settings, **floats)
@@ -186,16 +267,31 @@ def write_examples(path: str | os.PathLike, train: Examples,
 def read_examples(path: str | os.PathLike) -> tuple[Examples, dict[str, Examples]]:
     """Training examples and the evaluation splits' examples of :func:`write_examples`."""
     splits: dict[str, Examples] = {}
-    for line in read_text(path).splitlines():
-        if line.strip():
+    try:
+        text = read_text(path)
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read the examples file ({exc.strerror or exc})"
+                         ) from None
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
             row = json.loads(line)
-            ex = splits.setdefault(row["split"], Examples(
-                [], [], [], [] if "pair" in row else None))
-            ex.ids.append(row["id"])
-            ex.sources.append(row["source"])
-            ex.targets.append(row["target"])
-            if ex.pairs is not None:
-                ex.pairs.append(row["pair"])
+        except ValueError:
+            raise ValueError(f"{path}:{n}: not a JSON line") from None
+        if not isinstance(row, dict) or not {"split", "id", "source", "target"} <= set(row):
+            raise ValueError(f"{path}:{n}: an example is an object with split, id, source "
+                             "and target")
+        ex = splits.setdefault(str(row["split"]), Examples(
+            [], [], [], [] if "pair" in row else None))
+        if (ex.pairs is not None) != ("pair" in row):
+            raise ValueError(f"{path}:{n}: 'pair' given on some rows of split "
+                             f"{row['split']!r} only")
+        ex.ids.append(row["id"])
+        ex.sources.append(row["source"])
+        ex.targets.append(row["target"])
+        if ex.pairs is not None:
+            ex.pairs.append(row["pair"])
     train = splits.pop(TRAIN_SPLIT, None)
     if train is None or not train.sources:
         raise ValueError(f"{path}: no training examples")
@@ -301,6 +397,9 @@ def launch_command(launcher: str, config_path: str | os.PathLike) -> list[str]:
 def check_launcher(launcher: str) -> None:
     """A launcher this machine can start, or a one-line ``ValueError`` saying why not:
     checked when a run is planned, not at the first training job after the CPU systems."""
+    if not isinstance(launcher, str):
+        raise ValueError(f"launcher {launcher!r}: a launcher is a string: none, processes:N, "
+                         "torchrun:N, torchrun:gpu, accelerate or accelerate:N")
     if launcher == "none" or job_pool.processes(launcher):
         return
     launch_command(launcher, CONFIG_FILE)  # the syntax
@@ -343,6 +442,10 @@ def _failure_message(out: Path, returncode: int, tail: Sequence[str]) -> str:
             + "".join(tail[-40:]))
 
 
+#: Seconds a launcher gets to stop its ranks after SIGTERM, before SIGKILL.
+STOP_GRACE_S = 30
+
+
 def run_job(config: dict[str, Any] | TrainJob, launcher: str = "none",
             log: Callable[[str], None] = progress) -> JobResult:
     """Run one job in the kernel (``"none"``) or under a launcher (a subprocess streaming
@@ -358,7 +461,8 @@ def run_job(config: dict[str, Any] | TrainJob, launcher: str = "none",
             return train_job(job, log)
     cfg = out / CONFIG_FILE
     cfg.write_text(json.dumps(job.to_dict(), indent=1, ensure_ascii=False))
-    cmd = launch_command(launcher, cfg)
+    read_examples(job.examples)  # a bad file: one line here, not a traceback in each rank
+    cmd = job_pool.tied(launch_command(launcher, cfg))
     # Progress bars redraw with \r, which a line-by-line stream cannot show: the Trainer
     # prints its loss lines instead.
     env = {"PYTHONUNBUFFERED": "1", "TQDM_DISABLE": "1", **os.environ,
@@ -376,6 +480,10 @@ def run_job(config: dict[str, Any] | TrainJob, launcher: str = "none",
                 log(line.rstrip("\n"))
         except BaseException:  # e.g. an interrupted cell: stop the launcher and its ranks
             proc.terminate()  # torchrun forwards SIGTERM to its workers
+            try:
+                proc.wait(timeout=STOP_GRACE_S)
+            except subprocess.TimeoutExpired:  # the ranks die with it (job_pool.tied)
+                proc.kill()
             raise
         returncode = proc.wait()
     if returncode != 0:

@@ -124,20 +124,44 @@ def _hub_revision(repo_id: str) -> tuple[str | None, str]:
         return None, f"unresolved ({type(exc).__name__})"
 
 
-def model_identity(name: str) -> dict[str, Any]:
-    """What a model name resolves to: a packaged model (pinned by the lock), a local folder
-    with the digest of its files, or a hub id with the commit it resolves to."""
+def named_models(params: dict[str, Any]) -> list[str]:
+    """Every model name in a notebook's parameters (:data:`MODEL_KEYS`), once each."""
+    return list(dict.fromkeys(_named_models(params)))
+
+
+def model_folder(name: str, base: Path | None = None) -> Path | None:
+    """The folder a model name names, resolved as a notebook whose working folder is
+    ``base`` resolves it (transformers reads a relative name against the working folder);
+    None when it names no folder there."""
+    folder = Path(name).expanduser()
+    if base is not None and not folder.is_absolute():
+        folder = base / folder
+    try:
+        return folder if folder.is_dir() else None
+    except (OSError, ValueError):  # a name too long for a path, a NUL
+        return None
+
+
+def model_identity(name: str, base: Path | None = None) -> dict[str, Any]:
+    """What a model name resolves to, for a notebook working in ``base``: a packaged model
+    (pinned by the lock), a local folder with the digest of its files, or a hub id with the
+    commit it resolves to. Never raises: a name it cannot resolve says so in ``source``."""
     if name.startswith("local:"):
         return {"model": name, "source": "packaged (pinned by the lock)"}
-    folder = Path(name).expanduser()
-    if folder.is_dir():
-        return {"model": name, "source": "folder", "sha256": folder_digest(folder)}
-    revision, how = _hub_revision(name)
+    try:
+        folder = model_folder(name, base)
+        if folder is not None:
+            return {"model": name, "source": "folder", "sha256": folder_digest(folder)}
+        revision, how = _hub_revision(name)
+    except Exception as exc:  # noqa: BLE001 - an id the hub refuses: the notebook said so
+        revision, how = None, f"unresolved ({type(exc).__name__})"
     return {"model": name, "source": how, "revision": revision}
 
 
-def model_identities(params: dict[str, Any]) -> list[dict[str, Any]]:
-    """The identity of every model a notebook's parameters name (:func:`model_identity`),
-    once each, in order: hub ids with their revision, folders with a digest. It is part of
-    the reuse key, so a model updated under the same name reruns the notebook."""
-    return [model_identity(m) for m in dict.fromkeys(_named_models(params))]
+def model_identities(params: dict[str, Any], base: Path | None = None
+                     ) -> list[dict[str, Any]]:
+    """The identity of every model a notebook's parameters name (:func:`model_identity`,
+    relative names resolved against ``base``, the notebook's working folder), once each, in
+    order: hub ids with their revision, folders with a digest. It is part of the reuse key,
+    so a model updated under the same name reruns the notebook."""
+    return [model_identity(m, base) for m in named_models(params)]

@@ -16,6 +16,7 @@ import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
+from saf_utils import job_pool
 from saf_utils import jobs as J
 from saf_utils.seq2seq import dist_rank_world
 
@@ -47,12 +48,23 @@ def _write_rank_error(out: Path, rank: int, exc: BaseException) -> None:
         pass  # never hide the original exception behind a reporting problem
 
 
+#: Exit status of a job whose config or examples file is refused before training.
+EXIT_BAD_JOB = 2
+
+
 def _main(argv: Sequence[str] | None = None) -> int:
+    if launcher := os.environ.get("SAF_LAUNCHER_PID"):  # a rank dies with its launcher
+        job_pool.die_with_parent(int(launcher))
     parser = argparse.ArgumentParser(prog="python -m saf_utils.train", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("config", help="job config (YAML or JSON; fields of TrainJob)")
     args = parser.parse_args(argv)
-    job = J.TrainJob.load(args.config)
+    try:  # every setting and the examples file, before a process group is joined
+        job = J.TrainJob.load(args.config)
+        J.read_examples(job.examples)
+    except (OSError, ValueError, TypeError) as exc:
+        print(f"python -m saf_utils.train: {' '.join(str(exc).split())}", file=sys.stderr)
+        return EXIT_BAD_JOB
     rank = int(os.environ.get("RANK", "0"))
     try:
         rank, world = _init_distributed()

@@ -8,7 +8,7 @@
 
 Plain ``saf-run --profile …`` (and ``python -m saf_utils.run``) is ``saf-run run``.
 Exit codes: 0 ok, 1 a notebook failed, 2 bad invocation (nothing ran), 3 a report file could
-not be written, 130/143 interrupted (SIGINT/SIGTERM).
+not be written, 130/143/129 interrupted (SIGINT/SIGTERM/SIGHUP).
 """
 
 from __future__ import annotations

@@ -179,31 +179,41 @@ def same_executions(man_a: dict, man_b: dict) -> list[str]:
             and a.get(n["name"]) == _origin(man_b.get("run"), n)]
 
 
-def _items(run: Path, manifest: dict):
+def _items(run: Path, manifest: dict, side: str, notes: list[str]):
+    """The per-item scores of a run's notebooks; a file that cannot be read (damaged, or
+    without the columns a paired test needs) is one line in ``notes``, naming it."""
     import pandas as pd
 
     frames = []
     for n in manifest.get("notebooks", []):
-        if (run / n["name"] / ITEMS_FILE).is_file():
-            try:
-                frame = read_items(run / n["name"], n["name"])
-            except ValueError:
-                continue
-            if {*KEY[:5], "item", "value"} <= set(frame.columns):  # else no paired test
-                frames.append(frame)
+        where = f"{side}: {n['name']}/{ITEMS_FILE}"
+        try:
+            frame = read_items(run / n["name"], n["name"])
+        except FileNotFoundError:  # a notebook that wrote no per-item scores
+            continue
+        except (OSError, ValueError) as exc:
+            why = " ".join(str(exc).replace(f"{run}{os.sep}", "").split())[:300]
+            notes.append(f"{side}: {why} (not read)")  # the message names the file
+            continue
+        missing = sorted({*KEY[:5], "item", "value"} - set(frame.columns))
+        if missing and not frame.empty:
+            notes.append(f"{where} not read (no column(s) {', '.join(missing)})")
+        elif not missing:
+            frames.append(frame)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def _significance(run_a: Path, man_a: dict, run_b: Path, man_b: dict, keys: list[tuple],
-                  alpha: float, n_resamples: int) -> dict[tuple, dict]:
+                  alpha: float, n_resamples: int, notes: list[str]) -> dict[tuple, dict]:
     """Paired randomization (B vs A) on the items both runs scored, per changed key; the
-    p-values of all keys are Holm-adjusted together (``significant``: adjusted p < alpha)."""
+    p-values of all keys are Holm-adjusted together (``significant``: adjusted p < alpha);
+    per-item files not read are lines in ``notes``."""
     import pandas as pd
 
     from saf_utils import protocol as P
     from saf_utils.stats import holm
 
-    a, b = _items(run_a, man_a), _items(run_b, man_b)
+    a, b = _items(run_a, man_a, "A", notes), _items(run_b, man_b, "B", notes)
     if a.empty or b.empty:
         return {}
     # two runs score the same items: the unit is the item ("these items"), folds as strata
@@ -276,8 +286,9 @@ def compare_runs(run_a: str | os.PathLike, run_b: str | os.PathLike, alpha: floa
             continue
         changed.append({**dict(zip(KEY, key, strict=True)), "a": x, "b": y, "diff": y - x,
                         "status": [va[key]["status"], vb[key]["status"]]})
+    notes: list[str] = []
     sig = _significance(run_a, man_a, run_b, man_b,
-                        [tuple(c[k] for k in KEY) for c in changed], alpha, n_resamples)
+                        [tuple(c[k] for k in KEY) for c in changed], alpha, n_resamples, notes)
     for c in changed:
         c["test"] = sig.get(tuple(c[k] for k in KEY))
     return {"a": shown_path(run_a, run_b), "b": shown_path(run_b, run_a),
@@ -287,7 +298,7 @@ def compare_runs(run_a: str | os.PathLike, run_b: str | os.PathLike, alpha: floa
                              [s[0] for s in SETUP].index),
             "data": _differ(_data(man_a), _data(man_b), ["dataset", "split", "file"]),
             "packages": _differ(_packages(man_a), _packages(man_b), ["package"]),
-            "changed": changed, "unchanged": same,
+            "changed": changed, "unchanged": same, "item_notes": notes,
             "appeared": [{**dict(zip(KEY, k, strict=True)), "b": vb[k]["value"]}
                          for k in sorted(set(vb) - set(va), key=str)],
             "disappeared": [{**dict(zip(KEY, k, strict=True)), "a": va[k]["value"]}

@@ -29,10 +29,10 @@ def _where(c: dict) -> str:
     return " / ".join(str(c[k]) for k in ("task", "dataset", "split") if c.get(k) is not None)
 
 
-def _test(c: dict) -> str:
+def _test(c: dict, unread: bool = False) -> str:
     t = c.get("test")
     if not t:
-        return "no items"
+        return "no items (per-item files not read: see below)" if unread else "no items"
     if "error" in t:
         return f"n/a ({t['error'][:60]})"
     return (f"{'**significant** ' if t['significant'] else ''}p={fmt(t['p'], 2)} "
@@ -74,8 +74,11 @@ def sections(cmp: dict) -> list[tuple[str, list[str], list[list[str]], str, list
          [WHERE, "system", "metric", "subset", "A", "B", "B - A",
           f"paired test (alpha {cmp['alpha']})"],
          [[_where(c), c["system"], c["metric"], c["subset"] or "", fmt(c["a"], 4),
-           fmt(c["b"], 4), fmt(c["diff"], 3), _test(c)] for c in cmp["changed"]],
-         "No result record changed.", []),
+           fmt(c["b"], 4), fmt(c["diff"], 3), _test(c, bool(cmp.get("item_notes")))]
+          for c in cmp["changed"]],
+         "No result record changed.",
+         [f"{len(notes)} per-item file(s) not read, so no paired test on their items: "
+          + "; ".join(notes)] if (notes := cmp.get("item_notes")) else []),
         (f"Appeared (only in B): {len(cmp['appeared'])}",
          [WHERE, "system", "metric", "subset", "value"], only("appeared", "b"), "None.", []),
         (f"Disappeared (only in A): {len(cmp['disappeared'])}",

@@ -50,9 +50,10 @@ def write_example_pages(run_dir: Path, manifest: Mapping[str, Any], records: Seq
     for name, build in ((SAF_PAGE, _saf), (ARGSCICHAT_PAGE, _argscichat)):
         try:
             built = build(run_dir, manifest, records)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except Exception as exc:  # noqa: BLE001 - a damaged or empty artifact too
+            why = str(exc).replace(f"{run_dir}/", "")  # named inside the run, no local path
             built = [(name, page(name, f"<h1>{esc(name)}</h1><p class=\"warn\">This page "
-                                 f"could not be built: {esc(type(exc).__name__)}: {esc(exc)}"
+                                 f"could not be built: {esc(type(exc).__name__)}: {esc(why)}"
                                  "</p>", run_dir=run_dir, current=name))]
         if built is not None:
             for stale in run_dir.glob(f"{Path(name).stem}-*.html"):  # pages of fewer examples
@@ -224,7 +225,8 @@ def _scores(folders: Sequence[Path], keys: Sequence[str], split: str | None = No
     """The per-item scores the notebooks in ``folders`` wrote (of ``split``, if given):
     ``{(*keys, system): {metric: value}}`` (keys as strings; each system's first seed) and
     ``{task: its metrics}``."""
-    frames = [AR.read_items(d) for d in folders if (d / AR.ITEMS_FILE).is_file()]
+    frames = [f for d in folders if (d / AR.ITEMS_FILE).is_file()
+              if not (f := AR.read_items(d)).empty]  # an empty file has no columns
     items = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
         columns=["task", "split", "fold", "system", "metric", "item", "value", "seed"])
     items = items[items.split == split] if split else items

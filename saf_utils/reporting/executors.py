@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -238,13 +239,16 @@ class NotebookExecutor:
             self._checked.add(str(folder))
 
     def close(self) -> None:
-        self.pool.shutdown(wait=False)
-        if self.client is not None:
-            try:
-                self.client.close()
-            finally:
-                if self.cluster is not None:
-                    self.cluster.close()
+        """Shut the pool, client and cluster down; after a lost scheduler there is nothing
+        left to close, and that is no error (the run already says ``cluster_lost``)."""
+        for step in (lambda: self.pool.shutdown(wait=False),
+                     self.client and self.client.close, self.cluster and self.cluster.close):
+            if step:
+                try:
+                    step()
+                except Exception as exc:  # noqa: BLE001 - ClosedClientError, a gone scheduler
+                    print(f"saf-run: closing the executor: {type(exc).__name__}: "
+                          f"{' '.join(str(exc).split())[:200]}", file=sys.stderr)
 
 
 @contextmanager

@@ -1,5 +1,5 @@
 """Executing one notebook: papermill with an engine that logs each section, the kernel killed
-(not orphaned) on an interrupt, SIGINT/SIGTERM as :class:`Interrupted`. Nothing here knows
+(not orphaned) on an interrupt, SIGINT/SIGTERM/SIGHUP as :class:`Interrupted`. Nothing here knows
 run folders or profiles.
 """
 
@@ -20,12 +20,16 @@ from saf_utils.reporting.manifest import ReportWriteError, write_text
 
 
 class Interrupted(BaseException):  # noqa: N818 - like KeyboardInterrupt, not an error
-    """SIGINT/SIGTERM arrived; carries the signal name."""
+    """SIGINT/SIGTERM/SIGHUP arrived; carries the signal name."""
+
+
+#: The signals that stop a run, recorded alike (SIGHUP: the terminal was closed).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 @contextmanager
 def _signals(raise_on_signal: bool):
-    """Turn SIGINT/SIGTERM into :class:`Interrupted` (or ignore them while saving)."""
+    """Turn :data:`STOP_SIGNALS` into :class:`Interrupted` (or ignore them while saving)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -34,7 +38,7 @@ def _signals(raise_on_signal: bool):
         raise Interrupted(signal.Signals(signum).name)
 
     new = handler if raise_on_signal else signal.SIG_IGN
-    old = {s: signal.signal(s, new) for s in (signal.SIGINT, signal.SIGTERM)}
+    old = {s: signal.signal(s, new) for s in STOP_SIGNALS}
     try:
         yield
     finally:

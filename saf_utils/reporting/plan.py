@@ -95,12 +95,14 @@ def prepare(req: RunRequest) -> RunPlan:
     plans = plan_notebooks(cfg, names, nb_dir, req.overrides or [])
     from saf_utils.jobs import check_launcher
 
-    for p in plans:  # a GPU launcher needs a GPU here
-        if isinstance(p.params.get("launcher"), str):
+    for p in plans:  # every launcher value (null too: the notebook needs a launcher)
+        if "launcher" in p.params:
             try:
                 check_launcher(p.params["launcher"])
             except ValueError as err:
                 raise RunnerError(f"{p.name}: {err}") from None
+    for p in plans:
+        check_models(p)
     baseline = None
     if req.baseline:  # a readable run: checked manifest and metrics
         baseline = resolve_run(req.baseline, req.reports_dir)
@@ -112,6 +114,29 @@ def prepare(req: RunRequest) -> RunPlan:
     check_scheduler_options(workers, req.scheduler)
     return RunPlan(cfg, plans, deps, data, existing, old_manifest, run_name, baseline,
                    _reuse_sources(req, cfg, existing), workers)
+
+
+def check_models(p: NotebookPlan) -> None:
+    """Each model ``p``'s parameters name is a folder where the notebook looks (relative to
+    its folder, the kernel's working folder), a packaged model, or a name the hub accepts;
+    a path that names nothing is refused here, not after the notebook ran."""
+    from huggingface_hub.utils import validate_repo_id
+
+    from saf_utils.provenance import model_folder, named_models
+
+    for name in named_models(p.params):
+        if name.startswith("local:") or model_folder(name, p.path.parent) is not None:
+            continue
+        try:
+            validate_repo_id(name)
+            if not model_folder(name):  # a hub id, unless it is meant as a folder
+                continue
+            why = f"a folder relative to {Path.cwd()}, not to {p.path.parent}"
+        except Exception as exc:  # noqa: BLE001 - HFValidationError: no hub id either
+            why = f"no folder there, and no hub model id ({' '.join(str(exc).split())[:120]})"
+        raise RunnerError(f"{p.name}: model {short(name)} names no folder relative to "
+                          f"{p.path.parent} (the notebook's working folder): {why}; give "
+                          "an absolute path or one relative to that folder")
 
 
 def _profile(req: RunRequest, existing: Path | None, old: Manifest | None) -> dict[str, Any]:

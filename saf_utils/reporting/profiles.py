@@ -39,10 +39,62 @@ def short(value: Any, limit: int = ECHO_LIMIT) -> str:
     return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
 
 
+#: YAML 1.2's core schema (what a plain scalar is read as there); PyYAML reads YAML 1.1.
+_CORE = (("tag:yaml.org,2002:null", re.compile(r"~|null|Null|NULL|")),
+         ("tag:yaml.org,2002:bool", re.compile(r"true|True|TRUE|false|False|FALSE")),
+         ("tag:yaml.org,2002:int", re.compile(r"[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+")),
+         ("tag:yaml.org,2002:float", re.compile(
+             r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+             r"|[-+]?\.(?:inf|Inf|INF)|\.nan|\.NaN|\.NAN")))
+_OCTAL_1_1 = re.compile(r"[-+]?0[0-9_]+")  # 1.1: octal 8; 1.2: decimal 10 (for "010")
+
+
+#: Read differently too, but refused with a message of their own: dates by check_plain,
+#: ``<<`` with the anchors it merges.
+_OWN_MESSAGE = ("tag:yaml.org,2002:timestamp", "tag:yaml.org,2002:merge")
+
+
+def _core_tag(value: str) -> str:
+    return next((tag for tag, rx in _CORE if rx.fullmatch(value)), "tag:yaml.org,2002:str")
+
+
 class _Loader(yaml.SafeLoader):
     """YAML with 1.2 floats (``5e-4`` is a number), no anchors or aliases, at most
-    :data:`MAX_DEPTH` levels. Why no aliases: PyYAML shares an aliased node, so nine lines of
-    ``&a``/``*a`` make a value of 10^9 elements and ``&a [*a]`` contains itself."""
+    :data:`MAX_DEPTH` levels, no key twice in a mapping, and no plain scalar that YAML 1.1
+    (PyYAML) and YAML 1.2 read differently (``1:30`` is 90 in 1.1, text in 1.2; ``yes``,
+    ``010``, ``1_000``, ``0o17``): such a value is refused, not guessed. Why no aliases:
+    PyYAML shares an aliased node, so nine lines of ``&a``/``*a`` make a value of 10^9
+    elements and ``&a [*a]`` contains itself."""
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
+        tag = super().resolve(kind, value, implicit)
+        if kind is yaml.ScalarNode and implicit[0] and tag not in _OWN_MESSAGE \
+                and (tag != _core_tag(value) or (tag.endswith(":int")
+                                                 and _OCTAL_1_1.fullmatch(value))):
+            try:
+                read = short(yaml.safe_load(value), 60)
+            except (yaml.YAMLError, ValueError):
+                read = "another value"
+            raise yaml.YAMLError(
+                f"{short(value, 60)} is read as {read} by YAML 1.1 but as a "
+                f"{_core_tag(value).rsplit(':', 1)[1]} by YAML 1.2: put it in quotes for text, "
+                "or write the value unambiguously (90, true)")
+        return tag
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        "while reading a mapping", node.start_mark,
+                        f"key {short(key, 60)} appears twice (the later value would win "
+                        "silently)", key_node.start_mark)
+                seen.add(key)
+            except TypeError:  # an unhashable key: the base class says so
+                pass
+        return super().construct_mapping(node, deep=deep)
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         event = self.peek_event()
@@ -178,6 +230,10 @@ def _read_yaml(path: Path) -> dict:
             if not ok(v):
                 raise RunnerError(f"{path}: {key}.{k} must be {want}, "
                                   f"not {type(v).__name__} {short(v)}")
+    listed = cfg.get("notebooks") or []
+    if twice := sorted({n for n in listed if listed.count(n) > 1}):
+        raise RunnerError(f"{path}: 'notebooks' lists {short(twice)} more than once (one "
+                          "notebook runs once into its folder)")
     named = [("profile name", cfg["name"])] if cfg.get("name") is not None else []
     named += [("notebook name", n) for n in cfg.get("notebooks") or []]
     named += [("notebook_parameters notebook name", n) for n in cfg.get("notebook_parameters")

@@ -188,7 +188,7 @@ def notebook_inputs(nb_path: Path, params: dict[str, Any], lock_sha: str | None,
         sha256_file(nb_path),
         _sha({k: v for k, v in params.items() if k not in IGNORED_PARAMETERS}),
         dict(sorted(data.items())), lock_sha, package_digest(), dict(sorted(depends.items())),
-        model_identities(params)), strict=True))
+        model_identities(params, nb_path.parent)), strict=True))  # the kernel's folder
     return {**inputs, "key": _sha(inputs)}
 
 

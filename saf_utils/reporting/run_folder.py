@@ -81,6 +81,35 @@ def new_run_dir(reports_dir: Path, run_name: str) -> Path:
     raise RunnerError(f"no free run folder name for {run_name} in {reports_dir}")
 
 
+class RunLock:
+    """An exclusive lock on a run folder while one run writes into it (``fcntl.flock`` on
+    the folder itself: nothing is left behind, and the lock ends with its process however
+    that ends). Why: each run rewrites ``manifest.json`` from the manifest it holds, so two
+    runs into one folder at once would lose one's updates; the second is refused, one line,
+    before it writes anything, and a run that starts after another ended reads that one's
+    manifest under the lock."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.fd: int | None = None
+        try:
+            import fcntl
+        except ImportError:  # no flock (Windows): unlocked, as before
+            return
+        fd = os.open(run_dir, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise RunnerError(f"{run_dir} is being written by another saf-run right now; "
+                              "wait for it to end, or run into another folder") from None
+        self.fd = fd
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing the folder's descriptor ends its flock
+            self.fd = None
+
+
 def reserve_space(run_dir: Path) -> None:
     """Keep :data:`RESERVE_BYTES` of disk for the run's final status (:func:`write_status`);
     random bytes: a compressing or sparse-aware file system would not keep it for zeros."""

@@ -12,7 +12,7 @@ write error or a runner error are recorded as the run's status, into disk space 
 Dask (:mod:`.executors`, docs/cluster.md).
 
 Exit codes: 0 ok, 1 a notebook failed, 2 bad invocation (nothing ran), 3 a report file could
-not be written, 130/143 interrupted by SIGINT/SIGTERM.
+not be written, 130/143/129 interrupted by SIGINT/SIGTERM/SIGHUP.
 """
 
 from __future__ import annotations
@@ -54,10 +54,12 @@ from saf_utils.reporting.reuse import (
 )
 from saf_utils.reporting.run_folder import (
     NotebookResult,
+    RunLock,
     _record_result,
     archive_previous,
     mark_killed,
     new_run_dir,
+    read_manifest,
     record_end,
     render,
     reserve_space,
@@ -65,7 +67,7 @@ from saf_utils.reporting.run_folder import (
     write_reports,
 )
 
-EXIT_INTERRUPTED = {"SIGINT": 130, "SIGTERM": 143}
+EXIT_INTERRUPTED = {"SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129}
 
 
 def exit_code(status: str, failed: list[str], what: str = "Failed notebook(s)") -> int:
@@ -104,7 +106,10 @@ def run_profile(req: RunRequest, plan: RunPlan | None = None,
     reports_root = Path(req.reports_dir).resolve() if req.reports_dir else REPORTS_DIR
     executor.preflight(plan.existing or reports_root, plan.plans, plan.data)
     run = _Run(req, plan, executor, reports_root)
-    run.execute()
+    try:
+        run.execute()
+    finally:
+        run.lock.release()
     return run.out, run.results, run.status
 
 
@@ -156,11 +161,13 @@ class _Run:
         }
         if plan.existing:
             self.out = plan.existing.resolve()
-            m = plan.old_manifest or Manifest()
+            self.lock = RunLock(self.out)  # then the manifest as it is now, not as planned
+            m = read_manifest(self.out) if plan.old_manifest else Manifest()
             mark_killed(m)  # an earlier invocation whose process is gone
         else:
             stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
             self.out = new_run_dir(reports_root, plan.run_name or f"{cfg['name']}-{stamp}")
+            self.lock = RunLock(self.out)
             m = Manifest(run=self.out.name, profile=cfg["name"], profile_file=cfg["path"],
                          extends=cfg["extends_chain"], description=cfg.get("description"),
                          started=inv["started"])
@@ -260,7 +267,13 @@ class _Run:
         current.status = "failed" if current.error else "ok"
         render(current, self.out / f"{p.name}.ipynb", self.manifest.hide_code)
         if current.status == "ok":  # after its page: the file digests include it
-            record_inputs(current, p, self.out, deps_out)
+            try:
+                record_inputs(current, p, self.out, deps_out)
+            except ReportWriteError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a key not made never fails the notebook
+                print(f"{self.tags[name]} {p.name}: its inputs were not recorded, so it will "
+                      f"not be reused ({why_text(exc)})", file=sys.stderr, flush=True)
         print(f"{self.tags[name]} {p.name} {current.status} in {current.seconds:.1f} s"
               + (f": {current.error}" if current.error else ""), flush=True)
         self.results.append(current)
