@@ -215,7 +215,7 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, design: Design,
     return {"diff": r.diff, "ci_low": r.low, "ci_high": r.high, "p_value": r.p_value,
             "estimate": r.estimate_a, "estimate_ref": r.estimate_b, "method": r.method,
             "estimand": design.estimand, "label": design.label, "mde": r.mde,
-            "n_items": len(a), "n_units": r.n_units}
+            "p_min": r.p_min, "n_items": len(a), "n_units": r.n_units}
 
 
 def pair_rows(ref: pd.DataFrame, other: pd.DataFrame, design: Design
@@ -262,7 +262,10 @@ def paired_table(items: pd.DataFrame, reference: str | Mapping[Any, str], design
 def adjust(comparisons: pd.DataFrame, primary: Mapping[str, Any] | None = None,
            p: str = "p_value") -> pd.DataFrame:
     """Add ``primary`` (bool) and ``p_adj``: the primary comparison (the row whose columns
-    have the values of ``primary``) keeps its raw p, every other p is Holm-adjusted."""
+    have the values of ``primary``) keeps its raw p, every other p is Holm-adjusted; and
+    ``p_adj_min``, the smallest p each row could reach (its test's floor ``p_min``, times
+    the number of Holm-adjusted comparisons for the rest): above alpha, no result of that
+    comparison could be significant, whatever the data."""
     out = comparisons.copy()
     if out.empty:
         return out.assign(primary=pd.Series(dtype=bool), p_adj=pd.Series(dtype=float))
@@ -276,6 +279,9 @@ def adjust(comparisons: pd.DataFrame, primary: Mapping[str, Any] | None = None,
     out["p_adj"] = out[p].astype(float)
     rest = ~out["primary"]
     out.loc[rest, "p_adj"] = stats.holm(out.loc[rest, p].astype(float).to_numpy())
+    if "p_min" in out:
+        floor = out["p_min"].astype(float)
+        out["p_adj_min"] = floor.where(out["primary"], (floor * int(rest.sum())).clip(upper=1.0))
     return out
 
 

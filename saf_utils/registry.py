@@ -1,7 +1,8 @@
 """The one registry idiom of every task's systems, and the roles they play.
 
 A :class:`Registry` holds :class:`Entry` rows: a name, a role (:data:`ROLES`), the function
-the task calls, a description (default: the first docstring line) and its parameters::
+the task calls, a description (default: the docstring's first paragraph, on one line: the
+glossary's line for the system) and its parameters::
 
     @SYSTEMS.register("my_system", "baseline", params=("k",))
     def my_system(...):
@@ -22,9 +23,19 @@ from typing import Any
 
 import pandas as pd
 
-#: Roles of a system: floors and simple references, learned systems, systems that see gold,
-#: and systems that exploit a metric.
-ROLES = ("baseline", "system", "oracle", "probe")
+#: Roles of a system: floors and simple references, learned systems, systems whose test-time
+#: input includes gold data a user would not have (earlier turns' gold facts, gold labels: a
+#: ceiling, like the oracles), systems that see the gold answer, and systems that exploit a
+#: metric.
+ROLES = ("baseline", "system", "gold_input", "oracle", "probe")
+#: What each role means, in one line (the glossary's words).
+ROLE_WORDS = {
+    "baseline": "a floor or simple reference",
+    "system": "a learned system a user could deploy",
+    "gold_input": "reads gold data at test time that a user would not have (a ceiling)",
+    "oracle": "sees the gold answer (a ceiling)",
+    "probe": "exploits a metric (not a system)",
+}
 #: Roles that may be chosen on validation or called "best".
 ELIGIBLE = ("baseline", "system")
 
@@ -93,8 +104,7 @@ class Registry:
                              f"{sorted(set(params) - self.param_names)}")
 
         def add(fn: Callable) -> Callable:
-            doc = description if description is not None else \
-                (fn.__doc__ or "").strip().split("\n")[0]
+            doc = description if description is not None else plain_doc(fn.__doc__ or "")
             self._entries[name] = Entry(name, role, fn, doc, tuple(params),
                                         {**self.defaults, **info}, params_type)
             return fn
@@ -270,6 +280,15 @@ class Registry:
         return pd.DataFrame([{"system": system_label(n), "role": self[n].role, **self[n].info,
                               "params": self._params_text(n),
                               "description": self[n].description} for n in names])
+
+
+def plain_doc(doc: str) -> str:
+    """A docstring's first paragraph as one line of plain words (reST ``literals`` and
+    :role:`targets` unwrapped): a system's description on pages and in the glossary."""
+    import re
+
+    text = " ".join(doc.strip().split("\n\n")[0].split())
+    return re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", text).replace("``", "")
 
 
 def system_label(name: str) -> str:

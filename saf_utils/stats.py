@@ -45,6 +45,7 @@ class PairedResult:
     method: str = ""
     n_units: int = 0
     mde: float = float("nan")  # minimum detectable effect (80 % power)
+    p_min: float = float("nan")  # the smallest p this test can give (its design's floor)
 
 
 # ---------------------------------------------------------------- resampling engine
@@ -225,10 +226,11 @@ def paired_randomization(
         q = min(q, abs(diff) * (1 - 1e-12))
     else:
         q = max(q, abs(diff))
+    floor = p_min(sa.shape[0], exact, max(u.size, max_resamples or 0))
     return PairedResult(diff, diff - q, diff + q, p, est_a, est_b,
                         method="exact randomization" if exact else "randomization",
                         n_units=int(sa.shape[0]), mde=_mde(null, alpha, sa.shape[0], p_min(
-                            sa.shape[0], exact, u.size)))
+                            sa.shape[0], exact, u.size)), p_min=floor)
 
 
 def p_min(n_units: int, exact: bool = True, n_resamples: int | None = None) -> float:

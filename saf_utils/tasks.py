@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 
-from saf_utils.registry import params_text
+from saf_utils.registry import Registry, params_text
 from saf_utils.taskspec import DataSource, TaskSpec
 
 TASK_MODULES = ("saf_utils.saf.spec", "saf_utils.argscichat.spec")
@@ -24,6 +24,39 @@ def specs() -> list[TaskSpec]:
 
 def spec(task: str) -> TaskSpec | None:
     return next((s for s in specs() if s.name == task), None)
+
+
+def registries(task: str | None = None) -> list[Registry]:
+    """The system registries of ``task`` (None: of every task, each once), from the specs'
+    ``systems`` ("module:ATTRIBUTE")."""
+    out: dict[str, Registry] = {}
+    for sp in specs():
+        if task is None or sp.name == task:
+            for ref in sp.systems:
+                module, attr = ref.split(":")
+                out.setdefault(ref, getattr(importlib.import_module(module), attr))
+    return list(out.values())
+
+
+#: Names the notebooks give composites (not registered): what each is.
+COMPOSITES = {
+    "val_chosen": "on each fold, the system chosen on that fold's validation split",
+    "val_best_baseline": "on each fold, the baseline with the best validation score",
+}
+
+
+def system_line(task: str, name: str) -> str:
+    """One line of words for the system ``name`` of ``task``: its role and its
+    registration's description ("" where neither the task's registries nor
+    :data:`COMPOSITES` know it)."""
+    from saf_utils.registry import ROLE_WORDS
+
+    for reg in registries(task):
+        if name in reg:
+            e = reg[name]
+            return (f"{e.description.rstrip('.')} (role {e.role}: "
+                    f"{ROLE_WORDS.get(e.role, e.role)})")
+    return COMPOSITES.get(name, "")
 
 
 def declared_data_sources() -> list[DataSource]:

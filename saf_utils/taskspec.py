@@ -31,7 +31,8 @@ class DataSource:
 class Published:
     """What a paper or model card reports for one system on one dataset and split: cited on
     the pages beside the run's numbers, never a record. ``values``: (metric, value as the
-    source prints it, None: reported but not quoted); ``scale``: "percent" or "0-1"."""
+    source prints it, None: reported but not quoted, ``unquoted`` says why); ``scale``:
+    "percent" or "0-1"."""
 
     system: str
     source: str
@@ -43,6 +44,11 @@ class Published:
     #: metrics computed the same way here (others, e.g. BERTScore on another model, are
     #: quoted for context only)
     comparable: tuple[str, ...] = ()
+    #: the registered system that is the published one, run here ("" none): its measured
+    #: value is set beside the published one as a reproduction check
+    measured: str = ""
+    #: where a value is None: why it could not be quoted (and where it is published)
+    unquoted: str = ""
 
     def __post_init__(self) -> None:
         if self.scale not in ("percent", "0-1"):
@@ -66,3 +72,6 @@ class TaskSpec:
     published: tuple[Published, ...] = ()
     headline_note: str = ""
     split_notes: tuple[tuple[str, str], ...] = ()
+    #: the registries of the task's systems, as "module:ATTRIBUTE" (a
+    #: :class:`saf_utils.registry.Registry`): the words for each system's name on the pages
+    systems: tuple[str, ...] = ()

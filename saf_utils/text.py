@@ -99,3 +99,10 @@ def interval(value: float | None, low: float | None = None, high: float | None =
     if text is None:
         return ""
     return f"{text} [{lo}, {hi}]" if lo is not None and hi is not None else text
+
+
+def shorten(text: str, n: int) -> str:
+    """``text`` cut to at most ``n`` characters, ending in "…" where it was cut (a legend or
+    a label that hides its end says so)."""
+    text = str(text)
+    return text if len(text) <= n else text[: max(n - 1, 0)].rstrip() + "…"

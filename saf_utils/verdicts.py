@@ -36,13 +36,23 @@ def _gap(row: Mapping[str, Any], p: float, adjusted: bool, alpha: float) -> str:
         text += f" ({UNADJUSTED})"
     return text
 
+def cannot_reach(row: Mapping[str, Any], alpha: float = 0.05) -> bool:
+    """Is the comparison unable to reach ``alpha`` whatever the data (its smallest attainable
+    adjusted p, ``p_adj_min`` of :func:`saf_utils.protocol.adjust`, exceeds it)?"""
+    floor = row.get("p_adj_min")
+    return floor is not None and isinstance(floor, float | int) and np.isfinite(floor) \
+        and floor > alpha
+
+
 def verdict(row: Mapping[str, Any], metric: str | None = None, lower_is_better: bool = False,
-            alpha: float = 0.05) -> str:
+            alpha: float = 0.05, show_estimand: bool = True) -> str:
     """One sentence for one comparison row (:func:`saf_utils.protocol.paired_table` +
     :func:`~saf_utils.protocol.adjust`).
 
-    Uses the adjusted p (``p_adj``) when present; states the estimand; without a
-    significant result says "not distinguishable at this sample size" and the MDE.
+    Uses the adjusted p (``p_adj``) when present; states the estimand (``show_estimand``);
+    without a significant result says "not distinguishable at this sample size" and the MDE,
+    except where no p could reach ``alpha`` (:func:`cannot_reach`: :func:`family_note` says
+    so once for the notebook).
     """
     metric = metric or row.get("metric", "")
     p = row.get("p_adj", row["p_value"])
@@ -51,7 +61,7 @@ def verdict(row: Mapping[str, Any], metric: str | None = None, lower_is_better: 
     label = "Holm-adjusted p" if adjusted else "p"
     d = row["diff"]
     diff = _gap(row, p, adjusted, alpha)
-    est = f" (estimand: {row['estimand']})" if row.get("estimand") else ""
+    est = f" (estimand: {row['estimand']})" if row.get("estimand") and show_estimand else ""
     a, b = row["system"], row["reference"]
     if p <= alpha:
         better = (d < 0) if lower_is_better else (d > 0)
@@ -59,11 +69,75 @@ def verdict(row: Mapping[str, Any], metric: str | None = None, lower_is_better: 
         return (f"{a} is {word} than {b} on {metric}: {diff}, {label} {_p(p)}, "
                 f"{row.get('method', '')}{est}.")
     mde = row.get("mde", np.nan)
-    mde_txt = ("no p-value below alpha is possible with this few units" if not np.isfinite(mde)
-               else f"minimum detectable effect about {mde:.3g}")
+    if cannot_reach(row, alpha) and adjusted:
+        mde_txt = ""  # the notebook's family_note says it once
+    elif cannot_reach(row, alpha) or not np.isfinite(mde):
+        mde_txt = " (no p-value below alpha is possible with this few units)"
+    else:
+        mde_txt = f" (minimum detectable effect about {mde:.3g})"
     test = " by the Holm-adjusted test" if adjusted else ""
     return (f"{a} and {b} are not distinguishable on {metric}{test} at this sample size: "
-            f"{diff}, {label} {_p(p)} ({mde_txt}){est}.")
+            f"{diff}, {label} {_p(p)}{mde_txt}{est}.")
+
+
+def family_note(comparisons: pd.DataFrame, alpha: float = 0.05) -> str | None:
+    """Once per notebook: the Holm-adjusted comparisons that cannot reach ``alpha`` whatever
+    the data (:func:`cannot_reach`), with their smallest attainable adjusted p; None where
+    every comparison can."""
+    if "p_adj_min" not in comparisons or comparisons.empty:
+        return None
+    rest = comparisons[~comparisons.primary.astype(bool)] if "primary" in comparisons \
+        else comparisons
+    stuck = rest[[cannot_reach(r, alpha) for r in rest.to_dict("records")]]
+    if stuck.empty:
+        return None
+    units = sorted({int(u) for u in stuck.get("n_units", pd.Series(dtype=int)).dropna()})
+    unit_txt = f" with {'/'.join(map(str, units))} sampled units" if units else ""
+    which = "None of the" if len(stuck) == len(rest) else f"{len(stuck)} of the"
+    return (f"{which} {len(rest)} Holm-adjusted comparisons can reach p <= {alpha:g}"
+            f"{unit_txt}: the smallest adjusted p they could reach is "
+            f"{float(stuck.p_adj_min.min()):.3f}. They are estimates with intervals, not "
+            "tests that could find a difference, and no minimum detectable effect is given "
+            "for them.")
+
+
+def conclusions(comparisons: pd.DataFrame, shown: pd.DataFrame,
+                leads: Mapping[tuple, tuple[str, str]] | None = None,
+                lower_is_better: Sequence[str] = (), alpha: float = 0.05,
+                split_prefix: bool = False) -> list[str]:
+    """A notebook's conclusions: one verdict per comparison of ``shown`` (rows of
+    ``comparisons``, primary first), grouped by estimand with the estimand first, then
+    :func:`family_note` (where it applies). The leader-vs-runner-up comparison of each ``leads``
+    entry ((split, metric) -> (top, runner)) is one of them, marked as such, never a second
+    sentence on the same pair; a lead whose gap was not tested gets its own line."""
+    keys = ["split", "metric", "system", "reference", "estimand"]
+    rows = {tuple(r.get(k) for k in keys): dict(r) for r in
+            shown.sort_values("primary", ascending=False, kind="stable").to_dict("records")} \
+        if len(shown) else {}
+    untested = []
+    for (split, metric), (top, runner) in (leads or {}).items():
+        hit = comparisons[(comparisons.split == split) & (comparisons.metric == metric)
+                          & (comparisons.system == top) & (comparisons.reference == runner)] \
+            if len(comparisons) else comparisons
+        if hit.empty:
+            untested.append(f"{split}: " * split_prefix + lead_sentence(top, runner, None,
+                                                                        metric, alpha))
+        for r in hit.to_dict("records"):
+            rows.setdefault(tuple(r.get(k) for k in keys), dict(r))["lead"] = True
+    out = []
+    groups: dict[str, list[str]] = {}
+    for r in rows.values():
+        text = verdict(r, lower_is_better=r["metric"] in lower_is_better, alpha=alpha,
+                       show_estimand=False)
+        if r.get("primary"):
+            text = "Primary comparison (pre-specified): " + text
+        if r.get("lead"):
+            text = text.removesuffix(".") + f"; the two highest on {r['metric']}."
+        groups.setdefault(str(r.get("estimand") or "not stated"), []).append(
+            f"{r['split']}: " * split_prefix + text)
+    for estimand, lines in groups.items():
+        out += [f"Estimand — {estimand}: {line}" for line in lines]
+    return out + ([note] if (note := family_note(comparisons, alpha)) else []) + untested
 
 def leaders(headline: pd.DataFrame, roles: Mapping[str, str] | None = None,
             lower_is_better: Sequence[str] = ()) -> dict[tuple, tuple[str, str]]:

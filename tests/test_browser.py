@@ -412,3 +412,116 @@ def test_csv_downloads_carry_no_live_formula(browser, tmp_path):
                 for c, v in zip(FORMULAS, SCORES, strict=True)}
         assert {r[0]: float(r[1]) for r in rows[1:]} == want, rows
     assert not browser.network() and not browser.exceptions
+
+
+# ------------------------------------------------------------------ what a table hides, says so
+#: Per interactive table whose scroll box is wider than its box (every row shown): its box's
+#: height, whether its scrollbar takes room, and the window's height.
+WIDE_BOXES = """(async () => {
+  const {jQuery} = await window[Object.keys(window).find(k => /^_itables_\\d/.test(k))];
+  const out = [];
+  for (const table of document.querySelectorAll('.saf-itable table.dataTable[id]')) {
+    jQuery(table).DataTable().page.len(-1).draw();
+    await new Promise(r => setTimeout(r, 50));
+    const box = table.closest('.dt-layout-cell');
+    if (!box || box.scrollWidth <= box.clientWidth + 1) continue;
+    out.push({id: table.id, height: Math.round(box.getBoundingClientRect().height),
+              bar: box.offsetHeight - box.clientHeight, window: window.innerHeight});
+  }
+  return out;
+})()"""
+
+
+@pytest.mark.parametrize("width", [WIDTH, 390])
+def test_a_table_wider_than_its_box_shows_its_scrollbar_at_its_edge(smoke_run, browser, width):
+    """A reader who sees a table's first rows sees that it has more columns: an interactive
+    table wider than its box is at most a window high (its header sticks), so its scrollbar,
+    which takes room, is on screen at the box's edge while the table is; not 100 rows below.
+    At 390 px some table is wider than its box (the check is not vacuous)."""
+    run, _ = smoke_run
+    browser.send("Emulation.setDeviceMetricsOverride", width=width, height=800,
+                 deviceScaleFactor=1, mobile=width < 500)
+    try:
+        wide = []
+        for p in _pages_with_tables(run):
+            browser.open(p, READY)
+            wide += [(p.name, b) for b in browser.js(WIDE_BOXES)]
+        bad = [(name, b) for name, b in wide if b["height"] > b["window"] or b["bar"] <= 0]
+        assert not bad, (width, bad[:5])
+        assert wide or width == WIDTH
+    finally:
+        browser.send("Emulation.clearDeviceMetricsOverride")
+
+
+@pytest.mark.parametrize("width", [WIDTH, 390])
+def test_the_contents_menu_stays_inside_the_window(smoke_run, browser, width):
+    """Opened, the Contents menu of every page lies inside the window: at 390 px it once
+    started at the menu's left edge and ran off the right one. Its entries cut for length
+    end in "…" (their full text on hover)."""
+    run, _ = smoke_run
+    browser.send("Emulation.setDeviceMetricsOverride", width=width, height=800,
+                 deviceScaleFactor=1, mobile=width < 500)
+    try:
+        for p in sorted(run.glob("*.html")):
+            browser.open(p)
+            if not browser.js("!!document.querySelector('.saf-toc li')"):
+                continue
+            box = browser.js("""(async () => {
+                const d = document.querySelector('.saf-toc'); d.open = true;
+                await new Promise(r => setTimeout(r, 100));
+                const r = d.querySelector('ol').getBoundingClientRect();
+                const cut = Array.from(d.querySelectorAll('li a')).filter(
+                    a => a.title && a.title !== a.textContent).map(a => a.textContent);
+                return {left: r.left, right: r.right, width: document.documentElement.clientWidth,
+                        cut}; })()""")
+            assert 0 <= box["left"] and box["right"] <= box["width"], (p.name, width, box)
+            assert all(t.endswith("…") for t in box["cut"]), (p.name, box["cut"])
+    finally:
+        browser.send("Emulation.clearDeviceMetricsOverride")
+
+
+def test_text_cut_for_a_legend_ends_in_an_ellipsis(smoke_run, browser):
+    """05's question legend gives each question id its text, cut for length: a cut text ends
+    in "…" and starts as the question does; an uncut one is the whole question."""
+    import gzip
+
+    run, _ = smoke_run
+    questions = {json.loads(line).get("cluster")  # SAF items' cluster: the question
+                 for line in gzip.open(run / "02_baseline_finetuning" / "items.jsonl.gz", "rt",
+                                       encoding="utf-8")}
+    browser.open(run / "05_saf_error_analysis.html", READY)
+    cells = browser.js("""Array.from(document.querySelectorAll('table')).filter(t =>
+        Array.from(t.querySelectorAll('thead th')).at(-1)?.textContent.trim() === 'question')
+        .flatMap(t => Array.from(t.querySelectorAll('tbody tr')).map(tr =>
+          tr.lastElementChild.textContent.trim()))""")
+    assert cells
+    for text in cells:
+        if text not in questions:
+            assert text.endswith("…"), text
+            assert any(q.startswith(text[:-1].rstrip()) for q in questions if q), text
+
+
+def test_a_long_unbroken_text_cell_renders_fast_with_the_rest_on_demand(browser, tmp_path):
+    """A 1 MB answer without spaces once took 231 s to lay out in a page's browser: a text
+    cell with a long unbroken run shows its start with "…", the rest on demand, and the page
+    with it (opened, too) renders in seconds."""
+    import pandas as pd
+
+    from saf_utils.reporting import pages, tables
+
+    frame = pd.DataFrame({"answer": ["x" * 1_000_000, "a short answer"], "score": [1, 2]})
+    page = tmp_path / "long.html"
+    page.write_text(pages.page("long", [tables.html(frame, caption="long", table_id="long",
+                                                    wrap=["answer"])]), encoding="utf-8")
+    t0 = time.monotonic()
+    browser.open(page, READY)
+    shown = browser.js("""(() => { const c = document.querySelector('#long tbody td');
+        return {text: c.querySelector('summary')?.textContent ?? c.textContent.slice(0, 300),
+                width: c.getBoundingClientRect().width}; })()""")
+    assert "…" in shown["text"] and "1,000,000 characters" in shown["text"]
+    browser.js("document.querySelector('#long details.saf-long').open = true, "
+               "document.body.getBoundingClientRect().height")
+    assert time.monotonic() - t0 < 20
+    full = browser.js("document.querySelector('#long details.saf-long').textContent.length")
+    assert full >= 1_000_000  # the whole text is there, on demand
+    assert not browser.exceptions and not browser.network()

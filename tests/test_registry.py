@@ -66,7 +66,8 @@ def test_registration_errors() -> None:
 
 
 def test_roles_are_defined_once() -> None:
-    assert R.ROLES == ("baseline", "system", "oracle", "probe")
+    assert R.ROLES == ("baseline", "system", "gold_input", "oracle", "probe")
+    assert set(R.ROLE_WORDS) == set(R.ROLES) and "gold_input" not in R.ELIGIBLE
     assert records.ROLES is R.ROLES and choices.ELIGIBLE is R.ELIGIBLE
     assert R.role_order({"z": "baseline", "o": "oracle", "a": "system", "b": "baseline"}) == [
         "b", "z", "a", "o"]

@@ -139,10 +139,10 @@ def test_the_star_marks_the_choice_made_for_each_split():
     html = "\n".join(index_page.task_sections(recs))
     ua, uq = html.split('id="saf-test_unseen_questions"')
     assert "feature_clf ★" not in re.sub(r"<[^>]+>", "", uq)
-    assert re.search(r"nearest_neighbour <span class=\"chosen\"[^>]*>★ chosen on train",
-                     uq)
+    assert re.search(r"nearest_neighbour(</span>)? <span class=\"chosen\"[^>]*>★ chosen on "
+                     r"train", uq)
     assert "leave-one-question-out CV on train" in uq
-    assert re.search(r"feature_clf <span class=\"chosen\"[^>]*>★ val-chosen", ua)
+    assert re.search(r"feature_clf(</span>)? <span class=\"chosen\"[^>]*>★ val-chosen", ua)
 
 
 def test_lead_sentences_say_it_in_plain_words_first():
@@ -243,6 +243,16 @@ def test_a_verdict_never_reads_against_its_interval():
     assert headline.oriented({("a", "b"): d}, "b", "a")["low"] == pytest.approx(0.025)
 
 
+def test_a_gold_reader_stands_beside_the_star_as_a_ceiling_never_as_the_runner_up():
+    recs = [{**r, "role": "gold_input", "note": None} if r["system"] == "ranker" else r
+            for r in _selection_records()]
+    sel = _text(re.findall(r"<tr>(.*?)</tr>", index_page.glance_table(recs), re.S)[1])
+    assert "★ val_chosen" in sel
+    assert ("ceiling, not deployable: ranker ⚠ ceiling: reads gold inputs a user would not "
+            "have 0.16 [0, 0.58]") in sel
+    assert "highest on test ranker" not in sel and "runner-up val_best_baseline" in sel
+
+
 def test_published_values_say_their_scale_and_convert_only_the_same_metric():
     card = Published("card", "src", "https://x", "ds", "s", "percent",
                      (("accuracy", 81.0), ("bertscore_f1", 55.0)), comparable=("accuracy",))
@@ -253,9 +263,20 @@ def test_published_values_say_their_scale_and_convert_only_the_same_metric():
     assert _text(index_page.published_value(bleu, "sacrebleu", 0.3)) == "0.3 (0–100)"
     assert "computed differently here" in index_page.published_value(card, "bertscore_f1", 55)
     paper = Published("LED", "paper", "https://y", "ds", "test", "0-1",
-                      (("message_f1", None),))
+                      (("message_f1", None),), unquoted="published in Table 9; not at hand")
     assert _text(index_page.published_html([paper], "ds", ["content_f1"])) == (
-        "same data : LED reports message_f1: not quoted here ( source )")
+        "same data : LED message_f1: published in Table 9; not at hand ( source )")
+    # the published system run here: "reproduced" where equal at the published rounding
+    tfidf = Published("TF-IDF", "paper", "u", "ds", "test", "0-1", (("fact_f1", 0.162),),
+                      comparable=("fact_f1",), measured="tfidf")
+    cell = {"mean": 0.1622, "low": 0.1, "high": 0.2}
+    assert _text(index_page.reproduction(tfidf, "fact_f1", cell)).startswith("reproduced")
+    off = _text(index_page.reproduction(tfidf, "fact_f1", {**cell, "mean": 0.1581}))
+    assert off.startswith("not reproduced : measured minus published -0.004")
+    assert index_page.reproduction(tfidf, "fact_f1", None) == ""
+    cited = _text(index_page.published_html([tfidf], "ds", ["fact_f1"], systems={
+        "tfidf": {"fact_f1": cell}}))
+    assert "TF-IDF fact_f1 0.162 (0–1) reproduced (measured tfidf 0.162 [0.1, 0.2] )" in cited
     with pytest.raises(ValueError, match="scale 'percentage'"):
         Published("x", "src", "u", "ds", "s", "percentage", ())
 
@@ -295,3 +316,29 @@ def test_a_tie_is_called_a_tie():
                                                            role="baseline")]
     html = "\n".join(index_page.task_sections(recs))
     assert "<b>A</b> is best: highest accuracy" in html and "tied with <b>B</b>" in html
+
+
+def test_the_glossary_has_a_line_for_every_registered_system_and_every_term():
+    from saf_utils import tasks
+    from saf_utils.reporting.metric_cards import systems_markdown
+    from saf_utils.reporting.sharing import md_terms
+
+    text = systems_markdown()
+    for sp in tasks.specs():
+        for reg in tasks.registries(sp.name):
+            for name in reg:
+                line = tasks.system_line(sp.name, name)
+                assert line and f"role {reg[name].role}" in line, (sp.name, name)
+                assert f"`{name}`" in text, name
+    assert "reads gold data at test time" in tasks.system_line("argscichat_fact_selection",
+                                                               "ensemble_bm25")
+    glossary = (Path(index_page.__file__).parent / "how_to_read.md").read_text()
+    for anchor in ("not-tested", "fold", "seed", "one-se", "regret", "transductive",
+                   "stacked", "gold-inputs"):
+        assert f'<a id="{anchor}"></a>' in glossary, anchor
+    # the index titles a system's name with its line; verdicts link their terms
+    html = index_page.glance_table(_selection_records())
+    assert 'class="sysname" title="on each fold, the system chosen' in html
+    linked = md_terms("Estimand e: a and b are not distinguishable by the Holm-adjusted test")
+    assert "(how-to-read.html#not-distinguishable)" in linked
+    assert "(how-to-read.html#holm)" in linked and "(how-to-read.html#estimand)" in linked

@@ -73,15 +73,16 @@ def run(ctx):
 
 def test_registry_roles_params_and_unknown_names(ctx):
     assert X.SELECTORS.roles(["tfidf", "ranker", "gold_k"]) == {
-        "tfidf": "baseline", "ranker": "system", "gold_k": "oracle"}
-    assert X.SELECTORS["ranker"].gold_history and not X.SELECTORS["ranker_no_history"].gold_history
+        "tfidf": "baseline", "ranker": "gold_input", "gold_k": "oracle"}
+    # the selectors that read earlier turns' gold facts are ceilings, their ablations not
+    assert X.SELECTORS.names(["gold_input"]) == ["ranker", "ranker_ensemble", "ensemble_bm25"]
+    assert X.SELECTORS["ranker_no_history"].role == "system"
     assert X.SELECTORS["ranker_own_history"].ablation_of == "ranker"
     with pytest.raises(ValueError, match="unknown selector"):
         X.SELECTORS.check(["tfidf", "nope"])
     with pytest.raises(ValueError, match="registered twice"):
         X.SELECTORS.register("tfidf", "baseline")(lambda ctx, params: None)
-    assert X.SELECTORS.names(["system"], ablation_of=None) == [
-        "ranker", "ranker_ensemble", "ensemble_bm25"]
+    assert R.selector_groups({})["systems"] == ["ranker", "ranker_ensemble", "ensemble_bm25"]
     # every selector has a parameters dataclass; its defaults are the only ones
     assert all(e.params_type is not None for e in X.SELECTORS.values())
     assert X.SELECTORS.params("ensemble_bm25").mix_weights == (0.0, 0.25, 0.5, 0.75, 1.0, 1.5)
@@ -196,12 +197,15 @@ def test_evaluation_choices_tables_and_records(tmp_path, run):
                     & (items.system.map(roles) != "oracle")]
         per_sys = val.groupby(["system", "item"]).value.mean().groupby(level=0).mean()
         assert per_sys[s] == pytest.approx(per_sys.max())
+    # a selector that reads earlier turns' gold facts is never a candidate of the ★ choice
+    assert all(roles[s] in ("baseline", "system") for s in an.chosen.per_fold.values())
+    assert set(an.chosen.table.system) & set(X.SELECTORS.names(["gold_input"])) == set()
     # the composite's fold f part is the system chosen on fold f
     comp = an.items[(an.items.system == EV.CHOSEN) & (an.items.split == "test")]
     for f, s in an.chosen.per_fold.items():
         src = items[(items.system == s) & (items.fold == f) & (items.split == "test")]
         assert sorted(comp[comp.fold == f].value) == sorted(src.value)
-    table = EV.summary_table(an, ["ranker"])
+    table = EV.summary_table(an)
     assert {"test", "ci_low", "ci_high", "val", f"minus {EV.BASELINE}", "p", "p_adj",
             "inputs"} <= set(table.columns)
     assert table.loc["ranker", "inputs"] == EV.GOLD_HISTORY_NOTE
@@ -227,7 +231,7 @@ def test_evaluation_choices_tables_and_records(tmp_path, run):
             self.items = frame
 
     rec = Rec()
-    EV.record_selection_results(rec, an, run.tuning, ["ranker"])
+    EV.record_selection_results(rec, an, run.tuning)
     kinds = [kw.get("kind", "result") for _, kw in rec.rows]
     assert {"result", "analysis", "tuning"} <= set(kinds)
     headline = [(a, kw) for a, kw in rec.rows if kw.get("kind", "result") == "result"

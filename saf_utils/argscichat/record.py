@@ -25,8 +25,7 @@ Markdown = Callable[..., str]
 # --------------------------------------------------------------------------- 03
 
 def record_selection(rec: Any, overview: pd.DataFrame, an: EV.Analysis,
-                     tuning: pd.DataFrame | None = None, gold_history: Sequence[str] = ()
-                     ) -> None:
+                     tuning: pd.DataFrame | None = None) -> None:
     """Everything 03 records: per fold and split the scored and skipped queries
     (:func:`saf_utils.argscichat.run.data_overview`), then :func:`EV.record_selection_results`."""
     for r in overview.itertuples():
@@ -34,7 +33,7 @@ def record_selection(rec: Any, overview: pd.DataFrame, an: EV.Analysis,
                               ("n_skipped_queries", r.skipped_no_gold)):
             rec.add(EV.TASK, EV.DATASET, r.split, "data", metric, value, fold=r.fold,
                     kind="analysis")
-    EV.record_selection_results(rec, an, tuning, gold_history)
+    EV.record_selection_results(rec, an, tuning)
 
 
 def selection_conclusions(an: EV.Analysis, summary: pd.DataFrame, overview: pd.DataFrame,

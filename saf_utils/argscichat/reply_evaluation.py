@@ -156,19 +156,13 @@ def comparison_tables(an: ReplyAnalysis, metrics: Sequence[str]
 
 def reply_sentences(an: ReplyAnalysis, metrics: Sequence[str] = (PRIMARY_METRIC, "bertscore_f1")
                 ) -> list[str]:
-    """Sentences from the tests: the primary comparison, then each readable system
-    (baselines and systems) against the floor on ``metrics`` (Holm-adjusted)."""
+    """Sentences from the tests (:func:`saf_utils.verdicts.conclusions`): the primary
+    comparison, then each readable system (baselines and systems) against the floor on
+    ``metrics`` (Holm-adjusted) and the leaders, one verdict per comparison."""
     c = an.comparisons
-    out = []
-    prim = c[c.primary] if len(c) else c
-    if len(prim):
-        out.append("Primary comparison (pre-specified): " + V.verdict(prim.iloc[0].to_dict()))
-    rest = c[~c.primary & c.metric.isin(metrics) & c.role.isin(ELIGIBLE)
-             & (c.reference == FLOOR)] if len(c) else c
-    out += [V.verdict(r) for r in rest.to_dict("records")]
-    for (_split, metric), (top, runner) in V.leaders(an.headline).items():
-        if metric in metrics:
-            row = c[(c.system == top) & (c.reference == runner) & (c.metric == metric)]
-            out.append(V.lead_sentence(top, runner, row.iloc[0].to_dict() if len(row) else
-                                       None, metric))
-    return out
+    if not len(c):
+        return []
+    shown = c[c.primary | (c.metric.isin(metrics) & c.role.isin(ELIGIBLE)
+                           & (c.reference == FLOOR))]
+    leads = {k: v for k, v in V.leaders(an.headline).items() if k[1] in metrics}
+    return V.conclusions(c, shown, leads)

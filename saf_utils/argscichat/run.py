@@ -31,11 +31,12 @@ def check_system_params(registry: Registry, names: Iterable[str],
 def selector_groups(params: Mapping[str, Any]) -> dict[str, list[str]]:
     """Notebook 03's selectors by group (``baselines``, ``oracles``, ``systems``,
     ``ablations``): each group's parameter selects within the group, so a new selector runs
-    in its group unless a profile leaves it out."""
+    in its group unless a profile leaves it out. ``systems`` holds the learned selectors,
+    those that read earlier turns' gold facts (role ``gold_input``) among them."""
+    learned = ["system", "gold_input"]
     groups = {"baselines": SELECTORS.names(["baseline"]), "oracles": SELECTORS.names(["oracle"]),
-              "systems": SELECTORS.names(["system"], ablation_of=None),
-              "ablations": [n for n in SELECTORS.names(["system"])
-                            if SELECTORS[n].ablation_of]}
+              "systems": SELECTORS.names(learned, ablation_of=None),
+              "ablations": [n for n in SELECTORS.names(learned) if SELECTORS[n].ablation_of]}
     return {g: SELECTORS.select(params.get(g), within=names) for g, names in groups.items()}
 
 

@@ -98,7 +98,7 @@ def analyse_selection(items: pd.DataFrame, roles: Mapping[str, str],
     return Analysis(all_items, roles, chosen, baseline, headline, comp, leads)
 
 
-def summary_table(an: Analysis, gold_history: Sequence[str] = ()) -> pd.DataFrame:
+def summary_table(an: Analysis) -> pd.DataFrame:
     """Per system: role, inputs, val and test mean [CI], per-fold test means, and the
     difference to ``val_best_baseline`` with CI, raw and adjusted p."""
     h = an.headline
@@ -109,11 +109,8 @@ def summary_table(an: Analysis, gold_history: Sequence[str] = ()) -> pd.DataFram
     for system in [s for s in an.roles if s in set(h.system)]:
         t = h[(h.system == system) & (h.split == "test")]
         v = h[(h.system == system) & (h.split == "val")]
-        picks = {CHOSEN: an.chosen, BASELINE: an.baseline}.get(system)
-        reads = system in gold_history or (picks is not None and bool(
-            set(picks.per_fold.values()) & set(gold_history)))
         row = {"system": system, "role": an.roles[system],
-               "inputs": GOLD_HISTORY_NOTE if reads else "",
+               "inputs": GOLD_HISTORY_NOTE if an.roles[system] == "gold_input" else "",
                "val": v["mean"].iloc[0] if len(v) else np.nan,
                "test": t["mean"].iloc[0] if len(t) else np.nan,
                "ci_low": t.ci_low.iloc[0] if len(t) else np.nan,
@@ -130,20 +127,13 @@ def summary_table(an: Analysis, gold_history: Sequence[str] = ()) -> pd.DataFram
 
 
 def selection_sentences(an: Analysis) -> list[str]:
-    """The notebook's conclusions, from the tests (primary first, then the adjusted rest)."""
-    out = ["Primary comparison (pre-specified): " + V.verdict(an.primary())]
-    for r in an.comparisons[~an.comparisons.primary].to_dict("records"):
-        out.append(V.verdict(r))
-    for (_split, metric), (top, runner) in an.leads.items():
-        c = an.comparisons[(an.comparisons.system == top) & (an.comparisons.reference == runner)
-                           & (an.comparisons.metric == metric)]
-        out.append(V.lead_sentence(top, runner, c.iloc[0].to_dict() if len(c) else None,
-                                   metric))
-    return out
+    """The notebook's conclusions from the tests (:func:`saf_utils.verdicts.conclusions`:
+    one verdict per comparison, primary first, grouped by estimand)."""
+    return V.conclusions(an.comparisons, an.comparisons, an.leads)
 
 
-def record_selection_results(rec: Any, an: Analysis, tuning: pd.DataFrame | None = None,
-           gold_history: Sequence[str] = ()) -> None:
+def record_selection_results(rec: Any, an: Analysis, tuning: pd.DataFrame | None = None
+                             ) -> None:
     """Record everything 03 reports: per-fold (and per-seed) Fact-F1, the headline,
     comparisons, the per-fold choices and val grid points, and per-item scores."""
     items = an.items
@@ -153,10 +143,7 @@ def record_selection_results(rec: Any, an: Analysis, tuning: pd.DataFrame | None
             continue  # seeded systems: per (fold, seed); their fold mean is in the headline
         rec.add(TASK, DATASET, r.split, r.system, METRIC, r.value, fold=int(r.fold),
                 seed=None if pd.isna(r.seed) else int(r.seed), role=an.roles.get(r.system))
-    notes = {s: GOLD_HISTORY_NOTE for s in gold_history}
-    for name, choice in ((CHOSEN, an.chosen), (BASELINE, an.baseline)):
-        if set(choice.per_fold.values()) & set(gold_history):  # a fold's pick reads them
-            notes[name] = f"{GOLD_HISTORY_NOTE} in some folds"
+    notes = {s: GOLD_HISTORY_NOTE for s, role in an.roles.items() if role == "gold_input"}
     for r in an.headline.itertuples():
         rec.add(TASK, DATASET, r.split, r.system, METRIC, r.mean, role=an.roles.get(r.system),
                 ci_low=r.ci_low, ci_high=r.ci_high, method=r.method, estimand=r.estimand,

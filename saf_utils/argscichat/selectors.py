@@ -42,9 +42,10 @@ ENSEMBLE_MEMBER_SETS: dict[str, tuple[dict[str, Any], ...]] = {
                                                  if g["kind"] == "logreg"),
 }
 
-#: Fact selectors. ``gold_history``: reads earlier turns' gold facts; ``ablation_of``: the
-#: selector it ablates.
-SELECTORS = Registry("selector", defaults={"gold_history": False, "ablation_of": None})
+#: Fact selectors. Role ``gold_input``: reads earlier turns' gold facts at test time (a
+#: deployed assistant has only its own earlier selections); ``ablation_of``: the selector it
+#: ablates.
+SELECTORS = Registry("selector", defaults={"ablation_of": None})
 
 
 # --------------------------------------------------------------------------- parameters
@@ -188,23 +189,26 @@ def gold_k_selector(ctx: SelectionContext, params: NoParams, **context: Any) -> 
 
 # --------------------------------------------------------------------------- learned selectors
 
-@SELECTORS.register("ranker", "system", gold_history=True, params=RankerParams)
+@SELECTORS.register("ranker", "gold_input", params=RankerParams)
 def run_ranker(ctx: SelectionContext, params: RankerParams, **context: Any) -> pd.DataFrame:
-    """Learned ranker: the grid candidate with the best val Fact-F1 of the fold."""
+    """Learned ranker, reading earlier turns' gold facts: the grid candidate with the best
+    val Fact-F1 of the fold."""
     return per_fold(ctx, lambda f: ranker_choice(ctx, f, params.grid))
 
 
-@SELECTORS.register("ranker_ensemble", "system", gold_history=True, params=EnsembleParams)
+@SELECTORS.register("ranker_ensemble", "gold_input", params=EnsembleParams)
 def run_ranker_ensemble(ctx: SelectionContext, params: EnsembleParams, **context: Any
                         ) -> pd.DataFrame:
-    """Mean within-paper rank of a member set chosen on the fold's val."""
+    """Mean within-paper rank of a member set chosen on the fold's val, reading earlier
+    turns' gold facts."""
     return per_fold(ctx, lambda f: ensemble_choice(ctx, f, params.member_sets))
 
 
-@SELECTORS.register("ensemble_bm25", "system", gold_history=True, params=MixParams)
+@SELECTORS.register("ensemble_bm25", "gold_input", params=MixParams)
 def run_ensemble_bm25(ctx: SelectionContext, params: MixParams, **context: Any
                       ) -> pd.DataFrame:
-    """ranker_ensemble's rank plus w x BM25's rank, w chosen on the fold's val."""
+    """ranker_ensemble's rank plus w x BM25's rank, w chosen on the fold's val (reads
+    earlier turns' gold facts)."""
     return per_fold(ctx, lambda f: mix_choice(
         ctx, f, ensemble_choice(ctx, f, params.member_sets)[0], "ensemble_bm25",
         params.mix_weights))

@@ -18,29 +18,39 @@ ARGSCICHAT_SOURCE = DataSource("argscichat", "argscichat_source", "ARGSCICHAT_DA
                                "github (pinned commit)", "raw.githubusercontent.com", cached)
 
 #: Published numbers of the ArgSciChat paper (Ruggeri, Mesgar and Gurevych), cited, never
-#: measured here: the fact-selection baselines' Fact-F1 (0-1) on the official test folds; the
-#: LED reply baseline's Message-F1, BERTScore and MoverScore are reported there and not
-#: quoted (None).
+#: measured here: the fact-selection baselines' Fact-F1 (0-1) on the official test folds,
+#: each beside the registered selector that implements it (``measured``). The LED reply
+#: baseline's Message-F1, BERTScore and MoverScore are published in the paper's generation
+#: table (ACL 2023, pages 7684-7699; arXiv:2202.06690); neither the paper's text nor the
+#: authors' repository (github.com/UKPLab/acl2023-argscichat, whose README gives no numbers)
+#: was at hand offline when this was written, so they are not quoted (None) and the pages
+#: say where they are published.
 _PAPER = ("Ruggeri et al., A Dataset of Argumentative Dialogues on Scientific Papers "
-          "(ArgSciChat)")
+          "(ArgSciChat), ACL 2023")
 _PAPER_URL = "https://arxiv.org/abs/2202.06690"
 SELECTION_PUBLISHED = tuple(
     Published(system, _PAPER, _PAPER_URL, "argscichat", "test", "0-1",
-              (("fact_f1", value),), comparable=("fact_f1",))
-    for system, value in (("First", 0.079), ("TF-IDF", 0.162), ("SBERT", 0.162)))
+              (("fact_f1", value),), comparable=("fact_f1",), measured=measured)
+    for system, measured, value in (("First", "first", 0.079), ("TF-IDF", "tfidf", 0.162),
+                                    ("SBERT", "sbert", 0.162)))
 GENERATION_PUBLISHED = (
     Published("LED", _PAPER, _PAPER_URL, "argscichat", "test", "0-1",
-              (("message_f1", None), ("bertscore_f1", None), ("moverscore", None))),
+              (("message_f1", None), ("bertscore_f1", None), ("moverscore", None)),
+              unquoted="published in the paper's message-generation table (arXiv:2202.06690, "
+              "ACL 2023); it could not be quoted here: no copy of the table was at hand "
+              "when the numbers were collected"),
 )
 
 SPECS = (
     TaskSpec("argscichat_fact_selection", "ArgSciChat fact selection", ("fact_f1",),
              ARGSCICHAT_SPLITS, ("03_fact_selection", "06_argscichat_error_analysis"),
-             ARGSCICHAT_SOURCE, published=SELECTION_PUBLISHED),
+             ARGSCICHAT_SOURCE, published=SELECTION_PUBLISHED,
+             systems=("saf_utils.argscichat.selectors:SELECTORS",)),
     TaskSpec("argscichat_generation", "ArgSciChat generation",
              ("content_f1", "message_f1", "bertscore_f1", "moverscore"), ARGSCICHAT_SPLITS,
              ("04_generation", "06_argscichat_error_analysis"), ARGSCICHAT_SOURCE,
              published=GENERATION_PUBLISHED,
+             systems=("saf_utils.argscichat.replies:REPLY_SYSTEMS",),
              headline_note="Content-word F1 leads: a constant string of frequent words "
              "scores well on Message-F1 without answering anything. Message-F1, BERTScore "
              "and MoverScore (the paper's metrics) follow."),

@@ -186,16 +186,25 @@ def resolve_device(device: str | None = "auto") -> str:
     return device
 
 
+#: How far a float32 cosine of identical vectors can read above 1 (a few units in the last
+#: place of 1.0 in float32, whose spacing is 1.19e-7).
+FLOAT32_SLACK = 1e-6
+
+
 def _bertscore_pairs(refs: Sequence[str], hyps: Sequence[str], rescale: bool,
                      model_type: str | None, num_layers: int | None, lang: str | None,
                      device: str | None, batch_size: int) -> list[float]:
     dev = resolve_device(device)
     with numerics.training_threads():  # the same last bits on any thread count
-        return per_distinct_pair(
+        values = per_distinct_pair(
             lambda h, r: bertscore(h, r, model_type=model_type, num_layers=num_layers,
                                    lang=lang, rescale=rescale, device=dev,
                                    batch_size=batch_size)["f1_per_pair"],
             hyps, refs)
+    # float32 cosines of identical tokens read 1 + 1.2e-7: the score of a perfect output is 1
+    # (its declared range), a larger excess is left for the range check to find
+    return values if rescale else [1.0 if 1.0 < v <= 1.0 + FLOAT32_SLACK else v
+                                   for v in values]
 
 
 @register_metric("bertscore_f1", inputs="texts", library="bert-score",

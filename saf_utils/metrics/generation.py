@@ -156,7 +156,8 @@ def _rouge_pairs(refs: list[str], hyps: list[str], types: Sequence[str], tokeniz
 
 @register_metric("rouge2", inputs="texts", library="rouge-score", description="ROUGE-2 F1",
                  definition="Mean per-output F-measure of word bigram overlap with the "
-                 "reference (Unicode-aware tokens, no stemming; an empty text scores 0).",
+                 "reference (Unicode-aware tokens, no stemming; an empty text scores 0). A "
+                 "perfect one-word reply scores 0 by definition: it has no bigram.",
                  reference="Lin (2004), ROUGE: A Package for Automatic Evaluation of "
                  "Summaries")
 def rouge2_items(refs: Sequence[str], hyps: Sequence[str]) -> list[float]:
@@ -264,7 +265,9 @@ def load_wordnet(wordnet_dir: str | os.PathLike[str] | None = None) -> Any:
 @register_metric("meteor", inputs="texts", library="nltk meteor_score, WordNet 3.0",
                  description="METEOR (nltk)",
                  definition="Mean per-output METEOR: unigram matches (exact, stem, WordNet "
-                 "synonym) with a fragmentation penalty.",
+                 "synonym) with a fragmentation penalty. A perfect reply scores below 1 by "
+                 "definition: the penalty 0.5 x (chunks / matches)^3 costs a perfect "
+                 "one-word reply half its score (0.5).",
                  reference="Banerjee and Lavie (2005), METEOR, ACL workshop")
 def meteor_items(refs: Sequence[str], hyps: Sequence[str],
                  wordnet_dir: str | os.PathLike[str] | None = None) -> list[float]:

@@ -200,9 +200,13 @@ def _emd_scores(refs: Sequence[str], hyps: Sequence[str], emb: Mapping[str, np.n
 
 
 @register_metric("moverscore", inputs="texts", library="own port of moverscore_v2",
-                 description="MoverScore",
-                 definition="Mean per-output MoverScore v2: earth mover's distance between "
-                 "IDF-weighted contextual embeddings (one IDF table from the references).",
+                 description="MoverScore (1 - EMD, on MiniLM)", scale="[-1, 1]",
+                 definition="Mean per-output MoverScore v2: 1 minus the earth mover's "
+                 "distance between IDF-weighted contextual embeddings (one IDF table from the "
+                 "references). The embeddings are all-MiniLM-L6-v2's (sentence-transformers), "
+                 "not the paper's DistilBERT: values are not comparable with published "
+                 "MoverScores. Euclidean distances between unit vectors lie in [0, 2], so a "
+                 "score lies in [-1, 1], and unrelated texts score below 0.",
                  reference="Zhao et al. (2019), MoverScore, EMNLP")
 def moverscore_items(refs: Sequence[str], hyps: Sequence[str],
                      model: str | os.PathLike[str] | tuple[Any, Any] | None = None,

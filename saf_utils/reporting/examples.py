@@ -20,6 +20,7 @@ from markupsafe import Markup
 from saf_utils import artifacts as AR
 from saf_utils.metrics import scale_label
 from saf_utils.reporting import chrome
+from saf_utils.reporting.headline import SET_APART  # roles not counted among the right
 from saf_utils.reporting.manifest import write_text
 from saf_utils.reporting.pages import fmt, page
 from saf_utils.reporting.sharing import PathScrubber, esc
@@ -30,7 +31,6 @@ PAGES = ((SAF_PAGE, "SAF examples (one answer, every system)"),
 #: The most examples a page holds; more make more pages (``examples-saf-2.html``, ...), so
 #: that no page grows with the data (one page of every answer was 9.2 MB, 92 MB at ten times).
 PER_PAGE = 100
-SET_APART = ("oracle", "probe")  # SAF roles not counted among the systems that were right
 #: the page body and its search script (autoescape: every value is escaped)
 BODY = jinja2.Environment(loader=jinja2.FileSystemLoader(chrome.TEMPLATES / "saf"),
                           autoescape=True).get_template("examples.html.j2")

@@ -18,7 +18,9 @@ from saf_utils.reporting.pages import fmt, table
 from saf_utils.reporting.sharing import esc
 from saf_utils.text import interval
 
-SET_APART = ("oracle", "probe")  # roles that are not comparable to systems
+#: roles that are not comparable to systems: ceilings (reading gold a user would not have,
+#: seeing the gold answer) and probes (exploiting a metric)
+SET_APART = ("gold_input", "oracle", "probe")
 GLOSSARY = "how-to-read.html"
 ALPHA = 0.05
 
@@ -27,13 +29,23 @@ def term(text: str, anchor: str) -> str:
     return f'<a class="term" href="{GLOSSARY}#{esc(anchor)}">{esc(text)}</a>'
 
 def input_mark(entry: dict) -> str:
-    """The ⚠ of a system whose numbers are no fair comparison: an oracle (sees gold), a probe
-    (exploits a metric), or one whose record note (escaped) says it reads gold inputs."""
+    """The ⚠ of a system whose numbers are no fair comparison: a gold reader (reads gold
+    inputs a user would not have), an oracle (sees gold), a probe (exploits a metric), or one
+    whose record note (escaped) says it reads gold inputs."""
     note = str(entry.get("note") or "")
-    what = {"oracle": "oracle: sees the gold answer", "probe": "probe: exploits the metric"
+    what = {"gold_input": "ceiling: reads gold inputs a user would not have",
+            "oracle": "oracle: sees the gold answer", "probe": "probe: exploits the metric"
             }.get(entry.get("role"), note if "gold" in note.lower() else "")
     return what and (f' <small class="warn gold">⚠ <a href="{GLOSSARY}#gold-inputs">'
                      f"{esc(what)}</a></small>")
+
+def name_html(system: str, titles: dict[str, str] | None = None) -> str:
+    """A system's name (escaped) carrying its one line of words as a title (hover), where
+    ``titles`` has one (:func:`saf_utils.tasks.system_line`)."""
+    line = (titles or {}).get(system)
+    return (f'<span class="sysname" title="{esc(line)}">{esc(system)}</span>' if line
+            else esc(system))
+
 
 def direction(metric: str) -> str:
     return f"{'lower' if lower_is_better(metric) else 'higher'} is better"
@@ -106,10 +118,10 @@ def system_order(systems: dict[str, dict], metric: str) -> list[str]:
 
     return sorted(systems, key=key)
 
-def headline_html(systems: dict[str, dict], metrics: Sequence[str], chosen: dict[str, str]
-                  ) -> str:
+def headline_html(systems: dict[str, dict], metrics: Sequence[str], chosen: dict[str, str],
+                  titles: dict[str, str] | None = None) -> str:
     """Systems × metrics, best comparable value bold, ★ on ``chosen`` (system -> how it was
-    chosen), oracles and probes after a separator."""
+    chosen), ceilings and probes after a separator; each name with its ``titles`` line."""
     present = [m for m in metrics if any(m in e for e in systems.values())]
     comparable = [e for e in systems.values() if e["role"] not in SET_APART]
     best = {m: (min if lower_is_better(m) else max)(
@@ -119,13 +131,14 @@ def headline_html(systems: dict[str, dict], metrics: Sequence[str], chosen: dict
         e = systems[s]
         apart = e["role"] in SET_APART
         if apart and "sep" not in classes:
-            rows.append([f'<td colspan="{len(present) + 2}">oracles (see gold) and probes '
-                         "(exploit a metric): not comparable, shown for reference "
+            rows.append([f'<td colspan="{len(present) + 2}">ceilings (read gold inputs or '
+                         "see the gold answer) and probes (exploit a metric): not "
+                         "comparable, never ★ or best, shown for reference "
                          f'<a href="{GLOSSARY}#gold-inputs">⚠</a></td>'])
             classes.append("sep")
-        # oracles and probes: marked by their role and the separator row above them
+        # ceilings and probes: marked by their role and the separator row above them
         mark = "" if apart else input_mark(e)
-        name = esc(s) + (f' <small class="note">({esc(e["note"])})</small>'
+        name = name_html(s, titles) + (f' <small class="note">({esc(e["note"])})</small>'
                          if e.get("note") and not mark else "")
         if how := chosen.get(s):  # "val-chosen", else the words before any "(…)" or "; …"
             words = "val-chosen" if how.startswith((
@@ -238,7 +251,7 @@ def gap_html(d: dict | None, other: str, metric: str) -> str:
     """Whether a system is distinguishable from ``other`` (HTML) by the test ``d`` of system
     minus other: words first, then the difference, its interval and the test."""
     if d is None:
-        return f"vs {other}: not tested"
+        return f"vs {other}: {term('not tested', 'not-tested')}"
     if _significant(d):
         ahead = (d["diff"] < 0) if lower_is_better(metric) else (d["diff"] > 0)
         words = (f"<b>distinguishable</b> from {other}: {'ahead' if ahead else 'behind'} "
@@ -287,7 +300,7 @@ def lead_html(systems: dict[str, dict], metric: str, chosen: dict[str, str],
     elif d is None:
         gap = abs(systems[top][metric]["mean"] - systems[runner][metric]["mean"])
         txt += (f"; it is {fmt(gap)} ahead of {them} by the point estimate, a gap that was "
-                "not tested")
+                f"{term('not tested', 'not-tested')}")
         stats.append(value(runner))
     else:
         holm = "" if d["primary"] or d["p_adj"] is None else " by the Holm-adjusted test"

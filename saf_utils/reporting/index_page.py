@@ -70,7 +70,7 @@ def dot_plot(tables: dict[tuple, dict[str, dict]], metrics: Sequence[str], title
                     for ds, split in keys],
                    loc="upper left", bbox_to_anchor=(1, 0.95), ncol=1, fontsize=8,
                    frameon=False)
-    fig.suptitle(f"{title}: mean with 95% CI (faded: oracles and probes)", fontsize=9)
+    fig.suptitle(f"{title}: mean with 95% CI (faded: ceilings and probes)", fontsize=9)
     fig.tight_layout(rect=(0, 0, 1, 0.95))
     alt = f"{title}: mean and 95% interval of {', '.join(present)} per system"
     return (f'<img alt="{esc(alt)}" '
@@ -102,7 +102,7 @@ def task_splits(records: list[dict]) -> Iterator[dict[str, Any]]:
     """Per task (registered specs first) and split in page order: title, metrics, the cells
     (:func:`.crossrun.headline_cells`), ★ systems, paired differences on the leading metric."""
     from saf_utils.reporting.crossrun import frame, headline_cells, task_metrics
-    from saf_utils.tasks import spec
+    from saf_utils.tasks import spec, system_line
 
     df = frame({"": records})
     for task, title, metrics, splits in task_metrics(df):
@@ -120,7 +120,30 @@ def task_splits(records: list[dict]) -> Iterator[dict[str, Any]]:
                    "chosen": H.chosen_on(chosen, split),
                    "anchors": [a for a in (sp.published if sp else ()) if a.split == split],
                    "diffs": {(k[2], k[4]): v for k, v in diffs.items()
-                             if k[0] == ds and k[1] == split and k[3] == metric}}
+                             if k[0] == ds and k[1] == split and k[3] == metric},
+                   "leak_free": leak_free_cells(records, task, ds, split),
+                   "titles": {s: line for s in systems if (line := system_line(task, s))}}
+
+#: The ``subset`` of a headline record on a split's answers that are not also in train (the
+#: task's notebook writes it where the leakage check finds any).
+LEAK_FREE = "leak-free answers"
+
+
+def leak_free_cells(records: list[dict], task: str, dataset: Any, split: Any
+                    ) -> dict[tuple[str, str], dict]:
+    """``{(system, metric): {"mean", "low", "high", "what"}}`` of the split's leak-free
+    headline records (subset "leak-free answers (k of n)")."""
+    out = {}
+    for r in records:
+        sub = str(r.get("subset") or "")
+        if (r.get("task") == task and str(r.get("dataset")) == str(dataset)
+                and r.get("split") == split and sub.startswith(LEAK_FREE)
+                and r.get("fold") is None and r.get("seed") is None):
+            out[(str(r.get("system")), str(r.get("metric")))] = {
+                "mean": r["value"], "low": r.get("ci_low"), "high": r.get("ci_high"),
+                "what": sub}
+    return out
+
 
 def published_value(p: Published, metric: str, value: float) -> str:
     """A cited value as the source prints it, with its scale ("81.0 %", "0.162 (0–1)"),
@@ -138,12 +161,36 @@ def published_value(p: Published, metric: str, value: float) -> str:
         txt += " <small>(computed differently here)</small>"
     return txt
 
+def reproduction(p: Published, metric: str, cell: dict | None) -> str:
+    """The measured value of the published system (``p.measured``) beside the published one:
+    "reproduced" where the measured mean, rounded as the source prints its numbers (3
+    decimals on 0-1, 1 on percent), equals it; else the difference. "" where the metric is
+    not computed the same way here or the system was not run."""
+    value = dict(p.values).get(metric)
+    if not p.measured or value is None or metric not in p.comparable or not cell:
+        return ""
+    mean = cell["mean"] * (100.0 if p.scale == "percent" and bounds(metric) == (0.0, 1.0)
+                           else 1.0)
+    digits = 1 if p.scale == "percent" else 3
+    shown = f"{mean:.{digits}f}"
+    if float(shown) == round(value, digits):
+        verdict = (f'<b class="same" title="the measured mean rounded to the published '
+                   f'{digits} decimals equals the published value">reproduced</b>')
+    else:
+        verdict = (f'<b class="warn">not reproduced</b>: measured minus published '
+                   f"{mean - value:+.{digits}f}")
+    return (f"{verdict} <small>(measured {esc(p.measured)} {H.value_html(cell)})"
+            "</small>")
+
+
 def published_html(anchors: Sequence[Published], dataset: Any, metrics: Sequence[str],
-                   names: bool = True) -> str:
+                   names: bool = True, systems: dict[str, dict] | None = None) -> str:
     """The published numbers of one split (:class:`~saf_utils.taskspec.Published`) for
     ``metrics`` (``names``: say which metric each value is): per source, each system's
-    values with their scale, whether the source's data is this run's (``dataset``), the
-    link; metrics the source reports without a number here are named. "" without any."""
+    values with their scale, beside the run's own value of the system that implements it
+    (``systems``: the split's cells; :func:`reproduction`), whether the source's data is this
+    run's (``dataset``), the link; values the source reports that could not be quoted are
+    named with where they are published. "" without any."""
     groups: dict[tuple, list[Published]] = defaultdict(list)
     for a in anchors:
         groups[(a.source, a.url, a.dataset)].append(a)
@@ -153,17 +200,18 @@ def published_html(anchors: Sequence[Published], dataset: Any, metrics: Sequence
                                            key=lambda kv: str(kv[0][2]) != str(dataset)):
         same = ('<b class="same">same data</b>' if str(ds) == str(dataset) else
                 f'<b class="warn">different data</b> <small>({esc(ds)})</small>')
-        values, unquoted = [], []
+        values = []
         for a in group:
             got = dict(a.values)
             shown = [(f"{esc(m)} " if names else "") + published_value(a, m, got[m])
+                     + (f" {rep}" if str(ds) == str(dataset) and (rep := reproduction(
+                         a, m, (systems or {}).get(a.measured, {}).get(m))) else "")
                      for m in metrics if got.get(m) is not None]
             if shown:
                 values.append(f"{esc(a.system)} " + ", ".join(shown))
-            unquoted += [m for m, v in a.values if v is None and m not in unquoted]
-        if unquoted:
-            values.append(f"{esc(', '.join(a.system for a in group))} reports "
-                          f"{esc(', '.join(unquoted))}: not quoted here")
+            if unquoted := [m for m, v in a.values if v is None]:
+                values.append(f"{esc(a.system)} {esc(', '.join(unquoted))}: "
+                              + esc(a.unquoted or "published in the source; not quoted here"))
         if values:
             parts.append(f'{same}: {"; ".join(values)} <small>(<a href="{esc(url)}" '
                          f'title="{esc(source)}">source</a>)</small>')
@@ -172,7 +220,7 @@ def published_html(anchors: Sequence[Published], dataset: Any, metrics: Sequence
 def _glance_row(t: dict) -> list[str] | None:
     """The reportable system (★, chosen without the test data) of a split with its value,
     its verdict against the runner-up (or the highest on test), the published numbers."""
-    systems, metric = t["systems"], t["metric"]
+    systems, metric, titles = t["systems"], t["metric"], t["titles"]
     if (v := H.split_verdict(systems, metric)) is None:
         return None
     star = next((s for s in H.system_order(systems, metric)
@@ -184,9 +232,21 @@ def _glance_row(t: dict) -> list[str] | None:
         rep = (f"<small>no system was chosen without the test data here; see the {link}section"
                "</a></small>")
     else:
-        rep = (f'★ <b>{esc(star)}</b>{H.input_mark(systems[star])}<br>{esc(metric)} '
+        rep = (f'★ <b>{H.name_html(star, titles)}</b>{H.input_mark(systems[star])}<br>'
+               f'{esc(metric)} '
                f'<small class="scale" title="{esc(H.direction(metric))}">'
                f"{esc(scale_label(metric))}</small> {H.value_html(systems[star][metric])}")
+        if lf := t["leak_free"].get((star, metric)):  # the caveat that changes the reading
+            rep += (f'<br><small class="warn leak">⚠ on the {esc(lf["what"])}: '
+                    f'{H.value_html(lf)}</small> <small>(the full split above stays '
+                    "comparable with published numbers)</small>")
+        ceiling = [s for s in H.system_order(systems, metric)
+                   if systems[s]["role"] == "gold_input" and metric in systems[s]]
+        if ceiling:  # a ceiling stands beside the deployable ★, never in its place
+            c = ceiling[0]
+            rep += (f"<br><small>ceiling, not deployable: {H.name_html(c, titles)}"
+                    f"{H.input_mark(systems[c])} "
+                    f"{H.value_html(systems[c][metric])}</small>")
         if composite := re.search(r"\(per fold: (.*)\)$", t["chosen"].get(star, "")):
             rep += f"<br><small>per fold: {esc(composite.group(1))}</small>"  # fold's choice
         if t["spec"] is not None and t["spec"].headline_note:
@@ -195,8 +255,8 @@ def _glance_row(t: dict) -> list[str] | None:
         if other is None:
             verdict = "no other comparable system"
         else:
-            who = (f"the runner-up <b>{esc(other)}</b>" if v["top"] == star else
-                   f"the highest on test <b>{esc(other)}</b> "
+            who = (f"the runner-up <b>{H.name_html(other, titles)}</b>" if v["top"] == star
+                   else f"the highest on test <b>{H.name_html(other, titles)}</b> "
                    f"{H.value_html(systems[other][metric])} <small>(for reference only)</small>")
             verdict = H.gap_html(H.oriented(t["diffs"], star, other),
                                  who + H.input_mark(systems[other]), metric)
@@ -208,7 +268,8 @@ def _glance_row(t: dict) -> list[str] | None:
             if v["top"] == star:
                 verdict += "<br><small>★ is also the highest on test.</small>"
     return [where, rep, verdict, published_html(t["anchors"], t["dataset"], [metric],
-                                                names=False) or "<small>none declared</small>"]
+                                                names=False, systems=systems)
+            or "<small>none declared</small>"]
 
 def glance_table(records: list[dict]) -> str:
     rows = [r for r in map(_glance_row, task_splits(records)) if r]
@@ -218,12 +279,14 @@ def glance_table(records: list[dict]) -> str:
             f"<th>{term('★ reportable', 'reportable')} system: value "
             f"[{term('95 % interval', 'interval')}]</th>",
             "<th>vs the runner-up (is the lead real?)</th>",
-            f"<th>{term('published', 'published')} (cited, not measured here)</th>"]
+            f"<th>{term('published', 'published')} (cited) and our run of the same "
+            "system</th>"]
     return ('<h2 id="at-a-glance">At a glance</h2>' + table(head, rows, "glance")
             + f'<p class="note">Cite the ★ system: it was chosen on validation (or, where '
-            "validation cannot speak, by cross-validation on train), never on test. Oracles "
-            "and probes never count; ⚠ marks a system that reads "
-            f"{term('gold inputs', 'gold-inputs')}. Every term: "
+            "validation cannot speak, by cross-validation on train), never on test, among "
+            "the systems a user could deploy. Ceilings (systems that read "
+            f"{term('gold inputs', 'gold-inputs')}, oracles) and probes never count; ⚠ marks "
+            "them. Hover a system's name for what it is. Every term: "
             f'<a href="{GLOSSARY}">how to read these numbers</a>; every metric and interval '
             "is in the task sections below.</p>")
 
@@ -238,13 +301,15 @@ def task_sections(records: list[dict], sources: Sequence[dict] = ()) -> list[str
         parts += [f'<h3 id="{esc(task)}-{esc(split)}">{esc(split)} '
                   f'<small>({esc(t["dataset"])})</small></h3>',
                   H.lead_html(systems, t["metric"], t["chosen"], t["diffs"]),
-                  leakage_note(sources, t), H.headline_html(systems, t["metrics"], t["chosen"]),
+                  leakage_note(sources, t),
+                  H.headline_html(systems, t["metrics"], t["chosen"], t["titles"]),
                   H.design_html(systems)]
         sp = t["spec"]
         if notes := [esc(n) for s, n in ((split, sp.headline_note), *sp.split_notes)
                      if s == split and n] if sp else []:
             parts.append(f'<p class="note">{" ".join(notes)}</p>')
-        if cited := published_html(t["anchors"], t["dataset"], t["metrics"]):
+        if cited := published_html(t["anchors"], t["dataset"], t["metrics"],
+                                   systems=systems):
             parts.append(f'<p class="published">{term("Published", "published")} (cited, '
                          f"not measured here): {cited}</p>")
         if t["last"]:

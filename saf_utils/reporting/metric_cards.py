@@ -38,6 +38,30 @@ def cards_body(used: set[str] = frozenset()) -> str:
     return str(_macros().body(order, used, summary))
 
 
+def systems_markdown() -> str:
+    """The glossary's systems section, generated from the registrations: per task, one line
+    per registered system (its name, role and description; :func:`saf_utils.tasks.system_line`)."""
+    from saf_utils import tasks
+
+    lines = ['', '<a id="systems"></a>', '', '## Systems', '',
+             "Every registered system, one line each, from its registration (role and "
+             "description). A name ending in `:` stands for its variants "
+             "(`feature_clf:use` is `feature_clf:` on another encoder). Hover a system's "
+             "name on the index for its line.", '']
+    seen: set[int] = set()
+    for sp in tasks.specs():
+        regs = [r for r in tasks.registries(sp.name) if id(r) not in seen]
+        for reg in regs:
+            seen.add(id(reg))
+            lines += [f"### {esc(sp.title)}", ""]
+            lines += [f"- `{esc(name)}`: {esc(tasks.system_line(sp.name, name))}"
+                      for name in reg]
+            lines.append("")
+    lines += ["### Composites (not registered)", ""]
+    lines += [f"- `{name}`: {esc(words)}" for name, words in tasks.COMPOSITES.items()]
+    return "\n".join(lines) + "\n"
+
+
 def write_cards(path: Path, run_dir: Path | None = None) -> Path:
     """Write the cards page and, next to it, ``how-to-read.html`` (``how_to_read.md`` through
     mistune, nbconvert's Markdown renderer), with ``run_dir``'s navigation bar."""
@@ -52,7 +76,8 @@ def write_cards(path: Path, run_dir: Path | None = None) -> Path:
         used = {str(r.get("metric")) for r in records if isinstance(r, dict)}
     except (OSError, ValueError, KeyError, TypeError):  # no run_dir or no records (yet)
         used = set()
-    text = (Path(__file__).parent / "how_to_read.md").read_text(encoding="utf-8")
+    text = (Path(__file__).parent / "how_to_read.md").read_text(encoding="utf-8") \
+        + systems_markdown()
     # its anchor lines (<a id="term"></a>, the index's link targets) stay HTML; headings get
     # ids (contents menu); the page sanitises the body all the same
     body = re.sub(r"<h([1-3])>(.*?)</h\1>", lambda m: '<h{0} id="{1}">{2}</h{0}>'.format(

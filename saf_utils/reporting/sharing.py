@@ -36,10 +36,36 @@ def md(x: Any, code: bool = False) -> str:
     return "".join(_HTML_SPECIAL.get(c) or (f"\\{c}" if c in _MD_SPECIAL else c) for c in text)
 
 
+#: Words of the notebooks' verdict sentences and the glossary entries (how-to-read.html,
+#: next to every notebook page in a run folder) that explain them.
+VERDICT_TERMS = (
+    ("Primary comparison", "primary-comparison"),
+    ("Holm-adjusted", "holm"),
+    ("not distinguishable", "not-distinguishable"),
+    ("minimum detectable effect", "not-distinguishable"),
+    ("Estimand", "estimand"),
+    ("was not tested", "not-tested"),
+    ("exact randomization", "paired-difference"),
+)
+
+
+def md_terms(x: Any, code: bool = False) -> str:
+    """:func:`md` of a verdict sentence whose terms (:data:`VERDICT_TERMS`) link to the
+    glossary, each once; ``code=True``: :func:`md`'s code span."""
+    text = md(x, code)
+    if code:
+        return text
+    for words, anchor in VERDICT_TERMS:
+        escaped = md(words)
+        if escaped in text:
+            text = text.replace(escaped, f"[{escaped}](how-to-read.html#{anchor})", 1)
+    return text
+
+
 ALLOWED_TAGS = frozenset(
     "a abbr b blockquote br caption code col colgroup dd del details div dl dt em figcaption "
     "figure h1 h2 h3 h4 h5 h6 hr i img input kbd li mark ol p pre q s samp small span strong "
-    "sub summary sup table tbody td tfoot th thead tr u ul var".split())
+    "sub summary sup table tbody td tfoot th thead tr u ul var wbr".split())
 _COMMON_ATTRS = {"class", "id", "title", "lang", "dir"}
 _TAG_ATTRS = {
     "a": {"href", "rel"}, "img": {"alt", "width", "height"},

@@ -18,6 +18,7 @@ from typing import Any
 from markupsafe import Markup
 
 from saf_utils.reporting.sharing import clean_html, esc
+from saf_utils.text import shorten
 
 #: A CSV cell starting, after blanks, with ``= + - @``, TAB or CR gets a leading ``'`` unless it
 #: is a plain number (DataTables' own CSV escape leaves ``+`` and ``-`` live). No regular
@@ -40,6 +41,29 @@ FILL_FILTERS = ("function(settings){settings.oInstance.api().columns().every(fun
 _shown = 0  # tables shown in this kernel: their ids (deterministic pages)
 
 
+#: A text cell with an unbroken run longer than this (or longer than :data:`LONG_TEXT` in
+#: all) shows its first :data:`SHORT_TEXT` characters, the rest on demand: a browser lays out
+#: a 1 MB string without spaces in minutes (231 s measured; 0.7 s with spaces).
+LONG_RUN, LONG_TEXT, SHORT_TEXT = 200, 20_000, 200
+
+
+def text_cell(value: Any) -> str:
+    """A text cell as HTML: escaped, line breaks kept; a long text (:data:`LONG_RUN`,
+    :data:`LONG_TEXT`) cut to its start with "…" and its length, the full text on demand in
+    the same cell, its unbroken runs breakable (``<wbr>``) so that opening it stays fast."""
+    def plain(t: str) -> str:
+        return esc(t).replace("\n", "<br>").replace("\t", "&#9;").replace("\r", "&#13;")
+
+    text = str(value)
+    if len(text) <= LONG_TEXT and not re.search(rf"\S{{{LONG_RUN + 1}}}", text):
+        return plain(text)
+    pieces = re.split(r"(\S{80})", text)  # every 80 characters of a run: a break point
+    full = "<wbr>".join(plain(p) for p in pieces if p)
+    return (f'<details class="saf-long"><summary>{plain(shorten(text, SHORT_TEXT))} '
+            f"<small>({len(text):,} characters; the rest on demand)</small></summary>"
+            f"{full}</details>")
+
+
 def _cells(df: Any, html_columns: Iterable[str]) -> Any:
     """``df`` as HTML cells: floats to 4 significant digits (still numbers: they sort as
     numbers), text escaped with its line breaks kept, ``html_columns`` sanitised."""
@@ -51,8 +75,7 @@ def _cells(df: Any, html_columns: Iterable[str]) -> Any:
             out[col] = [None if not math.isfinite(x) else float(f"{x:.4g}") for x in out[col]]
         elif kind not in "biu":
             out[col] = [("" if v is None or (isinstance(v, float) and math.isnan(v)) else
-                         clean_html(v) if str(col) in keep else
-                         esc(v).replace("\n", "<br>").replace("\t", "&#9;").replace("\r", "&#13;"))
+                         clean_html(v) if str(col) in keep else text_cell(v))
                         for v in out[col]]
     out.columns = [esc(c) for c in out.columns]
     return out

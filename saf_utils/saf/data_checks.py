@@ -328,6 +328,21 @@ def _first_places(codes: np.ndarray, split: str, c: _Checked) -> dict[int, str]:
             for k, i in zip(uniq, first, strict=True) if k >= 0}
 
 
+def answers_in_train(train: pd.DataFrame, df: pd.DataFrame) -> np.ndarray:
+    """Per row of ``df``: is its answer, to the same question, also a train answer
+    (normalised text, :func:`squash`; the leakage check's ``leak_answer_in_train``)?"""
+    code = _Codes()
+    width = np.int64(1 << 31)
+
+    def pairs(frame: pd.DataFrame) -> np.ndarray:
+        q, a = code(frame["question"]), code(frame["provided_answer"])
+        return np.where((q >= 0) & (a >= 0), q * width + a, -1)
+
+    train_pairs = pairs(train)
+    both = pairs(df)
+    return (both >= 0) & np.isin(both, train_pairs)
+
+
 def _leak_anomalies(checked: dict[str, _Checked]) -> None:
     """Add leakage by content (:func:`squash`, whatever the ids) to the test splits'
     anomalies: ``leak_answer_in_train`` (a test answer to the same question as a train

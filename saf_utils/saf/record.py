@@ -54,30 +54,21 @@ def cross_encoder_notes(ce: CrossEncoderRun, headline: pd.DataFrame,
 
 
 def conclusions(ev: comparisons.Evaluation) -> list[str]:
-    """Sentences from the tests: the primary comparison first, then the leads per test
-    split and metric (accuracy, macro-F1, sacreBLEU), each with its adjusted p."""
-    c = ev.comparisons
-    lower = EV.LOWER_IS_BETTER
-    out = []
-    prim = c[c.primary]
-    if len(prim):
-        r = prim.iloc[0].to_dict()
-        out.append("Primary comparison (pre-specified): " + V.verdict(r))
-    else:
-        out.append(f"The val-chosen system `{ev.chosen}` is the strongest baseline itself: "
-                   "there is no primary comparison.")
-    for r in c[(c.system == ev.chosen) & (c.reference == ev.reference) & ~c.primary
-               & c.metric.isin(["accuracy", "macro_f1", "sacrebleu"])].to_dict("records"):
-        out.append(f"{r['split']}: " + V.verdict(r, lower_is_better=r["metric"] in lower))
+    """Sentences from the tests (:func:`saf_utils.verdicts.conclusions`): the primary
+    comparison first, then the chosen system against the reference and the leads per test
+    split and metric (accuracy, macro-F1, sacreBLEU), one verdict per comparison, grouped
+    by estimand."""
+    c, lower, shown_metrics = ev.comparisons, EV.LOWER_IS_BETTER, ("accuracy", "macro_f1",
+                                                                   "sacrebleu")
+    out = [] if c.primary.any() else [
+        f"The val-chosen system `{ev.chosen}` is the strongest baseline itself: there is no "
+        "primary comparison."]
+    shown = c[c.primary | ((c.system == ev.chosen) & (c.reference == ev.reference)
+                           & c.metric.isin(shown_metrics))]
     h = ev.headline[ev.headline.split.isin(c.split.unique())]
-    for (split, metric), (top, runner) in V.leaders(h, ev.roles(), lower).items():
-        if metric not in ("accuracy", "macro_f1", "sacrebleu"):
-            continue
-        row = c[(c.split == split) & (c.metric == metric) & (c.system == top)
-                & (c.reference == runner)]
-        out.append(f"{split}: " + V.lead_sentence(top, runner, row.iloc[0].to_dict()
-                                                  if len(row) else None, metric))
-    return out
+    leads = {k: v for k, v in V.leaders(h, ev.roles(), lower).items()
+             if k[1] in shown_metrics}
+    return out + V.conclusions(c, shown, leads, lower, split_prefix=True)
 
 
 def _write_evaluation(rec: Any, ev: comparisons.Evaluation, dataset: str) -> int:
@@ -275,11 +266,53 @@ def unseen_sentence(ev: comparisons.Evaluation, run: SAFRun, split: str = UNSEEN
     return text
 
 
-def record_and_conclude(rec: Any, ev: comparisons.Evaluation, run: SAFRun, dataset: str
-                        ) -> tuple[int, list[str]]:
-    """Notebook 02's one call: record everything; the number of records and the closing
-    sentences (plain text)."""
+#: The split whose test answers can repeat train answers (same question, same text), and the
+#: ``subset`` of its headline records over the answers that do not.
+LEAKY_SPLIT, LEAK_FREE = "test_unseen_answers", "leak-free answers"
+
+
+def leak_free_headline(ev: comparisons.Evaluation, train: pd.DataFrame) -> pd.DataFrame:
+    """The headline of :data:`LEAKY_SPLIT` over its answers that are not also train answers
+    to the same question (:func:`~saf_utils.saf.data_checks.answers_in_train`), under the
+    split's design, with ``n_leaked`` and ``n_all``; empty where no answer is leaked."""
+    from saf_utils.saf.data_checks import answers_in_train
+
+    split = LEAKY_SPLIT
+    p = ev.preds[ev.preds.split == split]
+    if p.empty or split not in ev.designs:
+        return pd.DataFrame()
+    answers = p.drop_duplicates("id")
+    leaked = set(answers.id[answers_in_train(train, answers)])
+    if not leaked:
+        return pd.DataFrame()
+    keep = ev.preds[(ev.preds.split == split) & ~ev.preds.id.isin(leaked)]
+    items = ev.items[(ev.items.split == split) & ~ev.items.id.isin(leaked)]
+    out = EV.headline_per_split(keep, items, {split: ev.designs[split]})
+    return out.assign(n_leaked=len(leaked), n_all=len(answers))
+
+
+def record_leak_free(rec: Any, ev: comparisons.Evaluation, train: pd.DataFrame,
+                     dataset: str) -> int:
+    """Records (kind analysis, subset "leak-free answers (k of n)") of
+    :func:`leak_free_headline`; the number of records."""
+    h = leak_free_headline(ev, train)
+    roles = ev.roles()
+    for r in h.itertuples():
+        rec.add(TASK, dataset, r.split, r.system, r.metric, r.mean, kind="analysis",
+                subset=f"{LEAK_FREE} ({r.n_all - r.n_leaked} of {r.n_all})",
+                ci_low=r.ci_low, ci_high=r.ci_high, method=r.method, estimand=r.estimand,
+                role=roles.get(r.system))
+    return len(h)
+
+
+def record_and_conclude(rec: Any, ev: comparisons.Evaluation, run: SAFRun, dataset: str,
+                        train: pd.DataFrame | None = None) -> tuple[int, list[str]]:
+    """Notebook 02's one call: record everything (with ``train``, the headline on the
+    leak-free answers too); the number of records and the closing sentences (plain
+    text)."""
     n = record_evaluation(rec, ev, dataset, run)
+    if train is not None:
+        n += record_leak_free(rec, ev, train, dataset)
     lines = [f"Chosen on validation by {ev.selection_metric}: `{ev.chosen}` "
              f"({ev.roles()[ev.chosen]}); strongest baseline on validation: `{ev.reference}`."]
     lines += conclusions(ev)

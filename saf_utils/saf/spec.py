@@ -49,6 +49,7 @@ SPECS = (
     TaskSpec("saf", "SAF (short answer feedback)", ("accuracy", "macro_f1", "sacrebleu"),
              SAF_SPLITS, ("01_data_exploration", "02_baseline_finetuning",
                           "05_saf_error_analysis"), SAF_SOURCE, published=SAF_PUBLISHED,
+             systems=("saf_utils.saf.systems:SYSTEMS",),
              split_notes=(("test_unseen_questions",
                            "SacreBLEU (0-100) is near 0 on unseen questions, for the published "
                            "cards too: feedback written for questions not seen in training "
