@@ -256,3 +256,112 @@ def test_oof_label_shares_show_a_collapse_per_held_out_question():
     assert t.loc["a", "pred Partially correct"] == 1.0 and t.loc["a", "accuracy"] == 0.5
     assert t.loc["b", "pred Correct"] == 0.5 and t.loc["b", "gold Incorrect"] == 0.5
     assert t.loc["b", "n"] == 2 and t.loc["b", "fold"] == 1
+
+
+# --------------------------------------------------------------------------- criteria grader
+
+
+def test_criteria_share_is_high_for_the_reference_and_low_for_an_unrelated_answer():
+    from saf_utils.saf import criteria as CR
+
+    df = toy_frame("train", ("Q1", "Q2", "Q3"))
+    s = CR.CriteriaSetting("clause", "semlex")
+    share = CR.covered_share(CR.unit_scores(df, bow_encoder, "clause"), s)
+    kinds = df.verification_feedback.to_numpy()
+    assert share[kinds == "Correct"].min() > share[kinds == "Incorrect"].max()
+    with pytest.raises(ValueError, match="criteria score"):
+        CR.CriteriaSetting("clause", "nope")
+
+
+def test_criteria_cv_holds_each_question_out_and_labels_every_answer():
+    from saf_utils.saf import criteria as CR
+
+    train = toy_frame("train", ("Q1", "Q2", "Q3"))
+    grid = CR.settings_grid(("clause",), ("sem", "covered"), (0.5, 0.7))
+    assert [g.name for g in grid] == ["clause/sem", "clause/covered@0.5", "clause/covered@0.7"]
+    cv = CR.loqo_criteria(train, bow_encoder, grid)
+    assert len(cv.table) == 3 and cv.setting == grid[cv.chosen]
+    assert set(cv.table.per_question.iloc[0]) == {"Q1", "Q2", "Q3"}
+    labels = cv.oof_labels(train)
+    assert len(labels) == len(train) and set(labels) <= set(B.SAF_LABELS)
+    # the chosen setting has the best macro-F1 (ties: the first listed)
+    assert cv.table.macro_f1.iloc[cv.chosen] == cv.table.macro_f1.max()
+
+
+def test_reference_thresholds_fit_all_cut_points_at_once_as_one_at_a_time():
+    rng = np.random.default_rng(1)
+    x = np.round(rng.random(90), 3)
+    y = rng.choice(list(B.SAF_LABELS), 90)
+    grid = np.unique(np.quantile(x, np.linspace(0.02, 0.98, 49)))
+    pairs = [(lo, hi) for i, lo in enumerate(grid) for hi in grid[i:]]
+    slow = [B._macro_f1(y, np.asarray(B.ReferenceThresholds._apply(x, lo, hi)))
+            for lo, hi in pairs]
+    assert np.allclose(B._macro_f1_of_cuts(x, y, pairs), slow, atol=1e-12)
+
+
+# --------------------------------------------------------------------------- the rule's rule
+
+
+def _rule_folds(stacked: list[float]) -> pd.DataFrame:
+    values = {"simple": [0.5, 0.6, 0.7, 0.6], "complex": [0.55, 0.5, 0.75, 0.7],
+              "unseen_stacked": stacked}
+    return pd.DataFrame([{"system": s, "fold": f"q{i}", "value": v}
+                         for s, vs in values.items() for i, v in enumerate(vs)])
+
+
+def test_the_rule_with_the_lowest_nested_regret_is_kept():
+    from saf_utils.saf import unseen as U
+
+    roles = {"simple": "baseline", "complex": "system"}
+    good = U.choose_rule(_rule_folds([0.8, 0.8, 0.8, 0.8]), "accuracy", roles)
+    assert good.rule == "stacking" and good.system == "unseen_stacked"
+    assert set(good.regret.rule) == set(U.RULES) and len(good.regret) == 12
+    assert good.rules.set_index("rule").loc["stacking", "mean"] == 0.0
+    bad = U.choose_rule(_rule_folds([0.1, 0.1, 0.1, 0.1]), "accuracy", roles)
+    assert bad.rule in ("one_se", "best_mean") and bad.system in roles
+    assert bad.rules.kept.sum() == 1
+    # without stacking's values only the two single-candidate rules compete
+    only = U.choose_rule(_rule_folds([0.1] * 4).query("system != 'unseen_stacked'"),
+                         "accuracy", roles)
+    assert set(only.rules.rule) == {"one_se", "best_mean"}
+
+
+def test_stacking_learns_from_out_of_fold_labels_across_questions():
+    from saf_utils.saf import unseen as U
+
+    y = np.array(["Correct", "Incorrect", "Partially correct"] * 6)
+    qs = np.repeat(["a", "b", "c"], 6)
+    labels = pd.DataFrame({"right": y, "noise": np.roll(y, 1)})
+    pred = U.nested_stacking(labels, y, qs)
+    assert (pred == y).all()  # it trusts the path that was right on the other questions
+    assert U.top_share(["a", "a", "b", "a"]) == 0.75
+    assert U.top_share({"x": "C"}) == 1.0
+
+
+def test_a_path_that_collapsed_out_of_fold_is_no_candidate():
+    cv = _cv().assign(collapsed=[False, True, False, False])
+    folds, roles = R.unseen_folds(cv)
+    assert "majority" not in roles and "majority" not in set(folds.system)
+
+
+def test_label_distribution_flags_one_label_for_over_90_percent():
+    from saf_utils.saf import browse
+
+    gold = ["Correct", "Incorrect"] * 10
+    preds = pd.DataFrame({"id": [str(i) for i in range(20)] * 2, "split": "test_unseen_questions",
+                          "system": ["one"] * 20 + ["two"] * 20, "gold_label": gold * 2,
+                          "pred_label": ["Correct"] * 19 + ["Incorrect"] + gold})
+    t = browse.label_distribution(preds).set_index("system")
+    assert t.loc["gold", "Correct"] == 0.5 and not t.loc["gold", "collapsed"]
+    assert t.loc["one", "top_share"] == 0.95 and t.loc["one", "collapsed"]
+    assert not t.loc["two", "collapsed"] and (t.answers == 20).all()
+
+
+def test_unseen_feedback_is_chosen_for_the_labels_it_is_given():
+    train = toy_frame("train", ("Q1", "Q2", "Q3"))
+    cands = {"nearest_question": "nearest_question"}
+    gold = FCH.loqo_feedback_cv(train, cands, bow_encoder)
+    wrong = FCH.loqo_feedback_cv(train, cands, bow_encoder, labels=["Correct"] * len(train))
+    assert (wrong.value < gold.value).all()  # praise for every answer: further from gold
+    with pytest.raises(ValueError, match="labels for"):
+        FCH.loqo_feedback_cv(train, cands, bow_encoder, labels=["Correct"])

@@ -64,6 +64,23 @@ def _macro_f1(y: np.ndarray, pred: np.ndarray, labels: Sequence[str] = SAF_LABEL
     return M.metric("macro_f1").score(y, pred, labels=labels).value
 
 
+def _macro_f1_of_cuts(x: np.ndarray, y: np.ndarray, pairs: Sequence[tuple[float, float]],
+                      labels: Sequence[str] = SAF_LABELS) -> np.ndarray:
+    """Macro-F1 over ``labels`` (sklearn's, zero_division=0) of the labels every cut-point
+    pair ``(lo, hi)`` gives ``x`` (:meth:`ReferenceThresholds._apply`), all pairs at once."""
+    lo = np.array([p[0] for p in pairs])[:, None]
+    hi = np.array([p[1] for p in pairs])[:, None]
+    pred = {"Correct": x[None, :] >= hi, "Incorrect": x[None, :] < lo}
+    pred["Partially correct"] = ~pred["Correct"] & ~pred["Incorrect"]
+    f1 = []
+    for lab in labels:
+        p, g = pred[lab], (y == lab)[None, :]
+        tp = (p & g).sum(1)
+        den = p.sum(1) + g.sum()
+        f1.append(np.divide(2.0 * tp, den, out=np.zeros(len(pairs)), where=den != 0))
+    return np.mean(f1, axis=0)
+
+
 @dataclass
 class ReferenceThresholds:
     """Label from cosine(answer, reference) with two cut points learned on train.
@@ -79,13 +96,10 @@ class ReferenceThresholds:
         cos = np.asarray(cos, dtype=float)
         y = np.asarray(list(labels))
         grid = np.unique(np.quantile(cos, np.linspace(0.02, 0.98, 49)))
-        best = (-1.0, self.lo, self.hi)
-        for i, lo in enumerate(grid):
-            for hi in grid[i:]:
-                f1 = numerics.round_score(_macro_f1(y, np.asarray(self._apply(cos, lo, hi))))
-                if f1 > best[0]:  # ties: the first (lowest) cut points
-                    best = (f1, lo, hi)
-        self.lo, self.hi = float(best[1]), float(best[2])
+        pairs = [(lo, hi) for i, lo in enumerate(grid) for hi in grid[i:]]
+        f1 = np.round(_macro_f1_of_cuts(cos, y, pairs), numerics.SCORE_DECIMALS)
+        best = int(np.argmax(f1))  # ties: the first (lowest) cut points
+        self.lo, self.hi = float(pairs[best][0]), float(pairs[best][1])
         return self
 
     @staticmethod
@@ -270,8 +284,10 @@ def loqo_baselines(train: pd.DataFrame, encoder: Encoder) -> pd.DataFrame:
         preds["majority"][held] = _mode(list(y[~held]))
         thr = ReferenceThresholds().fit(cos[~held], y[~held])
         preds["nearest_neighbour"][held] = thr.predict(cos[held])
+    ids = tr["id"].astype(str).tolist()
     return pd.DataFrame([{"system": name, "accuracy": M.metric("accuracy").score(y, p).value,
                           "macro_f1": _macro_f1(y, p),
-                          "per_question": per_question_accuracy(qs, y, p)}
+                          "per_question": per_question_accuracy(qs, y, p),
+                          "oof": dict(zip(ids, map(str, p), strict=True))}
                          for name, p in preds.items()])
 

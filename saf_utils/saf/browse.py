@@ -99,3 +99,37 @@ def params_table(params: dict[str, dict[str, Any]]) -> pd.DataFrame:
 
     return pd.DataFrame({"system": [system_label(n) for n in params],
                          "parameters": [params_text(v) or "(none)" for v in params.values()]})
+
+
+
+
+def label_distribution(preds: pd.DataFrame, splits: Sequence[str] | None = None,
+                       systems: Sequence[str] | None = None,
+                       labels: Sequence[str] | None = None) -> pd.DataFrame:
+    """Per split, the gold label shares and each system's predicted ones (seeds pooled),
+    with ``top_share`` (the largest share) and ``collapsed`` (top share over
+    :data:`saf_utils.saf.unseen.COLLAPSE_SHARE`). Unparseable outputs count under
+    ``(none)``; ``answers`` counts distinct answers (seeds pooled in the shares)."""
+    from saf_utils.saf.data import SAF_LABELS
+    from saf_utils.saf.unseen import COLLAPSE_SHARE
+
+    labels = list(labels or SAF_LABELS)
+    sub = preds if splits is None else preds[preds.split.isin(list(splits))]
+    order = list(systems) if systems is not None else list(dict.fromkeys(sub.system))
+    rows = []
+    for split, g in sub.groupby("split", sort=False):
+        gold = g.drop_duplicates("id").gold_label
+        blocks = [("gold", gold)] + [(s, g[g.system == s].pred_label.fillna("(none)"))
+                                     for s in order if (g.system == s).any()]
+        for who, values in blocks:
+            share = values.value_counts(normalize=True)
+            ids = g.id if who == "gold" else g[g.system == who].id
+            row = {"split": split, "system": who, "answers": int(ids.nunique()),
+                   **{lab: float(share.get(lab, 0.0)) for lab in labels}}
+            if "(none)" in share:
+                row["(none)"] = float(share["(none)"])
+            row["top_share"] = float(share.max()) if len(share) else np.nan
+            row["collapsed"] = who != "gold" and row["top_share"] > COLLAPSE_SHARE
+            rows.append(row)
+    out = pd.DataFrame(rows)
+    return out.fillna({"(none)": 0.0}) if "(none)" in out else out

@@ -104,6 +104,9 @@ class RunState:
     #: the unseen-question feedback chosen on train (feedback_choice.FeedbackChoice)
     unseen_feedback: Any = None
     seq2seq_logs: pd.DataFrame | None = None  # one training-log row per seq2seq job
+    criteria: Any = None  # saf_utils.saf.criteria.CriteriaCV of ``criteria``
+    #: system -> its prediction table, as the systems run (stacking reads the earlier ones)
+    preds: dict[str, pd.DataFrame] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)  # system -> wall time
     # system -> peak resident memory of the process while it ran, MiB (saf_utils.usage)
     peak_mb: dict[str, float | None] = field(default_factory=dict)

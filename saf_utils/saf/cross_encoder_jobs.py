@@ -266,7 +266,8 @@ def run_cross_encoder(ce: CrossEncoderJobs, grid: Mapping[str, Sequence[Any]],
         oof.verification_feedback.tolist(), oof_labels),
         "per_question": per_question_accuracy(oof.question, oof.verification_feedback,
                                               oof_labels),
-        "protocol": f"grouped {oof.fold.nunique()}-fold over questions"}])
+        "protocol": f"grouped {oof.fold.nunique()}-fold over questions",
+        "oof": dict(zip(oof["id"].astype(str), map(str, oof_labels), strict=True))}])
     kinds = ["seed"] * len(seed_jobs) + ["oof"] * len(folds_jobs)
     logs = pd.concat([res.logs.assign(job="grid"), done.logs.assign(job=kinds)],
                      ignore_index=True)

@@ -90,10 +90,10 @@ def cv_row(tuning: FeatureClfTuning, system: str, normalize: bool = False) -> pd
     """The chosen unseen-question CV row of ``tuning`` as a row of the unseen-question table
     (``system, accuracy, macro_f1, per_question``); empty without that variant."""
     if normalize not in tuning.cv_choice:
-        return pd.DataFrame(columns=["system", "accuracy", "macro_f1", "per_question"])
+        return pd.DataFrame(columns=["system", "accuracy", "macro_f1", "per_question", "oof"])
     r = tuning.cv.loc[tuning.cv_choice[normalize]]
     return pd.DataFrame([{"system": system, "accuracy": r.accuracy, "macro_f1": r.macro_f1,
-                          "per_question": r.per_question}])
+                          "per_question": r.per_question, "oof": r.get("oof")}])
 
 
 def fitted_per_seed(data: Any, encoder: Any, config: Mapping[str, Any], seeds: Sequence[int],

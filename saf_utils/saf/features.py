@@ -280,6 +280,7 @@ def grouped_cv_generic(train: pd.DataFrame, encoder: Encoder,
     feats = generic_features(tr, encoder)
     y = tr.verification_feedback.to_numpy()
     qs = tr.question.to_numpy()
+    ids = tr["id"].astype(str).tolist()
     rows = []
     for set_name, names in (feature_sets or {"all": None}).items():
         unknown = sorted(set(names or ()) - set(QUESTION_AGNOSTIC))
@@ -304,7 +305,8 @@ def grouped_cv_generic(train: pd.DataFrame, encoder: Encoder,
                         "generic_C": C, "accuracy": M.metric("accuracy").score(y, pred).value,
                         "macro_f1": M.metric("macro_f1").score(y, pred,
                                                                labels=SAF_LABELS).value,
-                        "per_question": per_question_accuracy(qs, y, pred)})
+                        "per_question": per_question_accuracy(qs, y, pred),
+                        "oof": dict(zip(ids, map(str, pred), strict=True))})
     return pd.DataFrame(rows)
 
 

@@ -2,7 +2,8 @@
 
 Validation holds only seen questions, so the strategy is chosen by leave-one-question-out
 on train: each training question in turn gets feedback written from the other questions'
-bank, with the gold labels (so only the feedback is compared), scored by corpus chrF per
+bank, for the labels a grader predicted for them out of fold (a new question's feedback is
+written for predicted labels, right or wrong), scored by corpus chrF per
 held-out question (declared before any score was seen: character n-grams are robust to
 inflection and compounds, where METEOR's stemmer is English). The choice is the
 one-standard-error rule, retrieval (the baseline) before grounded feedback.
@@ -11,6 +12,7 @@ one-standard-error rule, retrieval (the baseline) before grounded feedback.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pandas as pd
@@ -62,10 +64,17 @@ class FeedbackChoice:
 
 
 def loqo_feedback_cv(train: pd.DataFrame, candidates: dict[str, UnseenFeedback],
-                     encoder: Encoder | None = None, metric: str = "chrf") -> pd.DataFrame:
-    """``metric`` of each candidate's feedback on each held-out training question (gold
-    labels; feedback bank of the other questions): ``system, fold, value, n``."""
+                     encoder: Encoder | None = None, metric: str = "chrf",
+                     labels: Sequence[str] | None = None) -> pd.DataFrame:
+    """``metric`` of each candidate's feedback on each held-out training question (feedback
+    bank of the other questions): ``system, fold, value, n``. ``labels``: the label each
+    training answer's feedback is written for (in ``train``'s order; predicted out of fold,
+    as a new question's answers will be); None: the gold labels."""
     tr = train.reset_index(drop=True)
+    if labels is not None and len(labels) != len(tr):
+        raise ValueError(f"{len(labels)} labels for {len(tr)} training answers")
+    lab_of = (tr.verification_feedback.astype(str) if labels is None
+              else pd.Series(list(labels), index=tr.index, dtype=object))
     m = M.metric(metric)
     rows = []
     for q in dict.fromkeys(tr.question):
@@ -73,7 +82,7 @@ def loqo_feedback_cv(train: pd.DataFrame, candidates: dict[str, UnseenFeedback],
         gold = held.answer_feedback.astype(str).tolist()
         for name, strategy in candidates.items():
             hyps = [bank.unseen(q, ref, lab, strategy, ans) for ref, lab, ans in zip(
-                held.reference_answer, held.verification_feedback, held.provided_answer,
+                held.reference_answer, lab_of[held.index], held.provided_answer,
                 strict=True)]
             rows.append({"system": name, "fold": q, "value": m.score(gold, hyps).value,
                          "n": len(held)})
@@ -81,11 +90,13 @@ def loqo_feedback_cv(train: pd.DataFrame, candidates: dict[str, UnseenFeedback],
 
 
 def choose_unseen_feedback(train: pd.DataFrame, encoder: Encoder | None = None,
-                           grid: FeedbackGrid = FeedbackGrid()) -> FeedbackChoice:
-    """Leave-one-question-out CV of every candidate, the one-SE rule, and its regret (and
-    the plain best mean's) nested over held-out questions."""
+                           grid: FeedbackGrid = FeedbackGrid(),
+                           labels: Sequence[str] | None = None) -> FeedbackChoice:
+    """Leave-one-question-out CV of every candidate (feedback for ``labels``: predicted
+    out of fold; None: gold), the one-SE rule, and its regret (and the plain best mean's)
+    nested over held-out questions."""
     cands = grid.candidates()
-    cv = loqo_feedback_cv(train, cands, encoder, grid.metric)
+    cv = loqo_feedback_cv(train, cands, encoder, grid.metric, labels)
     roles = dict.fromkeys(cands, "system")
     lower = M.lower_is_better(grid.metric)
 

@@ -139,8 +139,10 @@ def _record_unseen(rec: Any, dataset: str, run: SAFRun) -> int:
                 subset=("loqo unseen-question path" if r.protocol == "leave one question out"
                         else f"{r.protocol} unseen-question path"), role=r.role)
         n += 1
-    how = (f"one-standard-error rule over held-out training questions, mean per-question "
-           f"{choice.metric}, simplest first; validation has no unseen questions")
+    rule = run.unseen_rule.rule if run.unseen_rule is not None else "one_se"
+    how = (f"rule {rule} (of one_se, best_mean, stacking: the lowest regret nested over "
+           f"held-out training questions), mean per-question {choice.metric}; validation "
+           f"has no unseen questions")
     for r in choice.table.itertuples():
         rec.add(TASK, dataset, "train", r.system, choice.metric, r.value, kind="tuning",
                 subset=P.chosen_for(UNSEEN_QUESTIONS) if r.chosen
@@ -159,7 +161,7 @@ def _record_unseen(rec: Any, dataset: str, run: SAFRun) -> int:
                     kind="tuning", subset="unseen-question feedback chosen" if r.chosen
                     else "unseen-question feedback candidate", role="system",
                     method="one-standard-error rule, leave-one-question-out on train, "
-                    "gold labels")
+                    "labels predicted out of fold by criteria")
             n += 1
     return n
 
@@ -246,21 +248,23 @@ def unseen_sentence(ev: comparisons.Evaluation, run: SAFRun, split: str = UNSEEN
     t = run.unseen_choice.table
     best = t.iloc[int(t.value.to_numpy().argmax())]
     chosen = t[t.chosen].iloc[0]
+    rule = run.unseen_rule.rule if run.unseen_rule is not None else "one_se"
     text = (f"Unseen questions (conditional on these questions, no claim about new "
             f"questions): accuracy per question: {per_q}. Chosen for unseen questions by "
-            f"the one-standard-error rule on leave-one-question-out {run.unseen_choice.metric}"
+            f"the rule `{rule}` on leave-one-question-out {run.unseen_choice.metric}"
             f" over training questions: `{run.unseen_chosen}` ({chosen.value:.3f} ± "
             f"{chosen.se:.3f}; best mean `{best.system}` {best.value:.3f} ± {best.se:.3f}).")
     if run.unseen_regret is not None and len(run.unseen_regret):
         reg = run.unseen_regret.groupby("rule", sort=False).regret.mean()
-        text += (" Regret nested over held-out training questions (accuracy lost against "
-                 "the best system on that question): "
+        text += (" The rule was kept for the lowest regret nested over held-out training "
+                 "questions (accuracy lost against the best candidate on that question): "
                  + ", ".join(f"{k} {v:.3f}" for k, v in reg.items()) + ".")
     fb = run.state.unseen_feedback
     if fb is not None:
         ft = fb.choice.table.set_index("system")
         text += (f" Unseen-question feedback chosen by the same rule on leave-one-question-out "
-                 f"{fb.choice.metric} (gold labels): `{fb.name}` ({ft.value[fb.name]:.1f}; "
+                 f"{fb.choice.metric} (labels predicted out of fold): `{fb.name}` "
+                 f"({ft.value[fb.name]:.1f}; "
                  f"retrieval `nearest_question` {ft.value.get('nearest_question', np.nan):.1f}"
                  f", best {ft.value.max():.1f}).")
     return text

@@ -15,8 +15,9 @@ import pandas as pd
 from saf_utils import choices, usage
 from saf_utils.jobs import progress
 from saf_utils.saf.all_systems import SYSTEMS
-from saf_utils.saf.baselines import loqo_baselines
 from saf_utils.saf.context import EncoderChoice, RunContext, RunState, SAFData
+from saf_utils.saf.systems import unseen_cv_table
+from saf_utils.saf.unseen import STACKED, UnseenChoice, choose_rule
 
 
 def effective_params(system_params: Mapping[str, Mapping[str, Any]] | None = None,
@@ -66,6 +67,8 @@ class SAFRun:
     #: the unseen-question choice rule (and the plain best mean) nested over held-out
     #: training questions: what each would have lost against hindsight (:func:`unseen_regret`)
     unseen_regret: pd.DataFrame | None = None
+    #: the rule kept for unseen questions, its regret against the other rules
+    unseen_rule: UnseenChoice | None = None
 
     @property
     def roles(self) -> dict[str, str]:
@@ -94,77 +97,69 @@ def run_systems(data: SAFData, names: Sequence[str], encoders: EncoderChoice,
     for name, out, seconds in SYSTEMS.each(names, data, system_params, ctx=ctx, around=(
             lambda name: usage.measure(ctx.state.peak_mb, name))):
         frames.append(out)
+        for system, part in out.groupby("system", sort=False) if len(out) else ():
+            ctx.state.preds[str(system)] = part
         ctx.state.seconds.setdefault(name, seconds)  # variants have set their own
     frames = [f for f in frames if len(f)]
     preds = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    cv = unseen_question_cv(data, ctx, encoders)
-    return SAFRun(preds, ctx.state, cv, choose_unseen(cv), params, unseen_regret(cv))
+    cv = unseen_question_cv(data, ctx)
+    rule = choose_unseen_rule(cv)
+    return SAFRun(preds, ctx.state, cv, rule.choice, params, rule.regret, rule)
 
 
-def unseen_question_cv(data: SAFData, ctx: RunContext, encoders: EncoderChoice
+def unseen_question_cv(data: SAFData, ctx: RunContext, encoders: EncoderChoice | None = None
                        ) -> pd.DataFrame:
     """Each system's unseen-question path scored on train (validation has no unseen
     questions): leave-one-question-out, or grouped k-fold for the cross-encoder
-    (``protocol``)."""
-    from saf_utils.encoders import encoder_tag
-
-    rows = ctx.state.unseen_cv
-    tags = [encoder_tag(e) for e in encoders.extras]
-    order = ["cross_encoder", *[f"{p}:{t}" for t in tags
-                                for p in ("nearest_neighbour", "feature_clf")],
-             "feature_clf", "feature_clf:transductive"]
-    parts = [rows[s] for s in order if s in rows and len(rows[s])]
-    out = pd.concat([loqo_baselines(data.train, ctx.encoder), *parts], ignore_index=True)
-    out["protocol"] = (out["protocol"] if "protocol" in out else pd.Series(
-        index=out.index, dtype=object)).fillna("leave one question out")
-    out["role"] = out.system.map(lambda s: SYSTEMS[s].role)
-    out["transductive"] = out.system.map(lambda s: SYSTEMS[s].transductive)
-    return out
+    (``protocol``); :func:`saf_utils.saf.systems.unseen_cv_table`."""
+    return unseen_cv_table(data, ctx)
 
 
 #: Families of systems, simplest first: the order the one-standard-error rule prefers
 #: (within a family, the CV table's order).
-SIMPLICITY = ("baselines", "feature_clf", "cross_encoder", "seq2seq")
+SIMPLICITY = ("baselines", "criteria", "feature_clf", "cross_encoder", "seq2seq")
 #: The pre-declared metric of the unseen-question choice: accuracy per held-out training
 #: question, averaged over questions (each counts once, as a new question would).
 UNSEEN_METRIC = "accuracy"
 
 
 def unseen_folds(unseen_cv: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
-    """The inductive candidates' per-question CV values (``system, fold, value``) and their
-    roles, simplest first (:data:`SIMPLICITY`)."""
-    cand = unseen_cv[~unseen_cv.transductive.astype(bool)].reset_index(drop=True)
+    """The inductive candidates' per-question CV values (``system, fold, value``; stacking's
+    nested values too) and the single candidates' roles, simplest first
+    (:data:`SIMPLICITY`). A path that collapsed out of fold (``collapsed``: one label for
+    over :data:`saf_utils.saf.unseen.COLLAPSE_SHARE` of the training answers, as the
+    majority label does) is no candidate."""
+    keep = ~unseen_cv.transductive.astype(bool)
+    if "collapsed" in unseen_cv:  # one label for nearly every answer out of fold
+        keep &= ~unseen_cv.collapsed.fillna(False).astype(bool)
+    cand = unseen_cv[keep].reset_index(drop=True)
     if "per_question" not in cand:
         raise ValueError("the unseen-question CV has no per-question values")
     rank = {f: i for i, f in enumerate(SIMPLICITY)}
     key = {s: (rank.get(SYSTEMS[s].family, len(rank)), i) for i, s in enumerate(cand.system)}
     roles = {s: r for s, r in sorted(zip(cand.system, cand.role, strict=True),
-                                     key=lambda x: key[x[0]])}
+                                     key=lambda x: key[x[0]]) if s != STACKED}
     rows = [{"system": r.system, "fold": q, "value": float(v)}
             for r in cand.itertuples() if isinstance(r.per_question, dict)
             for q, v in r.per_question.items()]
     return pd.DataFrame(rows, columns=["system", "fold", "value"]), roles
 
 
-def choose_unseen(unseen_cv: pd.DataFrame, n_se: float = 1.0) -> choices.Choice:
-    """The inductive system for unseen questions: the one-standard-error rule over held-out
-    training questions on :data:`UNSEEN_METRIC`, simplest first (:data:`SIMPLICITY`): six
-    training questions cannot tell a dozen candidates apart."""
+def choose_unseen_rule(unseen_cv: pd.DataFrame, n_se: float = 1.0) -> UnseenChoice:
+    """The grader of unseen questions: the rule of :data:`saf_utils.saf.unseen.RULES`
+    (one-SE, best mean, stacking) with the lowest regret nested over held-out training
+    questions, applied on :data:`UNSEEN_METRIC` (:func:`saf_utils.saf.unseen.choose_rule`)."""
     folds, roles = unseen_folds(unseen_cv)
-    return choices.choose_within_se(folds, UNSEEN_METRIC, roles, choices.ELIGIBLE, "train",
-                                    n_se=n_se)
+    return choose_rule(folds, UNSEEN_METRIC, roles, n_se=n_se)
+
+
+def choose_unseen(unseen_cv: pd.DataFrame, n_se: float = 1.0) -> choices.Choice:
+    """The inductive system for unseen questions (:func:`choose_unseen_rule`'s pick)."""
+    return choose_unseen_rule(unseen_cv, n_se).choice
 
 
 def unseen_regret(unseen_cv: pd.DataFrame, n_se: float = 1.0) -> pd.DataFrame:
-    """The rule's regret nested over held-out training questions, beside the plain best
-    mean's (``rule``: ``one_se`` / ``best_mean``). The per-question values come from one
-    CV, so this is the regret of the choice step, not of the whole pipeline."""
-    folds, roles = unseen_folds(unseen_cv)
-
-    def rule(k: float):
-        return lambda rows: choices.choose_within_se(rows, UNSEEN_METRIC, roles, choices.ELIGIBLE,
-                                               "train", n_se=k).per_fold[None]
-
-    return pd.concat([choices.rule_regret(folds, rule(n_se)).assign(rule="one_se"),
-                      choices.rule_regret(folds, rule(0.0)).assign(rule="best_mean")],
-                     ignore_index=True)
+    """Every rule's regret nested over held-out training questions (``rule``: ``one_se``,
+    ``best_mean``, ``stacking``). The per-question values come from one CV, so this is the
+    regret of the choice step, not of the whole pipeline."""
+    return choose_unseen_rule(unseen_cv, n_se).regret

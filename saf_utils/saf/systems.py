@@ -12,19 +12,32 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
+from saf_utils import metrics as M
 from saf_utils.registry import NoParams, Registry
 from saf_utils.saf import baselines as B
+from saf_utils.saf import criteria as CR
+from saf_utils.saf import evaluate as EV
 from saf_utils.saf import feature_clf as FC
 from saf_utils.saf import feedback_choice as FCH
 from saf_utils.saf.baselines import UnseenFeedback
 from saf_utils.saf.context import RunContext, SAFData, make_encoder
 from saf_utils.saf.cross_encoder_jobs import CE_SYSTEM, CrossEncoderJobs, run_cross_encoder
+from saf_utils.saf.data import SAF_LABELS
 from saf_utils.saf.features import QUESTION_AGNOSTIC
 from saf_utils.saf.formats import PREDICTION_COLUMNS
 from saf_utils.saf.reference import ALIGNMENT_FEATURES
 from saf_utils.saf.seq2seq_jobs import run_seq2seq
+from saf_utils.saf.unseen import (
+    COLLAPSE_SHARE,
+    STACKED,
+    LabelStacker,
+    nested_stacking,
+    oof_labels,
+    top_share,
+)
 
 STACKED_SYSTEM = "feature_clf:stacked"
 #: The value of a system's ``unseen_feedback`` that means "the strategy chosen on train"
@@ -56,8 +69,31 @@ def unseen_feedback(data: SAFData, ctx: RunContext, value: str = CHOSEN_FEEDBACK
     if len(seen) < 3 or all(df.question.isin(seen).all() for df in data.evals.values()):
         return "nearest_question"  # nothing to choose on, or no question needs it
     if ctx.state.unseen_feedback is None:
-        ctx.state.unseen_feedback = FCH.choose_unseen_feedback(data.train, ctx.encoder)
+        ctx.state.unseen_feedback = FCH.choose_unseen_feedback(
+            data.train, ctx.encoder, labels=_criteria_cv(data, ctx).oof_labels(data.train))
     return ctx.state.unseen_feedback.strategy
+
+
+@dataclass(frozen=True)
+class CriteriaParams:
+    """Candidates of the criteria grader, chosen by leave-one-question-out on train."""
+
+    units: tuple[str, ...] = ("sentence", "clause")  # content units of the reference
+    scores: tuple[str, ...] = ("sem", "semlex", "covered")  # saf.criteria.SCORES
+    taus: tuple[float, ...] = (0.5,)  # cosine bar of a covered unit (score "covered")
+
+
+def _criteria_cv(data: SAFData, ctx: RunContext, params: CriteriaParams | None = None
+                 ) -> CR.CriteriaCV:
+    """The criteria grader's leave-one-question-out on train, once per run (the labels the
+    unseen-question feedback is chosen for, and ``criteria``'s own choice)."""
+    p = params or CriteriaParams()
+    if ctx.state.criteria is None or ctx.state.criteria.params != p:
+        cv = CR.loqo_criteria(data.train, ctx.encoder, CR.settings_grid(p.units, p.scores,
+                                                                         p.taus))
+        cv.params = p
+        ctx.state.criteria = cv
+    return ctx.state.criteria
 
 
 # --------------------------------------------------------------------------- baselines
@@ -85,6 +121,25 @@ def nearest_neighbour(data: SAFData, params: NearestNeighbourParams, ctx: RunCon
     fb = unseen_feedback(data, ctx, params.unseen_feedback)
     return _every_split(data, lambda df: B.nearest_neighbour_baseline(
         data.train, df, ctx.encoder, unseen_feedback=fb))
+
+
+# --------------------------------------------------------------------------- criteria
+
+
+@SYSTEMS.register("criteria", "system", params=CriteriaParams, family="criteria",
+                  description="reference split into content units, each scored against the "
+                  "answer (encoder cosine, word stems); label from the covered share with cut "
+                  "points learned across questions; feedback retrieved for the label")
+def criteria(data: SAFData, params: CriteriaParams, ctx: RunContext) -> pd.DataFrame:
+    cv = _criteria_cv(data, ctx, params)
+    row = cv.table.iloc[cv.chosen]
+    ctx.state.unseen_cv["criteria"] = pd.DataFrame([{
+        "system": "criteria", "accuracy": row.accuracy, "macro_f1": row.macro_f1,
+        "per_question": row.per_question, "oof": row.oof}])
+    grader = CR.CriteriaGrader(ctx.encoder, cv.setting).fit(data.train)
+    fb = unseen_feedback(data, ctx)
+    return _every_split(data, lambda df: B.retrieved_feedback_table(
+        data.train, df, grader.predict(df), "criteria", ctx.encoder, unseen_feedback=fb))
 
 
 # --------------------------------------------------------------------------- feature classifier
@@ -285,6 +340,87 @@ def seq2seq_models(data: SAFData, params: Seq2SeqParams, ctx: RunContext) -> pd.
                               ctx.mode, params.include_question, ctx.launcher, ctx.log)
     ctx.state.seq2seq_logs = logs
     return preds
+
+
+# --------------------------------------------------------------------------- unseen questions
+
+
+def unseen_cv_table(data: SAFData, ctx: RunContext) -> pd.DataFrame:
+    """Each system's unseen-question path scored on train so far (validation has no unseen
+    questions): the baselines' leave-one-question-out rows, then every row a system left in
+    ``ctx.state.unseen_cv``, with ``protocol``, ``role`` and ``transductive``."""
+    from saf_utils.encoders import encoder_tag
+
+    rows = ctx.state.unseen_cv
+    tags = [encoder_tag(e) for e in ctx.encoders.extras]
+    order = ["criteria", "cross_encoder", *[f"{p}:{t}" for t in tags
+                                            for p in ("nearest_neighbour", "feature_clf")],
+             "feature_clf", TRANSDUCTIVE_SYSTEM, STACKED]
+    parts = [rows[s] for s in order if s in rows and len(rows[s])]
+    out = pd.concat([B.loqo_baselines(data.train, ctx.encoder), *parts], ignore_index=True)
+    out["protocol"] = (out["protocol"] if "protocol" in out else pd.Series(
+        index=out.index, dtype=object)).fillna("leave one question out")
+    out["role"] = out.system.map(lambda s: SYSTEMS[s].role)
+    out["transductive"] = out.system.map(lambda s: SYSTEMS[s].transductive)
+    oof = out["oof"] if "oof" in out else pd.Series(None, index=out.index, dtype=object)
+    out["top_share"] = oof.map(lambda o: top_share(o) if isinstance(o, dict) else np.nan)
+    out["collapsed"] = out.top_share > COLLAPSE_SHARE
+    return out
+
+
+def stacking_candidates(cv: pd.DataFrame) -> list[str]:
+    """The question-agnostic paths stacking combines: inductive, chosen-eligible rows with
+    out-of-fold labels (not stacking itself)."""
+    from saf_utils.registry import ELIGIBLE
+
+    ok = (~cv.transductive.astype(bool) & cv.role.isin(ELIGIBLE) & (cv.system != STACKED)
+          & cv.get("oof", pd.Series(None, index=cv.index)).map(lambda o: isinstance(o, dict)))
+    return list(dict.fromkeys(cv.system[ok]))
+
+
+def _labels_of(preds: pd.DataFrame, seed: int) -> pd.Series:
+    """id -> label of one system's predictions at ``seed`` (a system without that seed:
+    its most frequent label over its seeds, ties to the first)."""
+    mine = preds[preds.seed == seed] if (preds.seed == seed).any() else preds
+    return (mine.assign(id=mine["id"].astype(str)).groupby("id", sort=False).pred_label
+            .agg(lambda v: v.value_counts().index[0]))
+
+
+@SYSTEMS.register(STACKED, "system", params=NoParams, family="stacking",
+                  description="unseen questions: a logistic regression over the labels of "
+                  "the question-agnostic paths, fitted on their out-of-fold labels on train")
+def unseen_stacked(data: SAFData, params: NoParams, ctx: RunContext) -> pd.DataFrame:
+    cv = unseen_cv_table(data, ctx)
+    names = stacking_candidates(cv)
+    seen = set(data.train.question)
+    unseen_splits = {s: df[~df.question.isin(seen)] for s, df in data.evals.items()
+                     if not df.question.isin(seen).all()}
+    missing = [n for n in names if n not in ctx.state.preds]
+    if len(names) < 2 or missing or not unseen_splits:
+        return _empty()  # nothing to combine, or nothing to grade
+    tr = data.train.reset_index(drop=True)
+    labels = oof_labels(cv, tr, names)
+    y, qs = tr.verification_feedback.astype(str), tr.question.astype(str)
+    pred = nested_stacking(labels, y, qs)
+    ids = tr["id"].astype(str).tolist()
+    ctx.state.unseen_cv[STACKED] = pd.DataFrame([{
+        "system": STACKED, "accuracy": float((pred == y.to_numpy()).mean()),
+        "macro_f1": M.metric("macro_f1").score(y.tolist(), list(pred),
+                                               labels=SAF_LABELS).value,
+        "per_question": B.per_question_accuracy(qs, y, pred),
+        "oof": dict(zip(ids, map(str, pred), strict=True)),
+        "protocol": "leave one question out (stacker), over the candidates' out-of-fold labels"}])
+    stacker = LabelStacker(names).fit(labels, y)
+    fb = unseen_feedback(data, ctx)
+    out = []
+    for seed in ctx.seeds:
+        for split, df in unseen_splits.items():
+            cols = {n: _labels_of(ctx.state.preds[n][ctx.state.preds[n].split == split],
+                                  seed).reindex(df["id"].astype(str)).to_numpy() for n in names}
+            out.append(B.retrieved_feedback_table(
+                data.train, df, stacker.predict(pd.DataFrame(cols)), STACKED, ctx.encoder,
+                seed=int(seed), unseen_feedback=fb))
+    return EV.collapse_identical_seeds(pd.concat(out, ignore_index=True))
 
 
 # --------------------------------------------------------------------------- oracles
