@@ -25,6 +25,7 @@ from saf_utils.reporting.profiles import (
     RunnerError,
     check_run_name,
     load_profile,
+    short,
 )
 from saf_utils.tasks import system_params_lines
 
