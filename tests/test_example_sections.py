@@ -60,12 +60,14 @@ def test_saf_example_in_full_gives_each_systems_feedback_and_item_scores():
     preds, items = _saf()
     name, texts, per = SB.one_answer(_first_seed(preds), items, ["majority", "feature_clf"],
                                      {"majority": "baseline"}, f"{SPLIT}:a1")
-    assert name == f"{SPLIT}:a1" and texts.loc["gold feedback", "text"] == "gold feedback 1"
+    assert name == f"{SPLIT}:a1" and texts["gold feedback"] == "gold feedback 1"
     assert per.system.tolist() == ["majority", "feature_clf"]
     assert per.feedback.tolist() == ["majority says 1/None", "feature_clf says 1/1"]
     assert per.label.tolist() == ["✓ Correct", "✗ Incorrect"]
     assert per.accuracy.tolist() == [1.0, 0.0]  # the item score of the same seed
     assert SB.one_answer(_first_seed(preds), items, ["majority"], {}, None)[0] == f"{SPLIT}:a0"
+    _, _, bare = SB.one_answer(_first_seed(preds), pd.DataFrame(), ["majority"], {}, None)
+    assert list(bare.columns) == ["system", "role", "seed", "label", "score", "feedback"]
 
 
 def test_an_unknown_example_names_the_expected_form():
@@ -98,7 +100,7 @@ def test_argscichat_browser_and_one_pair_in_full():
     assert t.bm25.tolist() == ["[1, 2] F1 0.67"] and t["copy"].tolist() == ["s1 s2"]  # 1st seed
     assert not unsafe_markup(tables.html(t, "pairs", wrap=AB.WRAP))
     name, texts, selectors, replies = AB.one_pair(pairs, sel, gen, items, None)
-    assert name == "0:p 1" and texts.loc["history", "text"] == "1. hi\n2. hello"
+    assert name == "0:p 1" and texts["history"] == "1. hi\n2. hello"
     assert selectors.selected.tolist() == ["[1] s1\n[2] s2", "[0] s0"]
     assert replies.content_f1.tolist() == [0.25] and replies.reply.tolist() == ["s1 s2"]
     with pytest.raises(ValueError, match=r"'1:p 1'.*<fold>:<pair id>.*'0:p 1'"):

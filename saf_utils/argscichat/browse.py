@@ -58,6 +58,11 @@ def pair_table(pairs: Sequence[MessagePair], selections: pd.DataFrame,
     return pd.DataFrame(rows)
 
 
+def _seed(x: object) -> str:
+    """A seed as text: blank for a system without one."""
+    return "" if pd.isna(x) else str(int(x))
+
+
 def _keyed(frame: pd.DataFrame) -> pd.DataFrame:
     """Test rows, each system's first seed per fold, with ``key`` ``"<fold>:<pair id>"``."""
     test = frame[frame["split"] == "test"]
@@ -95,7 +100,7 @@ def every_system(pairs: Sequence[MessagePair], selections: pd.DataFrame,
 
 def one_pair(pairs: Sequence[MessagePair], selections: pd.DataFrame,
              generations: pd.DataFrame, items: pd.DataFrame, example: str | None
-             ) -> tuple[str, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+             ) -> tuple[str, dict[str, str], pd.DataFrame, pd.DataFrame]:
     """The test pair ``example`` (``"<fold>:<pair id>"``; None: the first row of
     :func:`every_system`) in full: its name, its texts (paper, history, query, gold facts,
     gold reply), one row per selector (its sentences whole, Fact-F1) and one per reply
@@ -108,24 +113,22 @@ def one_pair(pairs: Sequence[MessagePair], selections: pd.DataFrame,
                          + (f" (for instance {keys[0]!r})" if keys else ""))
     fold, pid = example.split(":", 1)
     p = {q.pair_id: q for q in pairs}.get(pid)
-    texts = pd.DataFrame({"text": [p.title, "\n".join(f"{i}. {t}" for i, t in enumerate(
-        p.history, 1)) or "(first message)", p.query, _facts(p.content, p.fact_indexes),
-        p.reply] if p else []},
-        index=["paper", "history", f"query (turn {p.turn})", "gold facts", "gold reply"]
-        if p else [])
+    texts = {"paper": p.title, "history": "\n".join(f"{i}. {t}" for i, t in enumerate(
+        p.history, 1)) or "(first message)", f"query (turn {p.turn})": p.query,
+        "gold facts": _facts(p.content, p.fact_indexes), "gold reply": p.reply} if p else {}
     mine = sel[sel["key"] == example]
     selectors = pd.DataFrame({
-        "system": mine["system"], "role": mine.get("role", ""), "seed": mine["seed"],
+        "system": mine["system"], "role": mine.get("role", ""), "seed": mine["seed"].map(_seed),
         "selected": [_facts(p.content, list(r)) if p else "\n".join(s) for r, s in
                      zip(mine["selected"], mine["selected_sentences"], strict=True)],
-        "fact_f1": mine.get("fact_f1")}).reset_index(drop=True)
+        "fact_f1": pd.to_numeric(mine.get("fact_f1"), errors="coerce")}).reset_index(drop=True)
     mine = gen[gen["key"] == example]
     replies = pd.DataFrame({"system": mine["system"], "role": mine.get("role", ""),
-                            "seed": mine["seed"], "reply": mine["output"].fillna("")})
+                            "seed": mine["seed"].map(_seed), "reply": mine["output"].fillna("")})
     scored = items[(items["split"] == "test") & (items["fold"].astype(str) == fold)
                    & (items["item"].astype(str) == pid)] if len(items) else items
     if len(scored):
-        seed = dict(zip(replies.system, replies.seed, strict=True))
+        seed = dict(zip(mine["system"], mine["seed"], strict=True))
         same = scored[[(pd.isna(seed.get(s)) and pd.isna(x)) or seed.get(s) == x
                        for s, x in zip(scored.system, scored.seed, strict=True)]]
         replies = replies.join(same.pivot_table(index="system", columns="metric",
