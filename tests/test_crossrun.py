@@ -65,8 +65,7 @@ def _run(root: Path, name: str, profile: str, value: float, started: str,
     run.mkdir(parents=True)
     (run / "manifest.json").write_text(json.dumps({
         "run": name, "profile": profile, "status": "ok", "started": started,
-        "notebooks": [{"name": "a", "status": "ok"}],
-        "data_sources": [{"dataset": dataset, "path": f"/data/{dataset}.json"}]}))
+        "notebooks": [{"name": "a", "status": "ok"}]}))
     (run / "metrics.json").write_text(json.dumps({"records": [
         _rec(value, dataset=dataset, ci_low=value - 0.1, ci_high=value + 0.1)]}))
     return run

@@ -142,7 +142,7 @@ def list_main(argv: list[str]) -> int:
     groups: dict[tuple[str, str], list[str]] = {}
     for r in runs:
         groups.setdefault((str(r.get("profile") or "no profile"),
-                           "+".join(r["datasets"]) or "no data read"), []).append(r["run"])
+                           "+".join(r["datasets"]) or "no records"), []).append(r["run"])
     for n, ((profile, datasets), names) in enumerate(sorted(groups.items())):
         print(("\n" if n else "") + f"{profile} · {datasets}")
         for row in [head, *(rows[name] for name in names)]:

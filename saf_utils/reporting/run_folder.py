@@ -335,11 +335,22 @@ def _seconds(start: str | None, end: str | None) -> float | None:
         return None
 
 
+def _datasets(run_dir: Path) -> list[str]:
+    """The datasets a run has records on (``metrics.json``); none where it has no records."""
+    try:
+        records = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))["records"]
+        return sorted({str(r["dataset"]) for r in records if isinstance(r, dict)
+                       and r.get("dataset") is not None})
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+
+
 def list_runs(reports_dir: str | os.PathLike | None = None,
               problems: list[str] | None = None) -> list[dict]:
-    """Runs under the reports folder, oldest first, with profile, commit, status, times (dead
-    ``running`` runs settled as killed). A malformed run raises :class:`RunnerError`, unless
-    ``problems`` is a list: then one line on it (or on a renamed run) is appended there."""
+    """Runs under the reports folder, oldest first, with profile, commit, status, times and
+    the datasets of their records (dead ``running`` runs settled as killed). A malformed run
+    raises :class:`RunnerError`, unless ``problems`` is a list: then one line on it (or on a
+    renamed run) is appended there."""
     root = Path(reports_dir or REPORTS_DIR)
     runs = []
     for mpath in sorted(root.glob("*/manifest.json")):
@@ -368,7 +379,6 @@ def list_runs(reports_dir: str | os.PathLike | None = None,
             "seconds": _seconds(m.started, m.finished)
             if m.finished or m.status == "running" else None,
             "notebooks": f"{sum(n.get('status') == 'ok' for n in nbs)}/{len(nbs)} ok",
-            "datasets": sorted({str(s["dataset"]) for s in m.data_sources or []
-                                if isinstance(s, dict) and s.get("dataset")}),
+            "datasets": _datasets(mpath.parent),
         })
     return sorted(runs, key=lambda r: str(r.get("started")))
