@@ -97,11 +97,12 @@ def test_argscichat_browser_and_one_pair_in_full():
     pairs, sel, gen, items = _argscichat()
     t = AB.every_system(pairs, sel, gen)
     assert t.pair_id.tolist() == ["p 1"] and t.gold_facts.tolist() == ["[1]"]
-    assert t.bm25.tolist() == ["[1, 2] F1 0.67"] and t["copy"].tolist() == ["s1 s2"]  # 1st seed
+    assert t.bm25.tolist() == ["[1, 2] F1 0.667"] and t["copy"].tolist() == ["s1 s2"]  # 1st seed
     assert not unsafe_markup(tables.html(t, "pairs", wrap=AB.WRAP))
     name, texts, selectors, replies = AB.one_pair(pairs, sel, gen, items, None)
     assert name == "0:p 1" and texts["history"] == "1. hi\n2. hello"
     assert selectors.selected.tolist() == ["[1] s1\n[2] s2", "[0] s0"]
+    assert selectors.fact_f1.tolist() == ["0.667", "0"] and selectors.seed.tolist() == ["0", ""]
     assert replies.content_f1.tolist() == [0.25] and replies.reply.tolist() == ["s1 s2"]
     with pytest.raises(ValueError, match=r"'1:p 1'.*<fold>:<pair id>.*'0:p 1'"):
         AB.one_pair(pairs, sel, gen, items, "1:p 1")

@@ -63,6 +63,11 @@ def _seed(x: object) -> str:
     return "" if pd.isna(x) else str(int(x))
 
 
+def _f1(x: object) -> str:
+    """Fact-F1 as text, blank where a pair has no gold facts (a float column shows None)."""
+    return "" if x is None or pd.isna(x) else f"{float(x):.3g}"
+
+
 def _keyed(frame: pd.DataFrame) -> pd.DataFrame:
     """Test rows, each system's first seed per fold, with ``key`` ``"<fold>:<pair id>"``."""
     test = frame[frame["split"] == "test"]
@@ -81,7 +86,7 @@ def every_system(pairs: Sequence[MessagePair], selections: pd.DataFrame,
 
     sel, gen = _keyed(selections), _keyed(generations)
     cells = {**{(r.key, r.system): f"{list(r.selected)} F1 "
-                f"{'—' if pd.isna(getattr(r, 'fact_f1', None)) else f'{r.fact_f1:.2f}'}"
+                f"{_f1(getattr(r, 'fact_f1', None)) or '—'}"
                 for r in sel.itertuples()},
              **{(r.key, r.system): shorten(str(r.output or ""), 80) for r in gen.itertuples()}}
     systems = [*dict.fromkeys(sel["system"]), *dict.fromkeys(gen["system"])]
@@ -121,7 +126,8 @@ def one_pair(pairs: Sequence[MessagePair], selections: pd.DataFrame,
         "system": mine["system"], "role": mine.get("role", ""), "seed": mine["seed"].map(_seed),
         "selected": [_facts(p.content, list(r)) if p else "\n".join(s) for r, s in
                      zip(mine["selected"], mine["selected_sentences"], strict=True)],
-        "fact_f1": pd.to_numeric(mine.get("fact_f1"), errors="coerce")}).reset_index(drop=True)
+        "fact_f1": [_f1(x) for x in mine.get("fact_f1", [None] * len(mine))]}
+    ).reset_index(drop=True)
     mine = gen[gen["key"] == example]
     replies = pd.DataFrame({"system": mine["system"], "role": mine.get("role", ""),
                             "seed": mine["seed"].map(_seed), "reply": mine["output"].fillna("")})
