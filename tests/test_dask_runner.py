@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -291,12 +292,13 @@ def test_sweep_dry_run_plans_every_cell_and_checks_values(tmp_path, capsys):
     assert cli.main(["sweep", *base, "--only", "a_first", "--dry-run", "--sweep-name", "sw",
                      "--matrix", "value=[0.5, 0.75]"]) == 0
     out = capsys.readouterr().out
-    assert "2 cell(s)" in out and "[1] value-0.5: value=0.5" in out
-    assert "[2] value-0.75" in out and "value = 0.75    # -p" not in out  # cell 1's plan
+    assert "2 cell(s)" in out and "[1] sw-value-0.5: value=0.5" in out  # runs named
+    assert "[2] sw-value-0.75" in out and "value = 0.75    # -p" not in out  # with the prefix
     assert "in this process, one after another" in out
     assert cli.main(["sweep", *base, "--only", "a_first", "--matrix", "value=[0.5, x]"]) == 2
     err = capsys.readouterr().err
-    assert "sweep cell value-x" in err and "does not match the notebook's default" in err
+    assert re.search(r"sweep cell sweep-\S+-value-x:", err)  # the run named with its prefix
+    assert "does not match the notebook's default" in err
     assert not (tmp_path / "reports").exists()
 
 
@@ -377,7 +379,8 @@ def dask_cluster(tmp_path):
 @pytest.mark.realdata
 def test_sweep_on_a_dask_scheduler_matches_serial_runs(tmp_path, dask_cluster, capsys):
     """Two cells of the smoke profile's notebook 01 through ``--scheduler``: the worker ran
-    them, sweep.html lists both, and each cell's records are those of a serial run."""
+    them, each is a run named with the sweep's prefix, and each cell's records are those of
+    a serial run."""
     if not (os.environ.get("SAF_DATA") and os.environ.get("ARGSCICHAT_DATA")):
         pytest.skip("needs SAF_DATA and ARGSCICHAT_DATA (local data copies)")
     address, worker_pid, _ = dask_cluster
@@ -387,21 +390,18 @@ def test_sweep_on_a_dask_scheduler_matches_serial_runs(tmp_path, dask_cluster, c
     assert cli.main(["sweep", *args, "--sweep-name", "on-dask", "--scheduler", address]) == 0
     assert cli.main(["sweep", *args, "--sweep-name", "serial"]) == 0
     capsys.readouterr()
-    summary = json.loads((reports / "on-dask" / "sweep.json").read_text())
-    assert summary["executor"]["kind"] == "dask" and summary["status"] == "ok"
-    names = [c["name"] for c in summary["cells"]]
-    assert names == ["max_rows-30", "max_rows-60"]
-    html = (reports / "on-dask" / "sweep.html").read_text()
+    names = ["max_rows-30", "max_rows-60"]
+    assert sorted(p.name for p in reports.iterdir()) == sorted(
+        f"{sweep}-{n}" for sweep in ("on-dask", "serial") for n in names)
     for name in names:
-        assert f'href="{name}/index.html"' in html
-        run = reports / "on-dask" / name
+        run = reports / f"on-dask-{name}"
         manifest = json.loads((run / "manifest.json").read_text())
+        assert manifest["invocations"][0]["executor"]["kind"] == "dask"
         (nb,) = manifest["notebooks"]
         assert nb["status"] == "ok" and f"pid {worker_pid})" in nb["worker"]
         assert nb["parameters"]["max_rows"] == int(name.split("-")[1])
-        assert _records(run) == _records(reports / "serial" / name) != []
-    assert _records(reports / "on-dask" / names[0]) != _records(reports / "on-dask" / names[1])
-    assert str(tmp_path) not in html  # no local path on the page
+        assert _records(run) == _records(reports / f"serial-{name}") != []
+    assert _records(reports / f"on-dask-{names[0]}") != _records(reports / f"on-dask-{names[1]}")
 
 
 @pytest.mark.slow
@@ -453,7 +453,7 @@ def test_ctrl_c_on_a_local_cluster_stops_the_kernels_and_marks_the_run(tmp_path)
 @pytest.mark.slow
 def test_serial_sweep_reuses_what_the_matrix_does_not_touch(tmp_path, capsys):
     """reuse: latest, cells one after another: the notebook without the swept parameter
-    runs in the first cell only; sweep.json and sweep.html list both cells."""
+    runs in the first cell only; each cell is a run with its own records."""
     nbs = tmp_path / "notebooks"
     nbs.mkdir()
     notebook(nbs / "a_first.ipynb", "value = 0.5\noutput_dir = None",
@@ -468,17 +468,15 @@ def test_serial_sweep_reuses_what_the_matrix_does_not_touch(tmp_path, capsys):
                      str(nbs), "--reports-dir", str(reports), "--sweep-name", "sw",
                      "--matrix", "value=[0.5, 0.75]"]) == 0
     capsys.readouterr()
-    summary = json.loads((reports / "sw" / "sweep.json").read_text())
-    assert [c["name"] for c in summary["cells"]] == ["value-0.5", "value-0.75"]
-    second = json.loads((reports / "sw" / "value-0.75" / "manifest.json").read_text())
+    assert sorted(p.name for p in reports.iterdir()) == ["sw-value-0.5", "sw-value-0.75"]
+    second = json.loads((reports / "sw-value-0.75" / "manifest.json").read_text())
     nb = {n["name"]: n for n in second["notebooks"]}
-    assert nb["z_plain"]["reused"]["from"] == "value-0.5" and not nb["a_first"]["reused"]
-    (table,) = [t for t in summary["tables"] if t["split"] == "test"]
-    values = {(r["cell"], r["system"]): r["fact_f1"]["mean"] for r in table["rows"]}
-    assert values == {("value-0.5", "sys"): 0.5, ("value-0.75", "sys"): 0.75,
-                      ("value-0.5", "zsys"): 0.25, ("value-0.75", "zsys"): 0.25}
-    html = (reports / "sw" / "sweep.html").read_text()
-    assert 'href="value-0.75/index.html"' in html and "data:image/png;base64" in html
+    assert nb["z_plain"]["reused"]["from"] == "sw-value-0.5" and not nb["a_first"]["reused"]
+    values = {(cell, r["system"]): r["value"] for cell in ("0.5", "0.75") for r in json.loads(
+        (reports / f"sw-value-{cell}" / "metrics.json").read_text())["records"]
+        if r["split"] == "test"}
+    assert values == {("0.5", "sys"): 0.5, ("0.75", "sys"): 0.75,
+                      ("0.5", "zsys"): 0.25, ("0.75", "zsys"): 0.25}
 
 
 def test_workers_split_the_cores_unless_a_thread_count_is_stated(tmp_path, monkeypatch):
@@ -582,10 +580,10 @@ def test_a_lost_connection_is_cluster_lost_wherever_the_executor_meets_it():
 
 
 @pytest.mark.slow
-def test_a_two_cell_sweep_on_two_workers_writes_its_shared_pages(tmp_path, capsys,
-                                                                   monkeypatch):
-    """Both cells end at about the same time and write the sweep folder's runs.html: no
-    writer fails on a shared temporary name; saf-run list lists the sweep."""
+def test_a_two_cell_sweep_on_two_workers_gives_two_listed_runs(tmp_path, capsys,
+                                                                 monkeypatch):
+    """Both cells run at once on two workers; each is a run, and ``saf-run list`` lists
+    them together."""
     pytest.importorskip("distributed")
     monkeypatch.setenv("SAF_NUM_THREADS", "1")
     nbs = tmp_path / "notebooks"
@@ -599,6 +597,7 @@ def test_a_two_cell_sweep_on_two_workers_writes_its_shared_pages(tmp_path, capsy
                      "--sweep-name", "sw"]) == 0
     err = capsys.readouterr().err
     assert "not written" not in err, err
-    assert (reports / "sw" / "runs.html").is_file()
-    assert cli.main(["list", "--reports-dir", str(reports)]) == 0
-    assert "sweep sw" in capsys.readouterr().out
+    assert cli.main(["list", "--reports-dir", str(reports), "--json"]) == 0
+    runs = json.loads(capsys.readouterr().out)
+    assert sorted((r["run"], r["status"]) for r in runs) == [("sw-value-0.25", "ok"),
+                                                             ("sw-value-0.75", "ok")]

@@ -274,14 +274,15 @@ def test_list_shows_runs_and_dead_running_ones(two_runs, tmp_path, capsys):
     root, _, _ = two_runs
     assert cli.main(["list", "--reports-dir", str(root)]) == 0
     out = capsys.readouterr().out
-    assert re.search(r"run_a\s+toy\s+aaaaaaaa\s+ok\s+2026-01-01T00:00:00Z\s+10:00\s+2/3 ok", out)
+    assert re.search(r"^toy · \S+\n.*\n\s+run_a\s+aaaaaaaa\s+ok\s+2026-01-01T00:00:00Z\s+10:00\s+"
+                     r"2/3 ok", out, re.M), out  # under its profile and dataset
     dead = tmp_path / "dead"
     dead.mkdir()
     (dead / "manifest.json").write_text(json.dumps({
         "run": "dead", "profile": "toy", "status": "running", "pid": 2 ** 22 + 7,
         "host": __import__("socket").gethostname(), "started": "2026-01-01T00:00:00+00:00"}))
     cli.main(["list", "--reports-dir", str(tmp_path)])
-    assert re.search(r"dead\s+toy\s+killed", capsys.readouterr().out)
+    assert re.search(r"^toy · no records\n.*\n\s+dead\s+killed", capsys.readouterr().out, re.M)
     assert json.loads((dead / "manifest.json").read_text())["status"] == "killed"
 
 

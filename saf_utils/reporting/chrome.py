@@ -35,10 +35,8 @@ def context(run_dir: Path, current: str, code_toggle: bool = False) -> dict[str,
         manifest = manifest if isinstance(manifest, dict) else {}
     except (OSError, ValueError):
         manifest = {}
-    here = re.sub(r"^(examples-.*)-\d+\.html$", r"\1.html", current)  # an example page's 1st
-
     def link(label: str, href: str | None, title: str = "") -> dict[str, Any]:
-        return {"label": label, "href": href, "title": title, "here": href == here}
+        return {"label": label, "href": href, "title": title, "here": href == current}
 
     notebooks = []
     names = [str(n.get("name")) for n in manifest.get("notebooks") or []]
@@ -50,16 +48,11 @@ def context(run_dir: Path, current: str, code_toggle: bool = False) -> dict[str,
                   for p in sorted(run_dir.glob("[0-9]*.html")) if p.stem not in names]
     compare = [link(p.stem.removeprefix("compare").lstrip("-") or "baseline", p.name, p.stem)
                for p in sorted(run_dir.glob("compare*.html"))]
-    examples = [link(p.stem.removeprefix("examples-"), p.name, "one example, every system")
-                for p in sorted(run_dir.glob("examples-*.html"))
-                if not re.search(r"-\d+\.html$", p.name)]  # first pages only
     groups = [("", [link("index", "index.html"), link("results", "results.html")]),
-              ("notebooks", notebooks), ("compare", compare), ("examples", examples),
+              ("notebooks", notebooks), ("compare", compare),
               ("", [link("metric cards", CARDS_PAGE, "definition, range, direction, "
                          "implementation and reference of every metric"),
                     link("how to read", HOW_TO_READ, "what the pages' numbers and terms mean")])]
-    if manifest.get("invocations") or (run_dir.parent / "runs.html").is_file():
-        groups.append(("", [link("all runs", "../runs.html", "the reports folder's runs")]))
     return {"run": manifest.get("run") or run_dir.name, "code_toggle": code_toggle,
             "groups": [(g, links) for g, links in groups if links]}
 

@@ -4,7 +4,7 @@
                   [--baseline RUN] [--workers N | --scheduler tcp://host:port]
     saf-run sweep --profile cpu --matrix KEY=[v1,v2] [--matrix ...] [run options]
     saf-run compare RUN_A RUN_B [--html PATH] [--alpha A] [--resamples N]
-    saf-run list [--reports-dir DIR] [--html [PATH]]
+    saf-run list [--reports-dir DIR] [--json]
 
 Plain ``saf-run --profile …`` (and ``python -m saf_utils.run``) is ``saf-run run``.
 Exit codes: 0 ok, 1 a notebook failed, 2 bad invocation (nothing ran), 3 a report file could
@@ -20,7 +20,7 @@ from typing import Any
 
 from saf_utils.reporting.manifest import ReportWriteError
 from saf_utils.reporting.profiles import REPORTS_DIR, RunnerError
-from saf_utils.reporting.run_folder import list_runs, list_sweeps
+from saf_utils.reporting.run_folder import list_runs
 
 EXIT_WRITE = 3
 
@@ -113,37 +113,40 @@ def compare_main(argv: list[str]) -> int:
 
 
 def list_main(argv: list[str]) -> int:
+    """Runs of the reports folder as a text table per profile and dataset (a sweep's cells are
+    runs named ``<sweep>-<cell>``), or ``--json``: one object per run, for scripts."""
+    import json
+
     from saf_utils.reporting.pages import duration_text
 
-    ap = argparse.ArgumentParser(prog="saf-run list", description="Runs in the reports folder.")
+    ap = argparse.ArgumentParser(prog="saf-run list", description="Runs in the reports folder, "
+                                 "grouped by profile and dataset, oldest first.")
     ap.add_argument("--reports-dir", help="default: reports/")
-    ap.add_argument("--html", nargs="?", const="", metavar="PATH",
-                    help="also write the runs overview page (default: <reports-dir>/runs.html)")
+    ap.add_argument("--json", action="store_true", help="one JSON list of the runs, for scripts")
     args = ap.parse_args(argv)
-    if args.html is not None:
-        from saf_utils.reporting.overview import write_overview
-
-        print(f"HTML: {write_overview(args.reports_dir, args.html or None)}", file=sys.stderr)
     problems: list[str] = []
     runs = list_runs(args.reports_dir, problems)
-    sweeps = list_sweeps(args.reports_dir, problems)
     for why in problems:  # one line each; the other runs are still listed
         _err(f"note: {why}")
-    for w in sweeps:
-        ok = sum(v == "ok" for v in w["cells"].values())
-        print(f"sweep {w['sweep']}  {w.get('profile') or ''}  {w['status']}  "
-              f"{str(w.get('started') or '').replace('+00:00', 'Z')}  {ok}/{len(w['cells'])}"
-              " cells ok: " + ", ".join(f"{k} {v}" for k, v in w["cells"].items()))
+    if args.json:
+        print(json.dumps(runs, indent=1))
+        return 0
     if not runs:
         print(f"no {'readable ' if problems else ''}runs in {args.reports_dir or REPORTS_DIR}")
         return 0
-    head = ["run", "profile", "commit", "status", "started", "duration", "notebooks"]
-    rows = [[str(r.get("run") or ""), str(r.get("profile") or ""), r.get("commit") or "",
-             r.get("status") or "", (r.get("started") or "").replace("+00:00", "Z"),
-             duration_text(r.get("seconds")), r.get("notebooks") or ""] for r in runs]
-    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(head)]
-    for row in [head, *rows]:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    head = ["run", "commit", "status", "started", "duration", "notebooks"]
+    rows = {r["run"]: [str(r.get("run") or ""), r.get("commit") or "", r.get("status") or "",
+                       (r.get("started") or "").replace("+00:00", "Z"),
+                       duration_text(r.get("seconds")), r.get("notebooks") or ""] for r in runs}
+    widths = [max(len(h), *(len(row[i]) for row in rows.values())) for i, h in enumerate(head)]
+    groups: dict[tuple[str, str], list[str]] = {}
+    for r in runs:
+        groups.setdefault((str(r.get("profile") or "no profile"),
+                           "+".join(r["datasets"]) or "no records"), []).append(r["run"])
+    for n, ((profile, datasets), names) in enumerate(sorted(groups.items())):
+        print(("\n" if n else "") + f"{profile} · {datasets}")
+        for row in [head, *(rows[name] for name in names)]:
+            print("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
     return 0
 
 

@@ -110,8 +110,6 @@ def write_compare_html(cmp: dict, path: str | os.PathLike) -> Path:
             f"B - A; a paired randomization test on the per-item scores of both runs flags "
             f"significant ones (Holm-adjusted over all changed records, p &lt; "
             f"{cmp['alpha']}).</p>"]
-    if (path.parent.parent / "runs.html").is_file():  # in a run of a reports folder
-        body.append('<p><a href="../runs.html">All runs</a> (runs.html)</p>')
 
     def cell(name: str, text: str, r: int, numbers: bool) -> str:
         if numbers and name in NUMBERS:

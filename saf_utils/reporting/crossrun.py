@@ -1,5 +1,5 @@
 """The one cross-run table: ``{run: records}`` -> one tidy frame (:func:`frame`) -> the tables
-a page shows. ``saf-run compare``, ``sweep.html``, ``runs.html`` and each run's index read
+a page shows. ``saf-run compare``, each run's index and its results page read
 records this way; :func:`headline_cells` pivots a run's rows into the headline tables.
 """
 

@@ -394,9 +394,8 @@ def run_subject(records: list[dict]) -> tuple[str, str]:
     return (" & ".join(short),
             "; ".join(f"{', '.join(ts)} on {ds}" for ds, ts in data.items()))
 
-def write_index(run_dir: Path, manifest: dict, records: list[dict],
-                example_links: Sequence[tuple[str, str]] = ()) -> Path:
-    """``index.html`` of a run; ``example_links``: ``(file, what)`` of its example pages."""
+def write_index(run_dir: Path, manifest: dict, records: list[dict]) -> Path:
+    """``index.html`` of a run."""
     from saf_utils.reporting import chrome
 
     git, status = manifest.get("git") or {}, manifest.get("status", "?")
@@ -407,7 +406,6 @@ def write_index(run_dir: Path, manifest: dict, records: list[dict],
     short, tasks = run_subject(records)
     title = (f"{short} · " if short else "") + f"run {manifest.get('run', run_dir.name)}"
     links = ['<a href="results.html">all result records</a>',
-             *(f'<a href="{esc(name)}">{esc(what)}</a>' for name, what in example_links),
              *(['<a href="compare.html">comparison with the baseline run</a>']
                if (run_dir / "compare.html").is_file() else []),
              '<a href="manifest.json">manifest.json</a>', '<a href="metrics.json">metrics.json</a>']

@@ -69,7 +69,7 @@ def declared_default(info: Any) -> tuple[bool, Any]:
 #: example gives its elements' type); None stays allowed (the notebook's own default).
 NONE_DEFAULT_TYPES: dict[str, Any] = {
     **dict.fromkeys(("saf_source", "argscichat_source", "encoder", "bertscore_model",
-                     "bertscore_lang", "moverscore_model", "output_dir"), ""),
+                     "bertscore_lang", "moverscore_model", "output_dir", "example"), ""),
     **dict.fromkeys(("max_rows", "max_train_rows", "bertscore_layers"), 0),
     **dict.fromkeys(("systems", "extra_encoders", "baselines", "oracles", "ablations"), [""]),
     "prompt_words": {},

@@ -42,7 +42,7 @@ RUNNER_ONLY = ("run.py", "reporting/cli.py", "reporting/compare.py", "reporting/
                "reporting/plan.py", "reporting/reuse.py", "reporting/runner.py",
                "reporting/notebook_exec.py", "reporting/run_folder.py",
                "reporting/executors.py", "reporting/cluster_options.py", "reporting/sweep.py",
-               "reporting/sweep_page.py", "reporting/crossrun.py")
+               "reporting/crossrun.py")
 
 
 def _sha(obj: Any) -> str:

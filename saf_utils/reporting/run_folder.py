@@ -28,7 +28,6 @@ from saf_utils.reporting.profiles import (
     short,
 )
 from saf_utils.reporting.records import RECORDS_FILE, SOURCES_FILE, summarize
-from saf_utils.reporting.sweep_page import SWEEP_FILE, write_sweep
 
 PREVIOUS_DIR = "previous"
 
@@ -224,7 +223,7 @@ def write_reports(run_dir: Path, manifest: Manifest) -> None:
     """manifest.json, metrics.json and the run's pages from what is on disk now: the records
     of each notebook's latest execution (a bad line skipped and counted), each with its
     ``notebook_status``."""
-    from saf_utils.reporting import chrome, examples, index_page, metric_cards, results_page
+    from saf_utils.reporting import chrome, index_page, metric_cards, results_page
 
     latest = list(manifest.notebooks)
     status = {n["name"]: n["status"] for n in latest}
@@ -259,8 +258,7 @@ def write_reports(run_dir: Path, manifest: Manifest) -> None:
     write_json(run_dir / "metrics.json", {"records": records,
                                           "summary": summary.to_dict(orient="records"),
                                           "skipped_record_lines": skipped})
-    examples.write_example_pages(run_dir, written, records)  # before the index, which links them
-    index_page.write_index(run_dir, written, records, examples.example_pages(run_dir))
+    index_page.write_index(run_dir, written, records)
     results_page.write_results(run_dir, written, records)
     metric_cards.write_cards(run_dir / chrome.CARDS_PAGE, run_dir)
     chrome.refresh(run_dir)  # every page's navigation bar lists the pages there are now
@@ -337,11 +335,22 @@ def _seconds(start: str | None, end: str | None) -> float | None:
         return None
 
 
+def _datasets(run_dir: Path) -> list[str]:
+    """The datasets a run has records on (``metrics.json``); none where it has no records."""
+    try:
+        records = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))["records"]
+        return sorted({str(r["dataset"]) for r in records if isinstance(r, dict)
+                       and r.get("dataset") is not None})
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+
+
 def list_runs(reports_dir: str | os.PathLike | None = None,
               problems: list[str] | None = None) -> list[dict]:
-    """Runs under the reports folder, oldest first, with profile, commit, status, times (dead
-    ``running`` runs settled as killed). A malformed run raises :class:`RunnerError`, unless
-    ``problems`` is a list: then one line on it (or on a renamed run) is appended there."""
+    """Runs under the reports folder, oldest first, with profile, commit, status, times and
+    the datasets of their records (dead ``running`` runs settled as killed). A malformed run
+    raises :class:`RunnerError`, unless ``problems`` is a list: then one line on it (or on a
+    renamed run) is appended there."""
     root = Path(reports_dir or REPORTS_DIR)
     runs = []
     for mpath in sorted(root.glob("*/manifest.json")):
@@ -370,51 +379,6 @@ def list_runs(reports_dir: str | os.PathLike | None = None,
             "seconds": _seconds(m.started, m.finished)
             if m.finished or m.status == "running" else None,
             "notebooks": f"{sum(n.get('status') == 'ok' for n in nbs)}/{len(nbs)} ok",
+            "datasets": _datasets(mpath.parent),
         })
     return sorted(runs, key=lambda r: str(r.get("started")))
-
-
-def list_sweeps(reports_dir: str | os.PathLike | None = None,
-                problems: list[str] | None = None) -> list[dict]:
-    """Sweeps under the reports folder (``*/sweep.json``), oldest first, with ``cells``
-    (``{cell: status}``, from each cell's run folder where it has one) and ``summary`` (the
-    file); an unreadable one is a line in ``problems``. A dead ``running`` sweep is settled as
-    ``killed`` (as :func:`list_runs` does a run): its ``sweep.json`` and ``sweep.html``
-    rewritten, each cell with the status its run folder records (best effort)."""
-    root = Path(reports_dir or REPORTS_DIR)
-    out = []
-    for spath in sorted(root.glob(f"*/{SWEEP_FILE}")):
-        try:
-            summary = json.loads(spath.read_text(encoding="utf-8"))
-            if not isinstance(summary, dict) or not isinstance(summary.get("cells"), list) \
-                    or not all(isinstance(c, dict) for c in summary["cells"]):
-                raise ValueError("not a sweep summary (an object with a 'cells' list)")
-        except (OSError, ValueError) as exc:
-            if problems is not None:
-                problems.append(f"{spath.parent.name}/{SWEEP_FILE}: skipped "
-                                f"({' '.join(str(exc).split())[:200]})")
-            continue
-        ran = {r["run"]: r["status"] for r in list_runs(spath.parent, problems)}
-        cells = {str(c.get("name")): ran.get(str(c.get("name")), str(c.get("status")))
-                 for c in summary["cells"]}
-        if died(summary):
-            _settle_killed_sweep(spath.parent, summary, cells)
-        out.append({"sweep": spath.parent.name, "profile": summary.get("profile"),
-                    "status": str(summary.get("status")),
-                    "started": summary.get("started"), "cells": cells, "summary": summary})
-    return sorted(out, key=lambda r: str(r.get("started")))
-
-
-def _settle_killed_sweep(sweep_dir: Path, summary: dict, cells: dict[str, str]) -> None:
-    for c in summary["cells"]:
-        name = str(c.get("name"))
-        c["status"] = cells[name]
-        if (sweep_dir / name / "manifest.json").is_file():
-            c.update(run_dir=str(sweep_dir / name), index=f"{name}/index.html")
-    summary.update(status="killed", status_reason=f"process {summary.get('pid')} on "
-                   f"{summary.get('host')} ended without recording how the sweep ended; "
-                   f"found {now_iso()}")
-    try:
-        write_sweep(sweep_dir, summary)
-    except (ReportWriteError, RunnerError, KeyError, TypeError, ValueError):
-        pass  # a read-only folder, or a summary written by another version

@@ -314,19 +314,12 @@ class _Run:
             print(f"Run {self.out.name} interrupted: {why}", file=sys.stderr, flush=True)
 
     def close(self, stop: BaseException | None) -> BaseException | None:
-        """The run's end in manifest and pages, then runs.html and ``--baseline``'s
-        compare.html (each failure one line; notebooks never started stay "pending")."""
+        """The run's end in manifest and pages, then ``--baseline``'s compare.html (each
+        failure one line; notebooks never started stay "pending")."""
         stop = record_end(self.out, self.manifest, self.invocation, self.status,
                           self.results, stop)
         if stop is not None:  # after a write error the status line is the one line said
             return stop
-        from saf_utils.reporting.overview import write_overview
-
-        try:
-            write_overview(self.out.parent)
-        except Exception as exc:  # noqa: BLE001 - the overview of all runs never fails this one
-            print(f"saf-run: runs.html not written: {type(exc).__name__}: {exc}",
-                  file=sys.stderr)
         if (baseline := self.plan.baseline) is not None:
             from saf_utils.reporting.compare import compare_runs
             from saf_utils.reporting.compare_page import write_compare_html

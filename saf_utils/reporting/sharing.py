@@ -36,6 +36,13 @@ def md(x: Any, code: bool = False) -> str:
     return "".join(_HTML_SPECIAL.get(c) or (f"\\{c}" if c in _MD_SPECIAL else c) for c in text)
 
 
+def fields_md(fields: Mapping[str, Any]) -> str:
+    """``{name: text}`` as a Markdown list, each text literal (:func:`md`) with its line
+    breaks kept."""
+    return "\n".join(f"- **{md(k)}**: " + "  \n  ".join(
+        md(line) for line in (str(v).splitlines() or [""])) for k, v in fields.items())
+
+
 #: Words of the notebooks' verdict sentences and the glossary entries (how-to-read.html,
 #: next to every notebook page in a run folder) that explain them.
 VERDICT_TERMS = (

@@ -1,20 +1,18 @@
 """Parameter sweeps: ``saf-run sweep --profile P --matrix KEY=[v1,v2] [--matrix …]``.
 
 The cross product of the matrix (the profile's ``matrix:`` block, then ``--matrix``; a KEY
-is ``key`` or ``notebook.key``, as for ``-p``) becomes ordinary runs, one folder per cell in
-one sweep folder ``reports/<sweep>/<cell>/``, all planned and checked before any runs. The
-cells run one after another in this process, or all at once on a Dask client, each with the
-run's reuse rules (``reuse: latest`` looks among the sweep's cells); ``sweep.json`` and
-``sweep.html`` (:mod:`.sweep_page`) then put the cells side by side.
+is ``key`` or ``notebook.key``, as for ``-p``) becomes ordinary runs named with the sweep's
+prefix, ``reports/<sweep>-<cell>/``, all planned and checked before any runs. The cells run
+one after another in this process, or all at once on a Dask client, each with the run's
+reuse rules. ``saf-run list`` lists them with the other runs and ``saf-run compare`` compares
+two cells (paired tests on the same items); a sweep keeps no state of its own.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
-import os
 import re
-import socket
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
@@ -22,10 +20,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from saf_utils.reporting.manifest import git_state, now_iso
 from saf_utils.reporting.notebook_exec import Interrupted, _signals
-from saf_utils.reporting.profiles import REPORTS_DIR, RunnerError, check_folder_name, yaml_load
-from saf_utils.reporting.sweep_page import shown_value, write_sweep
+from saf_utils.reporting.profiles import RunnerError, check_folder_name, yaml_load
 
 _KEY = re.compile(r"(?:[\w-]+\.)?[A-Za-z_]\w*")
 
@@ -72,6 +68,15 @@ def _check_axis(key: str, values: Any, what: str) -> None:
         raise RunnerError(f"{what}: a value is listed twice")
 
 
+def shown_value(value: Any) -> str:
+    """A value as a cell's name shows it: a path by its last part, a list joined by ``+``."""
+    if isinstance(value, list | tuple):
+        return "+".join(shown_value(v) for v in value)
+    if isinstance(value, str) and "/" in value:
+        return Path(value.rstrip("/")).name or value
+    return str(value)
+
+
 def cell_name(values: dict[str, Any]) -> str:
     """The run folder name of a cell: ``key-value`` parts (a key without its notebook),
     characters outside letters, digits and ``. _ + -`` replaced by ``-``."""
@@ -95,14 +100,15 @@ class Cell:
     results: list = field(default_factory=list)
 
 
-def plan_cells(base: Any, matrix: dict[str, list], sweep_dir: Path) -> list[Cell]:
-    """One checked run plan per cell (:func:`runner.prepare`): a bad value fails here."""
+def plan_cells(base: Any, matrix: dict[str, list], sweep: str) -> list[Cell]:
+    """One checked run plan per cell, named ``<sweep>-<cell>`` (:func:`runner.prepare`): a
+    bad value fails here."""
     from saf_utils.reporting import runner
 
     cells, names = [], set()
     for combo in itertools.product(*matrix.values()):
         values = dict(zip(matrix, combo, strict=True))
-        name = cell_name(values)
+        name = f"{sweep}-{cell_name(values)}"
         k, unique = 1, name
         while unique in names:
             k += 1
@@ -110,7 +116,7 @@ def plan_cells(base: Any, matrix: dict[str, list], sweep_dir: Path) -> list[Cell
         names.add(unique)
         check_folder_name(unique, "sweep cell name")
         overrides = [*base.overrides, *(f"{key}={json.dumps(v)}" for key, v in values.items())]
-        req = replace(base, overrides=overrides, run_name=unique, reports_dir=str(sweep_dir),
+        req = replace(base, overrides=overrides, run_name=unique,
                       argv=[*(base.argv or []), f"# sweep cell {unique}"],
                       label=f"{unique} " if base.workers > 1 or base.scheduler else "")
         try:
@@ -121,15 +127,14 @@ def plan_cells(base: Any, matrix: dict[str, list], sweep_dir: Path) -> list[Cell
     return cells
 
 
-def describe_sweep(cells: list[Cell], matrix: dict[str, list], sweep_dir: Path,
-                   base: Any) -> str:
+def describe_sweep(cells: list[Cell], matrix: dict[str, list], base: Any) -> str:
     """The dry-run text: the matrix, one line per cell, then the plan of the first cell."""
     from saf_utils.reporting import runner
     from saf_utils.reporting.cluster_options import where_text
 
     cfg = cells[0].plan.cfg
     lines = [f"Sweep plan (dry run; nothing runs): profile {cfg['name']}, {len(cells)} cell(s)"
-             f" as runs in {sweep_dir}/<cell>"]
+             f" as runs {cells[0].req.reports_dir or 'reports'}/<sweep>-<cell>"]
     lines += [f"  matrix {key} = {values!r}" for key, values in matrix.items()]
     lines += [f"[{i}] {c.name}: " + ", ".join(f"{k}={v!r}" for k, v in c.values.items())
               for i, c in enumerate(cells, 1)]
@@ -191,13 +196,13 @@ def run_cells(cells: list[Cell], executor: Any) -> str:
 def add_sweep_arguments(ap: Any) -> Any:
     """``saf-run sweep``'s parser: the run options (:func:`cli.run_parser`) and the matrix."""
     ap.prog = "saf-run sweep"
-    ap.description = ("Run the cross product of --matrix values as ordinary runs (one folder "
-                      "each in one sweep folder) and write sweep.html beside them.")
+    ap.description = ("Run the cross product of --matrix values as ordinary runs named "
+                      "<sweep>-<cell> (saf-run list lists them, saf-run compare compares two).")
     ap.epilog = None
     ap.add_argument("--matrix", action="append", default=[], metavar="KEY=[V1,V2]",
                     help="a parameter (key or notebook.key) and its values, a YAML list; "
                          "repeat for more axes (cross product)")
-    ap.add_argument("--sweep-name", help="the sweep folder under --reports-dir (default: "
+    ap.add_argument("--sweep-name", help="the prefix of the cells' run folders (default: "
                                          "sweep-<profile>-<time>)")
     return ap
 
@@ -208,49 +213,32 @@ def run_sweep(args: Any, argv: list[str]) -> int:
     from saf_utils.reporting import runner
     from saf_utils.reporting.cluster_options import check_scheduler_options, resolve_workers
     from saf_utils.reporting.executors import open_executor
-    from saf_utils.reporting.profiles import load_profile
-    from saf_utils.reporting.run_folder import new_run_dir
+    from saf_utils.reporting.profiles import REPORTS_DIR, load_profile
 
     for opt in ("run_name", "run_dir", "baseline"):
         if getattr(args, opt):
             raise RunnerError(f"--{opt.replace('_', '-')} is for one run; a sweep makes a new "
-                              "run per cell in its own folder (--sweep-name)")
-    base = runner.request_from_args(args, argv)  # reports_dir: each cell gets the sweep's
-    reports = Path(args.reports_dir).resolve() if args.reports_dir else REPORTS_DIR
+                              "run per cell, named with its prefix (--sweep-name)")
+    base = runner.request_from_args(args, argv)
     cfg = load_profile(args.profile or "cpu", args.config)
     base = replace(base, workers=resolve_workers(args.workers, args.scheduler, cfg.get("workers")))
     check_scheduler_options(base.workers, args.scheduler)
     matrix = parse_matrix(args.matrix, cfg.get("matrix"), cfg["path"])
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     name = check_folder_name(args.sweep_name or f"sweep-{cfg['name']}-{stamp}", "--sweep-name")
-    cells = plan_cells(base, matrix, reports / name)
+    cells = plan_cells(base, matrix, name)
     if args.dry_run:
-        print(describe_sweep(cells, matrix, reports / name, base))
+        print(describe_sweep(cells, matrix, base))
         return 0
     with open_executor(base.workers, args.scheduler) as executor:
-        sweep_dir = new_run_dir(reports, name)
-        for c in cells:  # the folder may have got a suffix
-            c.req.reports_dir = str(sweep_dir)
-        summary = {"sweep": sweep_dir.name, "profile": cfg["name"], "profile_file": cfg["path"],
-                   "matrix": matrix, "argv": argv, "git": git_state(),
-                   "executor": executor.description, "started": now_iso(), "finished": None,
-                   "status": "running", "pid": os.getpid(), "host": socket.gethostname(),
-                   "cells": [_cell_entry(c) for c in cells]}
-        write_sweep(sweep_dir, summary)
-        print(f"Sweep {sweep_dir.name}: {len(cells)} cell(s) -> {sweep_dir}", flush=True)
-        executor.preflight(sweep_dir, [p for c in cells for p in c.plan.plans],
-                           [d for c in cells for d in c.plan.data])
+        print(f"Sweep {name}: {len(cells)} cell(s), each a run {name}-<cell>", flush=True)
+        executor.preflight(Path(base.reports_dir or REPORTS_DIR), [
+            p for c in cells for p in c.plan.plans], [d for c in cells for d in c.plan.data])
         status = run_cells(cells, executor)
-    summary.update(cells=[_cell_entry(c) for c in cells], finished=now_iso(),
-                   status=status.split(":")[0])
-    print(f"Sweep: {write_sweep(sweep_dir, summary).resolve()}")
+    for c in cells:
+        print(f"  {c.run_dir.name if c.run_dir else c.name}: {c.status}"
+              + (f" ({c.error})" if c.error else ""))
+    print(f"Compare two cells: saf-run compare {cells[0].name} <other cell>; list them: "
+          "saf-run list")
     return runner.exit_code(status, [c.name for c in cells if c.status != "ok"],
                             "Cells not ok")
-
-
-def _cell_entry(c: Cell) -> dict[str, Any]:
-    return {"name": c.name, "values": c.values, "status": c.status, "error": c.error,
-            "seconds": c.seconds, "run_dir": str(c.run_dir) if c.run_dir else None,
-            "index": f"{c.name}/index.html" if c.run_dir else None,
-            "overrides": c.req.overrides}
-

@@ -133,3 +133,74 @@ def label_distribution(preds: pd.DataFrame, splits: Sequence[str] | None = None,
             rows.append(row)
     out = pd.DataFrame(rows)
     return out.fillna({"(none)": 0.0}) if "(none)" in out else out
+
+
+def _seed(x: Any) -> str:
+    """A seed as text: blank for a system without one."""
+    return "" if pd.isna(x) else str(int(x))
+
+
+def _marked(preds: pd.DataFrame) -> pd.DataFrame:
+    """``preds`` with ``shown``: the label as the browser shows it (``✓`` the gold label,
+    ``✗`` another one, ``(unparseable)`` where none could be read from a generation)."""
+    ok = preds["parseable"].fillna(True).astype(bool) if "parseable" in preds else \
+        pd.Series(True, index=preds.index)
+    hit = preds.pred_label.astype(str) == preds.gold_label.astype(str)
+    shown = np.where(hit, "✓ ", "✗ ") + preds.pred_label.astype(str)
+    shown = np.where(preds.pred_label.isna(), "(none)", shown)
+    return preds.assign(shown=np.where(ok, shown, "(unparseable)"), hit=hit & ok)
+
+
+def every_system(preds: pd.DataFrame, systems: Sequence[str],
+                 counted: Sequence[str]) -> pd.DataFrame:
+    """One row per evaluated answer, test splits first: split, id, question, answer, gold
+    label and score, ``right`` (how many of the ``counted`` systems gave the gold label) and
+    a column per system (one seed each, as ``preds`` holds it) with its label (``✓``: the
+    gold one)."""
+    keys = ["split", "id"]
+    sub = _marked(preds.assign(id=preds.id.astype(str)))
+    wide = sub.pivot_table(index=keys, columns="system", values="shown", aggfunc="first")
+    first = sub.drop_duplicates(keys).set_index(keys)
+    n = len([s for s in counted if s in set(sub.system)])
+    right = sub[sub.system.isin(list(counted))].groupby(keys).hit.sum()
+    out = pd.DataFrame({
+        "question": first.question, "provided_answer": first.provided_answer.fillna(""),
+        "gold_label": first.gold_label, "gold_score": first.gold_score.astype(float),
+        "right": right.reindex(first.index, fill_value=0).astype(int).astype(str) + f"/{n}"})
+    out = out.join(wide[[s for s in systems if s in wide.columns]]).fillna("").reset_index()
+    later = out.split.map(lambda s: not str(s).startswith("test"))
+    return out.iloc[np.lexsort([out.split.astype(str), later])].reset_index(drop=True)
+
+
+def one_answer(preds: pd.DataFrame, items: pd.DataFrame, systems: Sequence[str],
+               roles: Any, example: str | None) -> tuple[str, dict[str, Any], pd.DataFrame]:
+    """The answer ``example`` (``"<split>:<id>"``; None: the first row of
+    :func:`every_system`) in full: its name, its texts (question, reference, answer, gold)
+    and one row per system with role, seed, label, score, feedback and its per-item scores
+    (``items``, the same seed)."""
+    keyed = _marked(preds.assign(key=preds.split.astype(str) + ":" + preds.id.astype(str)))
+    if example is None:
+        t = every_system(preds, systems, [])
+        example = f"{t.split.iloc[0]}:{t.id.iloc[0]}"
+    rows = keyed[keyed.key == str(example)]
+    if rows.empty:
+        raise ValueError(f"example {example!r}: no evaluated answer has this '<split>:<id>' "
+                         f"(for instance {keyed.key.iloc[0]!r})")
+    split, ex_id = str(example).split(":", 1)
+    g = rows.iloc[0]
+    texts = {"question": g.question, "reference answer": g.reference_answer,
+             "answer": g.provided_answer, "gold label": g.gold_label,
+             "gold score": g.gold_score, "gold feedback": g.gold_feedback}
+    per = rows.set_index("system").loc[[s for s in systems if s in set(rows.system)]]
+    out = pd.DataFrame({"role": [roles.get(s, "") for s in per.index],
+                        "seed": per.seed.map(_seed), "label": per.shown,
+                        "score": pd.to_numeric(per.pred_score, errors="coerce"),
+                        "feedback": per.pred_feedback.fillna("")}).rename_axis("system")
+    if len(items):  # an empty items file has no columns
+        mine = items[(items.split.astype(str) == split) & (items["item"].astype(str) == ex_id)]
+        same = mine[[s in per.index and (per.at[s, "seed"] == x or pd.isna(per.at[s, "seed"])
+                                         and pd.isna(x))
+                     for s, x in zip(mine.system, mine.seed, strict=True)]]
+        out = out.join(same.pivot_table(index="system", columns="metric", values="value",
+                                        sort=False))
+    return str(example), texts, out.reset_index()
