@@ -82,7 +82,7 @@ wordnet:
 	else echo "WARNING: no apt-get; METEOR will raise until WORDNET_DIR is set"; fi
 
 reports: install
-	$(PY) -m saf_utils.run --profile $(PROFILE) $(if $(WORKERS),--workers $(WORKERS)) $(RUN_ARGS)
+	$(PY) -m notebook_reports --profile $(PROFILE) $(if $(WORKERS),--workers $(WORKERS)) $(RUN_ARGS)
 
 smoke: PROFILE = smoke
 smoke: reports
@@ -96,7 +96,7 @@ test-all: install
 	$(PY) -m pytest -q
 
 lint: install
-	$(VENV)/bin/ruff check saf_utils tests benchmarks
+	$(VENV)/bin/ruff check saf_utils notebook_reports tests benchmarks
 
 # JupyterLab on notebooks/ (saves keep their outputs; git stores them stripped: git-filter). As
 # root (a container), Jupyter refuses to start without --allow-root.

@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from saf_utils.reporting.sharing import esc
+from notebook_reports.sharing import esc
 
 TEMPLATES = Path(__file__).parent / "templates"
 CARDS_PAGE = "metric-cards.html"
@@ -69,7 +69,7 @@ def without_bar(text: str) -> str:
 def refresh(run_dir: Path) -> None:
     """Render the bar of every page of ``run_dir`` again: a page written before its siblings
     (an early notebook, a reused page, any page before a compare page) then links them."""
-    from saf_utils.reporting.manifest import write_text
+    from notebook_reports.manifest import write_text
 
     nav = environment().get_template("chrome.html.j2").module.nav
     for p in sorted(run_dir.glob("*.html")):
@@ -97,7 +97,7 @@ def link_metric_headers(text: str) -> str:
 def collect_warnings(nb: Any) -> list[dict[str, Any]]:
     """Take every stderr output out of the notebook's cells: ``[{"text", "count", "where"}]``,
     identical messages once; progress bars' redraws (``\\r``) reduced to their last state."""
-    from saf_utils.reporting.notebook_exec import section_starts
+    from notebook_reports.notebook_exec import section_starts
 
     starts, section, found = section_starts(nb), "", {}
     for i, cell in enumerate(nb.cells):
@@ -128,8 +128,8 @@ def downloads_section(run_dir: Path, records: Sequence[dict]) -> str:
     notebooks that recorded its results)."""
     import pandas as pd
 
+    from notebook_reports.tables import html
     from saf_utils import artifacts as a
-    from saf_utils.reporting.tables import html
 
     by_task: dict[str, set[str]] = {}
     for r in records:

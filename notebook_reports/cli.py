@@ -6,7 +6,7 @@
     saf-run compare RUN_A RUN_B [--html PATH] [--alpha A] [--resamples N]
     saf-run list [--reports-dir DIR] [--json]
 
-Plain ``saf-run --profile …`` (and ``python -m saf_utils.run``) is ``saf-run run``.
+Plain ``saf-run --profile …`` (and ``python -m notebook_reports``) is ``saf-run run``.
 Exit codes: 0 ok, 1 a notebook failed, 2 bad invocation (nothing ran), 3 a report file could
 not be written, 130/143/129 interrupted (SIGINT/SIGTERM/SIGHUP).
 """
@@ -18,9 +18,9 @@ import re
 import sys
 from typing import Any
 
-from saf_utils.reporting.manifest import ReportWriteError
-from saf_utils.reporting.profiles import REPORTS_DIR, RunnerError
-from saf_utils.reporting.run_folder import list_runs
+from notebook_reports.manifest import ReportWriteError
+from notebook_reports.profiles import REPORTS_DIR, RunnerError
+from notebook_reports.run_folder import list_runs
 
 EXIT_WRITE = 3
 
@@ -30,7 +30,7 @@ def _err(msg: str) -> None:
 
 
 def run_parser() -> argparse.ArgumentParser:
-    from saf_utils.reporting import runner
+    from notebook_reports import runner
 
     ap = argparse.ArgumentParser(prog="saf-run", description=runner.__doc__.split("\n\n")[0],
                                  epilog="Other commands: saf-run compare RUN_A RUN_B; "
@@ -60,14 +60,14 @@ def run_parser() -> argparse.ArgumentParser:
                          "instead of running them (frozen notebooks)")
     ap.add_argument("--no-reuse", action="store_true",
                     help="run every notebook, even where the profile says reuse: latest")
-    from saf_utils.reporting.cluster_options import add_cluster_arguments
+    from notebook_reports.cluster_options import add_cluster_arguments
 
     add_cluster_arguments(ap)
     return ap
 
 
 def run_main(argv: list[str]) -> int:
-    from saf_utils.reporting import runner
+    from notebook_reports import runner
 
     args = run_parser().parse_args(argv)
     req = runner.request_from_args(args, ["saf-run", *argv])
@@ -80,16 +80,16 @@ def run_main(argv: list[str]) -> int:
 
 
 def sweep_main(argv: list[str]) -> int:
-    """``saf-run sweep`` (reporting/sweep.py); exit codes as for a run."""
-    from saf_utils.reporting import sweep
+    """``saf-run sweep`` (notebook_reports/sweep.py); exit codes as for a run."""
+    from notebook_reports import sweep
 
     args = sweep.add_sweep_arguments(run_parser()).parse_args(argv)
     return sweep.run_sweep(args, ["saf-run", "sweep", *argv])
 
 
 def compare_main(argv: list[str]) -> int:
-    from saf_utils.reporting.compare import check_options, compare_runs, resolve_run
-    from saf_utils.reporting.compare_page import to_markdown, write_compare_html
+    from notebook_reports.compare import check_options, compare_runs, resolve_run
+    from notebook_reports.compare_page import to_markdown, write_compare_html
 
     ap = argparse.ArgumentParser(prog="saf-run compare",
                                  description="Differences of run B against run A (Markdown to "
@@ -117,7 +117,7 @@ def list_main(argv: list[str]) -> int:
     runs named ``<sweep>-<cell>``), or ``--json``: one object per run, for scripts."""
     import json
 
-    from saf_utils.reporting.pages import duration_text
+    from notebook_reports.pages import duration_text
 
     ap = argparse.ArgumentParser(prog="saf-run list", description="Runs in the reports folder, "
                                  "grouped by profile and dataset, oldest first.")

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from saf_utils.reporting.profiles import RunnerError, short
+from notebook_reports.profiles import RunnerError, short
 
 
 def resolve_workers(workers: int | None, address: str | None,
@@ -113,8 +113,8 @@ def check_workers(client: Any, folder: Path, plans: Sequence[Any], data: Sequenc
     """Every worker sees ``folder`` (a probe file written here is read there), the local data,
     the same notebooks and package sources and a python3 kernel; else one
     :class:`RunnerError` naming each worker and what it lacks."""
+    from notebook_reports.reuse import package_digest
     from saf_utils.provenance import sha256_file
-    from saf_utils.reporting.reuse import package_digest
 
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -154,8 +154,8 @@ def check_workers(client: Any, folder: Path, plans: Sequence[Any], data: Sequenc
 
 def check_worker(expected: dict[str, Any]) -> dict[str, Any] | None:
     """Run on each worker by :func:`check_workers`: None, or what it lacks."""
+    from notebook_reports.reuse import package_digest
     from saf_utils.provenance import sha256_file
-    from saf_utils.reporting.reuse import package_digest
 
     problems = []
     probe, token = expected["probe"]

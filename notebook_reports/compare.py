@@ -14,10 +14,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from notebook_reports.crossrun import KEY, frame, rows_of
+from notebook_reports.manifest import PROJECT_ROOT
+from notebook_reports.profiles import REPORTS_DIR, RunnerError, check_folder_name
 from saf_utils.artifacts import ITEMS_FILE, read_items
-from saf_utils.reporting.crossrun import KEY, frame, rows_of
-from saf_utils.reporting.manifest import PROJECT_ROOT
-from saf_utils.reporting.profiles import REPORTS_DIR, RunnerError, check_folder_name
 
 IGNORED_PARAMS = {"output_dir"}
 MIN_RESAMPLES = 100
@@ -135,7 +135,7 @@ def _params(manifest: dict, run: Path) -> dict[tuple[str, str | None], tuple[Any
     """(notebook, parameter) -> (value, note, known). A parameter the manifest does not list
     ran with the default of the run's copy of the notebook (note ``default``; not ``known``
     when it is no literal); (notebook, None) -> the note of a parameter it lacks."""
-    from saf_utils.reporting.parameters import declared_default, notebook_parameters
+    from notebook_reports.parameters import declared_default, notebook_parameters
 
     out: dict[tuple[str, str | None], tuple[Any, str, bool]] = {}
     for n in manifest.get("notebooks", []):

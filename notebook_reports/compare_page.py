@@ -10,8 +10,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from saf_utils.reporting.manifest import write_text
-from saf_utils.reporting.pages import esc, fmt
+from notebook_reports.manifest import write_text
+from notebook_reports.pages import esc, fmt
 
 WHERE = "task / dataset / split"
 NUMBERS = {"A", "B", "B - A", "value"}  # right-aligned in the results' sections
@@ -101,8 +101,8 @@ def to_markdown(cmp: dict) -> str:
 def write_compare_html(cmp: dict, path: str | os.PathLike) -> Path:
     """The comparison as a page; a significant change's test cell is marked (``failed``).
     Inside a run folder it has the run's navigation bar and the run's pages link it."""
-    from saf_utils.reporting import chrome, metric_cards
-    from saf_utils.reporting.pages import page, table
+    from notebook_reports import chrome, metric_cards
+    from notebook_reports.pages import page, table
 
     path = Path(path)
     body = [f"<h1>{esc(cmp['b_name'])} compared with {esc(cmp['a_name'])}</h1>",

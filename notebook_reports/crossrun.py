@@ -97,7 +97,7 @@ def task_metrics(df: pd.DataFrame) -> list[tuple[str, str, tuple[str, ...], tupl
     """(task, title, headline metrics, splits in page order) of every task with result rows:
     registered specs first, then the others by name (not the ``data`` system's), each with
     its first four metrics."""
-    from saf_utils.tasks import specs
+    from notebook_reports.tasks import specs
 
     known = {s.name: s for s in specs()}
     res = df[df["system"] != "data"]
@@ -111,6 +111,6 @@ def task_metrics(df: pd.DataFrame) -> list[tuple[str, str, tuple[str, ...], tupl
 
 def interactive(table_id: str, df: pd.DataFrame, caption: str | None, **options: Any) -> Any:
     """:func:`tables.html` of ``df`` whose cells are HTML the caller escaped (links)."""
-    from saf_utils.reporting.tables import html
+    from notebook_reports.tables import html
 
     return html(df, caption, html_columns=list(df.columns), table_id=table_id, **options)

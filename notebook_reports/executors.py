@@ -31,11 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from notebook_reports import cluster_options as options
+from notebook_reports.data_check import data_env_vars
+from notebook_reports.notebook_exec import Interrupted, execute_one
+from notebook_reports.profiles import RunnerError
 from saf_utils import numerics
-from saf_utils.reporting import cluster_options as options
-from saf_utils.reporting.data_check import data_env_vars
-from saf_utils.reporting.notebook_exec import Interrupted, execute_one
-from saf_utils.reporting.profiles import RunnerError
 
 #: Environment variables a notebook's kernel reads (besides :func:`data_env_vars`); a Dask
 #: worker gets the runner's values, so that a worker started elsewhere computes the same.
@@ -316,7 +316,7 @@ def run_notebook(task: NotebookTask, stop: Callable[[], str | None],
                  emit: Callable[..., None] = print) -> dict[str, Any]:
     """A task: execute one notebook, printing a line per section (``[2/5]   1:03  § Title``);
     a reason ``stop()`` returns stops its kernel. Returns :class:`Outcome`'s fields."""
-    from saf_utils.reporting.pages import duration_text
+    from notebook_reports.pages import duration_text
 
     t0 = time.perf_counter()
 

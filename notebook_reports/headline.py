@@ -11,11 +11,11 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from notebook_reports.crossrun import TESTS, clip_record, paired_test
+from notebook_reports.pages import fmt, table
+from notebook_reports.sharing import esc
 from saf_utils.metrics import bounds, lower_is_better, scale_label
 from saf_utils.metrics import metric as metric_spec
-from saf_utils.reporting.crossrun import TESTS, clip_record, paired_test
-from saf_utils.reporting.pages import fmt, table
-from saf_utils.reporting.sharing import esc
 from saf_utils.text import interval
 
 #: roles that are not comparable to systems: ceilings (reading gold a user would not have,
@@ -41,7 +41,7 @@ def input_mark(entry: dict) -> str:
 
 def name_html(system: str, titles: dict[str, str] | None = None) -> str:
     """A system's name (escaped) carrying its one line of words as a title (hover), where
-    ``titles`` has one (:func:`saf_utils.tasks.system_line`)."""
+    ``titles`` has one (:func:`notebook_reports.tasks.system_line`)."""
     line = (titles or {}).get(system)
     return (f'<span class="sysname" title="{esc(line)}">{esc(system)}</span>' if line
             else esc(system))

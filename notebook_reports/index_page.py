@@ -13,12 +13,12 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from notebook_reports import headline as H
+from notebook_reports.headline import GLOSSARY, term
+from notebook_reports.manifest import write_text
+from notebook_reports.pages import duration_text, page, table
+from notebook_reports.sharing import esc
 from saf_utils.metrics import bounds, scale_label
-from saf_utils.reporting import headline as H
-from saf_utils.reporting.headline import GLOSSARY, term
-from saf_utils.reporting.manifest import write_text
-from saf_utils.reporting.pages import duration_text, page, table
-from saf_utils.reporting.sharing import esc
 from saf_utils.taskspec import Published
 
 
@@ -101,8 +101,8 @@ def leakage_note(sources: Sequence[dict], t: dict) -> str:
 def task_splits(records: list[dict]) -> Iterator[dict[str, Any]]:
     """Per task (registered specs first) and split in page order: title, metrics, the cells
     (:func:`.crossrun.headline_cells`), ★ systems, paired differences on the leading metric."""
-    from saf_utils.reporting.crossrun import frame, headline_cells, task_metrics
-    from saf_utils.tasks import spec, system_line
+    from notebook_reports.crossrun import frame, headline_cells, task_metrics
+    from notebook_reports.tasks import spec, system_line
 
     df = frame({"": records})
     for task, title, metrics, splits in task_metrics(df):
@@ -396,7 +396,7 @@ def run_subject(records: list[dict]) -> tuple[str, str]:
 
 def write_index(run_dir: Path, manifest: dict, records: list[dict]) -> Path:
     """``index.html`` of a run."""
-    from saf_utils.reporting import chrome
+    from notebook_reports import chrome
 
     git, status = manifest.get("git") or {}, manifest.get("status", "?")
     latest = {n["name"]: n for n in manifest.get("notebooks", [])}

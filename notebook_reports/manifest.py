@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
 def git_state(root: str | os.PathLike = PROJECT_ROOT) -> dict[str, Any]:

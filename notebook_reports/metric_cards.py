@@ -8,12 +8,12 @@ import re
 from pathlib import Path
 from typing import Any
 
+from notebook_reports.sharing import esc
 from saf_utils.metrics import METRICS, Metric
-from saf_utils.reporting.sharing import esc
 
 
 def _macros() -> Any:
-    from saf_utils.reporting.chrome import environment
+    from notebook_reports.chrome import environment
 
     return environment().get_template("cards.html.j2").module
 
@@ -27,7 +27,7 @@ def cards_body(used: set[str] = frozenset()) -> str:
     """Every registered metric, those recorded in the run first, then the rest, by name."""
     import pandas as pd
 
-    from saf_utils.reporting.tables import html
+    from notebook_reports.tables import html
 
     order = sorted(METRICS.values(), key=lambda m: (m.name not in used, m.name))
     summary = html(pd.DataFrame(
@@ -40,8 +40,8 @@ def cards_body(used: set[str] = frozenset()) -> str:
 
 def systems_markdown() -> str:
     """The glossary's systems section, generated from the registrations: per task, one line
-    per registered system (its name, role and description; :func:`saf_utils.tasks.system_line`)."""
-    from saf_utils import tasks
+    per registered system (its name, role and description; :func:`tasks.system_line`)."""
+    from notebook_reports import tasks
 
     lines = ['', '<a id="systems"></a>', '', '## Systems', '',
              "Every registered system, one line each, from its registration (role and "
@@ -67,9 +67,9 @@ def write_cards(path: Path, run_dir: Path | None = None) -> Path:
     mistune, nbconvert's Markdown renderer), with ``run_dir``'s navigation bar."""
     import mistune
 
-    from saf_utils.reporting.chrome import HOW_TO_READ
-    from saf_utils.reporting.manifest import write_text
-    from saf_utils.reporting.pages import page
+    from notebook_reports.chrome import HOW_TO_READ
+    from notebook_reports.manifest import write_text
+    from notebook_reports.pages import page
 
     try:
         records = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))["records"]

@@ -16,7 +16,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from saf_utils.reporting.manifest import ReportWriteError, write_text
+from notebook_reports.manifest import ReportWriteError, write_text
 
 
 class Interrupted(BaseException):  # noqa: N818 - like KeyboardInterrupt, not an error

@@ -11,8 +11,8 @@ import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from saf_utils.reporting.manifest import write_text
-from saf_utils.reporting.sharing import PathScrubber, clean_html, esc
+from notebook_reports.manifest import write_text
+from notebook_reports.sharing import PathScrubber, clean_html, esc
 
 
 def fmt(x: float | None, digits: int = 3) -> str:
@@ -54,7 +54,7 @@ def page(title: str, body: str | Sequence[str], script: str = "",
     run's navigation bar; ``wide``: no width cap."""
     from markupsafe import Markup
 
-    from saf_utils.reporting import chrome, tables
+    from notebook_reports import chrome, tables
 
     scrub = PathScrubber(run_dir)
     text = "\n".join(scrub(p, generic=False) if isinstance(p, Markup) else
@@ -81,7 +81,7 @@ def render_notebook(ipynb: Path, hide_code: bool = False) -> Path:
     import nbformat
     from nbconvert import HTMLExporter
 
-    from saf_utils.reporting import chrome, tables
+    from notebook_reports import chrome, tables
 
     nb = nbformat.read(ipynb, as_version=4)
     params = (nb.metadata.get("papermill") or {}).get("parameters") or {}

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from saf_utils.reporting.profiles import ECHO_LIMIT, RunnerError, check_plain, short, yaml_load
+from notebook_reports.profiles import ECHO_LIMIT, RunnerError, check_plain, short, yaml_load
 
 
 def parse_overrides(items: list[str]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:

@@ -11,15 +11,15 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from saf_utils.reporting.data_check import check_data_sources
-from saf_utils.reporting.manifest import Manifest, pid_alive
-from saf_utils.reporting.parameters import (
+from notebook_reports.data_check import check_data_sources
+from notebook_reports.manifest import Manifest, pid_alive
+from notebook_reports.parameters import (
     NotebookPlan,
     check_dependencies,
     plan_notebooks,
     select_notebooks,
 )
-from saf_utils.reporting.profiles import (
+from notebook_reports.profiles import (
     NOTEBOOK_DIR,
     REPORTS_DIR,
     RunnerError,
@@ -27,7 +27,7 @@ from saf_utils.reporting.profiles import (
     load_profile,
     short,
 )
-from saf_utils.tasks import system_params_lines
+from notebook_reports.tasks import system_params_lines
 
 
 @dataclass
@@ -79,8 +79,8 @@ class RunPlan:
 
 def prepare(req: RunRequest) -> RunPlan:
     """Everything checked before anything runs; returns the plan (nothing is written)."""
-    from saf_utils.reporting.compare import load_run, resolve_run
-    from saf_utils.reporting.run_folder import read_manifest
+    from notebook_reports.compare import load_run, resolve_run
+    from notebook_reports.run_folder import read_manifest
 
     # --run-dir: a path, or a run name under the reports folder
     existing = resolve_run(req.run_dir, req.reports_dir) if req.run_dir else None
@@ -109,7 +109,7 @@ def prepare(req: RunRequest) -> RunPlan:
         baseline = resolve_run(req.baseline, req.reports_dir)
         load_run(baseline)
     data = check_data_sources(plans)
-    from saf_utils.reporting.cluster_options import check_scheduler_options, resolve_workers
+    from notebook_reports.cluster_options import check_scheduler_options, resolve_workers
 
     workers = resolve_workers(req.workers, req.scheduler, cfg.get("workers"))
     check_scheduler_options(workers, req.scheduler)
@@ -163,8 +163,8 @@ def _reuse_sources(req: RunRequest, cfg: dict[str, Any], existing: Path | None
                    ) -> list[tuple[Path, Manifest]]:
     """The runs (folder, manifest) to reuse unchanged notebooks from, in order: ``--reuse``'s
     run, or with ``reuse: latest`` the profile's earlier runs (``--no-reuse``: none)."""
-    from saf_utils.reporting.compare import resolve_run
-    from saf_utils.reporting.run_folder import read_manifest
+    from notebook_reports.compare import resolve_run
+    from notebook_reports.run_folder import read_manifest
 
     if req.reuse and req.no_reuse:
         raise RunnerError("--reuse and --no-reuse exclude each other")
@@ -173,7 +173,7 @@ def _reuse_sources(req: RunRequest, cfg: dict[str, Any], existing: Path | None
         return [(path, read_manifest(path))]
     out: list[tuple[Path, Manifest]] = []
     if cfg.get("reuse") == "latest" and not req.no_reuse:
-        from saf_utils.reporting.reuse import profile_runs
+        from notebook_reports.reuse import profile_runs
 
         for path in profile_runs(Path(req.reports_dir or REPORTS_DIR), cfg["name"], existing):
             try:
@@ -209,7 +209,7 @@ def describe_plan(plan: RunPlan, req: RunRequest) -> str:
         lines.append("  (no selected notebook declares a data source)")
     if plan.baseline:
         lines.append(f"Compare with {plan.baseline} (compare.html)")
-    from saf_utils.reporting.cluster_options import where_text
+    from notebook_reports.cluster_options import where_text
 
     lines.append(where_text(plan.workers, req.scheduler))
     if plan.reuse_from:

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from saf_utils.reporting.manifest import PROJECT_ROOT
+from notebook_reports.manifest import PROJECT_ROOT
 
 CONFIG_DIR = PROJECT_ROOT / "configs"
 NOTEBOOK_DIR = PROJECT_ROOT / "notebooks"
@@ -179,7 +179,7 @@ def _names(v: Any) -> bool:
 _MAPPING = (lambda v: isinstance(v, dict), "a mapping (key: value)")
 _STRING = (lambda v: isinstance(v, str), "a string")
 #: Every profile key, what its value (when not null) must be; ``matrix`` (saf-run sweep's
-#: axes) is checked by reporting/sweep.py.
+#: axes) is checked by notebook_reports/sweep.py.
 FIELDS: dict[str, tuple[Any, str]] = {
     "name": _STRING, "description": _STRING, "extends": _STRING,
     "notebooks": (_names, "a list of notebook names"),

@@ -17,10 +17,10 @@ from typing import Any
 
 import pandas as pd
 
+from notebook_reports.manifest import PROJECT_ROOT
 from saf_utils.artifacts import ITEMS_FILE, RECORDS_FILE, append_jsonl
 from saf_utils.provenance import data_sources
 from saf_utils.registry import ROLES
-from saf_utils.reporting.manifest import PROJECT_ROOT
 
 SOURCES_FILE = "data_sources.json"
 KINDS = ("result", "analysis", "tuning")

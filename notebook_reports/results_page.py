@@ -8,11 +8,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from notebook_reports.crossrun import TESTS, clip_record, paired_test
+from notebook_reports.manifest import write_text
+from notebook_reports.pages import fmt, page
+from notebook_reports.sharing import esc
 from saf_utils.metrics import scale_label
-from saf_utils.reporting.crossrun import TESTS, clip_record, paired_test
-from saf_utils.reporting.manifest import write_text
-from saf_utils.reporting.pages import fmt, page
-from saf_utils.reporting.sharing import esc
 
 # What a reader needs first; the columns that repeat on every row come last (hideable).
 RESULT_COLUMNS = ("system", "split", "metric", "scale", "what", "value", "CI", "p", "role",
@@ -65,7 +65,7 @@ def results_frame(records: list[dict]) -> Any:
 
 def write_results(run_dir: Path, manifest: dict, records: list[dict]) -> Path:
     """``results.html`` of a run (see the module's docstring)."""
-    from saf_utils.reporting.tables import html
+    from notebook_reports.tables import html
 
     frame = results_frame(records)
     cols = list(frame.columns)

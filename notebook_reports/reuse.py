@@ -23,8 +23,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from saf_utils.provenance import model_identities, sha256_file
-from saf_utils.reporting.manifest import (
+from notebook_reports.manifest import (
     PROJECT_ROOT,
     Manifest,
     ReportWriteError,
@@ -32,17 +31,19 @@ from saf_utils.reporting.manifest import (
     lock_info,
     now_iso,
 )
-from saf_utils.reporting.parameters import NotebookPlan
-from saf_utils.reporting.run_folder import NotebookResult, archive_previous, render
+from notebook_reports.parameters import NotebookPlan
+from notebook_reports.run_folder import NotebookResult, archive_previous, render
+from saf_utils.provenance import model_identities, sha256_file
 
 IGNORED_PARAMETERS = ("output_dir",)
 INPUTS = ("notebook", "parameters", "data", "lock", "package", "depends_on", "models")
-RUNNER_ONLY = ("run.py", "reporting/cli.py", "reporting/compare.py", "reporting/compare_page.py",
-               "reporting/profiles.py", "reporting/parameters.py", "reporting/data_check.py",
-               "reporting/plan.py", "reporting/reuse.py", "reporting/runner.py",
-               "reporting/notebook_exec.py", "reporting/run_folder.py",
-               "reporting/executors.py", "reporting/cluster_options.py", "reporting/sweep.py",
-               "reporting/crossrun.py")
+#: the runner's own modules: they neither run inside a notebook nor render its page
+RUNNER_ONLY = tuple(f"notebook_reports/{m}.py" for m in (
+    "__main__", "cli", "compare", "compare_page", "profiles", "parameters", "data_check", "plan",
+    "reuse", "runner", "notebook_exec", "run_folder", "executors", "cluster_options", "sweep",
+    "crossrun"))
+#: the packages whose sources a notebook runs
+PACKAGES = ("saf_utils", "notebook_reports")
 
 
 def _sha(obj: Any) -> str:
@@ -64,7 +65,7 @@ def tree_digest(root: Path, files: Iterable[Path] | None = None) -> str:
 def output_files(run: Path, name: str) -> dict[str, str]:
     """``{path in the run: sha256}`` of ``<name>.ipynb``, ``<name>.html`` and ``<name>/``; a
     page is hashed without its navigation bar, rewritten whenever another page appears."""
-    from saf_utils.reporting.chrome import without_bar
+    from notebook_reports.chrome import without_bar
 
     def page_sha(path: Path) -> str:
         text = without_bar(path.read_text(encoding="utf-8", errors="surrogateescape"))
@@ -116,10 +117,11 @@ def remove_outputs(run: Path, name: str) -> None:
 
 @lru_cache(maxsize=1)
 def package_digest() -> str:
-    """SHA-256 of the package sources but :data:`RUNNER_ONLY`, once per process."""
-    pkg = PROJECT_ROOT / "saf_utils"
-    return tree_digest(pkg, (p for p in pkg.rglob("*.py") if "__pycache__" not in p.parts
-                             and p.relative_to(pkg).as_posix() not in RUNNER_ONLY))
+    """SHA-256 of the sources of :data:`PACKAGES` but :data:`RUNNER_ONLY`, once per process."""
+    return tree_digest(PROJECT_ROOT, (
+        p for pkg in PACKAGES for p in (PROJECT_ROOT / pkg).rglob("*.py")
+        if "__pycache__" not in p.parts and p.relative_to(PROJECT_ROOT).as_posix()
+        not in RUNNER_ONLY))
 
 
 def data_digests(paths: Iterable[str]) -> dict[str, str]:
@@ -134,7 +136,7 @@ def notebook_data(params: dict[str, Any], declared: Iterable[str],
     environment variable, else hub id) and, for a local folder, ``{relative path: sha256}`` of
     every file in it (an optional file appearing changes the key); ``other_files``: the files
     in ``read`` outside those folders (a hub copy's cache), hashed now."""
-    from saf_utils.tasks import declared_data_sources
+    from notebook_reports.tasks import declared_data_sources
 
     out: dict[str, Any] = {}
     roots: list[Path] = []
@@ -270,7 +272,7 @@ def try_reuse(reuse_from: list[tuple[Path, Manifest]], p: NotebookPlan, out: Pat
               ) -> NotebookResult | None:
     """Copy ``p``'s outputs into the run ``out`` when its inputs are unchanged and the copied
     files are those the earlier execution recorded (else None: the notebook runs)."""
-    from saf_utils.reporting.pages import duration_text
+    from notebook_reports.pages import duration_text
 
     found = _candidate(reuse_from, p, out, tag)
     if found is None:

@@ -13,21 +13,21 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from saf_utils.artifacts import record_rows
-from saf_utils.reporting.manifest import (
+from notebook_reports.manifest import (
     Manifest,
     ReportWriteError,
     died,
     now_iso,
     write_json,
 )
-from saf_utils.reporting.profiles import (
+from notebook_reports.profiles import (
     REPORTS_DIR,
     RunnerError,
     check_folder_name,
     short,
 )
-from saf_utils.reporting.records import RECORDS_FILE, SOURCES_FILE, summarize
+from notebook_reports.records import RECORDS_FILE, SOURCES_FILE, summarize
+from saf_utils.artifacts import record_rows
 
 PREVIOUS_DIR = "previous"
 
@@ -207,7 +207,7 @@ def record_end(out: Path, manifest: Manifest, invocation: dict, status: str,
 
 def read_manifest(run_dir: Path) -> Manifest:
     """The checked manifest of an existing run (:func:`compare.check_manifest`), typed."""
-    from saf_utils.reporting.compare import check_manifest
+    from notebook_reports.compare import check_manifest
 
     path = run_dir / "manifest.json"
     if not path.is_file():
@@ -223,7 +223,7 @@ def write_reports(run_dir: Path, manifest: Manifest) -> None:
     """manifest.json, metrics.json and the run's pages from what is on disk now: the records
     of each notebook's latest execution (a bad line skipped and counted), each with its
     ``notebook_status``."""
-    from saf_utils.reporting import chrome, index_page, metric_cards, results_page
+    from notebook_reports import chrome, index_page, metric_cards, results_page
 
     latest = list(manifest.notebooks)
     status = {n["name"]: n["status"] for n in latest}
@@ -293,7 +293,7 @@ def archive_previous(run_dir: Path, name: str, manifest: Manifest) -> str | None
 def render(res: NotebookResult, out_nb: Path, hide: bool) -> None:
     """The executed notebook's page; a broken render marks the result failed (a write error
     is raised: the run records it)."""
-    from saf_utils.reporting.pages import render_notebook
+    from notebook_reports.pages import render_notebook
 
     if not out_nb.is_file():
         return

@@ -25,9 +25,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from saf_utils.reporting.data_check import data_env_vars
-from saf_utils.reporting.executors import ClusterLost, NotebookTask, forwarded_env, run_graph
-from saf_utils.reporting.manifest import (
+from notebook_reports.data_check import data_env_vars
+from notebook_reports.executors import ClusterLost, NotebookTask, forwarded_env, run_graph
+from notebook_reports.manifest import (
     Manifest,
     ReportWriteError,
     environment_info,
@@ -37,22 +37,22 @@ from saf_utils.reporting.manifest import (
     now_iso,
     package_versions,
 )
-from saf_utils.reporting.notebook_exec import Interrupted, _signals, mark_interrupted
-from saf_utils.reporting.plan import (  # noqa: F401 - the runner's names for callers and tests
+from notebook_reports.notebook_exec import Interrupted, _signals, mark_interrupted
+from notebook_reports.plan import (  # noqa: F401 - the runner's names for callers and tests
     RunPlan,
     RunRequest,
     describe_plan,
     prepare,
     request_from_args,
 )
-from saf_utils.reporting.profiles import REPORTS_DIR, RunnerError
-from saf_utils.reporting.reuse import (
+from notebook_reports.profiles import REPORTS_DIR, RunnerError
+from notebook_reports.reuse import (
     record_inputs,
     run_parameters,
     try_reuse,
     upstream_digests,
 )
-from saf_utils.reporting.run_folder import (
+from notebook_reports.run_folder import (
     NotebookResult,
     RunLock,
     _record_result,
@@ -89,7 +89,7 @@ def run_profile(req: RunRequest, plan: RunPlan | None = None,
     folder, one result per executed, reused or skipped notebook and the run status."""
     plan = plan or prepare(req)  # a bad profile is reported before a cluster starts
     if executor is None:
-        from saf_utils.reporting import executors
+        from notebook_reports import executors
 
         # N notebooks at once on this machine share its cores: OpenMP pools of 2 threads per
         # kernel on 2 cores spin against each other (03's gradient boosting ran 10x slower).
@@ -321,8 +321,8 @@ class _Run:
         if stop is not None:  # after a write error the status line is the one line said
             return stop
         if (baseline := self.plan.baseline) is not None:
-            from saf_utils.reporting.compare import compare_runs
-            from saf_utils.reporting.compare_page import write_compare_html
+            from notebook_reports.compare import compare_runs
+            from notebook_reports.compare_page import write_compare_html
 
             try:
                 path = write_compare_html(compare_runs(baseline, self.out),

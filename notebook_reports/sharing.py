@@ -123,8 +123,8 @@ class PathScrubber:
         """Known prefixes, longest first: ``$RUN``, the data folders (``$SAF_DATA``, or a
         key of ``sources`` such as ``$saf_source``), ``$PROJECT``, ``$VENV``, ``$PYTHON``,
         ``$TMPDIR``, ``~``; each also as its real path."""
-        from saf_utils.reporting.data_check import data_env_vars
-        from saf_utils.reporting.manifest import PROJECT_ROOT
+        from notebook_reports.data_check import data_env_vars
+        from notebook_reports.manifest import PROJECT_ROOT
 
         named: dict[str, str] = {}
         run = str(Path(run_dir).absolute()) if run_dir is not None else None

@@ -20,8 +20,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from saf_utils.reporting.notebook_exec import Interrupted, _signals
-from saf_utils.reporting.profiles import RunnerError, check_folder_name, yaml_load
+from notebook_reports.notebook_exec import Interrupted, _signals
+from notebook_reports.profiles import RunnerError, check_folder_name, yaml_load
 
 _KEY = re.compile(r"(?:[\w-]+\.)?[A-Za-z_]\w*")
 
@@ -103,7 +103,7 @@ class Cell:
 def plan_cells(base: Any, matrix: dict[str, list], sweep: str) -> list[Cell]:
     """One checked run plan per cell, named ``<sweep>-<cell>`` (:func:`runner.prepare`): a
     bad value fails here."""
-    from saf_utils.reporting import runner
+    from notebook_reports import runner
 
     cells, names = [], set()
     for combo in itertools.product(*matrix.values()):
@@ -129,8 +129,8 @@ def plan_cells(base: Any, matrix: dict[str, list], sweep: str) -> list[Cell]:
 
 def describe_sweep(cells: list[Cell], matrix: dict[str, list], base: Any) -> str:
     """The dry-run text: the matrix, one line per cell, then the plan of the first cell."""
-    from saf_utils.reporting import runner
-    from saf_utils.reporting.cluster_options import where_text
+    from notebook_reports import runner
+    from notebook_reports.cluster_options import where_text
 
     cfg = cells[0].plan.cfg
     lines = [f"Sweep plan (dry run; nothing runs): profile {cfg['name']}, {len(cells)} cell(s)"
@@ -152,7 +152,7 @@ def run_cells(cells: list[Cell], executor: Any) -> str:
     ok | failed | interrupted:<SIGNAL>. In this process one cell after another (with ``reuse:
     latest`` a cell reuses the unchanged notebooks of the cells before it), on Dask all at
     once; a signal stops the running cells' notebooks and the cells not started."""
-    from saf_utils.reporting import runner
+    from notebook_reports import runner
 
     serial = not getattr(executor, "client", None)
 
@@ -210,10 +210,10 @@ def add_sweep_arguments(ap: Any) -> Any:
 def run_sweep(args: Any, argv: list[str]) -> int:
     """``saf-run sweep`` after parsing: exit 0 all cells ok, 1 a cell did not succeed,
     130/143 interrupted; a bad invocation raises :class:`RunnerError` before anything runs."""
-    from saf_utils.reporting import runner
-    from saf_utils.reporting.cluster_options import check_scheduler_options, resolve_workers
-    from saf_utils.reporting.executors import open_executor
-    from saf_utils.reporting.profiles import REPORTS_DIR, load_profile
+    from notebook_reports import runner
+    from notebook_reports.cluster_options import check_scheduler_options, resolve_workers
+    from notebook_reports.executors import open_executor
+    from notebook_reports.profiles import REPORTS_DIR, load_profile
 
     for opt in ("run_name", "run_dir", "baseline"):
         if getattr(args, opt):

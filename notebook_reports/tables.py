@@ -17,7 +17,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from saf_utils.reporting.sharing import clean_html, esc
+from notebook_reports.sharing import clean_html, esc
 from saf_utils.text import shorten
 
 #: A CSV cell starting, after blanks, with ``= + - @``, TAB or CR gets a leading ``'`` unless it

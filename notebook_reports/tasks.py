@@ -1,25 +1,35 @@
-"""The registered tasks: the one place that names the task packages.
-
-``reporting/`` asks this module for specs (:class:`saf_utils.taskspec.TaskSpec`) and never
-names a task itself. A new task adds its ``spec`` module here.
+"""The tasks the runner and the pages serve, found through the entry-point group
+:data:`GROUP` (pyproject.toml): each entry names a task's spec module (``SPECS``, a list of
+:class:`saf_utils.taskspec.TaskSpec`, and optionally ``PLANNED_SYSTEMS``). This package imports
+no task module by name; a new task declares its entry point.
 """
 
 from __future__ import annotations
 
 import importlib
+from functools import cache
+from importlib.metadata import entry_points
+from types import ModuleType
 
 from saf_utils.registry import Registry, params_text
 from saf_utils.taskspec import DataSource, TaskSpec
 
-TASK_MODULES = ("saf_utils.saf.spec", "saf_utils.argscichat.spec")
+GROUP = "notebook_reports.tasks"
+
+
+@cache
+def task_modules() -> tuple[ModuleType, ...]:
+    """The declared spec modules, in the order of the entry points' names (page order)."""
+    found = sorted(entry_points(group=GROUP), key=lambda ep: ep.name)
+    if not found:
+        raise RuntimeError(f"no task declares the entry point group {GROUP!r}: is the project "
+                           "installed (pip install -e .)?")
+    return tuple(ep.load() for ep in found)
 
 
 def specs() -> list[TaskSpec]:
-    """Every registered task spec, in page order."""
-    out: list[TaskSpec] = []
-    for name in TASK_MODULES:
-        out += list(importlib.import_module(name).SPECS)
-    return out
+    """Every declared task spec, in page order."""
+    return [s for module in task_modules() for s in module.SPECS]
 
 
 def spec(task: str) -> TaskSpec | None:
@@ -72,8 +82,8 @@ def planned_systems(notebook: str, params: dict) -> dict[str, dict] | None:
     parameters it runs with, from the task module's ``PLANNED_SYSTEMS`` hook (notebook ->
     "module:function"); None where no task declares one. A bad selection or parameter is a
     ValueError."""
-    for name in TASK_MODULES:
-        hook = getattr(importlib.import_module(name), "PLANNED_SYSTEMS", {}).get(notebook)
+    for module in task_modules():
+        hook = getattr(module, "PLANNED_SYSTEMS", {}).get(notebook)
         if hook:
             module, fn = hook.split(":")
             return getattr(importlib.import_module(module), fn)(params)

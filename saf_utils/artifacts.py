@@ -111,7 +111,7 @@ def read_jsonl(path: str | os.PathLike, producer: str | None = None) -> pd.DataF
     producer = producer or path.parent.name
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found: run notebook {producer} first (same run / "
-                                f"output folder), e.g. python -m saf_utils.run --profile cpu "
+                                f"output folder), e.g. python -m notebook_reports --profile cpu "
                                 f"--only {producer}")
     text = read_text(path)
     if not text.strip():

@@ -1,9 +1,9 @@
 """What a task declares so that the generic layers (runner, pages) can serve it.
 
 A task package (``saf/``, ``argscichat/``) writes one :class:`TaskSpec` per record task in its
-``spec.py``; :mod:`saf_utils.tasks` collects them, and ``reporting/`` iterates over those
-specs without naming a task. Adding a task is a package with a ``spec.py`` and one line in
-:data:`saf_utils.tasks.TASK_MODULES`.
+``spec.py``, declared as an entry point of the group ``notebook_reports.tasks`` in
+pyproject.toml; the runner and the pages find the specs there without naming a task (and
+saf_utils never imports them).
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ def smoke_run(tmp_path_factory) -> tuple[Path, int]:
         return Path(os.environ["SAF_SMOKE_RUN"]), 0
     if not (os.environ.get("SAF_DATA") and os.environ.get("ARGSCICHAT_DATA")):
         pytest.skip("needs SAF_DATA and ARGSCICHAT_DATA (local data copies)")
-    from saf_utils.reporting import cli
+    from notebook_reports import cli
 
     reports = tmp_path_factory.mktemp("smoke")
     code = cli.main(["--profile", "smoke", "--reports-dir", str(reports), "--run-name", "s"])

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from saf_utils.reporting import results_page
+from notebook_reports import results_page
 from tests.browser import Browser, find_chromium
 
 CHROMIUM = find_chromium()
@@ -391,7 +391,7 @@ def test_csv_downloads_carry_no_live_formula(browser, tmp_path):
     blanks) starts with ', a number (negative too) stays a number."""
     import pandas as pd
 
-    from saf_utils.reporting import pages, tables
+    from notebook_reports import pages, tables
 
     frame = pd.DataFrame({"text": FORMULAS, "score": SCORES})
     specs = {"t1": tables.html(frame, caption="first", table_id="t1"),
@@ -507,7 +507,7 @@ def test_a_long_unbroken_text_cell_renders_fast_with_the_rest_on_demand(browser,
     with it (opened, too) renders in seconds."""
     import pandas as pd
 
-    from saf_utils.reporting import pages, tables
+    from notebook_reports import pages, tables
 
     frame = pd.DataFrame({"answer": ["x" * 1_000_000, "a short answer"], "score": [1, 2]})
     page = tmp_path / "long.html"

@@ -8,9 +8,9 @@ import json
 import nbformat
 import pytest
 
+from notebook_reports import chrome, metric_cards, pages
+from notebook_reports.sharing import listing
 from saf_utils.metrics import METRICS
-from saf_utils.reporting import chrome, metric_cards, pages
-from saf_utils.reporting.sharing import listing
 from tests.test_sharing import PAYLOADS, PNG, unsafe_markup
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from saf_utils.reporting.compare import compare_runs, load_run
-from saf_utils.reporting.compare_page import to_markdown, write_compare_html
-from saf_utils.reporting.profiles import RunnerError
+from notebook_reports.compare import compare_runs, load_run
+from notebook_reports.compare_page import to_markdown, write_compare_html
+from notebook_reports.profiles import RunnerError
 
 
 def _run(root: Path, name: str, notebooks: dict[str, dict], copies: bool = True) -> Path:

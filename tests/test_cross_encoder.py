@@ -12,10 +12,10 @@ import torch
 import transformers
 from fakes import bow_encoder
 
+from notebook_reports.records import Recorder
 from saf_utils import cross_encoder as CE
 from saf_utils import cross_encoder_modules as CM
 from saf_utils import jobs as J
-from saf_utils.reporting.records import Recorder
 from saf_utils.saf import comparisons as CMP
 from saf_utils.saf import cross_encoder_jobs as CJ
 from saf_utils.saf import formats as S

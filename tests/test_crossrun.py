@@ -1,4 +1,4 @@
-"""The cross-run table (reporting/crossrun.py): one tidy frame; ``saf-run list``, the runs
+"""The cross-run table (notebook_reports/crossrun.py): one tidy frame; ``saf-run list``, the runs
 grouped by profile and dataset; ``saf-run compare`` of two of them."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from saf_utils.reporting import cli, crossrun, index_page
+from notebook_reports import cli, crossrun, index_page
 from saf_utils.text import interval
 
 TASK = "argscichat_fact_selection"

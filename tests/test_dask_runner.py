@@ -1,4 +1,4 @@
-"""The notebook graph on Dask and sweeps (reporting/executors.py, reporting/sweep.py).
+"""The notebook graph on Dask and sweeps (notebook_reports/executors.py, notebook_reports/sweep.py).
 
 Fast: the matrix, cell names, the graph walk with a fake executor, the worker checks, bad
 options. Slow, against the real engine: a LocalCluster (``--workers 2``) over tiny
@@ -23,8 +23,8 @@ import nbformat
 import pytest
 import yaml
 
-from saf_utils.reporting import cli, cluster_options, executors, sweep
-from saf_utils.reporting.profiles import RunnerError
+from notebook_reports import cli, cluster_options, executors, sweep
+from notebook_reports.profiles import RunnerError
 from tests.toy_project import RECORD, notebook, reads_a, run_args
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -245,7 +245,7 @@ class LostExecutor(FakeExecutor):
 def test_a_lost_scheduler_marks_the_run_and_its_notebook_not_error(tmp_path, capsys):
     """The run says cluster_lost with the cause, the running notebook is interrupted, the
     others stay pending; no traceback, exit 1."""
-    from saf_utils.reporting import runner
+    from notebook_reports import runner
 
     base = _toy(tmp_path)
     args = cli.run_parser().parse_args([*base, "--run-name", "lost", "--only", "a_first,b"])
@@ -421,7 +421,7 @@ def test_ctrl_c_on_a_local_cluster_stops_the_kernels_and_marks_the_run(tmp_path)
         "notebooks": ["c_sleeps", "d_sleeps", "a_first"], "depends_on": {"a_first": ["c_sleeps"]}}))
     reports = tmp_path / "reports"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "saf_utils.run", "--config", str(tmp_path / "p.yaml"),
+        [sys.executable, "-m", "notebook_reports", "--config", str(tmp_path / "p.yaml"),
          "--notebooks-dir", str(nbs), "--reports-dir", str(reports), "--run-name", "s",
          "--workers", "2"], cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
@@ -482,7 +482,7 @@ def test_serial_sweep_reuses_what_the_matrix_does_not_touch(tmp_path, capsys):
 def test_workers_split_the_cores_unless_a_thread_count_is_stated(tmp_path, monkeypatch):
     """--workers N on one machine: each kernel gets cores // N threads (two 2-thread OpenMP
     pools on 2 cores spun against each other), and the setting does not outlive the run."""
-    from saf_utils.reporting import runner
+    from notebook_reports import runner
 
     seen = {}
 
@@ -494,7 +494,7 @@ def test_workers_split_the_cores_unless_a_thread_count_is_stated(tmp_path, monke
         raise Stop
 
     monkeypatch.delenv("SAF_NUM_THREADS", raising=False)
-    monkeypatch.setattr("saf_utils.reporting.executors.open_executor", fake_open)
+    monkeypatch.setattr("notebook_reports.executors.open_executor", fake_open)
     monkeypatch.setattr(os, "cpu_count", lambda: 4)
     req = runner.RunRequest(workers=2)
     plan = SimpleNamespace(cfg={}, plans=[], workers=2)
@@ -520,7 +520,7 @@ def test_a_scheduler_killed_mid_run_is_recorded_as_cluster_lost(tmp_path, dask_c
     (tmp_path / "p.yaml").write_text("notebooks: [c_sleeps]\n")
     reports = tmp_path / "reports"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "saf_utils.run", *run_args(tmp_path / "p.yaml", nbs, reports),
+        [sys.executable, "-m", "notebook_reports", *run_args(tmp_path / "p.yaml", nbs, reports),
          "--run-name", "s", "--scheduler", address], cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True)

@@ -31,7 +31,7 @@ def english_run(tmp_path_factory, monkeypatch_module) -> Path:
     data = english_data()
     if data is None:
         pytest.skip("needs SAF_EN_DATA (the English development set)")
-    from saf_utils.reporting import cli
+    from notebook_reports import cli
 
     monkeypatch_module.setenv("SAF_DATA", str(data))
     reports = tmp_path_factory.mktemp("english")

@@ -60,8 +60,8 @@ def test_slug() -> None:
 def test_06_records_and_concludes_through_one_call_each() -> None:
     import pandas as pd
 
+    from notebook_reports.sharing import md
     from saf_utils.argscichat import record as REC
-    from saf_utils.reporting.sharing import md
 
     class Rec:
         def __init__(self):

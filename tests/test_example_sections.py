@@ -7,9 +7,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from notebook_reports import tables
 from saf_utils.argscichat import browse as AB
 from saf_utils.argscichat.data import MessagePair
-from saf_utils.reporting import tables
 from saf_utils.saf import browse as SB
 from tests.test_sharing import PAYLOADS, unsafe_markup
 

@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from saf_utils.reporting.manifest import PROJECT_ROOT
+from notebook_reports.manifest import PROJECT_ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.realdata]
 NOTEBOOKS = ("02_baseline_finetuning", "03_fact_selection", "04_generation")
@@ -68,7 +68,7 @@ def hub(tmp_path_factory) -> Path:
 
 @pytest.mark.parametrize("launcher", ["none", "torchrun:2"])
 def test_the_gpu_profile_runs_every_system_on_stand_ins(hub, tmp_path, monkeypatch, launcher):
-    from saf_utils.reporting import cli
+    from notebook_reports import cli
 
     for key in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
         monkeypatch.setenv(key, "1")

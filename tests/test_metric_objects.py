@@ -12,9 +12,9 @@ import pytest
 import sacrebleu
 from sklearn.metrics import accuracy_score, f1_score
 
+from notebook_reports import metric_cards
 from saf_utils import metrics as M
 from saf_utils import stats as S
-from saf_utils.reporting import metric_cards
 
 LABELS = ["Correct", "Partially correct", "Incorrect"]
 HYPS = ["The cat sat on the mat.", "A quick brown fox jumps.", "", "Hallo Welt, schön hier!",

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from notebook_reports.crossrun import paired_test
 from saf_utils.metrics import bounds, metric
-from saf_utils.reporting.crossrun import paired_test
 
 pytestmark = pytest.mark.slow
 #: slack for floating-point sums (a mean of values in [0, 1] may end at 1 + 2e-16)

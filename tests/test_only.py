@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from saf_utils.reporting.cli import run_parser
-from saf_utils.reporting.parameters import select_notebooks
-from saf_utils.reporting.profiles import RunnerError
+from notebook_reports.cli import run_parser
+from notebook_reports.parameters import select_notebooks
+from notebook_reports.profiles import RunnerError
 
 NAMES = ["01_data_exploration", "02_baseline_finetuning", "03_fact_selection", "04_generation",
          "05_saf_error_analysis", "06_argscichat_error_analysis"]
@@ -45,7 +45,7 @@ def test_saf_run_dry_run_takes_a_comma_list(tmp_path, capsys):
     import nbformat
     import yaml
 
-    from saf_utils.reporting import cli
+    from notebook_reports import cli
 
     nbs = tmp_path / "notebooks"
     nbs.mkdir()
@@ -74,7 +74,7 @@ def test_dry_run_prints_every_value_whole_ready_to_paste(capsys):
     and the pasted lines must run and give the planned values."""
     import textwrap
 
-    from saf_utils.reporting import cli
+    from notebook_reports import cli
 
     assert cli.main(["--profile", "smoke", "--only", "02", "--dry-run"]) == 0
     out = capsys.readouterr().out

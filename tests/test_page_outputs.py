@@ -9,7 +9,7 @@ import re
 import nbformat
 import pytest
 
-from saf_utils.reporting.notebook_exec import section_starts
+from notebook_reports.notebook_exec import section_starts
 
 pytestmark = pytest.mark.slow
 REPR = re.compile(r"\{['\"][^'\"]*['\"]: |\{\d+: |\[['\"][^'\"]*['\"], ")

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from saf_utils.reporting import cli
-from saf_utils.reporting.parameters import select_notebooks
+from notebook_reports import cli
+from notebook_reports.parameters import select_notebooks
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -70,7 +70,7 @@ def _commands() -> list[tuple[str, list[str]]]:
                 words = shlex.split(line)
                 for i, w in enumerate(words):
                     if w.endswith("saf-run") or words[i:i + 3] == ["python", "-m",
-                                                                    "saf_utils.run"]:
+                                                                    "notebook_reports"]:
                         start = i + (1 if w.endswith("saf-run") else 3)
                         out.append((_rel(path), words[start:]))
                         break
@@ -91,7 +91,7 @@ def test_every_saf_run_command_in_the_docs_parses():
         if argv[:1] == ["run"]:
             argv = argv[1:]
         elif argv[:1] == ["sweep"]:  # saf-run sweep: the run options plus --matrix
-            from saf_utils.reporting.sweep import add_sweep_arguments
+            from notebook_reports.sweep import add_sweep_arguments
 
             argv, parser = argv[1:], add_sweep_arguments(parser)
         try:

@@ -103,7 +103,7 @@ def _env(copy: Path) -> dict[str, str]:
 
 
 def _saf_run(copy: Path, *args: str, timeout: int) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "saf_utils.run", *args], cwd=copy,
+    return subprocess.run([sys.executable, "-m", "notebook_reports", *args], cwd=copy,
                           env=_env(copy), capture_output=True, text=True, timeout=timeout)
 
 
@@ -133,7 +133,7 @@ def test_on_a_copy_the_layers_hold_and_the_dry_run_lists_the_new_systems(copy, m
     monkeypatch.setattr(test_layers, "ROOT", repo / "saf_utils")  # the copy's package
     assert test_layers.violations() == [] and test_layers.module_cycles() == []
     data = [f"saf_source={FIX / 'saf_legal_jsonl'}", f"argscichat_source={FIX / 'argscichat'}"]
-    script = ("import sys\nfrom saf_utils.reporting import cli\n"
+    script = ("import sys\nfrom notebook_reports import cli\n"
               "for profile in ('smoke', 'cpu'):\n"
               "    print('== profile', profile, flush=True)\n"
               "    code = cli.main(['--profile', profile, '--dry-run', '-p', sys.argv[1], "
@@ -186,7 +186,7 @@ def test_notebook_02_needs_no_edit_for_a_new_saf_system() -> None:
     parameter of one system in its parameters cell (``seeds`` is the run's)."""
     import dataclasses
 
-    from saf_utils.reporting.parameters import notebook_parameters
+    from notebook_reports.parameters import notebook_parameters
 
     nb_path = ROOT / "notebooks" / "02_baseline_finetuning.ipynb"
     params = notebook_parameters(nb_path)

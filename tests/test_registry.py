@@ -5,9 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from notebook_reports import records
 from saf_utils import choices
 from saf_utils import registry as R
-from saf_utils.reporting import records
 
 
 def make() -> R.Registry:

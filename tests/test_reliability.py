@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from notebook_reports import cli, reuse
+from notebook_reports import runner as run
+from notebook_reports.compare import compare_runs
+from notebook_reports.compare_page import to_markdown
 from saf_utils import provenance, train
-from saf_utils.reporting import cli, reuse
-from saf_utils.reporting import runner as run
-from saf_utils.reporting.compare import compare_runs
-from saf_utils.reporting.compare_page import to_markdown
 from tests.test_reporting import make_run
 from tests.toy_project import notebook, run_args
 
@@ -81,8 +81,8 @@ def test_sighup_stops_a_run_like_sigint():
     that leaves the run marked running."""
     code = textwrap.dedent("""
         import os, signal
-        from saf_utils.reporting.notebook_exec import Interrupted, _signals
-        from saf_utils.reporting.runner import exit_code
+        from notebook_reports.notebook_exec import Interrupted, _signals
+        from notebook_reports.runner import exit_code
         try:
             with _signals(raise_on_signal=True):
                 os.kill(os.getpid(), signal.SIGHUP)
@@ -232,7 +232,7 @@ def test_two_runs_into_one_folder_never_lose_a_manifest_update(project, capsys):
                               reports_dir=str(reports), notebooks_dir=str(tmp / "notebooks"),
                               only=[only], overrides=[f"value={value}"])
 
-    from saf_utils.reporting.executors import open_executor
+    from notebook_reports.executors import open_executor
 
     req_a, req_b = request("a_first", 0.125), request("b_reads_a", 0.375)
     plan_a, plan_b = run.prepare(req_a), run.prepare(req_b)  # both read the folder
@@ -377,7 +377,7 @@ def test_closing_the_executor_after_a_lost_scheduler_raises_nothing(capsys):
     already says cluster_lost, so closing is one line, not a traceback."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from saf_utils.reporting.executors import NotebookExecutor
+    from notebook_reports.executors import NotebookExecutor
 
     class GoneClient:
         def close(self) -> None:
@@ -421,7 +421,7 @@ def test_a_stopped_run_leaves_no_torchrun_rank(tmp_path, sig):
              f"settings={dict(TINY, max_steps=100000, logging_steps=100000)!r}), launcher)")
     (tmp_path / "p.yaml").write_text("notebooks: [t_train]\n")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "saf_utils.run", *run_args(tmp_path / "p.yaml", nbs,
+        [sys.executable, "-m", "notebook_reports", *run_args(tmp_path / "p.yaml", nbs,
                                                           tmp_path / "reports"),
          "--run-name", "s", "-p", "launcher=torchrun:2"], cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": ""},

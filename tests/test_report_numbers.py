@@ -13,9 +13,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from notebook_reports import headline, index_page
 from saf_utils import metrics as MS
 from saf_utils import protocol as P
-from saf_utils.reporting import headline, index_page
 from saf_utils.taskspec import Published
 
 
@@ -319,9 +319,9 @@ def test_a_tie_is_called_a_tie():
 
 
 def test_the_glossary_has_a_line_for_every_registered_system_and_every_term():
-    from saf_utils import tasks
-    from saf_utils.reporting.metric_cards import systems_markdown
-    from saf_utils.reporting.sharing import md_terms
+    from notebook_reports import tasks
+    from notebook_reports.metric_cards import systems_markdown
+    from notebook_reports.sharing import md_terms
 
     text = systems_markdown()
     for sp in tasks.specs():

@@ -11,13 +11,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from notebook_reports import cli, pages, tables
+from notebook_reports.compare import compare_runs
+from notebook_reports.compare_page import to_markdown, write_compare_html
+from notebook_reports.manifest import Manifest
+from notebook_reports.records import Recorder
+from notebook_reports.run_folder import write_reports
 from saf_utils.artifacts import record_rows
-from saf_utils.reporting import cli, pages, tables
-from saf_utils.reporting.compare import compare_runs
-from saf_utils.reporting.compare_page import to_markdown, write_compare_html
-from saf_utils.reporting.manifest import Manifest
-from saf_utils.reporting.records import Recorder
-from saf_utils.reporting.run_folder import write_reports
 
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
         "track", "wbr"}

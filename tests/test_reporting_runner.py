@@ -19,8 +19,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from saf_utils.reporting import cli, executors, pages, parameters, profiles, run_folder
-from saf_utils.reporting import runner as run
+from notebook_reports import cli, executors, pages, parameters, profiles, run_folder
+from notebook_reports import runner as run
 from tests.toy_project import notebook
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -99,7 +99,7 @@ def test_data_sources_are_checked_before_anything_runs(project, capsys, monkeypa
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert cli.main(args) == 2
     assert "huggingface.co is unreachable; set SAF_DATA" in _err_line(capsys)
-    monkeypatch.setattr("saf_utils.reporting.data_check.reachable", lambda host: False)
+    monkeypatch.setattr("notebook_reports.data_check.reachable", lambda host: False)
     monkeypatch.delenv("HF_HUB_OFFLINE")
     assert cli.main(args) == 2
     _err_line(capsys)
@@ -125,7 +125,7 @@ def test_write_failures_are_one_line(project, capsys, monkeypatch):
     def full(*a, **k):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr("saf_utils.reporting.manifest.os.replace", full)
+    monkeypatch.setattr("notebook_reports.manifest.os.replace", full)
     assert cli.main(base + ["--only", "a_first", "--run-name", "full"]) == 3
     err = _err_line(capsys)
     assert "No space left on device" in err
@@ -187,7 +187,7 @@ def test_interrupt_marks_the_run_and_still_writes_reports(project, sig):
     cfg.write_text("notebooks: [c_sleeps, a_first]\nparameters: {value: 0.1}\n")
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "saf_utils.run", "--config", str(cfg), "--notebooks-dir",
+        [sys.executable, "-m", "notebook_reports", "--config", str(cfg), "--notebooks-dir",
          str(tmp / "notebooks"), "--reports-dir", str(reports), "--run-name", "s"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     pid_file = reports / "s" / "c_sleeps" / "kernel.pid"
@@ -490,7 +490,7 @@ def test_a_full_disk_still_leaves_a_readable_status(project, capsys, monkeypatch
         _copy_notebook(nb_path, out_path)
         disk["full"] = True
 
-    monkeypatch.setattr("saf_utils.reporting.manifest.os.replace", replace)
+    monkeypatch.setattr("notebook_reports.manifest.os.replace", replace)
     monkeypatch.setattr(executors, "execute_one", execute)
     assert cli.main(base + ["--run-name", "w"]) == 3
     err = _err_line(capsys)
@@ -517,7 +517,7 @@ def test_a_full_disk_still_leaves_a_readable_status(project, capsys, monkeypatch
 
     real_reserve = run.reserve_space
     monkeypatch.setattr(run, "reserve_space", reserve_then_fill)
-    monkeypatch.setattr("saf_utils.reporting.manifest.os.replace", always_full)
+    monkeypatch.setattr("notebook_reports.manifest.os.replace", always_full)
     assert cli.main(base + ["--run-name", "w2"]) == 3
     assert "the run's status could not be recorded" in _err_line(capsys)
 
@@ -558,7 +558,7 @@ def test_a_killed_run_is_found_and_marked_killed(project):
     cfg = tmp / "sleep.yaml"
     cfg.write_text("notebooks: [c_sleeps, a_first]\nparameters: {value: 0.1}\n")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "saf_utils.run", "--config", str(cfg), "--notebooks-dir",
+        [sys.executable, "-m", "notebook_reports", "--config", str(cfg), "--notebooks-dir",
          str(tmp / "notebooks"), "--reports-dir", str(reports), "--run-name", "k"],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     pid_file = reports / "k" / "c_sleeps" / "kernel.pid"
@@ -602,7 +602,7 @@ def test_a_real_full_disk_still_leaves_a_readable_status(project, tmp_path):
         cfg = tmp / "fill.yaml"
         cfg.write_text("notebooks: [e_fills]\n")
         proc = subprocess.run(
-            [sys.executable, "-m", "saf_utils.run", "--config", str(cfg), "--notebooks-dir",
+            [sys.executable, "-m", "notebook_reports", "--config", str(cfg), "--notebooks-dir",
              str(tmp / "notebooks"), "--reports-dir", str(mnt / "reports"), "--run-name", "d"],
             cwd=ROOT, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 3, proc.stdout + proc.stderr
@@ -618,7 +618,7 @@ def test_a_real_full_disk_still_leaves_a_readable_status(project, tmp_path):
 def test_a_manifest_reads_back_an_older_runs_keys_unchanged():
     """Manifest is a dataclass, manifest.json keeps its keys: an older run's manifest (no
     ``executions``, a key this version does not know) reads back and writes the same values."""
-    from saf_utils.reporting.manifest import Manifest
+    from notebook_reports.manifest import Manifest
 
     old = {"run": "r1", "profile": "toy", "status": "ok", "pid": 7, "host": "h",
            "notebooks": [{"name": "a_first", "status": "ok", "parameters": {}}],
@@ -701,7 +701,7 @@ def test_shared_pages_are_written_by_parallel_writers_without_collisions(tmp_pat
     replaces the page atomically; none fails, no temporary file is left."""
     import threading
 
-    from saf_utils.reporting.manifest import write_text
+    from notebook_reports.manifest import write_text
 
     page, errors = tmp_path / "page.html", []
 

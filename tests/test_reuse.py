@@ -7,7 +7,7 @@ import json
 import nbformat
 import pytest
 
-from saf_utils.reporting import cli, compare, notebook_exec, profiles, reuse
+from notebook_reports import cli, compare, notebook_exec, profiles, reuse
 
 
 def _manifest(run_dir):
@@ -104,13 +104,12 @@ def test_profile_reuse_latest_finds_each_notebook_in_the_latest_run_that_has_it(
 
 
 def test_package_digest_covers_notebook_code_not_the_runner():
-    from saf_utils.reporting.manifest import PROJECT_ROOT
+    from notebook_reports.manifest import PROJECT_ROOT
 
-    pkg = PROJECT_ROOT / "saf_utils"
     for name in reuse.RUNNER_ONLY:
-        assert (pkg / name).is_file(), name
-    assert "reporting/records.py" not in reuse.RUNNER_ONLY  # notebooks import it
-    assert "reporting/pages.py" not in reuse.RUNNER_ONLY  # it renders the copied pages
+        assert (PROJECT_ROOT / name).is_file(), name
+    assert "notebook_reports/records.py" not in reuse.RUNNER_ONLY  # notebooks import it
+    assert "notebook_reports/pages.py" not in reuse.RUNNER_ONLY  # it renders the copied pages
     assert len(reuse.package_digest()) == 64
 
 

@@ -11,9 +11,9 @@ import nbformat
 import pytest
 import yaml
 
+from notebook_reports import cli, parameters, profiles
+from notebook_reports.records import Recorder, summarize
 from saf_utils.artifacts import record_rows
-from saf_utils.reporting import cli, parameters, profiles
-from saf_utils.reporting.records import Recorder, summarize
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -32,14 +32,14 @@ def _notebook(path: Path, params: str, body: str) -> None:
 def toy_project(tmp_path):
     nbs = tmp_path / "notebooks"
     nbs.mkdir()
-    record = ("from saf_utils.reporting.records import Recorder\n"
+    record = ("from notebook_reports.records import Recorder\n"
               "rec = Recorder(NAME, output_dir)\n"
               "rec.add('t', 'd', 'test', 'sys', 'acc', value, seed=seed)\n"
               "print('value', value)\nrec.close()\n")
     _notebook(nbs / "a_ok.ipynb", "value = 0.5\nseed = 1\noutput_dir = None",
               record.replace("NAME", "'a_ok'"))
     _notebook(nbs / "b_fails.ipynb", "output_dir = None",
-              "from saf_utils.reporting.records import Recorder\n"
+              "from notebook_reports.records import Recorder\n"
               "rec = Recorder('b_fails', output_dir)\n"
               "rec.add('t', 'd', 'test', 'half', 'acc', 0.1)\n"
               "with open(rec.path, 'a') as fh:\n    fh.write('{not json\\n')\n"
@@ -157,7 +157,7 @@ def test_smoke_profile_end_to_end(smoke_run):
         html = (out / f"{name}.html").read_text()
         assert "data:image/png;base64" in html or name != "01_data_exploration"
     assert (out / "index.html").is_file() and (out / "results.html").is_file()
-    from saf_utils.reporting.pages import external_resources
+    from notebook_reports.pages import external_resources
 
     for page in out.glob("*.html"):  # nothing loaded from the network
         assert not external_resources(page.read_text(encoding="utf-8")), page.name

@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 from fakes import bow_encoder
 
+from notebook_reports.records import Recorder
 from saf_utils import artifacts as AR
 from saf_utils import jobs as J
-from saf_utils.reporting.records import Recorder
 from saf_utils.saf import comparisons as CMP
 from saf_utils.saf import evaluate as EV
 from saf_utils.saf import formats as S
@@ -68,7 +68,7 @@ def test_effective_params_are_the_defaults_updated_by_name():
 
 
 def test_dry_run_lines_show_each_systems_effective_parameters():
-    from saf_utils.tasks import system_params_lines
+    from notebook_reports.tasks import system_params_lines
 
     lines = system_params_lines("02_baseline_finetuning",
                                 {"system_params": {"feature_clf": {"Cs": [1.0]}}})

@@ -205,7 +205,7 @@ def test_unseen_feedback_is_chosen_once_per_run_where_questions_are_unseen():
 
 
 def test_feedback_contrast_same_labels_old_feedback_and_the_majority(tmp_path):
-    from saf_utils.reporting.records import Recorder
+    from notebook_reports.records import Recorder
     from saf_utils.saf import comparisons as CMP
     from saf_utils.saf import evaluate as EV
     from saf_utils.saf import record as RC

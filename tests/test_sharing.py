@@ -12,8 +12,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from saf_utils.reporting import index_page, pages, results_page, tables
-from saf_utils.reporting.sharing import PathScrubber, clean_html, md
+from notebook_reports import index_page, pages, results_page, tables
+from notebook_reports.sharing import PathScrubber, clean_html, md
 
 ROOT = Path(__file__).resolve().parent.parent
 PAYLOADS = (
@@ -257,9 +257,9 @@ def _payload_saf(src: Path, dst: Path) -> None:
 @pytest.mark.skipif(not (os.environ.get("SAF_DATA") and os.environ.get("ARGSCICHAT_DATA")),
                     reason="needs SAF_DATA and ARGSCICHAT_DATA")
 def test_smoke_run_on_payload_data_shares_safely(tmp_path, monkeypatch):
-    from saf_utils.reporting import cli
-    from saf_utils.reporting.compare import compare_runs
-    from saf_utils.reporting.compare_page import write_compare_html
+    from notebook_reports import cli
+    from notebook_reports.compare import compare_runs
+    from notebook_reports.compare_page import write_compare_html
 
     _payload_saf(Path(os.environ["SAF_DATA"]), tmp_path / "saf")
     monkeypatch.setenv("SAF_DATA", str(tmp_path / "saf"))

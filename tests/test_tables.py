@@ -10,10 +10,10 @@ import nbformat
 import pandas as pd
 import pytest
 
+from notebook_reports import pages, tables
+from notebook_reports.sharing import PathScrubber
 from saf_utils.argscichat import browse as AB
 from saf_utils.argscichat.data import MessagePair
-from saf_utils.reporting import pages, tables
-from saf_utils.reporting.sharing import PathScrubber
 from saf_utils.saf import browse as SB
 from tests.test_sharing import PAYLOADS, unsafe_markup
 

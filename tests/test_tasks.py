@@ -1,6 +1,6 @@
-"""Task specs (saf_utils.taskspec / saf_utils.tasks) and metric metadata (saf_utils.metrics): the
-registered specs are consistent with the notebooks and metrics, and a new task reaches the
-runner's data check and the index without a change in reporting/."""
+"""Task specs (saf_utils.taskspec / notebook_reports.tasks) and metric metadata
+(saf_utils.metrics): the registered specs are consistent with the notebooks and metrics, and a
+new task reaches the runner's data check and the index without a change in notebook_reports/."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from notebook_reports import data_check, index_page, parameters, profiles, tasks
 from saf_utils import metrics as MS
-from saf_utils import tasks
-from saf_utils.reporting import data_check, index_page, parameters, profiles
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,7 +45,8 @@ def _result(task, system, metric, value, split="test", role="system"):
 
 @pytest.fixture
 def toy_task(tmp_path, monkeypatch):
-    """A task registered the documented way: a spec module listed in TASK_MODULES."""
+    """A task registered the documented way: an installed distribution whose entry point in
+    the group notebook_reports.tasks names its spec module."""
     pkg = tmp_path / "toy_task_pkg"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
@@ -56,12 +56,18 @@ def toy_task(tmp_path, monkeypatch):
         "                    cached=lambda hub: False)\n"
         "SPECS = (TaskSpec('toy', 'Toy task', ('toy_error', 'accuracy'), ('val', 'test'),\n"
         "                  ('99_toy',), SOURCE),)\n")
+    dist = tmp_path / "toy_task_pkg-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-task-pkg\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(f"[{tasks.GROUP}]\n9_toy = toy_task_pkg.spec\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(tasks, "TASK_MODULES", (*tasks.TASK_MODULES, "toy_task_pkg.spec"))
+    tasks.task_modules.cache_clear()
+    assert "toy" in {s.name for s in tasks.specs()}
     monkeypatch.setitem(MS.METRICS, "toy_error",
                         MS.Metric("toy_error", level="summary", higher_is_better=False,
                                   scale="any"))
     yield
+    tasks.task_modules.cache_clear()
     sys.modules.pop("toy_task_pkg.spec", None)
     sys.modules.pop("toy_task_pkg", None)
 

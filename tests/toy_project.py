@@ -10,7 +10,7 @@ import nbformat
 import pytest
 import yaml
 
-RECORD = ("from saf_utils.reporting.records import Recorder\n"
+RECORD = ("from notebook_reports.records import Recorder\n"
           "rec = Recorder(NAME, output_dir)\n"
           "rec.add('argscichat_fact_selection', 'd', 'test', 'sys', 'fact_f1', value,"
           " role='system')\nrec.close()\n")
@@ -31,7 +31,7 @@ def notebook(path: Path, params: str, *cells: str) -> None:
 def reads_a(nbs: Path) -> None:
     """``b_reads_a``: fails unless ``a_first``'s records are in its sibling folder."""
     notebook(nbs / "b_reads_a.ipynb", "output_dir = None\nvalue = 0.25",
-             "from saf_utils.reporting.records import sibling_dir\n"
+             "from notebook_reports.records import sibling_dir\n"
              "assert (sibling_dir(output_dir, 'a_first') / 'records.jsonl').is_file()",
              RECORD.replace("NAME", "'b_reads_a'"))
 

@@ -1,6 +1,6 @@
 """What 03, 04 and 06 record and conclude, each in one call. ``rec`` is a
-:class:`saf_utils.reporting.records.Recorder`; ``md`` the notebooks' Markdown escaping
-(passed in: :mod:`saf_utils.reporting` is a layer above the task packages)."""
+:class:`notebook_reports.records.Recorder`; ``md`` the notebooks' Markdown escaping
+(passed in: :mod:`notebook_reports` is a layer above the task packages)."""
 
 from __future__ import annotations
 

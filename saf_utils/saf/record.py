@@ -1,6 +1,6 @@
 """Records and conclusions of SAF notebooks 02 and 05: each records and concludes through one
 call (:func:`record_and_conclude`, :func:`record_error_analysis`), with the Recorder
-conventions (:mod:`saf_utils.reporting.records`)."""
+conventions (:mod:`notebook_reports.records`)."""
 
 from __future__ import annotations
 
