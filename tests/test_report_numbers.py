@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from notebook_reports import headline, index_page
+from notebook_reports import headline, index_page, published
 from saf_utils import metrics as MS
 from saf_utils import protocol as P
 from saf_utils.taskspec import Published
@@ -256,25 +256,25 @@ def test_a_gold_reader_stands_beside_the_star_as_a_ceiling_never_as_the_runner_u
 def test_published_values_say_their_scale_and_convert_only_the_same_metric():
     card = Published("card", "src", "https://x", "ds", "s", "percent",
                      (("accuracy", 81.0), ("bertscore_f1", 55.0)), comparable=("accuracy",))
-    assert _text(index_page.published_value(card, "accuracy", 81.0)) == "81.0 % = 0.810"
-    assert "= 0.55" not in index_page.published_value(card, "bertscore_f1", 55.0)
+    assert _text(published.published_value(card, "accuracy", 81.0)) == "81.0 % = 0.810"
+    assert "= 0.55" not in published.published_value(card, "bertscore_f1", 55.0)
     bleu = Published("card", "src", "u", "ds", "s", "percent", (("sacrebleu", 0.3),),
                      comparable=("sacrebleu",))
-    assert _text(index_page.published_value(bleu, "sacrebleu", 0.3)) == "0.3 (0–100)"
-    assert "computed differently here" in index_page.published_value(card, "bertscore_f1", 55)
+    assert _text(published.published_value(bleu, "sacrebleu", 0.3)) == "0.3 (0–100)"
+    assert "computed differently here" in published.published_value(card, "bertscore_f1", 55)
     paper = Published("LED", "paper", "https://y", "ds", "test", "0-1",
                       (("message_f1", None),), unquoted="published in Table 9; not at hand")
-    assert _text(index_page.published_html([paper], "ds", ["content_f1"])) == (
+    assert _text(published.published_html([paper], "ds", ["content_f1"])) == (
         "same data : LED message_f1: published in Table 9; not at hand ( source )")
     # the published system run here: "reproduced" where equal at the published rounding
     tfidf = Published("TF-IDF", "paper", "u", "ds", "test", "0-1", (("fact_f1", 0.162),),
                       comparable=("fact_f1",), measured="tfidf")
     cell = {"mean": 0.1622, "low": 0.1, "high": 0.2}
-    assert _text(index_page.reproduction(tfidf, "fact_f1", cell)).startswith("reproduced")
-    off = _text(index_page.reproduction(tfidf, "fact_f1", {**cell, "mean": 0.1581}))
+    assert _text(published.reproduction(tfidf, "fact_f1", cell)).startswith("reproduced")
+    off = _text(published.reproduction(tfidf, "fact_f1", {**cell, "mean": 0.1581}))
     assert off.startswith("not reproduced : measured minus published -0.004")
-    assert index_page.reproduction(tfidf, "fact_f1", None) == ""
-    cited = _text(index_page.published_html([tfidf], "ds", ["fact_f1"], systems={
+    assert published.reproduction(tfidf, "fact_f1", None) == ""
+    cited = _text(published.published_html([tfidf], "ds", ["fact_f1"], systems={
         "tfidf": {"fact_f1": cell}}))
     assert "TF-IDF fact_f1 0.162 (0–1) reproduced (measured tfidf 0.162 [0.1, 0.2] )" in cited
     with pytest.raises(ValueError, match="scale 'percentage'"):
