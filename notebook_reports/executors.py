@@ -1,13 +1,9 @@
-"""Where a run's notebooks execute: in this process, one after another (``--workers 1``), or
-as Dask tasks on a ``distributed.LocalCluster`` (``--workers N``) or any running scheduler
-(``--scheduler tcp://host:port``, e.g. Slurm through dask-jobqueue), behind one
-``concurrent.futures`` interface (:class:`NotebookExecutor`). Only papermill runs on a worker
-(:func:`run_notebook`), writing into the run folder, which all workers must see at the same
-path (:meth:`NotebookExecutor.preflight`); manifest, pages and reuse stay in the runner.
-
-Why Dask, not a scheduler of our own: users who outgrow one machine already run Dask clusters
-or Slurm; a run then needs only their scheduler's address. Dask is an optional extra
-(``pip install 'saf_utils[dask]'``) imported only here.
+"""Where a run's notebooks execute, behind one ``concurrent.futures`` interface
+(:class:`NotebookExecutor`): in this process one after another (``--workers 1``), or as Dask
+tasks on a ``LocalCluster`` (``--workers N``) or a running scheduler (``--scheduler``). Only
+papermill runs on a worker (:func:`run_notebook`), into the run folder all workers see at the
+same path; manifest, pages and reuse stay in the runner. Why Dask: users who outgrow one
+machine already run Dask or Slurm (dask-jobqueue); it is an optional extra imported only here.
 """
 
 from __future__ import annotations

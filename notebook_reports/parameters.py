@@ -65,15 +65,10 @@ def declared_default(info: Any) -> tuple[bool, Any]:
         return False, None
 
 
-#: The type of each parameter whose notebook default is None, as an example value (a list's
-#: example gives its elements' type); None stays allowed (the notebook's own default).
-NONE_DEFAULT_TYPES: dict[str, Any] = {
-    **dict.fromkeys(("saf_source", "argscichat_source", "encoder", "bertscore_model",
-                     "bertscore_lang", "moverscore_model", "output_dir", "example"), ""),
-    **dict.fromkeys(("max_rows", "max_train_rows", "bertscore_layers"), 0),
-    **dict.fromkeys(("systems", "extra_encoders", "baselines", "oracles", "ablations"), [""]),
-    "prompt_words": {},
-}
+#: A parameter's annotation in its notebook's parameters cell (papermill's
+#: ``inferred_type_name``: ``max_rows: int = None``) as an example value of that type.
+ANNOTATED = {"str": "", "int": 0, "float": 0.0, "bool": False, "dict": {}, "list[str]": [""],
+             "list[int]": [0], "list[float]": [0.0]}
 #: Parameters that select a notebook's systems: a list of names, or a mapping that selects
 #: by role and registration info (checked by :meth:`saf_utils.registry.Registry.select`).
 SELECTION_PARAMS = ("systems", "baselines", "oracles", "ablations")
@@ -86,11 +81,12 @@ INT_RANGES: dict[str, tuple[int, int]] = {
 }
 
 
-def declared_type(info: Any, key: str) -> tuple[bool, Any]:
-    """(known, example) of a parameter's type: its default, else :data:`NONE_DEFAULT_TYPES`."""
+def declared_type(info: Any) -> tuple[bool, Any]:
+    """(known, example) of a parameter's type: its default, else (a None default) the type
+    its annotation names (:data:`ANNOTATED`); None passes either way."""
     known, default = declared_default(info)
-    if known and default is None and key in NONE_DEFAULT_TYPES:
-        return True, NONE_DEFAULT_TYPES[key]
+    if known and default is None:
+        return True, ANNOTATED.get(info.get("inferred_type_name"))
     return known, default
 
 
@@ -132,7 +128,7 @@ def check_values(notebook: str, params: dict[str, Any], declared: dict[str, Any]
         items = value if isinstance(value, (list, tuple)) else [value]
         # a selection mapping: the registry checks it (tasks.planned_systems)
         selection = key in SELECTION_PARAMS and isinstance(value, dict)
-        known, default = (False, None) if selection else declared_type(declared.get(key), key)
+        known, default = (False, None) if selection else declared_type(declared.get(key))
         if any(type(d) is int for d in (default if isinstance(default, (list, tuple))
                                         else [default])):
             lo, hi = INT_RANGES.get(key, (0, MAX_INT))
@@ -147,7 +143,7 @@ def check_values(notebook: str, params: dict[str, Any], declared: dict[str, Any]
                 want += " of " + " or ".join(sorted({_type_name(d) for d in default}))
             said = (f"the notebook's default {short(default)}" if
                     declared_default(declared.get(key))[1] is not None else
-                    f"the type declared for {key} (parameters.NONE_DEFAULT_TYPES)")
+                    f"the type its parameters cell annotates for {key}")
             raise RunnerError(f"{where} ({what}) does not match {said} ({want})")
         if key in choices and (bad := [v for v in items if v not in choices[key]]):
             raise RunnerError(f"{where} (from {origin}): {short(bad[0])} is not one of the "

@@ -1,18 +1,10 @@
 """Run a profile's notebooks with papermill and write a self-contained report folder.
 
-``saf-run --profile cpu`` executes the notebooks of ``configs/<profile>.yaml`` in dependency
-order into ``reports/<run-name>/``: the executed notebooks, one HTML page each, ``index.html``,
-``results.html``, ``metrics.json`` and ``manifest.json`` (commit, parameters, packages, data
-files, timings, every execution). Everything is checked before the first notebook runs
-(:func:`.plan.prepare`). A failing notebook is marked failed and the others still run (exit
-code 1). Manifest and pages are rewritten as the run goes; Ctrl-C, SIGTERM, a lost cluster, a
-write error or a runner error are recorded as the run's status, into disk space kept for it
-(docs/runs.md). ``--run-dir`` reruns notebooks inside an existing run (earlier files move to
-``previous/``); ``--workers N`` / ``--scheduler ADDRESS`` run independent notebooks at once on
-Dask (:mod:`.executors`, docs/cluster.md).
-
-Exit codes: 0 ok, 1 a notebook failed, 2 bad invocation (nothing ran), 3 a report file could
-not be written, 130/143/129 interrupted by SIGINT/SIGTERM/SIGHUP.
+``configs/<profile>.yaml``'s notebooks run in dependency order into ``reports/<run-name>/``
+(executed notebooks, their pages, index, results, metrics.json, manifest.json), everything
+checked first (:func:`.plan.prepare`); a failed notebook fails the run, the others still run.
+How a run ends, ``--run-dir``, ``--workers``/``--scheduler`` and the exit codes
+(:mod:`.cli`): docs/runs.md, docs/cluster.md.
 """
 
 from __future__ import annotations

@@ -632,10 +632,10 @@ def test_a_manifest_reads_back_an_older_runs_keys_unchanged():
 
 def test_every_notebook_parameter_has_a_declared_type():
     """Each parameter of the project's notebooks has a type: its default, or where that is
-    None the runner's declaration (so that planning can check every value)."""
+    None its annotation as papermill reads it (so that planning can check every value)."""
     for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
         for key, info in parameters.notebook_parameters(nb).items():
-            known, example = parameters.declared_type(info, key)
+            known, example = parameters.declared_type(info)
             assert known and example is not None, (nb.name, key)
 
 
@@ -644,7 +644,7 @@ def test_numbers_out_of_type_or_range_are_refused_at_planning(project, capsys):
     from -p, a profile and a sweep matrix; nan/inf anywhere inside a value too."""
     tmp, base, reports = project
     nbs = tmp / "notebooks"
-    notebook(nbs / "m_rows.ipynb", "max_rows = None\nseeds = [1, 2]\nlr = 0.001\n"
+    notebook(nbs / "m_rows.ipynb", "max_rows: int = None\nseeds = [1, 2]\nlr = 0.001\n"
              "system_params = {}\noutput_dir = None", "pass")
     prof = tmp / "m.yaml"
     args = ["--config", str(prof), "--notebooks-dir", str(nbs), "--reports-dir", str(reports),
@@ -662,7 +662,7 @@ def test_numbers_out_of_type_or_range_are_refused_at_planning(project, capsys):
     for item, expected in (("seeds=[1, -2]", "-2 is outside 0 to"),
                            ("lr=.nan", "nan is not a finite number"),
                            ("system_params={a: {lr: .inf}}", "inf is not a finite number"),
-                           ("max_rows=30.0", "the type declared for max_rows")):
+                           ("max_rows=30.0", "the type its parameters cell annotates")):
         assert cli.main(args + ["-p", item]) == 2, item
         assert expected in _err_line(capsys), item
     assert cli.main(args + ["-p", "max_rows=30", "-p", "lr=-0.5"]) == 0
