@@ -11,6 +11,7 @@ from functools import cache
 from importlib.metadata import entry_points
 from types import ModuleType
 
+from notebook_reports.profiles import RunnerError
 from saf_utils.registry import Registry, params_text
 from saf_utils.taskspec import DataSource, TaskSpec
 
@@ -22,8 +23,8 @@ def task_modules() -> tuple[ModuleType, ...]:
     """The declared spec modules, in the order of the entry points' names (page order)."""
     found = sorted(entry_points(group=GROUP), key=lambda ep: ep.name)
     if not found:
-        raise RuntimeError(f"no task declares the entry point group {GROUP!r}: is the project "
-                           "installed (pip install -e .)?")
+        raise RunnerError(f"no task declares the entry point group {GROUP!r}: is the project "
+                          "installed (make install, or pip install -e .)?")
     return tuple(ep.load() for ep in found)
 
 

@@ -101,3 +101,16 @@ def test_dry_run_lines_show_every_argscichat_systems_effective_parameters() -> N
     assert any(x.startswith("      system constant_frequent: n_words=") for x in reply)
     bad = tasks.system_params_lines("04_generation", {"system_params": {"nope": {}}})
     assert len(bad) == 1 and "error" in bad[0] and "nope" in bad[0]
+
+
+def test_no_declared_task_is_one_clear_error(monkeypatch) -> None:
+    """A checkout whose package metadata is missing (not installed) says so, not a traceback."""
+    monkeypatch.setattr(tasks, "entry_points", lambda group: [])
+    tasks.task_modules.cache_clear()
+    try:
+        with pytest.raises(profiles.RunnerError, match="is the project installed"):
+            tasks.specs()
+    finally:
+        monkeypatch.undo()
+        tasks.task_modules.cache_clear()
+    assert tasks.specs()
