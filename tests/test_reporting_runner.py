@@ -632,11 +632,18 @@ def test_a_manifest_reads_back_an_older_runs_keys_unchanged():
 
 def test_every_notebook_parameter_has_a_declared_type():
     """Each parameter of the project's notebooks has a type: its default, or where that is
-    None its annotation as papermill reads it (so that planning can check every value)."""
+    None its annotation as papermill reads it (so that planning can check every value); and
+    papermill sees every assignment of the cell (it skips an annotation it cannot read, such
+    as ``str | None``)."""
     for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
-        for key, info in parameters.notebook_parameters(nb).items():
+        declared = parameters.notebook_parameters(nb)
+        for key, info in declared.items():
             known, example = parameters.declared_type(info)
             assert known and example is not None, (nb.name, key)
+        cell = next(c for c in nbformat.read(nb, as_version=4).cells
+                    if "parameters" in c.metadata.get("tags", []))
+        assigned = re.findall(r"^([A-Za-z_]\w*)\s*[:=]", cell.source, flags=re.M)
+        assert assigned == list(declared), nb.name
 
 
 def test_numbers_out_of_type_or_range_are_refused_at_planning(project, capsys):
