@@ -131,7 +131,7 @@ def test_committed_notebooks_have_no_outputs_and_a_parameters_cell():
         assert not any(c.outputs or c.execution_count for c in code), f"{path.name} has outputs"
         tagged = [c for c in code if "parameters" in c.metadata.get("tags", [])]
         assert len(tagged) == 1, f"{path.name} needs exactly one 'parameters' cell"
-        assert "output_dir = None" in tagged[0].source, f"{path.name} lacks output_dir"
+        assert "output_dir: str = None" in tagged[0].source, f"{path.name} lacks output_dir"
 
 
 def test_profiles_name_existing_notebooks_and_declared_parameters():
