@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -64,12 +63,6 @@ def page(title: str, body: str | Sequence[str], script: str = "",
         title=scrub(title), body=text, wide=wide, css=css, page_script=script,
         saf=chrome.context(Path(run_dir), current) if run_dir is not None and current else None,
         tables_init=tables.init_html() if 'class="saf-itable"' in text else "")
-
-
-def external_resources(text: str) -> list[str]:
-    """External scripts, stylesheets, images or frames a page would load (for tests)."""
-    return re.findall(r"<(?:script|link|img|iframe|source|video|audio)\b[^>]*\b(?:src|href)\s*="
-                      r"\s*[\"']?((?:https?:)?//[^\"' >]+)", text, re.I)
 
 
 def render_notebook(ipynb: Path, hide_code: bool = False) -> Path:

@@ -7,10 +7,9 @@ own markup and are sanitised instead. The result is :class:`markupsafe.Markup`, 
 from __future__ import annotations
 
 import hashlib
-import html as _html
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -158,18 +157,3 @@ def show(df: Any, caption: str | None = None, wrap: Iterable[str] = (), **kwargs
         display(HTML(init_html()), metadata={"saf_itables": "init"})
         _INITIALISED = True
     display(HTML(html(df, caption, wrap=wrap, **kwargs)), metadata={"saf_itables": "table"})
-
-
-def read_page_tables(text: str) -> dict[str, dict[str, Any]]:
-    """A page's interactive tables: ``{table id: {"columns", "data", "dt_args"}}`` (tests)."""
-    import json
-
-    out = {}
-    for tid, args in re.findall(r'document\.querySelectorAll\("#([^"]+):not\(\.dataTable\)"\)'
-                                r'.*?let dt_args = (\{.*?\});\n', text, re.S):
-        spec: Mapping[str, Any] = json.loads(args)
-        head = str(spec.get("table_html", "")).split("</thead>")[0]
-        out[tid] = {"columns": [_html.unescape(re.sub("<[^>]+>", "", h)).strip()
-                                for h in re.findall(r"<th[^>]*>(.*?)</th>", head, re.S)],
-                    "data": json.loads(str(spec.get("data_json", "[]"))), "dt_args": spec}
-    return out

@@ -11,13 +11,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from notebook_reports import cli, pages, tables
+from notebook_reports import cli, pages
 from notebook_reports.compare import compare_runs
 from notebook_reports.compare_page import to_markdown, write_compare_html
 from notebook_reports.manifest import Manifest
 from notebook_reports.records import Recorder
 from notebook_reports.run_folder import write_reports
 from saf_utils.artifacts import record_rows
+from tests.page_helpers import external_resources, read_page_tables
 
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
         "track", "wbr"}
@@ -69,7 +70,7 @@ def check_page(path: Path) -> StrictHTML:
     parser.close()
     assert not parser.errors, parser.errors[:5]
     assert not parser.stack, f"unclosed {parser.stack}"
-    assert not parser.external and not pages.external_resources(text), parser.external
+    assert not parser.external and not external_resources(text), parser.external
     assert "<script src" not in text
     return parser
 
@@ -207,7 +208,7 @@ def test_results_page_holds_every_record_with_a_default_view(two_runs):
     check_page(run_a / "results.html")
     metrics = json.loads((run_a / "metrics.json").read_text())
     text = (run_a / "results.html").read_text()
-    spec = tables.read_page_tables(text)["results"]
+    spec = read_page_tables(text)["results"]
     thead = spec["dt_args"]["table_html"].split("</thead>")[0]
     head = re.findall(r"<th>(.*?)</th>", thead)
     assert head[:8] == ["system", "split", "metric", "scale", "what", "value", "CI", "p"]

@@ -19,8 +19,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from notebook_reports import cli, executors, pages, parameters, profiles, run_folder
+from notebook_reports import cli, executors, parameters, profiles, run_folder
 from notebook_reports import runner as run
+from tests.page_helpers import external_resources
 from tests.toy_project import notebook
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -155,7 +156,7 @@ def test_run_dir_reruns_a_notebook_and_keeps_both_executions(project, capsys):
     # notebook pages load nothing from the network
     for page in ("a_first.html", "b_reads_a.html", "index.html", "results.html"):
         text = (r1 / page).read_text()
-        assert not pages.external_resources(text), page
+        assert not external_resources(text), page
         assert "require.js" not in text and "mathjax" not in text.lower(), page
     # a new run compared with r1: one parameter differs
     capsys.readouterr()

@@ -14,6 +14,7 @@ import yaml
 from notebook_reports import cli, parameters, profiles
 from notebook_reports.records import Recorder, summarize
 from saf_utils.artifacts import record_rows
+from tests.page_helpers import external_resources
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -157,7 +158,6 @@ def test_smoke_profile_end_to_end(smoke_run):
         html = (out / f"{name}.html").read_text()
         assert "data:image/png;base64" in html or name != "01_data_exploration"
     assert (out / "index.html").is_file() and (out / "results.html").is_file()
-    from notebook_reports.pages import external_resources
 
     for page in out.glob("*.html"):  # nothing loaded from the network
         assert not external_resources(page.read_text(encoding="utf-8")), page.name

@@ -12,8 +12,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from notebook_reports import index_page, pages, results_page, tables
+from notebook_reports import index_page, pages, results_page
 from notebook_reports.sharing import PathScrubber, clean_html, md
+from tests.page_helpers import read_page_tables
 
 ROOT = Path(__file__).resolve().parent.parent
 PAYLOADS = (
@@ -231,7 +232,7 @@ def test_results_page_keeps_its_script_and_escapes_records(tmp_path):
     run_dir.mkdir()
     text = results_page.write_results(run_dir, _manifest(tmp_path), _records()).read_text()
     assert "new ITable(" in text and not unsafe_markup(text)
-    rows = tables.read_page_tables(text)["results"]["data"]
+    rows = read_page_tables(text)["results"]["data"]
     cells = {c for r in rows for c in r if isinstance(c, str)}
     assert "0.7" in {r[5] for r in rows}  # the value column (numbers as text)
     assert not any(p in c for p in PAYLOADS[:5] for c in cells)  # escaped for DataTables

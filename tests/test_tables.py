@@ -15,6 +15,7 @@ from notebook_reports.sharing import PathScrubber
 from saf_utils.argscichat import browse as AB
 from saf_utils.argscichat.data import MessagePair
 from saf_utils.saf import browse as SB
+from tests.page_helpers import external_resources, read_page_tables
 from tests.test_sharing import PAYLOADS, unsafe_markup
 
 
@@ -26,11 +27,11 @@ def test_interactive_table_escapes_cells_header_and_caption():
     df = _frame().rename(columns={"answer": "<b>answer</b>"})
     text = tables.html(df, caption=PAYLOADS[0], wrap=["<b>answer</b>"])
     assert not unsafe_markup(text) and "new ITable(" in text
-    (spec,) = tables.read_page_tables(text).values()
+    (spec,) = read_page_tables(text).values()
     assert spec["columns"] == ["<b>answer</b>", "score"]  # escaped in the page, text here
     assert spec["data"][0] == ["&lt;img src=x onerror=alert(1)&gt;", 0.1235]  # 4 digits
     assert '"column_filters": "footer"' in text and '"className": "saf-wrap"' in text
-    assert "Download CSV" in text and not pages.external_resources(text)
+    assert "Download CSV" in text and not external_resources(text)
     # the pages' path scrubber leaves the table's own script as it is
     assert PathScrubber(None)(tables.CSV_FORMAT) == tables.CSV_FORMAT
 
@@ -39,7 +40,7 @@ def test_text_cells_keep_their_line_breaks_and_stay_escaped():
     """pandas' formatting (inside itables) writes a line break as the two characters \\n:
     06's numbered history showed '1. Hi\\n2. Hi!' on one line."""
     df = pd.DataFrame({"history": ["1. Hi\n2. <b>Hi!</b>", None], "n": [1.5, None]})
-    (spec,) = tables.read_page_tables(tables.html(df, wrap=["history"])).values()
+    (spec,) = read_page_tables(tables.html(df, wrap=["history"])).values()
     assert spec["data"][0] == ["1. Hi<br>2. &lt;b&gt;Hi!&lt;/b&gt;", 1.5]
     assert spec["data"][1][0] == ""
 
@@ -70,8 +71,8 @@ def test_notebook_table_is_kept_and_other_scripts_dropped_and_paths_hidden(tmp_p
     nbformat.write(nb, ipynb)
     text = pages.render_notebook(ipynb).read_text(encoding="utf-8")
     assert not unsafe_markup(text) and "<script>alert(2)" not in text
-    assert text.count("function injectCSS") == 1 and not pages.external_resources(text)
-    (spec,) = tables.read_page_tables(text).values()
+    assert text.count("function injectCSS") == 1 and not external_resources(text)
+    (spec,) = read_page_tables(text).values()
     cells = [c for r in spec["data"] for c in r if isinstance(c, str)]
     assert "$RUN/x.jsonl" in cells and str(run_dir) not in text
 
