@@ -108,7 +108,7 @@ def pin_kernels() -> dict[str, str]:
     if torch is not None and torch.backends.cpu.get_cpu_capability() != "AVX2" \
             and not _WARNED:
         _WARNED.append(True)
-        warnings.warn("saf_utils.numerics.pin_kernels came after torch's first operation: "
+        warnings.warn("saf_utils.determinism.pin_kernels came after torch's first operation: "
                       f"its kernels stay {torch.backends.cpu.get_cpu_capability()}, so "
                       "results may differ from other machines' (docs/reproducibility.md)",
                       stacklevel=2)

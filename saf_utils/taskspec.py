@@ -1,9 +1,9 @@
 """What a task declares so that the generic layers (runner, pages) can serve it.
 
 A task package (``saf/``, ``argscichat/``) writes one :class:`TaskSpec` per record task in its
-``spec.py``; :mod:`saf_utils.tasks` collects them, and ``reporting/`` iterates over those
+``spec.py``; :mod:`saf_utils.all_tasks` collects them, and ``reporting/`` iterates over those
 specs without naming a task. Adding a task is a package with a ``spec.py`` and one line in
-:data:`saf_utils.tasks.TASK_MODULES`.
+:data:`saf_utils.all_tasks.TASK_MODULES`.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from saf_utils import artifacts as AR
+from saf_utils.data import artifacts as AR
 from saf_utils.reporting.records import Recorder
 
 

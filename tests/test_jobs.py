@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from saf_utils import jobs as J
+from saf_utils.training import jobs as J
 
 TINY = dict(model="scratch", max_steps=4, learning_rate=5e-3, batch_size=4,
             scratch_vocab_size=60, scratch_d_model=16, scratch_heads=2, scratch_ff=32,
@@ -33,7 +33,7 @@ def test_config_errors_and_launch_commands(tmp_path: Path) -> None:
         J.TrainJob.from_dict({"output_dir": "x"})  # no examples file: no job
     cmd = J.launch_command("torchrun:2", "cfg.json")
     assert cmd[1:] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                       "-m", "saf_utils.train", "cfg.json"]
+                       "-m", "saf_utils.training.process_entry", "cfg.json"]
     assert "--multi_gpu" in J.launch_command("accelerate:4", "c")
     assert "--multi_gpu" not in J.launch_command("accelerate", "c")
     with pytest.raises(ValueError, match="launcher"):

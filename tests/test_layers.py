@@ -13,10 +13,10 @@ import saf_utils
 
 ROOT = Path(saf_utils.__file__).parent
 TASKS = ("saf", "argscichat")
-#: layer of a module: 0 shared (text, stats, protocol, verdicts, jobs, artifacts, registry,
-#: metrics, ...),
-#: 1 a task package, 2 the task-spec registry (saf_utils.tasks), reporting and the CLI.
-TOP = {"reporting": 2, "run": 2, "tasks": 2}  # tasks: the registry of task specs
+#: layer of a module: 0 shared (the rooms data/, encoders/, metrics/, statistics/, training/
+#: and the top-level text, registry, determinism, figures, taskspec),
+#: 1 a task package, 2 the task-spec registry (saf_utils.all_tasks), reporting and the CLI.
+TOP = {"reporting": 2, "run": 2, "all_tasks": 2}  # all_tasks: the registry of task specs
 
 
 def module_name(path: Path) -> str:
@@ -49,7 +49,7 @@ def imports(path: Path) -> list[tuple[int, str]]:
                 parent = package.split(".")[:len(package.split(".")) - node.level + 1]
                 base = ".".join([*parent, base] if base else parent)
             names = [f"{base}.{a.name}" for a in node.names]
-            # ``from saf_utils import jobs`` imports the module saf_utils.jobs
+            # ``from saf_utils import jobs`` imports the module saf_utils.training.jobs
             out += [(node.lineno, n if (ROOT.parent / n.replace(".", "/")).with_suffix(".py")
                      .is_file() or (ROOT.parent / n.replace(".", "/")).is_dir() else base)
                     for n in names]

@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 
 from saf_utils import metrics as MS
-from saf_utils import protocol as P
 from saf_utils.reporting import headline, index_page
+from saf_utils.statistics import protocol as P
 from saf_utils.taskspec import Published
 
 
@@ -319,18 +319,18 @@ def test_a_tie_is_called_a_tie():
 
 
 def test_the_glossary_has_a_line_for_every_registered_system_and_every_term():
-    from saf_utils import tasks
+    from saf_utils import all_tasks
     from saf_utils.reporting.metric_cards import systems_markdown
     from saf_utils.reporting.sharing import md_terms
 
     text = systems_markdown()
-    for sp in tasks.specs():
-        for reg in tasks.registries(sp.name):
+    for sp in all_tasks.specs():
+        for reg in all_tasks.registries(sp.name):
             for name in reg:
-                line = tasks.system_line(sp.name, name)
+                line = all_tasks.system_line(sp.name, name)
                 assert line and f"role {reg[name].role}" in line, (sp.name, name)
                 assert f"`{name}`" in text, name
-    assert "reads gold data at test time" in tasks.system_line("argscichat_fact_selection",
+    assert "reads gold data at test time" in all_tasks.system_line("argscichat_fact_selection",
                                                                "ensemble_bm25")
     glossary = (Path(index_page.__file__).parent / "how_to_read.md").read_text()
     for anchor in ("not-tested", "fold", "seed", "one-se", "regret", "transductive",

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from saf_utils.artifacts import record_rows
+from saf_utils.data.artifacts import record_rows
 from saf_utils.reporting import cli, pages, tables
 from saf_utils.reporting.compare import compare_runs
 from saf_utils.reporting.compare_page import to_markdown, write_compare_html

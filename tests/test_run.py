@@ -11,7 +11,7 @@ import nbformat
 import pytest
 import yaml
 
-from saf_utils.artifacts import record_rows
+from saf_utils.data.artifacts import record_rows
 from saf_utils.reporting import cli, parameters, profiles
 from saf_utils.reporting.records import Recorder, summarize
 

@@ -1,4 +1,5 @@
-"""Task specs (saf_utils.taskspec / saf_utils.tasks) and metric metadata (saf_utils.metrics): the
+"""Task specs (saf_utils.taskspec / saf_utils.all_tasks) and metric metadata (saf_utils.metrics):
+the
 registered specs are consistent with the notebooks and metrics, and a new task reaches the
 runner's data check and the index without a change in reporting/."""
 
@@ -9,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from saf_utils import all_tasks
 from saf_utils import metrics as MS
-from saf_utils import tasks
 from saf_utils.reporting import data_check, index_page, parameters, profiles
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_specs_name_registered_metrics_and_existing_notebooks() -> None:
-    specs = tasks.specs()
+    specs = all_tasks.specs()
     assert len({s.name for s in specs}) == len(specs)
     for s in specs:
         assert s.headline and all(m in MS.METRICS for m in s.headline), s.name
@@ -57,7 +58,7 @@ def toy_task(tmp_path, monkeypatch):
         "SPECS = (TaskSpec('toy', 'Toy task', ('toy_error', 'accuracy'), ('val', 'test'),\n"
         "                  ('99_toy',), SOURCE),)\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(tasks, "TASK_MODULES", (*tasks.TASK_MODULES, "toy_task_pkg.spec"))
+    monkeypatch.setattr(all_tasks, "TASK_MODULES", (*all_tasks.TASK_MODULES, "toy_task_pkg.spec"))
     monkeypatch.setitem(MS.METRICS, "toy_error",
                         MS.Metric("toy_error", level="summary", higher_is_better=False,
                                   scale="any"))
@@ -88,10 +89,10 @@ def test_a_new_task_source_is_checked_before_a_run(toy_task, tmp_path, monkeypat
 
 
 def test_dry_run_lines_show_every_argscichat_systems_effective_parameters() -> None:
-    lines = tasks.system_params_lines("03_fact_selection",
+    lines = all_tasks.system_params_lines("03_fact_selection",
                                       {"system_params": {"random": {"seeds": [3]}}})
     assert "      system random: seeds=[3]" in lines and any("system bm25" in x for x in lines)
-    reply = tasks.system_params_lines("04_generation", {})
+    reply = all_tasks.system_params_lines("04_generation", {})
     assert any(x.startswith("      system constant_frequent: n_words=") for x in reply)
-    bad = tasks.system_params_lines("04_generation", {"system_params": {"nope": {}}})
+    bad = all_tasks.system_params_lines("04_generation", {"system_params": {"nope": {}}})
     assert len(bad) == 1 and "error" in bad[0] and "nope" in bad[0]

@@ -48,14 +48,14 @@ from saf_utils.argscichat.data_schema import (
     DroppedFact,
     MessagePair,
 )
-from saf_utils.loading import (
+from saf_utils.data.provenance import annotate, register, sha256_file
+from saf_utils.data.reading import (
     annotate_anomalies,
     duplicate_names,
     folder_problem,
     read_utf8,
     strict_message,
 )
-from saf_utils.provenance import annotate, register, sha256_file
 
 #: The public names (the loader's, and those of the modules it is split into).
 __all__ = ["ARGSCICHAT_ANOMALY_KINDS", "ARGSCICHAT_COMMIT", "ARGSCICHAT_FOLDER",

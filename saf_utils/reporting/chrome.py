@@ -128,7 +128,7 @@ def downloads_section(run_dir: Path, records: Sequence[dict]) -> str:
     notebooks that recorded its results)."""
     import pandas as pd
 
-    from saf_utils import artifacts as a
+    from saf_utils.data import artifacts as a
     from saf_utils.reporting.tables import html
 
     by_task: dict[str, set[str]] = {}

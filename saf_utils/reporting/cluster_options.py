@@ -113,7 +113,7 @@ def check_workers(client: Any, folder: Path, plans: Sequence[Any], data: Sequenc
     """Every worker sees ``folder`` (a probe file written here is read there), the local data,
     the same notebooks and package sources and a python3 kernel; else one
     :class:`RunnerError` naming each worker and what it lacks."""
-    from saf_utils.provenance import sha256_file
+    from saf_utils.data.provenance import sha256_file
     from saf_utils.reporting.reuse import package_digest
 
     try:
@@ -154,7 +154,7 @@ def check_workers(client: Any, folder: Path, plans: Sequence[Any], data: Sequenc
 
 def check_worker(expected: dict[str, Any]) -> dict[str, Any] | None:
     """Run on each worker by :func:`check_workers`: None, or what it lacks."""
-    from saf_utils.provenance import sha256_file
+    from saf_utils.data.provenance import sha256_file
     from saf_utils.reporting.reuse import package_digest
 
     problems = []

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from saf_utils.artifacts import ITEMS_FILE, read_items
+from saf_utils.data.artifacts import ITEMS_FILE, read_items
 from saf_utils.reporting.crossrun import KEY, frame, rows_of
 from saf_utils.reporting.manifest import PROJECT_ROOT
 from saf_utils.reporting.profiles import REPORTS_DIR, RunnerError, check_folder_name
@@ -210,8 +210,8 @@ def _significance(run_a: Path, man_a: dict, run_b: Path, man_b: dict, keys: list
     per-item files not read are lines in ``notes``."""
     import pandas as pd
 
-    from saf_utils import protocol as P
-    from saf_utils.stats import holm
+    from saf_utils.statistics import protocol as P
+    from saf_utils.statistics.uncertainty import holm
 
     a, b = _items(run_a, man_a, "A", notes), _items(run_b, man_b, "B", notes)
     if a.empty or b.empty:

@@ -16,7 +16,7 @@ from saf_utils.reporting.profiles import RunnerError
 def data_env_vars() -> tuple[str, ...]:
     """Environment variables that name local data folders: each task's data source, and
     WordNet for METEOR."""
-    from saf_utils.tasks import declared_data_sources
+    from saf_utils.all_tasks import declared_data_sources
 
     return (*(d.env for d in declared_data_sources()), "WORDNET_DIR")
 
@@ -37,7 +37,7 @@ def check_data_sources(plans: list[NotebookPlan]) -> list[dict[str, Any]]:
     """Where each dataset a selected notebook declares (``saf_source``, ...) will come from:
     a local folder (the parameter, else its environment variable) that exists, else a hub
     copy cached or reachable; one error naming every unavailable source."""
-    from saf_utils.tasks import declared_data_sources
+    from saf_utils.all_tasks import declared_data_sources
 
     out: list[dict[str, Any]] = []
     problems: list[str] = []

@@ -101,8 +101,8 @@ def leakage_note(sources: Sequence[dict], t: dict) -> str:
 def task_splits(records: list[dict]) -> Iterator[dict[str, Any]]:
     """Per task (registered specs first) and split in page order: title, metrics, the cells
     (:func:`.crossrun.headline_cells`), ★ systems, paired differences on the leading metric."""
+    from saf_utils.all_tasks import spec, system_line
     from saf_utils.reporting.crossrun import frame, headline_cells, task_metrics
-    from saf_utils.tasks import spec, system_line
 
     df = frame({"": records})
     for task, title, metrics, splits in task_metrics(df):

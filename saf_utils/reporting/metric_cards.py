@@ -40,8 +40,9 @@ def cards_body(used: set[str] = frozenset()) -> str:
 
 def systems_markdown() -> str:
     """The glossary's systems section, generated from the registrations: per task, one line
-    per registered system (its name, role and description; :func:`saf_utils.tasks.system_line`)."""
-    from saf_utils import tasks
+    per registered system (its name, role and description;
+    :func:`saf_utils.all_tasks.system_line`)."""
+    from saf_utils import all_tasks
 
     lines = ['', '<a id="systems"></a>', '', '## Systems', '',
              "Every registered system, one line each, from its registration (role and "
@@ -49,16 +50,16 @@ def systems_markdown() -> str:
              "(`feature_clf:use` is `feature_clf:` on another encoder). Hover a system's "
              "name on the index for its line.", '']
     seen: set[int] = set()
-    for sp in tasks.specs():
-        regs = [r for r in tasks.registries(sp.name) if id(r) not in seen]
+    for sp in all_tasks.specs():
+        regs = [r for r in all_tasks.registries(sp.name) if id(r) not in seen]
         for reg in regs:
             seen.add(id(reg))
             lines += [f"### {esc(sp.title)}", ""]
-            lines += [f"- `{esc(name)}`: {esc(tasks.system_line(sp.name, name))}"
+            lines += [f"- `{esc(name)}`: {esc(all_tasks.system_line(sp.name, name))}"
                       for name in reg]
             lines.append("")
     lines += ["### Composites (not registered)", ""]
-    lines += [f"- `{name}`: {esc(words)}" for name, words in tasks.COMPOSITES.items()]
+    lines += [f"- `{name}`: {esc(words)}" for name, words in all_tasks.COMPOSITES.items()]
     return "\n".join(lines) + "\n"
 
 

@@ -23,7 +23,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from saf_utils.provenance import model_identities, sha256_file
+from saf_utils.data.provenance import model_identities, sha256_file
 from saf_utils.reporting.manifest import (
     PROJECT_ROOT,
     Manifest,
@@ -134,7 +134,7 @@ def notebook_data(params: dict[str, Any], declared: Iterable[str],
     environment variable, else hub id) and, for a local folder, ``{relative path: sha256}`` of
     every file in it (an optional file appearing changes the key); ``other_files``: the files
     in ``read`` outside those folders (a hub copy's cache), hashed now."""
-    from saf_utils.tasks import declared_data_sources
+    from saf_utils.all_tasks import declared_data_sources
 
     out: dict[str, Any] = {}
     roots: list[Path] = []

@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from saf_utils.artifacts import record_rows
+from saf_utils.data.artifacts import record_rows
 from saf_utils.reporting.manifest import (
     Manifest,
     ReportWriteError,

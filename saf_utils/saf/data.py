@@ -27,8 +27,8 @@ from typing import Any
 
 import pandas as pd
 
-from saf_utils.loading import annotate_anomalies, folder_problem
-from saf_utils.provenance import register
+from saf_utils.data.provenance import register
+from saf_utils.data.reading import annotate_anomalies, folder_problem
 from saf_utils.saf.data_checks import (
     _check_split,
     _Checked,

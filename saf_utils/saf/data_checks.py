@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from saf_utils.loading import (
+from saf_utils.data.reading import (
     anomaly_report,
     clash_message,
     describe,
@@ -63,7 +63,7 @@ class _Checked:
 
     frame: pd.DataFrame
     ids: list[Any]
-    keys: list[Any]  # the ids' identity (saf_utils.loading.id_key)
+    keys: list[Any]  # the ids' identity (saf_utils.data.reading.id_key)
     files: np.ndarray
     rows: np.ndarray
     problems: list[str]

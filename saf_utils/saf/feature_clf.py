@@ -2,7 +2,7 @@
 
 Every choice is made without a test split: the seen-question model on **validation**, the
 unseen-question model by leave-one-question-out CV on **train** (validation holds only
-seen questions), both through :func:`saf_utils.choices.choose_row`.
+seen questions), both through :func:`saf_utils.statistics.validation_choice.choose_row`.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from typing import Any
 
 import pandas as pd
 
-from saf_utils import choices
-from saf_utils.saf import evaluate as EV
+from saf_utils.saf import scores as EV
 from saf_utils.saf.baselines import UnseenFeedback, loqo_baselines, nearest_neighbour_baseline
 from saf_utils.saf.features import FeatureClassifier, grouped_cv_generic
+from saf_utils.statistics import validation_choice
 
 
 @dataclass
@@ -73,11 +73,11 @@ def tune_feature_clf(data: Any, encoder: Any, models: Sequence[str], Cs: Sequenc
     if "validation" not in data.evals:
         raise ValueError("tune_feature_clf needs a validation split")
     grid = _seen_grid(data, encoder, models, Cs, feedback_strategies)
-    best = grid.iloc[choices.choose_row(grid, "selection_score", "validation")]
+    best = grid.iloc[validation_choice.choose_row(grid, "selection_score", "validation")]
     cv = grouped_cv_generic(data.train, encoder, Cs=Cs, feature_sets=generic_feature_sets,
                             normalize=(False, True) if transductive else (False,),
                             models=generic_models)
-    chosen = {norm: int(sub.index[choices.choose_row(sub, "macro_f1", "train")])
+    chosen = {norm: int(sub.index[validation_choice.choose_row(sub, "macro_f1", "train")])
               for norm, sub in cv.groupby("normalize_unseen", sort=True)}
     seen = {"model": best.model, "C": float(best.C), "feedback": best.feedback}
     config = {**seen, **_generic(cv.loc[chosen[False]])}

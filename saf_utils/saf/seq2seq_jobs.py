@@ -1,5 +1,6 @@
 """SAF seq2seq systems (``seq2seq:<model>``) as jobs: one
-:class:`saf_utils.jobs.TrainJob` per (model, seed) through :func:`saf_utils.jobs.run_jobs`,
+:class:`saf_utils.training.jobs.TrainJob` per (model, seed) through
+:func:`saf_utils.training.jobs.run_jobs`,
 outputs parsed by :func:`saf_utils.saf.formats.parsed_prediction_table`.
 """
 
@@ -12,15 +13,15 @@ from typing import Any
 
 import pandas as pd
 
-from saf_utils import jobs as J
 from saf_utils.saf import formats as S
+from saf_utils.training import jobs as J
 
 TASK = "saf"
 
 def seq2seq_settings(seq2seq: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
                      **extra: Any):
     """``Seq2SeqSettings(**{**seq2seq, **overrides, **extra})``: the one parameter shape."""
-    from saf_utils.seq2seq import Seq2SeqSettings
+    from saf_utils.training.seq2seq import Seq2SeqSettings
 
     return Seq2SeqSettings(**{**dict(seq2seq), **dict(overrides or {}), **extra})
 
@@ -29,7 +30,7 @@ def seq2seq_jobs(data: Any, seq2seq: Mapping[str, Any],
                  seq2seq_models: Mapping[str, Mapping[str, Any]] | None, seeds: Sequence[int],
                  output_dir: str | Path, mode: str = "verification",
                  include_question: bool = True) -> list[J.TrainJob]:
-    """One :class:`saf_utils.jobs.TrainJob` per (model, seed), reading the examples of
+    """One :class:`saf_utils.training.jobs.TrainJob` per (model, seed), reading the examples of
     ``data`` written once per model. ``seq2seq``: the settings shared by all models;
     ``seq2seq_models``: model name -> its overrides (None: just ``seq2seq["model"]``).
     """

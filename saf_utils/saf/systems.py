@@ -1,6 +1,6 @@
 """The registered SAF systems: each one a parameters dataclass (its defaults live only there)
 and ``fn(data, params, ctx) -> prediction table`` on every eval split, run by
-:func:`saf_utils.saf.run.run_systems`. Registration order is run order: a system that reads
+:func:`saf_utils.saf.experiments.run_systems`. Registration order is run order: a system that reads
 another's result (``feature_clf:transductive`` and ``feature_clf:stacked`` read
 ``feature_clf``'s tuning, ``feature_clf:stacked`` the cross-encoder's outputs) comes after
 it. A name ending in ``:`` covers its variants (``seq2seq:<model>``).
@@ -19,9 +19,9 @@ from saf_utils import metrics as M
 from saf_utils.registry import NoParams, Registry
 from saf_utils.saf import baselines as B
 from saf_utils.saf import criteria as CR
-from saf_utils.saf import evaluate as EV
 from saf_utils.saf import feature_clf as FC
 from saf_utils.saf import feedback_choice as FCH
+from saf_utils.saf import scores as EV
 from saf_utils.saf.baselines import UnseenFeedback
 from saf_utils.saf.context import RunContext, SAFData, make_encoder
 from saf_utils.saf.cross_encoder_jobs import CE_SYSTEM, CrossEncoderJobs, run_cross_encoder
@@ -217,7 +217,7 @@ def feature_clf_transductive(data: SAFData, params: NoParams, ctx: RunContext) -
 
 def _per_encoder(ctx: RunContext, prefix: str, fn: Any) -> pd.DataFrame:
     """``fn(system, encoder name, encoder)`` for each further encoder of the run."""
-    from saf_utils.encoders import encoder_tag
+    from saf_utils.encoders.sentence import encoder_tag
 
     out = []
     for name in ctx.encoders.extras:
@@ -268,7 +268,7 @@ class CrossEncoderParams:
 
     #: model fine-tuned; None: by the data's language (encoders.default_cross_encoder)
     model: str | None = None
-    #: saf_utils.cross_encoder.CrossEncoderSettings fields over its defaults (not model,
+    #: saf_utils.training.cross_encoder.CrossEncoderSettings fields over its defaults (not model,
     #: learning_rate, epochs: those are the grid's)
     settings: dict = field(default_factory=dict)
     learning_rate: tuple[float, ...] = (5e-5, 1e-4)  # grid, chosen on validation
@@ -323,7 +323,7 @@ def feature_clf_stacked(data: SAFData, params: NoParams, ctx: RunContext) -> pd.
 class Seq2SeqParams:
     """The seq2seq models: shared training settings, per-model overrides, seeds."""
 
-    #: saf_utils.seq2seq.Seq2SeqSettings fields over its defaults, shared by all models
+    #: saf_utils.training.seq2seq.Seq2SeqSettings fields over its defaults, shared by all models
     settings: dict = field(default_factory=dict)
     #: model name (hub id, folder, scratch, bert2bert:ENCODER) -> its overrides;
     #: None: just settings["model"] (default scratch)
@@ -349,7 +349,7 @@ def unseen_cv_table(data: SAFData, ctx: RunContext) -> pd.DataFrame:
     """Each system's unseen-question path scored on train so far (validation has no unseen
     questions): the baselines' leave-one-question-out rows, then every row a system left in
     ``ctx.state.unseen_cv``, with ``protocol``, ``role`` and ``transductive``."""
-    from saf_utils.encoders import encoder_tag
+    from saf_utils.encoders.sentence import encoder_tag
 
     rows = ctx.state.unseen_cv
     tags = [encoder_tag(e) for e in ctx.encoders.extras]

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from saf_utils.numerics import SUM_DECIMALS, round_features
+from saf_utils.determinism import SUM_DECIMALS, round_features
 
 Statistic = Callable[[np.ndarray], np.ndarray]  # [B, d] summed stats -> [B] metric values
 

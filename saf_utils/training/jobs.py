@@ -1,17 +1,17 @@
 """The jobs layer: one training job, task-agnostic, in the kernel or under a launcher.
 
-Two job kinds: ``"seq2seq"`` (:mod:`saf_utils.seq2seq`, generates text) and
-``"cross_encoder"`` (:mod:`saf_utils.cross_encoder`, text pairs ``source`` and ``pair`` ->
+Two job kinds: ``"seq2seq"`` (:mod:`saf_utils.training.seq2seq`, generates text) and
+``"cross_encoder"`` (:mod:`saf_utils.training.cross_encoder`, text pairs ``source`` and ``pair`` ->
 label or score as ``output``, class probabilities as ``probs``, per ``epoch`` when asked).
 A task writes its examples once (:func:`write_examples`); a :class:`TrainJob` holds that
 file, the settings, a seed and an output folder, and :func:`train_job` writes ``model/``,
 ``predictions.jsonl.gz`` and ``train_log.json`` there.
 
-``python -m saf_utils.train CONFIG`` runs one job, unchanged under ``torchrun`` or
+``python -m saf_utils.training.process_entry CONFIG`` runs one job, unchanged under ``torchrun`` or
 ``accelerate launch`` (one DDP replica per process, generation split over the ranks and
 gathered in input order, only rank 0 writes, a failing rank writes ``rank<k>.error``).
 :func:`run_job` / :func:`run_jobs` take a launcher: ``"none"`` (in the kernel),
-``"processes:N"`` (:mod:`saf_utils.job_pool`), ``"torchrun:N"`` or ``"accelerate[:N]"``.
+``"processes:N"`` (:mod:`saf_utils.training.launchers`), ``"torchrun:N"`` or ``"accelerate[:N]"``.
 """
 
 from __future__ import annotations
@@ -34,10 +34,11 @@ from typing import Any, NamedTuple
 
 import pandas as pd
 
-from saf_utils import job_pool, numerics
-from saf_utils.artifacts import read_text, write_jsonl
-from saf_utils.seq2seq import Seq2SeqSettings, dist_rank_world, generate, train_seq2seq
+from saf_utils import determinism
+from saf_utils.data.artifacts import read_text, write_jsonl
 from saf_utils.text import listing
+from saf_utils.training import launchers
+from saf_utils.training.seq2seq import Seq2SeqSettings, dist_rank_world, generate, train_seq2seq
 
 _LOG = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ def progress(message: str) -> None:
     _LOG.info(message)
 
 CONFIG_FILE = "job.json"
-#: gzip-compressed, as the run's other per-item files (:mod:`saf_utils.artifacts`).
+#: gzip-compressed, as the run's other per-item files (:mod:`saf_utils.data.artifacts`).
 EXAMPLES_FILE = "examples.jsonl.gz"
 OUTPUT_FILE = "predictions.jsonl.gz"
 LOG_FILE = "train_log.json"
@@ -67,7 +68,7 @@ def settings_class(kind: str) -> type:
     if kind == "seq2seq":
         return Seq2SeqSettings
     if kind == "cross_encoder":
-        from saf_utils.cross_encoder import CrossEncoderSettings
+        from saf_utils.training.cross_encoder import CrossEncoderSettings
 
         return CrossEncoderSettings
     raise ValueError(f"job kind {kind!r}: use one of {KINDS}")
@@ -317,8 +318,8 @@ def with_examples(base: TrainJob | dict[str, Any], train: Examples,
 def train_job(job: TrainJob, log: Callable[[str], None] = progress) -> JobResult:
     """Train, predict and (on rank 0) write the job's files; the in-process path, with
     fixed kernels before torch's first operation and fixed training threads."""
-    numerics.pin_kernels()
-    with numerics.training_threads():
+    determinism.pin_kernels()
+    with determinism.training_threads():
         return _train_job(job, log)
 
 
@@ -337,7 +338,7 @@ def _train_job(job: TrainJob, log: Callable[[str], None]) -> JobResult:
     model_dir = str(out / MODEL_DIR) if job.save_model else None
     head = {"task": job.task, "system": job.system, "seed": settings.seed, "fold": job.fold}
     if cross:  # every epoch's predictions with predict_every_epoch
-        from saf_utils.cross_encoder import train_and_predict
+        from saf_utils.training.cross_encoder import train_and_predict
 
         by_epoch, summary = train_and_predict(
             train.sources, train.pairs, train.targets,
@@ -383,7 +384,7 @@ def launch_command(launcher: str, config_path: str | os.PathLike) -> list[str]:
     """The command line of a launcher (``torchrun:N``, ``torchrun:gpu``, ``accelerate``,
     ``accelerate:N``), run as ``sys.executable -m`` to use the notebook's environment."""
     kind, _, n = launcher.partition(":")
-    target = ["-m", "saf_utils.train", str(config_path)]
+    target = ["-m", "saf_utils.training.process_entry", str(config_path)]
     if kind == "torchrun" and n:
         return [sys.executable, "-m", "torch.distributed.run", "--standalone",
                 "--nproc_per_node", n, *target]
@@ -400,7 +401,7 @@ def check_launcher(launcher: str) -> None:
     if not isinstance(launcher, str):
         raise ValueError(f"launcher {launcher!r}: a launcher is a string: none, processes:N, "
                          "torchrun:N, torchrun:gpu, accelerate or accelerate:N")
-    if launcher == "none" or job_pool.processes(launcher):
+    if launcher == "none" or launchers.processes(launcher):
         return
     launch_command(launcher, CONFIG_FILE)  # the syntax
     kind, _, n = launcher.partition(":")
@@ -456,17 +457,17 @@ def run_job(config: dict[str, Any] | TrainJob, launcher: str = "none",
     out.mkdir(parents=True, exist_ok=True)
     for stale in [*out.glob("rank*.error"), out / OUTPUT_FILE, out / LOG_FILE]:
         stale.unlink(missing_ok=True)  # never read an earlier run's files as this run's
-    if launcher == "none" or job_pool.processes(launcher):  # one job: in the kernel
-        with numerics.training_threads():  # the same model whatever the machine's threads
+    if launcher == "none" or launchers.processes(launcher):  # one job: in the kernel
+        with determinism.training_threads():  # the same model whatever the machine's threads
             return train_job(job, log)
     cfg = out / CONFIG_FILE
     cfg.write_text(json.dumps(job.to_dict(), indent=1, ensure_ascii=False))
     read_examples(job.examples)  # a bad file: one line here, not a traceback in each rank
-    cmd = job_pool.tied(launch_command(launcher, cfg))
+    cmd = launchers.tied(launch_command(launcher, cfg))
     # Progress bars redraw with \r, which a line-by-line stream cannot show: the Trainer
     # prints its loss lines instead.
     env = {"PYTHONUNBUFFERED": "1", "TQDM_DISABLE": "1", **os.environ,
-           **numerics.pinned_environment()}
+           **determinism.pinned_environment()}
     log("[run_job] " + " ".join(cmd))
     tail: list[str] = []
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -482,7 +483,7 @@ def run_job(config: dict[str, Any] | TrainJob, launcher: str = "none",
             proc.terminate()  # torchrun forwards SIGTERM to its workers
             try:
                 proc.wait(timeout=STOP_GRACE_S)
-            except subprocess.TimeoutExpired:  # the ranks die with it (job_pool.tied)
+            except subprocess.TimeoutExpired:  # the ranks die with it (launchers.tied)
                 proc.kill()
             raise
         returncode = proc.wait()
@@ -508,12 +509,12 @@ def _timed(fn: Callable[..., Any], *args: Any) -> tuple[Any, float]:
 def run_jobs(jobs: Sequence[dict[str, Any] | TrainJob], launcher: str = "none",
              log: Callable[[str], None] = progress) -> RunResults:
     """Run jobs one after the other (``"processes:N"``: N at a time in forked processes,
-    :mod:`saf_utils.job_pool`; the same outputs); all prediction rows and one log row per
+    :mod:`saf_utils.training.launchers`; the same outputs); all prediction rows and one log row per
     job, in job order."""
     jobs = [TrainJob.from_dict(j) if isinstance(j, dict) else j for j in jobs]
-    n = job_pool.processes(launcher)
+    n = launchers.processes(launcher)
     if n:  # the forked processes wrote every job's outputs: read them back
-        seconds = job_pool.run_forked(jobs, n, run_job, TrainJobError, log)
+        seconds = launchers.run_forked(jobs, n, run_job, TrainJobError, log)
         done = [(load_result(j.output_dir), s) for j, s in zip(jobs, seconds, strict=True)]
     else:
         done = [_timed(run_job, job, launcher, log) for job in jobs]

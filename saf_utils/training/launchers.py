@@ -3,7 +3,7 @@
 Why forked processes: a job is pinned to a fixed thread count (its model must not depend on
 the machine), so a second core needs a second job, and a forked child inherits the kernel's
 caches (tokenised pairs, frozen layers' states) that a fresh process would recompute at more
-than the job's cost. Each child runs whole jobs with :func:`saf_utils.jobs.run_job`, as
+than the job's cost. Each child runs whole jobs with :func:`saf_utils.training.jobs.run_job`, as
 ``launcher="none"`` does, and writes to the job's folder; the parent reads them there and
 gets back only log lines (logged in job order: a forked copy of a Jupyter kernel's stream
 would wait on threads that did not survive the fork) and, on failure, the traceback.
@@ -46,7 +46,7 @@ def die_with_parent(parent: int) -> None:
 
 
 #: ``python -c`` code that ties a launcher to the process starting it (:func:`tied`).
-_TIE = ("import os, sys; from saf_utils.job_pool import die_with_parent; "
+_TIE = ("import os, sys; from saf_utils.training.launchers import die_with_parent; "
         "die_with_parent(int(sys.argv[1])); os.environ['SAF_LAUNCHER_PID'] = str(os.getpid()); "
         "os.execv(sys.argv[2], sys.argv[2:])")
 
@@ -69,8 +69,8 @@ def processes(launcher: str) -> int | None:
     return int(n)
 
 
-#: ``run_one(job, "none", log)``: :func:`saf_utils.jobs.run_job`, passed in by the caller
-#: (this module sits below :mod:`saf_utils.jobs`; a module-level function pickles by name).
+#: ``run_one(job, "none", log)``: :func:`saf_utils.training.jobs.run_job`, passed in by the caller
+#: (this module sits below :mod:`saf_utils.training.jobs`; a module-level function pickles by name).
 RunOne = Callable[[Any, str, Callable[[str], None]], Any]
 
 
