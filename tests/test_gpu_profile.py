@@ -15,6 +15,7 @@ import warnings
 import pytest
 
 from saf_utils.training import jobs as J
+from saf_utils.training import launchers
 from saf_utils.training.seq2seq import Seq2SeqSettings, precision, train_seq2seq
 
 MBART = "facebook/mbart-large-cc25"
@@ -196,12 +197,12 @@ def test_a_gpu_launcher_without_a_gpu_is_a_planning_error(launcher):
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is present")
     with pytest.raises(ValueError, match="GPU"):
-        J.check_launcher(launcher)
-    J.check_launcher("torchrun:2")
-    J.check_launcher("none")
+        launchers.check_launcher(launcher)
+    launchers.check_launcher("torchrun:2")
+    launchers.check_launcher("none")
     for bad in ("torchrun", "torchrun:0", "mpirun:2"):
         with pytest.raises(ValueError):
-            J.check_launcher(bad)
+            launchers.check_launcher(bad)
 
 
 # ------------------------------------------------------------------ DDP parity

@@ -141,8 +141,9 @@ def test_a_rank_in_a_session_of_its_own_dies_with_the_kernel(tmp_path):
     """))
     kernel = textwrap.dedent(f"""
         import sys
-        from saf_utils.training import jobs as J
-        J.launch_command = lambda launcher, cfg: [sys.executable, {str(launcher)!r}, str(cfg)]
+        from saf_utils.training import jobs as J, launchers
+        launchers.launch_command = lambda launcher, cfg: [sys.executable, {str(launcher)!r},
+                                                          str(cfg)]
         J.run_job(J.TrainJob(examples={str(ex)!r}, output_dir={str(tmp_path / "out")!r},
                              settings={dict(TINY, max_steps=100000, logging_steps=1000)!r}),
                   "torchrun:2")

@@ -16,6 +16,7 @@ import pytest
 
 from saf_utils.data import artifacts as AR
 from saf_utils.training import jobs as T
+from saf_utils.training import launchers
 from saf_utils.training import process_entry as TR
 from saf_utils.training.seq2seq import Seq2SeqSettings, generate, train_seq2seq
 
@@ -120,7 +121,7 @@ def test_torchrun_two_processes_match_one(tmp_path):
     lines: list[str] = []
     two = T.run_job(saf_job(tmp_path / "two"), launcher="torchrun:2", log=lines.append)
     assert any("2 process(es)" in line for line in lines)
-    assert (tmp_path / "two" / T.LAUNCHER_LOG).read_text().count("[train]") == 2
+    assert (tmp_path / "two" / launchers.LAUNCHER_LOG).read_text().count("[train]") == 2
     one = T.run_job(saf_job(tmp_path / "one", save_model=False))
     assert two.log["summary"]["world_size"] == 2
     p1, p2 = one.predictions, two.predictions

@@ -94,7 +94,7 @@ def prepare(req: RunRequest) -> RunPlan:
     deps = check_dependencies(cfg, names, existing, {
         n["name"]: n.get("status") for n in (old_manifest.notebooks if old_manifest else [])})
     plans = plan_notebooks(cfg, names, nb_dir, req.overrides or [])
-    from saf_utils.training.jobs import check_launcher
+    from saf_utils.training.launchers import check_launcher
 
     for p in plans:  # every launcher value (null too: the notebook needs a launcher)
         if "launcher" in p.params:

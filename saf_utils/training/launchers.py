@@ -1,4 +1,6 @@
-"""Training jobs in forked processes (``launcher="processes:N"``): the same models, sooner.
+"""How training jobs start: a launcher's command line (``torchrun``, ``accelerate``) and its
+checks, a launched job as a subprocess tied to the kernel, and forked processes
+(``launcher="processes:N"``): the same models, sooner.
 
 Why forked processes: a job is pinned to a fixed thread count (its model must not depend on
 the machine), so a second core needs a second job, and a forked child inherits the kernel's
@@ -12,14 +14,19 @@ would wait on threads that did not survive the fork) and, on failure, the traceb
 from __future__ import annotations
 
 import functools
+import json
 import multiprocessing
 import os
 import signal
+import subprocess
 import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
+
+from saf_utils import determinism
 
 PREFIX = "processes"
 #: prctl(2): the signal a process gets when its parent ends (Linux).
@@ -118,3 +125,100 @@ def run_forked(jobs: Sequence[Any], n: int, run_one: RunOne, error: type[Excepti
     if failed:
         raise error(f"{len(failed)} of {len(jobs)} job(s) failed; first: {failed[0]}")
     return seconds
+
+
+# --------------------------------------------------------------------------- launchers
+
+
+def launch_command(launcher: str, config_path: str | os.PathLike) -> list[str]:
+    """The command line of a launcher (``torchrun:N``, ``torchrun:gpu``, ``accelerate``,
+    ``accelerate:N``), run as ``sys.executable -m`` to use the notebook's environment."""
+    kind, _, n = launcher.partition(":")
+    target = ["-m", "saf_utils.training.process_entry", str(config_path)]
+    if kind == "torchrun" and n:
+        return [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                "--nproc_per_node", n, *target]
+    if kind == "accelerate":
+        extra = ["--multi_gpu", "--num_processes", n, "--num_machines", "1"] if n else []
+        return [sys.executable, "-m", "accelerate.commands.launch", *extra, *target]
+    raise ValueError(f"launcher {launcher!r}: use none, processes:N, torchrun:N, torchrun:gpu, "
+                     "accelerate or accelerate:N")
+
+
+def check_launcher(launcher: str) -> None:
+    """A launcher this machine can start, or a one-line ``ValueError`` saying why not:
+    checked when a run is planned, not at the first training job after the CPU systems."""
+    if not isinstance(launcher, str):
+        raise ValueError(f"launcher {launcher!r}: a launcher is a string: none, processes:N, "
+                         "torchrun:N, torchrun:gpu, accelerate or accelerate:N")
+    if launcher == "none" or processes(launcher):
+        return
+    launch_command(launcher, "job.json")  # the syntax
+    kind, _, n = launcher.partition(":")
+    if kind == "torchrun" and n != "gpu" and not (n.isdigit() and int(n) >= 1):
+        raise ValueError(f"launcher {launcher!r}: torchrun:N needs N >= 1 (or torchrun:gpu)")
+    if kind == "accelerate" and n and not (n.isdigit() and int(n) >= 1):
+        raise ValueError(f"launcher {launcher!r}: accelerate:N needs N >= 1")
+    if n == "gpu" or (kind == "accelerate" and n):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ValueError(f"launcher {launcher!r} needs CUDA GPUs and this machine has "
+                             "none: use torchrun:N (N CPU processes) or none")
+
+
+def _failure_message(out: Path, returncode: int, tail: Sequence[str]) -> str:
+    errors = []
+    for path in out.glob("rank*.error"):
+        try:
+            errors.append(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            continue
+    if errors:
+        first = min(errors, key=lambda e: e["time"])  # later ones are usually its fallout
+        others = sorted(e["rank"] for e in errors if e is not first)
+        return (f"rank {first['rank']} failed: {first['type']}: {first['message']}"
+                + (f" (ranks {others} failed after it)" if others else "")
+                + "\n" + first["traceback"][-3000:])
+    return (f"launcher exited with code {returncode} and no rank error file; last lines:\n"
+            + "".join(tail[-40:]))
+
+
+#: Seconds a launcher gets to stop its ranks after SIGTERM, before SIGKILL.
+STOP_GRACE_S = 30
+#: A launched job's output, in its folder.
+LAUNCHER_LOG = "launcher.log"
+
+
+def launch(launcher: str, config_path: Path, log: Callable[[str], None],
+           error: type[Exception]) -> None:
+    """Run one job's config under a launcher as a subprocess tied to this process, streaming
+    its lines to ``log`` and ``launcher.log`` next to the config; a failure raises ``error``
+    with the failing rank's exception."""
+    out = config_path.parent
+    cmd = tied(launch_command(launcher, config_path))
+    # Progress bars redraw with \r, which a line-by-line stream cannot show: the Trainer
+    # prints its loss lines instead.
+    env = {"PYTHONUNBUFFERED": "1", "TQDM_DISABLE": "1", **os.environ,
+           **determinism.pinned_environment()}
+    log("[run_job] " + " ".join(cmd))
+    tail: list[str] = []
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          bufsize=1, env=env) as proc, \
+            open(out / LAUNCHER_LOG, "w", encoding="utf-8") as fh:
+        assert proc.stdout is not None
+        try:
+            for line in proc.stdout:
+                fh.write(line)
+                tail = [*tail[-199:], line]
+                log(line.rstrip("\n"))
+        except BaseException:  # e.g. an interrupted cell: stop the launcher and its ranks
+            proc.terminate()  # torchrun forwards SIGTERM to its workers
+            try:
+                proc.wait(timeout=STOP_GRACE_S)
+            except subprocess.TimeoutExpired:  # the ranks die with it (tied)
+                proc.kill()
+            raise
+        returncode = proc.wait()
+    if returncode != 0:
+        raise error(_failure_message(out, returncode, tail))
