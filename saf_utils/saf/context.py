@@ -98,7 +98,7 @@ class EncoderChoice:
 class RunState:
     """What the systems of one run leave for later systems and for the records."""
 
-    feature_clf: Any = None  # saf_utils.saf.systems.FeatureClfRun of ``feature_clf``
+    feature_clf: Any = None  # saf_utils.saf.feature_clf.FeatureClfRun of ``feature_clf``
     cross_encoder: Any = None  # saf_utils.saf.cross_encoder_jobs.CrossEncoderRun
     variant_tunings: dict[str, Any] = field(default_factory=dict)  # encoder -> its tuning
     unseen_cv: dict[str, pd.DataFrame] = field(default_factory=dict)  # system -> CV rows

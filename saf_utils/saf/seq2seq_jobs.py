@@ -1,13 +1,14 @@
-"""SAF seq2seq systems (``seq2seq:<model>``) as jobs: one
+"""SAF seq2seq systems (``seq2seq:<model>``) as jobs: their parameters, one
 :class:`saf_utils.training.jobs.TrainJob` per (model, seed) through
-:func:`saf_utils.training.jobs.run_jobs`,
-outputs parsed by :func:`saf_utils.saf.formats.parsed_prediction_table`.
+:func:`saf_utils.training.jobs.run_jobs`, outputs parsed by
+:func:`saf_utils.saf.formats.parsed_prediction_table`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,19 @@ from saf_utils.saf import formats as S
 from saf_utils.training import jobs as J
 
 TASK = "saf"
+
+
+@dataclass(frozen=True)
+class Seq2SeqParams:
+    """The seq2seq models: shared training settings, per-model overrides, seeds."""
+
+    #: saf_utils.training.seq2seq.Seq2SeqSettings fields over its defaults, shared by all models
+    settings: dict = field(default_factory=dict)
+    #: model name (hub id, folder, scratch, bert2bert:ENCODER) -> its overrides;
+    #: None: just settings["model"] (default scratch)
+    models: dict | None = None
+    seeds: tuple[int, ...] | None = None  # None: the run's seeds
+    include_question: bool = True  # the question in the model input
 
 def seq2seq_settings(seq2seq: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
                      **extra: Any):
