@@ -73,6 +73,21 @@ def test_no_import_runs_from_a_lower_layer_to_a_higher_one() -> None:
     assert violations() == []
 
 
+#: The foundation of the shared layer: modules and the data/ room that every room builds on
+#: and that import no other room (encoders/, metrics/, statistics/, training/).
+FOUNDATION = ("text", "registry", "determinism", "figures", "taskspec", "data")
+
+
+def test_the_foundation_imports_no_other_room() -> None:
+    bad = []
+    for path in sorted(ROOT.rglob("*.py")):
+        here = module_name(path)
+        if here.split(".")[1:2] and here.split(".")[1] in FOUNDATION:
+            bad += [f"{here}:{line} imports {target}" for line, target in imports(path)
+                    if target.count(".") and target.split(".")[1] not in FOUNDATION]
+    assert bad == []
+
+
 def test_the_walk_sees_function_level_and_relative_imports(tmp_path, monkeypatch) -> None:
     pkg = tmp_path / "saf_utils"
     (pkg / "saf").mkdir(parents=True)
