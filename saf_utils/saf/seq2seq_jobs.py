@@ -32,6 +32,7 @@ class Seq2SeqParams:
     seeds: tuple[int, ...] | None = None  # None: the run's seeds
     include_question: bool = True  # the question in the model input
 
+
 def seq2seq_settings(seq2seq: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
                      **extra: Any):
     """``Seq2SeqSettings(**{**seq2seq, **overrides, **extra})``: the one parameter shape."""
