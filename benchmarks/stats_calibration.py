@@ -1,12 +1,10 @@
 """Calibration benchmark: coverage, type-I error and power of every design the reports use.
 
 It calls exactly what the notebooks call (:func:`saf_utils.statistics.protocol.headline_table`,
-:func:`~saf_utils.statistics.protocol.paired_table`,
-:func:`~saf_utils.statistics.protocol.estimate` /
-:func:`~saf_utils.statistics.protocol.compare` with corpus statistics for macro-F1) with the
-designs of
-:mod:`saf_utils.saf.scores` and :mod:`saf_utils.argscichat.selection_evaluation`, on synthetic
-test sets shaped like the real ones:
+:func:`~saf_utils.statistics.protocol.paired_table`, :func:`~saf_utils.statistics.protocol.estimate`
+/ :func:`~saf_utils.statistics.protocol.compare` with corpus statistics for macro-F1) with the
+designs of :mod:`saf_utils.saf.scores` and :mod:`saf_utils.argscichat.selection_evaluation`, on
+synthetic test sets shaped like the real ones:
 
 - cluster sizes from the data (SAF questions of each test split; ArgSciChat scored test
   queries per paper in each fold), read from ``SAF_DATA`` / ``ARGSCICHAT_DATA``;

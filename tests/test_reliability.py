@@ -121,12 +121,11 @@ def _cpu_seconds(pid: int) -> float:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl: Linux")
 def test_a_rank_in_a_session_of_its_own_dies_with_the_kernel(tmp_path):
-    """torchrun starts each rank in a session of its own, which killing the kernel's process
-    group (what the runner does on Ctrl-C) does not reach. A stand-in launcher does the same
-    with a real ``python -m saf_utils.training.process_entry`` rank; the kernel's group is killed;
-    the rank
-    must be gone within seconds (it would train for minutes). Its output does not go to
-    the kernel: a rank that wrote into the dead kernel's pipe died of that by chance."""
+    """torchrun starts each rank in a session of its own, which killing the kernel's process group
+    (what the runner does on Ctrl-C) does not reach. A stand-in launcher does the same with a real
+    ``python -m saf_utils.training.process_entry`` rank; the kernel's group is killed; the rank must
+    be gone within seconds (it would train for minutes). Its output does not go to the kernel: a
+    rank that wrote into the dead kernel's pipe died of that by chance."""
     from tests.test_train import TINY, saf_examples
 
     ex = saf_examples(tmp_path / "examples.jsonl.gz")
@@ -297,9 +296,8 @@ BAD_JOBS = {  # (change, text the one line names)
 
 @pytest.mark.parametrize("case", sorted(BAD_JOBS))
 def test_every_training_setting_is_checked_before_training(tmp_path, case, capsys):
-    """``python -m saf_utils.training.process_entry job.json``: a bad setting is one line naming
-    the field and
-    exit 2, before any process group is joined or model built."""
+    """``python -m saf_utils.training.process_entry job.json``: a bad setting is one line naming the
+    field and exit 2, before any process group is joined or model built."""
     change, field = BAD_JOBS[case]
     cfg = tmp_path / "job.json"
     text = json.dumps(_job(tmp_path, **change)).replace("-Infinity", "-1e999")

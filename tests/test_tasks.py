@@ -1,6 +1,5 @@
 """Task specs (saf_utils.taskspec / saf_utils.all_tasks) and metric metadata (saf_utils.metrics):
-the
-registered specs are consistent with the notebooks and metrics, and a new task reaches the
+the registered specs are consistent with the notebooks and metrics, and a new task reaches the
 runner's data check and the index without a change in reporting/."""
 
 from __future__ import annotations

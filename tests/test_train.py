@@ -1,6 +1,5 @@
 """The training entry point ``python -m saf_utils.training.process_entry``: in-process identity,
-torchrun with
-2 CPU processes, a failing rank.
+torchrun with 2 CPU processes, a failing rank.
 
 The torchrun tests start real launchers (gloo backend, no GPU) on the fixtures with a tiny
 scratch T5; each takes about 15 s on 2 shared cores. The jobs layer's other parts:

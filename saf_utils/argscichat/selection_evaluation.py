@@ -129,8 +129,8 @@ def summary_table(an: Analysis) -> pd.DataFrame:
 
 def selection_sentences(an: Analysis) -> list[str]:
     """The notebook's conclusions from the tests
-    (:func:`saf_utils.statistics.conclusions.conclusions`:
-    one verdict per comparison, primary first, grouped by estimand)."""
+    (:func:`saf_utils.statistics.conclusions.conclusions`: one verdict per comparison, primary
+    first, grouped by estimand)."""
     return V.conclusions(an.comparisons, an.comparisons, an.leads)
 
 

@@ -137,8 +137,8 @@ class Metric:
     def statistics(self, gold: Sequence[Any], pred: Sequence[Any],
                    **options: Any) -> tuple[np.ndarray, Statistic]:
         """Per-item sufficient statistics and their statistic, for
-        :mod:`saf_utils.statistics.uncertainty`;
-        item metrics give ``(0, 0)`` for an unscored item, so rows stay aligned."""
+        :mod:`saf_utils.statistics.uncertainty`; item metrics give ``(0, 0)`` for an unscored item,
+        so rows stay aligned."""
         if self.level not in ("item", "corpus"):
             raise ValueError(f"metric {self.name!r} is {self.level}-level: not resampled")
         s = self.score(gold, pred, **options)

@@ -42,7 +42,7 @@ from saf_utils.reporting.profiles import RunnerError
 RUNNER_ENV = ("PYTHONHASHSEED", "TOKENIZERS_PARALLELISM", "TQDM_DISABLE",
               "HF_HUB_DISABLE_PROGRESS_BARS", *determinism.KERNEL_ENV, *determinism.OPENBLAS_ENV)
 #: ``SAF_``: the data folders, SAF_NUM_THREADS / SAF_NUMERICS (:mod:`saf_utils.determinism`),
-# caches.
+#: caches.
 RUNNER_ENV_PREFIXES = ("HF_", "TRANSFORMERS_", "SAF_")
 #: What a Dask nanny sets in its worker processes (``distributed.nanny.pre-spawn-environ``);
 #: the kernel gets the runner's values instead (unset where it has none). Thread limits of 1

@@ -41,8 +41,7 @@ def choose_encoders(language: str, encoder: str | None = None,
     """Fill the encoders a run leaves at None from the data's language.
 
     ``encoder``: :func:`saf_utils.encoders.sentence.default_encoder`; ``extra_encoders``: every
-    other
-    offline encoder, so validation chooses among all of them; the cross-encoder's model:
+    other offline encoder, so validation chooses among all of them; the cross-encoder's model:
     its parameter ``model``, else :func:`saf_utils.encoders.sentence.default_cross_encoder`.
     """
     from saf_utils.encoders.sentence import OFFLINE_ENCODERS, default_cross_encoder, default_encoder

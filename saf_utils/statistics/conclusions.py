@@ -1,5 +1,5 @@
-"""The sentences that state a notebook's conclusions from :mod:`saf_utils.statistics.protocol`'s
-tables.
+"""The sentences that state a notebook's conclusions from the tables of
+:mod:`saf_utils.statistics.protocol`.
 
 "Better than ... (adjusted p)" only when the test says so, else "not distinguishable at this
 sample size" with the minimum detectable effect (:func:`verdict`); "highest ...: the lead is

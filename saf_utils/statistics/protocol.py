@@ -1,15 +1,14 @@
 """The research protocol of both tasks: designs, headline tables, paired comparisons,
 choices on validation, multiplicity and the sentences that state conclusions.
 
-Tasks hand over a tidy *items* frame (``split, system, metric, item, cluster, value`` and
-optionally ``seed``, ``fold``, ``role``: the layout of ``items.jsonl.gz``) plus a
-:class:`Design`. Seeds are averaged per (item, fold) first; intervals past the metric's range
-are clipped (:func:`clip_interval`); comparisons are paired randomization tests whose
-interval inverts the test; choices are made on validation *per fold* (a fold's val papers
-are other folds' test papers; :mod:`saf_utils.statistics.validation_choice`); one pre-specified
-primary
-comparison per notebook keeps its raw p, every other p is Holm-adjusted (:func:`adjust`).
-Calibration of every design: ``benchmarks/stats_calibration.py`` and docs/statistics.md.
+Tasks hand over a tidy *items* frame (``split, system, metric, item, cluster, value`` and optionally
+``seed``, ``fold``, ``role``: the layout of ``items.jsonl.gz``) plus a :class:`Design`. Seeds are
+averaged per (item, fold) first; intervals past the metric's range are clipped
+(:func:`clip_interval`); comparisons are paired randomization tests whose interval inverts the test;
+choices are made on validation *per fold* (a fold's val papers are other folds' test papers;
+:mod:`saf_utils.statistics.validation_choice`); one pre-specified primary comparison per notebook
+keeps its raw p, every other p is Holm-adjusted (:func:`adjust`). Calibration of every design:
+``benchmarks/stats_calibration.py`` and docs/statistics.md.
 """
 
 from __future__ import annotations
@@ -56,9 +55,9 @@ class Design:
     alpha: float = 0.05
     label: str | None = None  # tags records of a secondary estimand ("new questions")
     #: Random assignments in all where none of the first ``n_resamples`` is as extreme as
-    #: the observed difference (:func:`saf_utils.statistics.uncertainty.paired_randomization`): a
-    # floor of
-    #: 1 / 20,001, so that Holm over a notebook's few hundred comparisons can reach alpha.
+    #: the observed difference (:func:`saf_utils.statistics.uncertainty.paired_randomization`):
+    #: a floor of 1 / 20,001, so that Holm over a notebook's few hundred comparisons can reach
+    #: alpha.
     max_resamples: int = 20_000
 
     def but(self, **changes: Any) -> Design:
