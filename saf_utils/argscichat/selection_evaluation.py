@@ -1,13 +1,7 @@
-"""Evaluation of ArgSciChat fact selections on top of :mod:`saf_utils.statistics.protocol`.
-
-Official aggregation: Fact-F1 per query (queries without gold fact sentences skipped), mean
-per fold, mean over folds; seeds averaged per (query, fold) first. Papers are the sampled
-unit (:data:`DESIGN`: 2 test papers in each of 5 folds): stratified cluster t-intervals and
-exact sign-flip tests over the 10 test papers. Choices are per fold, on that fold's val
-only; the fold-wise picks form the composites ``val_chosen`` and ``val_best_baseline``, and
-their difference on test Fact-F1 is the one primary comparison (every other p is
-Holm-adjusted).
-"""
+"""Evaluation of ArgSciChat fact selections on top of :mod:`saf_utils.statistics.protocol`:
+the official aggregation (Fact-F1 per query, mean per fold, mean over folds), papers as the
+sampled unit (:data:`DESIGN`), choices per fold on that fold's val only, and
+``val_chosen`` minus ``val_best_baseline`` as the one primary comparison."""
 
 from __future__ import annotations
 

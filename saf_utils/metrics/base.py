@@ -1,15 +1,7 @@
 """A metric is one object: :class:`Metric` declares its name, direction, scale, level, how it
-resamples, a one-line definition and its reference next to the function that computes it, and
-:func:`register_metric` puts it in :data:`METRICS` once.
-
-Pages, choices, interval clipping, scorers and the metric cards read the objects; a name
-that is not registered is taken as higher-is-better on no fixed range. Levels: ``"item"``
-(the compute function returns per-item values, NaN for unscored items; the metric is their
-mean), ``"corpus"`` (it returns per-item sufficient statistics and the statistic of their
-sums, so resampling is exact), ``"output"`` (a point statistic of a system's outputs) and
-``"summary"`` (recorded by the code that produces it; registered for its direction and card).
-Every compute function takes ``(gold, pred, **options)``, references first.
-"""
+resamples, a definition and its reference; :func:`register_metric` puts it in
+:data:`METRICS` once. Levels and conventions: docs/metrics.md. Every compute function takes
+``(gold, pred, **options)``, references first."""
 
 from __future__ import annotations
 

@@ -1,15 +1,7 @@
-"""The research protocol of both tasks: designs, headline tables, paired comparisons,
-choices on validation, multiplicity and the sentences that state conclusions.
-
-Tasks hand over a tidy *items* frame (``split, system, metric, item, cluster, value`` and optionally
-``seed``, ``fold``, ``role``: the layout of ``items.jsonl.gz``) plus a :class:`Design`. Seeds are
-averaged per (item, fold) first; intervals past the metric's range are clipped
-(:func:`clip_interval`); comparisons are paired randomization tests whose interval inverts the test;
-choices are made on validation *per fold* (a fold's val papers are other folds' test papers;
-:mod:`saf_utils.statistics.validation_choice`); one pre-specified primary comparison per notebook
-keeps its raw p, every other p is Holm-adjusted (:func:`adjust`). Calibration of every design:
-``benchmarks/stats_calibration.py`` and docs/statistics.md.
-"""
+"""The research protocol of both tasks: designs, headline tables, paired comparisons, choices
+on validation, multiplicity (one primary comparison keeps its raw p, every other is
+Holm-adjusted); tasks hand over a tidy *items* frame plus a :class:`Design`. The protocol
+and its calibration: docs/statistics.md."""
 
 from __future__ import annotations
 

@@ -1,18 +1,6 @@
-"""The jobs layer: one training job, task-agnostic, in the kernel or under a launcher.
-
-Two job kinds: ``"seq2seq"`` (:mod:`saf_utils.training.seq2seq`, generates text) and
-``"cross_encoder"`` (:mod:`saf_utils.training.cross_encoder`, text pairs ``source`` and ``pair`` ->
-label or score as ``output``, class probabilities as ``probs``, per ``epoch`` when asked).
-A task writes its examples once (:func:`write_examples`); a :class:`TrainJob` holds that
-file, the settings, a seed and an output folder, and :func:`train_job` writes ``model/``,
-``predictions.jsonl.gz`` and ``train_log.json`` there.
-
-``python -m saf_utils.training.process_entry CONFIG`` runs one job, unchanged under ``torchrun`` or
-``accelerate launch`` (one DDP replica per process, generation split over the ranks and
-gathered in input order, only rank 0 writes, a failing rank writes ``rank<k>.error``).
-:func:`run_job` / :func:`run_jobs` take a launcher: ``"none"`` (in the kernel),
-``"processes:N"`` (:mod:`saf_utils.training.launchers`), ``"torchrun:N"`` or ``"accelerate[:N]"``.
-"""
+"""The jobs layer: one training job (``"seq2seq"`` or ``"cross_encoder"``), task-agnostic, in
+the kernel or under a launcher (``none``, ``processes:N``, ``torchrun:N``, ``accelerate[:N]``);
+the job kinds, files and launchers: docs/distributed-training.md."""
 
 from __future__ import annotations
 
