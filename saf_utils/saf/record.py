@@ -76,10 +76,8 @@ def _write_evaluation(rec: Any, ev: evaluation.Evaluation, dataset: str) -> int:
     questions* intervals and per-question rows of few-question splits."""
     roles = ev.roles()
     n = P.record(rec, TASK, dataset, headline=ev.headline, roles=roles)
-    for r in ev.per_seed[ev.per_seed.seed.notna()].itertuples():
-        rec.add(TASK, dataset, r.split, r.system, r.metric, r.value, seed=int(r.seed),
-                role=ev.role_of[r.system])
-        n += 1
+    seeded = ev.per_seed[ev.per_seed.seed.notna()]
+    n += rec.add_frame(seeded.assign(role=seeded.system.map(ev.role_of)), TASK, dataset)
     n += P.record(rec, TASK, dataset, comparisons=ev.comparisons, choice=ev.choice, roles=roles)
     val = ev.choice.table.set_index("system").value
     if ev.reference in val.index:
@@ -87,13 +85,15 @@ def _write_evaluation(rec: Any, ev: evaluation.Evaluation, dataset: str) -> int:
                 val[ev.reference], kind="tuning", subset="reference baseline", role="baseline")
         n += 1
     for table, subset in ((ev.new_questions, None), (ev.per_question, "question_id")):
-        for r in table.itertuples():
-            rec.add(TASK, dataset, r.split, r.system, r.metric, r.mean, kind="analysis",
-                    subset=getattr(r, subset) if subset else "new questions",
-                    role=ev.role_of[r.system], ci_low=r.ci_low, ci_high=r.ci_high,
-                    method=r.method, estimand=r.estimand)
-            n += 1
+        if len(table):
+            n += rec.add_frame(_analysis(table, ev.role_of).assign(
+                subset=table[subset] if subset else "new questions"), TASK, dataset)
     return n
+
+
+def _analysis(table: pd.DataFrame, roles: Any) -> pd.DataFrame:
+    """A table of means with intervals as records of kind analysis, roles looked up."""
+    return table.assign(value=table["mean"], kind="analysis", role=table.system.map(roles))
 
 
 def _record_feature_clf(rec: Any, dataset: str, tuning: FeatureClfTuning) -> int:
@@ -301,13 +301,11 @@ def record_leak_free(rec: Any, ev: evaluation.Evaluation, train: pd.DataFrame,
     """Records (kind analysis, subset "leak-free answers (k of n)") of
     :func:`leak_free_headline`; the number of records."""
     h = leak_free_headline(ev, train)
-    roles = ev.roles()
-    for r in h.itertuples():
-        rec.add(TASK, dataset, r.split, r.system, r.metric, r.mean, kind="analysis",
-                subset=f"{LEAK_FREE} ({r.n_all - r.n_leaked} of {r.n_all})",
-                ci_low=r.ci_low, ci_high=r.ci_high, method=r.method, estimand=r.estimand,
-                role=roles.get(r.system))
-    return len(h)
+    if not len(h):
+        return 0
+    return rec.add_frame(_analysis(h, ev.roles()).assign(
+        subset=f"{LEAK_FREE} ({h.n_all.iloc[0] - h.n_leaked.iloc[0]} of {h.n_all.iloc[0]})"),
+        TASK, dataset)
 
 
 def record_and_conclude(rec: Any, ev: evaluation.Evaluation, run: SAFRun, dataset: str,
