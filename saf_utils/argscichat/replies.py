@@ -1,18 +1,8 @@
 """ArgSciChat reply systems: the registry :data:`REPLY_SYSTEMS`, each system's parameters
-dataclass, what they all read (:class:`ReplyData`) and the systems (run by
-:func:`saf_utils.argscichat.experiments.run_reply_systems`; scored in
-:mod:`saf_utils.argscichat.reply_evaluation`). A system is ``fn(data: ReplyData, params,
-**context) -> predictions frame`` (:func:`each_fold` builds it from a per-fold function)::
-
-    @REPLY_SYSTEMS.register("echo", "baseline")
-    def echo(data, params: NoParams, **context):
-        \"\"\"The query itself.\"\"\"
-        return each_fold(data, lambda fold: [SystemOutput(
-            {s: [p.query for p in fold[s]] for s in EVAL_SPLITS})])
-
-Every choice a system makes (a word budget, a threshold) uses *that* fold's val pairs only
-(:func:`saf_utils.statistics.validation_choice.choose_value`), never another fold's and never test.
-"""
+dataclass, what they all read (:class:`ReplyData`) and the systems; a system is
+``fn(data: ReplyData, params, **context) -> predictions frame`` (adding one:
+docs/recipes.md). Every choice a system makes (a word budget, a threshold) uses *that*
+fold's val pairs only (:func:`saf_utils.statistics.validation_choice.choose_value`)."""
 
 from __future__ import annotations
 

@@ -1,17 +1,8 @@
 """ArgSciChat fact selectors: the registry :data:`SELECTORS`, each selector's parameters
-dataclass (its defaults live only there; 03's ``system_params`` changes them by name), and
-the selectors (run by :func:`saf_utils.argscichat.experiments.run_selectors`). A selector is
-``fn(ctx: SelectionContext, params, **context) -> predictions frame``::
-
-    @SELECTORS.register("last_k", "baseline")
-    def select_last_k(ctx, params: NoParams, **context):
-        \"\"\"The paper's last k sentences.\"\"\"
-        return ctx.each_pair(lambda pair, rng: list(range(len(pair.content)))[-ctx.config.k:])
-
-Learned selectors are fit on the fold's train pairs and every hyperparameter is chosen on
-**that fold's val** split with models fit on train only; test selections come from a refit
-on train+val with the chosen values (``SelectionConfig.refit_on_train_val``).
-"""
+dataclass (its defaults live only there) and the selectors; a selector is
+``fn(ctx: SelectionContext, params, **context) -> predictions frame`` (adding one:
+docs/recipes.md). Learned selectors choose every hyperparameter on **that fold's val**
+with models fit on train only; test selections come from a refit on train+val."""
 
 from __future__ import annotations
 

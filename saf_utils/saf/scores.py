@@ -1,12 +1,7 @@
-"""Evaluation of SAF prediction tables: metrics, per-item scores, CIs, paired tests, analysis.
-
-Every metric is scored by its object (docs/metrics.md has the conventions); this module only says
-which inputs each compares. Inference goes through :mod:`saf_utils.statistics.protocol` with one
-design per split (:func:`design_for`): the headline estimand is *new answers to these questions*;
-splits with enough questions also get *new questions* (:data:`QUESTIONS`); a split with fewer than
-:data:`FEW_QUESTIONS` (test_unseen_questions: 2) gets no question-level inference at all: its
-numbers are conditional on its questions and shown per question.
-"""
+"""Evaluation of SAF prediction tables: which inputs each metric compares (docs/metrics.md),
+per-item scores, intervals and paired tests with one design per split (:func:`design_for`;
+the estimands, and why a split under :data:`FEW_QUESTIONS` questions gets none at question
+level: docs/statistics.md)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
 """The sentences that state a notebook's conclusions from the tables of
-:mod:`saf_utils.statistics.protocol`.
-
-"Better than ... (adjusted p)" only when the test says so, else "not distinguishable at this
-sample size" with the minimum detectable effect (:func:`verdict`); "highest ...: the lead is
-(not) resolved" from the leader-vs-runner-up comparison (:func:`leaders`,
-:func:`lead_sentence`). Kept apart from the statistics so that wording can change without
-touching a number.
-"""
+:mod:`saf_utils.statistics.protocol` (the wording rules: docs/statistics.md), kept apart
+from the statistics so that wording can change without touching a number."""
 
 from __future__ import annotations
 
