@@ -1,10 +1,6 @@
-"""What a task declares so that the generic layers (runner, pages) can serve it.
-
-A task package (``saf/``, ``argscichat/``) writes one :class:`TaskSpec` per record task in its
-``spec.py``; :mod:`saf_utils.all_tasks` collects them, and ``reporting/`` iterates over those
-specs without naming a task. Adding a task is a package with a ``spec.py`` and one line in
-:data:`saf_utils.all_tasks.TASK_MODULES`.
-"""
+"""What a task declares so that the generic layers (runner, pages) can serve it: one
+:class:`TaskSpec` per record task in the task package's ``spec.py``, collected by
+:mod:`saf_utils.all_tasks` (adding a task: docs/recipes.md)."""
 
 from __future__ import annotations
 

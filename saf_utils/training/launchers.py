@@ -1,15 +1,9 @@
 """How training jobs start: a launcher's command line (``torchrun``, ``accelerate``) and its
 checks, a launched job as a subprocess tied to the kernel, and forked processes
-(``launcher="processes:N"``): the same models, sooner.
-
-Why forked processes: a job is pinned to a fixed thread count (its model must not depend on
-the machine), so a second core needs a second job, and a forked child inherits the kernel's
-caches (tokenised pairs, frozen layers' states) that a fresh process would recompute at more
-than the job's cost. Each child runs whole jobs with :func:`saf_utils.training.jobs.run_job`, as
-``launcher="none"`` does, and writes to the job's folder; the parent reads them there and
-gets back only log lines (logged in job order: a forked copy of a Jupyter kernel's stream
-would wait on threads that did not survive the fork) and, on failure, the traceback.
-"""
+(``launcher="processes:N"``: the same models, sooner; why forked, not fresh:
+docs/distributed-training.md). A forked child sends back only its log lines, logged in job
+order (a forked copy of a Jupyter kernel's stream would wait on threads that did not survive
+the fork), and, on failure, the traceback."""
 
 from __future__ import annotations
 
