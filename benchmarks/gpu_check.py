@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from saf_utils import jobs as J  # noqa: E402
+from saf_utils.training import jobs as J  # noqa: E402
 from tests.conftest import fixture_texts  # noqa: E402
 from tests.standins import build_standin  # noqa: E402
 

@@ -30,7 +30,7 @@ import pandas as pd  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from saf_utils.encoders import minilm_path  # noqa: E402
+from saf_utils.encoders.sentence import minilm_path  # noqa: E402
 from saf_utils.metrics import embedding as em  # noqa: E402
 from saf_utils.metrics import mover as mv  # noqa: E402
 

@@ -1,10 +1,10 @@
 """Calibration benchmark: coverage, type-I error and power of every design the reports use.
 
-It calls exactly what the notebooks call (:func:`saf_utils.protocol.headline_table`,
-:func:`~saf_utils.protocol.paired_table`, :func:`~saf_utils.protocol.estimate` /
-:func:`~saf_utils.protocol.compare` with corpus statistics for macro-F1) with the designs of
-:mod:`saf_utils.saf.evaluate` and :mod:`saf_utils.argscichat.selection_evaluation`, on synthetic
-test sets shaped like the real ones:
+It calls exactly what the notebooks call (:func:`saf_utils.statistics.protocol.headline_table`,
+:func:`~saf_utils.statistics.protocol.paired_table`, :func:`~saf_utils.statistics.protocol.estimate`
+/ :func:`~saf_utils.statistics.protocol.compare` with corpus statistics for macro-F1) with the
+designs of :mod:`saf_utils.saf.scores` and :mod:`saf_utils.argscichat.selection_evaluation`, on
+synthetic test sets shaped like the real ones:
 
 - cluster sizes from the data (SAF questions of each test split; ArgSciChat scored test
   queries per paper in each fold), read from ``SAF_DATA`` / ``ARGSCICHAT_DATA``;
@@ -50,11 +50,11 @@ from scipy.special import expit, logit
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from saf_utils import protocol as P  # noqa: E402
-from saf_utils import stats  # noqa: E402
 from saf_utils.argscichat import selection_evaluation as AEV  # noqa: E402
 from saf_utils.metrics import metric  # noqa: E402
-from saf_utils.saf import evaluate as SEV  # noqa: E402
+from saf_utils.saf import scores as SEV  # noqa: E402
+from saf_utils.statistics import protocol as P  # noqa: E402
+from saf_utils.statistics import uncertainty  # noqa: E402
 
 LABELS = ("Correct", "Partially correct", "Incorrect")
 ITEM_SD = 1.0  # shared item difficulty (logit)
@@ -227,10 +227,10 @@ def run_item_design(name, sizes, shape, design, reps, rng, macro=False) -> list[
                 hits["rej"].append(c.p_value <= 0.05)
                 hits["mde"].append(c.mde)
                 diffs.append(ta - tb)
-                old = stats.cluster_bootstrap(d.a.to_numpy(), clusters=d.cluster.tolist(),
+                old = uncertainty.cluster_bootstrap(d.a.to_numpy(), clusters=d.cluster.tolist(),
                                               n_resamples=design.n_resamples)
                 hits["old_cov"].append(old.low <= ta <= old.high)
-                oldd = stats.cluster_bootstrap((d.a - d.b).to_numpy(),
+                oldd = uncertainty.cluster_bootstrap((d.a - d.b).to_numpy(),
                                                clusters=d.cluster.tolist(),
                                                n_resamples=design.n_resamples)
                 hits["old_rej"].append(oldd.low > 0 or oldd.high < 0)
@@ -276,14 +276,14 @@ def run_cluster_design(name, sizes, shape, design, reps, rng, folds=None) -> lis
             hits["rej"].append(c.p_value <= 0.05)
             hits["mde"].append(c.mde)
             strata = None if f is None else f.tolist()
-            st, fn = (stats.stratum_mean_stat(d.a.to_numpy(), strata) if strata
-                      else stats.mean_stat(d.a.to_numpy()))
-            old = stats.cluster_bootstrap(st, fn, clusters=d.cluster.tolist(), strata=strata,
+            st, fn = (uncertainty.stratum_mean_stat(d.a.to_numpy(), strata) if strata
+                      else uncertainty.mean_stat(d.a.to_numpy()))
+            old = uncertainty.cluster_bootstrap(st, fn, clusters=d.cluster.tolist(), strata=strata,
                                           n_resamples=design.n_resamples)
             hits["old_cov"].append(old.low <= ta <= old.high)
-            sd, fd = (stats.stratum_mean_stat((d.a - d.b).to_numpy(), strata) if strata
-                      else stats.mean_stat((d.a - d.b).to_numpy()))
-            oldd = stats.cluster_bootstrap(sd, fd, clusters=d.cluster.tolist(), strata=strata,
+            sd, fd = (uncertainty.stratum_mean_stat((d.a - d.b).to_numpy(), strata) if strata
+                      else uncertainty.mean_stat((d.a - d.b).to_numpy()))
+            oldd = uncertainty.cluster_bootstrap(sd, fd, clusters=d.cluster.tolist(), strata=strata,
                                            n_resamples=design.n_resamples)
             hits["old_rej"].append(oldd.low > 0 or oldd.high < 0)
         out.append(_row(name, design, scenario, "mean", hits["cov"], hits["cov_diff"],

@@ -70,9 +70,9 @@ from scipy.stats import t as student_t
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from saf_utils import protocol as P  # noqa: E402
 from saf_utils.argscichat import selection_evaluation as AEV  # noqa: E402
-from saf_utils.saf import evaluate as SEV  # noqa: E402
+from saf_utils.saf import scores as SEV  # noqa: E402
+from saf_utils.statistics import protocol as P  # noqa: E402
 
 SAF_SIZES = np.array([44, 54, 41, 52, 41, 39])
 ARG_SIZES = {0: [12, 9], 1: [19, 13], 2: [5, 18], 3: [4, 6], 4: [7, 11]}

@@ -129,7 +129,7 @@ def downloads_section(run_dir: Path, records: Sequence[dict]) -> str:
     import pandas as pd
 
     from notebook_reports.tables import html
-    from saf_utils import artifacts as a
+    from saf_utils.data import artifacts as a
 
     by_task: dict[str, set[str]] = {}
     for r in records:

@@ -114,7 +114,7 @@ def check_workers(client: Any, folder: Path, plans: Sequence[Any], data: Sequenc
     the same notebooks and package sources and a python3 kernel; else one
     :class:`RunnerError` naming each worker and what it lacks."""
     from notebook_reports.reuse import package_digest
-    from saf_utils.provenance import sha256_file
+    from saf_utils.data.provenance import sha256_file
 
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -155,7 +155,7 @@ def check_workers(client: Any, folder: Path, plans: Sequence[Any], data: Sequenc
 def check_worker(expected: dict[str, Any]) -> dict[str, Any] | None:
     """Run on each worker by :func:`check_workers`: None, or what it lacks."""
     from notebook_reports.reuse import package_digest
-    from saf_utils.provenance import sha256_file
+    from saf_utils.data.provenance import sha256_file
 
     problems = []
     probe, token = expected["probe"]

@@ -17,7 +17,7 @@ from typing import Any
 from notebook_reports.crossrun import KEY, frame, rows_of
 from notebook_reports.manifest import PROJECT_ROOT
 from notebook_reports.profiles import REPORTS_DIR, RunnerError, check_folder_name
-from saf_utils.artifacts import ITEMS_FILE, read_items
+from saf_utils.data.artifacts import ITEMS_FILE, read_items
 
 IGNORED_PARAMS = {"output_dir"}
 MIN_RESAMPLES = 100
@@ -210,8 +210,8 @@ def _significance(run_a: Path, man_a: dict, run_b: Path, man_b: dict, keys: list
     per-item files not read are lines in ``notes``."""
     import pandas as pd
 
-    from saf_utils import protocol as P
-    from saf_utils.stats import holm
+    from saf_utils.statistics import protocol as P
+    from saf_utils.statistics.uncertainty import holm
 
     a, b = _items(run_a, man_a, "A", notes), _items(run_b, man_b, "B", notes)
     if a.empty or b.empty:

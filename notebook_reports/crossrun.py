@@ -30,7 +30,7 @@ def clip_record(r: dict) -> dict:
     """A record whose interval stays inside its metric's range (a difference's inside that of
     a difference), so records of older runs, or written outside the protocol, read right."""
     from saf_utils.metrics import bounds
-    from saf_utils.protocol import clip_interval, diff_bounds
+    from saf_utils.statistics.protocol import clip_interval, diff_bounds
 
     test, metric = paired_test(r.get("subset")), str(r.get("metric"))
     if r.get("ci_low") is None or r.get("ci_high") is None or (test and test[0] != "minus "):

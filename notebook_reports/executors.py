@@ -31,13 +31,14 @@ from notebook_reports import cluster_options as options
 from notebook_reports.data_check import data_env_vars
 from notebook_reports.notebook_exec import Interrupted, execute_one
 from notebook_reports.profiles import RunnerError
-from saf_utils import numerics
+from saf_utils import determinism
 
 #: Environment variables a notebook's kernel reads (besides :func:`data_env_vars`); a Dask
 #: worker gets the runner's values, so that a worker started elsewhere computes the same.
 RUNNER_ENV = ("PYTHONHASHSEED", "TOKENIZERS_PARALLELISM", "TQDM_DISABLE",
-              "HF_HUB_DISABLE_PROGRESS_BARS", *numerics.KERNEL_ENV, *numerics.OPENBLAS_ENV)
-#: ``SAF_``: the data folders, SAF_NUM_THREADS / SAF_NUMERICS (:mod:`saf_utils.numerics`), caches.
+              "HF_HUB_DISABLE_PROGRESS_BARS", *determinism.KERNEL_ENV, *determinism.OPENBLAS_ENV)
+#: ``SAF_``: the data folders, SAF_NUM_THREADS / SAF_NUMERICS (:mod:`saf_utils.determinism`),
+#: caches.
 RUNNER_ENV_PREFIXES = ("HF_", "TRANSFORMERS_", "SAF_")
 #: What a Dask nanny sets in its worker processes (``distributed.nanny.pre-spawn-environ``);
 #: the kernel gets the runner's values instead (unset where it has none). Thread limits of 1

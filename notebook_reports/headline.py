@@ -73,7 +73,8 @@ def _choice_words(r: dict, folded: bool = False) -> str:
 def chosen_by_split(records: list[dict], task: str) -> dict[Any, dict[str, str]]:
     """``{split or None: {system: how it was chosen}}``: ``None`` holds the fold-less
     ``chosen`` record (with folds, the composite of each fold's choice); a ``chosen for
-    <split>`` record (:func:`saf_utils.protocol.chosen_for`) replaces it on that split."""
+    <split>`` record (:func:`saf_utils.statistics.protocol.chosen_for`) replaces it on that
+    split."""
     mine = [r for r in records if r.get("task") == task and r.get("kind") == "tuning"]
     parts: dict[str, list] = defaultdict(list)  # per-fold choices: system -> folds
     for r in mine:
@@ -98,7 +99,7 @@ def chosen_on(chosen: dict[Any, dict[str, str]], split: Any) -> dict[str, str]:
     return chosen.get(split, chosen.get(None, {}))
 
 def cell_html(cell: dict | None, best: bool) -> str:
-    from saf_utils.protocol import CLIPPED
+    from saf_utils.statistics.protocol import CLIPPED
 
     if not cell:
         return '<td class="num"></td>'
@@ -155,7 +156,7 @@ def headline_html(systems: dict[str, dict], metrics: Sequence[str], chosen: dict
 def design_html(systems: dict[str, dict]) -> str:
     """The note under a table: "estimand: …; method: …" of its cells (t-interval df collapsed
     to their range), and what ‡ means where an interval is clipped."""
-    from saf_utils.protocol import CLIPPED
+    from saf_utils.statistics.protocol import CLIPPED
 
     cells = [c for e in systems.values() for c in e.values()
              if isinstance(c, dict) and c.get("estimand")]

@@ -94,7 +94,7 @@ def prepare(req: RunRequest) -> RunPlan:
     deps = check_dependencies(cfg, names, existing, {
         n["name"]: n.get("status") for n in (old_manifest.notebooks if old_manifest else [])})
     plans = plan_notebooks(cfg, names, nb_dir, req.overrides or [])
-    from saf_utils.jobs import check_launcher
+    from saf_utils.training.launchers import check_launcher
 
     for p in plans:  # every launcher value (null too: the notebook needs a launcher)
         if "launcher" in p.params:
@@ -123,7 +123,7 @@ def check_models(p: NotebookPlan) -> None:
     a path that names nothing is refused here, not after the notebook ran."""
     from huggingface_hub.utils import validate_repo_id
 
-    from saf_utils.provenance import model_folder, named_models
+    from saf_utils.data.provenance import model_folder, named_models
 
     for name in named_models(p.params):
         if name.startswith("local:") or model_folder(name, p.path.parent) is not None:

@@ -18,8 +18,8 @@ from typing import Any
 import pandas as pd
 
 from notebook_reports.manifest import PROJECT_ROOT
-from saf_utils.artifacts import ITEMS_FILE, RECORDS_FILE, append_jsonl
-from saf_utils.provenance import data_sources
+from saf_utils.data.artifacts import ITEMS_FILE, RECORDS_FILE, append_jsonl
+from saf_utils.data.provenance import data_sources
 from saf_utils.registry import ROLES
 
 SOURCES_FILE = "data_sources.json"
@@ -44,7 +44,7 @@ class MetricRecord:
     role: str | None = None
     ci_low: float | None = None
     ci_high: float | None = None
-    method: str | None = None  # how the interval / p was computed (saf_utils.protocol)
+    method: str | None = None  # how the interval / p was computed (saf_utils.statistics.protocol)
     estimand: str | None = None  # what the number is about ("new questions", ...)
     note: str | None = None  # a caveat shown beside the system (e.g. unequal inputs)
 

@@ -33,7 +33,7 @@ from notebook_reports.manifest import (
 )
 from notebook_reports.parameters import NotebookPlan
 from notebook_reports.run_folder import NotebookResult, archive_previous, render
-from saf_utils.provenance import model_identities, sha256_file
+from saf_utils.data.provenance import model_identities, sha256_file
 
 IGNORED_PARAMETERS = ("output_dir",)
 INPUTS = ("notebook", "parameters", "data", "lock", "package", "depends_on", "models")

@@ -27,7 +27,7 @@ from notebook_reports.profiles import (
     short,
 )
 from notebook_reports.records import RECORDS_FILE, SOURCES_FILE, summarize
-from saf_utils.artifacts import record_rows
+from saf_utils.data.artifacts import record_rows
 
 PREVIOUS_DIR = "previous"
 

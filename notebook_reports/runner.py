@@ -124,9 +124,9 @@ def _environment(plan: RunPlan) -> None:
     os.environ.setdefault("PYTHONHASHSEED", "0")
     # Kernels and launcher ranks run with the pinned kernel level and threads (OpenBLAS reads
     # its kernel once, when numpy loads: before any saf_utils code in the kernel).
-    from saf_utils import numerics
+    from saf_utils import determinism
 
-    os.environ.update(numerics.pinned_environment())
+    os.environ.update(determinism.pinned_environment())
     # Progress bars inside a kernel only clutter the HTML; the runner prints a line per
     # section (Markdown heading) and per notebook. Interactive JupyterLab sessions keep theirs.
     for var, value in (("TOKENIZERS_PARALLELISM", "false"), ("TQDM_DISABLE", "1"),

@@ -1,11 +1,7 @@
-"""What a notebook displays: figures as PNGs with alt text, checked for overlaps; frames whole.
-
-:func:`show` is the one way a notebook displays a figure: it warns when :func:`overlaps`
-finds text drawn over other text or a legend over the plot (matplotlib has no such check;
-``tight_layout`` only moves axes apart), and displays the PNG with ``alt``, which the page
-template writes as the image's alt text. :func:`readable_tables` shows plain frames whole,
-missing values as ``—``.
-"""
+"""What a notebook displays: :func:`show`, the one way to display a figure (PNG with alt text,
+a warning when :func:`overlaps` finds text drawn over text, which matplotlib does not check;
+docs/notebooks.md), and :func:`readable_tables` for plain frames shown whole, missing values
+as ``—``."""
 
 from __future__ import annotations
 

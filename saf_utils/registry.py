@@ -1,17 +1,7 @@
-"""The one registry idiom of every task's systems, and the roles they play.
-
-A :class:`Registry` holds :class:`Entry` rows: a name, a role (:data:`ROLES`), the function
-the task calls, a description (default: the docstring's first paragraph, on one line: the
-glossary's line for the system) and its parameters::
-
-    @SYSTEMS.register("my_system", "baseline", params=("k",))
-    def my_system(...):
-        \"\"\"What it does, in one line.\"\"\"
-
-Entries carry task-specific ``info`` (``kind``, ``family``...) as attributes; with
-``variants=True`` a name ending in ``:`` covers every ``name:<variant>``. Notebooks select
-systems with :meth:`Registry.select`, never by hand, and run them with :meth:`Registry.each`.
-"""
+"""The one registry idiom of every task's systems, and the roles they play (:data:`ROLES`):
+a :class:`Registry` of :class:`Entry` rows (name, role, function, description: the
+docstring's first paragraph, parameters); notebooks select systems with
+:meth:`Registry.select` and run them with :meth:`Registry.each`. Examples: docs/recipes.md."""
 
 from __future__ import annotations
 

@@ -37,7 +37,7 @@ NO_DROPOUT = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
 
 def _unigram_vocab(texts: Sequence[str], size: int, specials: Sequence[str]
                    ) -> list[tuple[str, float]]:
-    from saf_utils.seq2seq import train_scratch_tokenizer
+    from saf_utils.training.seq2seq import train_scratch_tokenizer
 
     tok = train_scratch_tokenizer(texts, size)
     vocab = tok.backend_tokenizer.model.__getstate__()

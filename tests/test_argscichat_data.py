@@ -17,7 +17,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from saf_utils import provenance
 from saf_utils.argscichat import data as adata
 from saf_utils.argscichat.data import (
     ArgSciChatDataError,
@@ -26,6 +25,7 @@ from saf_utils.argscichat.data import (
     load_intents,
     map_facts,
 )
+from saf_utils.data import provenance
 
 FIX = Path(__file__).parent / "fixtures"
 

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from notebook_reports.records import Recorder
-from saf_utils import artifacts as AR
+from saf_utils.data import artifacts as AR
 
 
 def test_records_and_items_are_typed_one_way(tmp_path) -> None:

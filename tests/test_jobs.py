@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from saf_utils import jobs as J
+from saf_utils.training import jobs as J
+from saf_utils.training import launchers
 
 TINY = dict(model="scratch", max_steps=4, learning_rate=5e-3, batch_size=4,
             scratch_vocab_size=60, scratch_d_model=16, scratch_heads=2, scratch_ff=32,
@@ -31,13 +32,13 @@ def test_config_errors_and_launch_commands(tmp_path: Path) -> None:
         J.TrainJob(examples="e", output_dir="x", settings={"lr": 1})
     with pytest.raises(TypeError):
         J.TrainJob.from_dict({"output_dir": "x"})  # no examples file: no job
-    cmd = J.launch_command("torchrun:2", "cfg.json")
+    cmd = launchers.launch_command("torchrun:2", "cfg.json")
     assert cmd[1:] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                       "-m", "saf_utils.train", "cfg.json"]
-    assert "--multi_gpu" in J.launch_command("accelerate:4", "c")
-    assert "--multi_gpu" not in J.launch_command("accelerate", "c")
+                       "-m", "saf_utils.training.process_entry", "cfg.json"]
+    assert "--multi_gpu" in launchers.launch_command("accelerate:4", "c")
+    assert "--multi_gpu" not in launchers.launch_command("accelerate", "c")
     with pytest.raises(ValueError, match="launcher"):
-        J.launch_command("mpirun", "c")
+        launchers.launch_command("mpirun", "c")
     path = tmp_path / "job.yaml"
     path.write_text("examples: e.jsonl\noutput_dir: o\nfold: 0\nsettings: {max_steps: 2}\n")
     job = J.TrainJob.load(path)

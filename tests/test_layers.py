@@ -17,8 +17,9 @@ import saf_utils
 ROOT = Path(saf_utils.__file__).parent
 TOOL = Path(notebook_reports.__file__).parent
 TASKS = ("saf", "argscichat")
-#: layer of a module: 0 shared (text, stats, protocol, verdicts, jobs, artifacts, registry,
-#: metrics, ...), 1 a task package, 2 the tool (notebook_reports)
+#: layer of a module: 0 shared (the rooms data/, encoders/, metrics/, statistics/, training/
+#: and the top-level text, registry, determinism, figures, taskspec), 1 a task package,
+#: 2 the tool (notebook_reports)
 
 
 def module_name(path: Path, root: Path | None = None) -> str:
@@ -52,7 +53,7 @@ def imports(path: Path, root: Path | None = None) -> list[tuple[int, str]]:
                 parent = package.split(".")[:len(package.split(".")) - node.level + 1]
                 base = ".".join([*parent, base] if base else parent)
             names = [f"{base}.{a.name}" for a in node.names]
-            # ``from saf_utils import jobs`` imports the module saf_utils.jobs
+            # ``from saf_utils.training import jobs`` imports the module saf_utils.training.jobs
             out += [(node.lineno, n if (ROOT.parent / n.replace(".", "/")).with_suffix(".py")
                      .is_file() or (ROOT.parent / n.replace(".", "/")).is_dir() else base)
                     for n in names]
@@ -136,3 +137,19 @@ def module_cycles() -> list[list[str]]:
 
 def test_no_import_cycles_between_modules() -> None:
     assert module_cycles() == []
+
+
+#: The foundation of the shared layer: modules and the data/ room that every room builds on
+#: and that import no other room (encoders/, metrics/, statistics/, training/).
+FOUNDATION = ("text", "registry", "determinism", "figures", "taskspec", "data")
+
+
+def test_the_foundation_imports_no_other_room() -> None:
+    bad = []
+    for path in sorted(ROOT.rglob("*.py")):
+        here = module_name(path)
+        if here.split(".")[1:2] and here.split(".")[1] in FOUNDATION:
+            bad += [f"{here}:{line} imports {target}" for line, target in imports(path)
+                    if target.count(".") and target.split(".")[1] not in FOUNDATION]
+    assert bad == []
+

@@ -14,7 +14,7 @@ from sklearn.metrics import accuracy_score, f1_score
 
 from notebook_reports import metric_cards
 from saf_utils import metrics as M
-from saf_utils import stats as S
+from saf_utils.statistics import uncertainty as S
 
 LABELS = ["Correct", "Partially correct", "Incorrect"]
 HYPS = ["The cat sat on the mat.", "A quick brown fox jumps.", "", "Hallo Welt, schön hier!",
@@ -168,8 +168,8 @@ def test_both_tasks_score_bertscore_and_moverscore_through_the_same_objects(monk
     from saf_frames import toy_frame
 
     from saf_utils.argscichat import generation as RG
-    from saf_utils.saf import evaluate as evaluation
     from saf_utils.saf import formats as SF
+    from saf_utils.saf import scores
 
     calls: list[tuple[str, int, dict]] = []
 
@@ -186,7 +186,7 @@ def test_both_tasks_score_bertscore_and_moverscore_through_the_same_objects(monk
                             dataclasses.replace(M.METRICS[name], compute=fake(name)))
     gold = toy_frame("test_unseen_answers", ("Q1", "Q2"), 2)
     preds = SF.parsed_prediction_table(gold, "m", ["Correct Feedback: gut"] * 4, seed=1)
-    items = evaluation.item_scores(preds, {"model_type": "bert-x"}, moverscore_model="mv")
+    items = scores.item_scores(preds, {"model_type": "bert-x"}, moverscore_model="mv")
     assert set(items.metric) >= {"bertscore_f1", "moverscore"}
     saf_calls, calls[:] = list(calls), []
     per = RG.embedding_scores(["a", "bb"], ["x", "y"], bertscore_model="bert-x",

@@ -7,8 +7,8 @@ import pytest
 from sklearn.metrics import f1_score
 
 from saf_utils import metrics as m
-from saf_utils import stats  # noqa: E402
 from saf_utils.saf.data import SAF_LABELS  # noqa: E402
+from saf_utils.statistics import uncertainty  # noqa: E402
 
 C, P, INC = SAF_LABELS
 
@@ -37,15 +37,15 @@ def test_fact_f1_equals_sklearn_binary_f1_on_masks() -> None:
 
 
 def test_fold_summary() -> None:
-    out = stats.fold_summary({1: [0.0], 0: [1.0, 0.0, 0.5]})
+    out = uncertainty.fold_summary({1: [0.0], 0: [1.0, 0.0, 0.5]})
     assert out["per_fold"] == {0: 0.5, 1: 0.0}
     assert out["mean"] == pytest.approx(0.25)
     assert out["std"] == pytest.approx(0.25)  # population std (ddof=0) of [0.5, 0.0]
     assert out["n"] == {0: 3, 1: 1}
     with pytest.raises(ValueError):
-        stats.fold_summary({0: [1.0], 1: []})
+        uncertainty.fold_summary({0: [1.0], 1: []})
     with pytest.raises(ValueError):
-        stats.fold_summary({})
+        uncertainty.fold_summary({})
 
 
 def test_message_f1_plain_whitespace_tokens() -> None:

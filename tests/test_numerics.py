@@ -13,9 +13,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from saf_utils import choices, numerics
-from saf_utils.encoders import l2_normalize
+from saf_utils import determinism
+from saf_utils.encoders.sentence import l2_normalize
 from saf_utils.saf import baselines
+from saf_utils.statistics import validation_choice as VC
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,7 +25,7 @@ def test_rounding_removes_last_bit_differences():
     x = np.array([0.123456789, -1e-12, np.nan, 0.5])
     y = np.nextafter(x, 1.0)  # another kernel's last bit
     assert not np.array_equal(x, y, equal_nan=True)
-    rx, ry = numerics.round_features(x), numerics.round_features(y)
+    rx, ry = determinism.round_features(x), determinism.round_features(y)
     assert np.array_equal(rx, ry, equal_nan=True) and rx.dtype == np.float64
     assert str(rx[1]) == "0.0"  # no -0.0
     assert l2_normalize(np.ones((2, 3), dtype=np.float32)).dtype == np.float64
@@ -32,12 +33,12 @@ def test_rounding_removes_last_bit_differences():
 
 def test_ties_on_a_score_break_by_the_stated_order_after_rounding():
     a = 0.1 + 0.2  # 0.30000000000000004: the same F1 summed in another order
-    assert numerics.round_score(a) == numerics.round_score(0.3) and a != 0.3
+    assert determinism.round_score(a) == determinism.round_score(0.3) and a != 0.3
     t = pd.DataFrame({"name": ["x", "y", "z"], "s": [0.3, a, 0.31]})
-    assert list(numerics.sort_best(t, "s").name) == ["z", "x", "y"]
-    assert list(numerics.sort_best(t, "s", lower_is_better=True).name) == ["x", "y", "z"]
+    assert list(determinism.sort_best(t, "s").name) == ["z", "x", "y"]
+    assert list(determinism.sort_best(t, "s", lower_is_better=True).name) == ["x", "y", "z"]
     t.loc[0, "s"] = np.nan  # NaN never wins
-    assert list(numerics.sort_best(t, "s").name) == ["z", "y", "x"]
+    assert list(determinism.sort_best(t, "s").name) == ["z", "y", "x"]
 
 
 def test_choice_on_validation_ignores_float_noise():
@@ -46,23 +47,23 @@ def test_choice_on_validation_ignores_float_noise():
     table = pd.DataFrame({"system": ["feature_clf", "feature_clf:stacked"],
                           "value": [0.3, 0.1 + 0.2]})
     roles = {"feature_clf": "system", "feature_clf:stacked": "system"}
-    assert choices.choose_from(table, "macro_f1", roles).per_fold[None] == "feature_clf"
+    assert VC.choose_from(table, "macro_f1", roles).per_fold[None] == "feature_clf"
     table.loc[1, "value"] = 0.3 + 1e-6  # a real difference still counts
-    assert choices.choose_from(table, "macro_f1", roles).per_fold[None] == "feature_clf:stacked"
+    assert VC.choose_from(table, "macro_f1", roles).per_fold[None] == "feature_clf:stacked"
 
 
 def test_pinned_environment_and_native_mode(monkeypatch):
     monkeypatch.delenv("SAF_NUMERICS", raising=False)
     monkeypatch.setenv("SAF_NUM_THREADS", "3")
-    env = numerics.pinned_environment()
+    env = determinism.pinned_environment()
     assert env["OMP_NUM_THREADS"] == env["OPENBLAS_NUM_THREADS"] == "3"
-    if numerics.has_avx2():
+    if determinism.has_avx2():
         assert env["ATEN_CPU_CAPABILITY"] == "avx2" and env["OPENBLAS_CORETYPE"] == "Haswell"
     monkeypatch.setenv("SAF_NUM_THREADS", "many")
     with pytest.raises(ValueError, match="SAF_NUM_THREADS"):
-        numerics.threads()
+        determinism.threads()
     monkeypatch.setenv("SAF_NUMERICS", "native")
-    assert numerics.pinned_environment() == {} and numerics.pin_threads() == 0
+    assert determinism.pinned_environment() == {} and determinism.pin_threads() == 0
 
 
 def test_thresholds_and_neighbours_are_stable_under_last_bit_noise():
@@ -71,8 +72,9 @@ def test_thresholds_and_neighbours_are_stable_under_last_bit_noise():
     cos = np.round(rng.uniform(0, 1, 60), 3)
     labels = np.where(cos > 0.66, "Correct", np.where(cos < 0.33, "Incorrect",
                                                       "Partially correct"))
-    a = baselines.ReferenceThresholds().fit(numerics.round_features(cos), labels)
-    b = baselines.ReferenceThresholds().fit(numerics.round_features(np.nextafter(cos, 2)), labels)
+    a = baselines.ReferenceThresholds().fit(determinism.round_features(cos), labels)
+    b = baselines.ReferenceThresholds().fit(determinism.round_features(np.nextafter(cos, 2)),
+                                            labels)
     assert (a.lo, a.hi) == (b.lo, b.hi)
 
 
@@ -81,8 +83,8 @@ import functools, hashlib, json, sys
 import numpy as np
 sys.path.insert(0, "tests")
 from saf_frames import toy_frame
-from saf_utils import jobs as J
-from saf_utils.encoders import DEFAULT_ENCODER, encode
+from saf_utils.training import jobs as J
+from saf_utils.encoders.sentence import DEFAULT_ENCODER, encode
 from saf_utils.saf import baselines as B, features as F
 
 train = toy_frame("train", ("Q1", "Q2"), 9, 0)
@@ -121,7 +123,7 @@ OTHER_MACHINE = {"MKL_ENABLE_INSTRUCTIONS": "AVX2", "ATEN_CPU_CAPABILITY": "defa
 
 def _probe(tmp: Path, extra: dict[str, str]) -> dict:
     env = {k: v for k, v in os.environ.items()
-           if k not in (*OTHER_MACHINE, *numerics.KERNEL_ENV, "SAF_NUMERICS", "SAF_NUM_THREADS")}
+           if k not in (*OTHER_MACHINE, *determinism.KERNEL_ENV, "SAF_NUMERICS", "SAF_NUM_THREADS")}
     env.update({"PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false",
                 "TQDM_DISABLE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
                 **extra})
@@ -134,7 +136,7 @@ def _probe(tmp: Path, extra: dict[str, str]) -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not numerics.has_avx2(), reason="the pinned kernels need AVX2")
+@pytest.mark.skipif(not determinism.has_avx2(), reason="the pinned kernels need AVX2")
 def test_systems_give_identical_outputs_under_two_numeric_settings(tmp_path):
     """Embeddings, features, nearest neighbour, both feature classifiers and a seq2seq
     training run are bit-identical with this machine's kernels and threads and with
@@ -151,34 +153,34 @@ def test_training_threads_fix_the_count_and_restore_it(monkeypatch):
     monkeypatch.delenv("SAF_NUMERICS", raising=False)
     monkeypatch.delenv("SAF_TRAIN_THREADS", raising=False)
     before = torch.get_num_threads()
-    with numerics.training_threads() as n:
-        assert n == numerics.TRAIN_THREADS == torch.get_num_threads()
+    with determinism.training_threads() as n:
+        assert n == determinism.TRAIN_THREADS == torch.get_num_threads()
     assert torch.get_num_threads() == before
     # a model or scorer first loaded inside the block pins threads again: to the block's
     # count, not SAF_NUM_THREADS (BERTScore's last bits moved with SAF_NUM_THREADS: its
     # scorer, loaded inside the block, had undone it)
     monkeypatch.setenv("SAF_NUM_THREADS", "2")
-    with numerics.training_threads() as n:
-        numerics.pin_threads()
-        assert torch.get_num_threads() == n == numerics.TRAIN_THREADS
+    with determinism.training_threads() as n:
+        determinism.pin_threads()
+        assert torch.get_num_threads() == n == determinism.TRAIN_THREADS
     assert torch.get_num_threads() == before
-    numerics.pin_threads()
+    determinism.pin_threads()
     assert torch.get_num_threads() == 2
     torch.set_num_threads(before)
     monkeypatch.setenv("SAF_TRAIN_THREADS", "two")
     with pytest.raises(ValueError, match="SAF_TRAIN_THREADS='two'"):
-        numerics.train_threads()
+        determinism.train_threads()
     monkeypatch.setenv("SAF_NUMERICS", "native")
-    with numerics.training_threads() as n:
+    with determinism.training_threads() as n:
         assert n == 0 and torch.get_num_threads() == before
 
 
 TRAIN_PROBE = r"""
 import json, os, sys
 import pandas as pd
-from saf_utils import jobs as J
-from saf_utils import numerics
-numerics.pin()
+from saf_utils.training import jobs as J
+from saf_utils import determinism
+determinism.pin()
 data = os.path.join(os.environ["SAF_DATA"], "data")
 train = pd.read_parquet(os.path.join(data, "train-00000-of-00001.parquet")).head(400)
 job = J.with_examples(
@@ -215,7 +217,7 @@ def test_a_model_trained_on_one_or_two_threads_is_the_same_model(tmp_path):
 
 RANDOMIZATION_PROBE = r"""
 import numpy as np
-from saf_utils import stats as S
+from saf_utils.statistics import uncertainty as S
 rng = np.random.default_rng(3)
 b = -0.3 * rng.random(700) - 0.1
 a = b + rng.normal(-0.26, 0.05, 700)

@@ -1,4 +1,4 @@
-"""saf_utils.protocol: designs, choices per fold, multiplicity and the sentences."""
+"""saf_utils.statistics.protocol: designs, choices per fold, multiplicity and the sentences."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from saf_utils import choices
-from saf_utils import protocol as P
-from saf_utils import verdicts as V
+from saf_utils.statistics import conclusions as V
+from saf_utils.statistics import protocol as P
+from saf_utils.statistics import validation_choice as VC
 
 ITEM = P.Design("answers", "item", estimand="new answers to these questions", n_resamples=300)
 CLUSTER = P.Design("questions", "cluster", estimand="new questions")
@@ -67,30 +67,30 @@ def test_choose_reads_only_its_own_fold():
                       "fold": fold, "value": v, "cluster": "p"} for i in range(3)]
     it = pd.DataFrame(rows)
     roles = {"a": "system", "b": "baseline", "o": "oracle"}
-    ch = choices.choose(it, "m", roles)
+    ch = VC.choose(it, "m", roles)
     assert ch.per_fold == {0: "a", 1: "b"}  # the oracle is never a candidate
     it2 = it.copy()
     it2.loc[(it2.fold == 1) & (it2.system == "b"), "value"] = 0.0
-    assert choices.choose(it2, "m", roles).per_fold[0] == "a"
-    comp = choices.composite(it.assign(split="val"), ch)
+    assert VC.choose(it2, "m", roles).per_fold[0] == "a"
+    comp = VC.composite(it.assign(split="val"), ch)
     assert set(comp.system) == {"val_chosen"} and comp.value.tolist() == [0.5] * 3 + [0.4] * 3
-    low = choices.choose(it, "m", roles, lower_is_better=True)
+    low = VC.choose(it, "m", roles, lower_is_better=True)
     assert low.per_fold == {0: "b", 1: "a"}
-    unfolded = choices.choose(it.assign(fold=None), "m", roles)
+    unfolded = VC.choose(it.assign(fold=None), "m", roles)
     assert list(unfolded.per_fold) == [None]
 
 
 def test_choose_value_is_choose_from_on_a_grid():
     """A hyperparameter's value chosen on val: the one tie rule (rounded scores, the first
     stated wins), keys of any type (None for "keep all"), NaN never chosen."""
-    assert choices.choose_value({10: 0.2, None: 0.3, 5: 0.3}, "m") is None  # ties: first stated
-    assert choices.choose_value({3: 0.5, 1: 0.5 + 1e-12}, "m") == 3  # float noise is a tie
-    assert choices.choose_value({3: 0.5, 1: 0.5 + 1e-6}, "m") == 1
-    assert choices.choose_value({(0, 0.1): float("nan"), (50, 0.2): 0.1}, "m") == (50, 0.2)
-    assert choices.choose_value({"a": float("nan"), "b": float("nan")}, "m") == "a"  # no evidence
-    assert choices.choose_value({"a": 0.1, "b": 0.2}, "m", lower_is_better=True) == "a"
+    assert VC.choose_value({10: 0.2, None: 0.3, 5: 0.3}, "m") is None  # ties: first stated
+    assert VC.choose_value({3: 0.5, 1: 0.5 + 1e-12}, "m") == 3  # float noise is a tie
+    assert VC.choose_value({3: 0.5, 1: 0.5 + 1e-6}, "m") == 1
+    assert VC.choose_value({(0, 0.1): float("nan"), (50, 0.2): 0.1}, "m") == (50, 0.2)
+    assert VC.choose_value({"a": float("nan"), "b": float("nan")}, "m") == "a"  # no evidence
+    assert VC.choose_value({"a": 0.1, "b": 0.2}, "m", lower_is_better=True) == "a"
     with pytest.raises(ValueError, match="no candidates"):
-        choices.choose_value({}, "m")
+        VC.choose_value({}, "m")
 
 
 def test_adjust_keeps_the_primary_and_holms_the_rest():
@@ -124,8 +124,8 @@ def test_verdict_wording_follows_the_test():
 
 def test_choose_row_rounds_and_breaks_ties_by_grid_order() -> None:
     grid = pd.DataFrame({"C": [0.1, 1.0, 10.0], "score": [0.5, 0.7 + 1e-12, 0.7]})
-    assert choices.choose_row(grid, "score") == 1  # 0.7 + noise ties 0.7: the first row wins
-    assert choices.choose_row(grid.iloc[::-1].reset_index(drop=True), "score") == 0
-    assert choices.choose_row(grid, "score", lower_is_better=True) == 0
+    assert VC.choose_row(grid, "score") == 1  # 0.7 + noise ties 0.7: the first row wins
+    assert VC.choose_row(grid.iloc[::-1].reset_index(drop=True), "score") == 0
+    assert VC.choose_row(grid, "score", lower_is_better=True) == 0
     grid.loc[1, "score"] = float("nan")  # a missing score is never chosen
-    assert choices.choose_row(grid, "score") == 2
+    assert VC.choose_row(grid, "score") == 2

@@ -24,8 +24,8 @@ import yaml
 from fakes import bow_encoder
 
 from saf_utils.argscichat.systems import SELECTORS
-from saf_utils.artifacts import SAF_PREDICTIONS_FILE, read_jsonl, record_rows
-from saf_utils.saf import run as SR
+from saf_utils.data.artifacts import SAF_PREDICTIONS_FILE, read_jsonl, record_rows
+from saf_utils.saf import experiments as SR
 from saf_utils.saf.all_systems import SYSTEMS
 from saf_utils.saf.context import EncoderChoice, load_data
 
@@ -89,7 +89,7 @@ def apply_recipes(dest: Path) -> dict[str, str]:
     profile.write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
     # the metric's use: its name in the SAF task's one list of scored metrics
     metric = re.search(r'register_metric\("(\w+)"', _recipe("metric module")).group(1)
-    evaluate = dest / "saf_utils" / "saf" / "evaluate.py"
+    evaluate = dest / "saf_utils" / "saf" / "scores.py"
     text = evaluate.read_text(encoding="utf-8")
     assert text.count('"moverscore", "unparseable_rate")') == 1
     evaluate.write_text(text.replace('"moverscore", "unparseable_rate")',

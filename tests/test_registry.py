@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 from notebook_reports import records
-from saf_utils import choices
 from saf_utils import registry as R
+from saf_utils.statistics import validation_choice
 
 
 def make() -> R.Registry:
@@ -68,7 +68,7 @@ def test_registration_errors() -> None:
 def test_roles_are_defined_once() -> None:
     assert R.ROLES == ("baseline", "system", "gold_input", "oracle", "probe")
     assert set(R.ROLE_WORDS) == set(R.ROLES) and "gold_input" not in R.ELIGIBLE
-    assert records.ROLES is R.ROLES and choices.ELIGIBLE is R.ELIGIBLE
+    assert records.ROLES is R.ROLES and validation_choice.ELIGIBLE is R.ELIGIBLE
     assert R.role_order({"z": "baseline", "o": "oracle", "a": "system", "b": "baseline"}) == [
         "b", "z", "a", "o"]
 

@@ -20,7 +20,8 @@ from notebook_reports import cli, reuse
 from notebook_reports import runner as run
 from notebook_reports.compare import compare_runs
 from notebook_reports.compare_page import to_markdown
-from saf_utils import provenance, train
+from saf_utils.data import provenance
+from saf_utils.training import process_entry
 from tests.test_reporting import make_run
 from tests.toy_project import notebook, run_args
 
@@ -120,27 +121,28 @@ def _cpu_seconds(pid: int) -> float:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl: Linux")
 def test_a_rank_in_a_session_of_its_own_dies_with_the_kernel(tmp_path):
-    """torchrun starts each rank in a session of its own, which killing the kernel's process
-    group (what the runner does on Ctrl-C) does not reach. A stand-in launcher does the same
-    with a real ``python -m saf_utils.train`` rank; the kernel's group is killed; the rank
-    must be gone within seconds (it would train for minutes). Its output does not go to
-    the kernel: a rank that wrote into the dead kernel's pipe died of that by chance."""
+    """torchrun starts each rank in a session of its own, which killing the kernel's process group
+    (what the runner does on Ctrl-C) does not reach. A stand-in launcher does the same with a real
+    ``python -m saf_utils.training.process_entry`` rank; the kernel's group is killed; the rank must
+    be gone within seconds (it would train for minutes). Its output does not go to the kernel: a
+    rank that wrote into the dead kernel's pipe died of that by chance."""
     from tests.test_train import TINY, saf_examples
 
     ex = saf_examples(tmp_path / "examples.jsonl.gz")
     launcher = tmp_path / "launcher.py"
     launcher.write_text(textwrap.dedent(f"""
         import subprocess, sys, time
-        rank = subprocess.Popen([sys.executable, "-m", "saf_utils.train", sys.argv[1]],
-                                start_new_session=True, stdout=subprocess.DEVNULL,
+        rank = subprocess.Popen([sys.executable, "-m", "saf_utils.training.process_entry",
+                                 sys.argv[1]], start_new_session=True, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)  # no broken pipe to die of
         open({str(tmp_path / "rank.pid")!r}, "w").write(str(rank.pid))
         rank.wait()
     """))
     kernel = textwrap.dedent(f"""
         import sys
-        from saf_utils import jobs as J
-        J.launch_command = lambda launcher, cfg: [sys.executable, {str(launcher)!r}, str(cfg)]
+        from saf_utils.training import jobs as J, launchers
+        launchers.launch_command = lambda launcher, cfg: [sys.executable, {str(launcher)!r},
+                                                          str(cfg)]
         J.run_job(J.TrainJob(examples={str(ex)!r}, output_dir={str(tmp_path / "out")!r},
                              settings={dict(TINY, max_steps=100000, logging_steps=1000)!r}),
                   "torchrun:2")
@@ -294,13 +296,13 @@ BAD_JOBS = {  # (change, text the one line names)
 
 @pytest.mark.parametrize("case", sorted(BAD_JOBS))
 def test_every_training_setting_is_checked_before_training(tmp_path, case, capsys):
-    """``python -m saf_utils.train job.json``: a bad setting is one line naming the field and
-    exit 2, before any process group is joined or model built."""
+    """``python -m saf_utils.training.process_entry job.json``: a bad setting is one line naming the
+    field and exit 2, before any process group is joined or model built."""
     change, field = BAD_JOBS[case]
     cfg = tmp_path / "job.json"
     text = json.dumps(_job(tmp_path, **change)).replace("-Infinity", "-1e999")
     cfg.write_text(text.replace("Infinity", "1e309"))  # as a JSON writer outside Python does
-    assert train._main([str(cfg)]) == train.EXIT_BAD_JOB
+    assert process_entry._main([str(cfg)]) == process_entry.EXIT_BAD_JOB
     err = _one_line(capsys)
     assert field in err and "Traceback" not in err, err
     assert not (tmp_path / "out" / "predictions.jsonl.gz").exists()
@@ -315,15 +317,15 @@ def test_an_unreadable_examples_file_is_one_line_naming_it(tmp_path, content, ca
                     else gzip.compress(content))
     job["examples"] = str(bad)
     (tmp_path / "job.json").write_text(json.dumps(job))
-    assert train._main([str(tmp_path / "job.json")]) == train.EXIT_BAD_JOB
+    assert process_entry._main([str(tmp_path / "job.json")]) == process_entry.EXIT_BAD_JOB
     assert "bad.jsonl.gz" in _one_line(capsys)
 
 
 def test_the_train_command_exits_2_with_one_line(tmp_path):
     cfg = tmp_path / "job.json"
     cfg.write_text(json.dumps(_job(tmp_path, **{"settings.learning_rate": None})))
-    res = subprocess.run([sys.executable, "-m", "saf_utils.train", str(cfg)], cwd=ROOT,
-                         capture_output=True, text=True, timeout=300)
+    res = subprocess.run([sys.executable, "-m", "saf_utils.training.process_entry", str(cfg)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert res.returncode == 2, res.stderr[-2000:]
     assert len(res.stderr.strip().splitlines()) == 1 and "learning_rate" in res.stderr
 
@@ -416,7 +418,7 @@ def test_a_stopped_run_leaves_no_torchrun_rank(tmp_path, sig):
     nbs.mkdir()
     ex = saf_examples(tmp_path / "examples.jsonl.gz")
     notebook(nbs / "t_train.ipynb", "launcher = 'none'\noutput_dir = None",
-             "from saf_utils import jobs as J\n"
+             "from saf_utils.training import jobs as J\n"
              f"J.run_job(J.TrainJob(examples={str(ex)!r}, output_dir=output_dir, "
              f"settings={dict(TINY, max_steps=100000, logging_steps=100000)!r}), launcher)")
     (tmp_path / "p.yaml").write_text("notebooks: [t_train]\n")
@@ -430,7 +432,7 @@ def test_a_stopped_run_leaves_no_torchrun_rank(tmp_path, sig):
     deadline = time.time() + 240
     ranks: list[int] = []
     while time.time() < deadline and proc.poll() is None:
-        ranks = [p for p in _processes_naming(job) if "saf_utils.train" in Path(
+        ranks = [p for p in _processes_naming(job) if "saf_utils.training.process_entry" in Path(
             f"/proc/{p}/cmdline").read_bytes().decode(errors="replace")]
         if sum(_cpu_seconds(r) > 5 for r in ranks) >= 2:  # both ranks past their imports
             break

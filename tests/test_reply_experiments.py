@@ -10,13 +10,13 @@ import pandas as pd
 import pytest
 from threadpoolctl import threadpool_limits
 
-from saf_utils import artifacts as AR
 from saf_utils.argscichat import dialogue as A
 from saf_utils.argscichat import error_analysis as EA
+from saf_utils.argscichat import experiments as R
 from saf_utils.argscichat import replies as RS
 from saf_utils.argscichat import reply_evaluation as REV
-from saf_utils.argscichat import run as R
 from saf_utils.argscichat.data import MessagePair, load_argscichat
+from saf_utils.data import artifacts as AR
 from saf_utils.registry import NoParams
 
 FIXTURES = Path(__file__).parent / "fixtures" / "argscichat"

@@ -15,7 +15,7 @@ import pytest
 
 from notebook_reports import headline, index_page, published
 from saf_utils import metrics as MS
-from saf_utils import protocol as P
+from saf_utils.statistics import protocol as P
 from saf_utils.taskspec import Published
 
 

@@ -17,7 +17,7 @@ from notebook_reports.compare_page import to_markdown, write_compare_html
 from notebook_reports.manifest import Manifest
 from notebook_reports.records import Recorder
 from notebook_reports.run_folder import write_reports
-from saf_utils.artifacts import record_rows
+from saf_utils.data.artifacts import record_rows
 from tests.page_helpers import external_resources, read_page_tables
 
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",

@@ -13,7 +13,7 @@ import yaml
 
 from notebook_reports import cli, parameters, profiles
 from notebook_reports.records import Recorder, summarize
-from saf_utils.artifacts import record_rows
+from saf_utils.data.artifacts import record_rows
 from tests.page_helpers import external_resources
 
 ROOT = Path(__file__).resolve().parent.parent

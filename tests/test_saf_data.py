@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from saf_utils import provenance
+from saf_utils.data import provenance
 from saf_utils.saf import data as sdata
 from saf_utils.saf import data_files
 from saf_utils.saf.data import SAFDataError, SAFDataWarning, load_saf
@@ -775,7 +775,7 @@ def test_saf_loader_modules_are_small_and_keep_their_public_names():
                                   '{"a": 1, "a": 2}', '{"a": {"b": 1, "b": 2}}', '\ufeff{}', "",
                                   "[1, 2]", '{"a": 1', "1" + "0" * 5000, '{"a": NaN}', "nul"])
 def test_the_fast_json_path_gives_json_loads_results_and_errors(text):
-    from saf_utils.loading import DuplicateKey, load_json_text, unique_keys
+    from saf_utils.data.reading import DuplicateKey, load_json_text, unique_keys
 
     def outcome(parse):
         try:

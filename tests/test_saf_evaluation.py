@@ -1,4 +1,4 @@
-"""saf_utils.saf.evaluate: item scores, corpus statistics, headline and paired tables,
+"""saf_utils.saf.scores: item scores, corpus statistics, headline and paired tables,
 per-question tables, the oracle and the error-analysis helpers."""
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ import pytest
 from fakes import FAKE_ENCODER, FakeTok, bow_encoder
 from saf_frames import toy_frame
 
-from saf_utils.saf import baselines, browse, error_analysis
-from saf_utils.saf import evaluate as evaluation
+from saf_utils.saf import baselines, browse, error_analysis, scores
 from saf_utils.saf import formats as S
 from saf_utils.saf import record as RC
 
@@ -26,7 +25,7 @@ def _preds():
 
 
 def test_evaluate_predictions_counts_unparseable():
-    m = evaluation.evaluate_predictions(_preds(), embedding_metrics=False)
+    m = scores.evaluate_predictions(_preds(), embedding_metrics=False)
     assert m["n_unparseable"] == 1 and m["accuracy"] == pytest.approx(4 / 6)
     assert 0 <= m["macro_f1"] <= 1 and 0 <= m["sacrebleu"] <= 100 and "mse" in m
     assert m["mse_max_penalty"] >= m["mse"] * 5 / 6
@@ -53,17 +52,17 @@ def _two_systems(seeds=(None,)):
 def test_collapse_identical_seeds():
     p = _preds()
     both = pd.concat([p, p.assign(seed=2)], ignore_index=True)
-    c = evaluation.collapse_identical_seeds(both)
+    c = scores.collapse_identical_seeds(both)
     assert len(c) == len(p) and c.seed.isna().all()
     other = p.assign(seed=2, pred_feedback="x")
-    c2 = evaluation.collapse_identical_seeds(pd.concat([p, other], ignore_index=True))
+    c2 = scores.collapse_identical_seeds(pd.concat([p, other], ignore_index=True))
     assert sorted(c2.seed.dropna().unique()) == [1, 2]
 
 
 def test_item_scores_mean_equals_point_metrics():
     p = _preds()
-    items = evaluation.item_scores(p, embedding_metrics=False)
-    point = evaluation.evaluate_predictions(p, embedding_metrics=False)
+    items = scores.item_scores(p, embedding_metrics=False)
+    point = scores.evaluate_predictions(p, embedding_metrics=False)
     means = items.groupby("metric").value.mean()
     for m in ("accuracy", "mse", "mse_max_penalty", "rouge2", "meteor", "unparseable_rate"):
         assert means[m] == pytest.approx(point[m]), m
@@ -76,38 +75,38 @@ def test_item_scores_mean_equals_point_metrics():
 @pytest.mark.parametrize("metric", ["macro_f1", "weighted_f1", "sacrebleu", "chrf"])
 def test_corpus_stat_matches_point_metric(metric):
     p = _preds()
-    mat, fn = evaluation.corpus_stat(metric, p)
-    point = evaluation.evaluate_predictions(p, embedding_metrics=False)[metric]
+    mat, fn = scores.corpus_stat(metric, p)
+    point = scores.evaluate_predictions(p, embedding_metrics=False)[metric]
     assert float(fn(mat.sum(0)[None])[0]) == pytest.approx(point)
 
 
 def _designs(p):
-    return {s: evaluation.design_for(g.question.nunique(), n_resamples=200)
+    return {s: scores.design_for(g.question.nunique(), n_resamples=200)
             for s, g in p.groupby("split")}
 
 
 def test_headline_table_estimates_seed_means_and_cis():
-    p = evaluation.collapse_identical_seeds(_two_systems(seeds=(1, 2)))
-    items = evaluation.item_scores(p, embedding_metrics=False)
-    h = evaluation.headline_per_split(p, items, _designs(p), ("accuracy", "macro_f1", "sacrebleu"))
-    per_seed = evaluation.per_seed_table(p, items, ("accuracy", "macro_f1", "sacrebleu"))
+    p = scores.collapse_identical_seeds(_two_systems(seeds=(1, 2)))
+    items = scores.item_scores(p, embedding_metrics=False)
+    h = scores.headline_per_split(p, items, _designs(p), ("accuracy", "macro_f1", "sacrebleu"))
+    per_seed = scores.per_seed_table(p, items, ("accuracy", "macro_f1", "sacrebleu"))
     for r in h.itertuples():
         seeds = per_seed[(per_seed.system == r.system) & (per_seed.metric == r.metric)]
         assert r.mean == pytest.approx(seeds.value.mean())  # seeds averaged first
         assert r.seed_std == pytest.approx(np.std(seeds.value, ddof=0))
         assert r.ci_low <= r.mean <= r.ci_high and r.n_units == 18 and r.n_seeds == 2
         assert "these 3 questions" in r.estimand  # 3 < FEW_QUESTIONS: conditional label
-    nq = evaluation.new_questions_table(items, ["test_unseen_answers"], ("accuracy",))
+    nq = scores.new_questions_table(items, ["test_unseen_answers"], ("accuracy",))
     assert (nq.n_units == 3).all() and nq.method.str.startswith("cluster t").all()
-    assert (nq.estimand == evaluation.QUESTIONS.estimand).all()
+    assert (nq.estimand == scores.QUESTIONS.estimand).all()
 
 
 def test_paired_table_against_reference():
-    p = evaluation.collapse_identical_seeds(_two_systems(seeds=(1, 2)))
-    items = evaluation.item_scores(p, embedding_metrics=False)
+    p = scores.collapse_identical_seeds(_two_systems(seeds=(1, 2)))
+    items = scores.item_scores(p, embedding_metrics=False)
     designs = _designs(p)
-    h = evaluation.headline_per_split(p, items, designs, ("accuracy", "macro_f1"))
-    d = evaluation.paired_per_split(p, items, "ref", designs, ("accuracy", "macro_f1"))
+    h = scores.headline_per_split(p, items, designs, ("accuracy", "macro_f1"))
+    d = scores.paired_per_split(p, items, "ref", designs, ("accuracy", "macro_f1"))
     assert set(d.system) == {"sys"} and set(d.metric) == {"accuracy", "macro_f1"}
     for r in d.itertuples():
         est = h.set_index(["system", "metric"])["mean"]
@@ -119,14 +118,14 @@ def test_paired_table_against_reference():
 
 
 def test_per_question_table_and_ids():
-    items = evaluation.item_scores(_preds(), embedding_metrics=False)
-    pq = evaluation.per_question_table(items, ("accuracy",), n_resamples=100)
+    items = scores.item_scores(_preds(), embedding_metrics=False)
+    pq = scores.per_question_table(items, ("accuracy",), n_resamples=100)
     assert set(pq.question_id) == {"q01", "q02"} and (pq.n_items == 3).all()
     assert (pq.estimand == "new answers to this question").all()
-    assert evaluation.question_ids(["b", "a", "b"]) == {"a": "q01", "b": "q02"}
+    assert scores.question_ids(["b", "a", "b"]) == {"a": "q01", "b": "q02"}
     # ids of all splits: a question keeps its id when the table holds a subset
     ids = {q: f"x{i}" for i, q in enumerate(sorted(set(items.question)))}
-    sub = evaluation.per_question_table(items, ("accuracy",), n_resamples=100, ids=ids)
+    sub = scores.per_question_table(items, ("accuracy",), n_resamples=100, ids=ids)
     assert set(sub.question_id) == set(ids.values())
 
 
@@ -141,8 +140,8 @@ def test_moverscore_by_split_matches_per_table_calls(monkeypatch):
     monkeypatch.setattr(E, "load_encoder", lambda model, device="cpu": FAKE_ENCODER)
     monkeypatch.setattr(E, "moverscore", fake)
     p = _two_systems()
-    hyps, refs = evaluation._texts(p.reset_index(drop=True))
-    got = evaluation._moverscore_by_split(p.reset_index(drop=True), refs, hyps, "m")
+    hyps, refs = scores._texts(p.reset_index(drop=True))
+    got = scores._moverscore_by_split(p.reset_index(drop=True), refs, hyps, "m")
     for _, g in p.reset_index(drop=True).groupby("system"):
         want = E.moverscore_items([refs[i] for i in g.index], [hyps[i] for i in g.index], "m")
         assert np.allclose(got[g.index].to_numpy(), want)

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from saf_frames import DE, EN, toy_frame
 
-from saf_utils import artifacts as AR
+from saf_utils.data import artifacts as AR
 from saf_utils.saf import formats as S
 
 # --------------------------------------------------------------------------- formats

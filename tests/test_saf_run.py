@@ -12,16 +12,16 @@ import pytest
 from fakes import bow_encoder
 
 from notebook_reports.records import Recorder
-from saf_utils import artifacts as AR
-from saf_utils import jobs as J
-from saf_utils.saf import comparisons as CMP
-from saf_utils.saf import evaluate as EV
+from saf_utils.data import artifacts as AR
+from saf_utils.saf import evaluation as CMP
+from saf_utils.saf import experiments as R
 from saf_utils.saf import formats as S
 from saf_utils.saf import record as RC
-from saf_utils.saf import run as R
+from saf_utils.saf import scores as EV
 from saf_utils.saf import seq2seq_jobs as SJ
 from saf_utils.saf import systems as SY
 from saf_utils.saf.context import EncoderChoice, load_data
+from saf_utils.training import jobs as J
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SOURCES = [str(FIXTURES / "saf_legal_jsonl"), str(FIXTURES / "saf_csv")]
@@ -246,22 +246,22 @@ def test_run_seq2seq_trains_in_process(tmp_path):
 
 
 def test_each_system_gets_its_own_peak_memory_and_time() -> None:
-    """usage.measure resets the peak around a step: a later, smaller step does not inherit
+    """peak_memory.measure resets the peak around a step: a later, smaller step does not inherit
     an earlier step's peak (Linux), and the cost table shows both figures."""
     import numpy as np
 
-    from saf_utils import usage
     from saf_utils.saf import browse
     from saf_utils.saf.context import RunState
+    from saf_utils.training import peak_memory
 
     state = RunState(seconds={"big": 1.0, "small": 0.5})
-    with usage.measure(state.peak_mb, "big"):
+    with peak_memory.measure(state.peak_mb, "big"):
         block = np.ones(60 * 2**20 // 8)  # 60 MiB, touched
         block[::512] += 1
     del block
-    with usage.measure(state.peak_mb, "small"):
+    with peak_memory.measure(state.peak_mb, "small"):
         pass
-    if usage.reset_peak():
+    if peak_memory.reset_peak():
         assert state.peak_mb["big"] - state.peak_mb["small"] > 40
     table = browse.cost_table(state)
     assert list(table.columns) == ["system", "seconds", "peak memory (MiB)"]

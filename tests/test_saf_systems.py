@@ -14,8 +14,8 @@ from saf_frames import toy_frame
 from threadpoolctl import threadpool_limits
 
 from saf_utils.saf import baselines, features, reference
+from saf_utils.saf import experiments as R
 from saf_utils.saf import formats as S
-from saf_utils.saf import run as R
 from saf_utils.saf import systems as SY
 from saf_utils.saf.context import SAFData
 
@@ -169,8 +169,8 @@ def test_with_generic_refits_only_the_unseen_question_model():
 
 
 def test_choose_encoders_by_language():
-    from saf_utils.encoders import DEFAULT_ENCODER
-    from saf_utils.multilingual import E5_NAME, USE_NAME
+    from saf_utils.encoders.multilingual import E5_NAME, USE_NAME
+    from saf_utils.encoders.sentence import DEFAULT_ENCODER
 
     de = R.choose_encoders("de")
     assert (de.sentence, de.cross_encoder) == (E5_NAME, E5_NAME)

@@ -11,14 +11,14 @@ import pytest
 from fakes import bow_encoder
 from saf_frames import toy_frame
 
-from saf_utils import choices
 from saf_utils.saf import baselines as B
+from saf_utils.saf import experiments as R
 from saf_utils.saf import feedback_choice as FCH
 from saf_utils.saf import grounded as G
 from saf_utils.saf import reference as RF
-from saf_utils.saf import run as R
 from saf_utils.saf import systems as SY
 from saf_utils.saf.context import EncoderChoice, RunContext, SAFData
+from saf_utils.statistics import validation_choice as VC
 
 REF = ("Es muss ein Foto der Sanitäranlagen von außen (0.5 P) angefertigt werden. "
        "Der Zustand muss in der Frage nach Begehbarkeit beantwortet (0.5 P) werden.")
@@ -126,7 +126,7 @@ def _folds() -> pd.DataFrame:
 
 
 def test_fold_summary_mean_se_and_order():
-    t = choices.fold_summary(_folds(), ["bad", "simple", "complex"])
+    t = VC.fold_summary(_folds(), ["bad", "simple", "complex"])
     assert t.system.tolist() == ["bad", "simple", "complex"]
     assert t.value.round(3).tolist() == [0.2, 0.6, 0.62] and (t.n_folds == 3).all()
     assert t.se.iloc[1] == pytest.approx(0.1 / np.sqrt(3))
@@ -134,25 +134,25 @@ def test_fold_summary_mean_se_and_order():
 
 def test_one_se_rule_prefers_the_simpler_system_within_the_noise():
     roles = {"simple": "baseline", "complex": "system", "bad": "system"}
-    c = choices.choose_within_se(_folds(), "accuracy", roles)
+    c = VC.choose_within_se(_folds(), "accuracy", roles)
     assert c.per_fold == {None: "simple"} and c.split == "train"
     assert c.table.chosen.tolist() == [True, False, False]
-    assert choices.choose_within_se(_folds(), "accuracy", roles, n_se=0).per_fold[None] == "complex"
+    assert VC.choose_within_se(_folds(), "accuracy", roles, n_se=0).per_fold[None] == "complex"
     # far better than its SE: the complex one
     far = _folds().assign(value=lambda d: np.where(d.system == "complex", d.value + 0.3,
                                                    d.value))
-    assert choices.choose_within_se(far, "accuracy", roles).per_fold[None] == "complex"
+    assert VC.choose_within_se(far, "accuracy", roles).per_fold[None] == "complex"
     # lower is better: the same rule mirrored
     low = _folds().assign(value=lambda d: -d.value)
-    assert choices.choose_within_se(low, "mse", roles, lower_is_better=True).per_fold[None] \
+    assert VC.choose_within_se(low, "mse", roles, lower_is_better=True).per_fold[None] \
         == "simple"
     with pytest.raises(ValueError, match="no train"):
-        choices.choose_within_se(_folds(), "accuracy", {"x": "oracle"})
+        VC.choose_within_se(_folds(), "accuracy", {"x": "oracle"})
 
 
 def test_rule_regret_is_nested_over_folds():
     roles = {"simple": "baseline", "complex": "system", "bad": "system"}
-    reg = choices.rule_regret(_folds(), lambda rows: choices.choose_within_se(
+    reg = VC.rule_regret(_folds(), lambda rows: VC.choose_within_se(
         rows, "accuracy", roles, n_se=0).per_fold[None])
     assert reg.fold.tolist() == ["q0", "q1", "q2"]
     assert (reg.regret >= 0).all()
@@ -206,9 +206,9 @@ def test_unseen_feedback_is_chosen_once_per_run_where_questions_are_unseen():
 
 def test_feedback_contrast_same_labels_old_feedback_and_the_majority(tmp_path):
     from notebook_reports.records import Recorder
-    from saf_utils.saf import comparisons as CMP
-    from saf_utils.saf import evaluate as EV
+    from saf_utils.saf import evaluation as CMP
     from saf_utils.saf import record as RC
+    from saf_utils.saf import scores as EV
 
     train = toy_frame("train", ("Q1", "Q2", "Q3"))
     new = toy_frame("test_unseen_questions", ("Q1",), seed=3).assign(question="Q9")

@@ -11,10 +11,9 @@ import pytest
 from fakes import fake_embed
 from threadpoolctl import threadpool_limits
 
-from saf_utils import protocol as P
 from saf_utils.argscichat import dialogue as A
+from saf_utils.argscichat import experiments as R
 from saf_utils.argscichat import fact_selection as FS
-from saf_utils.argscichat import run as R
 from saf_utils.argscichat import selection_evaluation as EV
 from saf_utils.argscichat import selectors as X
 from saf_utils.argscichat.data import load_argscichat
@@ -24,6 +23,7 @@ from saf_utils.argscichat.selection_fit import (
     select_split,
 )
 from saf_utils.registry import NoParams
+from saf_utils.statistics import protocol as P
 
 FIX = Path(__file__).parent / "fixtures" / "argscichat"
 #: small candidate sets, so that the fixture runs in seconds

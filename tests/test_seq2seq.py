@@ -6,7 +6,12 @@ import os
 
 import pytest
 
-from saf_utils.seq2seq import Seq2SeqSettings, generate, train_scratch_tokenizer, train_seq2seq
+from saf_utils.training.seq2seq import (
+    Seq2SeqSettings,
+    generate,
+    train_scratch_tokenizer,
+    train_seq2seq,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -71,7 +76,7 @@ def test_bad_input_is_reported():
 
 
 def test_shards_cover_every_input_once_in_order():
-    from saf_utils.seq2seq import shard_range
+    from saf_utils.training.seq2seq import shard_range
 
     for n in range(8):
         for world in (1, 2, 3):
@@ -90,7 +95,7 @@ def test_canonical_vocab_ignores_the_order_of_appended_characters():
     fold's tokenizers differed from run to run)."""
     import itertools
 
-    from saf_utils.seq2seq import canonical_unigram_vocab
+    from saf_utils.training.seq2seq import canonical_unigram_vocab
 
     specials = ["<pad>", "</s>", "<unk>"]
     pieces = [("<unk>", 0.0), ("▁the", -2.5), ("e", -3.1), ("▁Gi", -11.7658), ("ho", -11.8902),

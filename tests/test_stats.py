@@ -1,4 +1,5 @@
-"""Known-answer tests for saf_utils.stats (the shared bootstrap / aggregation layer)."""
+"""Known-answer tests for saf_utils.statistics.uncertainty (the shared bootstrap / aggregation
+layer)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from saf_utils import stats as S
+from saf_utils.statistics import uncertainty as S
 
 
 def _width(res: S.BootstrapResult) -> float:
@@ -103,7 +104,7 @@ def test_p_at_its_floor_draws_more_assignments_so_holm_can_reach_alpha():
 
 def test_design_refines_p_at_its_floor():
     """protocol.compare passes the design's ``max_resamples`` on."""
-    from saf_utils import protocol as P
+    from saf_utils.statistics import protocol as P
 
     rng = np.random.default_rng(1)
     v = rng.random(200)

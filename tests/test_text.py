@@ -9,7 +9,7 @@ import unicodedata
 import numpy as np
 import pytest
 
-from saf_utils import loading
+from saf_utils.data import reading
 from saf_utils.text import _INVISIBLE, identity_key, is_blank, squash
 
 NFC = unicodedata.normalize("NFC", "Prüfung-1")
@@ -73,20 +73,20 @@ def test_invisible_characters_are_every_format_and_non_space_control_character()
     (5, "5"),
 ])
 def test_show_gives_a_prefix_and_the_size(value, expected):
-    assert loading.shorten(value) == expected
+    assert reading.shorten(value) == expected
 
 
 def test_show_survives_integers_too_long_for_repr():
-    assert loading.shorten(10**5000).endswith("(an integer of about 5001 digits)")
+    assert reading.shorten(10**5000).endswith("(an integer of about 5001 digits)")
 
 
 def test_id_clashes_tell_exact_duplicates_from_normalised_ones():
     ids = ["a", NFC, "b", NFD, "a", "X ", "X", 7, 7]
-    assert loading.id_clashes(ids) == [(3, 1, False), (4, 0, True), (6, 5, False), (8, 7, True)]
+    assert reading.id_clashes(ids) == [(3, 1, False), (4, 0, True), (6, 5, False), (8, 7, True)]
 
 
 def test_shared_loader_base_json_headers_and_anomaly_reports(tmp_path) -> None:
-    """What both loaders read through saf_utils.loading: a JSON file (BOM, duplicate keys
+    """What both loaders read through saf_utils.data.reading: a JSON file (BOM, duplicate keys
     with their lines), a JSONL record, a header's duplicate names, an anomaly report."""
     class Bad(Exception):
         pass
@@ -94,25 +94,25 @@ def test_shared_loader_base_json_headers_and_anomaly_reports(tmp_path) -> None:
     path = tmp_path / "x.json"
     path.write_bytes('\ufeff{"a": 1,\n "b": {"k": 1,\n "k": 2}}'.encode())
     with pytest.raises(Bad, match=r"duplicate key 'k' in one JSON object \(lines 2, 3\)"):
-        loading.load_json_file(path, Bad)
+        reading.load_json_file(path, Bad)
     path.write_bytes('\ufeff{"a": [1, 2]}'.encode())
-    assert loading.load_json_file(path, Bad) == {"a": [1, 2]}
+    assert reading.load_json_file(path, Bad) == {"a": [1, 2]}
     path.write_text("{", encoding="utf-8")
     with pytest.raises(Bad, match="not valid JSON"):
-        loading.load_json_file(path, Bad)
-    assert loading.load_json_record('{"id": 1}', 3) == {"id": 1}
+        reading.load_json_file(path, Bad)
+    assert reading.load_json_record('{"id": 1}', 3) == {"id": 1}
     for line, what in (('{"a": 1, "a": 2}', r"line 7: duplicate key\(s\) \['a'\]"),
                        ("[1]", "line 7: a JSON list, not an object"),
                        ("{x", "line 7: not valid JSON")):
         with pytest.raises(ValueError, match=what):
-            loading.load_json_record(line, 7)
-    assert loading.duplicate_names(["b", "a", "b", "c", "a"]) == ["a", "b"]
+            reading.load_json_record(line, 7)
+    assert reading.duplicate_names(["b", "a", "b", "c", "a"]) == ["a", "b"]
     found = [{"kind": "k1", "id": "x", "row": 2, "file": "/d/train.csv"},
              {"kind": "k1", "id": "y", "row": 5, "file": "/d/train.csv"}]
-    report = loading.anomaly_report({"train": found, "test": []}, ("k1", "k2"),
+    report = reading.anomaly_report({"train": found, "test": []}, ("k1", "k2"),
                                     ("fold", "split", "kind", "count", "ids", "files"), fold=3)
     assert report["count"].tolist() == [2, 0, 0, 0]
     assert report.iloc[0].to_dict() == {"fold": 3, "split": "train", "kind": "k1", "count": 2,
                                         "ids": ["x", "y"], "files": ["train.csv"]}
-    assert "2 content anomaly(ies) (strict=True)" in loading.strict_message(
+    assert "2 content anomaly(ies) (strict=True)" in reading.strict_message(
         [{"message": "m1"}, {"message": "m2"}])

@@ -1,5 +1,5 @@
-"""The training entry point ``python -m saf_utils.train``: in-process identity, torchrun with
-2 CPU processes, a failing rank.
+"""The training entry point ``python -m saf_utils.training.process_entry``: in-process identity,
+torchrun with 2 CPU processes, a failing rank.
 
 The torchrun tests start real launchers (gloo backend, no GPU) on the fixtures with a tiny
 scratch T5; each takes about 15 s on 2 shared cores. The jobs layer's other parts:
@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from saf_utils import artifacts as AR
-from saf_utils import jobs as T
-from saf_utils import train as TR
-from saf_utils.seq2seq import Seq2SeqSettings, generate, train_seq2seq
+from saf_utils.data import artifacts as AR
+from saf_utils.training import jobs as T
+from saf_utils.training import launchers
+from saf_utils.training import process_entry as TR
+from saf_utils.training.seq2seq import Seq2SeqSettings, generate, train_seq2seq
 
 FIXTURES = Path(__file__).parent / "fixtures"
 # 40 steps at a high rate: enough for non-empty outputs on the 5 training rows.
@@ -67,7 +68,7 @@ def test_ranks_build_identical_scratch_tokenizers():
     the ranks (and rank 0's saved tokenizer) segment unseen text differently."""
     from saf_utils.saf import formats as S
     from saf_utils.saf.data import load_saf
-    from saf_utils.seq2seq import train_scratch_tokenizer
+    from saf_utils.training.seq2seq import train_scratch_tokenizer
 
     saf = load_saf(FIXTURES / "saf_csv")
     texts = sum(S.format_examples(S.saf_frame(saf["train"], "train")), [])
@@ -79,7 +80,8 @@ def test_ranks_build_identical_scratch_tokenizers():
 
 @pytest.mark.slow
 def test_main_in_process_equals_direct_calls(tmp_path):
-    """``python -m saf_utils.train`` in one process = the notebook's direct calls, bit for bit."""
+    """``python -m saf_utils.training.process_entry`` in one process = the notebook's direct calls,
+    bit for bit."""
     from saf_utils.saf import formats as S
     from saf_utils.saf.data import load_saf
 
@@ -118,7 +120,7 @@ def test_torchrun_two_processes_match_one(tmp_path):
     lines: list[str] = []
     two = T.run_job(saf_job(tmp_path / "two"), launcher="torchrun:2", log=lines.append)
     assert any("2 process(es)" in line for line in lines)
-    assert (tmp_path / "two" / T.LAUNCHER_LOG).read_text().count("[train]") == 2
+    assert (tmp_path / "two" / launchers.LAUNCHER_LOG).read_text().count("[train]") == 2
     one = T.run_job(saf_job(tmp_path / "one", save_model=False))
     assert two.log["summary"]["world_size"] == 2
     p1, p2 = one.predictions, two.predictions

@@ -1,18 +1,7 @@
-"""ArgSciChat loader: the five official folds, from a local copy or a pinned GitHub download.
-
-:func:`load_argscichat` returns one fold as :class:`ArgSciChatFold` of :class:`MessagePair`
-records; gold fact strings are mapped to content-sentence indexes as the official baseline
-script does (:func:`map_facts`), and what cannot be mapped is counted, not asserted.
-Malformed input is an :class:`ArgSciChatDataError` naming file, paper and pair; content
-anomalies (:data:`ARGSCICHAT_ANOMALY_KINDS`, e.g. leakage of paper content across splits)
-are loaded, listed in ``ArgSciChatFold.anomalies``, written to the manifest and announced
-with an :class:`ArgSciChatDataWarning` (errors with ``strict=True``). docs/data.md lists
-every check.
-
-The names are in :mod:`saf_utils.argscichat.data_schema`, the fact mapping in
-:mod:`saf_utils.argscichat.data_facts`, the checks in
-:mod:`saf_utils.argscichat.data_checks`; every public name is importable from here.
-"""
+"""ArgSciChat loader: the five official folds, from a local copy or a pinned GitHub download;
+malformed input is an :class:`ArgSciChatDataError` naming file, paper and pair, anomalies are
+counted and warned about (docs/data.md lists every check). Every public name of
+``data_schema``, ``data_facts`` and ``data_checks`` is importable from here."""
 
 from __future__ import annotations
 
@@ -48,14 +37,14 @@ from saf_utils.argscichat.data_schema import (
     DroppedFact,
     MessagePair,
 )
-from saf_utils.loading import (
+from saf_utils.data.provenance import annotate, register, sha256_file
+from saf_utils.data.reading import (
     annotate_anomalies,
     duplicate_names,
     folder_problem,
     read_utf8,
     strict_message,
 )
-from saf_utils.provenance import annotate, register, sha256_file
 
 #: The public names (the loader's, and those of the modules it is split into).
 __all__ = ["ARGSCICHAT_ANOMALY_KINDS", "ARGSCICHAT_COMMIT", "ARGSCICHAT_FOLDER",

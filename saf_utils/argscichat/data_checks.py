@@ -19,7 +19,7 @@ from saf_utils.argscichat.data_schema import (
     DroppedFact,
     MessagePair,
 )
-from saf_utils.loading import clash_message, describe, load_json_file, shorten, show_id
+from saf_utils.data.reading import clash_message, describe, load_json_file, shorten, show_id
 from saf_utils.text import identity_key, squash
 
 

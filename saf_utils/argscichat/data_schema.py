@@ -9,8 +9,8 @@ from typing import Any
 
 import pandas as pd
 
-from saf_utils.loading import anomaly_report
-from saf_utils.provenance import DataError
+from saf_utils.data.provenance import DataError
+from saf_utils.data.reading import anomaly_report
 
 
 class ArgSciChatDataError(DataError):

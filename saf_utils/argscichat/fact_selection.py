@@ -19,8 +19,8 @@ import pandas as pd
 
 from saf_utils.argscichat.data import MessagePair
 from saf_utils.argscichat.dialogue import dialogue_context, previous_reply
-from saf_utils.models import make_classifier
 from saf_utils.text import word_tokens
+from saf_utils.training.classifiers import make_classifier
 
 # --------------------------------------------------------------------------- tokens & scores
 

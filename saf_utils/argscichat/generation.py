@@ -12,8 +12,8 @@ import numpy as np
 
 from saf_utils.argscichat.data import MessagePair
 from saf_utils.argscichat.dialogue import previous_exchanges
-from saf_utils.encoders import l2_normalize
-from saf_utils.models import make_classifier
+from saf_utils.encoders.sentence import l2_normalize
+from saf_utils.training.classifiers import make_classifier
 
 GENERATION_INPUTS = ("query", "history", "article", "gold_facts", "selected_facts")
 
@@ -62,10 +62,10 @@ def trim_words(text: str, n_words: int | None) -> str:
 def tune_length(texts: Sequence[str], refs: Sequence[str], candidates: Sequence[int | None],
                 metric: Callable[[str, str], float]) -> tuple[int | None, dict[Any, float]]:
     """The word budget that maximises mean ``metric`` on (val) texts
-    (:func:`saf_utils.choices.choose_value`: ties to the first candidate)."""
+    (:func:`saf_utils.statistics.validation_choice.choose_value`: ties to the first candidate)."""
     if len(texts) != len(refs) or not texts:
         raise ValueError(f"tune_length: {len(texts)} texts and {len(refs)} references")
-    from saf_utils.choices import choose_value
+    from saf_utils.statistics.validation_choice import choose_value
 
     scores = {c: float(np.mean([metric(trim_words(t, c), r) for t, r in zip(texts, refs,
                                                                           strict=True)]))

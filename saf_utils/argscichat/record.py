@@ -10,13 +10,13 @@ from typing import Any
 
 import pandas as pd
 
-from saf_utils import protocol as P
 from saf_utils.argscichat import reply_evaluation as REV
 from saf_utils.argscichat import selection_evaluation as EV
+from saf_utils.argscichat.experiments import ReplyRun
 from saf_utils.argscichat.replies import DATASET as GEN_DATASET
 from saf_utils.argscichat.replies import FLOOR
 from saf_utils.argscichat.replies import TASK as GEN_TASK
-from saf_utils.argscichat.run import ReplyRun
+from saf_utils.statistics import protocol as P
 from saf_utils.text import listing
 
 Markdown = Callable[..., str]
@@ -27,7 +27,8 @@ Markdown = Callable[..., str]
 def record_selection(rec: Any, overview: pd.DataFrame, an: EV.Analysis,
                      tuning: pd.DataFrame | None = None) -> None:
     """Everything 03 records: per fold and split the scored and skipped queries
-    (:func:`saf_utils.argscichat.run.data_overview`), then :func:`EV.record_selection_results`."""
+    (:func:`saf_utils.argscichat.experiments.data_overview`), then
+    :func:`EV.record_selection_results`."""
     for r in overview.itertuples():
         for metric, value in (("n_scored_queries", r.scored),
                               ("n_skipped_queries", r.skipped_no_gold)):

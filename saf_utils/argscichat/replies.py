@@ -1,18 +1,8 @@
 """ArgSciChat reply systems: the registry :data:`REPLY_SYSTEMS`, each system's parameters
-dataclass, what they all read (:class:`ReplyData`) and the systems (run by
-:func:`saf_utils.argscichat.run.run_reply_systems`; scored in
-:mod:`saf_utils.argscichat.reply_evaluation`). A system is ``fn(data: ReplyData, params,
-**context) -> predictions frame`` (:func:`each_fold` builds it from a per-fold function)::
-
-    @REPLY_SYSTEMS.register("echo", "baseline")
-    def echo(data, params: NoParams, **context):
-        \"\"\"The query itself.\"\"\"
-        return each_fold(data, lambda fold: [SystemOutput(
-            {s: [p.query for p in fold[s]] for s in EVAL_SPLITS})])
-
-Every choice a system makes (a word budget, a threshold) uses *that* fold's val pairs only
-(:func:`saf_utils.choices.choose_value`), never another fold's and never test.
-"""
+dataclass, what they all read (:class:`ReplyData`) and the systems; a system is
+``fn(data: ReplyData, params, **context) -> predictions frame`` (adding one:
+docs/recipes.md). Every choice a system makes (a word budget, a threshold) uses *that*
+fold's val pairs only (:func:`saf_utils.statistics.validation_choice.choose_value`)."""
 
 from __future__ import annotations
 
@@ -24,11 +14,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from saf_utils import choices
-from saf_utils import jobs as J
 from saf_utils.argscichat import generation as RG
 from saf_utils.argscichat.data import MessagePair
 from saf_utils.registry import NoParams, Registry
+from saf_utils.statistics import validation_choice
+from saf_utils.training import jobs as J
 
 TASK, DATASET = "argscichat_generation", "argscichat"
 EVAL_SPLITS = ("val", "test")
@@ -92,7 +82,7 @@ class ReplyConfig:
             return self.embed
         from functools import partial
 
-        from saf_utils.encoders import encode
+        from saf_utils.encoders.sentence import encode
 
         return partial(encode, model=self.encoder)
 
@@ -177,7 +167,7 @@ def _constant_frequent(fold: ReplyFold, params: FrequentParams, config: ReplyCon
     replies = [p.reply for p in fold.train]
     scores = {n: _mean_metric(config, [frequent_words(replies, n)] * len(fold.val), fold.val)
               for n in params.n_words}
-    n = choices.choose_value(scores, config.tune_metric)
+    n = validation_choice.choose_value(scores, config.tune_metric)
     text = frequent_words(replies, n)
     return [SystemOutput({s: [text] * len(fold[s]) for s in EVAL_SPLITS},
                          tuning=_grid(scores, n, "n"), log={"n": n})]
@@ -235,7 +225,7 @@ def trimmed_selected(data: ReplyData, params: TrimParams, **context: Any) -> pd.
 
 # --------------------------------------------------------------------------- systems
 
-#: 04's seq2seq settings (:class:`saf_utils.seq2seq.Seq2SeqSettings` fields): a scratch
+#: 04's seq2seq settings (:class:`saf_utils.training.seq2seq.Seq2SeqSettings` fields): a scratch
 #: transformer that trains on 2 CPU cores.
 SCRATCH_SEQ2SEQ = {"model": "scratch", "epochs": 8.0, "learning_rate": 0.003, "batch_size": 16,
                    "max_source_length": 128, "max_target_length": 48, "num_beams": 1,
@@ -294,9 +284,9 @@ def _seq2seq(fold: ReplyFold, params: ReplySeq2SeqParams, config: ReplyConfig
 @REPLY_SYSTEMS.register("seq2seq", "system", params=ReplySeq2SeqParams)
 def seq2seq(data: ReplyData, params: ReplySeq2SeqParams, **context: Any) -> pd.DataFrame:
     """A seq2seq model per seed, trained on the fold's train pairs (gold facts unless
-    ``train_with_gold_facts`` is False) through :func:`saf_utils.jobs.run_jobs`, generating
+    ``train_with_gold_facts`` is False) through :func:`saf_utils.training.jobs.run_jobs`, generating
     val/test replies from the selected facts."""
-    from saf_utils.seq2seq import Seq2SeqSettings
+    from saf_utils.training.seq2seq import Seq2SeqSettings
 
     Seq2SeqSettings(**params.settings)  # a typo fails here, before any training
     return each_fold(data, lambda fold: _seq2seq(fold, params, data.config))
@@ -334,7 +324,7 @@ def _compressed_selected(fold: ReplyFold, params: CompressParams, config: ReplyC
                                    [p.reply for p in val], list(params.thresholds),
                                    config.metric())
         scores.update({(n_prior, t): v for t, v in grid.items()})
-    n_prior, th = choices.choose_value(scores, config.tune_metric)
+    n_prior, th = validation_choice.choose_value(scores, config.tune_metric)
     tuning = [{"subset": f"prior_words={n},threshold={t}", "value": v,
                "chosen": (n, t) == (n_prior, th)} for (n, t), v in scores.items()]
     comp = comps[n_prior]

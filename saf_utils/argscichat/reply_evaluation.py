@@ -11,9 +11,6 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from saf_utils import choices
-from saf_utils import protocol as P
-from saf_utils import verdicts as V
 from saf_utils.argscichat import generation as RG
 from saf_utils.argscichat.replies import (
     DATASET,
@@ -24,6 +21,9 @@ from saf_utils.argscichat.replies import (
 )
 from saf_utils.argscichat.selection_evaluation import DESIGN
 from saf_utils.registry import ELIGIBLE
+from saf_utils.statistics import conclusions as V
+from saf_utils.statistics import protocol as P
+from saf_utils.statistics import validation_choice
 
 # --------------------------------------------------------------------------- scoring
 
@@ -91,7 +91,7 @@ class ReplyAnalysis:
     """04's conclusions: the per-fold choice, test items with the composite, the headline
     under the ArgSciChat design and the adjusted comparisons to the floor."""
 
-    choice: choices.Choice
+    choice: validation_choice.Choice
     test_items: pd.DataFrame
     headline: pd.DataFrame
     comparisons: pd.DataFrame
@@ -106,9 +106,10 @@ def analyse_replies(items: pd.DataFrame, best_metric: str = PRIMARY_METRIC,
     roles_ = items.drop_duplicates("system").set_index("system").role.to_dict()
     order = {n: roles_[n] for n in REPLY_SYSTEMS if n in roles_}
     order.update({n: r for n, r in roles_.items() if n not in order})
-    choice = choices.choose(items, best_metric, order, allowed=eligible)
+    choice = validation_choice.choose(items, best_metric, order, allowed=eligible)
     test = items[items.split == "test"]
-    test_items = pd.concat([test, choices.composite(test, choice, CHOSEN)], ignore_index=True)
+    test_items = pd.concat([test, validation_choice.composite(test, choice, CHOSEN)],
+                           ignore_index=True)
     headline = P.headline_table(test_items, design)
     roles_all = {**order, CHOSEN: test_items[test_items.system == CHOSEN].role.iloc[0]}
     frames = [P.paired_table(test_items, FLOOR, design)] if FLOOR in set(test.system) else []
@@ -156,7 +157,7 @@ def comparison_tables(an: ReplyAnalysis, metrics: Sequence[str]
 
 def reply_sentences(an: ReplyAnalysis, metrics: Sequence[str] = (PRIMARY_METRIC, "bertscore_f1")
                 ) -> list[str]:
-    """Sentences from the tests (:func:`saf_utils.verdicts.conclusions`): the primary
+    """Sentences from the tests (:func:`saf_utils.statistics.conclusions.conclusions`): the primary
     comparison, then each readable system (baselines and systems) against the floor on
     ``metrics`` (Holm-adjusted) and the leaders, one verdict per comparison."""
     c = an.comparisons

@@ -1,13 +1,7 @@
-"""Evaluation of ArgSciChat fact selections on top of :mod:`saf_utils.protocol`.
-
-Official aggregation: Fact-F1 per query (queries without gold fact sentences skipped), mean
-per fold, mean over folds; seeds averaged per (query, fold) first. Papers are the sampled
-unit (:data:`DESIGN`: 2 test papers in each of 5 folds): stratified cluster t-intervals and
-exact sign-flip tests over the 10 test papers. Choices are per fold, on that fold's val
-only; the fold-wise picks form the composites ``val_chosen`` and ``val_best_baseline``, and
-their difference on test Fact-F1 is the one primary comparison (every other p is
-Holm-adjusted).
-"""
+"""Evaluation of ArgSciChat fact selections on top of :mod:`saf_utils.statistics.protocol`:
+the official aggregation (Fact-F1 per query, mean per fold, mean over folds), papers as the
+sampled unit (:data:`DESIGN`), choices per fold on that fold's val only, and
+``val_chosen`` minus ``val_best_baseline`` as the one primary comparison."""
 
 from __future__ import annotations
 
@@ -18,9 +12,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from saf_utils import choices
-from saf_utils import protocol as P
-from saf_utils import verdicts as V
+from saf_utils.statistics import conclusions as V
+from saf_utils.statistics import protocol as P
+from saf_utils.statistics import validation_choice
 
 TASK, DATASET, METRIC = "argscichat_fact_selection", "argscichat", "fact_f1"
 ITEM_COLUMNS = ("task", "dataset", "split", "system", "metric", "item", "cluster", "value",
@@ -57,8 +51,8 @@ class Analysis:
 
     items: pd.DataFrame  # with the composites
     roles: dict[str, str]
-    chosen: choices.Choice
-    baseline: choices.Choice
+    chosen: validation_choice.Choice
+    baseline: validation_choice.Choice
     headline: pd.DataFrame  # val and test, per system
     comparisons: pd.DataFrame  # adjusted; the primary marked
     leads: dict
@@ -73,10 +67,11 @@ def analyse_selection(items: pd.DataFrame, roles: Mapping[str, str],
     system minus ``val_best_baseline``, each ablation minus its full system (``ablations``)
     and the test leader minus the runner-up."""
     roles = dict(roles)
-    chosen = choices.choose(items, METRIC, roles)
-    baseline = choices.choose(items, METRIC, roles, allowed=("baseline",))
-    all_items = pd.concat([items, choices.composite(items, chosen, CHOSEN),
-                           choices.composite(items, baseline, BASELINE).assign(role="baseline")],
+    chosen = validation_choice.choose(items, METRIC, roles)
+    baseline = validation_choice.choose(items, METRIC, roles, allowed=("baseline",))
+    all_items = pd.concat([items, validation_choice.composite(items, chosen, CHOSEN),
+                           validation_choice.composite(items, baseline, BASELINE)
+                           .assign(role="baseline")],
                           ignore_index=True)
     roles.update({CHOSEN: "system", BASELINE: "baseline"})
     headline = P.headline_table(all_items, design)
@@ -127,8 +122,9 @@ def summary_table(an: Analysis) -> pd.DataFrame:
 
 
 def selection_sentences(an: Analysis) -> list[str]:
-    """The notebook's conclusions from the tests (:func:`saf_utils.verdicts.conclusions`:
-    one verdict per comparison, primary first, grouped by estimand)."""
+    """The notebook's conclusions from the tests
+    (:func:`saf_utils.statistics.conclusions.conclusions`: one verdict per comparison, primary
+    first, grouped by estimand)."""
     return V.conclusions(an.comparisons, an.comparisons, an.leads)
 
 

@@ -1,17 +1,8 @@
 """ArgSciChat fact selectors: the registry :data:`SELECTORS`, each selector's parameters
-dataclass (its defaults live only there; 03's ``system_params`` changes them by name), and
-the selectors (run by :func:`saf_utils.argscichat.run.run_selectors`). A selector is
-``fn(ctx: SelectionContext, params, **context) -> predictions frame``::
-
-    @SELECTORS.register("last_k", "baseline")
-    def select_last_k(ctx, params: NoParams, **context):
-        \"\"\"The paper's last k sentences.\"\"\"
-        return ctx.each_pair(lambda pair, rng: list(range(len(pair.content)))[-ctx.config.k:])
-
-Learned selectors are fit on the fold's train pairs and every hyperparameter is chosen on
-**that fold's val** split with models fit on train only; test selections come from a refit
-on train+val with the chosen values (``SelectionConfig.refit_on_train_val``).
-"""
+dataclass (its defaults live only there) and the selectors; a selector is
+``fn(ctx: SelectionContext, params, **context) -> predictions frame`` (adding one:
+docs/recipes.md). Learned selectors choose every hyperparameter on **that fold's val**
+with models fit on train only; test selections come from a refit on train+val."""
 
 from __future__ import annotations
 
@@ -21,7 +12,6 @@ from typing import Any
 
 import pandas as pd
 
-from saf_utils import choices
 from saf_utils.argscichat import fact_selection as FS
 from saf_utils.argscichat.selection_fit import (
     ScorerSpec,
@@ -30,6 +20,7 @@ from saf_utils.argscichat.selection_fit import (
     select_split,
 )
 from saf_utils.registry import NoParams, Registry
+from saf_utils.statistics import validation_choice
 
 TASK, DATASET, METRIC = "argscichat_fact_selection", "argscichat", "fact_f1"
 
@@ -83,10 +74,10 @@ class MixParams(EnsembleParams):
 def val_choice(ctx: SelectionContext, fold: int, system: str, param: str,
                candidates: dict[str, ScorerSpec]) -> tuple[ScorerSpec, list[dict[str, Any]]]:
     """The candidate with the best val Fact-F1 of this fold (train-only fits;
-    :func:`saf_utils.choices.choose_value`) and the tuning rows."""
+    :func:`saf_utils.statistics.validation_choice.choose_value`) and the tuning rows."""
     scores = {name: ctx.val_f1(fold, dict(enumerate(
         select_split(ctx, fold, "val", spec, on="train")))) for name, spec in candidates.items()}
-    best = choices.choose_value(scores, METRIC)
+    best = validation_choice.choose_value(scores, METRIC)
     rows = [{"fold": fold, "system": system, "param": param, "value": name,
              "val_fact_f1": v, "chosen": name == best} for name, v in scores.items()]
     return candidates[best], rows

@@ -58,5 +58,5 @@ SPECS = (
 
 #: notebook -> "module:function" listing the systems it runs with its parameters, each with
 #: the parameters it runs with (:data:`saf_utils.saf.spec.PLANNED_SYSTEMS`).
-PLANNED_SYSTEMS = {"03_fact_selection": "saf_utils.argscichat.run:planned_selectors",
-                   "04_generation": "saf_utils.argscichat.run:planned_reply_systems"}
+PLANNED_SYSTEMS = {"03_fact_selection": "saf_utils.argscichat.experiments:planned_selectors",
+                   "04_generation": "saf_utils.argscichat.experiments:planned_reply_systems"}

@@ -1,15 +1,7 @@
 """A metric is one object: :class:`Metric` declares its name, direction, scale, level, how it
-resamples, a one-line definition and its reference next to the function that computes it, and
-:func:`register_metric` puts it in :data:`METRICS` once.
-
-Pages, choices, interval clipping, scorers and the metric cards read the objects; a name
-that is not registered is taken as higher-is-better on no fixed range. Levels: ``"item"``
-(the compute function returns per-item values, NaN for unscored items; the metric is their
-mean), ``"corpus"`` (it returns per-item sufficient statistics and the statistic of their
-sums, so resampling is exact), ``"output"`` (a point statistic of a system's outputs) and
-``"summary"`` (recorded by the code that produces it; registered for its direction and card).
-Every compute function takes ``(gold, pred, **options)``, references first.
-"""
+resamples, a definition and its reference; :func:`register_metric` puts it in
+:data:`METRICS` once. Levels and conventions: docs/metrics.md. Every compute function takes
+``(gold, pred, **options)``, references first."""
 
 from __future__ import annotations
 
@@ -19,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from saf_utils.stats import Statistic
+from saf_utils.statistics.uncertainty import Statistic
 
 LEVELS = ("item", "corpus", "output", "summary")
 #: What a metric compares (the inputs a task passes to its scorer).
@@ -136,8 +128,9 @@ class Metric:
 
     def statistics(self, gold: Sequence[Any], pred: Sequence[Any],
                    **options: Any) -> tuple[np.ndarray, Statistic]:
-        """Per-item sufficient statistics and their statistic, for :mod:`saf_utils.stats`;
-        item metrics give ``(0, 0)`` for an unscored item, so rows stay aligned."""
+        """Per-item sufficient statistics and their statistic, for
+        :mod:`saf_utils.statistics.uncertainty`; item metrics give ``(0, 0)`` for an unscored item,
+        so rows stay aligned."""
         if self.level not in ("item", "corpus"):
             raise ValueError(f"metric {self.name!r} is {self.level}-level: not resampled")
         s = self.score(gold, pred, **options)
@@ -223,4 +216,4 @@ add_metric(Metric("train_loss", level="summary", higher_is_better=False, scale="
                   description="training loss at the end",
                   definition="Mean training loss reported by the trainer at the end of "
                   "fine-tuning.", reference="transformers documentation",
-                  library="transformers Trainer", where="saf_utils.seq2seq"))
+                  library="transformers Trainer", where="saf_utils.training.seq2seq"))

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from saf_utils import numerics
-from saf_utils.encoders import minilm_path, resolve_model
+from saf_utils import determinism
+from saf_utils.encoders.sentence import minilm_path, resolve_model
 from saf_utils.metrics.base import register_metric
 from saf_utils.metrics.checks import check_pairs, per_distinct_pair
 
@@ -99,7 +99,7 @@ def get_bertscorer(
     from bert_score import BERTScorer
     from bert_score.utils import model2layers
 
-    numerics.pin()  # fixed kernels and threads before torch's first operation
+    determinism.pin()  # fixed kernels and threads before torch's first operation
     model_type = resolve_model(model_type)
     is_local = os.path.isdir(model_type)
     if num_layers is None:
@@ -195,7 +195,7 @@ def _bertscore_pairs(refs: Sequence[str], hyps: Sequence[str], rescale: bool,
                      model_type: str | None, num_layers: int | None, lang: str | None,
                      device: str | None, batch_size: int) -> list[float]:
     dev = resolve_device(device)
-    with numerics.training_threads():  # the same last bits on any thread count
+    with determinism.training_threads():  # the same last bits on any thread count
         values = per_distinct_pair(
             lambda h, r: bertscore(h, r, model_type=model_type, num_layers=num_layers,
                                    lang=lang, rescale=rescale, device=dev,

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from saf_utils import numerics
-from saf_utils.encoders import minilm_path, resolve_model
+from saf_utils import determinism
+from saf_utils.encoders.sentence import minilm_path, resolve_model
 from saf_utils.metrics.base import register_metric
 from saf_utils.metrics.checks import check_pairs, check_texts, per_distinct_pair
 from saf_utils.metrics.embedding import resolve_device
@@ -32,7 +32,7 @@ def load_encoder(model: str | os.PathLike[str] | tuple[Any, Any], device: str = 
     if key not in _ENCODERS:
         from transformers import AutoModel, AutoTokenizer
 
-        numerics.pin()
+        determinism.pin()
         tok = AutoTokenizer.from_pretrained(str(model))
         enc = AutoModel.from_pretrained(str(model)).to(device).eval()
         _ENCODERS[key] = (enc, tok)
@@ -224,7 +224,7 @@ def moverscore_items(refs: Sequence[str], hyps: Sequence[str],
     model = model or minilm_path()
     dev = resolve_device(device)
     idf = get_idf_dict(corpus, model, device=dev)
-    with numerics.training_threads():  # the same last bits on any thread count
+    with determinism.training_threads():  # the same last bits on any thread count
         return per_distinct_pair(
             lambda h, r: moverscore(r, h, model=model, device=dev, batch_size=batch_size,
                                     idf_dict_ref=idf, idf_dict_hyp=idf, degenerate_score=0.0),

@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from saf_utils import determinism
 from saf_utils import metrics as M
-from saf_utils import numerics
-from saf_utils.encoders import l2_normalize
+from saf_utils.encoders.sentence import l2_normalize
 from saf_utils.saf.data import SAF_LABELS
 from saf_utils.saf.formats import LABEL_SCORE, prediction_table
 from saf_utils.saf.grounded import GroundedFeedback, GroundedParams
@@ -97,7 +97,7 @@ class ReferenceThresholds:
         y = np.asarray(list(labels))
         grid = np.unique(np.quantile(cos, np.linspace(0.02, 0.98, 49)))
         pairs = [(lo, hi) for i, lo in enumerate(grid) for hi in grid[i:]]
-        f1 = np.round(_macro_f1_of_cuts(cos, y, pairs), numerics.SCORE_DECIMALS)
+        f1 = np.round(_macro_f1_of_cuts(cos, y, pairs), determinism.SCORE_DECIMALS)
         best = int(np.argmax(f1))  # ties: the first (lowest) cut points
         self.lo, self.hi = float(pairs[best][0]), float(pairs[best][1])
         return self
@@ -146,7 +146,7 @@ class FeedbackBank:
         if self._q_emb is None:
             self._q_emb = l2_normalize(self.encoder(self.questions))
         v = l2_normalize(self.encoder([question]))[0]
-        return self.questions[int(np.argmax(numerics.round_features(self._q_emb @ v)))]
+        return self.questions[int(np.argmax(determinism.round_features(self._q_emb @ v)))]
 
     def grounded(self, params: GroundedParams) -> GroundedFeedback:
         """The grounded writer of ``params`` (lead-ins learned once from this bank's train)."""
@@ -188,7 +188,7 @@ def nearest_neighbour_baseline(train: pd.DataFrame, test: pd.DataFrame, encoder:
                                           test.provided_answer, strict=True)):
         cand = idx_by_q.get(q)
         if cand is not None and len(cand):
-            j = cand[int(np.argmax(numerics.round_features(a_tr[cand] @ a_te[i])))]
+            j = cand[int(np.argmax(determinism.round_features(a_tr[cand] @ a_te[i])))]
             labels.append(tr.verification_feedback[j])
             scores.append(float(tr.score[j]))
             fbs.append(tr.answer_feedback[j])
@@ -251,7 +251,7 @@ def retrieved_feedback_table(train: pd.DataFrame, test: pd.DataFrame, labels: Se
 
 def _ref_cos(df: pd.DataFrame, a: np.ndarray, encoder: Encoder) -> np.ndarray:
     r = l2_normalize(encoder([strip_points(t) for t in df.reference_answer]))
-    return numerics.round_features(np.einsum("ij,ij->i", a, r))
+    return determinism.round_features(np.einsum("ij,ij->i", a, r))
 
 
 
@@ -260,7 +260,7 @@ def per_question_accuracy(questions: Sequence[str], gold: Sequence[str],
                           pred: Sequence[str]) -> dict[str, float]:
     """Question -> accuracy of its held-out answers: the folds of an unseen-question CV,
     whose spread over questions is the standard error of a choice
-    (:func:`saf_utils.choices.choose_within_se`)."""
+    (:func:`saf_utils.statistics.validation_choice.choose_within_se`)."""
     hit = pd.Series(np.asarray(list(gold), dtype=object) == np.asarray(list(pred), dtype=object))
     return {str(q): float(v) for q, v in hit.groupby(np.asarray(list(questions)),
                                                       sort=False).mean().items()}

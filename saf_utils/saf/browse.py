@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from saf_utils.registry import system_label
-from saf_utils.saf.evaluate import TABLE_METRICS
+from saf_utils.saf.scores import TABLE_METRICS
 
 #: Long-text columns: shown whole and wrapped by the interactive table.
 WRAP = ("question", "reference_answer", "provided_answer", "feedback", "gold_feedback",

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from saf_utils.jobs import progress
 from saf_utils.saf import formats as S
 from saf_utils.saf.data import load_saf, saf_dataset_name
+from saf_utils.training.jobs import progress
 
 #: Splits the systems are evaluated on (those present in the dataset).
 EVAL_SPLITS = S.EVAL_SPLITS
@@ -62,8 +62,9 @@ def load_data(saf_source: str | None = None, language: str = "de",
 
 
 def make_encoder(encoder: str) -> Callable[[Sequence[str]], np.ndarray]:
-    """``texts -> L2-normalised vectors`` with the process-wide cache of saf_utils.encoders."""
-    from saf_utils.encoders import encode
+    """``texts -> L2-normalised vectors`` with the process-wide cache of
+    saf_utils.encoders.sentence."""
+    from saf_utils.encoders.sentence import encode
 
     return functools.partial(encode, model=encoder)
 
@@ -80,7 +81,7 @@ class EncoderChoice:
 
     def describe(self) -> str:
         """One Markdown line per choice, for the page."""
-        from saf_utils.encoders import encoder_tag
+        from saf_utils.encoders.sentence import encoder_tag
 
         how = {k: " (default for language " + repr(self.language) + ")"
                if k in self.defaulted else " (set by the run)"
@@ -97,7 +98,7 @@ class EncoderChoice:
 class RunState:
     """What the systems of one run leave for later systems and for the records."""
 
-    feature_clf: Any = None  # saf_utils.saf.systems.FeatureClfRun of ``feature_clf``
+    feature_clf: Any = None  # saf_utils.saf.feature_clf.FeatureClfRun of ``feature_clf``
     cross_encoder: Any = None  # saf_utils.saf.cross_encoder_jobs.CrossEncoderRun
     variant_tunings: dict[str, Any] = field(default_factory=dict)  # encoder -> its tuning
     unseen_cv: dict[str, pd.DataFrame] = field(default_factory=dict)  # system -> CV rows
@@ -108,7 +109,8 @@ class RunState:
     #: system -> its prediction table, as the systems run (stacking reads the earlier ones)
     preds: dict[str, pd.DataFrame] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)  # system -> wall time
-    # system -> peak resident memory of the process while it ran, MiB (saf_utils.usage)
+    # system -> peak resident memory of the process while it ran, MiB
+    # (saf_utils.training.peak_memory)
     peak_mb: dict[str, float | None] = field(default_factory=dict)
 
 

@@ -23,12 +23,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from saf_utils import choices
 from saf_utils import metrics as M
-from saf_utils.encoders import l2_normalize
+from saf_utils.encoders.sentence import l2_normalize
 from saf_utils.saf.baselines import Encoder, ReferenceThresholds, per_question_accuracy
 from saf_utils.saf.data import SAF_LABELS
 from saf_utils.saf.reference import UNITS, content_units, coverage
+from saf_utils.statistics import validation_choice as choices
 from saf_utils.text import split_sentences
 
 #: How a unit's scores become the answer's covered share: the mean unit cosine (``sem``),

@@ -1,8 +1,8 @@
 """The SAF cross-encoder (``cross_encoder``) as jobs: its examples, the validation grid,
 one model per seed, out-of-fold outputs on train (stacking, unseen-question CV).
 
-Every fine-tune goes through :func:`saf_utils.jobs.run_jobs` (``launcher`` as for
-seq2seq); the training itself is :mod:`saf_utils.cross_encoder`.
+Every fine-tune goes through :func:`saf_utils.training.jobs.run_jobs` (``launcher`` as for
+seq2seq); the training itself is :mod:`saf_utils.training.cross_encoder`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,6 @@ from typing import Any
 
 import pandas as pd
 
-from saf_utils import choices
-from saf_utils import jobs as J
 from saf_utils import metrics as M
 from saf_utils.metrics import lower_is_better
 from saf_utils.saf import formats as S
@@ -27,7 +25,9 @@ from saf_utils.saf.baselines import (
     retrieved_feedback_table,
 )
 from saf_utils.saf.features import StackFeatures
+from saf_utils.statistics import validation_choice as choices
 from saf_utils.text import listing
+from saf_utils.training import jobs as J
 
 TASK = "saf"
 CE_ORDERS = ("answer_first", "reference_first")
@@ -57,7 +57,7 @@ def cross_encoder_examples(df: pd.DataFrame, order: str = "answer_first",
 class CrossEncoderJobs:
     """What every cross-encoder job of one run shares: data, settings, where and how."""
 
-    data: Any  # saf_utils.saf.run.SAFData
+    data: Any  # saf_utils.saf.experiments.SAFData
     settings: Mapping[str, Any]  # CrossEncoderSettings fields (model resolved)
     mode: str
     output_dir: str | Path
@@ -68,7 +68,7 @@ class CrossEncoderJobs:
             order: str, include_question: bool, fold: int | None = None, **extra: Any
             ) -> J.TrainJob:
         """One fine-tune on ``train`` predicting ``evals``."""
-        from saf_utils.cross_encoder import CrossEncoderSettings
+        from saf_utils.training.cross_encoder import CrossEncoderSettings
 
         values = {**dict(self.settings), **extra,
                   "mode": "label" if self.mode == "verification" else "score"}

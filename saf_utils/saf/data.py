@@ -1,18 +1,7 @@
-"""SAF loader and validation: the hub dataset, a hub-layout folder, or split files.
-
-:func:`load_saf` reads a hub id (``SAF_DATA`` overrides the legal-set default), a local
-hub-layout folder ``data/{split}-0000k-of-0000n.parquet`` or ``{split}.jsonl|.csv|.parquet``
-files, and validates every row column-wise (a 100k-row split in seconds). Structural
-*problems* are raised together as one :class:`SAFDataError`, each naming file, split, row,
-id and column; content *anomalies* (:data:`SAF_ANOMALY_KINDS`: blank answers, label/score
-mismatches, leakage by content, extra columns) are loaded, counted per split and kind,
-written into the run manifest and announced with a :class:`SAFDataWarning` (errors with
-``strict=True``). docs/data.md lists every check.
-
-The names live in :mod:`saf_utils.saf.data_schema`, finding and reading the files in
-:mod:`saf_utils.saf.data_files`, the checks in :mod:`saf_utils.saf.data_checks`; every
-public name is importable from here.
-"""
+"""SAF loader and validation: the hub dataset, a hub-layout folder, or split files; problems
+are one :class:`SAFDataError` naming file, split, row, id and column, anomalies are counted
+and warned about (docs/data.md lists every check). Every public name of ``data_schema``,
+``data_files`` and ``data_checks`` is importable from here."""
 
 from __future__ import annotations
 
@@ -27,8 +16,8 @@ from typing import Any
 
 import pandas as pd
 
-from saf_utils.loading import annotate_anomalies, folder_problem
-from saf_utils.provenance import register
+from saf_utils.data.provenance import register
+from saf_utils.data.reading import annotate_anomalies, folder_problem
 from saf_utils.saf.data_checks import (
     _check_split,
     _Checked,

@@ -1,6 +1,5 @@
 """SAF validation, column-wise: problems (errors) and anomalies (counted) of one split,
-across splits (ids, types) and leakage by content (docs/data.md).
-"""
+across splits (ids, types) and leakage by content (docs/data.md)."""
 
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from saf_utils.loading import (
+from saf_utils.data.reading import (
     anomaly_report,
     clash_message,
     describe,
@@ -63,14 +62,11 @@ class _Checked:
 
     frame: pd.DataFrame
     ids: list[Any]
-    keys: list[Any]  # the ids' identity (saf_utils.loading.id_key)
+    keys: list[Any]  # the ids' identity (saf_utils.data.reading.id_key)
     files: np.ndarray
     rows: np.ndarray
     problems: list[str]
     anomalies: list[dict[str, Any]]  # {kind, id, row, file, message}
-
-    def __len__(self) -> int:
-        return len(self.ids)
 
 
 def _where(file: str, split: str, row: int, rid: Any) -> str:
@@ -274,10 +270,8 @@ def _id_type_problems(checked: dict[str, _Checked]) -> list[str]:
         for i, rid in enumerate(c.ids):
             if type(rid) is other:
                 at = _where(c.files[i], split, int(c.rows[i]), repr(rid))
-                problems.append(
-                    f"{at}, column 'id': {type(rid).__name__} id among {main} ids "
-                    f"({kinds[main]} of them); write every id as a {main}"
-                )
+                problems.append(f"{at}, column 'id': {type(rid).__name__} id among {main} ids "
+                                f"({kinds[main]} of them); write every id as a {main}")
     return problems
 
 
@@ -338,9 +332,14 @@ def answers_in_train(train: pd.DataFrame, df: pd.DataFrame) -> np.ndarray:
         q, a = code(frame["question"]), code(frame["provided_answer"])
         return np.where((q >= 0) & (a >= 0), q * width + a, -1)
 
-    train_pairs = pairs(train)
     both = pairs(df)
-    return (both >= 0) & np.isin(both, train_pairs)
+    return (both >= 0) & np.isin(both, pairs(train))
+
+
+def _leak(c: _Checked, split: str, i: int, kind: str, col: str, what: str) -> None:
+    at = _where(c.files[i], split, int(c.rows[i]), c.ids[i])
+    c.anomalies.append({"kind": kind, "id": c.ids[i], "row": int(c.rows[i]), "file": c.files[i],
+                        "message": f"{at}, column '{col}': {what}"})
 
 
 def _leak_anomalies(checked: dict[str, _Checked]) -> None:
@@ -367,12 +366,8 @@ def _leak_anomalies(checked: dict[str, _Checked]) -> None:
             if len(hits) and where is None:
                 where = _first_places(train, "train", checked["train"])
             for i in hits:
-                checked[split].anomalies.append({
-                    "kind": "leak_answer_in_train", "id": c.ids[i], "row": int(c.rows[i]),
-                    "file": c.files[i],
-                    "message": f"{_where(c.files[i], split, int(c.rows[i]), c.ids[i])}, column "
-                               f"'provided_answer': same answer to the same question as "
-                               f"{where[int(both[i])]} (normalised text)"})
+                _leak(c, split, i, "leak_answer_in_train", "provided_answer", "same answer to "
+                      f"the same question as {where[int(both[i])]} (normalised text)")
     seen_in = [s for s in ("train", "validation") if s in checked]
     split = "test_unseen_questions"
     if split in checked and seen_in:
@@ -384,12 +379,8 @@ def _leak_anomalies(checked: dict[str, _Checked]) -> None:
             for s in reversed(seen_in):  # the first split wins
                 where.update(_first_places(questions[s], s, checked[s]))
         for i in hits:
-            c.anomalies.append({
-                "kind": "leak_question_seen", "id": c.ids[i], "row": int(c.rows[i]),
-                "file": c.files[i],
-                "message": f"{_where(c.files[i], split, int(c.rows[i]), c.ids[i])}, column "
-                           f"'question': question also asked in {where[int(q[i])]} "
-                           "(normalised text)"})
+            _leak(c, split, i, "leak_question_seen", "question",
+                  f"question also asked in {where[int(q[i])]} (normalised text)")
 
 
 def validate_saf_frame(df: pd.DataFrame, split: str, file: str, strict: bool = True

@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from saf_utils.loading import clip, duplicate_names, load_json_record, read_utf8
+from saf_utils.data.reading import clip, duplicate_names, load_json_record, read_utf8
 from saf_utils.saf.data_schema import (
     _SAF_SUFFIXES,
     _SHARD,

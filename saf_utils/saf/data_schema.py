@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from saf_utils.provenance import DataError
+from saf_utils.data.provenance import DataError
 
 
 class SAFDataError(DataError):

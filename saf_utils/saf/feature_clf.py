@@ -2,21 +2,22 @@
 
 Every choice is made without a test split: the seen-question model on **validation**, the
 unseen-question model by leave-one-question-out CV on **train** (validation holds only
-seen questions), both through :func:`saf_utils.choices.choose_row`.
+seen questions), both through :func:`saf_utils.statistics.validation_choice.choose_row`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
-from saf_utils import choices
-from saf_utils.saf import evaluate as EV
+from saf_utils.saf import scores as EV
 from saf_utils.saf.baselines import UnseenFeedback, loqo_baselines, nearest_neighbour_baseline
-from saf_utils.saf.features import FeatureClassifier, grouped_cv_generic
+from saf_utils.saf.features import QUESTION_AGNOSTIC, FeatureClassifier, grouped_cv_generic
+from saf_utils.saf.reference import ALIGNMENT_FEATURES
+from saf_utils.statistics import validation_choice
 
 
 @dataclass
@@ -73,11 +74,11 @@ def tune_feature_clf(data: Any, encoder: Any, models: Sequence[str], Cs: Sequenc
     if "validation" not in data.evals:
         raise ValueError("tune_feature_clf needs a validation split")
     grid = _seen_grid(data, encoder, models, Cs, feedback_strategies)
-    best = grid.iloc[choices.choose_row(grid, "selection_score", "validation")]
+    best = grid.iloc[validation_choice.choose_row(grid, "selection_score", "validation")]
     cv = grouped_cv_generic(data.train, encoder, Cs=Cs, feature_sets=generic_feature_sets,
                             normalize=(False, True) if transductive else (False,),
                             models=generic_models)
-    chosen = {norm: int(sub.index[choices.choose_row(sub, "macro_f1", "train")])
+    chosen = {norm: int(sub.index[validation_choice.choose_row(sub, "macro_f1", "train")])
               for norm, sub in cv.groupby("normalize_unseen", sort=True)}
     seen = {"model": best.model, "C": float(best.C), "feedback": best.feedback}
     config = {**seen, **_generic(cv.loc[chosen[False]])}
@@ -122,3 +123,35 @@ def nearest_neighbour_variant(data: Any, encoder: Any, system: str,
                        for df in data.evals.values()], ignore_index=True)
     loqo = loqo_baselines(data.train, encoder)
     return preds, loqo[loqo.system == "nearest_neighbour"].assign(system=system)
+
+
+@dataclass(frozen=True)
+class FeatureClfParams:
+    """Candidates of the feature classifier, chosen on validation (seen questions) and by
+    leave-one-question-out CV on train (unseen questions)."""
+
+    models: tuple[str, ...] = ("logreg", "hgb")  # seen-question classifier candidates
+    Cs: tuple[float, ...] = (0.1, 1.0)  # regularisation candidates of the logistic regression
+    feedback_strategies: tuple[str, ...] = ("most_frequent", "nearest")
+    #: unseen-question feature sets (name -> feature names, None: all), CV candidates
+    generic_feature_sets: dict = field(default_factory=lambda: {
+        "all": None, "cos": ["cos_ref"],
+        "core": ["cos_ref", "cos_ref_sent_max", "ref_recall", "log_len"],
+        "core+alignment": ["cos_ref", "cos_ref_sent_max", "ref_recall", "log_len",
+                           *ALIGNMENT_FEATURES],
+        "all+alignment": list(QUESTION_AGNOSTIC)})
+    generic_models: tuple[str, ...] = ("logreg",)  # unseen-question classifier candidates
+
+    def tune(self, data: Any, encoder: Any, transductive: bool) -> FeatureClfTuning:
+        """:func:`tune_feature_clf` over these candidates."""
+        return tune_feature_clf(data, encoder, self.models, self.Cs, self.feedback_strategies,
+                                self.generic_feature_sets, transductive, self.generic_models)
+
+
+@dataclass
+class FeatureClfRun:
+    """``feature_clf``'s choices and its fitted classifiers (one per seed)."""
+
+    params: FeatureClfParams
+    tuning: FeatureClfTuning
+    classifiers: list

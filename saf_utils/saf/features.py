@@ -13,10 +13,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from saf_utils import determinism
 from saf_utils import metrics as M
-from saf_utils import numerics
-from saf_utils.encoders import l2_normalize
-from saf_utils.models import make_classifier
+from saf_utils.encoders.sentence import l2_normalize
 from saf_utils.saf.baselines import Encoder, FeedbackBank, UnseenFeedback, per_question_accuracy
 from saf_utils.saf.data import SAF_LABELS
 from saf_utils.saf.formats import LABEL_SCORE, prediction_table
@@ -28,6 +27,7 @@ from saf_utils.saf.reference import (
     strip_points,
 )
 from saf_utils.text import word_tokens
+from saf_utils.training.classifiers import make_classifier
 
 
 @dataclass
@@ -95,7 +95,7 @@ def generic_features(df: pd.DataFrame, encoder: Encoder) -> pd.DataFrame:
         out["cos_ref_rank"].append(cos_ref - float(self_sims.mean()))
         for k, v in alignment(df.provided_answer.iloc[i], df.reference_answer.iloc[i]).items():
             out.setdefault(k, []).append(v)
-    return pd.DataFrame(numerics.round_features(pd.DataFrame(out).to_numpy()),
+    return pd.DataFrame(determinism.round_features(pd.DataFrame(out).to_numpy()),
                         columns=list(out), index=df.index)
 
 
@@ -117,7 +117,7 @@ def knn_features(train: pd.DataFrame, a_train: np.ndarray, df: pd.DataFrame, a_d
         if len(cand) == 0:
             rows.append([np.nan] * len(cols))
             continue
-        sims = numerics.round_features(a_train[cand] @ a_df[i])
+        sims = determinism.round_features(a_train[cand] @ a_df[i])
         feats = [float(sims[y_tr[cand] == lab].max()) if (y_tr[cand] == lab).any() else -1.0
                  for lab in SAF_LABELS]
         top = np.argsort(-sims, kind="stable")[:k]
@@ -125,7 +125,7 @@ def knn_features(train: pd.DataFrame, a_train: np.ndarray, df: pd.DataFrame, a_d
         feats += [float(w[y_tr[cand][top] == lab].sum() / w.sum()) for lab in SAF_LABELS]
         feats += [float((w * s_tr[cand][top]).sum() / w.sum()), float(sims[top[0]])]
         rows.append(feats)
-    return pd.DataFrame(numerics.round_features(np.asarray(rows, dtype=float).reshape(
+    return pd.DataFrame(determinism.round_features(np.asarray(rows, dtype=float).reshape(
         len(rows), len(cols))), columns=cols, index=df.index)
 
 
@@ -140,7 +140,7 @@ def per_question_zscore(x: np.ndarray, questions: Sequence[str]) -> np.ndarray:
     for value in dict.fromkeys(q):
         m = q == value
         x[m] = (x[m] - x[m].mean(axis=0)) / (x[m].std(axis=0) + 1e-6)
-    return numerics.round_features(x)
+    return determinism.round_features(x)
 
 
 @dataclass
@@ -151,7 +151,7 @@ class FeatureClassifier:
     *generic* model (question-agnostic features only) for questions without training
     answers. The score is the mean training score of (question, predicted label); feedback
     is retrieved, never generated (:class:`FeedbackBank` for unseen questions). Feature
-    matrices are rounded before fit and predict (:func:`saf_utils.numerics.round_features`).
+    matrices are rounded before fit and predict (:func:`saf_utils.determinism.round_features`).
     """
 
     encoder: Encoder
@@ -185,7 +185,7 @@ class FeatureClassifier:
         knn = knn_features(self._train, self._a_train, df, a, self.k, leave_one_out=loo)
         qs = np.array([[float(q == u) for u in self._questions] for q in df.question])
         extra = [self.stack(df).to_numpy()] if self.stack is not None else []
-        return numerics.round_features(
+        return determinism.round_features(
             np.hstack([f.to_numpy(), knn.fillna(0).to_numpy(), qs, *extra]))
 
     def _generic_of(self, df: pd.DataFrame) -> pd.DataFrame:
@@ -250,7 +250,7 @@ class FeatureClassifier:
                 if self.feedback == "nearest":
                     cand = np.flatnonzero((tr_q == q) & (tr_y == lab))
                     if len(cand):
-                        j = cand[int(np.argmax(numerics.round_features(
+                        j = cand[int(np.argmax(determinism.round_features(
                             self._a_train[cand] @ a[i])))]
                         fb = self._train.answer_feedback[j]
                 elif self.feedback != "most_frequent":

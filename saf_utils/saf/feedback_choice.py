@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from saf_utils import choices
 from saf_utils import metrics as M
 from saf_utils.saf.baselines import Encoder, FeedbackBank, UnseenFeedback
 from saf_utils.saf.grounded import GroundedParams
+from saf_utils.statistics import validation_choice
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class FeedbackChoice:
     """The chosen strategy, the per-question CV it was chosen on, and the rule's regret."""
 
     strategy: UnseenFeedback
-    choice: choices.Choice  # the rule's table (mean, se, bar, chosen)
+    choice: validation_choice.Choice  # the rule's table (mean, se, bar, chosen)
     cv: pd.DataFrame  # system (candidate), fold (held-out question), value
     regret: pd.DataFrame  # the rule, nested over held-out questions
     regret_best_mean: pd.DataFrame  # the plain best mean, nested the same way
@@ -101,12 +101,12 @@ def choose_unseen_feedback(train: pd.DataFrame, encoder: Encoder | None = None,
     lower = M.lower_is_better(grid.metric)
 
     def rule(n_se: float):
-        return lambda rows: choices.choose_within_se(rows, grid.metric, roles, split="train",
-                                               lower_is_better=lower,
-                                               n_se=n_se).per_fold[None]
+        return lambda rows: validation_choice.choose_within_se(
+            rows, grid.metric, roles, split="train", lower_is_better=lower,
+            n_se=n_se).per_fold[None]
 
-    choice = choices.choose_within_se(cv, grid.metric, roles, split="train", lower_is_better=lower,
-                                n_se=grid.n_se)
+    choice = validation_choice.choose_within_se(cv, grid.metric, roles, split="train",
+                                                lower_is_better=lower, n_se=grid.n_se)
     return FeedbackChoice(cands[choice.per_fold[None]], choice, cv,
-                          choices.rule_regret(cv, rule(grid.n_se), lower),
-                          choices.rule_regret(cv, rule(0.0), lower))
+                          validation_choice.rule_regret(cv, rule(grid.n_se), lower),
+                          validation_choice.rule_regret(cv, rule(0.0), lower))

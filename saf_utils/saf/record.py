@@ -10,16 +10,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from saf_utils import protocol as P
-from saf_utils import verdicts as V
 from saf_utils.registry import role_order
-from saf_utils.saf import comparisons
-from saf_utils.saf import evaluate as EV
+from saf_utils.saf import evaluation
+from saf_utils.saf import scores as EV
 from saf_utils.saf.context import UNSEEN_QUESTIONS
 from saf_utils.saf.cross_encoder_jobs import CE_SYSTEM, CrossEncoderRun, stacking_choice
+from saf_utils.saf.experiments import SAFRun
 from saf_utils.saf.feature_clf import FeatureClfTuning
-from saf_utils.saf.run import SAFRun
 from saf_utils.saf.systems import STACKED_SYSTEM
+from saf_utils.statistics import conclusions as V
+from saf_utils.statistics import protocol as P
 
 TASK = "saf"
 
@@ -53,8 +53,8 @@ def cross_encoder_notes(ce: CrossEncoderRun, headline: pd.DataFrame,
     ]
 
 
-def conclusions(ev: comparisons.Evaluation) -> list[str]:
-    """Sentences from the tests (:func:`saf_utils.verdicts.conclusions`): the primary
+def conclusions(ev: evaluation.Evaluation) -> list[str]:
+    """Sentences from the tests (:func:`saf_utils.statistics.conclusions.conclusions`): the primary
     comparison first, then the chosen system against the reference and the leads per test
     split and metric (accuracy, macro-F1, sacreBLEU), one verdict per comparison, grouped
     by estimand."""
@@ -71,15 +71,13 @@ def conclusions(ev: comparisons.Evaluation) -> list[str]:
     return out + V.conclusions(c, shown, leads, lower, split_prefix=True)
 
 
-def _write_evaluation(rec: Any, ev: comparisons.Evaluation, dataset: str) -> int:
+def _write_evaluation(rec: Any, ev: evaluation.Evaluation, dataset: str) -> int:
     """Headline, per-seed values, the val choice and reference, comparisons, *new
     questions* intervals and per-question rows of few-question splits."""
     roles = ev.roles()
     n = P.record(rec, TASK, dataset, headline=ev.headline, roles=roles)
-    for r in ev.per_seed[ev.per_seed.seed.notna()].itertuples():
-        rec.add(TASK, dataset, r.split, r.system, r.metric, r.value, seed=int(r.seed),
-                role=ev.role_of[r.system])
-        n += 1
+    seeded = ev.per_seed[ev.per_seed.seed.notna()]
+    n += rec.add_frame(seeded.assign(role=seeded.system.map(ev.role_of)), TASK, dataset)
     n += P.record(rec, TASK, dataset, comparisons=ev.comparisons, choice=ev.choice, roles=roles)
     val = ev.choice.table.set_index("system").value
     if ev.reference in val.index:
@@ -87,13 +85,15 @@ def _write_evaluation(rec: Any, ev: comparisons.Evaluation, dataset: str) -> int
                 val[ev.reference], kind="tuning", subset="reference baseline", role="baseline")
         n += 1
     for table, subset in ((ev.new_questions, None), (ev.per_question, "question_id")):
-        for r in table.itertuples():
-            rec.add(TASK, dataset, r.split, r.system, r.metric, r.mean, kind="analysis",
-                    subset=getattr(r, subset) if subset else "new questions",
-                    role=ev.role_of[r.system], ci_low=r.ci_low, ci_high=r.ci_high,
-                    method=r.method, estimand=r.estimand)
-            n += 1
+        if len(table):
+            n += rec.add_frame(_analysis(table, ev.role_of).assign(
+                subset=table[subset] if subset else "new questions"), TASK, dataset)
     return n
+
+
+def _analysis(table: pd.DataFrame, roles: Any) -> pd.DataFrame:
+    """A table of means with intervals as records of kind analysis, roles looked up."""
+    return table.assign(value=table["mean"], kind="analysis", role=table.system.map(roles))
 
 
 def _record_feature_clf(rec: Any, dataset: str, tuning: FeatureClfTuning) -> int:
@@ -131,7 +131,8 @@ def _record_cross_encoder(rec: Any, dataset: str, ce: CrossEncoderRun) -> int:
 
 def _record_unseen(rec: Any, dataset: str, run: SAFRun) -> int:
     """Each system's unseen-question CV on train, the one-SE rule's choice
-    (:func:`saf_utils.protocol.chosen_for`), its nested regret and the feedback choice."""
+    (:func:`saf_utils.statistics.protocol.chosen_for`), its nested regret and the feedback
+    choice."""
     unseen_cv, choice = run.unseen_cv, run.unseen_choice
     n = 0
     for r in unseen_cv.itertuples():
@@ -171,7 +172,7 @@ CONTRAST = "unseen-question feedback contrast"  # subset of :func:`record_contra
 
 def record_contrast(rec: Any, dataset: str, headline: pd.DataFrame, paired: pd.DataFrame
                     ) -> int:
-    """:func:`saf_utils.saf.comparisons.feedback_contrast`'s tables (kind analysis): each
+    """:func:`saf_utils.saf.evaluation.feedback_contrast`'s tables (kind analysis): each
     system's mean and interval (subset :data:`CONTRAST`), each difference (``minus <ref>``)
     with its interval and its p Holm-adjusted within the contrast."""
     n = rec.add_frame(headline.rename(columns={"mean": "value"}), TASK, dataset,
@@ -204,7 +205,7 @@ def contrast_sentence(headline: pd.DataFrame, paired: pd.DataFrame, system: str,
     return text + " (answers resampled within their question; conditional on them)."
 
 
-def record_evaluation(rec: Any, ev: comparisons.Evaluation, dataset: str,
+def record_evaluation(rec: Any, ev: evaluation.Evaluation, dataset: str,
                       run: SAFRun | None = None) -> int:
     """Write the evaluation, the run's tuning grids and choices, and the per-item scores;
     the number of records."""
@@ -232,7 +233,7 @@ def recorder_items(items: pd.DataFrame, task: str, dataset: str) -> pd.DataFrame
 # --------------------------------------------------------------------------- corpus statistics
 
 
-def unseen_sentence(ev: comparisons.Evaluation, run: SAFRun, split: str = UNSEEN_QUESTIONS
+def unseen_sentence(ev: evaluation.Evaluation, run: SAFRun, split: str = UNSEEN_QUESTIONS
                     ) -> str | None:
     """Accuracy per question of each non-oracle system on the few-question split, and the
     system chosen for unseen questions by CV on train; None without per-question rows."""
@@ -275,7 +276,7 @@ def unseen_sentence(ev: comparisons.Evaluation, run: SAFRun, split: str = UNSEEN
 LEAKY_SPLIT, LEAK_FREE = "test_unseen_answers", "leak-free answers"
 
 
-def leak_free_headline(ev: comparisons.Evaluation, train: pd.DataFrame) -> pd.DataFrame:
+def leak_free_headline(ev: evaluation.Evaluation, train: pd.DataFrame) -> pd.DataFrame:
     """The headline of :data:`LEAKY_SPLIT` over its answers that are not also train answers
     to the same question (:func:`~saf_utils.saf.data_checks.answers_in_train`), under the
     split's design, with ``n_leaked`` and ``n_all``; empty where no answer is leaked."""
@@ -295,21 +296,19 @@ def leak_free_headline(ev: comparisons.Evaluation, train: pd.DataFrame) -> pd.Da
     return out.assign(n_leaked=len(leaked), n_all=len(answers))
 
 
-def record_leak_free(rec: Any, ev: comparisons.Evaluation, train: pd.DataFrame,
+def record_leak_free(rec: Any, ev: evaluation.Evaluation, train: pd.DataFrame,
                      dataset: str) -> int:
     """Records (kind analysis, subset "leak-free answers (k of n)") of
     :func:`leak_free_headline`; the number of records."""
     h = leak_free_headline(ev, train)
-    roles = ev.roles()
-    for r in h.itertuples():
-        rec.add(TASK, dataset, r.split, r.system, r.metric, r.mean, kind="analysis",
-                subset=f"{LEAK_FREE} ({r.n_all - r.n_leaked} of {r.n_all})",
-                ci_low=r.ci_low, ci_high=r.ci_high, method=r.method, estimand=r.estimand,
-                role=roles.get(r.system))
-    return len(h)
+    if not len(h):
+        return 0
+    return rec.add_frame(_analysis(h, ev.roles()).assign(
+        subset=f"{LEAK_FREE} ({h.n_all.iloc[0] - h.n_leaked.iloc[0]} of {h.n_all.iloc[0]})"),
+        TASK, dataset)
 
 
-def record_and_conclude(rec: Any, ev: comparisons.Evaluation, run: SAFRun, dataset: str,
+def record_and_conclude(rec: Any, ev: evaluation.Evaluation, run: SAFRun, dataset: str,
                         train: pd.DataFrame | None = None) -> tuple[int, list[str]]:
     """Notebook 02's one call: record everything (with ``train``, the headline on the
     leak-free answers too); the number of records and the closing sentences (plain

@@ -1,26 +1,42 @@
-"""SAF seq2seq systems (``seq2seq:<model>``) as jobs: one
-:class:`saf_utils.jobs.TrainJob` per (model, seed) through :func:`saf_utils.jobs.run_jobs`,
-outputs parsed by :func:`saf_utils.saf.formats.parsed_prediction_table`.
+"""SAF seq2seq systems (``seq2seq:<model>``) as jobs: their parameters, one
+:class:`saf_utils.training.jobs.TrainJob` per (model, seed) through
+:func:`saf_utils.training.jobs.run_jobs`, outputs parsed by
+:func:`saf_utils.saf.formats.parsed_prediction_table`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from saf_utils import jobs as J
 from saf_utils.saf import formats as S
+from saf_utils.training import jobs as J
 
 TASK = "saf"
+
+
+@dataclass(frozen=True)
+class Seq2SeqParams:
+    """The seq2seq models: shared training settings, per-model overrides, seeds."""
+
+    #: saf_utils.training.seq2seq.Seq2SeqSettings fields over its defaults, shared by all models
+    settings: dict = field(default_factory=dict)
+    #: model name (hub id, folder, scratch, bert2bert:ENCODER) -> its overrides;
+    #: None: just settings["model"] (default scratch)
+    models: dict | None = None
+    seeds: tuple[int, ...] | None = None  # None: the run's seeds
+    include_question: bool = True  # the question in the model input
+
 
 def seq2seq_settings(seq2seq: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
                      **extra: Any):
     """``Seq2SeqSettings(**{**seq2seq, **overrides, **extra})``: the one parameter shape."""
-    from saf_utils.seq2seq import Seq2SeqSettings
+    from saf_utils.training.seq2seq import Seq2SeqSettings
 
     return Seq2SeqSettings(**{**dict(seq2seq), **dict(overrides or {}), **extra})
 
@@ -29,7 +45,7 @@ def seq2seq_jobs(data: Any, seq2seq: Mapping[str, Any],
                  seq2seq_models: Mapping[str, Mapping[str, Any]] | None, seeds: Sequence[int],
                  output_dir: str | Path, mode: str = "verification",
                  include_question: bool = True) -> list[J.TrainJob]:
-    """One :class:`saf_utils.jobs.TrainJob` per (model, seed), reading the examples of
+    """One :class:`saf_utils.training.jobs.TrainJob` per (model, seed), reading the examples of
     ``data`` written once per model. ``seq2seq``: the settings shared by all models;
     ``seq2seq_models``: model name -> its overrides (None: just ``seq2seq["model"]``).
     """

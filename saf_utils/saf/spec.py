@@ -60,4 +60,4 @@ SPECS = (
 
 #: notebook -> "module:function" giving ``{system: {parameter: value}}`` of what the notebook
 #: runs with its parameters (``saf-run --dry-run`` prints it).
-PLANNED_SYSTEMS = {"02_baseline_finetuning": "saf_utils.saf.run:planned_systems"}
+PLANNED_SYSTEMS = {"02_baseline_finetuning": "saf_utils.saf.experiments:planned_systems"}

@@ -1,6 +1,6 @@
 """The registered SAF systems: each one a parameters dataclass (its defaults live only there)
 and ``fn(data, params, ctx) -> prediction table`` on every eval split, run by
-:func:`saf_utils.saf.run.run_systems`. Registration order is run order: a system that reads
+:func:`saf_utils.saf.experiments.run_systems`. Registration order is run order: a system that reads
 another's result (``feature_clf:transductive`` and ``feature_clf:stacked`` read
 ``feature_clf``'s tuning, ``feature_clf:stacked`` the cross-encoder's outputs) comes after
 it. A name ending in ``:`` covers its variants (``seq2seq:<model>``).
@@ -19,17 +19,15 @@ from saf_utils import metrics as M
 from saf_utils.registry import NoParams, Registry
 from saf_utils.saf import baselines as B
 from saf_utils.saf import criteria as CR
-from saf_utils.saf import evaluate as EV
 from saf_utils.saf import feature_clf as FC
 from saf_utils.saf import feedback_choice as FCH
+from saf_utils.saf import scores as EV
 from saf_utils.saf.baselines import UnseenFeedback
 from saf_utils.saf.context import RunContext, SAFData, make_encoder
 from saf_utils.saf.cross_encoder_jobs import CE_SYSTEM, CrossEncoderJobs, run_cross_encoder
 from saf_utils.saf.data import SAF_LABELS
-from saf_utils.saf.features import QUESTION_AGNOSTIC
 from saf_utils.saf.formats import PREDICTION_COLUMNS
-from saf_utils.saf.reference import ALIGNMENT_FEATURES
-from saf_utils.saf.seq2seq_jobs import run_seq2seq
+from saf_utils.saf.seq2seq_jobs import Seq2SeqParams, run_seq2seq
 from saf_utils.saf.unseen import (
     COLLAPSE_SHARE,
     STACKED,
@@ -145,52 +143,18 @@ def criteria(data: SAFData, params: CriteriaParams, ctx: RunContext) -> pd.DataF
 # --------------------------------------------------------------------------- feature classifier
 
 
-@dataclass(frozen=True)
-class FeatureClfParams:
-    """Candidates of the feature classifier, chosen on validation (seen questions) and by
-    leave-one-question-out CV on train (unseen questions)."""
-
-    models: tuple[str, ...] = ("logreg", "hgb")  # seen-question classifier candidates
-    Cs: tuple[float, ...] = (0.1, 1.0)  # regularisation candidates of the logistic regression
-    feedback_strategies: tuple[str, ...] = ("most_frequent", "nearest")
-    #: unseen-question feature sets (name -> feature names, None: all), CV candidates
-    generic_feature_sets: dict = field(default_factory=lambda: {
-        "all": None, "cos": ["cos_ref"],
-        "core": ["cos_ref", "cos_ref_sent_max", "ref_recall", "log_len"],
-        "core+alignment": ["cos_ref", "cos_ref_sent_max", "ref_recall", "log_len",
-                           *ALIGNMENT_FEATURES],
-        "all+alignment": list(QUESTION_AGNOSTIC)})
-    generic_models: tuple[str, ...] = ("logreg",)  # unseen-question classifier candidates
-
-
-@dataclass
-class FeatureClfRun:
-    """``feature_clf``'s choices and its fitted classifiers (one per seed)."""
-
-    params: FeatureClfParams
-    tuning: FC.FeatureClfTuning
-    classifiers: list
-
-
-def _tune(data: SAFData, params: FeatureClfParams, encoder: Any, transductive: bool
-          ) -> FC.FeatureClfTuning:
-    return FC.tune_feature_clf(data, encoder, params.models, params.Cs,
-                               params.feedback_strategies, params.generic_feature_sets,
-                               transductive, params.generic_models)
-
-
-@SYSTEMS.register("feature_clf", "system", params=FeatureClfParams, family="feature_clf",
+@SYSTEMS.register("feature_clf", "system", params=FC.FeatureClfParams, family="feature_clf",
                   description="feature classifier + retrieved feedback (inductive)")
-def feature_clf(data: SAFData, params: FeatureClfParams, ctx: RunContext) -> pd.DataFrame:
-    tuning = _tune(data, params, ctx.encoder, transductive=True)
+def feature_clf(data: SAFData, params: FC.FeatureClfParams, ctx: RunContext) -> pd.DataFrame:
+    tuning = params.tune(data, ctx.encoder, transductive=True)
     classifiers = FC.fitted_per_seed(data, ctx.encoder, tuning.config, ctx.seeds,
                                      unseen_feedback=unseen_feedback(data, ctx))
-    ctx.state.feature_clf = FeatureClfRun(params, tuning, classifiers)
+    ctx.state.feature_clf = FC.FeatureClfRun(params, tuning, classifiers)
     ctx.state.unseen_cv["feature_clf"] = FC.cv_row(tuning, "feature_clf")
     return FC.predict_all(data, classifiers)
 
 
-def _feature_clf_run(ctx: RunContext, name: str) -> FeatureClfRun:
+def _feature_clf_run(ctx: RunContext, name: str) -> FC.FeatureClfRun:
     if ctx.state.feature_clf is None:
         raise ValueError(f"{name} uses feature_clf's choices: run feature_clf before it")
     return ctx.state.feature_clf
@@ -217,7 +181,7 @@ def feature_clf_transductive(data: SAFData, params: NoParams, ctx: RunContext) -
 
 def _per_encoder(ctx: RunContext, prefix: str, fn: Any) -> pd.DataFrame:
     """``fn(system, encoder name, encoder)`` for each further encoder of the run."""
-    from saf_utils.encoders import encoder_tag
+    from saf_utils.encoders.sentence import encoder_tag
 
     out = []
     for name in ctx.encoders.extras:
@@ -242,14 +206,14 @@ def nearest_neighbour_variants(data: SAFData, params: NoParams, ctx: RunContext
     return _per_encoder(ctx, "nearest_neighbour", one)
 
 
-@SYSTEMS.register("feature_clf:", "system", params=FeatureClfParams, family="feature_clf",
+@SYSTEMS.register("feature_clf:", "system", params=FC.FeatureClfParams, family="feature_clf",
                   description="feature_clf on another sentence encoder, its settings chosen "
                   "on validation and by leave-one-question-out CV as feature_clf's "
                   "(feature_clf:<encoder>; inductive)")
-def feature_clf_variants(data: SAFData, params: FeatureClfParams, ctx: RunContext
+def feature_clf_variants(data: SAFData, params: FC.FeatureClfParams, ctx: RunContext
                          ) -> pd.DataFrame:
     def one(system: str, name: str, encoder: Any) -> pd.DataFrame:
-        tuning = _tune(data, params, encoder, transductive=False)
+        tuning = params.tune(data, encoder, transductive=False)
         ctx.state.variant_tunings[name] = tuning
         ctx.state.unseen_cv[system] = FC.cv_row(tuning, system)
         return FC.predict_all(data, FC.fitted_per_seed(
@@ -268,7 +232,7 @@ class CrossEncoderParams:
 
     #: model fine-tuned; None: by the data's language (encoders.default_cross_encoder)
     model: str | None = None
-    #: saf_utils.cross_encoder.CrossEncoderSettings fields over its defaults (not model,
+    #: saf_utils.training.cross_encoder.CrossEncoderSettings fields over its defaults (not model,
     #: learning_rate, epochs: those are the grid's)
     settings: dict = field(default_factory=dict)
     learning_rate: tuple[float, ...] = (5e-5, 1e-4)  # grid, chosen on validation
@@ -319,19 +283,6 @@ def feature_clf_stacked(data: SAFData, params: NoParams, ctx: RunContext) -> pd.
 # --------------------------------------------------------------------------- seq2seq
 
 
-@dataclass(frozen=True)
-class Seq2SeqParams:
-    """The seq2seq models: shared training settings, per-model overrides, seeds."""
-
-    #: saf_utils.seq2seq.Seq2SeqSettings fields over its defaults, shared by all models
-    settings: dict = field(default_factory=dict)
-    #: model name (hub id, folder, scratch, bert2bert:ENCODER) -> its overrides;
-    #: None: just settings["model"] (default scratch)
-    models: dict | None = None
-    seeds: tuple[int, ...] | None = None  # None: the run's seeds
-    include_question: bool = True  # the question in the model input
-
-
 @SYSTEMS.register("seq2seq:", "system", params=Seq2SeqParams, family="seq2seq",
                   description="text2text model writing '<label> Feedback: <text>'")
 def seq2seq_models(data: SAFData, params: Seq2SeqParams, ctx: RunContext) -> pd.DataFrame:
@@ -349,7 +300,7 @@ def unseen_cv_table(data: SAFData, ctx: RunContext) -> pd.DataFrame:
     """Each system's unseen-question path scored on train so far (validation has no unseen
     questions): the baselines' leave-one-question-out rows, then every row a system left in
     ``ctx.state.unseen_cv``, with ``protocol``, ``role`` and ``transductive``."""
-    from saf_utils.encoders import encoder_tag
+    from saf_utils.encoders.sentence import encoder_tag
 
     rows = ctx.state.unseen_cv
     tags = [encoder_tag(e) for e in ctx.encoders.extras]

@@ -6,7 +6,7 @@ out of fold (``oof``). Three rules turn these rows into the grader of a new ques
 (:data:`RULES`, simplest first):
 
 - ``one_se``: the simplest candidate within one standard error (over questions) of the
-  best mean (:func:`saf_utils.choices.choose_within_se`);
+  best mean (:func:`saf_utils.statistics.validation_choice.choose_within_se`);
 - ``best_mean``: the candidate with the best mean;
 - ``stacking``: no single candidate: a logistic regression over the candidates' labels
   (one-hot), fitted on their out-of-fold labels across the training questions
@@ -27,8 +27,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from saf_utils import choices, numerics
+from saf_utils import determinism as numerics
 from saf_utils.saf.data import SAF_LABELS
+from saf_utils.statistics import validation_choice as choices
 
 #: The rules that turn the per-question CV into the unseen-question grader, simplest first.
 RULES = ("one_se", "best_mean", "stacking")
@@ -64,7 +65,7 @@ class LabelStacker:
                                 for c in self.candidates for lab in SAF_LABELS])
 
     def fit(self, labels: pd.DataFrame, y: Sequence[str]) -> LabelStacker:
-        from saf_utils.models import make_classifier
+        from saf_utils.training.classifiers import make_classifier
 
         self.model = make_classifier("logreg", C=self.C, class_weight=None,
                                      seed=self.seed).fit(self.matrix(labels), list(y))

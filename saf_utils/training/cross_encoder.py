@@ -2,14 +2,14 @@
 
 Built on transformers' ``Trainer``, so the same code runs on CPU, one GPU or several (under
 ``torchrun`` ``Trainer.predict`` gathers the ranks' predictions in input order);
-:mod:`saf_utils.jobs` runs it as the job kind ``"cross_encoder"``. Why these choices:
+:mod:`saf_utils.training.jobs` runs it as the job kind ``"cross_encoder"``. Why these choices:
 
 - a **constant** learning rate: the model after epoch ``e`` of an ``E``-epoch run is the
   model of an ``e``-epoch run, so one run scores every epoch count (``predict_every_epoch``);
 - ``freeze_layers`` / ``train_layers``: on 2 CPU cores only the top layers' backward pass
   fits the budget; with ``cache_frozen`` (BERT-style models) the frozen part runs **once**
   per pair (eval mode, cached per process) and the Trainer fits only the top layers and
-  the head on those states (:mod:`saf_utils.cross_encoder_modules`; the same logits as
+  the head on those states (:mod:`saf_utils.training.cross_encoder_modules`; the same logits as
   the full model);
 - ``pooling: pair``: the head reads only how the answer's and the reference's token means
   compare (|u - v|, u * v), so no feature says which question a pair is about (over the
@@ -29,15 +29,15 @@ from typing import Any
 
 import numpy as np
 
-from saf_utils.cross_encoder_modules import (
+from saf_utils.encoders.sentence import resolve_model
+from saf_utils.training.cross_encoder_modules import (
     first_segment,
     freeze_lower,
     full_model,
     state_collator,
     top_layers,
 )
-from saf_utils.encoders import resolve_model
-from saf_utils.seq2seq import configure_trainer, training_arguments
+from saf_utils.training.seq2seq import configure_trainer, training_arguments
 
 MODES = ("label", "score")
 POOLINGS = ("cls", "mean", "pair")

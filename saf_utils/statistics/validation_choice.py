@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from saf_utils import numerics
+from saf_utils import determinism
 from saf_utils.registry import ELIGIBLE  # roles that may be chosen or called "best"
 
 
@@ -32,7 +32,7 @@ def choose(items: pd.DataFrame, metric: str, roles: Mapping[str, str],
            lower_is_better: bool = False, fold: str = "fold") -> Choice:
     """Per fold, the system (role in ``allowed``) with the best mean ``metric`` on ``split``,
     reading only that fold's rows; values compared rounded to
-    :data:`saf_utils.numerics.SCORE_DECIMALS`, ties to the first in ``roles``."""
+    :data:`saf_utils.determinism.SCORE_DECIMALS`, ties to the first in ``roles``."""
     sub = items[(items.split == split) & (items.metric == metric)]
     folded = fold in sub and sub[fold].notna().any()
     f = sub[fold] if folded else pd.Series(None, index=sub.index, dtype=object)
@@ -57,7 +57,7 @@ def choose_from(table: pd.DataFrame, metric: str, roles: Mapping[str, str],
     order = {s: i for i, s in enumerate(roles)}
     t["_f"] = t.fold.map(lambda x: -1 if x is None or pd.isna(x) else int(x))
     t["_o"] = t.system.map(order)
-    t["_v"] = t.value.astype(float).round(numerics.SCORE_DECIMALS)  # float noise ties
+    t["_v"] = t.value.astype(float).round(determinism.SCORE_DECIMALS)  # float noise ties
     t = t.sort_values(["_f", "_v", "_o"], ascending=[True, lower_is_better, True],
                       kind="stable")
     t["chosen"] = ~t._f.duplicated()
@@ -116,10 +116,10 @@ def choose_within_se(per_fold: pd.DataFrame, metric: str, roles: Mapping[str, st
         raise ValueError(f"choose_within_se: no {split} {metric!r} values of roles "
                          f"{list(allowed)}")
     sign = -1.0 if lower_is_better else 1.0
-    v = (sign * t.value).round(numerics.SCORE_DECIMALS)
+    v = (sign * t.value).round(determinism.SCORE_DECIMALS)
     best = int(np.argmax(v.to_numpy()))  # ties: the simplest
     se = float(t.se.iloc[best]) if np.isfinite(t.se.iloc[best]) else 0.0
-    bar = round(float(v.iloc[best]) - n_se * se, numerics.SCORE_DECIMALS)
+    bar = round(float(v.iloc[best]) - n_se * se, determinism.SCORE_DECIMALS)
     pick = int(np.flatnonzero(v.to_numpy() >= bar)[0])
     t["chosen"] = [i == pick for i in range(len(t))]
     t["role"] = t.system.map(roles)

@@ -1,11 +1,6 @@
-"""The sentences that state a notebook's conclusions from :mod:`saf_utils.protocol`'s tables.
-
-"Better than ... (adjusted p)" only when the test says so, else "not distinguishable at this
-sample size" with the minimum detectable effect (:func:`verdict`); "highest ...: the lead is
-(not) resolved" from the leader-vs-runner-up comparison (:func:`leaders`,
-:func:`lead_sentence`). Kept apart from the statistics so that wording can change without
-touching a number.
-"""
+"""The sentences that state a notebook's conclusions from the tables of
+:mod:`saf_utils.statistics.protocol` (the wording rules: docs/statistics.md), kept apart
+from the statistics so that wording can change without touching a number."""
 
 from __future__ import annotations
 
@@ -15,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from saf_utils import numerics
+from saf_utils import determinism
 from saf_utils.registry import ELIGIBLE
 from saf_utils.text import interval
 
@@ -38,7 +33,7 @@ def _gap(row: Mapping[str, Any], p: float, adjusted: bool, alpha: float) -> str:
 
 def cannot_reach(row: Mapping[str, Any], alpha: float = 0.05) -> bool:
     """Is the comparison unable to reach ``alpha`` whatever the data (its smallest attainable
-    adjusted p, ``p_adj_min`` of :func:`saf_utils.protocol.adjust`, exceeds it)?"""
+    adjusted p, ``p_adj_min`` of :func:`saf_utils.statistics.protocol.adjust`, exceeds it)?"""
     floor = row.get("p_adj_min")
     return floor is not None and isinstance(floor, float | int) and np.isfinite(floor) \
         and floor > alpha
@@ -46,8 +41,8 @@ def cannot_reach(row: Mapping[str, Any], alpha: float = 0.05) -> bool:
 
 def verdict(row: Mapping[str, Any], metric: str | None = None, lower_is_better: bool = False,
             alpha: float = 0.05, show_estimand: bool = True) -> str:
-    """One sentence for one comparison row (:func:`saf_utils.protocol.paired_table` +
-    :func:`~saf_utils.protocol.adjust`).
+    """One sentence for one comparison row (:func:`saf_utils.statistics.protocol.paired_table` +
+    :func:`~saf_utils.statistics.protocol.adjust`).
 
     Uses the adjusted p (``p_adj``) when present; states the estimand (``show_estimand``);
     without a significant result says "not distinguishable at this sample size" and the MDE,
@@ -150,7 +145,7 @@ def leaders(headline: pd.DataFrame, roles: Mapping[str, str] | None = None,
     elif "role" in h:
         h = h[h.role.isin(ELIGIBLE)]
     for (split, metric), g in h.groupby(["split", "metric"], sort=True):
-        g = numerics.sort_best(g, "mean", metric in lower_is_better)
+        g = determinism.sort_best(g, "mean", metric in lower_is_better)
         if len(g) >= 2:
             out[(split, metric)] = (g.system.iloc[0], g.system.iloc[1])
     return out

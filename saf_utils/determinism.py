@@ -1,16 +1,6 @@
-"""Same numbers on any machine: fixed kernels, fixed thread counts, rounded features, stable
-choices.
-
-Floating-point results depend on the kernel a library picks for the processor (AVX2 and
-AVX-512 sum in another order: 81-97 % of MiniLM's embedding values change, by up to
-2.8e-7), on thread counts, and on ties broken by the last bit; a threshold search, a bin
-edge, a tie on validation or a training run amplifies that into another model. This module
-is the one place that pins them (docs/reproducibility.md): kernels to AVX2 (every x86-64
-processor since 2013) before torch's first operation (:func:`pin_kernels`, and
-:func:`pinned_environment` for a subprocess), thread pools (:func:`pin_threads`), features
-rounded before a fit (:func:`round_features`) and scores rounded before a choice.
-``SAF_NUMERICS=native`` switches kernels and thread pinning off.
-"""
+"""Same numbers on any machine: kernels pinned to AVX2 before torch's first operation, fixed
+thread counts, features rounded before a fit and scores before a choice; why and how much
+it matters: docs/reproducibility.md. ``SAF_NUMERICS=native`` switches pinning off."""
 
 from __future__ import annotations
 
@@ -108,7 +98,7 @@ def pin_kernels() -> dict[str, str]:
     if torch is not None and torch.backends.cpu.get_cpu_capability() != "AVX2" \
             and not _WARNED:
         _WARNED.append(True)
-        warnings.warn("saf_utils.numerics.pin_kernels came after torch's first operation: "
+        warnings.warn("saf_utils.determinism.pin_kernels came after torch's first operation: "
                       f"its kernels stay {torch.backends.cpu.get_cpu_capability()}, so "
                       "results may differ from other machines' (docs/reproducibility.md)",
                       stacklevel=2)

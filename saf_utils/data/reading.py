@@ -1,7 +1,7 @@
 """What both data loaders (SAF, ArgSciChat) share: reading files (UTF-8, JSON refusing a key
 twice), showing any cell value in a few dozen characters, matching ids once normalised,
 and reporting content anomalies. Each loader raises its own
-:class:`saf_utils.provenance.DataError` subclass; the functions here take it as ``error``.
+:class:`saf_utils.data.provenance.DataError` subclass; the functions here take it as ``error``.
 """
 
 from __future__ import annotations
@@ -267,8 +267,8 @@ def anomaly_report(by_split: Mapping[str, Sequence[Mapping[str, Any]]], kinds: S
 def annotate_anomalies(path: Any, rows: int, anomalies: Sequence[Mapping[str, Any]],
                        kinds: Sequence[str]) -> None:
     """A data file's rows and anomaly counts per kind (and the ids of those found) in the
-    run manifest's data sources (:func:`saf_utils.provenance.annotate`)."""
-    from saf_utils.provenance import annotate
+    run manifest's data sources (:func:`saf_utils.data.provenance.annotate`)."""
+    from saf_utils.data.provenance import annotate
 
     ids = {k: [a["id"] for a in anomalies if a["kind"] == k] for k in kinds}
     annotate(path, rows=rows, anomalies={k: len(v) for k, v in ids.items()},

@@ -1,15 +1,7 @@
-"""The research protocol of both tasks: designs, headline tables, paired comparisons,
-choices on validation, multiplicity and the sentences that state conclusions.
-
-Tasks hand over a tidy *items* frame (``split, system, metric, item, cluster, value`` and
-optionally ``seed``, ``fold``, ``role``: the layout of ``items.jsonl.gz``) plus a
-:class:`Design`. Seeds are averaged per (item, fold) first; intervals past the metric's range
-are clipped (:func:`clip_interval`); comparisons are paired randomization tests whose
-interval inverts the test; choices are made on validation *per fold* (a fold's val papers
-are other folds' test papers; :mod:`saf_utils.choices`); one pre-specified primary
-comparison per notebook keeps its raw p, every other p is Holm-adjusted (:func:`adjust`).
-Calibration of every design: ``benchmarks/stats_calibration.py`` and docs/statistics.md.
-"""
+"""The research protocol of both tasks: designs, headline tables, paired comparisons, choices
+on validation, multiplicity (one primary comparison keeps its raw p, every other is
+Holm-adjusted); tasks hand over a tidy *items* frame plus a :class:`Design`. The protocol
+and its calibration: docs/statistics.md."""
 
 from __future__ import annotations
 
@@ -20,9 +12,9 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from saf_utils import stats
-from saf_utils.choices import Choice
 from saf_utils.metrics import bounds
+from saf_utils.statistics import uncertainty
+from saf_utils.statistics.validation_choice import Choice
 
 BY = ("split", "system", "metric")
 CLIPPED = "clipped to the metric's range"  # the mark in ``method`` of a clipped interval
@@ -55,8 +47,9 @@ class Design:
     alpha: float = 0.05
     label: str | None = None  # tags records of a secondary estimand ("new questions")
     #: Random assignments in all where none of the first ``n_resamples`` is as extreme as
-    #: the observed difference (:func:`saf_utils.stats.paired_randomization`): a floor of
-    #: 1 / 20,001, so that Holm over a notebook's few hundred comparisons can reach alpha.
+    #: the observed difference (:func:`saf_utils.statistics.uncertainty.paired_randomization`):
+    #: a floor of 1 / 20,001, so that Holm over a notebook's few hundred comparisons can reach
+    #: alpha.
     max_resamples: int = 20_000
 
     def but(self, **changes: Any) -> Design:
@@ -89,13 +82,13 @@ def seed_average(g: pd.DataFrame, design: Design) -> pd.DataFrame:
 
 
 def mean_stats(df: pd.DataFrame, design: Design,
-               value: str = "value") -> tuple[np.ndarray, stats.Statistic]:
+               value: str = "value") -> tuple[np.ndarray, uncertainty.Statistic]:
     """Sufficient statistics of the design's point estimate: the item mean, or with strata
     the mean over strata of the per-stratum mean (official ArgSciChat aggregation)."""
     strata = _strata(df, design)
     if strata is not None:
-        return stats.stratum_mean_stat(df[value].to_numpy(), strata)
-    return stats.mean_stat(df[value].to_numpy())
+        return uncertainty.stratum_mean_stat(df[value].to_numpy(), strata)
+    return uncertainty.mean_stat(df[value].to_numpy())
 
 
 def estimate(df: pd.DataFrame, design: Design, corpus: tuple | None = None) -> dict[str, Any]:
@@ -107,7 +100,7 @@ def estimate(df: pd.DataFrame, design: Design, corpus: tuple | None = None) -> d
     units = _units(df, design)
     if design.level == "item":
         mat, fn = corpus if corpus is not None else mean_stats(df, design)
-        res = stats.cluster_bootstrap(mat, fn, clusters=None, strata=units.tolist(),
+        res = uncertainty.cluster_bootstrap(mat, fn, clusters=None, strata=units.tolist(),
                                       n_resamples=design.n_resamples, seed=design.seed,
                                       alpha=design.alpha)
         method = "bootstrap of items within clusters"
@@ -122,7 +115,7 @@ def estimate(df: pd.DataFrame, design: Design, corpus: tuple | None = None) -> d
                     "ci_high": np.nan, "method": "no interval: a stratum has < 2 clusters",
                     "estimand": design.estimand, "n_items": len(df),
                     "n_units": int(units.nunique())}
-        res = stats.cluster_t_interval(df["value"].to_numpy(), units.tolist(), strata,
+        res = uncertainty.cluster_t_interval(df["value"].to_numpy(), units.tolist(), strata,
                                        design.alpha)
         method = res.method
     return {"mean": res.estimate, "ci_low": res.low, "ci_high": res.high, "method": method,
@@ -210,7 +203,7 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, design: Design,
     units = None if design.level == "item" else _units(a, design).tolist()
     if units is not None and corpus is not None:
         raise ValueError(f"{design.name}: cluster-level tests are for item means only")
-    r = stats.paired_randomization(sa, sb, fn, units, design.n_resamples, design.seed,
+    r = uncertainty.paired_randomization(sa, sb, fn, units, design.n_resamples, design.seed,
                                    design.alpha, max_resamples=design.max_resamples)
     return {"diff": r.diff, "ci_low": r.low, "ci_high": r.high, "p_value": r.p_value,
             "estimate": r.estimate_a, "estimate_ref": r.estimate_b, "method": r.method,
@@ -278,7 +271,7 @@ def adjust(comparisons: pd.DataFrame, primary: Mapping[str, Any] | None = None,
     out["primary"] = is_primary.to_numpy()
     out["p_adj"] = out[p].astype(float)
     rest = ~out["primary"]
-    out.loc[rest, "p_adj"] = stats.holm(out.loc[rest, p].astype(float).to_numpy())
+    out.loc[rest, "p_adj"] = uncertainty.holm(out.loc[rest, p].astype(float).to_numpy())
     if "p_min" in out:
         floor = out["p_min"].astype(float)
         out["p_adj_min"] = floor.where(out["primary"], (floor * int(rest.sum())).clip(upper=1.0))

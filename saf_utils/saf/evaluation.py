@@ -8,10 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from saf_utils import choices
-from saf_utils import protocol as P
-from saf_utils import verdicts as V
-from saf_utils.saf.evaluate import (
+from saf_utils.saf.scores import (
     ANSWERS,
     FEW_QUESTIONS,
     LOWER_IS_BETTER,
@@ -30,6 +27,9 @@ from saf_utils.saf.evaluate import (
     question_ids,
     seed_key,
 )
+from saf_utils.statistics import conclusions as V
+from saf_utils.statistics import protocol as P
+from saf_utils.statistics import validation_choice
 
 
 @dataclass
@@ -43,7 +43,7 @@ class Evaluation:
     per_seed: pd.DataFrame
     reference: str  # strongest baseline on validation
     chosen: str  # val-chosen system (baselines and systems only)
-    choice: choices.Choice  # the validation table behind ``chosen``
+    choice: validation_choice.Choice  # the validation table behind ``chosen``
     selection_metric: str
     comparisons: pd.DataFrame  # test splits: systems minus the reference, leads; adjusted
     new_questions: pd.DataFrame  # mean metrics, estimand "new questions" (enough questions)
@@ -64,13 +64,14 @@ PRIMARY = {"split": "test_unseen_answers", "metric": "accuracy"}
 def choose_on_validation(headline: pd.DataFrame, role_of: Mapping[str, str],
                          metric: str = "macro_f1",
                          allowed: Sequence[str] = ("baseline", "system"),
-                         split: str = "validation") -> choices.Choice:
+                         split: str = "validation") -> validation_choice.Choice:
     """The system (role in ``allowed``; ``role_of``: system -> role) with the best
     validation ``metric`` (ties: the headline table's order)."""
     v = headline[(headline.split == split) & (headline.metric == metric)]
     names = {s: role_of[s] for s in dict.fromkeys(v.system)}
-    return choices.choose_from(v.rename(columns={"mean": "value"})[["system", "value"]], metric,
-                         names, allowed, split, metric in LOWER_IS_BETTER)
+    return validation_choice.choose_from(
+        v.rename(columns={"mean": "value"})[["system", "value"]], metric, names, allowed, split,
+        metric in LOWER_IS_BETTER)
 
 
 def evaluate(preds: pd.DataFrame, role_of: Mapping[str, str],
@@ -96,7 +97,7 @@ def evaluate(preds: pd.DataFrame, role_of: Mapping[str, str],
     reference = choose_on_validation(headline, roles, selection_metric, ("baseline",))
     choice = choose_on_validation(headline, roles, selection_metric)
     ref, chosen = reference.per_fold[None], choice.per_fold[None]
-    eligible = [s for s in roles if roles[s] in choices.ELIGIBLE]
+    eligible = [s for s in roles if roles[s] in validation_choice.ELIGIBLE]
     tests = {s: d for s, d in designs.items() if s.startswith("test")}
     frames = [paired_per_split(preds, items, ref, tests, TABLE_METRICS, eligible)]
     lower = LOWER_IS_BETTER

@@ -3,7 +3,7 @@
 The same code runs on CPU, one GPU, or several (``accelerate launch`` / ``torchrun``), and is
 deterministic on CPU for a fixed seed. Under a launcher the Trainer runs DDP by itself (one
 process per device); :func:`generate` with ``distributed=True`` splits the inputs over the
-ranks and gathers the outputs back in input order (see :mod:`saf_utils.jobs`).
+ranks and gathers the outputs back in input order (see :mod:`saf_utils.training.jobs`).
 ``Seq2SeqSettings.model`` chooses the model:
 
 - a hub id or local folder of a pretrained seq2seq model (mBART, mT5, LED, ...);
@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from saf_utils.encoders import resolve_model
+from saf_utils.encoders.sentence import resolve_model
 
 SCRATCH = "scratch"
 BERT2BERT = "bert2bert:"

@@ -1,6 +1,6 @@
 """Sentence encoders shared by both tracks, loaded once per process, each unique text
 embedded once. Offline encoders (``local:`` names, :data:`OFFLINE_ENCODERS`): the packaged
-all-MiniLM-L6-v2 (English) and the two of :mod:`saf_utils.multilingual`; any
+all-MiniLM-L6-v2 (English) and the two of :mod:`saf_utils.encoders.multilingual`; any
 sentence-transformers hub id or folder works too. :func:`default_encoder` picks by language.
 """
 
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from saf_utils import numerics
-from saf_utils.multilingual import E5_NAME, USE_NAME
+from saf_utils import determinism
+from saf_utils.encoders.multilingual import E5_NAME, USE_NAME
 
 DEFAULT_ENCODER = "local:all-MiniLM-L6-v2"
 #: Encoders that load with nothing downloaded at run time (each from an installed package).
@@ -63,7 +63,7 @@ def resolve_model(name_or_path: str) -> str:
     if name_or_path in (DEFAULT_ENCODER, "all-MiniLM-L6-v2"):
         return minilm_path()
     if name_or_path == E5_NAME:
-        from saf_utils.multilingual import e5_path
+        from saf_utils.encoders.multilingual import e5_path
 
         return e5_path()
     if name_or_path == USE_NAME:
@@ -77,7 +77,7 @@ def sentence_encoder(name_or_path: str = DEFAULT_ENCODER, device: str | None = N
     """A cached ``SentenceTransformer`` (hub id, local folder or a ``local:`` name); USE
     multilingual v3 is wrapped to the same ``encode`` call."""
     if name_or_path == USE_NAME:
-        from saf_utils.multilingual import USEEncoder
+        from saf_utils.encoders.multilingual import USEEncoder
 
         return USEEncoder()
     from sentence_transformers import SentenceTransformer
@@ -87,7 +87,7 @@ def sentence_encoder(name_or_path: str = DEFAULT_ENCODER, device: str | None = N
     st_level = st_log.level
     hf_logging.set_verbosity_error()  # e5 has no pooler weights: ST never uses the pooler
     st_log.setLevel(logging.ERROR)  # nor a note that e5's "query: " prompt is the default
-    numerics.pin()  # before torch's first operation: fixed kernels and threads
+    determinism.pin()  # before torch's first operation: fixed kernels and threads
     try:
         return SentenceTransformer(resolve_model(name_or_path), device=device)
     finally:
@@ -98,7 +98,7 @@ def sentence_encoder(name_or_path: str = DEFAULT_ENCODER, device: str | None = N
 def l2_normalize(x: np.ndarray) -> np.ndarray:
     """Rows scaled to unit length (zero rows stay zero), as float64: dot products of float64
     rows differ across BLAS kernels by about 1e-16, which rounding then removes
-    (:mod:`saf_utils.numerics`); float32 ones by about 1e-7."""
+    (:mod:`saf_utils.determinism`); float32 ones by about 1e-7."""
     x = np.asarray(x, dtype=np.float64)
     norms = np.linalg.norm(x, axis=1, keepdims=True)
     return x / np.where(norms == 0, 1.0, norms)
@@ -124,7 +124,7 @@ def encode(
 ) -> np.ndarray:
     """Embed texts; rows are L2-normalised unless ``normalize=False``.
 
-    Cached per model for the process; rounded to :data:`saf_utils.numerics.DECIMALS`
+    Cached per model for the process; rounded to :data:`saf_utils.determinism.DECIMALS`
     decimals, since another machine's kernels change the last bits of float32 embeddings.
     """
     texts = [str(t) for t in texts]
@@ -138,7 +138,7 @@ def encode(
             normalize_embeddings=normalize,
             show_progress_bar=_progress(show_progress, len(missing)),
         )
-        vecs = numerics.round_features(vecs).astype(np.float32)
+        vecs = determinism.round_features(vecs).astype(np.float32)
         cache.update(zip(missing, vecs, strict=True))
     if not texts:
         return np.zeros((0, 0), dtype=np.float32)

@@ -12,12 +12,13 @@ from typing import Any
 
 import pandas as pd
 
-from saf_utils import choices, usage
-from saf_utils.jobs import progress
 from saf_utils.saf.all_systems import SYSTEMS
 from saf_utils.saf.context import EncoderChoice, RunContext, RunState, SAFData
 from saf_utils.saf.systems import unseen_cv_table
 from saf_utils.saf.unseen import STACKED, UnseenChoice, choose_rule
+from saf_utils.statistics import validation_choice
+from saf_utils.training import peak_memory
+from saf_utils.training.jobs import progress
 
 
 def effective_params(system_params: Mapping[str, Mapping[str, Any]] | None = None,
@@ -39,11 +40,11 @@ def choose_encoders(language: str, encoder: str | None = None,
                     ) -> EncoderChoice:
     """Fill the encoders a run leaves at None from the data's language.
 
-    ``encoder``: :func:`saf_utils.encoders.default_encoder`; ``extra_encoders``: every other
-    offline encoder, so validation chooses among all of them; the cross-encoder's model:
-    its parameter ``model``, else :func:`saf_utils.encoders.default_cross_encoder`.
+    ``encoder``: :func:`saf_utils.encoders.sentence.default_encoder`; ``extra_encoders``: every
+    other offline encoder, so validation chooses among all of them; the cross-encoder's model:
+    its parameter ``model``, else :func:`saf_utils.encoders.sentence.default_cross_encoder`.
     """
-    from saf_utils.encoders import OFFLINE_ENCODERS, default_cross_encoder, default_encoder
+    from saf_utils.encoders.sentence import OFFLINE_ENCODERS, default_cross_encoder, default_encoder
 
     cross = SYSTEMS.params("cross_encoder", (system_params or {}).get("cross_encoder")).model
     defaulted = tuple(k for k, v in (("sentence", encoder), ("extras", extra_encoders),
@@ -62,7 +63,7 @@ class SAFRun:
     preds: pd.DataFrame  # every system, split and seed (prediction table rows)
     state: RunState  # feature_clf's tuning, the cross-encoder run, logs, seconds
     unseen_cv: pd.DataFrame  # each system's unseen-question path, CV on train
-    unseen_choice: choices.Choice  # the inductive system chosen for unseen questions
+    unseen_choice: validation_choice.Choice  # the inductive system chosen for unseen questions
     params: dict[str, dict[str, Any]]  # the parameters each system ran with
     #: the unseen-question choice rule (and the plain best mean) nested over held-out
     #: training questions: what each would have lost against hindsight (:func:`unseen_regret`)
@@ -95,7 +96,7 @@ def run_systems(data: SAFData, names: Sequence[str], encoders: EncoderChoice,
                      embed=embed)
     frames = []
     for name, out, seconds in SYSTEMS.each(names, data, system_params, ctx=ctx, around=(
-            lambda name: usage.measure(ctx.state.peak_mb, name))):
+            lambda name: peak_memory.measure(ctx.state.peak_mb, name))):
         frames.append(out)
         for system, part in out.groupby("system", sort=False) if len(out) else ():
             ctx.state.preds[str(system)] = part
@@ -153,7 +154,7 @@ def choose_unseen_rule(unseen_cv: pd.DataFrame, n_se: float = 1.0) -> UnseenChoi
     return choose_rule(folds, UNSEEN_METRIC, roles, n_se=n_se)
 
 
-def choose_unseen(unseen_cv: pd.DataFrame, n_se: float = 1.0) -> choices.Choice:
+def choose_unseen(unseen_cv: pd.DataFrame, n_se: float = 1.0) -> validation_choice.Choice:
     """The inductive system for unseen questions (:func:`choose_unseen_rule`'s pick)."""
     return choose_unseen_rule(unseen_cv, n_se).choice
 

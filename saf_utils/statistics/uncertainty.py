@@ -1,13 +1,7 @@
-"""Uncertainty primitives for both tasks, on per-item sufficient statistics.
-
-Every metric is written as per-item *sufficient statistics* (a row of counts per item) plus a
-vectorised function of their sums, so corpus metrics (BLEU, chrF, macro F1) are exact, not
-averages of sentence scores, and one resample of thousands of items is a matrix product.
-Three methods, calibrated by ``benchmarks/stats_calibration.py``: :func:`cluster_bootstrap`
-(new items of these clusters), :func:`cluster_t_interval` (new clusters: with 6 or 10
-clusters a percentile bootstrap is too narrow) and :func:`paired_randomization`. Every std
-is the *population* std (``ddof=0``), as in the official scripts.
-"""
+"""Uncertainty primitives on per-item sufficient statistics (corpus metrics exact, a resample
+is a matrix product): :func:`cluster_bootstrap`, :func:`cluster_t_interval` and
+:func:`paired_randomization`; every std is the population std (``ddof=0``).
+Methods and calibration: docs/statistics.md."""
 
 from __future__ import annotations
 
@@ -18,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from saf_utils.numerics import SUM_DECIMALS, round_features
+from saf_utils.determinism import SUM_DECIMALS, round_features
 
 Statistic = Callable[[np.ndarray], np.ndarray]  # [B, d] summed stats -> [B] metric values
 

@@ -1,13 +1,7 @@
-"""Evaluation of SAF prediction tables: metrics, per-item scores, CIs, paired tests, analysis.
-
-Every metric is scored by its object (docs/metrics.md has the conventions); this module
-only says which inputs each compares. Inference goes through :mod:`saf_utils.protocol` with
-one design per split (:func:`design_for`): the headline estimand is *new answers to these
-questions*; splits with enough questions also get *new questions* (:data:`QUESTIONS`); a
-split with fewer than :data:`FEW_QUESTIONS` (test_unseen_questions: 2) gets no
-question-level inference at all: its numbers are conditional on its questions and shown
-per question.
-"""
+"""Evaluation of SAF prediction tables: which inputs each metric compares (docs/metrics.md),
+per-item scores, intervals and paired tests with one design per split (:func:`design_for`;
+the estimands, and why a split under :data:`FEW_QUESTIONS` questions gets none at question
+level: docs/statistics.md)."""
 
 from __future__ import annotations
 
@@ -19,9 +13,9 @@ import numpy as np
 import pandas as pd
 
 from saf_utils import metrics as M
-from saf_utils import protocol as P
-from saf_utils import stats
 from saf_utils.saf.data import SAF_LABELS
+from saf_utils.statistics import protocol as P
+from saf_utils.statistics import uncertainty
 
 #: Every metric scored per table, in table order: names only, everything else is the metric
 #: object's (:mod:`saf_utils.metrics`). A new metric of this task is one name here.
@@ -192,7 +186,7 @@ def _moverscore_by_split(p: pd.DataFrame, refs: list[str], hyps: list[str],
 
 
 
-def corpus_stat(metric: str, preds: pd.DataFrame) -> tuple[np.ndarray, stats.Statistic]:
+def corpus_stat(metric: str, preds: pd.DataFrame) -> tuple[np.ndarray, uncertainty.Statistic]:
     """Per-item sufficient statistics and statistic of a corpus metric for one table."""
     if metric not in CORPUS_METRICS:
         raise ValueError(f"unknown corpus metric {metric!r}; known: {list(CORPUS_METRICS)}")

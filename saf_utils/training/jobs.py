@@ -1,32 +1,14 @@
-"""The jobs layer: one training job, task-agnostic, in the kernel or under a launcher.
-
-Two job kinds: ``"seq2seq"`` (:mod:`saf_utils.seq2seq`, generates text) and
-``"cross_encoder"`` (:mod:`saf_utils.cross_encoder`, text pairs ``source`` and ``pair`` ->
-label or score as ``output``, class probabilities as ``probs``, per ``epoch`` when asked).
-A task writes its examples once (:func:`write_examples`); a :class:`TrainJob` holds that
-file, the settings, a seed and an output folder, and :func:`train_job` writes ``model/``,
-``predictions.jsonl.gz`` and ``train_log.json`` there.
-
-``python -m saf_utils.train CONFIG`` runs one job, unchanged under ``torchrun`` or
-``accelerate launch`` (one DDP replica per process, generation split over the ranks and
-gathered in input order, only rank 0 writes, a failing rank writes ``rank<k>.error``).
-:func:`run_job` / :func:`run_jobs` take a launcher: ``"none"`` (in the kernel),
-``"processes:N"`` (:mod:`saf_utils.job_pool`), ``"torchrun:N"`` or ``"accelerate[:N]"``.
-"""
+"""The jobs layer: one training job (``"seq2seq"`` or ``"cross_encoder"``), task-agnostic, in
+the kernel or under a launcher (``none``, ``processes:N``, ``torchrun:N``, ``accelerate[:N]``);
+the job kinds, files and launchers: docs/distributed-training.md."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import logging
-import math
-import numbers
 import os
-import subprocess
-import sys
 import time
-import types
-import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,10 +16,12 @@ from typing import Any, NamedTuple
 
 import pandas as pd
 
-from saf_utils import job_pool, numerics
-from saf_utils.artifacts import read_text, write_jsonl
-from saf_utils.seq2seq import Seq2SeqSettings, dist_rank_world, generate, train_seq2seq
+from saf_utils import determinism
+from saf_utils.data.artifacts import read_text, write_jsonl
 from saf_utils.text import listing
+from saf_utils.training import launchers
+from saf_utils.training.seq2seq import Seq2SeqSettings, dist_rank_world, generate, train_seq2seq
+from saf_utils.training.settings_checks import check_fields
 
 _LOG = logging.getLogger(__name__)
 
@@ -48,11 +32,10 @@ def progress(message: str) -> None:
     _LOG.info(message)
 
 CONFIG_FILE = "job.json"
-#: gzip-compressed, as the run's other per-item files (:mod:`saf_utils.artifacts`).
+#: gzip-compressed, as the run's other per-item files (:mod:`saf_utils.data.artifacts`).
 EXAMPLES_FILE = "examples.jsonl.gz"
 OUTPUT_FILE = "predictions.jsonl.gz"
 LOG_FILE = "train_log.json"
-LAUNCHER_LOG = "launcher.log"
 MODEL_DIR = "model"
 OUTPUT_FIELDS = ("task", "system", "seed", "fold", "split", "id", "source", "output",
                  "target")
@@ -67,78 +50,10 @@ def settings_class(kind: str) -> type:
     if kind == "seq2seq":
         return Seq2SeqSettings
     if kind == "cross_encoder":
-        from saf_utils.cross_encoder import CrossEncoderSettings
+        from saf_utils.training.cross_encoder import CrossEncoderSettings
 
         return CrossEncoderSettings
     raise ValueError(f"job kind {kind!r}: use one of {KINDS}")
-
-
-#: The range of each numeric setting of either kind, (lowest, highest, lowest excluded);
-#: every float must also be finite (``1e309`` in JSON is infinite).
-_POSITIVE, _NON_NEGATIVE, _FRACTION = (0, math.inf, True), (0, math.inf, False), (0, 1, False)
-SETTING_RANGES: dict[str, tuple[float, float, bool]] = {
-    **dict.fromkeys(("learning_rate", "epochs", "batch_size", "eval_batch_size", "grad_accum",
-                     "max_source_length", "max_target_length", "max_length", "num_beams",
-                     "scratch_vocab_size", "scratch_d_model", "scratch_layers", "scratch_heads",
-                     "scratch_ff", "logging_steps"), _POSITIVE),
-    **dict.fromkeys(("weight_decay", "no_repeat_ngram_size", "freeze_layers", "train_layers",
-                     "fold", "seed"), _NON_NEGATIVE),
-    **dict.fromkeys(("warmup_ratio", "label_smoothing"), _FRACTION),
-    "max_steps": (-1, math.inf, False),  # -1: train for ``epochs``; 0 is refused below
-}
-#: The largest whole number a setting takes (a batch of 10**30 is a typo).
-MAX_INT = 2**31 - 1
-
-
-def _type_ok(value: Any, hint: Any) -> bool:
-    """``value`` has the type ``hint`` (Optional, list[X], dict[K, V], a class; an int is a
-    float, a bool is no number)."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if hint is Any:
-        return True
-    if origin in (typing.Union, types.UnionType):
-        return any(_type_ok(value, a) for a in args)
-    if origin in (list, tuple, Sequence):
-        return isinstance(value, list) and all(_type_ok(v, args[0]) for v in value)
-    if origin in (dict, Mapping):
-        return isinstance(value, dict) and all(_type_ok(k, args[0]) for k in value)
-    if hint is type(None):
-        return value is None
-    if hint is float:  # numpy's numbers too (a fold from a groupby is an np.int64)
-        return isinstance(value, numbers.Real) and not isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-    return isinstance(value, hint)
-
-
-def _type_text(hint: Any) -> str:
-    return str(hint).replace("typing.", "").replace("<class '", "").replace("'>", "")
-
-
-def check_fields(obj: Any, where: str) -> None:
-    """Every field of the dataclass ``obj`` against its declared type (no null where the
-    type has none), finite, and in :data:`SETTING_RANGES`: a ``ValueError`` naming the
-    field in one line."""
-    hints = typing.get_type_hints(type(obj))
-    for f in dataclasses.fields(obj):
-        value, hint = getattr(obj, f.name), hints[f.name]
-        said = f"{where}: {f.name} = {str(value)[:80]!r}"
-        if not _type_ok(value, hint):
-            need = "a value" if value is None else f"of type {_type_text(hint)}"
-            raise ValueError(f"{said} is {type(value).__name__}; it needs {need}")
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            continue
-        if not math.isfinite(value):
-            raise ValueError(f"{said} is not a finite number")
-        if isinstance(value, numbers.Integral) and abs(value) > MAX_INT:
-            raise ValueError(f"{said} is larger than {MAX_INT:,}")
-        lo, hi, open_lo = SETTING_RANGES.get(f.name, (-math.inf, math.inf, False))
-        if value < lo or value > hi or (open_lo and value == lo) or (
-                f.name == "max_steps" and value == 0):
-            want = ("-1 (train for epochs) or a positive number" if f.name == "max_steps"
-                    else f"{'above' if open_lo else 'at least'} {lo:g}"
-                    + (f" and at most {hi:g}" if math.isfinite(hi) else ""))
-            raise ValueError(f"{said} is out of range: it must be {want}")
 
 
 class TrainJobError(RuntimeError):
@@ -317,8 +232,8 @@ def with_examples(base: TrainJob | dict[str, Any], train: Examples,
 def train_job(job: TrainJob, log: Callable[[str], None] = progress) -> JobResult:
     """Train, predict and (on rank 0) write the job's files; the in-process path, with
     fixed kernels before torch's first operation and fixed training threads."""
-    numerics.pin_kernels()
-    with numerics.training_threads():
+    determinism.pin_kernels()
+    with determinism.training_threads():
         return _train_job(job, log)
 
 
@@ -337,7 +252,7 @@ def _train_job(job: TrainJob, log: Callable[[str], None]) -> JobResult:
     model_dir = str(out / MODEL_DIR) if job.save_model else None
     head = {"task": job.task, "system": job.system, "seed": settings.seed, "fold": job.fold}
     if cross:  # every epoch's predictions with predict_every_epoch
-        from saf_utils.cross_encoder import train_and_predict
+        from saf_utils.training.cross_encoder import train_and_predict
 
         by_epoch, summary = train_and_predict(
             train.sources, train.pairs, train.targets,
@@ -376,46 +291,6 @@ def _output_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[*OUTPUT_FIELDS, *extra])
 
 
-# --------------------------------------------------------------------------- launchers
-
-
-def launch_command(launcher: str, config_path: str | os.PathLike) -> list[str]:
-    """The command line of a launcher (``torchrun:N``, ``torchrun:gpu``, ``accelerate``,
-    ``accelerate:N``), run as ``sys.executable -m`` to use the notebook's environment."""
-    kind, _, n = launcher.partition(":")
-    target = ["-m", "saf_utils.train", str(config_path)]
-    if kind == "torchrun" and n:
-        return [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                "--nproc_per_node", n, *target]
-    if kind == "accelerate":
-        extra = ["--multi_gpu", "--num_processes", n, "--num_machines", "1"] if n else []
-        return [sys.executable, "-m", "accelerate.commands.launch", *extra, *target]
-    raise ValueError(f"launcher {launcher!r}: use none, processes:N, torchrun:N, torchrun:gpu, "
-                     "accelerate or accelerate:N")
-
-
-def check_launcher(launcher: str) -> None:
-    """A launcher this machine can start, or a one-line ``ValueError`` saying why not:
-    checked when a run is planned, not at the first training job after the CPU systems."""
-    if not isinstance(launcher, str):
-        raise ValueError(f"launcher {launcher!r}: a launcher is a string: none, processes:N, "
-                         "torchrun:N, torchrun:gpu, accelerate or accelerate:N")
-    if launcher == "none" or job_pool.processes(launcher):
-        return
-    launch_command(launcher, CONFIG_FILE)  # the syntax
-    kind, _, n = launcher.partition(":")
-    if kind == "torchrun" and n != "gpu" and not (n.isdigit() and int(n) >= 1):
-        raise ValueError(f"launcher {launcher!r}: torchrun:N needs N >= 1 (or torchrun:gpu)")
-    if kind == "accelerate" and n and not (n.isdigit() and int(n) >= 1):
-        raise ValueError(f"launcher {launcher!r}: accelerate:N needs N >= 1")
-    if n == "gpu" or (kind == "accelerate" and n):
-        import torch
-
-        if not torch.cuda.is_available():
-            raise ValueError(f"launcher {launcher!r} needs CUDA GPUs and this machine has "
-                             "none: use torchrun:N (N CPU processes) or none")
-
-
 def load_result(output_dir: str | os.PathLike) -> JobResult:
     """Read a finished job's predictions and log back (ids keep their JSON types)."""
     out = Path(output_dir)
@@ -423,27 +298,6 @@ def load_result(output_dir: str | os.PathLike) -> JobResult:
             if line.strip()]
     record = json.loads((out / LOG_FILE).read_text(encoding="utf-8"))
     return JobResult(_output_frame(rows), record, out)
-
-
-def _failure_message(out: Path, returncode: int, tail: Sequence[str]) -> str:
-    errors = []
-    for path in out.glob("rank*.error"):
-        try:
-            errors.append(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError):
-            continue
-    if errors:
-        first = min(errors, key=lambda e: e["time"])  # later ones are usually its fallout
-        others = sorted(e["rank"] for e in errors if e is not first)
-        return (f"rank {first['rank']} failed: {first['type']}: {first['message']}"
-                + (f" (ranks {others} failed after it)" if others else "")
-                + "\n" + first["traceback"][-3000:])
-    return (f"launcher exited with code {returncode} and no rank error file; last lines:\n"
-            + "".join(tail[-40:]))
-
-
-#: Seconds a launcher gets to stop its ranks after SIGTERM, before SIGKILL.
-STOP_GRACE_S = 30
 
 
 def run_job(config: dict[str, Any] | TrainJob, launcher: str = "none",
@@ -456,38 +310,13 @@ def run_job(config: dict[str, Any] | TrainJob, launcher: str = "none",
     out.mkdir(parents=True, exist_ok=True)
     for stale in [*out.glob("rank*.error"), out / OUTPUT_FILE, out / LOG_FILE]:
         stale.unlink(missing_ok=True)  # never read an earlier run's files as this run's
-    if launcher == "none" or job_pool.processes(launcher):  # one job: in the kernel
-        with numerics.training_threads():  # the same model whatever the machine's threads
+    if launcher == "none" or launchers.processes(launcher):  # one job: in the kernel
+        with determinism.training_threads():  # the same model whatever the machine's threads
             return train_job(job, log)
     cfg = out / CONFIG_FILE
     cfg.write_text(json.dumps(job.to_dict(), indent=1, ensure_ascii=False))
     read_examples(job.examples)  # a bad file: one line here, not a traceback in each rank
-    cmd = job_pool.tied(launch_command(launcher, cfg))
-    # Progress bars redraw with \r, which a line-by-line stream cannot show: the Trainer
-    # prints its loss lines instead.
-    env = {"PYTHONUNBUFFERED": "1", "TQDM_DISABLE": "1", **os.environ,
-           **numerics.pinned_environment()}
-    log("[run_job] " + " ".join(cmd))
-    tail: list[str] = []
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          bufsize=1, env=env) as proc, \
-            open(out / LAUNCHER_LOG, "w", encoding="utf-8") as fh:
-        assert proc.stdout is not None
-        try:
-            for line in proc.stdout:
-                fh.write(line)
-                tail = [*tail[-199:], line]
-                log(line.rstrip("\n"))
-        except BaseException:  # e.g. an interrupted cell: stop the launcher and its ranks
-            proc.terminate()  # torchrun forwards SIGTERM to its workers
-            try:
-                proc.wait(timeout=STOP_GRACE_S)
-            except subprocess.TimeoutExpired:  # the ranks die with it (job_pool.tied)
-                proc.kill()
-            raise
-        returncode = proc.wait()
-    if returncode != 0:
-        raise TrainJobError(_failure_message(out, returncode, tail))
+    launchers.launch(launcher, cfg, log, TrainJobError)
     return load_result(out)
 
 
@@ -508,12 +337,12 @@ def _timed(fn: Callable[..., Any], *args: Any) -> tuple[Any, float]:
 def run_jobs(jobs: Sequence[dict[str, Any] | TrainJob], launcher: str = "none",
              log: Callable[[str], None] = progress) -> RunResults:
     """Run jobs one after the other (``"processes:N"``: N at a time in forked processes,
-    :mod:`saf_utils.job_pool`; the same outputs); all prediction rows and one log row per
+    :mod:`saf_utils.training.launchers`; the same outputs); all prediction rows and one log row per
     job, in job order."""
     jobs = [TrainJob.from_dict(j) if isinstance(j, dict) else j for j in jobs]
-    n = job_pool.processes(launcher)
+    n = launchers.processes(launcher)
     if n:  # the forked processes wrote every job's outputs: read them back
-        seconds = job_pool.run_forked(jobs, n, run_job, TrainJobError, log)
+        seconds = launchers.run_forked(jobs, n, run_job, TrainJobError, log)
         done = [(load_result(j.output_dir), s) for j, s in zip(jobs, seconds, strict=True)]
     else:
         done = [_timed(run_job, job, launcher, log) for job in jobs]

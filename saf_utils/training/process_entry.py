@@ -1,7 +1,8 @@
-"""``python -m saf_utils.train CONFIG``: run one :class:`saf_utils.jobs.TrainJob`.
+"""``python -m saf_utils.training.process_entry CONFIG``: run one
+:class:`saf_utils.training.jobs.TrainJob`.
 
 The entry point that ``torchrun`` and ``accelerate launch`` start, once per process: it joins
-the process group, trains (:func:`saf_utils.jobs.train_job`) and, on failure, writes the
+the process group, trains (:func:`saf_utils.training.jobs.train_job`) and, on failure, writes the
 rank's exception to ``<output_dir>/rank<k>.error`` for the launcher's caller.
 """
 
@@ -16,9 +17,9 @@ import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
-from saf_utils import job_pool
-from saf_utils import jobs as J
-from saf_utils.seq2seq import dist_rank_world
+from saf_utils.training import jobs as J
+from saf_utils.training import launchers
+from saf_utils.training.seq2seq import dist_rank_world
 
 #: Test hook: the rank named here raises right after joining the process group.
 FAIL_ENV = "SAF_TRAIN_FAIL_RANK"
@@ -54,8 +55,9 @@ EXIT_BAD_JOB = 2
 
 def _main(argv: Sequence[str] | None = None) -> int:
     if launcher := os.environ.get("SAF_LAUNCHER_PID"):  # a rank dies with its launcher
-        job_pool.die_with_parent(int(launcher))
-    parser = argparse.ArgumentParser(prog="python -m saf_utils.train", description=__doc__,
+        launchers.die_with_parent(int(launcher))
+    parser = argparse.ArgumentParser(prog="python -m saf_utils.training.process_entry",
+                                     description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("config", help="job config (YAML or JSON; fields of TrainJob)")
     args = parser.parse_args(argv)
@@ -63,7 +65,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
         job = J.TrainJob.load(args.config)
         J.read_examples(job.examples)
     except (OSError, ValueError, TypeError) as exc:
-        print(f"python -m saf_utils.train: {' '.join(str(exc).split())}", file=sys.stderr)
+        print(f"python -m saf_utils.training.process_entry: {' '.join(str(exc).split())}",
+              file=sys.stderr)
         return EXIT_BAD_JOB
     rank = int(os.environ.get("RANK", "0"))
     try:

@@ -1,0 +1,1 @@
+"""Sentence encoders: the one embedding cache and the offline multilingual encoders."""
