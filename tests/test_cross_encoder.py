@@ -457,3 +457,46 @@ def test_pair_pooling_trains_through_the_job_on_both_paths(tiny_bert: str) -> No
         assert log["cached_frozen"] == cached and log["class_weights"] == [2 / 3, 2.0]
         out[cached] = [p["Correct"] for p in res[1]["t"][1]]
     assert np.allclose(out[True], out[False], atol=1e-2)
+
+
+def test_end_to_end_setting_trains_every_layer_without_the_frozen_cache(
+        tiny_bert: str, tmp_path: Path) -> None:
+    """``train_layers: null`` with no ``freeze_layers`` (the defaults) fine-tunes the whole
+    model end to end: every weight of the embeddings and of every layer moves, nothing is
+    cached, and the pair pooling trains through the full model."""
+    from safetensors.torch import load_file
+
+    settings = CE.CrossEncoderSettings(model=tiny_bert, train_layers=None, max_length=16,
+                                       pooling="pair", epochs=2, batch_size=2, seed=0,
+                                       learning_rate=1e-2, logging_steps=100)
+    before = transformers.BertModel.from_pretrained(tiny_bert).state_dict()
+    _, log = CE.train_and_predict(["a b", "c", "a", "d d"], ["a", "b c", "a", "c"],
+                                  ["Correct", "Incorrect", "Correct", "Correct"],
+                                  {"t": (["a b"], ["a"])}, settings, str(tmp_path))
+    assert not log["cached_frozen"] and log["settings"]["freeze_layers"] == 0
+    assert log["n_trainable"] == log["n_parameters"]
+    after = {k.split("bert.", 1)[1]: v for k, v in load_file(
+        str(tmp_path / "model.safetensors")).items() if "bert." in k}
+    moved = {k: not torch.allclose(before[k], after[k])
+             for k in before if k.startswith(("embeddings.word", "encoder.layer"))
+             and k.endswith("weight") and "LayerNorm" not in k}
+    assert moved and all(moved.values()), [k for k, v in moved.items() if not v]
+    assert {k.split(".")[2] for k in moved if k.startswith("encoder.layer")} == {"0", "1"}
+
+
+def test_per_model_overrides_of_the_cross_encoder_parameters() -> None:
+    """``models``: what the fine-tuned model's size allows (end to end for MiniLM, the top
+    layer for e5) is set per model; other models keep the shared parameters."""
+    from saf_utils.saf.systems import SYSTEMS
+
+    p = SYSTEMS.params("cross_encoder", {
+        "settings": {"train_layers": 1}, "learning_rate": [1e-3],
+        "models": {"m": {"settings": {"train_layers": None}, "learning_rate": [5e-5]}}})
+    mine, other = p.for_model("m"), p.for_model("e5")
+    assert mine.settings == {"train_layers": None} and list(mine.learning_rate) == [5e-5]
+    assert mine.models == {} and mine.folds == p.folds
+    assert other.settings == {"train_layers": 1} and list(other.learning_rate) == [1e-3]
+    with pytest.raises(ValueError, match=r"models\['m'\].*unknown parameter"):
+        SYSTEMS.params("cross_encoder", {"models": {"m": {"lr": 1}}}).for_model("m")
+    with pytest.raises(ValueError, match="cannot name model"):
+        SYSTEMS.params("cross_encoder", {"models": {"m": {"model": "x"}}}).for_model("m")
