@@ -7,9 +7,9 @@ Built on transformers' ``Trainer``, so the same code runs on CPU, one GPU or sev
 - a **constant** learning rate: the model after epoch ``e`` of an ``E``-epoch run is the
   model of an ``e``-epoch run, so one run scores every epoch count (``predict_every_epoch``);
 - ``freeze_layers`` / ``train_layers``: on 2 CPU cores only the top layers' backward pass
-  fits the budget of e5-small (12 layers, 250 k pieces); MiniLM-L6 is fine-tuned end to
-  end (``train_layers: None`` and no ``freeze_layers``: every weight, nothing cached), as
-  the one frozen-cache top layer gave most unseen questions one label; with
+  fits the budget (end to end, ``train_layers: None`` and no ``freeze_layers``, trains every
+  weight and caches nothing: MiniLM-L6 6x, e5-small 10x the time per step, and on English
+  train it transferred no better to held-out questions; docs/encoders.md); with
   ``cache_frozen`` (BERT-style models) the frozen part runs **once** per pair (eval mode,
   cached per process) and the Trainer fits only the top layers and the head on those states
   (:mod:`saf_utils.cross_encoder_modules`; the same logits as the full model);

@@ -483,20 +483,3 @@ def test_end_to_end_setting_trains_every_layer_without_the_frozen_cache(
     assert moved and all(moved.values()), [k for k, v in moved.items() if not v]
     assert {k.split(".")[2] for k in moved if k.startswith("encoder.layer")} == {"0", "1"}
 
-
-def test_per_model_overrides_of_the_cross_encoder_parameters() -> None:
-    """``models``: what the fine-tuned model's size allows (end to end for MiniLM, the top
-    layer for e5) is set per model; other models keep the shared parameters."""
-    from saf_utils.saf.systems import SYSTEMS
-
-    p = SYSTEMS.params("cross_encoder", {
-        "settings": {"train_layers": 1}, "learning_rate": [1e-3],
-        "models": {"m": {"settings": {"train_layers": None}, "learning_rate": [5e-5]}}})
-    mine, other = p.for_model("m"), p.for_model("e5")
-    assert mine.settings == {"train_layers": None} and list(mine.learning_rate) == [5e-5]
-    assert mine.models == {} and mine.folds == p.folds
-    assert other.settings == {"train_layers": 1} and list(other.learning_rate) == [1e-3]
-    with pytest.raises(ValueError, match=r"models\['m'\].*unknown parameter"):
-        SYSTEMS.params("cross_encoder", {"models": {"m": {"lr": 1}}}).for_model("m")
-    with pytest.raises(ValueError, match="cannot name model"):
-        SYSTEMS.params("cross_encoder", {"models": {"m": {"model": "x"}}}).for_model("m")

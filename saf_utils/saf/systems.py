@@ -9,14 +9,14 @@ it. A name ending in ``:`` covers its variants (``seq2seq:<model>``).
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from saf_utils import metrics as M
-from saf_utils.registry import NoParams, Registry, make_params
+from saf_utils.registry import NoParams, Registry
 from saf_utils.saf import baselines as B
 from saf_utils.saf import criteria as CR
 from saf_utils.saf import evaluate as EV
@@ -277,20 +277,6 @@ class CrossEncoderParams:
     include_question: tuple[bool, ...] = (False, True)
     #: grouped folds over questions: out-of-fold outputs for stacking and unseen-question CV
     folds: int = 3
-    #: model fine-tuned -> overrides of these parameters when that model is the one (as
-    #: seq2seq's per-model overrides): what fits a budget depends on the model's size, e.g.
-    #: MiniLM-L6 fine-tuned end to end where e5-small trains only its top layer
-    models: dict = field(default_factory=dict)
-
-    def for_model(self, model: str) -> CrossEncoderParams:
-        """These parameters with ``models[model]``'s overrides (checked as any parameter)."""
-        extra = dict(self.models.get(model) or {})
-        if "models" in extra or "model" in extra:
-            raise ValueError(f"cross_encoder models[{model!r}]: overrides cannot name "
-                             "model or models")
-        return make_params(CrossEncoderParams, {**asdict(self), **extra,
-                                                "models": {}},
-                           f"system 'cross_encoder' models[{model!r}]")
 
     def grid(self) -> dict[str, list]:
         return {k: list(getattr(self, k))
@@ -301,7 +287,6 @@ class CrossEncoderParams:
                   description="pretrained encoder fine-tuned on (answer, reference[, "
                   "question]) pairs; feedback retrieved for the predicted label")
 def cross_encoder(data: SAFData, params: CrossEncoderParams, ctx: RunContext) -> pd.DataFrame:
-    params = params.for_model(ctx.encoders.cross_encoder)
     jobs = CrossEncoderJobs(data, {**params.settings, "model": ctx.encoders.cross_encoder},
                             ctx.mode, ctx.output_dir / "cross_encoder", ctx.launcher, ctx.log)
     run = run_cross_encoder(jobs, params.grid(), ctx.seeds, ctx.encoder, params.folds,
