@@ -457,3 +457,29 @@ def test_pair_pooling_trains_through_the_job_on_both_paths(tiny_bert: str) -> No
         assert log["cached_frozen"] == cached and log["class_weights"] == [2 / 3, 2.0]
         out[cached] = [p["Correct"] for p in res[1]["t"][1]]
     assert np.allclose(out[True], out[False], atol=1e-2)
+
+
+def test_end_to_end_setting_trains_every_layer_without_the_frozen_cache(
+        tiny_bert: str, tmp_path: Path) -> None:
+    """``train_layers: null`` with no ``freeze_layers`` (the defaults) fine-tunes the whole
+    model end to end: every weight of the embeddings and of every layer moves, nothing is
+    cached, and the pair pooling trains through the full model."""
+    from safetensors.torch import load_file
+
+    settings = CE.CrossEncoderSettings(model=tiny_bert, train_layers=None, max_length=16,
+                                       pooling="pair", epochs=2, batch_size=2, seed=0,
+                                       learning_rate=1e-2, logging_steps=100)
+    before = transformers.BertModel.from_pretrained(tiny_bert).state_dict()
+    _, log = CE.train_and_predict(["a b", "c", "a", "d d"], ["a", "b c", "a", "c"],
+                                  ["Correct", "Incorrect", "Correct", "Correct"],
+                                  {"t": (["a b"], ["a"])}, settings, str(tmp_path))
+    assert not log["cached_frozen"] and log["settings"]["freeze_layers"] == 0
+    assert log["n_trainable"] == log["n_parameters"]
+    after = {k.split("bert.", 1)[1]: v for k, v in load_file(
+        str(tmp_path / "model.safetensors")).items() if "bert." in k}
+    moved = {k: not torch.allclose(before[k], after[k])
+             for k in before if k.startswith(("embeddings.word", "encoder.layer"))
+             and k.endswith("weight") and "LayerNorm" not in k}
+    assert moved and all(moved.values()), [k for k, v in moved.items() if not v]
+    assert {k.split(".")[2] for k in moved if k.startswith("encoder.layer")} == {"0", "1"}
+

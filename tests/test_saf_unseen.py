@@ -365,3 +365,24 @@ def test_unseen_feedback_is_chosen_for_the_labels_it_is_given():
     assert (wrong.value < gold.value).all()  # praise for every answer: further from gold
     with pytest.raises(ValueError, match="labels for"):
         FCH.loqo_feedback_cv(train, cands, bow_encoder, labels=["Correct"])
+
+
+def test_a_cross_encoder_that_gives_one_label_out_of_fold_is_flagged_and_no_candidate():
+    """The grouped out-of-fold labels a cross-encoder leaves: one label for over 90 % of the
+    training answers marks it ``collapsed`` and the unseen-question choice drops it; a
+    path whose labels follow the answers stays a candidate."""
+    train = toy_frame("train", ("Q1", "Q2", "Q3"))
+    ctx = RunContext(EncoderChoice("de", "bow", (), "x", ()), embed=bow_encoder)
+    data = SAFData(train, {}, "toy")
+    ids = train["id"].astype(str).tolist()
+    gold = train.verification_feedback.astype(str).tolist()
+    for oof in ({i: "Correct" for i in ids}, dict(zip(ids, gold, strict=True))):
+        ctx.state.unseen_cv["cross_encoder"] = pd.DataFrame([{
+            "system": "cross_encoder", "accuracy": 0.5, "macro_f1": 0.3, "oof": oof,
+            "per_question": {"Q1": 0.5, "Q2": 0.5, "Q3": 0.5},
+            "protocol": "grouped 2-fold over questions"}])
+        cv = SY.unseen_cv_table(data, ctx).set_index("system")
+        one_label = len(set(oof.values())) == 1
+        assert bool(cv.loc["cross_encoder", "collapsed"]) == one_label
+        folds, roles = R.unseen_folds(cv.reset_index())
+        assert ("cross_encoder" in roles) == (not one_label)

@@ -28,7 +28,7 @@ from saf_utils.encoders.sentence import l2_normalize
 from saf_utils.saf.baselines import Encoder, ReferenceThresholds, per_question_accuracy
 from saf_utils.saf.data import SAF_LABELS
 from saf_utils.saf.reference import UNITS, content_units, coverage
-from saf_utils.statistics import validation_choice as choices
+from saf_utils.statistics import validation_choice
 from saf_utils.text import split_sentences
 
 #: How a unit's scores become the answer's covered share: the mean unit cosine (``sem``),
@@ -128,7 +128,7 @@ def loqo_criteria(train: pd.DataFrame, encoder: Encoder,
                      "per_question": per_question_accuracy(qs, y, pred),
                      "oof": dict(zip(ids, map(str, pred), strict=True))})
     table = pd.DataFrame(rows)
-    chosen = choices.choose_row(table, "macro_f1", "train")
+    chosen = validation_choice.choose_row(table, "macro_f1", "train")
     return CriteriaCV(table, chosen, list(settings)[chosen])
 
 

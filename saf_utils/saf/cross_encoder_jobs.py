@@ -25,7 +25,7 @@ from saf_utils.saf.baselines import (
     retrieved_feedback_table,
 )
 from saf_utils.saf.features import StackFeatures
-from saf_utils.statistics import validation_choice as choices
+from saf_utils.statistics import validation_choice
 from saf_utils.text import listing
 from saf_utils.training import jobs as J
 
@@ -245,7 +245,7 @@ def run_cross_encoder(ce: CrossEncoderJobs, grid: Mapping[str, Sequence[Any]],
     if "validation" not in ce.data.evals:
         raise ValueError("run_cross_encoder needs a validation split")
     table, res = grid_search(ce, grid, seeds[0])
-    i = choices.choose_row(table, "macro_f1", "validation")
+    i = validation_choice.choose_row(table, "macro_f1", "validation")
     best = table.iloc[i]
     config = {"learning_rate": float(best.learning_rate), "epochs": int(best.epochs),
               "order": best.order, "include_question": bool(best.include_question)}
@@ -276,10 +276,11 @@ def run_cross_encoder(ce: CrossEncoderJobs, grid: Mapping[str, Sequence[Any]],
 
 
 def stacking_choice(headline: pd.DataFrame, metric: str = "macro_f1",
-                    stacked: str = "feature_clf:stacked") -> choices.Choice:
+                    stacked: str = "feature_clf:stacked") -> validation_choice.Choice:
     """Whether to stack, on validation: ``feature_clf`` against ``feature_clf:stacked``."""
     v = headline[(headline.split == "validation") & (headline.metric == metric)
                  & headline.system.isin(["feature_clf", stacked])]
-    return choices.choose_from(v.rename(columns={"mean": "value"})[["system", "value"]], metric,
-                         {"feature_clf": "system", stacked: "system"}, ("system",),
-                         "validation", lower_is_better(metric))
+    return validation_choice.choose_from(
+        v.rename(columns={"mean": "value"})[["system", "value"]], metric,
+        {"feature_clf": "system", stacked: "system"}, ("system",), "validation",
+        lower_is_better(metric))

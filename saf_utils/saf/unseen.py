@@ -27,9 +27,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from saf_utils import determinism as numerics
+from saf_utils import determinism
 from saf_utils.saf.data import SAF_LABELS
-from saf_utils.statistics import validation_choice as choices
+from saf_utils.statistics import validation_choice
 
 #: The rules that turn the per-question CV into the unseen-question grader, simplest first.
 RULES = ("one_se", "best_mean", "stacking")
@@ -108,7 +108,7 @@ class UnseenChoice:
     """The rule kept, its pick, and every rule's regret over held-out training questions."""
 
     rule: str  # one of RULES
-    choice: choices.Choice  # the kept rule's choice (its table: mean, se, bar, chosen)
+    choice: validation_choice.Choice  # the kept rule's choice (its table: mean, se, bar, chosen)
     regret: pd.DataFrame  # rule, fold (held-out question), chosen, best, regret
     rules: pd.DataFrame  # per rule: mean and max regret, kept
 
@@ -127,8 +127,8 @@ def rule_function(rule: str, metric: str, roles: Mapping[str, str],
         return lambda rows: STACKED
     k = n_se if rule == "one_se" else 0.0
     single = {s: r for s, r in roles.items() if s != STACKED}
-    return lambda rows: choices.choose_within_se(
-        rows[rows.system != STACKED], metric, single, choices.ELIGIBLE, "train",
+    return lambda rows: validation_choice.choose_within_se(
+        rows[rows.system != STACKED], metric, single, validation_choice.ELIGIBLE, "train",
         n_se=k).per_fold[None]
 
 
@@ -147,25 +147,24 @@ def choose_rule(folds: pd.DataFrame, metric: str, roles: Mapping[str, str],
     parts = []
     for rule in rules:
         fn = rule_function(rule, metric, roles, n_se)
-        reg = choices.rule_regret(folds, fn)
+        reg = validation_choice.rule_regret(folds, fn)
         parts.append(reg.assign(rule=rule))
     regret = pd.concat(parts, ignore_index=True)
     summary = (regret.groupby("rule", sort=False).regret.agg(["mean", "max"])
                .reindex(rules).rename_axis("rule").reset_index())
-    v = summary["mean"].round(numerics.SCORE_DECIMALS).to_numpy()
+    v = summary["mean"].round(determinism.SCORE_DECIMALS).to_numpy()
     kept = rules[int(np.argmin(v))]  # ties: the first, the simpler rule
     summary["kept"] = summary.rule == kept
     if kept == "stacking":
-        t = choices.fold_summary(folds, [*roles, STACKED])
+        t = validation_choice.fold_summary(folds, [*roles, STACKED])
         t["chosen"] = t.system == STACKED
         t["role"] = t.system.map(lambda s: roles.get(s, "system"))
         t["fold"], t["bar"] = None, np.nan
-        choice = choices.Choice(metric, "train", {None: STACKED},
-                                t[["fold", "system", "role", "value", "se", "n_folds", "bar",
-                                   "chosen"]])
+        choice = validation_choice.Choice(metric, "train", {None: STACKED},
+                                          t[["fold", "system", "role", "value", "se", "n_folds",
+                                             "bar", "chosen"]])
     else:
-        choice = choices.choose_within_se(single, metric, {s: r for s, r in roles.items()
-                                                            if s != STACKED},
-                                          choices.ELIGIBLE, "train",
-                                          n_se=n_se if kept == "one_se" else 0.0)
+        choice = validation_choice.choose_within_se(
+            single, metric, {s: r for s, r in roles.items() if s != STACKED},
+            validation_choice.ELIGIBLE, "train", n_se=n_se if kept == "one_se" else 0.0)
     return UnseenChoice(kept, choice, regret, summary)

@@ -7,10 +7,12 @@ Built on transformers' ``Trainer``, so the same code runs on CPU, one GPU or sev
 - a **constant** learning rate: the model after epoch ``e`` of an ``E``-epoch run is the
   model of an ``e``-epoch run, so one run scores every epoch count (``predict_every_epoch``);
 - ``freeze_layers`` / ``train_layers``: on 2 CPU cores only the top layers' backward pass
-  fits the budget; with ``cache_frozen`` (BERT-style models) the frozen part runs **once**
-  per pair (eval mode, cached per process) and the Trainer fits only the top layers and
-  the head on those states (:mod:`saf_utils.training.cross_encoder_modules`; the same logits as
-  the full model);
+  fits the budget (end to end, ``train_layers: None`` and no ``freeze_layers``, trains every
+  weight and caches nothing: MiniLM-L6 6x, e5-small 10x the time per step, and on English
+  train it transferred no better to held-out questions; docs/encoders.md); with
+  ``cache_frozen`` (BERT-style models) the frozen part runs **once** per pair (eval mode,
+  cached per process) and the Trainer fits only the top layers and the head on those states
+  (:mod:`saf_utils.training.cross_encoder_modules`; the same logits as the full model);
 - ``pooling: pair``: the head reads only how the answer's and the reference's token means
   compare (|u - v|, u * v), so no feature says which question a pair is about (over the
   whole pair's mean the head gave an unseen question one label for nearly every answer;
