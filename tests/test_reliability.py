@@ -353,24 +353,19 @@ def test_scalars_yaml_11_and_12_read_differently_are_refused(project, value, cap
     capsys.readouterr()
 
 
-def test_a_key_written_twice_in_a_profile_is_refused(project, capsys):
+@pytest.mark.parametrize("profile, message", [
+    ("extends: base\nparameters: {value: 0.1}\nparameters: {value: 0.2}\n", "appears twice"),
+    ("extends: base\nnotebook_parameters:\n  a_first:\n    n: 4\n    n: 5\n",
+     "'n' appears twice"),
+    ("notebooks: [a_first, b_reads_a, a_first]\ndepends_on: {b_reads_a: [a_first]}\n",
+     "lists ['a_first'] more than once"),
+])
+def test_a_key_or_notebook_written_twice_in_a_profile_is_refused(project, capsys, profile,
+                                                                 message):
     tmp, base, _ = project
-    (tmp / "toy.yaml").write_text("extends: base\nparameters: {value: 0.1}\n"
-                                  "parameters: {value: 0.2}\n")
+    (tmp / "toy.yaml").write_text(profile)
     assert cli.main(base + ["--dry-run"]) == 2
-    assert "appears twice" in _one_line(capsys)
-    (tmp / "toy.yaml").write_text("extends: base\nnotebook_parameters:\n  a_first:\n"
-                                  "    n: 4\n    n: 5\n")
-    assert cli.main(base + ["--dry-run"]) == 2
-    assert "'n' appears twice" in _one_line(capsys)
-
-
-def test_a_notebook_listed_twice_is_refused(project, capsys):
-    tmp, base, _ = project
-    (tmp / "toy.yaml").write_text("notebooks: [a_first, b_reads_a, a_first]\n"
-                                  "depends_on: {b_reads_a: [a_first]}\n")
-    assert cli.main(base + ["--dry-run"]) == 2
-    assert "lists ['a_first'] more than once" in _one_line(capsys)
+    assert message in _one_line(capsys)
 
 
 # ----------------------------------------------------------------- a lost Dask scheduler
