@@ -44,17 +44,12 @@ def test_dialogue_properties_and_analysis_frame() -> None:
     assert frame.dist_bucket.tolist() == ["n/a", "1"]
     assert frame.turn_bucket.tolist() == ["1", "2"]
     assert frame.intent.tolist() == ["unmatched", "Ask_Info"]
-    table = EA.grouped_fact_f1(frame, "turn_bucket")
+    table = EA.grouped_mean(frame, "turn_bucket", "fact_f1")
     assert table.fact_f1.tolist() == pytest.approx([2 / 3, 2 / 3]) and table.n.tolist() == [1, 1]
     with pytest.raises(KeyError):
-        EA.grouped_fact_f1(frame, "nope")
+        EA.grouped_mean(frame, "nope", "fact_f1")
     with pytest.raises(ValueError, match="not in the given pairs"):
         EA.selection_analysis_frame(pd.DataFrame(rows), [P0], INTENTS)
-
-
-def test_slug() -> None:
-    assert EA.slug("3-4") == "3_4" and EA.slug("Ask_Info") == "ask_info"
-    assert EA.slug("0 (same)") == "0_same" and EA.slug(">10") == "10" and EA.slug("") == "none"
 
 
 def test_06_records_and_concludes_through_one_call_each() -> None:

@@ -94,7 +94,7 @@ def test_registry_roles_params_and_unknown_names(ctx):
     with pytest.raises(ValueError, match="unknown selector"):
         R.run_selectors(ctx, ["random"], {"randm": {"seeds": [0]}})
     with pytest.raises(ValueError, match="not run"):
-        R.check_system_params(X.SELECTORS, ["first"], {"random": {"seeds": [0]}})
+        X.SELECTORS.check_params(["first"], {"random": {"seeds": [0]}})
     with pytest.raises(ValueError, match="unknown ensemble member set"):
         R.run_selectors(ctx, ["ranker_ensemble"], {"ranker_ensemble": {"member_sets": ["x"]}})
 

@@ -5,7 +5,6 @@ of training replies, paper bigrams, length)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -78,11 +77,6 @@ def selection_analysis_frame(preds: pd.DataFrame, pairs: Sequence[MessagePair],
     return out
 
 
-def grouped_fact_f1(frame: pd.DataFrame, by: str) -> pd.DataFrame:
-    """Mean Fact-F1 and query count per system and group (averaged over folds and seeds)."""
-    return grouped_mean(frame, by, "fact_f1")
-
-
 def grouped_mean(frame: pd.DataFrame, by: str, value: str) -> pd.DataFrame:
     """Mean ``value`` and row count per system and group (over folds' and seeds' rows)."""
     for col in (by, value):
@@ -122,9 +116,11 @@ def generation_error_frame(gens: pd.DataFrame, pairs: Sequence[MessagePair],
     test["length_bucket"] = bucket(test.length_ratio.where(test.out_words > 0),
                                    [-1, 0.5, 2.0, 1e9], ["<0.5x gold", "0.5-2x gold",
                                                          ">2x gold"]).replace("n/a", "empty")
-    seed_key = test.seed.map(lambda x: -1 if x is None or pd.isna(x) else int(x))
-    counts = test.groupby([test.system, test.fold, seed_key, test.output]).pair_id.transform(
-        "size")
+    def seed_key(seeds: pd.Series) -> pd.Series:
+        return seeds.map(lambda x: -1 if x is None or pd.isna(x) else int(x))
+
+    test["seed_key"] = seed_key(test.seed)
+    counts = test.groupby(["system", "fold", "seed_key", "output"]).pair_id.transform("size")
     test["generic"] = counts > 1
     test["train_copy"] = [o in train_sets.get(int(f), set()) and bool(o.strip())
                           for o, f in zip(test.output, test.fold, strict=True)]
@@ -135,14 +131,13 @@ def generation_error_frame(gens: pd.DataFrame, pairs: Sequence[MessagePair],
     test["paper_bigram_share"] = shares
     if items is not None and not items.empty:
         it = items[items.split == "test"].copy()
-        it["seed_key"] = it.seed.map(lambda x: -1 if x is None or pd.isna(x) else int(x))
+        it["seed_key"] = seed_key(it.seed)
         wide = it.pivot_table(index=["system", "fold", "seed_key", "item"], columns="metric",
                               values="value", aggfunc="mean").reset_index()
         wide = wide.rename(columns={"item": "pair_id"})
-        test["seed_key"] = seed_key
         test = test.merge(wide, on=["system", "fold", "seed_key", "pair_id"], how="left",
-                          validate="many_to_one").drop(columns="seed_key")
-    return test.reset_index(drop=True)
+                          validate="many_to_one")
+    return test.drop(columns="seed_key").reset_index(drop=True)
 
 
 def generation_error_summary(frame: pd.DataFrame) -> pd.DataFrame:
@@ -156,10 +151,3 @@ def generation_error_summary(frame: pd.DataFrame) -> pd.DataFrame:
                  too_short_share=("too_short", "mean"), too_long_share=("too_long", "mean"),
                  generic_share=("generic", "mean"), train_copy_share=("train_copy", "mean"),
                  paper_bigram_share=("paper_bigram_share", "mean"))
-
-
-
-def slug(text: str) -> str:
-    """lower_snake_case name part for metric names ("3-4" -> "3_4", "Ask_Info" -> "ask_info")."""
-    out = re.sub(r"[^0-9a-z]+", "_", text.lower()).strip("_")
-    return out or "none"

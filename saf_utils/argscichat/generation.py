@@ -5,7 +5,8 @@ and the generation metrics (Message-F1 variants, BERTScore, MoverScore).
 from __future__ import annotations
 
 import string
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -48,29 +49,14 @@ def build_source(pair: MessagePair, inputs: Sequence[str],
     return " | ".join(parts)
 
 
-def facts_text(pair: MessagePair, indexes: Sequence[int], order: str = "paper") -> str:
-    """The chosen sentences joined, in paper order (``paper``) or as given (``rank``)."""
-    idx = sorted(indexes) if order == "paper" else list(indexes)
-    return " ".join(pair.content[i] for i in idx)
+def facts_text(pair: MessagePair, indexes: Sequence[int]) -> str:
+    """The chosen sentences joined, in paper order."""
+    return " ".join(pair.content[i] for i in sorted(indexes))
 
 
 def trim_words(text: str, n_words: int | None) -> str:
     """The first ``n_words`` whitespace tokens (None: unchanged)."""
     return text if n_words is None else " ".join(text.split()[:n_words])
-
-
-def tune_length(texts: Sequence[str], refs: Sequence[str], candidates: Sequence[int | None],
-                metric: Callable[[str, str], float]) -> tuple[int | None, dict[Any, float]]:
-    """The word budget that maximises mean ``metric`` on (val) texts
-    (:func:`saf_utils.statistics.validation_choice.choose_value`: ties to the first candidate)."""
-    if len(texts) != len(refs) or not texts:
-        raise ValueError(f"tune_length: {len(texts)} texts and {len(refs)} references")
-    from saf_utils.statistics.validation_choice import choose_value
-
-    scores = {c: float(np.mean([metric(trim_words(t, c), r) for t, r in zip(texts, refs,
-                                                                          strict=True)]))
-              for c in candidates}
-    return choose_value(scores, "tune_length"), scores
 
 
 def nearest_replies(queries: np.ndarray, train_queries: np.ndarray,
@@ -126,18 +112,16 @@ class TokenCompressor:
         if not (len(queries) == len(facts) == len(replies)) or not queries:
             raise ValueError(f"TokenCompressor.fit: {len(queries)} queries, {len(facts)} facts, "
                              f"{len(replies)} replies (need equal, non-zero counts)")
-        seen: dict[str, int] = {}
-        copied: dict[str, int] = {}
-        reply_count: dict[str, int] = {}
+        seen: Counter[str] = Counter()
+        copied: Counter[str] = Counter()
+        reply_count: Counter[str] = Counter()
         for q, f, r in zip(queries, facts, replies, strict=True):
             rset = set(r.split())
-            for tok in rset:
-                reply_count[tok] = reply_count.get(tok, 0) + 1
+            reply_count.update(rset)
             for _, toks in source_segments(q, f):
                 for tok in set(toks):
-                    key = _type_key(tok)
-                    seen[key] = seen.get(key, 0) + 1
-                    copied[key] = copied.get(key, 0) + int(tok in rset)
+                    seen[_type_key(tok)] += 1
+                    copied[_type_key(tok)] += int(tok in rset)
         self._seen, self._copied = seen, copied
         self._reply_rate = {t: c / len(replies) for t, c in reply_count.items()}
         ranked = sorted(reply_count, key=lambda t: (-reply_count[t], t))
@@ -198,21 +182,6 @@ class TokenCompressor:
         """The tokens with keep-probability >= ``threshold``, in source order (prior last)."""
         toks, prob = self.keep_probabilities(query, facts)
         return " ".join(t for t, p in zip(toks, prob, strict=True) if p >= threshold)
-
-
-def threshold_scores(compressor: TokenCompressor, queries: Sequence[str],
-                     facts: Sequence[str], refs: Sequence[str], thresholds: Sequence[float],
-                     metric: Callable[[str, str], float]) -> dict[float, float]:
-    """Mean ``metric`` on (val) pairs of the compressed facts, per keep threshold."""
-    if not (len(queries) == len(facts) == len(refs)) or not refs:
-        raise ValueError("threshold_scores: need equal, non-zero numbers of queries/facts/refs")
-    probs = [compressor.keep_probabilities(q, f) for q, f in zip(queries, facts, strict=True)]
-    scores = {}
-    for th in thresholds:
-        outs = [" ".join(t for t, p in zip(toks, pr, strict=True) if p >= th)
-                for toks, pr in probs]
-        scores[th] = float(np.mean([metric(o, r) for o, r in zip(outs, refs, strict=True)]))
-    return scores
 
 
 # --------------------------------------------------------------------------- generation metrics

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from saf_utils.argscichat import generation as RG
+from saf_utils.argscichat import selection_evaluation as EV
 from saf_utils.argscichat.replies import (
     DATASET,
     FLOOR,
@@ -112,24 +113,8 @@ def analyse_replies(items: pd.DataFrame, best_metric: str = PRIMARY_METRIC,
                            ignore_index=True)
     headline = P.headline_table(test_items, design)
     roles_all = {**order, CHOSEN: test_items[test_items.system == CHOSEN].role.iloc[0]}
-    frames = [P.paired_table(test_items, FLOOR, design)] if FLOOR in set(test.system) else []
-    for (_split, metric), (top, runner) in V.leaders(headline, roles_all).items():
-        if FLOOR not in (top, runner):  # each test leader against its runner-up
-            pair = test_items[test_items.system.isin([top, runner])
-                              & (test_items.metric == metric)]
-            frames.append(P.paired_table(pair, runner, design, systems=[top]))
-    frames = [f for f in frames if len(f)]
-    if not frames:
-        comp = P.adjust(pd.DataFrame(columns=["split", "metric", "system", "reference",
-                                              "p_value"]))
-    else:
-        comp = pd.concat(frames, ignore_index=True).drop_duplicates(
-            ["split", "metric", "system", "reference"])
-        primary = {"system": CHOSEN, "reference": FLOOR, "metric": PRIMARY_METRIC}
-        has = ((comp.system == CHOSEN) & (comp.reference == FLOOR)
-               & (comp.metric == PRIMARY_METRIC)).any()
-        comp = P.adjust(comp, primary if has else None)
-        comp["role"] = comp.system.map(roles_all)
+    comp, _ = EV.compare(test_items, headline, roles_all, FLOOR, design,
+                         {"system": CHOSEN, "reference": FLOOR, "metric": PRIMARY_METRIC})
     return ReplyAnalysis(choice, test_items, headline, comp)
 
 

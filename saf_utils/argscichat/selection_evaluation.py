@@ -76,21 +76,35 @@ def analyse_selection(items: pd.DataFrame, roles: Mapping[str, str],
     roles.update({CHOSEN: "system", BASELINE: "baseline"})
     headline = P.headline_table(all_items, design)
     test = all_items[all_items.split == "test"]
-    frames = [P.paired_table(test, BASELINE, design)]
-    for abl, full in (ablations or {}).items():
-        if {abl, full} <= set(test.system):
-            frames.append(P.paired_table(test[test.system.isin([abl, full])], full, design))
+    frames = [P.paired_table(test[test.system.isin([abl, full])], full, design)
+              for abl, full in (ablations or {}).items() if {abl, full} <= set(test.system)]
+    comp, leads = compare(test, headline, roles, BASELINE, design, {
+        "split": "test", "system": CHOSEN, "reference": BASELINE, "metric": METRIC}, frames)
+    return Analysis(all_items, roles, chosen, baseline, headline, comp, leads)
+
+
+def compare(test: pd.DataFrame, headline: pd.DataFrame, roles: Mapping[str, str],
+            reference: str, design: P.Design, primary: Mapping[str, str],
+            frames: Sequence[pd.DataFrame] = ()) -> tuple[pd.DataFrame, dict]:
+    """The test comparisons of 03 and 04: every system minus ``reference``, then ``frames``
+    (e.g. ablations), then each test leader minus its runner-up (neither the reference);
+    Holm-adjusted with ``primary`` marked, with each system's role; and the leaders."""
+    first = [P.paired_table(test, reference, design)] if reference in set(test.system) else []
+    frames = first + list(frames)
     leads = V.leaders(headline[headline.split == "test"], roles)
     for (_split, metric), (top, runner) in leads.items():
-        if BASELINE not in (top, runner):
+        if reference not in (top, runner):
             pair = test[test.system.isin([top, runner]) & (test.metric == metric)]
             frames.append(P.paired_table(pair, runner, design, systems=[top]))
-    comp = pd.concat([f for f in frames if not f.empty], ignore_index=True)
-    comp = comp.drop_duplicates(["split", "metric", "system", "reference"])
-    comp = P.adjust(comp, {"split": "test", "system": CHOSEN, "reference": BASELINE,
-                           "metric": METRIC})
+    frames = [f for f in frames if not f.empty]
+    if not frames:
+        return P.adjust(pd.DataFrame(columns=["split", "metric", "system", "reference",
+                                              "p_value"])), leads
+    comp = pd.concat(frames, ignore_index=True).drop_duplicates(
+        ["split", "metric", "system", "reference"])
+    comp = P.adjust(comp, primary)
     comp["role"] = comp.system.map(roles)
-    return Analysis(all_items, roles, chosen, baseline, headline, comp, leads)
+    return comp, leads
 
 
 def summary_table(an: Analysis) -> pd.DataFrame:

@@ -54,34 +54,33 @@ class SelectionContext:
         self.folds = sorted({f for f, _ in self.pairs})
         self.tuning: list[dict[str, Any]] = []
 
-    def table(self, fold: int, split: str):
-        """(X, y, groups) of all pairs of a split (memoised)."""
-        key = ("table", fold, split)
+    def memoized(self, key: Any, compute: Callable[[], Any]) -> Any:
         if key not in self.memo:
-            self.memo[key] = FS.feature_table(self.pairs[(fold, split)], self.embed, self.index,
-                                              self.feature_cache)
+            self.memo[key] = compute()
         return self.memo[key]
 
+    def table(self, fold: int, split: str):
+        """(X, y, groups) of all pairs of a split (memoised)."""
+        return self.memoized(("table", fold, split), lambda: FS.feature_table(
+            self.pairs[(fold, split)], self.embed, self.index, self.feature_cache))
+
     def fit_table(self, fold: int, on: str):
-        """Training table: scored pairs of ``train`` or ``train+val``."""
-        key = ("fit_table", fold, on)
-        if key not in self.memo:
+        """Training table: scored pairs of ``train`` or ``train+val`` (memoised)."""
+        def build():
             ps = [p for s in on.split("+") for p in A.scored_pairs(self.pairs[(fold, s)])[0]]
             if not ps:
                 raise ValueError(f"fold {fold}: no scored pairs in {on} to fit on")
-            self.memo[key] = FS.feature_table(ps, self.embed, self.index, self.feature_cache)
-        return self.memo[key]
+            return FS.feature_table(ps, self.embed, self.index, self.feature_cache)
+        return self.memoized(("fit_table", fold, on), build)
 
     def model(self, fold: int, on: str, params: Mapping[str, Any], features: Sequence[str]):
         """One fitted classifier, memoised by (fold, fit split, parameters, features)."""
-        key = ("model", fold, on, param_key(params), tuple(features))
-        if key not in self.memo:
+        def fit():
             X, y, _ = self.fit_table(fold, on)
             cand = dict(params)
-            kind = cand.pop("kind")
-            self.memo[key] = FS.make_ranker(kind, seed=self.config.seed, **cand).fit(
+            return FS.make_ranker(cand.pop("kind"), seed=self.config.seed, **cand).fit(
                 X[list(features)], y)
-        return self.memo[key]
+        return self.memoized(("model", fold, on, param_key(params), tuple(features)), fit)
 
     def fit_for(self, split: str) -> str:
         """Val selections come from train-only fits; train/test from the refit (if enabled)."""
@@ -89,11 +88,6 @@ class SelectionContext:
 
     def val_f1(self, fold: int, selections: Mapping[int, Sequence[int]]) -> float:
         return FS.mean_fact_f1(selections, self.pairs[(fold, "val")])
-
-    def memoized(self, key: Any, compute: Callable[[], Any]) -> Any:
-        if key not in self.memo:
-            self.memo[key] = compute()
-        return self.memo[key]
 
     def rows(self, fold: int, split: str, selections: Sequence[Sequence[int]],
              seed: int | None = None) -> list[dict[str, Any]]:
