@@ -1,5 +1,5 @@
 """ArgSciChat reply generation: model inputs, copy/retrieval baselines, token compression
-and the generation metrics (Message-F1 variants, BERTScore, MoverScore).
+and the names of the generation metrics (scored in :mod:`~saf_utils.argscichat.reply_evaluation`).
 """
 
 from __future__ import annotations
@@ -21,32 +21,23 @@ GENERATION_INPUTS = ("query", "history", "article", "gold_facts", "selected_fact
 
 def build_source(pair: MessagePair, inputs: Sequence[str],
                  selected: Sequence[int] | None = None,
-                 index: Mapping[str, MessagePair] | None = None, history_turns: int = 2,
-                 article_sentences: int | None = None) -> str:
+                 index: Mapping[str, MessagePair] | None = None) -> str:
     """The generator's input text: the ``inputs`` (:data:`GENERATION_INPUTS`), each behind a
-    short tag; ``selected_facts`` needs ``selected``, ``history`` needs ``index``."""
+    short tag; ``selected_facts`` needs ``selected``, ``history`` (two turns) ``index``."""
     unknown = [x for x in inputs if x not in GENERATION_INPUTS]
     if unknown or not inputs:
         raise ValueError(f"inputs {list(inputs)}: use a non-empty subset of {GENERATION_INPUTS}")
-    parts = []
-    for x in inputs:
-        if x == "query":
-            parts.append(f"query: {pair.query}")
-        elif x == "history":
-            if index is None:
-                raise ValueError("inputs ask for history but no pair index was given")
-            parts.append("history: " + " ".join(previous_exchanges(pair, index, history_turns)))
-        elif x == "gold_facts":
-            parts.append("facts: " + " ".join(pair.content[i] for i in pair.fact_indexes))
-        elif x == "selected_facts":
-            if selected is None:
-                raise ValueError(f"pair {pair.pair_id!r}: inputs ask for selected_facts but no "
-                                 "selection was given")
-            parts.append("facts: " + " ".join(pair.content[i] for i in sorted(selected)))
-        elif x == "article":
-            sents = pair.content[:article_sentences] if article_sentences else pair.content
-            parts.append("article: " + " ".join(sents))
-    return " | ".join(parts)
+    if "history" in inputs and index is None:
+        raise ValueError("inputs ask for history but no pair index was given")
+    if "selected_facts" in inputs and selected is None:
+        raise ValueError(f"pair {pair.pair_id!r}: inputs ask for selected_facts but no "
+                         "selection was given")
+    part = {"query": lambda: f"query: {pair.query}",
+            "history": lambda: "history: " + " ".join(previous_exchanges(pair, index, 2)),
+            "article": lambda: "article: " + " ".join(pair.content),
+            "gold_facts": lambda: "facts: " + facts_text(pair, pair.fact_indexes),
+            "selected_facts": lambda: "facts: " + facts_text(pair, selected)}
+    return " | ".join(part[x]() for x in inputs)
 
 
 def facts_text(pair: MessagePair, indexes: Sequence[int]) -> str:
@@ -190,27 +181,3 @@ class TokenCompressor:
 OVERLAP_METRICS = ("message_f1", "message_f1_squad", "content_f1")
 #: Per-reply embedding metrics (test only: they load a model).
 EMBEDDING_METRICS = ("bertscore_f1", "moverscore")
-def overlap_scores(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, list[float]]:
-    """Per-reply Message-F1 (card), Message-F1 (SQuAD) and content-word F1."""
-    from saf_utils.metrics import metric
-
-    return {name: metric(name).items(refs, hyps) for name in OVERLAP_METRICS}
-
-
-def embedding_scores(hyps: Sequence[str], refs: Sequence[str],
-                     bertscore_model: str | None = None, bertscore_layers: int | None = None,
-                     moverscore_model: str | None = None,
-                     idf_texts: Sequence[str] | None = None) -> dict[str, list[float]]:
-    """Per-reply BERTScore F1 and MoverScore (packaged MiniLM unless models are given).
-
-    Empty outputs score 0 in both. ``idf_texts``: MoverScore's IDF corpus (default
-    ``refs``), so several systems' outputs can be scored in one call.
-    """
-    from saf_utils.metrics import metric
-
-    return {"bertscore_f1": metric("bertscore_f1").items(
-                refs, hyps, model_type=bertscore_model, num_layers=bertscore_layers),
-            "moverscore": metric("moverscore").items(refs, hyps, model=moverscore_model,
-                                                     idf_texts=idf_texts)}
-
-

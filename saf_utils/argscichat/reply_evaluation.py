@@ -38,17 +38,21 @@ def score_predictions(preds: pd.DataFrame, splits: Sequence[str] = ("test",),
     BERTScore and MoverScore only with ``embedding``; all systems of a (fold, split) are
     scored in one call (one IDF, each text embedded once).
     """
+    from saf_utils.metrics import metric
+
     sub = preds[preds.split.isin(splits)].reset_index(drop=True)
     if sub.empty:
         raise ValueError(f"score_predictions: no predictions for split(s) {list(splits)}")
-    scores = pd.DataFrame(RG.overlap_scores(list(sub.output), list(sub.gold)))
+    scores = pd.DataFrame({m: metric(m).items(list(sub.gold), list(sub.output))
+                           for m in RG.OVERLAP_METRICS})
     if embedding:
         for _, g in sub.groupby(["fold", "split"], sort=False):
-            refs = g.drop_duplicates("pair_id").gold.tolist()
-            emb = RG.embedding_scores(list(g.output), list(g.gold), bertscore_model,
-                                      bertscore_layers, moverscore_model, idf_texts=refs)
-            for name, vals in emb.items():
-                scores.loc[g.index, name] = vals
+            refs, hyps = list(g.gold), list(g.output)
+            scores.loc[g.index, "bertscore_f1"] = metric("bertscore_f1").items(
+                refs, hyps, model_type=bertscore_model, num_layers=bertscore_layers)
+            scores.loc[g.index, "moverscore"] = metric("moverscore").items(
+                refs, hyps, model=moverscore_model,
+                idf_texts=g.drop_duplicates("pair_id").gold.tolist())
     keys = ["system", "role", "fold", "seed", "split"]
     wide = pd.concat([sub[keys + ["pair_id", "paper_id"]], scores], axis=1)
     out = wide.melt(id_vars=keys + ["pair_id", "paper_id"], var_name="metric",
