@@ -229,40 +229,26 @@ def read_fold_file(path: Path, split: str, norms: dict[tuple[str, str], list[str
 # --------------------------------------------------------------------------- a fold
 
 
-def _crossing(owners: dict[str, tuple[str, MessagePair]], key: str, split: str,
-              p: MessagePair) -> tuple[str, MessagePair, str] | None:
-    """(split, pair, how the ids differ: empty when equal) of an earlier split's pair that
-    already holds ``p``'s ``key`` (``paper_id`` or ``pair_id``, once normalised), else None;
-    the first split to hold an id owns it."""
-    value = getattr(p, key)
-    prev = owners.setdefault(identity_key(value), (split, p))
-    if prev[0] == split:
-        return None
-    other = getattr(prev[1], key)
-    return prev[0], prev[1], "" if other == value else f" ({clash_message(value, other)})"
-
-
 def check_fold(fold: int, splits: dict[str, list[MessagePair]], files: dict[str, str]) -> None:
-    """Papers and pair ids (once normalised) never cross the splits of a fold."""
-    owner: dict[str, tuple[str, MessagePair]] = {}
-    pair_owner: dict[str, tuple[str, MessagePair]] = {}
+    """Papers and pair ids (once normalised) never cross the splits of a fold: the first
+    split to hold an id owns it."""
+    owners: dict[str, dict[str, tuple[str, MessagePair]]] = {"paper_id": {}, "pair_id": {}}
     for split in ARGSCICHAT_SPLITS:
         for p in splits[split]:
-            hit = _crossing(owner, "paper_id", split, p)
-            if hit is not None:
-                other_split, prev, same = hit
-                raise ArgSciChatDataError(
-                    f"fold {fold}: paper {shorten(p.title, 120)} (id {show_id(p.paper_id)}) is in "
-                    f"both {files[other_split]} (pair {shorten(prev.pair_id)}) and "
-                    f"{files[split]} (pair {shorten(p.pair_id)}); papers must not cross "
-                    f"splits{same}")
-            hit = _crossing(pair_owner, "pair_id", split, p)
-            if hit is not None:
-                other_split, prev, same = hit
-                raise ArgSciChatDataError(
-                    f"fold {fold}: pair id {shorten(p.pair_id)} "
-                    f"(paper {shorten(p.title, 120)}) is in "
-                    f"both {files[other_split]} and {files[split]}{same}")
+            for key, owner in owners.items():
+                value = getattr(p, key)
+                other_split, prev = owner.setdefault(identity_key(value), (split, p))
+                if other_split == split:
+                    continue
+                other = getattr(prev, key)
+                same = "" if other == value else f" ({clash_message(value, other)})"
+                raise ArgSciChatDataError(f"fold {fold}: " + (
+                    f"paper {shorten(p.title, 120)} (id {show_id(p.paper_id)}) is in both "
+                    f"{files[other_split]} (pair {shorten(prev.pair_id)}) and {files[split]} "
+                    f"(pair {shorten(p.pair_id)}); papers must not cross splits{same}"
+                    if key == "paper_id" else
+                    f"pair id {shorten(p.pair_id)} (paper {shorten(p.title, 120)}) is in both "
+                    f"{files[other_split]} and {files[split]}{same}"))
 
 
 def paper_leaks(fold: int, splits: dict[str, list[MessagePair]], files: dict[str, str],

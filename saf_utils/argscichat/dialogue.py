@@ -83,7 +83,8 @@ def prediction_rows(pairs: Sequence[MessagePair], selected: Sequence[Sequence[in
         if bad:
             raise ValueError(f"{system}: pair {p.pair_id!r} selects missing sentence(s) {bad}")
         rows.append({
-            "fold": fold, "split": split, "pair_id": p.pair_id, "system": system, "seed": seed,
+            "fold": fold, "split": split, "pair_id": p.pair_id, "paper_id": p.paper_id,
+            "system": system, "seed": seed,
             "selected": sel, "selected_sentences": [p.content[i] for i in sel],
             "gold": list(p.fact_indexes),
             "fact_f1": fact_f1(sel, p.fact_indexes) if p.fact_indexes else None,

@@ -254,14 +254,12 @@ def feature_table(pairs: Sequence[MessagePair], embed: Callable[[Sequence[str]],
     """Stacked features of all pairs: (X, y gold-sentence labels, group id per row); a
     ``cache`` (pair_id -> frame) shared across folds computes each pair once."""
     frames, ys, groups = [], [], []
+    cache = {} if cache is None else cache
     for g, p in enumerate(pairs):
-        if cache is not None and p.pair_id in cache:
-            f = cache[p.pair_id]
-        else:
-            f = sentence_features(p, embed, dialogue_context(p, index) if index else None,
-                                  previous_reply(p, index))
-            if cache is not None:
-                cache[p.pair_id] = f
+        if p.pair_id not in cache:
+            cache[p.pair_id] = sentence_features(
+                p, embed, dialogue_context(p, index) if index else None, previous_reply(p, index))
+        f = cache[p.pair_id]
         frames.append(f)
         gold = set(p.fact_indexes)
         ys.append(np.array([int(i in gold) for i in range(len(f))]))

@@ -60,8 +60,11 @@ def stat_means(stats: pd.DataFrame) -> pd.DataFrame:
             .groupby(["system", "role"]).mean().drop(columns="seed", errors="ignore"))
 
 
-def _record_run(rec: Any, run: ReplyRun, roles: dict[str, str]) -> None:
-    """Train losses of every trained system (per fold and seed) and the val grids."""
+def record_generation(rec: Any, run: ReplyRun, items: pd.DataFrame, stats: pd.DataFrame,
+                      an: REV.ReplyAnalysis, roles: dict[str, str]) -> None:
+    """Everything 04 records: train losses and val grids, per-item scores, per-fold test
+    means (seeded systems per seed), output statistics per fold and their means, the val
+    choice and its composite, the headline and the comparisons."""
     trained = run.logs[run.logs.seed.notna()] if "seed" in run.logs else run.logs.iloc[:0]
     if "train_loss" in trained:
         losses = trained.dropna(subset=["train_loss"]).rename(columns={"train_loss": "value"})
@@ -69,14 +72,6 @@ def _record_run(rec: Any, run: ReplyRun, roles: dict[str, str]) -> None:
                       split="train", metric="train_loss")
     rec.add_frame(run.tuning.assign(role=run.tuning.system.map(roles)), GEN_TASK,
                   GEN_DATASET, split="val", kind="tuning")
-
-
-def record_generation(rec: Any, run: ReplyRun, items: pd.DataFrame, stats: pd.DataFrame,
-                      an: REV.ReplyAnalysis, roles: dict[str, str]) -> None:
-    """Everything 04 records: train losses and val grids, per-item scores, per-fold test
-    means (seeded systems per seed), output statistics per fold and their means, the val
-    choice and its composite, the headline and the comparisons."""
-    _record_run(rec, run, roles)
     rec.add_items(items)
     seeded = set(items[items.seed.notna()].system)
     per_fold = P.fold_means(items[items.split == "test"], per_seed=True)

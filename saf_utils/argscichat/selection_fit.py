@@ -92,13 +92,9 @@ class SelectionContext:
     def rows(self, fold: int, split: str, selections: Sequence[Sequence[int]],
              seed: int | None = None) -> list[dict[str, Any]]:
         """Prediction rows of one split's selections (system and role: the runner's)."""
-        pairs = self.pairs[(fold, split)]
-        rows = A.prediction_rows(pairs, selections, fold=fold, split=split, system="",
-                                 seed=seed)
-        for r, p in zip(rows, pairs, strict=True):
-            del r["system"]
-            r["paper_id"] = p.paper_id
-        return rows
+        rows = A.prediction_rows(self.pairs[(fold, split)], selections, fold=fold, split=split,
+                                 system="", seed=seed)
+        return [{k: v for k, v in r.items() if k != "system"} for r in rows]
 
     def each_pair(self, select: Callable[[MessagePair, np.random.Generator | None], list[int]],
                   seeds: Sequence[int | None] = (None,)) -> pd.DataFrame:
@@ -139,10 +135,8 @@ class ScorerSpec:
             return np.mean([FS.group_rank01(m.predict_proba(X[cols])[:, 1], groups)
                             for m in models], axis=0)
 
-        if memo is None:
-            base = base_scores()
-        else:
-            base = ctx.memoized(("scores", fold, on, memo, self.key[:2]), base_scores)
+        base = base_scores() if memo is None else ctx.memoized(
+            ("scores", fold, on, memo, self.key[:2]), base_scores)
         if self.bm25_weight:
             base = FS.mix_ranks(base, X["bm25"].to_numpy(), groups, self.bm25_weight)
         return base

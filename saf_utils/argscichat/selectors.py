@@ -16,7 +16,6 @@ from saf_utils.argscichat import fact_selection as FS
 from saf_utils.argscichat.selection_fit import (
     ScorerSpec,
     SelectionContext,
-    param_key,
     select_split,
 )
 from saf_utils.registry import NoParams, Registry
@@ -74,49 +73,42 @@ class MixParams(EnsembleParams):
 def val_choice(ctx: SelectionContext, fold: int, system: str, param: str,
                candidates: dict[str, ScorerSpec]) -> tuple[ScorerSpec, list[dict[str, Any]]]:
     """The candidate with the best val Fact-F1 of this fold (train-only fits;
-    :func:`saf_utils.statistics.validation_choice.choose_value`) and the tuning rows."""
-    scores = {name: ctx.val_f1(fold, dict(enumerate(
-        select_split(ctx, fold, "val", spec, on="train")))) for name, spec in candidates.items()}
-    best = validation_choice.choose_value(scores, METRIC)
-    rows = [{"fold": fold, "system": system, "param": param, "value": name,
-             "val_fact_f1": v, "chosen": name == best} for name, v in scores.items()]
-    return candidates[best], rows
+    :func:`saf_utils.statistics.validation_choice.choose_value`) and the tuning rows
+    (memoised: selectors that share a choice make it once)."""
+    def choose() -> tuple[ScorerSpec, list[dict[str, Any]]]:
+        scores = {name: ctx.val_f1(fold, dict(enumerate(select_split(
+            ctx, fold, "val", spec, on="train")))) for name, spec in candidates.items()}
+        best = validation_choice.choose_value(scores, METRIC)
+        return candidates[best], [{"fold": fold, "system": system, "param": param,
+                                   "value": name, "val_fact_f1": v, "chosen": name == best}
+                                  for name, v in scores.items()]
+    key = tuple((name, spec.key) for name, spec in candidates.items())
+    return ctx.memoized(("val_choice", fold, system, param, key), choose)
 
 
-def _label(params: dict[str, Any]) -> str:
-    return ",".join(f"{k}={v}" for k, v in params.items())
-
-
-def ranker_choice(ctx: SelectionContext, fold: int,
-                  grid: tuple[dict[str, Any], ...] = RankerParams.grid
+def ranker_choice(ctx: SelectionContext, fold: int, grid: tuple[dict[str, Any], ...]
                   ) -> tuple[ScorerSpec, list[dict]]:
-    """``ranker``'s grid candidate chosen on this fold's val (memoised)."""
-    cands = {_label(p): ScorerSpec((dict(p),)) for p in grid}
-    return ctx.memoized(("ranker_choice", fold, tuple(map(param_key, grid))),
-                        lambda: val_choice(ctx, fold, "ranker", "grid", cands))
+    """``ranker``'s grid candidate chosen on this fold's val."""
+    return val_choice(ctx, fold, "ranker", "grid", {
+        ",".join(f"{k}={v}" for k, v in p.items()): ScorerSpec((dict(p),)) for p in grid})
 
 
-def ensemble_choice(ctx: SelectionContext, fold: int,
-                    member_sets: tuple[str, ...] = EnsembleParams.member_sets,
-                    features: tuple[str, ...] = FS.FEATURES) -> tuple[ScorerSpec, list[dict]]:
-    """``ranker_ensemble``'s member set, chosen on this fold's val (memoised)."""
+def ensemble_choice(ctx: SelectionContext, fold: int, member_sets: tuple[str, ...]
+                    ) -> tuple[ScorerSpec, list[dict]]:
+    """``ranker_ensemble``'s member set, chosen on this fold's val."""
     unknown = sorted(set(member_sets) - set(ENSEMBLE_MEMBER_SETS))
     if unknown:
         raise ValueError(f"unknown ensemble member set(s) {unknown}; "
                          f"known: {list(ENSEMBLE_MEMBER_SETS)}")
-    cands = {name: ScorerSpec(tuple(ENSEMBLE_MEMBER_SETS[name]), tuple(features))
-             for name in member_sets}
-    return ctx.memoized(("ensemble_choice", fold, tuple(member_sets), tuple(features)),
-                        lambda: val_choice(ctx, fold, "ranker_ensemble", "members", cands))
+    return val_choice(ctx, fold, "ranker_ensemble", "members", {
+        name: ScorerSpec(tuple(ENSEMBLE_MEMBER_SETS[name])) for name in member_sets})
 
 
 def mix_choice(ctx: SelectionContext, fold: int, base: ScorerSpec, system: str,
-               weights: tuple[float, ...] = MixParams.mix_weights
-               ) -> tuple[ScorerSpec, list[dict]]:
-    """``base`` plus the BM25 rank weight chosen on this fold's val (memoised)."""
-    cands = {str(w): replace(base, bm25_weight=float(w)) for w in weights}
-    return ctx.memoized(("mix_choice", fold, base.key, system, tuple(weights)),
-                        lambda: val_choice(ctx, fold, system, "bm25_weight", cands))
+               weights: tuple[float, ...]) -> tuple[ScorerSpec, list[dict]]:
+    """``base`` plus the BM25 rank weight chosen on this fold's val."""
+    return val_choice(ctx, fold, system, "bm25_weight", {
+        str(w): replace(base, bm25_weight=float(w)) for w in weights})
 
 
 def per_fold(ctx: SelectionContext, choose: Callable[[int], tuple[ScorerSpec, list[dict]]],
