@@ -271,8 +271,9 @@ def seq2seq(data: ReplyData, params: ReplySeq2SeqParams, **context: Any) -> pd.D
     config = data.config
 
     def make(fold: ReplyFold) -> list[SystemOutput]:
-        base = J.TrainJob(examples="", task="argscichat", output_dir=config.work_dir
-                          or "seq2seq_jobs", settings=dict(params.settings), fold=fold.fold,
+        base = J.TrainJob(examples="", task="argscichat",
+                          output_dir=config.work_dir or "seq2seq_jobs",
+                          settings=dict(params.settings), fold=fold.fold,
                           save_model=config.save_model)
         base = J.with_examples(base, _seq2seq_examples(fold, params, "train"),
                                {s: _seq2seq_examples(fold, params, s) for s in EVAL_SPLITS})

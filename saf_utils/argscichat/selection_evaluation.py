@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -140,33 +139,3 @@ def selection_sentences(an: Analysis) -> list[str]:
     (:func:`saf_utils.statistics.conclusions.conclusions`: one verdict per comparison, primary
     first, grouped by estimand)."""
     return V.conclusions(an.comparisons, an.comparisons, an.leads)
-
-
-def record_selection_results(rec: Any, an: Analysis, tuning: pd.DataFrame | None = None
-                             ) -> None:
-    """Record everything 03 reports: per-fold (and per-seed) Fact-F1, the headline,
-    comparisons, the per-fold choices and val grid points, and per-item scores."""
-    items = an.items
-    seeded = set(items[items.seed.notna()].system)
-    for r in P.fold_means(items, per_seed=True).itertuples():
-        if r.system in seeded and pd.isna(r.seed):
-            continue  # seeded systems: per (fold, seed); their fold mean is in the headline
-        rec.add(TASK, DATASET, r.split, r.system, METRIC, r.value, fold=int(r.fold),
-                seed=None if pd.isna(r.seed) else int(r.seed), role=an.roles.get(r.system))
-    notes = {s: GOLD_HISTORY_NOTE for s, role in an.roles.items() if role == "gold_input"}
-    for r in an.headline.itertuples():
-        rec.add(TASK, DATASET, r.split, r.system, METRIC, r.mean, role=an.roles.get(r.system),
-                ci_low=r.ci_low, ci_high=r.ci_high, method=r.method, estimand=r.estimand,
-                note=notes.get(r.system))
-    P.record(rec, TASK, DATASET, comparisons=an.comparisons, roles=an.roles)
-    P.record(rec, TASK, DATASET, choice=an.chosen, composite_name=CHOSEN)
-    for r in an.baseline.table[an.baseline.table.chosen].itertuples():
-        rec.add(TASK, DATASET, "val", r.system, METRIC, r.value, fold=int(r.fold),
-                kind="tuning", subset="reference baseline", role="baseline")
-    if tuning is not None:
-        for r in tuning.itertuples():
-            if np.isfinite(r.val_fact_f1):
-                rec.add(TASK, DATASET, "val", r.system, METRIC, r.val_fact_f1, fold=int(r.fold),
-                        kind="tuning", subset=f"{r.param}={r.value}",
-                        role=an.roles.get(r.system))
-    rec.add_items(items[list(ITEM_COLUMNS)])
