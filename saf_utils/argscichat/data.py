@@ -66,10 +66,8 @@ def download_argscichat(target: str | os.PathLike | None = None) -> Path:
     folder = Path(target) if target else _argscichat_cache_dir()
     folder.mkdir(parents=True, exist_ok=True)
     names = [f"fold_{k}_{s}.json" for k in ARGSCICHAT_FOLDS for s in ARGSCICHAT_SPLITS]
-    base = (
-        f"https://raw.githubusercontent.com/{ARGSCICHAT_REPO}/{ARGSCICHAT_COMMIT}/"
-        f"{ARGSCICHAT_FOLDER}/"
-    )
+    base = (f"https://raw.githubusercontent.com/{ARGSCICHAT_REPO}/{ARGSCICHAT_COMMIT}/"
+            f"{ARGSCICHAT_FOLDER}/")
     for name in names:
         path = folder / name
         if not path.is_file():

@@ -252,17 +252,11 @@ def check_fold(fold: int, splits: dict[str, list[MessagePair]], files: dict[str,
 
 
 def paper_leaks(fold: int, splits: dict[str, list[MessagePair]], files: dict[str, str],
-                 norms: dict[tuple[str, str], list[str]] | None = None) -> list[dict[str, Any]]:
+                norms: dict[tuple[str, str], list[str]]) -> list[dict[str, Any]]:
     """Papers of a later split whose content is in a paper of an earlier split (other id);
-    ``norms``: each (split, paper id)'s normalised content sentences, when known."""
-    norms = norms or {}
-    papers: dict[str, dict[str, tuple[str, frozenset[str]]]] = {}
-    for split in ARGSCICHAT_SPLITS:
-        papers[split] = {}
-        for p in splits[split]:
-            if p.paper_id not in papers[split]:
-                norm = norms.get((split, p.paper_id)) or map(squash, p.content)
-                papers[split][p.paper_id] = (p.title, frozenset(k for k in norm if k))
+    ``norms``: each (split, paper id)'s normalised content sentences."""
+    papers = {split: {p.paper_id: (p.title, frozenset(k for k in norms[split, p.paper_id] if k))
+                      for p in splits[split]} for split in ARGSCICHAT_SPLITS}
     out = []
     for j, split in enumerate(ARGSCICHAT_SPLITS):
         for pid, (title, sents) in papers[split].items():

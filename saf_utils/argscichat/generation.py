@@ -86,15 +86,13 @@ class TokenCompressor:
     without fluency.
     """
 
-    def __init__(self, prior_strength: float = 5.0, C: float = 1.0, prior_words: int = 0,
-                 kind: str = "logreg", seed: int = 0):
+    PRIOR_STRENGTH = 5.0  # pseudo-count of the overall copy rate in a word type's copy rate
+
+    def __init__(self, prior_words: int = 0, kind: str = "logreg"):
         if kind not in ("logreg", "hgb"):
             raise ValueError(f"unknown TokenCompressor kind {kind!r}; use 'logreg' or 'hgb'")
-        self.prior_strength = prior_strength
-        self.C = C
         self.prior_words = prior_words
         self.kind = kind
-        self.seed = seed
         self.model: Any = None
         self._prior_tokens: list[str] = []
 
@@ -131,9 +129,9 @@ class TokenCompressor:
     def _new_model(self) -> Any:
         if self.kind == "hgb":  # feature interactions, e.g. stop word x from the query
             # sklearn's default early stopping ("auto") holds out 10% above 10k tokens
-            return make_classifier("hgb", self.seed, learning_rate=0.05, max_iter=150,
+            return make_classifier("hgb", 0, learning_rate=0.05, max_iter=150,
                                    max_leaf_nodes=15, min_samples_leaf=40)
-        return make_classifier("logreg", self.seed, C=self.C)
+        return make_classifier("logreg", 0)
 
     def _features(self, query: str, facts: str) -> tuple[np.ndarray, list[str]]:
         from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
@@ -148,8 +146,8 @@ class TokenCompressor:
             for i, tok in enumerate(toks):
                 key = _type_key(tok)
                 n = self._seen.get(key, 0)
-                rate = (self._copied.get(key, 0) + self.prior_strength * self._prior) / (
-                    n + self.prior_strength)
+                rate = (self._copied.get(key, 0) + self.PRIOR_STRENGTH * self._prior) / (
+                    n + self.PRIOR_STRENGTH)
                 rows.append([
                     rate, np.log1p(n), self._reply_rate.get(tok, 0.0),
                     float(key in ENGLISH_STOP_WORDS), float(name == "query"),

@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
 from saf_utils.statistics import conclusions as V
@@ -109,20 +108,17 @@ def compare(test: pd.DataFrame, headline: pd.DataFrame, roles: Mapping[str, str]
 def summary_table(an: Analysis) -> pd.DataFrame:
     """Per system: role, inputs, val and test mean [CI], per-fold test means, and the
     difference to ``val_best_baseline`` with CI, raw and adjusted p."""
-    h = an.headline
+    h = an.headline.set_index(["system", "split"])
     fm = P.fold_means(an.items)
     fm = fm[fm.split == "test"].pivot(index="system", columns="fold", values="value")
     diff = an.comparisons[an.comparisons.reference == BASELINE].set_index("system")
     rows = []
-    for system in [s for s in an.roles if s in set(h.system)]:
-        t = h[(h.system == system) & (h.split == "test")]
-        v = h[(h.system == system) & (h.split == "val")]
+    for system in [s for s in an.roles if s in set(an.headline.system)]:
+        t = h.loc[system].reindex(["val", "test"])  # a split without a row: NaN
         row = {"system": system, "role": an.roles[system],
                "inputs": GOLD_HISTORY_NOTE if an.roles[system] == "gold_input" else "",
-               "val": v["mean"].iloc[0] if len(v) else np.nan,
-               "test": t["mean"].iloc[0] if len(t) else np.nan,
-               "ci_low": t.ci_low.iloc[0] if len(t) else np.nan,
-               "ci_high": t.ci_high.iloc[0] if len(t) else np.nan}
+               "val": t.at["val", "mean"], "test": t.at["test", "mean"],
+               "ci_low": t.at["test", "ci_low"], "ci_high": t.at["test", "ci_high"]}
         if system in fm.index:
             row["std_folds"] = float(fm.loc[system].std(ddof=0))
             row.update({f"fold {f}": fm.loc[system, f] for f in fm.columns})

@@ -86,9 +86,6 @@ class SelectionContext:
         """Val selections come from train-only fits; train/test from the refit (if enabled)."""
         return "train" if split == "val" or not self.config.refit_on_train_val else "train+val"
 
-    def val_f1(self, fold: int, selections: Mapping[int, Sequence[int]]) -> float:
-        return FS.mean_fact_f1(selections, self.pairs[(fold, "val")])
-
     def rows(self, fold: int, split: str, selections: Sequence[Sequence[int]],
              seed: int | None = None) -> list[dict[str, Any]]:
         """Prediction rows of one split's selections (system and role: the runner's)."""

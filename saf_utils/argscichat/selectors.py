@@ -76,8 +76,9 @@ def val_choice(ctx: SelectionContext, fold: int, system: str, param: str,
     :func:`saf_utils.statistics.validation_choice.choose_value`) and the tuning rows
     (memoised: selectors that share a choice make it once)."""
     def choose() -> tuple[ScorerSpec, list[dict[str, Any]]]:
-        scores = {name: ctx.val_f1(fold, dict(enumerate(select_split(
-            ctx, fold, "val", spec, on="train")))) for name, spec in candidates.items()}
+        scores = {name: FS.mean_fact_f1(dict(enumerate(select_split(
+            ctx, fold, "val", spec, on="train"))), ctx.pairs[(fold, "val")])
+            for name, spec in candidates.items()}
         best = validation_choice.choose_value(scores, METRIC)
         return candidates[best], [{"fold": fold, "system": system, "param": param,
                                    "value": name, "val_fact_f1": v, "chosen": name == best}
