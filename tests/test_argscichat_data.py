@@ -104,25 +104,30 @@ def _first_pair(papers: dict) -> dict:
 @pytest.mark.parametrize("change, message", [
     (lambda ps: _first_pair(ps).update(facts="Tables come from Wikipedia articles."),
      r"fold_0_test\.json: paper 'Question Answering over Tables' \(id 10\), pair 'D_0': "
-     r"facts is a string"),
+     r"facts is 'Tables come .*' \(str\), expected a list of strings"),
     (lambda ps: _first_pair(ps).update(facts=["ok", 3]), r"pair 'D_0': facts is .*list of strings"),
     (lambda ps: _first_pair(ps).update(DE_Message=None),
-     r"fold_0_test\.json.*pair 'D_0': DE_Message is None \(NoneType\), expected a string"),
+     r"fold_0_test\.json.*pair 'D_0': DE_Message is None \(NoneType\), expected a non-empty "
+     r"string"),
     (lambda ps: _first_pair(ps).update(P_Message=5), r"pair 'D_0': P_Message is 5 \(int\)"),
-    (lambda ps: _first_pair(ps).update(P_Message="  "), r"pair 'D_0': P_Message is empty"),
+    (lambda ps: _first_pair(ps).update(P_Message="  "),
+     r"pair 'D_0': P_Message is '  ' \(str\), expected a non-empty"),
     (lambda ps: next(iter(ps.values()))["content"].__setitem__(1, None),
      r"fold_0_test\.json: paper .*\(id 10\): content sentence 1 is None"),
     (lambda ps: next(iter(ps.values())).update(content="one string"),
      r"\(id 10\): content is 'one string' \(str\), expected a non-empty list"),
     (lambda ps: next(iter(ps.values())).update(message_pairs=[]),
-     r"fold_0_test\.json: paper .*\(id 10\): empty dialogue"),
+     r"fold_0_test\.json: paper .*\(id 10\): message_pairs is \[\] \(list\), expected a "
+     r"non-empty list \(a dialogue\)"),
     (lambda ps: _first_pair(ps).update(history_facts=[[]]),
      r"pair 'D_0': 1 history_facts entries for 0 history_ids"),
-    (lambda ps: _first_pair(ps).update(history="a string"), r"pair 'D_0': history is a string"),
+    (lambda ps: _first_pair(ps).update(history="a string"),
+     r"pair 'D_0': history is 'a string' \(str\)"),
     (lambda ps: _first_pair(ps).update(id=None), r"pair None: id is None"),
     (lambda ps: next(iter(ps.values())).update(id=None), r"paper .*: id is None"),
     (lambda ps: next(iter(ps.values()))["message_pairs"][1].update(id="D_0"),
-     r"fold_0_test\.json: paper .*\(id 10\), pair 'D_0': duplicate pair id"),
+     r"fold_0_test\.json: paper .*\(id 10\), pair 'D_0': the same id as in paper "
+     r"'Question Answering over Tables'"),
     (lambda ps: ps.clear(), r"fold_0_test\.json: no papers \(empty object\)"),
 ])
 def test_argscichat_malformed_inputs_name_file_paper_and_pair(tmp_path, change, message):
@@ -533,15 +538,15 @@ def test_paper_key_in_another_unicode_form_is_its_title(tmp_path):
 
 @pytest.mark.parametrize("change, message", [
     (lambda ps: _train_pair(ps, 1).update(id="P_0 "),
-     r"pair 'P_0 ': pair id: id 'P_0 ' equals id 'P_0' once normalised .* \(also in paper "
+     r"pair 'P_0 ': id 'P_0 ' equals id 'P_0' once normalised .* as in paper "
      r"'Memory Networks"),
     (lambda ps: _train_pair(ps, 1).update(history_ids=["P_0\u200b"]),
      r"pair 'P_1': history id: id 'P_0\\u200b' equals id 'P_0' once normalised"),
     (lambda ps: ps["Analyzing Political Parody in Social Media"].update(id="7 "),
      r"paper 'Analyzing Political Parody in Social Media' \(id 7 \): id '7 ' equals id '7' once "
-     r"normalised .* as paper 'Memory Networks for Legal Argument Mining'"),
+     r"normalised .* as in paper 'Memory Networks for Legal Argument Mining'"),
     (lambda ps: ps["Analyzing Political Parody in Social Media"].update(id=7),
-     r"\(id 7\): the same id as paper 'Memory Networks for Legal Argument Mining'"),
+     r"\(id 7\): the same id as in paper 'Memory Networks for Legal Argument Mining'"),
 ])
 def test_ids_equal_once_normalised_in_a_fold_file_are_errors_naming_both(tmp_path, change,
                                                                          message):

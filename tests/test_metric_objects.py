@@ -165,9 +165,10 @@ def test_both_tasks_score_bertscore_and_moverscore_through_the_same_objects(monk
     import dataclasses
     import inspect
 
+    import pandas as pd
     from saf_frames import toy_frame
 
-    from saf_utils.argscichat import generation as RG
+    from saf_utils.argscichat import reply_evaluation as REV
     from saf_utils.saf import formats as SF
     from saf_utils.saf import scores
 
@@ -189,9 +190,14 @@ def test_both_tasks_score_bertscore_and_moverscore_through_the_same_objects(monk
     items = scores.item_scores(preds, {"model_type": "bert-x"}, moverscore_model="mv")
     assert set(items.metric) >= {"bertscore_f1", "moverscore"}
     saf_calls, calls[:] = list(calls), []
-    per = RG.embedding_scores(["a", "bb"], ["x", "y"], bertscore_model="bert-x",
-                              moverscore_model="mv")
-    assert per == {"bertscore_f1": [1.0, 2.0], "moverscore": [1.0, 2.0]}
+    replies = pd.DataFrame({"system": "s", "role": "system", "fold": 0, "seed": None,
+                            "split": "test", "pair_id": ["p0", "p1"], "paper_id": "P",
+                            "output": ["a", "bb"], "gold": ["x", "y"]})
+    per = REV.score_predictions(replies, embedding=True, bertscore_model="bert-x",
+                                moverscore_model="mv")
+    per = per[per.metric.isin(["bertscore_f1", "moverscore"])]
+    assert per.groupby("metric").value.agg(list).to_dict() == {
+        "bertscore_f1": [1.0, 2.0], "moverscore": [1.0, 2.0]}
     assert [c[0] for c in saf_calls] == [c[0] for c in calls] == ["bertscore_f1", "moverscore"]
     assert saf_calls[0][2]["model_type"] == calls[0][2]["model_type"] == "bert-x"
     assert saf_calls[1][2]["model"] == calls[1][2]["model"] == "mv"

@@ -11,7 +11,6 @@ import pytest
 from threadpoolctl import threadpool_limits
 
 from saf_utils.argscichat import dialogue as A
-from saf_utils.argscichat import error_analysis as EA
 from saf_utils.argscichat import experiments as R
 from saf_utils.argscichat import replies as RS
 from saf_utils.argscichat import reply_evaluation as REV
@@ -280,30 +279,3 @@ def test_headline_and_difference_to_the_floor() -> None:
     assert REV.CHOSEN in vs_floor.index.get_level_values("system")
     assert set(leads.index) <= set(metrics) and len(leads)
     assert (leads.reference != RS.FLOOR).all()
-
-
-# --------------------------------------------------------------------------- analysis helpers
-
-def test_generation_error_frame_joins_scores_and_flags_copies() -> None:
-    preds = predictions()
-    items = REV.score_predictions(preds, splits=("test",))
-    pairs = [pair(pid, "q", "r") for pid in sorted(set(preds.pair_id))]
-    train = {0: ["parody"], 1: []}
-    frame = EA.generation_error_frame(preds, pairs, train, items)
-    assert len(frame) == len(preds[preds.split == "test"])
-    const = frame[frame.system == "constant_frequent"]
-    assert const.generic.all() and not const.train_copy.any()
-    s2s = frame[(frame.system == "seq2seq") & (frame.seed == 0)]
-    assert s2s.train_copy.tolist() == [False, True, True, True, False, False, False, False]
-    assert s2s.length_bucket.iloc[0] == "empty" and s2s.out_words.iloc[0] == 0
-    gold = frame[frame.system == "copy_gold"]
-    assert gold.content_f1.eq(1.0).all() and gold.length_bucket.eq("0.5-2x gold").all()
-    copied = frame[frame.system == "copy_selected"]
-    # "tweets parody accounts number i": 1 of 4 bigrams ("parody accounts") is in CONTENT;
-    # the one-word output "tweets" has no bigram
-    assert copied.paper_bigram_share.tolist() == [0.0, 0.25, 0.0, 0.25] * 2
-    summary = EA.generation_error_summary(frame)
-    assert summary.loc["seq2seq", "empty_share"] == pytest.approx(1 / 8)
-    assert summary.loc["constant_frequent", "generic_share"] == 1.0
-    with pytest.raises(ValueError, match="not in the given pairs"):
-        EA.generation_error_frame(preds, pairs[:1], train)

@@ -14,6 +14,7 @@ from threadpoolctl import threadpool_limits
 from saf_utils.argscichat import dialogue as A
 from saf_utils.argscichat import experiments as R
 from saf_utils.argscichat import fact_selection as FS
+from saf_utils.argscichat import record as REC
 from saf_utils.argscichat import selection_evaluation as EV
 from saf_utils.argscichat import selectors as X
 from saf_utils.argscichat.data import load_argscichat
@@ -94,7 +95,7 @@ def test_registry_roles_params_and_unknown_names(ctx):
     with pytest.raises(ValueError, match="unknown selector"):
         R.run_selectors(ctx, ["random"], {"randm": {"seeds": [0]}})
     with pytest.raises(ValueError, match="not run"):
-        R.check_system_params(X.SELECTORS, ["first"], {"random": {"seeds": [0]}})
+        X.SELECTORS.check_params(["first"], {"random": {"seeds": [0]}})
     with pytest.raises(ValueError, match="unknown ensemble member set"):
         R.run_selectors(ctx, ["ranker_ensemble"], {"ranker_ensemble": {"member_sets": ["x"]}})
 
@@ -181,7 +182,7 @@ def test_no_history_features_drop_exactly_the_gold_history():
     assert "sbert_prev_reply" in FS.NO_HISTORY_FEATURES
 
 
-def test_evaluation_choices_tables_and_records(tmp_path, run):
+def test_evaluation_choices_tables_and_records(tmp_path, run, ctx):
     items = EV.fact_f1_table(run.predictions)
     assert set(items.split) == {"val", "test"} and items.value.notna().all()
     assert (items.cluster == run.predictions.set_index("pair_id").paper_id
@@ -231,7 +232,7 @@ def test_evaluation_choices_tables_and_records(tmp_path, run):
             self.items = frame
 
     rec = Rec()
-    EV.record_selection_results(rec, an, run.tuning)
+    REC.record_selection(rec, R.data_overview(ctx.pairs), an, run.tuning)
     kinds = [kw.get("kind", "result") for _, kw in rec.rows]
     assert {"result", "analysis", "tuning"} <= set(kinds)
     headline = [(a, kw) for a, kw in rec.rows if kw.get("kind", "result") == "result"

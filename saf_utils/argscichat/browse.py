@@ -12,50 +12,12 @@ from saf_utils.argscichat.data import MessagePair
 WRAP = ("history", "query", "gold_reply", "gold_facts", "selected_facts", "reply")
 
 
-def _first_seed(frame: pd.DataFrame) -> pd.DataFrame:
-    seeds = frame["seed"]
-    return frame[seeds.isna() | (seeds == seeds.min())]
-
-
 def _facts(content: Sequence[str], indexes: Sequence[int]) -> str:
     return "\n".join(f"[{i}] {content[i]}" for i in indexes if 0 <= i < len(content))
 
 
-def pair_table(pairs: Sequence[MessagePair], selections: pd.DataFrame,
-               chosen_selector: Mapping[int, str], generations: pd.DataFrame,
-               chosen_generator: Mapping[int, str]) -> pd.DataFrame:
-    """One row per test pair of the folds in ``chosen_selector``: history (one numbered
-    line per message), query, gold reply, gold and selected fact sentences (the fold's val-chosen
-    selector, first seed) with Fact-F1, and the reply of the fold's val-chosen system."""
-    rows = []
-    fold_of = {}
-    for f in chosen_selector:
-        sel = selections[(selections["fold"] == f) & (selections["system"] == chosen_selector[f])
-                         & (selections["split"] == "test")]
-        for r in _first_seed(sel).itertuples():
-            fold_of[(f, r.pair_id)] = (list(r.selected), getattr(r, "fact_f1", None))
-    gen_of = {}
-    for f, system in chosen_generator.items():
-        gen = generations[(generations["fold"] == f) & (generations["system"] == system)
-                          & (generations["split"] == "test")]
-        for r in _first_seed(gen).itertuples():
-            gen_of[(f, r.pair_id)] = r.output
-    by_id = {p.pair_id: p for p in pairs}
-    for (f, pid), (selected, f1) in fold_of.items():
-        p = by_id.get(pid)
-        if p is None:
-            continue
-        rows.append({
-            "fold": f, "paper": p.title, "turn": p.turn,
-            "history": "\n".join(f"{i}. {t}" for i, t in enumerate(p.history, 1)),
-            "query": p.query, "gold_reply": p.reply,
-            "gold_facts": _facts(p.content, p.fact_indexes),
-            "selector": chosen_selector[f], "selected_facts": _facts(p.content, selected),
-            "fact_f1": None if f1 is None or pd.isna(f1) else float(f1),
-            "generator": chosen_generator.get(f, ""), "reply": gen_of.get((f, pid), ""),
-            "pair_id": pid,
-        })
-    return pd.DataFrame(rows)
+def _history(p: MessagePair) -> str:
+    return "\n".join(f"{i}. {t}" for i, t in enumerate(p.history, 1))
 
 
 def _seed(x: object) -> str:
@@ -76,6 +38,33 @@ def _keyed(frame: pd.DataFrame) -> pd.DataFrame:
     return test.assign(key=test["fold"].astype(str) + ":" + test["pair_id"].astype(str))
 
 
+def pair_table(pairs: Sequence[MessagePair], selections: pd.DataFrame,
+               chosen_selector: Mapping[int, str], generations: pd.DataFrame,
+               chosen_generator: Mapping[int, str]) -> pd.DataFrame:
+    """One row per test pair of the folds in ``chosen_selector``: history (one numbered
+    line per message), query, gold reply, gold and selected fact sentences (the fold's val-chosen
+    selector, first seed) with Fact-F1, and the reply of the fold's val-chosen system."""
+    sel, gen = _keyed(selections), _keyed(generations)
+    reply = {r.key: r.output for r in gen.itertuples() if chosen_generator.get(r.fold) == r.system}
+    by_id = {p.pair_id: p for p in pairs}
+    rows = []
+    for f, system in chosen_selector.items():
+        for r in sel[(sel["fold"] == f) & (sel["system"] == system)].itertuples():
+            if (p := by_id.get(r.pair_id)) is None:
+                continue
+            f1 = getattr(r, "fact_f1", None)
+            rows.append({
+                "fold": f, "paper": p.title, "turn": p.turn, "history": _history(p),
+                "query": p.query, "gold_reply": p.reply,
+                "gold_facts": _facts(p.content, p.fact_indexes),
+                "selector": system, "selected_facts": _facts(p.content, list(r.selected)),
+                "fact_f1": None if f1 is None or pd.isna(f1) else float(f1),
+                "generator": chosen_generator.get(f, ""), "reply": reply.get(r.key, ""),
+                "pair_id": r.pair_id,
+            })
+    return pd.DataFrame(rows)
+
+
 def every_system(pairs: Sequence[MessagePair], selections: pd.DataFrame,
                  generations: pd.DataFrame) -> pd.DataFrame:
     """One row per test pair that a selector or reply system answered: fold, pair id, turn,
@@ -85,12 +74,12 @@ def every_system(pairs: Sequence[MessagePair], selections: pd.DataFrame,
     from saf_utils.text import shorten
 
     sel, gen = _keyed(selections), _keyed(generations)
+    keys = list(dict.fromkeys([*sel["key"], *gen["key"]]))
     cells = {**{(r.key, r.system): f"{list(r.selected)} F1 "
                 f"{_f1(getattr(r, 'fact_f1', None)) or '—'}"
                 for r in sel.itertuples()},
              **{(r.key, r.system): shorten(str(r.output or ""), 80) for r in gen.itertuples()}}
     systems = [*dict.fromkeys(sel["system"]), *dict.fromkeys(gen["system"])]
-    keys = list(dict.fromkeys([*sel["key"], *gen["key"]]))
     by_id = {p.pair_id: p for p in pairs}
     rows = []
     for key in keys:
@@ -118,9 +107,9 @@ def one_pair(pairs: Sequence[MessagePair], selections: pd.DataFrame,
                          + (f" (for instance {keys[0]!r})" if keys else ""))
     fold, pid = example.split(":", 1)
     p = {q.pair_id: q for q in pairs}.get(pid)
-    texts = {"paper": p.title, "history": "\n".join(f"{i}. {t}" for i, t in enumerate(
-        p.history, 1)) or "(first message)", f"query (turn {p.turn})": p.query,
-        "gold facts": _facts(p.content, p.fact_indexes), "gold reply": p.reply} if p else {}
+    texts = {"paper": p.title, "history": _history(p) or "(first message)",
+             f"query (turn {p.turn})": p.query, "gold facts": _facts(p.content, p.fact_indexes),
+             "gold reply": p.reply} if p else {}
     mine = sel[sel["key"] == example]
     selectors = pd.DataFrame({
         "system": mine["system"], "role": mine.get("role", ""), "seed": mine["seed"].map(_seed),

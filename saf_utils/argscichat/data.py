@@ -66,10 +66,8 @@ def download_argscichat(target: str | os.PathLike | None = None) -> Path:
     folder = Path(target) if target else _argscichat_cache_dir()
     folder.mkdir(parents=True, exist_ok=True)
     names = [f"fold_{k}_{s}.json" for k in ARGSCICHAT_FOLDS for s in ARGSCICHAT_SPLITS]
-    base = (
-        f"https://raw.githubusercontent.com/{ARGSCICHAT_REPO}/{ARGSCICHAT_COMMIT}/"
-        f"{ARGSCICHAT_FOLDER}/"
-    )
+    base = (f"https://raw.githubusercontent.com/{ARGSCICHAT_REPO}/{ARGSCICHAT_COMMIT}/"
+            f"{ARGSCICHAT_FOLDER}/")
     for name in names:
         path = folder / name
         if not path.is_file():
@@ -92,7 +90,6 @@ def download_argscichat(target: str | os.PathLike | None = None) -> Path:
     return folder
 
 
-
 def _argscichat_root(source: str | os.PathLike | None) -> tuple[Path, str]:
     source = source or os.environ.get("ARGSCICHAT_DATA")
     if source:
@@ -104,15 +101,6 @@ def _argscichat_root(source: str | os.PathLike | None) -> tuple[Path, str]:
     return download_argscichat(), f"github:{ARGSCICHAT_REPO}@{ARGSCICHAT_COMMIT}"
 
 
-def _check_fold_number(fold: object) -> int:
-    if isinstance(fold, bool) or not isinstance(fold, numbers.Integral):
-        raise TypeError(f"fold must be an int, one of {ARGSCICHAT_FOLDS}; got {fold!r} "
-                        f"({type(fold).__name__})")
-    if int(fold) not in ARGSCICHAT_FOLDS:
-        raise ArgSciChatDataError(f"unknown fold {fold}; folds are {ARGSCICHAT_FOLDS}")
-    return int(fold)
-
-
 def load_argscichat(source: str | os.PathLike | None = None, fold: int = 0, *,
                     strict: bool = False, return_report: bool = False):
     """Load one official ArgSciChat fold as lists of :class:`MessagePair`.
@@ -121,7 +109,12 @@ def load_argscichat(source: str | os.PathLike | None = None, fold: int = 0, *,
     one-time download of the pinned commit); ``fold``: an int in :data:`ARGSCICHAT_FOLDS`.
     ``return_report=True`` returns ``(fold, fold.anomaly_report())``.
     """
-    fold = _check_fold_number(fold)
+    if isinstance(fold, bool) or not isinstance(fold, numbers.Integral):
+        raise TypeError(f"fold must be an int, one of {ARGSCICHAT_FOLDS}; got {fold!r} "
+                        f"({type(fold).__name__})")
+    if int(fold) not in ARGSCICHAT_FOLDS:
+        raise ArgSciChatDataError(f"unknown fold {fold}; folds are {ARGSCICHAT_FOLDS}")
+    fold = int(fold)
     root, label = _argscichat_root(source)
     splits: dict[str, list[MessagePair]] = {}
     dropped: list[DroppedFact] = []
@@ -159,13 +152,10 @@ def load_argscichat(source: str | os.PathLike | None = None, fold: int = 0, *,
 def load_intents(source: str | os.PathLike | None = None) -> pd.DataFrame | None:
     """Sentence-level dialogue intents (``intents.csv``; UTF-8 with the
     :data:`INTENT_COLUMNS`); ``None`` when the file is absent from an existing folder."""
-    source = source or os.environ.get("ARGSCICHAT_DATA")
-    if not source:
+    if not (source or os.environ.get("ARGSCICHAT_DATA")):
         return None
-    problem = folder_problem(Path(source).expanduser(), "ArgSciChat folder")
-    if problem:
-        raise ArgSciChatDataError(problem)
-    path = Path(source).expanduser() / "intents.csv"
+    root, label = _argscichat_root(source)
+    path = root / "intents.csv"
     if not path.is_file():
         return None
     reader = csv.reader(io.StringIO(read_utf8(path, ArgSciChatDataError), newline=""))
@@ -188,7 +178,7 @@ def load_intents(source: str | os.PathLike | None = None) -> pd.DataFrame | None
         more = f"\n  ... and {len(bad) - 20} more" if len(bad) > 20 else ""
         raise ArgSciChatDataError(f"{len(bad)} problem(s) in {path}:\n  - "
                                   + "\n  - ".join(bad[:20]) + more)
-    register("argscichat", str(source), path, "intents")
+    register("argscichat", label, path, "intents")
     df = pd.DataFrame([r for _, r in rows], columns=header)
     annotate(path, rows=len(df))
     return df

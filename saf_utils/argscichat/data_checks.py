@@ -5,7 +5,7 @@ across the splits of a fold (ids never cross; leakage by content)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,75 +23,57 @@ from saf_utils.data.reading import clash_message, describe, load_json_file, shor
 from saf_utils.text import identity_key, squash
 
 
-def _is_str_list(x: object) -> bool:
-    return isinstance(x, list) and all(isinstance(v, str) for v in x)
+def _text(v: object) -> bool:
+    return isinstance(v, str) and bool(v.strip())
 
 
-def _check_paper(path: Path, title: str, paper: dict) -> str:
-    """Type checks of one paper entry; returns its id as a string."""
-    where = f"{path}: paper {shorten(title, 120)}"
-    pid = paper["id"]
-    if isinstance(pid, bool) or not isinstance(pid, (int, str)) or not str(pid).strip():
-        raise ArgSciChatDataError(f"{where}: id is {describe(pid)}, expected an int or string")
-    where = f"{path}: paper {shorten(title, 120)} (id {show_id(pid)})"
-    if not isinstance(paper["title"], str) or not paper["title"].strip():
-        raise ArgSciChatDataError(f"{where}: title is {describe(paper['title'])}, "
-                                  f"expected a non-empty string")
-    content = paper["content"]
-    if not isinstance(content, list) or not content:
-        raise ArgSciChatDataError(f"{where}: content is {describe(content)}, "
-                                  f"expected a non-empty list of sentence strings")
-    bad = next((i for i, v in enumerate(content) if not isinstance(v, str)), None)
-    if bad is not None:
-        raise ArgSciChatDataError(f"{where}: content sentence {bad} is "
-                                  f"{describe(content[bad])}, expected a string")
-    if not isinstance(paper["message_pairs"], list) or not paper["message_pairs"]:
-        raise ArgSciChatDataError(
-            f"{where}: empty dialogue (message_pairs is {describe(paper['message_pairs'])}, "
-            f"expected a non-empty list)")
-    return str(pid)
+def _texts(v: object) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
 
 
-def _check_pair(where: str, mp: dict) -> None:
-    """Type checks of one message pair (``where`` names file, paper and pair)."""
-    for key in ("P_Message", "DE_Message"):
-        if not isinstance(mp[key], str):
-            raise ArgSciChatDataError(f"{where}: {key} is {describe(mp[key])}, expected a string")
-        if not mp[key].strip():
-            raise ArgSciChatDataError(f"{where}: {key} is empty")
-    for key in ("facts", "history", "history_ids"):
-        if isinstance(mp[key], str):
-            raise ArgSciChatDataError(f"{where}: {key} is a string ({describe(mp[key])}), "
-                                      f"expected a list of strings")
-        if not _is_str_list(mp[key]):
-            raise ArgSciChatDataError(f"{where}: {key} is {describe(mp[key])}, "
-                                      f"expected a list of strings")
-    hf = mp["history_facts"]
-    if not isinstance(hf, list) or not all(_is_str_list(t) for t in hf):
-        raise ArgSciChatDataError(f"{where}: history_facts is {describe(hf)}, expected one "
-                                  f"list of fact strings per earlier turn")
-    if len(hf) != len(mp["history_ids"]):
-        raise ArgSciChatDataError(f"{where}: {len(hf)} history_facts entries for "
-                                  f"{len(mp['history_ids'])} history_ids")
+#: What the fields of a paper and of a message pair must be, checked in this order:
+#: (key, test, what is expected); a failed test is an error naming file, paper (pair), key.
+_PAPER_FIELDS = (
+    ("id", lambda v: isinstance(v, int | str) and not isinstance(v, bool) and bool(str(v).strip()),
+     "an int or string"),
+    ("title", _text, "a non-empty string"),
+    ("content", lambda v: isinstance(v, list) and bool(v),
+     "a non-empty list of sentence strings"),
+    ("message_pairs", lambda v: isinstance(v, list) and bool(v), "a non-empty list (a dialogue)"),
+)
+_PAIR_FIELDS = (
+    ("id", lambda v: isinstance(v, str) and bool(identity_key(v)), "a non-empty string"),
+    ("P_Message", _text, "a non-empty string"),
+    ("DE_Message", _text, "a non-empty string"),
+    ("facts", _texts, "a list of strings"),
+    ("history", _texts, "a list of strings"),
+    ("history_ids", _texts, "a list of strings"),
+    ("history_facts", lambda v: isinstance(v, list) and all(map(_texts, v)),
+     "one list of fact strings per earlier turn"),
+)
 
 
+def _check_fields(where: str, obj: Any, keys: Sequence[str],
+                  fields: Sequence[tuple[str, Callable[[Any], bool], str]]) -> None:
+    """``obj`` (a paper or a pair) has every key and each field passes its test."""
+    missing = [k for k in keys if not isinstance(obj, dict) or k not in obj]
+    if missing:
+        raise ArgSciChatDataError(f"{where} lacks key(s) {missing}")
+    for key, ok, expected in fields:
+        if not ok(obj[key]):
+            raise ArgSciChatDataError(f"{where}: {key} is {describe(obj[key])}, "
+                                      f"expected {expected}")
 
 
-def _anomaly(kind: str, split: str, rid: str, paper_id: str, title: str, path: Path,
-             message: str) -> dict[str, Any]:
-    return {"kind": kind, "split": split, "id": rid, "paper_id": paper_id, "title": title,
-            "file": str(path), "message": message}
-
-
-def _extra_keys(what: str, obj: dict, known: Sequence[str]) -> str | None:
-    """A message when a paper or pair object has keys that the loader does not read."""
-    extra = [k for k in obj if k not in known]
-    if not extra:
-        return None
-    shown = ", ".join(shorten(k) for k in extra[:10]) + (
-        f" and {len(extra) - 10} more" if len(extra) > 10 else "")
-    return (f"{what}: key(s) {shown} not read (a {'paper' if known is _PAPER_KEYS else 'pair'} "
-            f"has {list(known)}); not loaded")
+def _claim(seen: dict[str, tuple[str, str]], value: str, title: str, where: str) -> None:
+    """Record the id ``value`` of an entry of paper ``title``, or an error when an earlier
+    entry of the file has it (once normalised: :func:`identity_key`), naming both."""
+    key = identity_key(value)
+    if key in seen:
+        other_id, other = seen[key]
+        same = "the same id" if other_id == value else clash_message(value, other_id)
+        raise ArgSciChatDataError(f"{where}: {same} as in paper {shorten(other, 120)}")
+    seen[key] = (value, title)
 
 
 def _history_anomalies(where: str, mp: dict, by_id: dict[str, dict], keys: dict[str, str]
@@ -129,109 +111,96 @@ def _history_anomalies(where: str, mp: dict, by_id: dict[str, dict], keys: dict[
 # --------------------------------------------------------------------------- one fold file
 
 
-def _paper_entry(path: Path, split: str, title: str, paper: Any,
-                 paper_ids: dict[str, tuple[str, str]], anomalies: list[dict[str, Any]]
-                 ) -> tuple[str, str]:
-    """One paper's checks (keys, types, its id unique in the file) and its paper-level
-    anomalies; returns its id and how messages name it (file, title, id)."""
-    missing = [k for k in _PAPER_KEYS if not isinstance(paper, dict) or k not in paper]
-    if missing:
-        raise ArgSciChatDataError(f"{path}: paper {shorten(title, 120)} lacks key(s) {missing}")
-    paper_id = _check_paper(path, title, paper)
-    at = f"{path}: paper {shorten(title, 120)} (id {show_id(paper_id)})"
-    pkey = identity_key(paper_id)
-    if pkey in paper_ids:
-        other_id, other = paper_ids[pkey]
-        what = ("the same id" if other_id == paper_id else clash_message(paper_id, other_id))
-        raise ArgSciChatDataError(f"{at}: {what} as paper {shorten(other, 120)}; every paper "
-                                  "has its own id")
-    paper_ids[pkey] = (paper_id, title)
-    extra = _extra_keys(at, paper, _PAPER_KEYS)
-    if extra:
-        anomalies.append(_anomaly("extra_key", split, paper_id, paper_id, paper["title"],
-                                  path, extra))
-    if identity_key(title) != identity_key(paper["title"]):
-        anomalies.append(_anomaly(
-            "paper_key_not_title", split, paper_id, paper_id, paper["title"], path,
-            f"{at}: its key differs from its title {shorten(paper['title'], 120)}"))
-    return paper_id, at
+class _FoldFile:
+    """The reading of one fold file: its message pairs, dropped facts and content anomalies,
+    and the ids seen so far (identity key -> (id, paper key))."""
 
+    def __init__(self, path: Path, split: str):
+        self.path, self.split = path, split
+        self.pairs: list[MessagePair] = []
+        self.dropped: list[DroppedFact] = []
+        self.anomalies: list[dict[str, Any]] = []
+        self.paper_ids: dict[str, tuple[str, str]] = {}
+        self.pair_ids: dict[str, tuple[str, str]] = {}
 
-def _pair_entries(path: Path, split: str, title: str, paper: dict, paper_id: str, at: str,
-                  seen: dict[str, tuple[str, str]], anomalies: list[dict[str, Any]]) -> None:
-    """Every message pair's checks (keys, types, its id unique in the file) and extra keys."""
-    for n, mp in enumerate(paper["message_pairs"]):
-        missing = [k for k in _PAIR_KEYS if not isinstance(mp, dict) or k not in mp]
-        if missing:
-            rid = mp.get("id") if isinstance(mp, dict) else None
-            raise ArgSciChatDataError(
-                f"{path}: paper {shorten(title, 120)}, message pair {n} (id={shorten(rid)}) "
-                f"lacks key(s) {missing}")
-        where = f"{at}, pair {shorten(mp['id'])}"
-        if not isinstance(mp["id"], str) or not identity_key(mp["id"]):
-            raise ArgSciChatDataError(f"{where}: id is {describe(mp['id'])}, "
-                                      f"expected a non-empty string")
-        key = identity_key(mp["id"])
-        if key in seen:
-            other_id, other = seen[key]
-            what = ("duplicate pair id" if other_id == mp["id"]
-                    else f"pair id: {clash_message(mp['id'], other_id)}")
-            raise ArgSciChatDataError(f"{where}: {what} (also in paper {shorten(other, 120)})")
-        seen[key] = (mp["id"], title)
-        _check_pair(where, mp)
-        extra = _extra_keys(where, mp, _PAIR_KEYS)
+    def note(self, kind: str, rid: str, paper: dict, message: str) -> None:
+        self.anomalies.append({"kind": kind, "split": self.split, "id": rid,
+                               "paper_id": str(paper["id"]), "title": paper["title"],
+                               "file": str(self.path), "message": message})
+
+    def extra_keys(self, where: str, rid: str, paper: dict, obj: dict,
+                   known: Sequence[str]) -> None:
+        """An anomaly when a paper or pair object has keys that the loader does not read."""
+        extra = [k for k in obj if k not in known]
         if extra:
-            anomalies.append(_anomaly("extra_key", split, mp["id"], paper_id,
-                                      paper["title"], path, extra))
+            shown = ", ".join(shorten(k) for k in extra[:10]) + (
+                f" and {len(extra) - 10} more" if len(extra) > 10 else "")
+            what = "paper" if known is _PAPER_KEYS else "pair"
+            self.note("extra_key", rid, paper, f"{where}: key(s) {shown} not read (a {what} "
+                      f"has {list(known)}); not loaded")
 
+    def paper(self, title: str, paper: Any) -> str:
+        """One paper's checks and paper-level anomalies; how messages name it."""
+        where = f"{self.path}: paper {shorten(title, 120)}"
+        _check_fields(where, paper, _PAPER_KEYS, _PAPER_FIELDS[:1])
+        paper_id = str(paper["id"])
+        at = f"{where} (id {show_id(paper['id'])})"
+        _check_fields(at, paper, (), _PAPER_FIELDS[1:])
+        bad = next((i for i, v in enumerate(paper["content"]) if not isinstance(v, str)), None)
+        if bad is not None:
+            raise ArgSciChatDataError(f"{at}: content sentence {bad} is "
+                                      f"{describe(paper['content'][bad])}, expected a string")
+        _claim(self.paper_ids, paper_id, title, at)
+        self.extra_keys(at, paper_id, paper, paper, _PAPER_KEYS)
+        if identity_key(title) != identity_key(paper["title"]):
+            self.note("paper_key_not_title", paper_id, paper,
+                      f"{at}: its key differs from its title {shorten(paper['title'], 120)}")
+        return at
 
-def _mapped_facts(where: str, split: str, mp: dict, index: ContentIndex,
-                  dropped: list[DroppedFact]) -> tuple[tuple[int, ...], list[tuple[int, ...]],
-                                                       list[tuple[str, str]]]:
-    """A pair's gold facts and earlier turns' facts as sentence indexes (what is lost goes
-    to ``dropped``), and (kind, message) of each fact found nowhere or blank."""
-    indexes, lost = map_facts(mp["facts"], index)
-    dropped += [DroppedFact(split, mp["id"], f, r) for f, r in lost]
-    found = [("facts", lost)]
-    hist_idx = []
-    for turn in mp["history_facts"]:
-        idx, hlost = map_facts(turn, index)
-        hist_idx.append(idx)
-        dropped += [DroppedFact(split, mp["id"], f, r, "history_facts") for f, r in hlost]
-        found.append(("history_facts", hlost))
-    problems = []
-    for field_name, lost_pieces in found:
-        for piece, reason in lost_pieces:
-            if reason != "title":
-                kind = "fact_not_found" if field_name == "facts" else "history_fact_not_found"
-                what = "blank" if reason == "empty" else \
-                    "found neither in the content nor in the title"
-                problems.append((kind, f"{where}, {field_name}: {shorten(piece)} is {what}"))
-    return indexes, hist_idx, problems
-
-
-def _paper_pairs(path: Path, split: str, paper: dict, paper_id: str, at: str,
-                 content: tuple[str, ...], index: ContentIndex, dropped: list[DroppedFact],
-                 anomalies: list[dict[str, Any]]) -> list[MessagePair]:
-    """A checked paper's message pairs as records, with their fact and history anomalies."""
-    mps = paper["message_pairs"]
-    by_id = {mp["id"]: mp for mp in mps}
-    keys = {identity_key(i): i for i in by_id}
-    pairs = []
-    for mp in mps:
+    def check_pair(self, at: str, title: str, paper: dict, n: int, mp: Any) -> None:
+        """One message pair's checks (keys, types, its id unique in the file), extra keys."""
+        rid = mp.get("id") if isinstance(mp, dict) else None
+        _check_fields(f"{at}, message pair {n} (id={shorten(rid)})", mp, _PAIR_KEYS, ())
         where = f"{at}, pair {shorten(mp['id'])}"
-        indexes, hist_idx, problems = _mapped_facts(where, split, mp, index, dropped)
-        problems += _history_anomalies(where, mp, by_id, keys)
-        anomalies += [_anomaly(kind, split, mp["id"], paper_id, paper["title"], path, message)
-                      for kind, message in problems]
-        pairs.append(MessagePair(
-            pair_id=mp["id"], paper_id=paper_id, title=paper["title"], content=content,
-            dialogue_id=mp["history_ids"][0] if mp["history_ids"] else mp["id"],
-            turn=len(mp["history_ids"]), query=mp["P_Message"], reply=mp["DE_Message"],
-            history=tuple(mp["history"]), history_ids=tuple(mp["history_ids"]),
-            facts=tuple(mp["facts"]), fact_indexes=indexes,
-            history_fact_indexes=tuple(hist_idx)))
-    return pairs
+        _check_fields(where, mp, (), _PAIR_FIELDS)
+        if len(mp["history_facts"]) != len(mp["history_ids"]):
+            raise ArgSciChatDataError(f"{where}: {len(mp['history_facts'])} history_facts "
+                                      f"entries for {len(mp['history_ids'])} history_ids")
+        _claim(self.pair_ids, mp["id"], title, where)
+        self.extra_keys(where, mp["id"], paper, mp, _PAIR_KEYS)
+
+    def read_pairs(self, at: str, paper: dict, content: tuple[str, ...],
+                   index: ContentIndex) -> None:
+        """A checked paper's message pairs as records, with their fact (mapped, dropped,
+        not found) and history anomalies."""
+        by_id = {mp["id"]: mp for mp in paper["message_pairs"]}
+        keys = {identity_key(i): i for i in by_id}
+        for mp in paper["message_pairs"]:
+            where = f"{at}, pair {shorten(mp['id'])}"
+            indexes, lost = map_facts(mp["facts"], index)
+            lost = [("facts", piece, reason) for piece, reason in lost]
+            history = []
+            for turn in mp["history_facts"]:
+                idx, hlost = map_facts(turn, index)
+                history.append(idx)
+                lost += [("history_facts", piece, reason) for piece, reason in hlost]
+            self.dropped += [DroppedFact(self.split, mp["id"], piece, reason, fld)
+                             for fld, piece, reason in lost]
+            problems = [("fact_not_found" if fld == "facts" else "history_fact_not_found",
+                         f"{where}, {fld}: {shorten(piece)} is " + (
+                             "blank" if reason == "empty"
+                             else "found neither in the content nor in the title"))
+                        for fld, piece, reason in lost if reason != "title"]
+            for kind, message in problems + _history_anomalies(where, mp, by_id, keys):
+                self.note(kind, mp["id"], paper, message)
+            self.pairs.append(MessagePair(
+                pair_id=mp["id"], paper_id=str(paper["id"]), title=paper["title"],
+                content=content,
+                dialogue_id=mp["history_ids"][0] if mp["history_ids"] else mp["id"],
+                turn=len(mp["history_ids"]), query=mp["P_Message"], reply=mp["DE_Message"],
+                history=tuple(mp["history"]), history_ids=tuple(mp["history_ids"]),
+                facts=tuple(mp["facts"]), fact_indexes=indexes,
+                history_fact_indexes=tuple(history)))
 
 
 def read_fold_file(path: Path, split: str, norms: dict[tuple[str, str], list[str]]
@@ -245,73 +214,49 @@ def read_fold_file(path: Path, split: str, norms: dict[tuple[str, str], list[str
         raise ArgSciChatDataError(f"{path}: expected an object {{paper title: paper}}")
     if not raw:
         raise ArgSciChatDataError(f"{path}: no papers (empty object)")
-    pairs: list[MessagePair] = []
-    dropped: list[DroppedFact] = []
-    anomalies: list[dict[str, Any]] = []
-    seen: dict[str, tuple[str, str]] = {}  # pair id key -> (pair id, paper title)
-    paper_ids: dict[str, tuple[str, str]] = {}  # paper id key -> (paper id, paper key)
+    file = _FoldFile(path, split)
     for title, paper in raw.items():
-        paper_id, at = _paper_entry(path, split, title, paper, paper_ids, anomalies)
+        at = file.paper(title, paper)
+        for n, mp in enumerate(paper["message_pairs"]):
+            file.check_pair(at, title, paper, n, mp)
         content = tuple(s.replace("\n", " ").strip() for s in paper["content"])
         index = ContentIndex(content, paper["title"])
-        norms[split, paper_id] = index.norm
-        _pair_entries(path, split, title, paper, paper_id, at, seen, anomalies)
-        pairs += _paper_pairs(path, split, paper, paper_id, at, content, index, dropped,
-                              anomalies)
-    return pairs, dropped, anomalies
+        norms[split, str(paper["id"])] = index.norm
+        file.read_pairs(at, paper, content, index)
+    return file.pairs, file.dropped, file.anomalies
 
 
 # --------------------------------------------------------------------------- a fold
 
 
-def _crossing(owners: dict[str, tuple[str, MessagePair]], key: str, split: str,
-              p: MessagePair) -> tuple[str, MessagePair, str] | None:
-    """(split, pair, how the ids differ: empty when equal) of an earlier split's pair that
-    already holds ``p``'s ``key`` (``paper_id`` or ``pair_id``, once normalised), else None;
-    the first split to hold an id owns it."""
-    value = getattr(p, key)
-    prev = owners.setdefault(identity_key(value), (split, p))
-    if prev[0] == split:
-        return None
-    other = getattr(prev[1], key)
-    return prev[0], prev[1], "" if other == value else f" ({clash_message(value, other)})"
-
-
 def check_fold(fold: int, splits: dict[str, list[MessagePair]], files: dict[str, str]) -> None:
-    """Papers and pair ids (once normalised) never cross the splits of a fold."""
-    owner: dict[str, tuple[str, MessagePair]] = {}
-    pair_owner: dict[str, tuple[str, MessagePair]] = {}
+    """Papers and pair ids (once normalised) never cross the splits of a fold: the first
+    split to hold an id owns it."""
+    owners: dict[str, dict[str, tuple[str, MessagePair]]] = {"paper_id": {}, "pair_id": {}}
     for split in ARGSCICHAT_SPLITS:
         for p in splits[split]:
-            hit = _crossing(owner, "paper_id", split, p)
-            if hit is not None:
-                other_split, prev, same = hit
-                raise ArgSciChatDataError(
-                    f"fold {fold}: paper {shorten(p.title, 120)} (id {show_id(p.paper_id)}) is in "
-                    f"both {files[other_split]} (pair {shorten(prev.pair_id)}) and "
-                    f"{files[split]} (pair {shorten(p.pair_id)}); papers must not cross "
-                    f"splits{same}")
-            hit = _crossing(pair_owner, "pair_id", split, p)
-            if hit is not None:
-                other_split, prev, same = hit
-                raise ArgSciChatDataError(
-                    f"fold {fold}: pair id {shorten(p.pair_id)} "
-                    f"(paper {shorten(p.title, 120)}) is in "
-                    f"both {files[other_split]} and {files[split]}{same}")
+            for key, owner in owners.items():
+                value = getattr(p, key)
+                other_split, prev = owner.setdefault(identity_key(value), (split, p))
+                if other_split == split:
+                    continue
+                other = getattr(prev, key)
+                same = "" if other == value else f" ({clash_message(value, other)})"
+                raise ArgSciChatDataError(f"fold {fold}: " + (
+                    f"paper {shorten(p.title, 120)} (id {show_id(p.paper_id)}) is in both "
+                    f"{files[other_split]} (pair {shorten(prev.pair_id)}) and {files[split]} "
+                    f"(pair {shorten(p.pair_id)}); papers must not cross splits{same}"
+                    if key == "paper_id" else
+                    f"pair id {shorten(p.pair_id)} (paper {shorten(p.title, 120)}) is in both "
+                    f"{files[other_split]} and {files[split]}{same}"))
 
 
 def paper_leaks(fold: int, splits: dict[str, list[MessagePair]], files: dict[str, str],
-                 norms: dict[tuple[str, str], list[str]] | None = None) -> list[dict[str, Any]]:
+                norms: dict[tuple[str, str], list[str]]) -> list[dict[str, Any]]:
     """Papers of a later split whose content is in a paper of an earlier split (other id);
-    ``norms``: each (split, paper id)'s normalised content sentences, when known."""
-    norms = norms or {}
-    papers: dict[str, dict[str, tuple[str, frozenset[str]]]] = {}
-    for split in ARGSCICHAT_SPLITS:
-        papers[split] = {}
-        for p in splits[split]:
-            if p.paper_id not in papers[split]:
-                norm = norms.get((split, p.paper_id)) or map(squash, p.content)
-                papers[split][p.paper_id] = (p.title, frozenset(k for k in norm if k))
+    ``norms``: each (split, paper id)'s normalised content sentences."""
+    papers = {split: {p.paper_id: (p.title, frozenset(k for k in norms[split, p.paper_id] if k))
+                      for p in splits[split]} for split in ARGSCICHAT_SPLITS}
     out = []
     for j, split in enumerate(ARGSCICHAT_SPLITS):
         for pid, (title, sents) in papers[split].items():

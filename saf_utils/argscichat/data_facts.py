@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
+from itertools import accumulate
 
 from saf_utils.text import split_sentences, squash
 
@@ -18,11 +19,7 @@ class ContentIndex:
         self.norm = [squash(s) for s in content]
         self.title = squash(title)
         self.text = "\n".join(self.norm)
-        self.starts = []
-        pos = 0
-        for n in self.norm:
-            self.starts.append(pos)
-            pos += len(n) + 1
+        self.starts = list(accumulate((len(n) + 1 for n in self.norm[:-1]), initial=0))
 
     def find(self, key: str) -> int | None:
         """Index of the first content sentence containing ``key`` (normalised), or None."""

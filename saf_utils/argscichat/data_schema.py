@@ -111,9 +111,9 @@ class ArgSciChatFold:
         """How many gold facts were mapped to sentences and how many dropped, by reason
         (``history_dropped_*``: the same for the earlier turns' facts, ``history_facts``)."""
         pairs = self.train + self.val + self.test
-        report = {"pairs": len(pairs), "facts": sum(len(p.facts) for p in pairs)}
-        report["pairs_without_facts"] = sum(not p.facts for p in pairs)
-        report["pairs_without_fact_sentences"] = sum(not p.fact_indexes for p in pairs)
+        report = {"pairs": len(pairs), "facts": sum(len(p.facts) for p in pairs),
+                  "pairs_without_facts": sum(not p.facts for p in pairs),
+                  "pairs_without_fact_sentences": sum(not p.fact_indexes for p in pairs)}
         for prefix, fld in (("", "facts"), ("history_", "history_facts")):
             for reason in ("title", "not_found", "empty"):
                 report[f"{prefix}dropped_{reason}"] = sum(

@@ -19,18 +19,13 @@ SELECTION_TASK = "argscichat_fact_selection"
 
 def pairs_frame(pairs: Iterable[MessagePair], **extra) -> pd.DataFrame:
     """One row per message pair (without the paper text), plus constant ``extra`` columns."""
-    rows = []
-    for p in pairs:
-        rows.append({
-            "pair_id": p.pair_id, "paper_id": p.paper_id, "title": p.title,
-            "dialogue_id": p.dialogue_id, "turn": p.turn, "query": p.query, "reply": p.reply,
-            "n_sentences": len(p.content), "n_facts": len(p.facts),
-            "n_fact_sentences": len(p.fact_indexes), "fact_indexes": list(p.fact_indexes),
-            "query_tokens": len(p.query.split()), "reply_tokens": len(p.reply.split()),
-            **extra,
-        })
-    return pd.DataFrame(rows)
-
+    return pd.DataFrame([{
+        "pair_id": p.pair_id, "paper_id": p.paper_id, "title": p.title,
+        "dialogue_id": p.dialogue_id, "turn": p.turn, "query": p.query, "reply": p.reply,
+        "n_sentences": len(p.content), "n_facts": len(p.facts),
+        "n_fact_sentences": len(p.fact_indexes), "fact_indexes": list(p.fact_indexes),
+        "query_tokens": len(p.query.split()), "reply_tokens": len(p.reply.split()), **extra,
+    } for p in pairs])
 
 
 def pair_index(pairs: Iterable[MessagePair]) -> dict[str, MessagePair]:
@@ -51,23 +46,17 @@ def previous_exchanges(pair: MessagePair, index: Mapping[str, MessagePair],
     return out
 
 
-def dialogue_context(pair: MessagePair, index: Mapping[str, MessagePair] | None = None,
-                     turns: int = 1) -> str:
-    """The query preceded by the last ``turns`` exchanges (just the query without index)."""
-    prev = previous_exchanges(pair, index, turns) if index is not None else []
+def dialogue_context(pair: MessagePair, index: Mapping[str, MessagePair] | None = None) -> str:
+    """The query preceded by the last exchange (just the query without index)."""
+    prev = previous_exchanges(pair, index) if index is not None else []
     return " ".join([*prev, pair.query]).strip()
-
 
 
 def previous_reply(pair: MessagePair, index: Mapping[str, MessagePair] | None) -> str:
     """The expert's reply of the previous turn ("" at the first turn or without index)."""
     if index is None or not pair.history_ids:
         return ""
-    return previous_exchanges(pair, index, 1)[-1]
-
-
-
-
+    return previous_exchanges(pair, index)[-1]
 
 
 # --------------------------------------------------------------------------- evaluation
@@ -94,7 +83,8 @@ def prediction_rows(pairs: Sequence[MessagePair], selected: Sequence[Sequence[in
         if bad:
             raise ValueError(f"{system}: pair {p.pair_id!r} selects missing sentence(s) {bad}")
         rows.append({
-            "fold": fold, "split": split, "pair_id": p.pair_id, "system": system, "seed": seed,
+            "fold": fold, "split": split, "pair_id": p.pair_id, "paper_id": p.paper_id,
+            "system": system, "seed": seed,
             "selected": sel, "selected_sentences": [p.content[i] for i in sel],
             "gold": list(p.fact_indexes),
             "fact_f1": fact_f1(sel, p.fact_indexes) if p.fact_indexes else None,

@@ -5,7 +5,7 @@ name, returning tidy prediction rows, the val choices and seconds per system."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import pandas as pd
@@ -19,13 +19,6 @@ from saf_utils.argscichat.systems import REPLY_SYSTEMS, SELECTORS
 from saf_utils.registry import Registry
 
 SystemParams = Mapping[str, Mapping[str, Any]]
-
-
-def check_system_params(registry: Registry, names: Iterable[str],
-                        system_params: SystemParams | None) -> dict[str, dict[str, Any]]:
-    """``system_params`` checked against the systems ``names`` that run
-    (:meth:`saf_utils.registry.Registry.check_params`)."""
-    return registry.check_params(names, system_params)
 
 
 def selector_groups(params: Mapping[str, Any]) -> dict[str, list[str]]:
@@ -108,29 +101,29 @@ class SelectionRun:
     seconds: dict[str, float]
 
 
-def _tuning_frame(rows: Any) -> pd.DataFrame:
-    t = pd.DataFrame(rows, columns=["fold", "system", "param", "value", "val_fact_f1", "chosen"])
-    return t.astype({"fold": int, "system": str, "param": str, "value": str,
-                     "val_fact_f1": float, "chosen": bool})
-
-
 def run_selectors(ctx: SelectionContext, systems: Iterable[str],
                   system_params: SystemParams | None = None) -> SelectionRun:
     """Run the selectors ``systems`` over every fold and split of ``ctx`` (``fact_f1`` is
     None for pairs without gold fact sentences, which the official protocol skips)."""
     preds, seconds, (tuning,) = _run_each(SELECTORS, list(systems), ctx, system_params,
                                           (ctx.tuning,))
-    return SelectionRun(preds.reindex(columns=list(SELECTION_COLUMNS)),
-                        _tuning_frame(tuning), seconds)  # rows keep the system they name
+    tuning = pd.DataFrame(tuning, columns=["fold", "system", "param", "value", "val_fact_f1",
+                                           "chosen"])  # rows keep the system they name
+    return SelectionRun(preds.reindex(columns=list(SELECTION_COLUMNS)), tuning.astype(
+        {"fold": int, "system": str, "param": str, "value": str, "val_fact_f1": float,
+         "chosen": bool}), seconds)
 
 
-def combine(*runs: SelectionRun) -> SelectionRun:
-    """One run from several (e.g. one per family of systems)."""
-    return SelectionRun(pd.concat([r.predictions for r in runs], ignore_index=True),
-                        _tuning_frame(pd.concat([r.tuning for r in runs if not r.tuning.empty]
-                                                or [r.tuning for r in runs[:1]],
-                                                ignore_index=True)),
-                        {k: v for r in runs for k, v in r.seconds.items()})
+def combine(*runs: Any) -> Any:
+    """One run from several :class:`SelectionRun` or :class:`ReplyRun` (e.g. one per family
+    of systems): their frames concatenated (empty ones left out), their seconds merged."""
+    def joined(name: str) -> Any:
+        if name == "seconds":
+            return {k: v for r in runs for k, v in r.seconds.items()}
+        frames = [getattr(r, name) for r in runs]
+        return pd.concat([f for f in frames if not f.empty] or frames[:1], ignore_index=True)
+
+    return type(runs[0])(*map(joined, (f.name for f in fields(runs[0]))))
 
 
 # --------------------------------------------------------------------------- reply generation
@@ -171,14 +164,6 @@ class ReplyRun:
     tuning: pd.DataFrame  # fold, system, metric, subset, value, chosen (val grid points)
     logs: pd.DataFrame  # fold, system, seed, ... (chosen knobs, train loss)
     seconds: dict[str, float]
-
-    @staticmethod
-    def concat(runs: Sequence[ReplyRun]) -> ReplyRun:
-        secs: dict[str, float] = {}
-        for r in runs:
-            secs.update(r.seconds)
-        return ReplyRun(*(pd.concat([getattr(r, a) for r in runs], ignore_index=True)
-                          for a in ("predictions", "tuning", "logs")), secs)
 
 
 def run_reply_systems(folds: Mapping[int, ReplyFold], systems: Sequence[str],

@@ -63,20 +63,15 @@ def cosine_scores(sentence_vectors: np.ndarray, query_vector: np.ndarray) -> np.
     return (a @ q) / np.where(den == 0, 1.0, den)
 
 
-
 def texts_to_embed(pairs: Iterable[MessagePair],
                    index: Mapping[str, MessagePair] | None = None) -> list[str]:
     """Every text the selectors embed: sentences, queries and dialogue contexts."""
     out: list[str] = []
     for p in pairs:
-        out.extend(p.content)
-        out.append(p.query)
-        out.append(dialogue_context(p, index))
-        out.append(p.title)
-        if previous_reply(p, index):
-            out.append(previous_reply(p, index))
+        out += [*p.content, p.query, dialogue_context(p, index), p.title]
+        if prev := previous_reply(p, index):
+            out.append(prev)
     return out
-
 
 
 # --------------------------------------------------------------------------- selectors
@@ -184,27 +179,13 @@ def with_history(frame: pd.DataFrame, pair: MessagePair,
                  embed: Callable[[Sequence[str]], np.ndarray],
                  history: Sequence[Sequence[int]]) -> pd.DataFrame:
     """``frame`` (features of ``pair``) with its history features recomputed from ``history``."""
-    out = frame.copy()
-    for name, values in history_features(len(pair.content), history,
-                                         embed(list(pair.content))).items():
-        out[name] = values
-    return out
+    return frame.assign(**history_features(len(pair.content), history,
+                                           embed(list(pair.content))))
 
 
 def _rel(scores: np.ndarray) -> np.ndarray:
     """Scores over their maximum (zeros when none is positive)."""
     return scores / scores.max() if scores.max() > 0 else np.zeros(len(scores))
-
-
-def _prev_reply_scores(pair: MessagePair, sent_vecs: np.ndarray,
-                       embed: Callable[[Sequence[str]], np.ndarray], prev_reply: str
-                       ) -> tuple[np.ndarray, np.ndarray]:
-    """SBERT and TF-IDF similarity of each sentence to the expert's previous reply (zeros
-    on the first turn)."""
-    if not prev_reply:
-        return np.zeros(len(pair.content)), np.zeros(len(pair.content))
-    return (cosine_scores(sent_vecs, embed([prev_reply])[0]),
-            tfidf_scores(pair.content, prev_reply))
 
 
 def sentence_features(pair: MessagePair, embed: Callable[[Sequence[str]], np.ndarray],
@@ -231,7 +212,9 @@ def sentence_features(pair: MessagePair, embed: Callable[[Sequence[str]], np.nda
     centrality = (sim.sum(axis=1) - np.diag(sim)) / max(1, n - 1)
     sd = sbert.std()
     bm25_ctx = bm25_scores(pair.content, ctx)
-    sbert_prev, tfidf_prev = _prev_reply_scores(pair, sent_vecs, embed, prev_reply)
+    sbert_prev, tfidf_prev = ((cosine_scores(sent_vecs, embed([prev_reply])[0]),
+                               tfidf_scores(pair.content, prev_reply)) if prev_reply
+                              else (np.zeros(n), np.zeros(n)))  # the first turn: none
     return pd.DataFrame({
         "tfidf": tfidf,
         "tfidf_ctx": tfidf_scores(pair.content, ctx),
@@ -271,14 +254,12 @@ def feature_table(pairs: Sequence[MessagePair], embed: Callable[[Sequence[str]],
     """Stacked features of all pairs: (X, y gold-sentence labels, group id per row); a
     ``cache`` (pair_id -> frame) shared across folds computes each pair once."""
     frames, ys, groups = [], [], []
+    cache = {} if cache is None else cache
     for g, p in enumerate(pairs):
-        if cache is not None and p.pair_id in cache:
-            f = cache[p.pair_id]
-        else:
-            f = sentence_features(p, embed, dialogue_context(p, index) if index else None,
-                                  previous_reply(p, index))
-            if cache is not None:
-                cache[p.pair_id] = f
+        if p.pair_id not in cache:
+            cache[p.pair_id] = sentence_features(
+                p, embed, dialogue_context(p, index) if index else None, previous_reply(p, index))
+        f = cache[p.pair_id]
         frames.append(f)
         gold = set(p.fact_indexes)
         ys.append(np.array([int(i in gold) for i in range(len(f))]))
@@ -291,21 +272,15 @@ def feature_table(pairs: Sequence[MessagePair], embed: Callable[[Sequence[str]],
 def make_ranker(kind: str, seed: int = 0, **params: Any):
     """A pointwise sentence classifier: ``logreg`` (scaled) or ``hgb`` (gradient boosting)."""
     if kind == "logreg":
-        return make_classifier("logreg", seed, C=params.get("C", 1.0),
-                               class_weight=params.get("class_weight"))
-    return make_classifier(
-        kind, seed, learning_rate=params.get("learning_rate", 0.05),
-        max_iter=params.get("max_iter", 200), max_leaf_nodes=params.get("max_leaf_nodes", 15),
-        min_samples_leaf=params.get("min_samples_leaf", 20),
-        l2_regularization=params.get("l2_regularization", 1.0), early_stopping=False)
+        return make_classifier("logreg", seed, **params)
+    return make_classifier(kind, seed, **{
+        "learning_rate": 0.05, "max_iter": 200, "max_leaf_nodes": 15, "min_samples_leaf": 20,
+        "l2_regularization": 1.0, **params, "early_stopping": False})
 
 
 def grouped_top_k(scores: np.ndarray, groups: np.ndarray, k: int) -> dict[int, list[int]]:
     """Per group (pair), the within-group positions of the ``k`` best scores."""
-    out: dict[int, list[int]] = {}
-    for g in np.unique(groups):
-        out[int(g)] = top_k(scores[groups == g], k)
-    return out
+    return {int(g): top_k(scores[groups == g], k) for g in np.unique(groups)}
 
 
 def mean_fact_f1(selected: Mapping[int, Sequence[int]], pairs: Sequence[MessagePair]) -> float:
@@ -333,7 +308,6 @@ ENSEMBLE_GRID: tuple[dict[str, Any], ...] = tuple(
      "min_samples_leaf": leaf}
     for it in (60, 120) for leaves in (4, 8) for leaf in (10, 30)
 )
-
 
 
 def group_rank01(scores: np.ndarray, groups: np.ndarray) -> np.ndarray:

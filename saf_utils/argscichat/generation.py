@@ -1,11 +1,12 @@
 """ArgSciChat reply generation: model inputs, copy/retrieval baselines, token compression
-and the generation metrics (Message-F1 variants, BERTScore, MoverScore).
+and the names of the generation metrics (scored in :mod:`~saf_utils.argscichat.reply_evaluation`).
 """
 
 from __future__ import annotations
 
 import string
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -20,57 +21,33 @@ GENERATION_INPUTS = ("query", "history", "article", "gold_facts", "selected_fact
 
 def build_source(pair: MessagePair, inputs: Sequence[str],
                  selected: Sequence[int] | None = None,
-                 index: Mapping[str, MessagePair] | None = None, history_turns: int = 2,
-                 article_sentences: int | None = None) -> str:
+                 index: Mapping[str, MessagePair] | None = None) -> str:
     """The generator's input text: the ``inputs`` (:data:`GENERATION_INPUTS`), each behind a
-    short tag; ``selected_facts`` needs ``selected``, ``history`` needs ``index``."""
+    short tag; ``selected_facts`` needs ``selected``, ``history`` (two turns) ``index``."""
     unknown = [x for x in inputs if x not in GENERATION_INPUTS]
     if unknown or not inputs:
         raise ValueError(f"inputs {list(inputs)}: use a non-empty subset of {GENERATION_INPUTS}")
-    parts = []
-    for x in inputs:
-        if x == "query":
-            parts.append(f"query: {pair.query}")
-        elif x == "history":
-            if index is None:
-                raise ValueError("inputs ask for history but no pair index was given")
-            parts.append("history: " + " ".join(previous_exchanges(pair, index, history_turns)))
-        elif x == "gold_facts":
-            parts.append("facts: " + " ".join(pair.content[i] for i in pair.fact_indexes))
-        elif x == "selected_facts":
-            if selected is None:
-                raise ValueError(f"pair {pair.pair_id!r}: inputs ask for selected_facts but no "
-                                 "selection was given")
-            parts.append("facts: " + " ".join(pair.content[i] for i in sorted(selected)))
-        elif x == "article":
-            sents = pair.content[:article_sentences] if article_sentences else pair.content
-            parts.append("article: " + " ".join(sents))
-    return " | ".join(parts)
+    if "history" in inputs and index is None:
+        raise ValueError("inputs ask for history but no pair index was given")
+    if "selected_facts" in inputs and selected is None:
+        raise ValueError(f"pair {pair.pair_id!r}: inputs ask for selected_facts but no "
+                         "selection was given")
+    part = {"query": lambda: f"query: {pair.query}",
+            "history": lambda: "history: " + " ".join(previous_exchanges(pair, index, 2)),
+            "article": lambda: "article: " + " ".join(pair.content),
+            "gold_facts": lambda: "facts: " + facts_text(pair, pair.fact_indexes),
+            "selected_facts": lambda: "facts: " + facts_text(pair, selected)}
+    return " | ".join(part[x]() for x in inputs)
 
 
-def facts_text(pair: MessagePair, indexes: Sequence[int], order: str = "paper") -> str:
-    """The chosen sentences joined, in paper order (``paper``) or as given (``rank``)."""
-    idx = sorted(indexes) if order == "paper" else list(indexes)
-    return " ".join(pair.content[i] for i in idx)
+def facts_text(pair: MessagePair, indexes: Sequence[int]) -> str:
+    """The chosen sentences joined, in paper order."""
+    return " ".join(pair.content[i] for i in sorted(indexes))
 
 
 def trim_words(text: str, n_words: int | None) -> str:
     """The first ``n_words`` whitespace tokens (None: unchanged)."""
     return text if n_words is None else " ".join(text.split()[:n_words])
-
-
-def tune_length(texts: Sequence[str], refs: Sequence[str], candidates: Sequence[int | None],
-                metric: Callable[[str, str], float]) -> tuple[int | None, dict[Any, float]]:
-    """The word budget that maximises mean ``metric`` on (val) texts
-    (:func:`saf_utils.statistics.validation_choice.choose_value`: ties to the first candidate)."""
-    if len(texts) != len(refs) or not texts:
-        raise ValueError(f"tune_length: {len(texts)} texts and {len(refs)} references")
-    from saf_utils.statistics.validation_choice import choose_value
-
-    scores = {c: float(np.mean([metric(trim_words(t, c), r) for t, r in zip(texts, refs,
-                                                                          strict=True)]))
-              for c in candidates}
-    return choose_value(scores, "tune_length"), scores
 
 
 def nearest_replies(queries: np.ndarray, train_queries: np.ndarray,
@@ -109,15 +86,13 @@ class TokenCompressor:
     without fluency.
     """
 
-    def __init__(self, prior_strength: float = 5.0, C: float = 1.0, prior_words: int = 0,
-                 kind: str = "logreg", seed: int = 0):
+    PRIOR_STRENGTH = 5.0  # pseudo-count of the overall copy rate in a word type's copy rate
+
+    def __init__(self, prior_words: int = 0, kind: str = "logreg"):
         if kind not in ("logreg", "hgb"):
             raise ValueError(f"unknown TokenCompressor kind {kind!r}; use 'logreg' or 'hgb'")
-        self.prior_strength = prior_strength
-        self.C = C
         self.prior_words = prior_words
         self.kind = kind
-        self.seed = seed
         self.model: Any = None
         self._prior_tokens: list[str] = []
 
@@ -126,18 +101,16 @@ class TokenCompressor:
         if not (len(queries) == len(facts) == len(replies)) or not queries:
             raise ValueError(f"TokenCompressor.fit: {len(queries)} queries, {len(facts)} facts, "
                              f"{len(replies)} replies (need equal, non-zero counts)")
-        seen: dict[str, int] = {}
-        copied: dict[str, int] = {}
-        reply_count: dict[str, int] = {}
+        seen: Counter[str] = Counter()
+        copied: Counter[str] = Counter()
+        reply_count: Counter[str] = Counter()
         for q, f, r in zip(queries, facts, replies, strict=True):
             rset = set(r.split())
-            for tok in rset:
-                reply_count[tok] = reply_count.get(tok, 0) + 1
+            reply_count.update(rset)
             for _, toks in source_segments(q, f):
                 for tok in set(toks):
-                    key = _type_key(tok)
-                    seen[key] = seen.get(key, 0) + 1
-                    copied[key] = copied.get(key, 0) + int(tok in rset)
+                    seen[_type_key(tok)] += 1
+                    copied[_type_key(tok)] += int(tok in rset)
         self._seen, self._copied = seen, copied
         self._reply_rate = {t: c / len(replies) for t, c in reply_count.items()}
         ranked = sorted(reply_count, key=lambda t: (-reply_count[t], t))
@@ -156,9 +129,9 @@ class TokenCompressor:
     def _new_model(self) -> Any:
         if self.kind == "hgb":  # feature interactions, e.g. stop word x from the query
             # sklearn's default early stopping ("auto") holds out 10% above 10k tokens
-            return make_classifier("hgb", self.seed, learning_rate=0.05, max_iter=150,
+            return make_classifier("hgb", 0, learning_rate=0.05, max_iter=150,
                                    max_leaf_nodes=15, min_samples_leaf=40)
-        return make_classifier("logreg", self.seed, C=self.C)
+        return make_classifier("logreg", 0)
 
     def _features(self, query: str, facts: str) -> tuple[np.ndarray, list[str]]:
         from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
@@ -173,8 +146,8 @@ class TokenCompressor:
             for i, tok in enumerate(toks):
                 key = _type_key(tok)
                 n = self._seen.get(key, 0)
-                rate = (self._copied.get(key, 0) + self.prior_strength * self._prior) / (
-                    n + self.prior_strength)
+                rate = (self._copied.get(key, 0) + self.PRIOR_STRENGTH * self._prior) / (
+                    n + self.PRIOR_STRENGTH)
                 rows.append([
                     rate, np.log1p(n), self._reply_rate.get(tok, 0.0),
                     float(key in ENGLISH_STOP_WORDS), float(name == "query"),
@@ -200,48 +173,9 @@ class TokenCompressor:
         return " ".join(t for t, p in zip(toks, prob, strict=True) if p >= threshold)
 
 
-def threshold_scores(compressor: TokenCompressor, queries: Sequence[str],
-                     facts: Sequence[str], refs: Sequence[str], thresholds: Sequence[float],
-                     metric: Callable[[str, str], float]) -> dict[float, float]:
-    """Mean ``metric`` on (val) pairs of the compressed facts, per keep threshold."""
-    if not (len(queries) == len(facts) == len(refs)) or not refs:
-        raise ValueError("threshold_scores: need equal, non-zero numbers of queries/facts/refs")
-    probs = [compressor.keep_probabilities(q, f) for q, f in zip(queries, facts, strict=True)]
-    scores = {}
-    for th in thresholds:
-        outs = [" ".join(t for t, p in zip(toks, pr, strict=True) if p >= th)
-                for toks, pr in probs]
-        scores[th] = float(np.mean([metric(o, r) for o, r in zip(outs, refs, strict=True)]))
-    return scores
-
-
 # --------------------------------------------------------------------------- generation metrics
 
 #: Per-reply overlap metrics (cheap; also scored on val for tuning and the val choice).
 OVERLAP_METRICS = ("message_f1", "message_f1_squad", "content_f1")
 #: Per-reply embedding metrics (test only: they load a model).
 EMBEDDING_METRICS = ("bertscore_f1", "moverscore")
-def overlap_scores(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, list[float]]:
-    """Per-reply Message-F1 (card), Message-F1 (SQuAD) and content-word F1."""
-    from saf_utils.metrics import metric
-
-    return {name: metric(name).items(refs, hyps) for name in OVERLAP_METRICS}
-
-
-def embedding_scores(hyps: Sequence[str], refs: Sequence[str],
-                     bertscore_model: str | None = None, bertscore_layers: int | None = None,
-                     moverscore_model: str | None = None,
-                     idf_texts: Sequence[str] | None = None) -> dict[str, list[float]]:
-    """Per-reply BERTScore F1 and MoverScore (packaged MiniLM unless models are given).
-
-    Empty outputs score 0 in both. ``idf_texts``: MoverScore's IDF corpus (default
-    ``refs``), so several systems' outputs can be scored in one call.
-    """
-    from saf_utils.metrics import metric
-
-    return {"bertscore_f1": metric("bertscore_f1").items(
-                refs, hyps, model_type=bertscore_model, num_layers=bertscore_layers),
-            "moverscore": metric("moverscore").items(refs, hyps, model=moverscore_model,
-                                                     idf_texts=idf_texts)}
-
-

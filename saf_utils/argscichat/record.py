@@ -1,13 +1,13 @@
-"""What 03, 04 and 06 record and conclude, each in one call. ``rec`` is a
+"""What 03 and 04 record and conclude, each in one call (06 records in its cells). ``rec`` is a
 :class:`notebook_reports.records.Recorder`; ``md`` the notebooks' Markdown escaping
 (passed in: :mod:`notebook_reports` is a layer above the task packages)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from saf_utils.argscichat import reply_evaluation as REV
@@ -27,14 +27,38 @@ Markdown = Callable[..., str]
 def record_selection(rec: Any, overview: pd.DataFrame, an: EV.Analysis,
                      tuning: pd.DataFrame | None = None) -> None:
     """Everything 03 records: per fold and split the scored and skipped queries
-    (:func:`saf_utils.argscichat.experiments.data_overview`), then
-    :func:`EV.record_selection_results`."""
+    (:func:`saf_utils.argscichat.experiments.data_overview`), per-fold (and per-seed)
+    Fact-F1, the headline, comparisons, the per-fold choices and val grid points, and
+    per-item scores."""
     for r in overview.itertuples():
         for metric, value in (("n_scored_queries", r.scored),
                               ("n_skipped_queries", r.skipped_no_gold)):
             rec.add(EV.TASK, EV.DATASET, r.split, "data", metric, value, fold=r.fold,
                     kind="analysis")
-    EV.record_selection_results(rec, an, tuning)
+    items = an.items
+    seeded = set(items[items.seed.notna()].system)
+    for r in P.fold_means(items, per_seed=True).itertuples():
+        if r.system in seeded and pd.isna(r.seed):
+            continue  # seeded systems: per (fold, seed); their fold mean is in the headline
+        rec.add(EV.TASK, EV.DATASET, r.split, r.system, EV.METRIC, r.value, fold=int(r.fold),
+                seed=None if pd.isna(r.seed) else int(r.seed), role=an.roles.get(r.system))
+    notes = {s: EV.GOLD_HISTORY_NOTE for s, role in an.roles.items() if role == "gold_input"}
+    for r in an.headline.itertuples():
+        rec.add(EV.TASK, EV.DATASET, r.split, r.system, EV.METRIC, r.mean,
+                role=an.roles.get(r.system), ci_low=r.ci_low, ci_high=r.ci_high,
+                method=r.method, estimand=r.estimand, note=notes.get(r.system))
+    P.record(rec, EV.TASK, EV.DATASET, comparisons=an.comparisons, roles=an.roles)
+    P.record(rec, EV.TASK, EV.DATASET, choice=an.chosen, composite_name=EV.CHOSEN)
+    for r in an.baseline.table[an.baseline.table.chosen].itertuples():
+        rec.add(EV.TASK, EV.DATASET, "val", r.system, EV.METRIC, r.value, fold=int(r.fold),
+                kind="tuning", subset="reference baseline", role="baseline")
+    if tuning is not None:
+        for r in tuning.itertuples():
+            if np.isfinite(r.val_fact_f1):
+                rec.add(EV.TASK, EV.DATASET, "val", r.system, EV.METRIC, r.val_fact_f1,
+                        fold=int(r.fold), kind="tuning", subset=f"{r.param}={r.value}",
+                        role=an.roles.get(r.system))
+    rec.add_items(items[list(EV.ITEM_COLUMNS)])
 
 
 def selection_conclusions(an: EV.Analysis, summary: pd.DataFrame, overview: pd.DataFrame,
@@ -60,8 +84,11 @@ def stat_means(stats: pd.DataFrame) -> pd.DataFrame:
             .groupby(["system", "role"]).mean().drop(columns="seed", errors="ignore"))
 
 
-def _record_run(rec: Any, run: ReplyRun, roles: dict[str, str]) -> None:
-    """Train losses of every trained system (per fold and seed) and the val grids."""
+def record_generation(rec: Any, run: ReplyRun, items: pd.DataFrame, stats: pd.DataFrame,
+                      an: REV.ReplyAnalysis, roles: dict[str, str]) -> None:
+    """Everything 04 records: train losses and val grids, per-item scores, per-fold test
+    means (seeded systems per seed), output statistics per fold and their means, the val
+    choice and its composite, the headline and the comparisons."""
     trained = run.logs[run.logs.seed.notna()] if "seed" in run.logs else run.logs.iloc[:0]
     if "train_loss" in trained:
         losses = trained.dropna(subset=["train_loss"]).rename(columns={"train_loss": "value"})
@@ -69,14 +96,6 @@ def _record_run(rec: Any, run: ReplyRun, roles: dict[str, str]) -> None:
                       split="train", metric="train_loss")
     rec.add_frame(run.tuning.assign(role=run.tuning.system.map(roles)), GEN_TASK,
                   GEN_DATASET, split="val", kind="tuning")
-
-
-def record_generation(rec: Any, run: ReplyRun, items: pd.DataFrame, stats: pd.DataFrame,
-                      an: REV.ReplyAnalysis, roles: dict[str, str]) -> None:
-    """Everything 04 records: train losses and val grids, per-item scores, per-fold test
-    means (seeded systems per seed), output statistics per fold and their means, the val
-    choice and its composite, the headline and the comparisons."""
-    _record_run(rec, run, roles)
     rec.add_items(items)
     seeded = set(items[items.seed.notna()].system)
     per_fold = P.fold_means(items[items.split == "test"], per_seed=True)
@@ -103,78 +122,4 @@ def generation_conclusions(an: REV.ReplyAnalysis, run: ReplyRun, metric_names: S
     lines += [f"- {md(line)}" for line in REV.reply_sentences(
         an, [m for m in ("content_f1", "bertscore_f1") if m in metric_names])]
     lines.append(f"- Notebook time: {seconds:.0f} s.")
-    return "\n".join(lines)
-
-
-# --------------------------------------------------------------------------- 06
-
-@dataclass
-class ErrorAnalysis:
-    """What 06 found, collected cell by cell and recorded in one call: grouped Fact-F1 per
-    grouping column, the val-chosen selectors' scored test queries, per reply system its
-    error statistics and grouped scores."""
-
-    selection: dict[str, tuple[str, pd.DataFrame]] = field(default_factory=dict)
-    chosen: pd.DataFrame | None = None
-    summary: pd.DataFrame | None = None
-    roles: dict[str, str] = field(default_factory=dict)
-    generation: dict[str, pd.DataFrame] = field(default_factory=dict)
-    score: str | None = None
-
-    @property
-    def failures(self) -> pd.DataFrame:
-        """The val-chosen selectors' test queries with Fact-F1 0."""
-        return self.chosen[self.chosen.fact_f1 == 0]
-
-
-def record_errors(rec: Any, ea: ErrorAnalysis) -> None:
-    """Everything 06 records (kind analysis, test): Fact-F1 per group, the share of the
-    val-chosen selectors' queries without a gold sentence, the reply error statistics and
-    ``ea.score`` per group."""
-    for by, (name, t) in ea.selection.items():
-        for r in t.itertuples():
-            rec.add(EV.TASK, EV.DATASET, "test", r.system, "fact_f1", r.fact_f1,
-                    kind="analysis", subset=f"{name}={getattr(r, by)}")
-    if ea.chosen is not None:
-        rec.add(EV.TASK, EV.DATASET, "test", "val_chosen", "zero_fact_f1_share",
-                len(ea.failures) / len(ea.chosen), kind="analysis", subset="all")
-    for system, row in (ea.summary.iterrows() if ea.summary is not None else ()):
-        for metric, value in row.drop("outputs").items():
-            rec.add(GEN_TASK, GEN_DATASET, "test", system, metric, value, kind="analysis",
-                    subset="all", role=ea.roles[system])
-    for by, t in ea.generation.items():
-        for r in t.itertuples():
-            rec.add(GEN_TASK, GEN_DATASET, "test", r.system, ea.score, getattr(r, ea.score),
-                    kind="analysis", subset=f"{by.replace('_bucket', '')}={getattr(r, by)}")
-
-
-def error_conclusions(ea: ErrorAnalysis, chosen_selectors: Sequence[str],
-                      order: Sequence[str], md: Markdown) -> str:
-    """06's conclusions as Markdown: where the val-chosen selectors fail by turn, the most
-    generic / empty / copying reply systems, and ``ea.score`` when the selector found a
-    gold sentence minus when it missed."""
-    turn = ea.selection["turn_bucket"][1]
-    turn = turn[turn.system.isin(set(chosen_selectors))].groupby("turn_bucket").fact_f1.mean()
-    lines = [f"- Fact selection: the val-chosen selector(s) score Fact-F1 {turn.max():.3f} at "
-             f"turn {md(turn.idxmax())} and {turn.min():.3f} at turn {md(turn.idxmin())}; "
-             f"{len(ea.failures)} of {len(ea.chosen)} scored test queries get no gold "
-             "sentence."]
-    worst = ea.summary.drop(columns="outputs")
-    lines.append(f"- Generation: most generic outputs "
-                 f"{md(worst.generic_share.idxmax(), code=True)} "
-                 f"({worst.generic_share.max():.0%} of its replies shared with another "
-                 f"query); most empty {md(worst.empty_share.idxmax(), code=True)} "
-                 f"({worst.empty_share.max():.0%}); most copied from the paper "
-                 f"{md(worst.paper_bigram_share.idxmax(), code=True)} "
-                 f"({worst.paper_bigram_share.max():.0%} of bigrams); mean gold reply "
-                 f"{worst.gold_words.mean():.1f} words.")
-    if "selection" in ea.generation:
-        by_sel = ea.generation["selection"].pivot(index="system", columns="selection",
-                                                  values=ea.score)
-        if {"found gold", "missed gold"} <= set(by_sel.columns):
-            gap = (by_sel["found gold"] - by_sel["missed gold"]).dropna()
-            lines.append(f"- {md(ea.score)} when the selector found a gold sentence minus "
-                         "when it missed: " + ", ".join(
-                             f"{md(s, code=True)} {v:+.3f}" for s, v in
-                             gap.reindex([s for s in order if s in gap.index]).items()))
     return "\n".join(lines)

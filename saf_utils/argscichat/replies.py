@@ -135,15 +135,18 @@ def seed_column(values: Any) -> pd.Series:
     return pd.Series([None if pd.isna(x) else int(x) for x in values], dtype=object)
 
 
-def _grid(scores: Mapping[Any, float], chosen: Any, name: str) -> list[dict[str, Any]]:
-    return [{"subset": f"{name}={k}", "value": float(v), "chosen": k == chosen}
-            for k, v in scores.items()]
-
-
-def _mean_metric(config: ReplyConfig, outs: Sequence[str], pairs: Sequence[MessagePair]
-                 ) -> float:
+def _val_choice(fold: ReplyFold, config: ReplyConfig, candidates: Sequence[Any],
+                outputs: Callable[[Any], list[str]], label: Callable[[Any], str]
+                ) -> tuple[Any, list[dict[str, Any]]]:
+    """The candidate whose val replies ``outputs(candidate)`` score best on the fold's val
+    (:func:`saf_utils.statistics.validation_choice.choose_value`), and the grid's rows."""
     metric = config.metric()
-    return float(np.mean([metric(o, p.reply) for o, p in zip(outs, pairs, strict=True)]))
+    scores = {c: float(np.mean([metric(o, p.reply) for o, p in zip(outputs(c), fold.val,
+                                                                  strict=True)]))
+              for c in candidates}
+    chosen = validation_choice.choose_value(scores, config.tune_metric)
+    return chosen, [{"subset": label(c), "value": v, "chosen": c == chosen}
+                    for c, v in scores.items()]
 
 
 # --------------------------------------------------------------------------- baselines
@@ -162,23 +165,20 @@ def frequent_words(replies: Sequence[str], n: int) -> str:
     return " ".join(sorted(df, key=lambda t: (-df[t], t))[:n])
 
 
-def _constant_frequent(fold: ReplyFold, params: FrequentParams, config: ReplyConfig
-                       ) -> list[SystemOutput]:
-    replies = [p.reply for p in fold.train]
-    scores = {n: _mean_metric(config, [frequent_words(replies, n)] * len(fold.val), fold.val)
-              for n in params.n_words}
-    n = validation_choice.choose_value(scores, config.tune_metric)
-    text = frequent_words(replies, n)
-    return [SystemOutput({s: [text] * len(fold[s]) for s in EVAL_SPLITS},
-                         tuning=_grid(scores, n, "n"), log={"n": n})]
-
-
 @REPLY_SYSTEMS.register("constant_frequent", "baseline", params=FrequentParams)
 def constant_frequent(data: ReplyData, params: FrequentParams, **context: Any
                       ) -> pd.DataFrame:
     """The floor: the same string for every query, the ``n`` most frequent training-reply
     words of the fold, ``n`` chosen on the fold's val."""
-    return each_fold(data, lambda fold: _constant_frequent(fold, params, data.config))
+    def make(fold: ReplyFold) -> list[SystemOutput]:
+        replies = [p.reply for p in fold.train]
+        n, tuning = _val_choice(fold, data.config, params.n_words,
+                                lambda n: [frequent_words(replies, n)] * len(fold.val),
+                                lambda n: f"n={n}")
+        text = frequent_words(replies, n)
+        return [SystemOutput({s: [text] * len(fold[s]) for s in EVAL_SPLITS}, tuning=tuning,
+                             log={"n": n})]
+    return each_fold(data, make)
 
 
 @REPLY_SYSTEMS.register("nearest_reply", "baseline", params=NoParams)
@@ -208,19 +208,17 @@ class TrimParams:
     lengths: tuple[int | None, ...] = (10, 15, 20, 25, 30, 40, 50, 60, None)
 
 
-def _trimmed_selected(fold: ReplyFold, params: TrimParams, config: ReplyConfig
-                      ) -> list[SystemOutput]:
-    texts = {s: [RG.facts_text(p, fold.sel(s, p)) for p in fold[s]] for s in EVAL_SPLITS}
-    n, scores = RG.tune_length(texts["val"], [p.reply for p in fold.val],
-                               list(params.lengths), config.metric())
-    return [SystemOutput({s: [RG.trim_words(t, n) for t in texts[s]] for s in EVAL_SPLITS},
-                         tuning=_grid(scores, n, "words"), log={"words": n})]
-
-
 @REPLY_SYSTEMS.register("trimmed_selected", "baseline", params=TrimParams)
 def trimmed_selected(data: ReplyData, params: TrimParams, **context: Any) -> pd.DataFrame:
     """The selected facts cut after a word budget chosen on the fold's val."""
-    return each_fold(data, lambda fold: _trimmed_selected(fold, params, data.config))
+    def make(fold: ReplyFold) -> list[SystemOutput]:
+        texts = {s: [RG.facts_text(p, fold.sel(s, p)) for p in fold[s]] for s in EVAL_SPLITS}
+        n, tuning = _val_choice(fold, data.config, params.lengths,
+                                lambda n: [RG.trim_words(t, n) for t in texts["val"]],
+                                lambda n: f"words={n}")
+        return [SystemOutput({s: [RG.trim_words(t, n) for t in texts[s]] for s in EVAL_SPLITS},
+                             tuning=tuning, log={"words": n})]
+    return each_fold(data, make)
 
 
 # --------------------------------------------------------------------------- systems
@@ -262,25 +260,6 @@ TRAIN_LOG_FIELDS = ("model", "precision", "world_size", "global_attention", "tra
                     "train_steps", "train_seconds")
 
 
-def _seq2seq(fold: ReplyFold, params: ReplySeq2SeqParams, config: ReplyConfig
-             ) -> list[SystemOutput]:
-    base = J.TrainJob(examples="", task="argscichat",
-                      output_dir=config.work_dir or "seq2seq_jobs",
-                      settings=dict(params.settings), fold=fold.fold,
-                      save_model=config.save_model)
-    base = J.with_examples(base, _seq2seq_examples(fold, params, "train"),
-                           {s: _seq2seq_examples(fold, params, s) for s in EVAL_SPLITS})
-    res = J.run_jobs(J.job_grid(base, list(config.seeds)), config.launcher, config.log)
-    out = []
-    for seed in config.seeds:
-        p = res.predictions[res.predictions.seed == seed]
-        logs = res.logs[res.logs.seed == seed].iloc[0].to_dict()
-        out.append(SystemOutput({s: p[p.split == s].output.tolist() for s in EVAL_SPLITS},
-                                seed=int(seed),
-                                log={k: logs[k] for k in TRAIN_LOG_FIELDS if k in logs}))
-    return out
-
-
 @REPLY_SYSTEMS.register("seq2seq", "system", params=ReplySeq2SeqParams)
 def seq2seq(data: ReplyData, params: ReplySeq2SeqParams, **context: Any) -> pd.DataFrame:
     """A seq2seq model per seed, trained on the fold's train pairs (gold facts unless
@@ -289,7 +268,25 @@ def seq2seq(data: ReplyData, params: ReplySeq2SeqParams, **context: Any) -> pd.D
     from saf_utils.training.seq2seq import Seq2SeqSettings
 
     Seq2SeqSettings(**params.settings)  # a typo fails here, before any training
-    return each_fold(data, lambda fold: _seq2seq(fold, params, data.config))
+    config = data.config
+
+    def make(fold: ReplyFold) -> list[SystemOutput]:
+        base = J.TrainJob(examples="", task="argscichat",
+                          output_dir=config.work_dir or "seq2seq_jobs",
+                          settings=dict(params.settings), fold=fold.fold,
+                          save_model=config.save_model)
+        base = J.with_examples(base, _seq2seq_examples(fold, params, "train"),
+                               {s: _seq2seq_examples(fold, params, s) for s in EVAL_SPLITS})
+        res = J.run_jobs(J.job_grid(base, list(config.seeds)), config.launcher, config.log)
+        out = []
+        for seed in config.seeds:
+            p = res.predictions[res.predictions.seed == seed]
+            logs = res.logs[res.logs.seed == seed].iloc[0].to_dict()
+            out.append(SystemOutput({s: p[p.split == s].output.tolist() for s in EVAL_SPLITS},
+                                    seed=int(seed),
+                                    log={k: logs[k] for k in TRAIN_LOG_FIELDS if k in logs}))
+        return out
+    return each_fold(data, make)
 
 
 # --------------------------------------------------------------------------- oracle, probe
@@ -311,31 +308,25 @@ class CompressParams:
     model: str = "hgb"  # hgb or logreg
 
 
-def _compressed_selected(fold: ReplyFold, params: CompressParams, config: ReplyConfig
-                         ) -> list[SystemOutput]:
-    train, val = fold.train, fold.val
-    val_facts = [RG.facts_text(p, fold.sel("val", p)) for p in val]
-    comps, scores = {}, {}
-    for n_prior in params.prior_words:
-        comps[n_prior] = RG.TokenCompressor(prior_words=n_prior, kind=params.model).fit(
-            [p.query for p in train], [RG.facts_text(p, p.fact_indexes) for p in train],
-            [p.reply for p in train])
-        grid = RG.threshold_scores(comps[n_prior], [p.query for p in val], val_facts,
-                                   [p.reply for p in val], list(params.thresholds),
-                                   config.metric())
-        scores.update({(n_prior, t): v for t, v in grid.items()})
-    n_prior, th = validation_choice.choose_value(scores, config.tune_metric)
-    tuning = [{"subset": f"prior_words={n},threshold={t}", "value": v,
-               "chosen": (n, t) == (n_prior, th)} for (n, t), v in scores.items()]
-    comp = comps[n_prior]
-    outs = {s: [comp.compress(p.query, RG.facts_text(p, fold.sel(s, p)), th) for p in fold[s]]
-            for s in EVAL_SPLITS}
-    return [SystemOutput(outs, tuning=tuning, log={"prior_words": n_prior, "threshold": th})]
-
-
 @REPLY_SYSTEMS.register("compressed_selected", "probe", params=CompressParams)
 def compressed_selected(data: ReplyData, params: CompressParams, **context: Any
                         ) -> pd.DataFrame:
     """Probe: the fact and query tokens a boosted token classifier expects in the reply
     (its extra words and threshold chosen on the fold's val): it exploits Message-F1."""
-    return each_fold(data, lambda fold: _compressed_selected(fold, params, data.config))
+    def make(fold: ReplyFold) -> list[SystemOutput]:
+        train, comps, val_probs = fold.train, {}, {}
+        for n in params.prior_words:
+            comps[n] = RG.TokenCompressor(prior_words=n, kind=params.model).fit(
+                [p.query for p in train], [RG.facts_text(p, p.fact_indexes) for p in train],
+                [p.reply for p in train])
+            val_probs[n] = [comps[n].keep_probabilities(p.query, RG.facts_text(
+                p, fold.sel("val", p))) for p in fold.val]
+        (n, th), tuning = _val_choice(
+            fold, data.config, [(n, t) for n in params.prior_words for t in params.thresholds],
+            lambda c: [" ".join(t for t, pr in zip(toks, probs, strict=True) if pr >= c[1])
+                       for toks, probs in val_probs[c[0]]],
+            lambda c: f"prior_words={c[0]},threshold={c[1]}")
+        outs = {s: [comps[n].compress(p.query, RG.facts_text(p, fold.sel(s, p)), th)
+                    for p in fold[s]] for s in EVAL_SPLITS}
+        return [SystemOutput(outs, tuning=tuning, log={"prior_words": n, "threshold": th})]
+    return each_fold(data, make)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from saf_utils.argscichat import generation as RG
+from saf_utils.argscichat import selection_evaluation as EV
 from saf_utils.argscichat.replies import (
     DATASET,
     FLOOR,
@@ -37,17 +38,21 @@ def score_predictions(preds: pd.DataFrame, splits: Sequence[str] = ("test",),
     BERTScore and MoverScore only with ``embedding``; all systems of a (fold, split) are
     scored in one call (one IDF, each text embedded once).
     """
+    from saf_utils.metrics import metric
+
     sub = preds[preds.split.isin(splits)].reset_index(drop=True)
     if sub.empty:
         raise ValueError(f"score_predictions: no predictions for split(s) {list(splits)}")
-    scores = pd.DataFrame(RG.overlap_scores(list(sub.output), list(sub.gold)))
+    scores = pd.DataFrame({m: metric(m).items(list(sub.gold), list(sub.output))
+                           for m in RG.OVERLAP_METRICS})
     if embedding:
         for _, g in sub.groupby(["fold", "split"], sort=False):
-            refs = g.drop_duplicates("pair_id").gold.tolist()
-            emb = RG.embedding_scores(list(g.output), list(g.gold), bertscore_model,
-                                      bertscore_layers, moverscore_model, idf_texts=refs)
-            for name, vals in emb.items():
-                scores.loc[g.index, name] = vals
+            refs, hyps = list(g.gold), list(g.output)
+            scores.loc[g.index, "bertscore_f1"] = metric("bertscore_f1").items(
+                refs, hyps, model_type=bertscore_model, num_layers=bertscore_layers)
+            scores.loc[g.index, "moverscore"] = metric("moverscore").items(
+                refs, hyps, model=moverscore_model,
+                idf_texts=g.drop_duplicates("pair_id").gold.tolist())
     keys = ["system", "role", "fold", "seed", "split"]
     wide = pd.concat([sub[keys + ["pair_id", "paper_id"]], scores], axis=1)
     out = wide.melt(id_vars=keys + ["pair_id", "paper_id"], var_name="metric",
@@ -112,24 +117,8 @@ def analyse_replies(items: pd.DataFrame, best_metric: str = PRIMARY_METRIC,
                            ignore_index=True)
     headline = P.headline_table(test_items, design)
     roles_all = {**order, CHOSEN: test_items[test_items.system == CHOSEN].role.iloc[0]}
-    frames = [P.paired_table(test_items, FLOOR, design)] if FLOOR in set(test.system) else []
-    for (_split, metric), (top, runner) in V.leaders(headline, roles_all).items():
-        if FLOOR not in (top, runner):  # each test leader against its runner-up
-            pair = test_items[test_items.system.isin([top, runner])
-                              & (test_items.metric == metric)]
-            frames.append(P.paired_table(pair, runner, design, systems=[top]))
-    frames = [f for f in frames if len(f)]
-    if not frames:
-        comp = P.adjust(pd.DataFrame(columns=["split", "metric", "system", "reference",
-                                              "p_value"]))
-    else:
-        comp = pd.concat(frames, ignore_index=True).drop_duplicates(
-            ["split", "metric", "system", "reference"])
-        primary = {"system": CHOSEN, "reference": FLOOR, "metric": PRIMARY_METRIC}
-        has = ((comp.system == CHOSEN) & (comp.reference == FLOOR)
-               & (comp.metric == PRIMARY_METRIC)).any()
-        comp = P.adjust(comp, primary if has else None)
-        comp["role"] = comp.system.map(roles_all)
+    comp, _ = EV.compare(test_items, headline, roles_all, FLOOR, design,
+                         {"system": CHOSEN, "reference": FLOOR, "metric": PRIMARY_METRIC})
     return ReplyAnalysis(choice, test_items, headline, comp)
 
 

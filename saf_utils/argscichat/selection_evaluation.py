@@ -7,9 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from saf_utils.statistics import conclusions as V
@@ -76,40 +74,51 @@ def analyse_selection(items: pd.DataFrame, roles: Mapping[str, str],
     roles.update({CHOSEN: "system", BASELINE: "baseline"})
     headline = P.headline_table(all_items, design)
     test = all_items[all_items.split == "test"]
-    frames = [P.paired_table(test, BASELINE, design)]
-    for abl, full in (ablations or {}).items():
-        if {abl, full} <= set(test.system):
-            frames.append(P.paired_table(test[test.system.isin([abl, full])], full, design))
+    frames = [P.paired_table(test[test.system.isin([abl, full])], full, design)
+              for abl, full in (ablations or {}).items() if {abl, full} <= set(test.system)]
+    comp, leads = compare(test, headline, roles, BASELINE, design, {
+        "split": "test", "system": CHOSEN, "reference": BASELINE, "metric": METRIC}, frames)
+    return Analysis(all_items, roles, chosen, baseline, headline, comp, leads)
+
+
+def compare(test: pd.DataFrame, headline: pd.DataFrame, roles: Mapping[str, str],
+            reference: str, design: P.Design, primary: Mapping[str, str],
+            frames: Sequence[pd.DataFrame] = ()) -> tuple[pd.DataFrame, dict]:
+    """The test comparisons of 03 and 04: every system minus ``reference``, then ``frames``
+    (e.g. ablations), then each test leader minus its runner-up (neither the reference);
+    Holm-adjusted with ``primary`` marked, with each system's role; and the leaders."""
+    first = [P.paired_table(test, reference, design)] if reference in set(test.system) else []
+    frames = first + list(frames)
     leads = V.leaders(headline[headline.split == "test"], roles)
     for (_split, metric), (top, runner) in leads.items():
-        if BASELINE not in (top, runner):
+        if reference not in (top, runner):
             pair = test[test.system.isin([top, runner]) & (test.metric == metric)]
             frames.append(P.paired_table(pair, runner, design, systems=[top]))
-    comp = pd.concat([f for f in frames if not f.empty], ignore_index=True)
-    comp = comp.drop_duplicates(["split", "metric", "system", "reference"])
-    comp = P.adjust(comp, {"split": "test", "system": CHOSEN, "reference": BASELINE,
-                           "metric": METRIC})
+    frames = [f for f in frames if not f.empty]
+    if not frames:
+        return P.adjust(pd.DataFrame(columns=["split", "metric", "system", "reference",
+                                              "p_value"])), leads
+    comp = pd.concat(frames, ignore_index=True).drop_duplicates(
+        ["split", "metric", "system", "reference"])
+    comp = P.adjust(comp, primary)
     comp["role"] = comp.system.map(roles)
-    return Analysis(all_items, roles, chosen, baseline, headline, comp, leads)
+    return comp, leads
 
 
 def summary_table(an: Analysis) -> pd.DataFrame:
     """Per system: role, inputs, val and test mean [CI], per-fold test means, and the
     difference to ``val_best_baseline`` with CI, raw and adjusted p."""
-    h = an.headline
+    h = an.headline.set_index(["system", "split"])
     fm = P.fold_means(an.items)
     fm = fm[fm.split == "test"].pivot(index="system", columns="fold", values="value")
     diff = an.comparisons[an.comparisons.reference == BASELINE].set_index("system")
     rows = []
-    for system in [s for s in an.roles if s in set(h.system)]:
-        t = h[(h.system == system) & (h.split == "test")]
-        v = h[(h.system == system) & (h.split == "val")]
+    for system in [s for s in an.roles if s in set(an.headline.system)]:
+        t = h.loc[system].reindex(["val", "test"])  # a split without a row: NaN
         row = {"system": system, "role": an.roles[system],
                "inputs": GOLD_HISTORY_NOTE if an.roles[system] == "gold_input" else "",
-               "val": v["mean"].iloc[0] if len(v) else np.nan,
-               "test": t["mean"].iloc[0] if len(t) else np.nan,
-               "ci_low": t.ci_low.iloc[0] if len(t) else np.nan,
-               "ci_high": t.ci_high.iloc[0] if len(t) else np.nan}
+               "val": t.at["val", "mean"], "test": t.at["test", "mean"],
+               "ci_low": t.at["test", "ci_low"], "ci_high": t.at["test", "ci_high"]}
         if system in fm.index:
             row["std_folds"] = float(fm.loc[system].std(ddof=0))
             row.update({f"fold {f}": fm.loc[system, f] for f in fm.columns})
@@ -126,33 +135,3 @@ def selection_sentences(an: Analysis) -> list[str]:
     (:func:`saf_utils.statistics.conclusions.conclusions`: one verdict per comparison, primary
     first, grouped by estimand)."""
     return V.conclusions(an.comparisons, an.comparisons, an.leads)
-
-
-def record_selection_results(rec: Any, an: Analysis, tuning: pd.DataFrame | None = None
-                             ) -> None:
-    """Record everything 03 reports: per-fold (and per-seed) Fact-F1, the headline,
-    comparisons, the per-fold choices and val grid points, and per-item scores."""
-    items = an.items
-    seeded = set(items[items.seed.notna()].system)
-    for r in P.fold_means(items, per_seed=True).itertuples():
-        if r.system in seeded and pd.isna(r.seed):
-            continue  # seeded systems: per (fold, seed); their fold mean is in the headline
-        rec.add(TASK, DATASET, r.split, r.system, METRIC, r.value, fold=int(r.fold),
-                seed=None if pd.isna(r.seed) else int(r.seed), role=an.roles.get(r.system))
-    notes = {s: GOLD_HISTORY_NOTE for s, role in an.roles.items() if role == "gold_input"}
-    for r in an.headline.itertuples():
-        rec.add(TASK, DATASET, r.split, r.system, METRIC, r.mean, role=an.roles.get(r.system),
-                ci_low=r.ci_low, ci_high=r.ci_high, method=r.method, estimand=r.estimand,
-                note=notes.get(r.system))
-    P.record(rec, TASK, DATASET, comparisons=an.comparisons, roles=an.roles)
-    P.record(rec, TASK, DATASET, choice=an.chosen, composite_name=CHOSEN)
-    for r in an.baseline.table[an.baseline.table.chosen].itertuples():
-        rec.add(TASK, DATASET, "val", r.system, METRIC, r.value, fold=int(r.fold),
-                kind="tuning", subset="reference baseline", role="baseline")
-    if tuning is not None:
-        for r in tuning.itertuples():
-            if np.isfinite(r.val_fact_f1):
-                rec.add(TASK, DATASET, "val", r.system, METRIC, r.val_fact_f1, fold=int(r.fold),
-                        kind="tuning", subset=f"{r.param}={r.value}",
-                        role=an.roles.get(r.system))
-    rec.add_items(items[list(ITEM_COLUMNS)])

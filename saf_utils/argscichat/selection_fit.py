@@ -54,57 +54,44 @@ class SelectionContext:
         self.folds = sorted({f for f, _ in self.pairs})
         self.tuning: list[dict[str, Any]] = []
 
-    def table(self, fold: int, split: str):
-        """(X, y, groups) of all pairs of a split (memoised)."""
-        key = ("table", fold, split)
-        if key not in self.memo:
-            self.memo[key] = FS.feature_table(self.pairs[(fold, split)], self.embed, self.index,
-                                              self.feature_cache)
-        return self.memo[key]
-
-    def fit_table(self, fold: int, on: str):
-        """Training table: scored pairs of ``train`` or ``train+val``."""
-        key = ("fit_table", fold, on)
-        if key not in self.memo:
-            ps = [p for s in on.split("+") for p in A.scored_pairs(self.pairs[(fold, s)])[0]]
-            if not ps:
-                raise ValueError(f"fold {fold}: no scored pairs in {on} to fit on")
-            self.memo[key] = FS.feature_table(ps, self.embed, self.index, self.feature_cache)
-        return self.memo[key]
-
-    def model(self, fold: int, on: str, params: Mapping[str, Any], features: Sequence[str]):
-        """One fitted classifier, memoised by (fold, fit split, parameters, features)."""
-        key = ("model", fold, on, param_key(params), tuple(features))
-        if key not in self.memo:
-            X, y, _ = self.fit_table(fold, on)
-            cand = dict(params)
-            kind = cand.pop("kind")
-            self.memo[key] = FS.make_ranker(kind, seed=self.config.seed, **cand).fit(
-                X[list(features)], y)
-        return self.memo[key]
-
-    def fit_for(self, split: str) -> str:
-        """Val selections come from train-only fits; train/test from the refit (if enabled)."""
-        return "train" if split == "val" or not self.config.refit_on_train_val else "train+val"
-
-    def val_f1(self, fold: int, selections: Mapping[int, Sequence[int]]) -> float:
-        return FS.mean_fact_f1(selections, self.pairs[(fold, "val")])
-
     def memoized(self, key: Any, compute: Callable[[], Any]) -> Any:
         if key not in self.memo:
             self.memo[key] = compute()
         return self.memo[key]
 
+    def table(self, fold: int, split: str):
+        """(X, y, groups) of all pairs of a split (memoised)."""
+        return self.memoized(("table", fold, split), lambda: FS.feature_table(
+            self.pairs[(fold, split)], self.embed, self.index, self.feature_cache))
+
+    def fit_table(self, fold: int, on: str):
+        """Training table: scored pairs of ``train`` or ``train+val`` (memoised)."""
+        def build():
+            ps = [p for s in on.split("+") for p in A.scored_pairs(self.pairs[(fold, s)])[0]]
+            if not ps:
+                raise ValueError(f"fold {fold}: no scored pairs in {on} to fit on")
+            return FS.feature_table(ps, self.embed, self.index, self.feature_cache)
+        return self.memoized(("fit_table", fold, on), build)
+
+    def model(self, fold: int, on: str, params: Mapping[str, Any], features: Sequence[str]):
+        """One fitted classifier, memoised by (fold, fit split, parameters, features)."""
+        def fit():
+            X, y, _ = self.fit_table(fold, on)
+            cand = dict(params)
+            return FS.make_ranker(cand.pop("kind"), seed=self.config.seed, **cand).fit(
+                X[list(features)], y)
+        return self.memoized(("model", fold, on, param_key(params), tuple(features)), fit)
+
+    def fit_for(self, split: str) -> str:
+        """Val selections come from train-only fits; train/test from the refit (if enabled)."""
+        return "train" if split == "val" or not self.config.refit_on_train_val else "train+val"
+
     def rows(self, fold: int, split: str, selections: Sequence[Sequence[int]],
              seed: int | None = None) -> list[dict[str, Any]]:
         """Prediction rows of one split's selections (system and role: the runner's)."""
-        pairs = self.pairs[(fold, split)]
-        rows = A.prediction_rows(pairs, selections, fold=fold, split=split, system="",
-                                 seed=seed)
-        for r, p in zip(rows, pairs, strict=True):
-            del r["system"]
-            r["paper_id"] = p.paper_id
-        return rows
+        rows = A.prediction_rows(self.pairs[(fold, split)], selections, fold=fold, split=split,
+                                 system="", seed=seed)
+        return [{k: v for k, v in r.items() if k != "system"} for r in rows]
 
     def each_pair(self, select: Callable[[MessagePair, np.random.Generator | None], list[int]],
                   seeds: Sequence[int | None] = (None,)) -> pd.DataFrame:
@@ -145,10 +132,8 @@ class ScorerSpec:
             return np.mean([FS.group_rank01(m.predict_proba(X[cols])[:, 1], groups)
                             for m in models], axis=0)
 
-        if memo is None:
-            base = base_scores()
-        else:
-            base = ctx.memoized(("scores", fold, on, memo, self.key[:2]), base_scores)
+        base = base_scores() if memo is None else ctx.memoized(
+            ("scores", fold, on, memo, self.key[:2]), base_scores)
         if self.bm25_weight:
             base = FS.mix_ranks(base, X["bm25"].to_numpy(), groups, self.bm25_weight)
         return base

@@ -16,7 +16,6 @@ from saf_utils.argscichat import fact_selection as FS
 from saf_utils.argscichat.selection_fit import (
     ScorerSpec,
     SelectionContext,
-    param_key,
     select_split,
 )
 from saf_utils.registry import NoParams, Registry
@@ -74,49 +73,43 @@ class MixParams(EnsembleParams):
 def val_choice(ctx: SelectionContext, fold: int, system: str, param: str,
                candidates: dict[str, ScorerSpec]) -> tuple[ScorerSpec, list[dict[str, Any]]]:
     """The candidate with the best val Fact-F1 of this fold (train-only fits;
-    :func:`saf_utils.statistics.validation_choice.choose_value`) and the tuning rows."""
-    scores = {name: ctx.val_f1(fold, dict(enumerate(
-        select_split(ctx, fold, "val", spec, on="train")))) for name, spec in candidates.items()}
-    best = validation_choice.choose_value(scores, METRIC)
-    rows = [{"fold": fold, "system": system, "param": param, "value": name,
-             "val_fact_f1": v, "chosen": name == best} for name, v in scores.items()]
-    return candidates[best], rows
+    :func:`saf_utils.statistics.validation_choice.choose_value`) and the tuning rows
+    (memoised: selectors that share a choice make it once)."""
+    def choose() -> tuple[ScorerSpec, list[dict[str, Any]]]:
+        scores = {name: FS.mean_fact_f1(dict(enumerate(select_split(
+            ctx, fold, "val", spec, on="train"))), ctx.pairs[(fold, "val")])
+            for name, spec in candidates.items()}
+        best = validation_choice.choose_value(scores, METRIC)
+        return candidates[best], [{"fold": fold, "system": system, "param": param,
+                                   "value": name, "val_fact_f1": v, "chosen": name == best}
+                                  for name, v in scores.items()]
+    key = tuple((name, spec.key) for name, spec in candidates.items())
+    return ctx.memoized(("val_choice", fold, system, param, key), choose)
 
 
-def _label(params: dict[str, Any]) -> str:
-    return ",".join(f"{k}={v}" for k, v in params.items())
-
-
-def ranker_choice(ctx: SelectionContext, fold: int,
-                  grid: tuple[dict[str, Any], ...] = RankerParams.grid
+def ranker_choice(ctx: SelectionContext, fold: int, grid: tuple[dict[str, Any], ...]
                   ) -> tuple[ScorerSpec, list[dict]]:
-    """``ranker``'s grid candidate chosen on this fold's val (memoised)."""
-    cands = {_label(p): ScorerSpec((dict(p),)) for p in grid}
-    return ctx.memoized(("ranker_choice", fold, tuple(map(param_key, grid))),
-                        lambda: val_choice(ctx, fold, "ranker", "grid", cands))
+    """``ranker``'s grid candidate chosen on this fold's val."""
+    return val_choice(ctx, fold, "ranker", "grid", {
+        ",".join(f"{k}={v}" for k, v in p.items()): ScorerSpec((dict(p),)) for p in grid})
 
 
-def ensemble_choice(ctx: SelectionContext, fold: int,
-                    member_sets: tuple[str, ...] = EnsembleParams.member_sets,
-                    features: tuple[str, ...] = FS.FEATURES) -> tuple[ScorerSpec, list[dict]]:
-    """``ranker_ensemble``'s member set, chosen on this fold's val (memoised)."""
+def ensemble_choice(ctx: SelectionContext, fold: int, member_sets: tuple[str, ...]
+                    ) -> tuple[ScorerSpec, list[dict]]:
+    """``ranker_ensemble``'s member set, chosen on this fold's val."""
     unknown = sorted(set(member_sets) - set(ENSEMBLE_MEMBER_SETS))
     if unknown:
         raise ValueError(f"unknown ensemble member set(s) {unknown}; "
                          f"known: {list(ENSEMBLE_MEMBER_SETS)}")
-    cands = {name: ScorerSpec(tuple(ENSEMBLE_MEMBER_SETS[name]), tuple(features))
-             for name in member_sets}
-    return ctx.memoized(("ensemble_choice", fold, tuple(member_sets), tuple(features)),
-                        lambda: val_choice(ctx, fold, "ranker_ensemble", "members", cands))
+    return val_choice(ctx, fold, "ranker_ensemble", "members", {
+        name: ScorerSpec(tuple(ENSEMBLE_MEMBER_SETS[name])) for name in member_sets})
 
 
 def mix_choice(ctx: SelectionContext, fold: int, base: ScorerSpec, system: str,
-               weights: tuple[float, ...] = MixParams.mix_weights
-               ) -> tuple[ScorerSpec, list[dict]]:
-    """``base`` plus the BM25 rank weight chosen on this fold's val (memoised)."""
-    cands = {str(w): replace(base, bm25_weight=float(w)) for w in weights}
-    return ctx.memoized(("mix_choice", fold, base.key, system, tuple(weights)),
-                        lambda: val_choice(ctx, fold, system, "bm25_weight", cands))
+               weights: tuple[float, ...]) -> tuple[ScorerSpec, list[dict]]:
+    """``base`` plus the BM25 rank weight chosen on this fold's val."""
+    return val_choice(ctx, fold, system, "bm25_weight", {
+        str(w): replace(base, bm25_weight=float(w)) for w in weights})
 
 
 def per_fold(ctx: SelectionContext, choose: Callable[[int], tuple[ScorerSpec, list[dict]]],
@@ -132,37 +125,22 @@ def per_fold(ctx: SelectionContext, choose: Callable[[int], tuple[ScorerSpec, li
     return pd.DataFrame(rows)
 
 
-# --------------------------------------------------------------------------- per-query selectors
+# --------------------------------------------------------------------------- the selectors
 
-@SELECTORS.register("random", "baseline", params=RandomParams)
-def random_selector(ctx: SelectionContext, params: RandomParams, **context: Any) -> pd.DataFrame:
-    """k distinct sentences uniformly at random (official "Random"; mean over seeds)."""
-    k = ctx.config.k
-    return ctx.each_pair(lambda pair, rng: FS.select_random(pair, k, rng), params.seeds)
-
-
-@SELECTORS.register("first", "baseline", params=NoParams)
-def first_selector(ctx: SelectionContext, params: NoParams, **context: Any) -> pd.DataFrame:
-    """The paper's first k sentences (official "First")."""
-    return ctx.each_pair(lambda pair, rng: FS.select_first(pair, ctx.config.k))
+def _each_pair(select: Callable[[SelectionContext, Any, Any], list[int]]
+               ) -> Callable[..., pd.DataFrame]:
+    """A per-query selector: ``select(ctx, pair, rng)`` on every pair, once per seed of its
+    parameters (``seeds``; none: one deterministic run)."""
+    return lambda ctx, params, **context: ctx.each_pair(
+        lambda pair, rng: select(ctx, pair, rng), getattr(params, "seeds", (None,)))
 
 
-@SELECTORS.register("tfidf", "baseline", params=NoParams)
-def tfidf_selector(ctx: SelectionContext, params: NoParams, **context: Any) -> pd.DataFrame:
-    """TF-IDF cosine to the query, vectoriser fit on the paper (official "TF-IDF")."""
-    return ctx.each_pair(lambda pair, rng: FS.select_tfidf(pair, ctx.config.k))
-
-
-@SELECTORS.register("bm25", "baseline", params=NoParams)
-def bm25_selector(ctx: SelectionContext, params: NoParams, **context: Any) -> pd.DataFrame:
-    """BM25Okapi of the query over the paper's sentences."""
-    return ctx.each_pair(lambda pair, rng: FS.select_bm25(pair, ctx.config.k))
-
-
-@SELECTORS.register("sbert", "baseline", params=NoParams)
-def sbert_selector(ctx: SelectionContext, params: NoParams, **context: Any) -> pd.DataFrame:
-    """Cosine of sentence-transformers embeddings (official "SBERT")."""
-    return ctx.each_pair(lambda pair, rng: FS.select_sbert(pair, ctx.config.k, ctx.embed))
+def _each_fold(choose: Callable[[SelectionContext, Any, int], tuple[ScorerSpec, list[dict]]],
+               history: str = "gold") -> Callable[..., pd.DataFrame]:
+    """A learned selector: per fold, the scorer ``choose(ctx, params, fold)`` picks
+    (:func:`per_fold`; ``history="own"``: its own earlier selections as fact history)."""
+    return lambda ctx, params, **context: per_fold(ctx, lambda f: choose(ctx, params, f),
+                                                   history)
 
 
 def gold_k(pair: Any, k: int) -> list[int]:
@@ -172,72 +150,61 @@ def gold_k(pair: Any, k: int) -> list[int]:
     return gold + rest[: max(0, min(k, len(pair.content)) - len(gold))]
 
 
-@SELECTORS.register("gold_k", "oracle", params=NoParams)
-def gold_k_selector(ctx: SelectionContext, params: NoParams, **context: Any) -> pd.DataFrame:
-    """Oracle: the gold sentences (first k), padded with the paper's first other sentences."""
-    return ctx.each_pair(lambda pair, rng: gold_k(pair, ctx.config.k))
+def _ensemble(ctx: SelectionContext, params: EnsembleParams, f: int, **features: Any
+              ) -> ScorerSpec:
+    return replace(ensemble_choice(ctx, f, params.member_sets)[0], **features)
 
 
-# --------------------------------------------------------------------------- learned selectors
+SELECTORS.register("random", "baseline", params=RandomParams, description=(
+    'k distinct sentences uniformly at random (official "Random"; mean over seeds).'))(
+    _each_pair(lambda ctx, pair, rng: FS.select_random(pair, ctx.config.k, rng)))
+SELECTORS.register("first", "baseline", params=NoParams, description=(
+    'The paper\'s first k sentences (official "First").'))(
+    _each_pair(lambda ctx, pair, rng: FS.select_first(pair, ctx.config.k)))
+SELECTORS.register("tfidf", "baseline", params=NoParams, description=(
+    'TF-IDF cosine to the query, vectoriser fit on the paper (official "TF-IDF").'))(
+    _each_pair(lambda ctx, pair, rng: FS.select_tfidf(pair, ctx.config.k)))
+SELECTORS.register("bm25", "baseline", params=NoParams, description=(
+    "BM25Okapi of the query over the paper's sentences."))(
+    _each_pair(lambda ctx, pair, rng: FS.select_bm25(pair, ctx.config.k)))
+SELECTORS.register("sbert", "baseline", params=NoParams, description=(
+    'Cosine of sentence-transformers embeddings (official "SBERT").'))(
+    _each_pair(lambda ctx, pair, rng: FS.select_sbert(pair, ctx.config.k, ctx.embed)))
+SELECTORS.register("gold_k", "oracle", params=NoParams, description=(
+    "Oracle: the gold sentences (first k), padded with the paper's first other sentences."))(
+    _each_pair(lambda ctx, pair, rng: gold_k(pair, ctx.config.k)))
 
-@SELECTORS.register("ranker", "gold_input", params=RankerParams)
-def run_ranker(ctx: SelectionContext, params: RankerParams, **context: Any) -> pd.DataFrame:
-    """Learned ranker, reading earlier turns' gold facts: the grid candidate with the best
-    val Fact-F1 of the fold."""
-    return per_fold(ctx, lambda f: ranker_choice(ctx, f, params.grid))
-
-
-@SELECTORS.register("ranker_ensemble", "gold_input", params=EnsembleParams)
-def run_ranker_ensemble(ctx: SelectionContext, params: EnsembleParams, **context: Any
-                        ) -> pd.DataFrame:
-    """Mean within-paper rank of a member set chosen on the fold's val, reading earlier
-    turns' gold facts."""
-    return per_fold(ctx, lambda f: ensemble_choice(ctx, f, params.member_sets))
-
-
-@SELECTORS.register("ensemble_bm25", "gold_input", params=MixParams)
-def run_ensemble_bm25(ctx: SelectionContext, params: MixParams, **context: Any
-                      ) -> pd.DataFrame:
-    """ranker_ensemble's rank plus w x BM25's rank, w chosen on the fold's val (reads
-    earlier turns' gold facts)."""
-    return per_fold(ctx, lambda f: mix_choice(
-        ctx, f, ensemble_choice(ctx, f, params.member_sets)[0], "ensemble_bm25",
-        params.mix_weights))
-
-
-@SELECTORS.register("ranker_no_history", "system", ablation_of="ranker", params=RankerParams)
-def run_ranker_no_history(ctx: SelectionContext, params: RankerParams, **context: Any
-                          ) -> pd.DataFrame:
-    """Ablation: ranker's chosen candidate refit without the gold-history features."""
-    return per_fold(ctx, lambda f: (replace(ranker_choice(ctx, f, params.grid)[0],
-                                            features=FS.NO_HISTORY_FEATURES), []))
-
-
-@SELECTORS.register("ranker_own_history", "system", ablation_of="ranker", params=RankerParams)
-def run_ranker_own_history(ctx: SelectionContext, params: RankerParams, **context: Any
-                           ) -> pd.DataFrame:
-    """Ablation: ranker with its own earlier selections in place of earlier gold facts."""
-    return per_fold(ctx, lambda f: (ranker_choice(ctx, f, params.grid)[0], []), history="own")
-
-
-@SELECTORS.register("ensemble_bm25_no_history", "system", ablation_of="ensemble_bm25",
-                    params=MixParams)
-def run_ensemble_bm25_no_history(ctx: SelectionContext, params: MixParams, **context: Any
-                                 ) -> pd.DataFrame:
-    """Ablation: ensemble_bm25's member set without gold-history features (w re-chosen)."""
-    def choose(f: int) -> tuple[ScorerSpec, list[dict]]:
-        base = replace(ensemble_choice(ctx, f, params.member_sets)[0],
-                       features=FS.NO_HISTORY_FEATURES)
-        return mix_choice(ctx, f, base, "ensemble_bm25_no_history", params.mix_weights)
-    return per_fold(ctx, choose)
-
-
-@SELECTORS.register("ensemble_bm25_own_history", "system", ablation_of="ensemble_bm25",
-                    params=MixParams)
-def run_ensemble_bm25_own_history(ctx: SelectionContext, params: MixParams, **context: Any
-                                  ) -> pd.DataFrame:
-    """Ablation: ensemble_bm25 with its own earlier selections as the fact history."""
-    def choose(f: int) -> tuple[ScorerSpec, list[dict]]:
-        base = ensemble_choice(ctx, f, params.member_sets)[0]
-        return mix_choice(ctx, f, base, "ensemble_bm25", params.mix_weights)[0], []
-    return per_fold(ctx, choose, history="own")
+SELECTORS.register("ranker", "gold_input", params=RankerParams, description=(
+    "Learned ranker, reading earlier turns' gold facts: the grid candidate with the best val "
+    "Fact-F1 of the fold."))(
+    _each_fold(lambda ctx, params, f: ranker_choice(ctx, f, params.grid)))
+SELECTORS.register("ranker_ensemble", "gold_input", params=EnsembleParams, description=(
+    "Mean within-paper rank of a member set chosen on the fold's val, reading earlier turns' "
+    "gold facts."))(
+    _each_fold(lambda ctx, params, f: ensemble_choice(ctx, f, params.member_sets)))
+SELECTORS.register("ensemble_bm25", "gold_input", params=MixParams, description=(
+    "ranker_ensemble's rank plus w x BM25's rank, w chosen on the fold's val (reads earlier "
+    "turns' gold facts)."))(
+    _each_fold(lambda ctx, params, f: mix_choice(ctx, f, _ensemble(ctx, params, f),
+                                                 "ensemble_bm25", params.mix_weights)))
+SELECTORS.register("ranker_no_history", "system", ablation_of="ranker", params=RankerParams,
+                   description="Ablation: ranker's chosen candidate refit without the "
+                   "gold-history features.")(
+    _each_fold(lambda ctx, params, f: (replace(ranker_choice(ctx, f, params.grid)[0],
+                                               features=FS.NO_HISTORY_FEATURES), [])))
+SELECTORS.register("ranker_own_history", "system", ablation_of="ranker", params=RankerParams,
+                   description="Ablation: ranker with its own earlier selections in place of "
+                   "earlier gold facts.")(
+    _each_fold(lambda ctx, params, f: (ranker_choice(ctx, f, params.grid)[0], []), "own"))
+SELECTORS.register("ensemble_bm25_no_history", "system", ablation_of="ensemble_bm25",
+                   params=MixParams, description="Ablation: ensemble_bm25's member set without "
+                   "gold-history features (w re-chosen).")(
+    _each_fold(lambda ctx, params, f: mix_choice(
+        ctx, f, _ensemble(ctx, params, f, features=FS.NO_HISTORY_FEATURES),
+        "ensemble_bm25_no_history", params.mix_weights)))
+SELECTORS.register("ensemble_bm25_own_history", "system", ablation_of="ensemble_bm25",
+                   params=MixParams, description="Ablation: ensemble_bm25 with its own earlier "
+                   "selections as the fact history.")(
+    _each_fold(lambda ctx, params, f: (mix_choice(ctx, f, _ensemble(ctx, params, f),
+                                                  "ensemble_bm25", params.mix_weights)[0], []),
+               "own"))
