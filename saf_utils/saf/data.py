@@ -20,12 +20,12 @@ from saf_utils.data.provenance import register
 from saf_utils.data.reading import annotate_anomalies, folder_problem
 from saf_utils.saf.data_checks import (
     _check_split,
-    _Checked,
     _cross_split_problems,
     _extra_columns,
     _id_type_problems,
     _leak_anomalies,
     _report,
+    _Split,
     validate_saf_frame,
 )
 from saf_utils.saf.data_files import (
@@ -69,7 +69,7 @@ def looks_like_path(source: str) -> bool:
 
 
 def _annotate_sources(registered: dict[str, list[tuple[str, str]]],
-                      frames: dict[str, pd.DataFrame], checked: dict[str, _Checked]) -> None:
+                      frames: dict[str, pd.DataFrame], checked: dict[str, _Split]) -> None:
     """Rows and anomaly counts per registered file (``registered``: split -> (row label,
     path) pairs); hub cache files carry the split's counts on its first file."""
     for split, files in registered.items():
@@ -168,7 +168,7 @@ def _read_hub(source: str, root: Path, wanted: list[str]) -> _Read:
     return read
 
 
-def _checked(read: _Read, source: str, strict: bool) -> dict[str, _Checked]:
+def _checked(read: _Read, source: str, strict: bool) -> dict[str, _Split]:
     """Every split checked; all problems (and, when ``strict``, anomalies) raised at once."""
     checked = {split: _check_split(df, split, [label for label, _ in read.registered[split]])
                for split, df in read.frames.items()}
