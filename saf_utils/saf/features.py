@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -47,7 +47,6 @@ class StackFeatures:
         return pd.DataFrame([list(self.table[(s, i)]) for s, i in zip(split, df["id"],
                                                                        strict=True)],
                             columns=list(self.names), index=df.index)
-
 
 
 # --------------------------------------------------------------------------- classifier
@@ -168,7 +167,6 @@ class FeatureClassifier:
     seed: int = 0
     system: str = "feature_clf"
     stack: StackFeatures | None = None  # extra seen-question features (stacking)
-    _fitted: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def _make(self, C: float, class_weight: str | None = "balanced", kind: str | None = None):
         if class_weight is None or class_weight == "none" or (
@@ -181,18 +179,16 @@ class FeatureClassifier:
         return make_classifier(kind, self.seed, C=C, class_weight=class_weight)
 
     def _seen_matrix(self, df: pd.DataFrame, a: np.ndarray, loo: bool) -> np.ndarray:
-        f = self._generic_of(df)[list(GENERIC_FEATURES)]
+        f = generic_features(df, self.encoder)[list(GENERIC_FEATURES)]
         knn = knn_features(self._train, self._a_train, df, a, self.k, leave_one_out=loo)
         qs = np.array([[float(q == u) for u in self._questions] for q in df.question])
         extra = [self.stack(df).to_numpy()] if self.stack is not None else []
         return determinism.round_features(
             np.hstack([f.to_numpy(), knn.fillna(0).to_numpy(), qs, *extra]))
 
-    def _generic_of(self, df: pd.DataFrame) -> pd.DataFrame:
-        return generic_features(df, self.encoder)
-
     def _generic_matrix(self, df: pd.DataFrame) -> np.ndarray:
-        x = self._generic_of(df)[list(self.generic_feature_names or GENERIC_FEATURES)].to_numpy()
+        names = list(self.generic_feature_names or GENERIC_FEATURES)
+        x = generic_features(df, self.encoder)[names].to_numpy()
         return per_question_zscore(x, df.question.to_numpy()) if self.normalize_unseen else x
 
     def fit(self, train: pd.DataFrame) -> FeatureClassifier:
