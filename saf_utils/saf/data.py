@@ -31,7 +31,6 @@ from saf_utils.saf.data_checks import (
 from saf_utils.saf.data_files import (
     _file_columns,
     _local_saf_files,
-    _missing_split_message,
     _read_table,
 )
 from saf_utils.saf.data_schema import (
@@ -81,8 +80,6 @@ def _annotate_sources(registered: dict[str, list[tuple[str, str]]],
                                [a for a in anomalies if a["file"] == label], SAF_ANOMALY_KINDS)
 
 
-
-
 @dataclass
 class _Read:
     """The splits as read: frames with ``_file``/``_row``, the files registered per split
@@ -104,18 +101,13 @@ def _wanted_splits(splits: Iterable[str] | None, source: str) -> list[str]:
 
 def _read_local(root: Path, source: str, wanted: list[str]) -> _Read:
     """The split files of a local folder, every problem of finding or reading them at once."""
-    found = _local_saf_files(root, wanted)
-    missing = [s for s in wanted if s not in found.files and not any(
-        f"split '{s}'" in p for p in found.problems)]
-    problems = list(found.problems)
-    if missing:
-        problems.insert(0, _missing_split_message(root, missing, found))
+    files, problems = _local_saf_files(root, wanted)
     if problems:
         raise SAFDataError(problems, source)
     read, read_problems = _Read(), []
     for split in wanted:
         parts = []
-        for p in found.files[split]:
+        for p in files[split]:
             try:
                 parts.append((p, _read_table(p)))
             except SAFDataError as exc:
@@ -130,9 +122,9 @@ def _read_local(root: Path, source: str, wanted: list[str]) -> _Read:
     if read_problems:
         raise SAFDataError(read_problems, source)
     for split in wanted:
-        for p in found.files[split]:
+        for p in files[split]:
             register("saf", source, p, split)
-        read.registered[split] = [(str(p), str(p)) for p in found.files[split]]
+        read.registered[split] = [(str(p), str(p)) for p in files[split]]
     return read
 
 
