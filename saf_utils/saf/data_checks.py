@@ -179,14 +179,13 @@ def _check_answers(sp: _Split) -> None:
     """An answer that is not text is a problem; a blank one an anomaly (missing: "")."""
     blank = []
     for i, answer in sp.cells("provided_answer", _suspects(sp.frame["provided_answer"])):
-        if not _isna(answer) and not isinstance(answer, str):
-            sp.problem(i, "provided_answer", f"{shorten(answer)} is a {type(answer).__name__}, "
-                                             "not a string")
-        elif _isna(answer) or is_blank(answer):
+        what = _text_problem(answer, "provided_answer")
+        if what and what.endswith("not a string"):
+            sp.problem(i, "provided_answer", what)
+        elif what:
             sp.anomalies.append((i, sp.anomaly(i, "empty_answer", "provided_answer",
                                                "empty answer")))
-            if _isna(answer):
-                blank.append(i)
+            blank += [i] if _isna(answer) else []
     if blank:  # a missing answer is loaded as ""
         answers = sp.frame["provided_answer"].astype(object)
         answers.iloc[blank] = ""
