@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import nbformat
+import pandas as pd
 import pytest
 import yaml
 
@@ -207,3 +208,25 @@ def test_smoke_numbers_within_tolerance_of_known_values(smoke_run):
     off = [f"{k}: {got.get(k[:4])} (expected {k[4]} ± {k[5]})" for k in SMOKE_EXPECTED
            if got.get(k[:4]) is None or abs(got[k[:4]] - k[4]) > k[5]]
     assert not off, off
+
+
+@pytest.mark.slow
+def test_smoke_error_analysis_records_follow_02s_predictions(smoke_run):
+    """05's cells compute its analysis records: accuracy per answer-length bin (a share, in
+    the known bins) and per system and metric the gap, 02's unseen-answers minus
+    unseen-questions headline."""
+    out, _ = smoke_run
+    rows = record_rows([out / "05_saf_error_analysis" / "records.jsonl"])
+    head = pd.DataFrame(record_rows([out / "02_baseline_finetuning" / "records.jsonl"]))
+    head = (head[(head.kind == "result") & head.seed.isna()]
+            .groupby(["split", "system", "metric"]).value.mean())
+    bins = [r for r in rows if str(r.get("subset")).startswith("answer words ")]
+    assert bins and {r["subset"].removeprefix("answer words ") for r in bins} <= {
+        "0-4", "5-9", "10-19", "20-39", "40+"}
+    assert all(0 <= r["value"] <= 1 for r in bins if r["metric"] == "accuracy")
+    gaps = [r for r in rows if r.get("subset") == "gap"]
+    assert gaps
+    for r in gaps:
+        assert r["value"] == pytest.approx(head["test_unseen_answers", r["system"], r["metric"]]
+                                           - head["test_unseen_questions", r["system"],
+                                                  r["metric"]])

@@ -9,7 +9,7 @@ import pytest
 from fakes import FAKE_ENCODER, FakeTok, bow_encoder
 from saf_frames import toy_frame
 
-from saf_utils.saf import baselines, browse, error_analysis, scores
+from saf_utils.saf import baselines, browse, scores
 from saf_utils.saf import formats as S
 from saf_utils.saf import record as RC
 
@@ -140,19 +140,14 @@ def test_moverscore_by_split_matches_per_table_calls(monkeypatch):
     monkeypatch.setattr(E, "load_encoder", lambda model, device="cpu": FAKE_ENCODER)
     monkeypatch.setattr(E, "moverscore", fake)
     p = _two_systems()
-    hyps, refs = scores._texts(p.reset_index(drop=True))
+    refs, hyps = scores._inputs(p.reset_index(drop=True))["texts"]
     got = scores._moverscore_by_split(p.reset_index(drop=True), refs, hyps, "m")
     for _, g in p.reset_index(drop=True).groupby("system"):
         want = E.moverscore_items([refs[i] for i in g.index], [hyps[i] for i in g.index], "m")
         assert np.allclose(got[g.index].to_numpy(), want)
 
 
-def test_gap_and_published_table():
-    summ = pd.DataFrame([
-        {"split": "test_unseen_answers", "system": "a", "metric": "accuracy", "mean": 0.9},
-        {"split": "test_unseen_questions", "system": "a", "metric": "accuracy", "mean": 0.6}])
-    gap = error_analysis.seen_unseen_gap(summ, metrics=("accuracy",))
-    assert gap.set_index("system").loc["a", "gap"] == pytest.approx(0.3)
+def test_published_table():
     pub = S.published_table()
     assert {"model", "source", "split", "accuracy"} <= set(pub.columns) and len(pub) == 4
 
@@ -167,34 +162,3 @@ def test_label_oracle_and_loqo_baselines():
     cv = baselines.loqo_baselines(train, bow_encoder)
     assert list(cv.system) == ["majority", "nearest_neighbour"]
     assert cv.accuracy.between(0, 1).all() and cv.macro_f1.between(0, 1).all()
-
-
-def test_error_analysis_helpers():
-    p = _preds()
-    cm = error_analysis.confusion_by_split(p)[("m", "test_unseen_answers")]
-    assert cm.to_numpy().sum() == len(p) and cm["unparseable"].sum() == 1
-    assert error_analysis.error_class_breakdown(p) is None
-    pe = p.assign(error_class=["a", "b", "a", "b", "a", "b"])
-    eb = error_analysis.error_class_breakdown(pe)
-    assert set(eb.error_class) == {"a", "b"} and eb.miss_rate.between(0, 1).all()
-    w = error_analysis.worst_examples(p, n=2)
-    assert len(w) == 2 and not (w.gold_label == w.pred_label).any()
-    fl = error_analysis.feedback_by_answer_length(p)
-    assert fl.n.sum() == 6 and set(fl.length_bin) <= {"0-4", "5-9", "10-19", "20-39", "40+"}
-
-
-def test_confusion_grid_draws_every_matrix_with_its_counts():
-    import matplotlib
-
-    from saf_utils import figures
-
-    matplotlib.use("Agg")
-    p = _preds()
-    cms = error_analysis.confusion_by_split(p)
-    fig = error_analysis.confusion_grid(cms, ["m", "absent"], ["test_unseen_answers"])
-    drawn, blank = fig.axes
-    cm = cms[("m", "test_unseen_answers")]
-    assert [t.get_text() for t in drawn.texts] == [str(v) for v in cm.to_numpy().ravel()]
-    assert [t.get_text().replace("\n", " ") for t in drawn.get_xticklabels()] == list(cm.columns)
-    assert figures.overlaps(fig) == []  # the labels sit side by side
-    assert not blank.axison and not blank.texts  # no predictions: an empty cell, no matrix

@@ -294,7 +294,7 @@ def test_reference_thresholds_fit_all_cut_points_at_once_as_one_at_a_time():
     y = rng.choice(list(B.SAF_LABELS), 90)
     grid = np.unique(np.quantile(x, np.linspace(0.02, 0.98, 49)))
     pairs = [(lo, hi) for i, lo in enumerate(grid) for hi in grid[i:]]
-    slow = [B._macro_f1(y, np.asarray(B.ReferenceThresholds._apply(x, lo, hi)))
+    slow = [B._macro_f1(y, np.asarray(B.ReferenceThresholds(lo, hi).predict(x)))
             for lo, hi in pairs]
     assert np.allclose(B._macro_f1_of_cuts(x, y, pairs), slow, atol=1e-12)
 

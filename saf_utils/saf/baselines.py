@@ -43,20 +43,10 @@ def majority_baseline(train: pd.DataFrame, test: pd.DataFrame,
         feedback=("answer_feedback", _mode))
     glob = (_mode(train.verification_feedback.tolist()), _mode(train.score.tolist()),
             _mode(train.answer_feedback.tolist()))
-    labels, scores, fbs, back = [], [], [], []
-    for q in test.question:
-        if q in per_q.index:
-            row = per_q.loc[q]
-            labels.append(row.label)
-            scores.append(float(row.score))
-            fbs.append(row.feedback)
-            back.append(False)
-        else:
-            labels.append(glob[0])
-            scores.append(float(glob[1]))
-            fbs.append(glob[2])
-            back.append(True)
-    return prediction_table(test, system, labels=labels, scores=scores, feedback=fbs,
+    back = [q not in per_q.index for q in test.question]
+    rows = [glob if b else tuple(per_q.loc[q]) for q, b in zip(test.question, back, strict=True)]
+    return prediction_table(test, system, labels=[r[0] for r in rows],
+                            scores=[float(r[1]) for r in rows], feedback=[r[2] for r in rows],
                             backoff=back)
 
 
@@ -67,7 +57,7 @@ def _macro_f1(y: np.ndarray, pred: np.ndarray, labels: Sequence[str] = SAF_LABEL
 def _macro_f1_of_cuts(x: np.ndarray, y: np.ndarray, pairs: Sequence[tuple[float, float]],
                       labels: Sequence[str] = SAF_LABELS) -> np.ndarray:
     """Macro-F1 over ``labels`` (sklearn's, zero_division=0) of the labels every cut-point
-    pair ``(lo, hi)`` gives ``x`` (:meth:`ReferenceThresholds._apply`), all pairs at once."""
+    pair ``(lo, hi)`` gives ``x`` (:meth:`ReferenceThresholds.predict`), all pairs at once."""
     lo = np.array([p[0] for p in pairs])[:, None]
     hi = np.array([p[1] for p in pairs])[:, None]
     pred = {"Correct": x[None, :] >= hi, "Incorrect": x[None, :] < lo}
@@ -102,14 +92,10 @@ class ReferenceThresholds:
         self.lo, self.hi = float(pairs[best][0]), float(pairs[best][1])
         return self
 
-    @staticmethod
-    def _apply(cos: np.ndarray, lo: float, hi: float) -> list[str]:
-        cos = np.asarray(cos, dtype=float)
-        return np.where(cos >= hi, "Correct",
-                        np.where(cos < lo, "Incorrect", "Partially correct")).tolist()
-
     def predict(self, cos: np.ndarray) -> list[str]:
-        return self._apply(cos, self.lo, self.hi)
+        cos = np.asarray(cos, dtype=float)
+        return np.where(cos >= self.hi, "Correct",
+                        np.where(cos < self.lo, "Incorrect", "Partially correct")).tolist()
 
 
 #: How unseen questions get feedback: a retrieval strategy's name (``nearest_question``,

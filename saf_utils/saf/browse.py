@@ -72,9 +72,9 @@ def wide_table(table: pd.DataFrame, split: str, value: str = "mean",
         cells[(r.system, r.metric)] = text
     order = list(systems) if systems is not None else list(dict.fromkeys(sub.system))
     cols = [m for m in metrics if any(k[1] == m for k in cells)]
-    return pd.DataFrame([[cells.get((s, m), "") for m in cols] for s in order
-                         if any(k[0] == s for k in cells)],
-                        index=[s for s in order if any(k[0] == s for k in cells)], columns=cols)
+    rows = [s for s in order if any(k[0] == s for k in cells)]
+    return pd.DataFrame([[cells.get((s, m), "") for m in cols] for s in rows], index=rows,
+                        columns=cols)
 
 
 def cost_table(state: Any) -> pd.DataFrame:

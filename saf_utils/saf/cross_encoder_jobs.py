@@ -107,16 +107,6 @@ def _label_scores(gold: Sequence[str], pred: Sequence[str]) -> dict[str, float]:
             "macro_f1": M.metric("macro_f1").score(gold, pred, labels=S.SAF_LABELS).value}
 
 
-def question_folds(questions: Sequence[str], k: int) -> dict[str, int]:
-    """Grouped folds: each question in one of ``min(k, #questions)`` folds, round robin in
-    order of first appearance (deterministic, balanced in questions)."""
-    unique = list(dict.fromkeys(questions))
-    if len(unique) < 2:
-        raise ValueError("grouped folds need at least two questions")
-    k = min(k, len(unique))
-    return {q: i % k for i, q in enumerate(unique)}
-
-
 @dataclass
 class CrossEncoderRun:
     """What :func:`run_cross_encoder` trained, chose and predicted."""
@@ -161,14 +151,16 @@ def oof_label_shares(oof: pd.DataFrame) -> pd.DataFrame:
 def oof_jobs(ce: CrossEncoderJobs, config: Mapping[str, Any], seed: int, folds: int = 3
              ) -> list[J.TrainJob]:
     """Out-of-fold cross-encoder jobs for every training answer: grouped k-fold over
-    questions, one fine-tune per fold on the other folds' answers.
+    questions (balanced in questions), one fine-tune per fold on the other folds' answers.
 
     No output comes from a model that saw its question, so the stacked classifier never
     learns from in-sample probabilities, and the same outputs score the unseen-question path.
     """
     tr = ce.data.train
-    fold_of = question_folds(tr.question.tolist(), folds)
-    f = tr.question.map(fold_of)
+    questions = list(dict.fromkeys(tr.question))  # round robin in order of first appearance
+    if len(questions) < 2:
+        raise ValueError("grouped folds need at least two questions")
+    f = tr.question.map({q: i % min(folds, len(questions)) for i, q in enumerate(questions)})
     jobs = []
     for k in sorted(set(f)):
         job = ce.job("cross_encoder-oof", tr[f != k], {"heldout": tr[f == k]},

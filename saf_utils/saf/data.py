@@ -20,18 +20,17 @@ from saf_utils.data.provenance import register
 from saf_utils.data.reading import annotate_anomalies, folder_problem
 from saf_utils.saf.data_checks import (
     _check_split,
-    _Checked,
     _cross_split_problems,
     _extra_columns,
     _id_type_problems,
     _leak_anomalies,
     _report,
+    _Split,
     validate_saf_frame,
 )
 from saf_utils.saf.data_files import (
     _file_columns,
     _local_saf_files,
-    _missing_split_message,
     _read_table,
 )
 from saf_utils.saf.data_schema import (
@@ -69,7 +68,7 @@ def looks_like_path(source: str) -> bool:
 
 
 def _annotate_sources(registered: dict[str, list[tuple[str, str]]],
-                      frames: dict[str, pd.DataFrame], checked: dict[str, _Checked]) -> None:
+                      frames: dict[str, pd.DataFrame], checked: dict[str, _Split]) -> None:
     """Rows and anomaly counts per registered file (``registered``: split -> (row label,
     path) pairs); hub cache files carry the split's counts on its first file."""
     for split, files in registered.items():
@@ -79,8 +78,6 @@ def _annotate_sources(registered: dict[str, list[tuple[str, str]]],
                 continue  # hub cache files: the split's counts go on the first one
             annotate_anomalies(path, int((labels == label).sum()),
                                [a for a in anomalies if a["file"] == label], SAF_ANOMALY_KINDS)
-
-
 
 
 @dataclass
@@ -104,18 +101,13 @@ def _wanted_splits(splits: Iterable[str] | None, source: str) -> list[str]:
 
 def _read_local(root: Path, source: str, wanted: list[str]) -> _Read:
     """The split files of a local folder, every problem of finding or reading them at once."""
-    found = _local_saf_files(root, wanted)
-    missing = [s for s in wanted if s not in found.files and not any(
-        f"split '{s}'" in p for p in found.problems)]
-    problems = list(found.problems)
-    if missing:
-        problems.insert(0, _missing_split_message(root, missing, found))
+    files, problems = _local_saf_files(root, wanted)
     if problems:
         raise SAFDataError(problems, source)
     read, read_problems = _Read(), []
     for split in wanted:
         parts = []
-        for p in found.files[split]:
+        for p in files[split]:
             try:
                 parts.append((p, _read_table(p)))
             except SAFDataError as exc:
@@ -130,9 +122,9 @@ def _read_local(root: Path, source: str, wanted: list[str]) -> _Read:
     if read_problems:
         raise SAFDataError(read_problems, source)
     for split in wanted:
-        for p in found.files[split]:
+        for p in files[split]:
             register("saf", source, p, split)
-        read.registered[split] = [(str(p), str(p)) for p in found.files[split]]
+        read.registered[split] = [(str(p), str(p)) for p in files[split]]
     return read
 
 
@@ -168,7 +160,7 @@ def _read_hub(source: str, root: Path, wanted: list[str]) -> _Read:
     return read
 
 
-def _checked(read: _Read, source: str, strict: bool) -> dict[str, _Checked]:
+def _checked(read: _Read, source: str, strict: bool) -> dict[str, _Split]:
     """Every split checked; all problems (and, when ``strict``, anomalies) raised at once."""
     checked = {split: _check_split(df, split, [label for label, _ in read.registered[split]])
                for split, df in read.frames.items()}

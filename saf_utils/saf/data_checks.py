@@ -55,20 +55,6 @@ def _extra_columns(split: str, file: str, df: pd.DataFrame) -> list[dict[str, An
     return out
 
 
-@dataclass
-class _Checked:
-    """One split after validation: its kept columns (blank answers as ``""``, ``score`` as
-    float), each row's id, file and 1-based row, problems, and counted anomalies."""
-
-    frame: pd.DataFrame
-    ids: list[Any]
-    keys: list[Any]  # the ids' identity (saf_utils.data.reading.id_key)
-    files: np.ndarray
-    rows: np.ndarray
-    problems: list[str]
-    anomalies: list[dict[str, Any]]  # {kind, id, row, file, message}
-
-
 def _where(file: str, split: str, row: int, rid: Any) -> str:
     return f"{file} [{split}] row {row} (id={show_id(rid)})"
 
@@ -125,8 +111,10 @@ def _scores(s: pd.Series) -> np.ndarray:
 
 @dataclass
 class _Split:
-    """One split's frame while it is checked: ids, their keys, where each row comes from,
-    and the problems and anomalies found, as (row position, ...) sorted into file order."""
+    """One split while and after it is checked: its kept columns (blank answers as ``""``,
+    ``score`` as float), each row's id, the id's identity (:func:`id_key`), file and 1-based
+    row, problems (messages) and anomalies (``{kind, id, row, file, message}``); during the
+    checks each is a (row position, ...) pair, sorted into file order at the end."""
 
     frame: pd.DataFrame
     split: str
@@ -134,8 +122,8 @@ class _Split:
     row_of: np.ndarray
     ids: list[Any]
     keys: list[Any]
-    problems: list[tuple[int, str]] = dataclasses.field(default_factory=list)
-    anomalies: list[tuple[int, dict[str, Any]]] = dataclasses.field(default_factory=list)
+    problems: list[Any] = dataclasses.field(default_factory=list)
+    anomalies: list[Any] = dataclasses.field(default_factory=list)
 
     def at(self, i: int) -> str:
         return _where(self.file_of[i], self.split, int(self.row_of[i]), self.ids[i])
@@ -148,9 +136,9 @@ class _Split:
     def problem(self, i: int, col: str, what: str) -> None:
         self.problems.append((i, f"{self.at(i)}, column '{col}': {what}"))
 
-    def anomaly(self, i: int, kind: str, message: str) -> None:
-        self.anomalies.append((i, {"kind": kind, "id": self.ids[i], "row": int(self.row_of[i]),
-                                   "file": self.file_of[i], "message": message}))
+    def anomaly(self, i: int, kind: str, col: str, what: str) -> dict[str, Any]:
+        return {"kind": kind, "id": self.ids[i], "row": int(self.row_of[i]),
+                "file": self.file_of[i], "message": f"{self.at(i)}, column '{col}': {what}"}
 
 
 def _check_ids(sp: _Split) -> None:
@@ -191,13 +179,13 @@ def _check_answers(sp: _Split) -> None:
     """An answer that is not text is a problem; a blank one an anomaly (missing: "")."""
     blank = []
     for i, answer in sp.cells("provided_answer", _suspects(sp.frame["provided_answer"])):
-        if not _isna(answer) and not isinstance(answer, str):
-            sp.problem(i, "provided_answer", f"{shorten(answer)} is a {type(answer).__name__}, "
-                                             "not a string")
-        elif _isna(answer) or is_blank(answer):
-            sp.anomaly(i, "empty_answer", f"{sp.at(i)}, column 'provided_answer': empty answer")
-            if _isna(answer):
-                blank.append(i)
+        what = _text_problem(answer, "provided_answer")
+        if what and what.endswith("not a string"):
+            sp.problem(i, "provided_answer", what)
+        elif what:
+            sp.anomalies.append((i, sp.anomaly(i, "empty_answer", "provided_answer",
+                                               "empty answer")))
+            blank += [i] if _isna(answer) else []
     if blank:  # a missing answer is loaded as ""
         answers = sp.frame["provided_answer"].astype(object)
         answers.iloc[blank] = ""
@@ -225,37 +213,35 @@ def _check_scores_and_labels(sp: _Split) -> None:
                         np.where(scores == 0, "Incorrect", "Partially correct"))
     valid = known & ~np.isnan(scores) & ~outside
     for i in np.flatnonzero(valid & (labels.to_numpy(dtype=object) != expected)):
-        sp.anomaly(i, "label_score_mismatch",
-                   f"{sp.at(i)}, column 'verification_feedback': label {labels.iat[i]!r} "
-                   f"inconsistent with score {float(scores[i])} (expected {expected[i]!r})")
+        sp.anomalies.append((i, sp.anomaly(
+            i, "label_score_mismatch", "verification_feedback", f"label {labels.iat[i]!r} "
+            f"inconsistent with score {float(scores[i])} (expected {expected[i]!r})")))
     sp.frame["score"] = scores
 
 
-def _check_split(df: pd.DataFrame, split: str, files: Sequence[str]) -> _Checked:
+def _check_split(df: pd.DataFrame, split: str, files: Sequence[str]) -> _Split:
     """Validate one split read from ``files``; ``df`` carries ``_file`` and ``_row`` (1-based).
     Column-wise, cells looked at one by one only where a column is not plain text or a cell
     is a suspect: a 100k-row split loads in seconds (benchmarks/loader_bench.py)."""
     where_split = f"{', '.join(files)} [{split}]"
-    empty = _Checked(pd.DataFrame(), [], [], np.array([]), np.array([]), [], [])
-    if len(df) == 0:
-        return dataclasses.replace(empty, problems=[f"{where_split}: split has 0 rows"])
     missing = [c for c in SAF_COLUMNS if c not in df.columns]
-    if missing:
-        return dataclasses.replace(
-            empty, problems=[f"{where_split}: missing column '{c}'" for c in missing])
+    if len(df) == 0 or missing:
+        return _Split(pd.DataFrame(), split, np.array([]), np.array([]), [], [], problems=[
+            f"{where_split}: split has 0 rows"] if len(df) == 0 else [
+            f"{where_split}: missing column '{c}'" for c in missing])
     keep = [c for c in SAF_COLUMNS + SAF_OPTIONAL_COLUMNS if c in df.columns]
     frame = df[keep].reset_index(drop=True)
     sp = _Split(frame, split, df["_file"].astype(str).to_numpy(), df["_row"].to_numpy(),
                 [None if _isna(v) else v for v in frame["id"].tolist()], id_keys(frame["id"]))
     for check in (_check_ids, _check_texts, _check_answers, _check_scores_and_labels):
         check(sp)
-    sp.problems.sort(key=lambda t: t[0])  # stable: within a row, in column order
-    sp.anomalies.sort(key=lambda t: t[0])
-    return _Checked(sp.frame, sp.ids, sp.keys, sp.file_of, sp.row_of,
-                    [m for _, m in sp.problems], [a for _, a in sp.anomalies])
+    # stable: within a row, in column order
+    sp.problems = [m for _, m in sorted(sp.problems, key=lambda t: t[0])]
+    sp.anomalies = [a for _, a in sorted(sp.anomalies, key=lambda t: t[0])]
+    return sp
 
 
-def _id_type_problems(checked: dict[str, _Checked]) -> list[str]:
+def _id_type_problems(checked: dict[str, _Split]) -> list[str]:
     """Ids must share one type (all strings or all integers) across the loaded splits."""
     types = Counter()
     for c in checked.values():
@@ -269,13 +255,13 @@ def _id_type_problems(checked: dict[str, _Checked]) -> list[str]:
     for split, c in checked.items():
         for i, rid in enumerate(c.ids):
             if type(rid) is other:
-                at = _where(c.files[i], split, int(c.rows[i]), repr(rid))
+                at = _where(c.file_of[i], split, int(c.row_of[i]), repr(rid))
                 problems.append(f"{at}, column 'id': {type(rid).__name__} id among {main} ids "
                                 f"({kinds[main]} of them); write every id as a {main}")
     return problems
 
 
-def _cross_split_problems(checked: dict[str, _Checked]) -> list[str]:
+def _cross_split_problems(checked: dict[str, _Split]) -> list[str]:
     """An id (once normalised) belongs to one split only; both places are named."""
     sets = [set(c.keys) - {None} for c in checked.values()]
     shared = set().union(*(a & b for n, a in enumerate(sets) for b in sets[n + 1:]))
@@ -291,7 +277,7 @@ def _cross_split_problems(checked: dict[str, _Checked]) -> list[str]:
             continue  # within a split: reported by _check_split
         reported.add((fs, s, id_key(ids[j])))
         a, b = checked[s], checked[fs]
-        both = f"({b.files[fi]} row {b.rows[fi]}; {a.files[i]} row {a.rows[i]})"
+        both = f"({b.file_of[fi]} row {b.row_of[fi]}; {a.file_of[i]} row {a.row_of[i]})"
         if exact:
             problems.append(f"id {show_id(ids[j])} appears in splits {fs!r} and {s!r} {both}")
         else:
@@ -315,72 +301,57 @@ class _Codes:
         return table[codes]  # the sentinel -1 picks the final -1
 
 
-def _first_places(codes: np.ndarray, split: str, c: _Checked) -> dict[int, str]:
+def _first_places(codes: np.ndarray, c: _Split) -> dict[int, str]:
     """Code -> where it first occurs in a split (only for codes >= 0)."""
     uniq, first = np.unique(codes, return_index=True)
-    return {int(k): _where(c.files[i], split, int(c.rows[i]), c.ids[i])
-            for k, i in zip(uniq, first, strict=True) if k >= 0}
+    return {int(k): c.at(i) for k, i in zip(uniq, first, strict=True) if k >= 0}
+
+
+def _pairs(code: _Codes, frame: pd.DataFrame) -> np.ndarray:
+    """Per row, (question, answer) as one code; -1 where either is missing or empty."""
+    q, a = code(frame["question"]), code(frame["provided_answer"])
+    return np.where((q >= 0) & (a >= 0), q * np.int64(1 << 31) + a, -1)
 
 
 def answers_in_train(train: pd.DataFrame, df: pd.DataFrame) -> np.ndarray:
     """Per row of ``df``: is its answer, to the same question, also a train answer
     (normalised text, :func:`squash`; the leakage check's ``leak_answer_in_train``)?"""
     code = _Codes()
-    width = np.int64(1 << 31)
-
-    def pairs(frame: pd.DataFrame) -> np.ndarray:
-        q, a = code(frame["question"]), code(frame["provided_answer"])
-        return np.where((q >= 0) & (a >= 0), q * width + a, -1)
-
-    both = pairs(df)
-    return (both >= 0) & np.isin(both, pairs(train))
+    both = _pairs(code, df)
+    return (both >= 0) & np.isin(both, _pairs(code, train))
 
 
-def _leak(c: _Checked, split: str, i: int, kind: str, col: str, what: str) -> None:
-    at = _where(c.files[i], split, int(c.rows[i]), c.ids[i])
-    c.anomalies.append({"kind": kind, "id": c.ids[i], "row": int(c.rows[i]), "file": c.files[i],
-                        "message": f"{at}, column '{col}': {what}"})
-
-
-def _leak_anomalies(checked: dict[str, _Checked]) -> None:
+def _leak_anomalies(checked: dict[str, _Split]) -> None:
     """Add leakage by content (:func:`squash`, whatever the ids) to the test splits'
     anomalies: ``leak_answer_in_train`` (a test answer to the same question as a train
     answer with the same text) and ``leak_question_seen`` (an unseen-questions question
     also in train or validation)."""
     code = _Codes()
-    questions = {s: code(c.frame["question"]) for s, c in checked.items()}
     tests = [s for s in SAF_TEST_SPLITS if s in checked]
     if "train" in checked and tests:
-        answers = {s: code(checked[s].frame["provided_answer"]) for s in ["train", *tests]}
-        width = np.int64(len(code.vocab) + 1)
-
-        def pairs(s: str) -> np.ndarray:
-            q, a = questions[s], answers[s]
-            return np.where((q >= 0) & (a >= 0), q * width + a, -1)
-
-        train = pairs("train")
+        train = _pairs(code, checked["train"].frame)
         where = None
         for split in tests:
-            c, both = checked[split], pairs(split)
+            c, both = checked[split], _pairs(code, checked[split].frame)
             hits = np.flatnonzero((both >= 0) & np.isin(both, train))
             if len(hits) and where is None:
-                where = _first_places(train, "train", checked["train"])
-            for i in hits:
-                _leak(c, split, i, "leak_answer_in_train", "provided_answer", "same answer to "
-                      f"the same question as {where[int(both[i])]} (normalised text)")
+                where = _first_places(train, checked["train"])
+            c.anomalies += [c.anomaly(i, "leak_answer_in_train", "provided_answer", "same answer "
+                                      f"to the same question as {where[int(both[i])]} "
+                                      "(normalised text)") for i in hits]
     seen_in = [s for s in ("train", "validation") if s in checked]
     split = "test_unseen_questions"
     if split in checked and seen_in:
+        questions = {s: code(checked[s].frame["question"]) for s in [*seen_in, split]}
         c, q = checked[split], questions[split]
         seen = np.concatenate([questions[s] for s in seen_in])
         hits = np.flatnonzero((q >= 0) & np.isin(q, seen))
         if len(hits):
             where: dict[int, str] = {}
             for s in reversed(seen_in):  # the first split wins
-                where.update(_first_places(questions[s], s, checked[s]))
-        for i in hits:
-            _leak(c, split, i, "leak_question_seen", "question",
-                  f"question also asked in {where[int(q[i])]} (normalised text)")
+                where.update(_first_places(questions[s], checked[s]))
+        c.anomalies += [c.anomaly(i, "leak_question_seen", "question", "question also asked "
+                                  f"in {where[int(q[i])]} (normalised text)") for i in hits]
 
 
 def validate_saf_frame(df: pd.DataFrame, split: str, file: str, strict: bool = True
@@ -394,6 +365,6 @@ def validate_saf_frame(df: pd.DataFrame, split: str, file: str, strict: bool = T
     return checked.problems + ([a["message"] for a in checked.anomalies] if strict else [])
 
 
-def _report(checked: dict[str, _Checked]) -> pd.DataFrame:
+def _report(checked: dict[str, _Split]) -> pd.DataFrame:
     return anomaly_report({split: c.anomalies for split, c in checked.items()},
                           SAF_ANOMALY_KINDS, REPORT_COLUMNS)

@@ -12,7 +12,6 @@ import csv
 import io
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -136,14 +135,6 @@ def _file_columns(split: str, parts: list[tuple[Path, pd.DataFrame]]) -> list[st
     return problems
 
 
-@dataclass
-class _SplitFiles:
-    files: dict[str, list[Path]] = field(default_factory=dict)
-    problems: list[str] = field(default_factory=list)
-    near_misses: dict[str, list[Path]] = field(default_factory=dict)
-    seen: list[Path] = field(default_factory=list)
-
-
 def _shard_problems(split: str, shards: list[tuple[int, int, Path]]) -> list[str]:
     """Shards must be ``-0000k-of-0000n`` for every k < n, once each, with one n."""
     names = ", ".join(p.name for _, _, p in shards)
@@ -166,10 +157,16 @@ def _shard_problems(split: str, shards: list[tuple[int, int, Path]]) -> list[str
     return problems
 
 
-def _local_saf_files(root: Path, wanted: Sequence[str]) -> _SplitFiles:
-    """Split files in hub layout or ``{split}.{ext}``, each split from exactly one source;
-    near misses (``train.CSV``, ``train.json``) are kept for a missing-split error."""
-    out = _SplitFiles()
+def _local_saf_files(root: Path, wanted: Sequence[str]
+                     ) -> tuple[dict[str, list[Path]], list[str]]:
+    """Split files in hub layout or ``{split}.{ext}``, each split from exactly one source,
+    and every problem of finding them; a missing split's message names the near misses
+    (``train.CSV``, ``train.json``)."""
+    files: dict[str, list[Path]] = {}
+    problems: list[str] = []
+    missing: list[str] = []
+    seen: list[Path] = []
+    near_misses: dict[str, list[Path]] = defaultdict(list)
     candidates: dict[str, list[Path]] = defaultdict(list)
     shards: dict[str, list[tuple[int, int, Path]]] = defaultdict(list)
     bad_shards: dict[str, list[Path]] = defaultdict(list)
@@ -179,7 +176,7 @@ def _local_saf_files(root: Path, wanted: Sequence[str]) -> _SplitFiles:
         for path in sorted(folder.iterdir()):
             if not path.is_file():
                 continue
-            out.seen.append(path)
+            seen.append(path)
             m = _SHARD.match(path.name)
             if m and m["split"] in SAF_SPLITS:
                 shards[m["split"]].append((int(m["k"]), int(m["n"]), path))
@@ -191,46 +188,42 @@ def _local_saf_files(root: Path, wanted: Sequence[str]) -> _SplitFiles:
                 continue
             for split in SAF_SPLITS:
                 if path.name.lower().startswith(split):
-                    out.near_misses.setdefault(split, []).append(path)
+                    near_misses[split].append(path)
                     if path.name.startswith(f"{split}-") and path.suffix == ".parquet":
                         bad_shards[split].append(path)
                     break
     for split in wanted:
         if bad_shards[split]:
-            out.problems.append(
+            problems.append(
                 f"split '{split}': shard name(s) not of the form {split}-0000k-of-0000n.parquet: "
                 f"{', '.join(map(str, bad_shards[split]))}"
             )
             continue
         paths = candidates.get(split, [])
         if not paths:
+            missing.append(split)
             continue
         singles = [p for p in paths if not _SHARD.match(p.name)]
         folders = {p.parent for p in paths}
         if len(folders) > 1 or (singles and len(paths) > 1):
-            out.problems.append(
+            problems.append(
                 f"split '{split}': {len(paths)} files ({', '.join(map(str, paths))}); "
                 "keep exactly one file (or one set of shards) per split"
             )
             continue
         if not singles:
-            problems = _shard_problems(split, shards[split])
-            if problems:
-                out.problems += problems
+            shard_problems = _shard_problems(split, shards[split])
+            if shard_problems:
+                problems += shard_problems
                 continue
             paths = [p for _, _, p in sorted(shards[split], key=lambda t: t[0])]
-        out.files[split] = paths
-    return out
-
-
-def _missing_split_message(root: Path, missing: list[str], found: _SplitFiles) -> str:
-    seen = ", ".join(str(p.relative_to(root)) for p in found.seen) or "nothing"
-    msg = (
-        f"{root}: no file for split(s) {missing} (every expected split must be present; "
-        f"pass splits=[...] to load a subset on purpose). Read are data/{{split}}-0000k-of-"
-        f"0000n.parquet shards or one {{split}}.parquet|.jsonl|.csv file. Found: {seen}"
-    )
-    near = [p.name for s in missing for p in found.near_misses.get(s, [])]
-    if near:
-        msg += f". Not read (wrong name or extension): {', '.join(near)}"
-    return msg
+        files[split] = paths
+    if missing:
+        found = ", ".join(str(p.relative_to(root)) for p in seen) or "nothing"
+        near = [p.name for s in missing for p in near_misses[s]]
+        problems.insert(0, (
+            f"{root}: no file for split(s) {missing} (every expected split must be present; "
+            f"pass splits=[...] to load a subset on purpose). Read are data/{{split}}-0000k-of-"
+            f"0000n.parquet shards or one {{split}}.parquet|.jsonl|.csv file. Found: {found}"
+        ) + (f". Not read (wrong name or extension): {', '.join(near)}" if near else ""))
+    return files, problems

@@ -100,9 +100,8 @@ def evaluate(preds: pd.DataFrame, role_of: Mapping[str, str],
     eligible = [s for s in roles if roles[s] in validation_choice.ELIGIBLE]
     tests = {s: d for s, d in designs.items() if s.startswith("test")}
     frames = [paired_per_split(preds, items, ref, tests, TABLE_METRICS, eligible)]
-    lower = LOWER_IS_BETTER
     leads = V.leaders(headline[headline.split.isin(list(tests))
-                               & headline.metric.isin(TABLE_METRICS)], roles, lower)
+                               & headline.metric.isin(TABLE_METRICS)], roles, LOWER_IS_BETTER)
     for (split, metric), (top, runner) in leads.items():
         if ref not in (top, runner):
             frames.append(paired_per_split(preds, items, runner, {split: tests[split]},

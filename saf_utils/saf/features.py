@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -16,9 +16,13 @@ import pandas as pd
 from saf_utils import determinism
 from saf_utils import metrics as M
 from saf_utils.encoders.sentence import l2_normalize
-from saf_utils.saf.baselines import Encoder, FeedbackBank, UnseenFeedback, per_question_accuracy
+from saf_utils.saf.baselines import (
+    Encoder,
+    UnseenFeedback,
+    per_question_accuracy,
+    retrieved_feedback_table,
+)
 from saf_utils.saf.data import SAF_LABELS
-from saf_utils.saf.formats import LABEL_SCORE, prediction_table
 from saf_utils.saf.reference import (
     ALIGNMENT_FEATURES,
     alignment,
@@ -47,7 +51,6 @@ class StackFeatures:
         return pd.DataFrame([list(self.table[(s, i)]) for s, i in zip(split, df["id"],
                                                                        strict=True)],
                             columns=list(self.names), index=df.index)
-
 
 
 # --------------------------------------------------------------------------- classifier
@@ -149,9 +152,9 @@ class FeatureClassifier:
 
     A *seen-question* model (generic features + kNN label votes + a question one-hot) and a
     *generic* model (question-agnostic features only) for questions without training
-    answers. The score is the mean training score of (question, predicted label); feedback
-    is retrieved, never generated (:class:`FeedbackBank` for unseen questions). Feature
-    matrices are rounded before fit and predict (:func:`saf_utils.determinism.round_features`).
+    answers. Score and feedback are retrieved for the predicted label, as for any label
+    predictor (:func:`retrieved_feedback_table`). Feature matrices are rounded before fit and
+    predict (:func:`saf_utils.determinism.round_features`).
     """
 
     encoder: Encoder
@@ -168,7 +171,6 @@ class FeatureClassifier:
     seed: int = 0
     system: str = "feature_clf"
     stack: StackFeatures | None = None  # extra seen-question features (stacking)
-    _fitted: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def _make(self, C: float, class_weight: str | None = "balanced", kind: str | None = None):
         if class_weight is None or class_weight == "none" or (
@@ -181,18 +183,16 @@ class FeatureClassifier:
         return make_classifier(kind, self.seed, C=C, class_weight=class_weight)
 
     def _seen_matrix(self, df: pd.DataFrame, a: np.ndarray, loo: bool) -> np.ndarray:
-        f = self._generic_of(df)[list(GENERIC_FEATURES)]
+        f = generic_features(df, self.encoder)[list(GENERIC_FEATURES)]
         knn = knn_features(self._train, self._a_train, df, a, self.k, leave_one_out=loo)
         qs = np.array([[float(q == u) for u in self._questions] for q in df.question])
         extra = [self.stack(df).to_numpy()] if self.stack is not None else []
         return determinism.round_features(
             np.hstack([f.to_numpy(), knn.fillna(0).to_numpy(), qs, *extra]))
 
-    def _generic_of(self, df: pd.DataFrame) -> pd.DataFrame:
-        return generic_features(df, self.encoder)
-
     def _generic_matrix(self, df: pd.DataFrame) -> np.ndarray:
-        x = self._generic_of(df)[list(self.generic_feature_names or GENERIC_FEATURES)].to_numpy()
+        names = list(self.generic_feature_names or GENERIC_FEATURES)
+        x = generic_features(df, self.encoder)[names].to_numpy()
         return per_question_zscore(x, df.question.to_numpy()) if self.normalize_unseen else x
 
     def fit(self, train: pd.DataFrame) -> FeatureClassifier:
@@ -204,8 +204,6 @@ class FeatureClassifier:
         self._seen = self._make(self.C).fit(self._seen_matrix(tr, self._a_train, True), y)
         self._generic = self._make(self.generic_C, self.generic_class_weight,
                                    self.generic_model).fit(self._generic_matrix(tr), y)
-        self._score = tr.groupby(["question", "verification_feedback"]).score.mean().to_dict()
-        self._bank = FeedbackBank(tr, self.encoder)
         return self
 
     def with_generic(self, **changes: Any) -> FeatureClassifier:
@@ -236,32 +234,24 @@ class FeatureClassifier:
         return list(labels), seen
 
     def predict(self, test: pd.DataFrame) -> pd.DataFrame:
+        if self.feedback not in ("most_frequent", "nearest"):
+            raise ValueError(f"unknown feedback strategy {self.feedback!r}")
         te = test.reset_index(drop=True)
         labels, seen = self.predict_labels(te)
-        a = l2_normalize(self.encoder(te.provided_answer.tolist()))
-        tr_q = self._train.question.to_numpy()
-        tr_y = self._train.verification_feedback.to_numpy()
-        scores, fbs = [], []
-        for i, (q, ref, lab, ans) in enumerate(zip(te.question, te.reference_answer, labels,
-                                                   te.provided_answer, strict=True)):
-            if seen[i]:
-                scores.append(float(self._score.get((q, lab), LABEL_SCORE[lab])))
-                fb = None
-                if self.feedback == "nearest":
-                    cand = np.flatnonzero((tr_q == q) & (tr_y == lab))
-                    if len(cand):
-                        j = cand[int(np.argmax(determinism.round_features(
-                            self._a_train[cand] @ a[i])))]
-                        fb = self._train.answer_feedback[j]
-                elif self.feedback != "most_frequent":
-                    raise ValueError(f"unknown feedback strategy {self.feedback!r}")
-                fbs.append(fb or self._bank.most_frequent(q, lab)
-                           or self._bank.by_label.get(lab, ""))
-            else:
-                scores.append(LABEL_SCORE[lab])
-                fbs.append(self._bank.unseen(q, ref, lab, self.unseen_feedback, ans))
-        return prediction_table(te, self.system, labels=labels, scores=scores, feedback=fbs,
-                                seed=self.seed, backoff=list(~seen))
+        out = retrieved_feedback_table(self._train, te, labels, self.system, self.encoder,
+                                       seed=self.seed, unseen_feedback=self.unseen_feedback)
+        if self.feedback == "nearest":  # seen questions: the closest answer's, same label
+            a = l2_normalize(self.encoder(te.provided_answer.tolist()))
+            tr_q = self._train.question.to_numpy()
+            tr_y = self._train.verification_feedback.to_numpy()
+            for i in np.flatnonzero(seen):
+                cand = np.flatnonzero((tr_q == te.question[i]) & (tr_y == labels[i]))
+                if len(cand):
+                    j = cand[int(np.argmax(determinism.round_features(
+                        self._a_train[cand] @ a[i])))]
+                    if self._train.answer_feedback[j]:
+                        out.at[i, "pred_feedback"] = str(self._train.answer_feedback[j])
+        return out
 
 
 def grouped_cv_generic(train: pd.DataFrame, encoder: Encoder,

@@ -1,12 +1,8 @@
-"""Short answer feedback (SAF): text2text formats, output parsing, prediction tables.
+"""SAF text2text formats, output parsing and the prediction table every system returns.
 
-The fine-tuned models of the SAF paper (Filighera et al., ACL 2022; hub cards
+The SAF paper's models (Filighera et al., ACL 2022; hub cards
 ``Short-Answer-Feedback/mbart-finetuned-saf-*``) read ``Antwort: <answer> Lösung:
-<reference> Frage: <question>`` and write ``<label> Feedback: <text>`` (score models:
-``<score> Feedback: <text>``); :func:`parse_output` turns any generation back into (label,
-score, feedback) without ever raising. Every system returns the same prediction table
-(:data:`PREDICTION_COLUMNS`).
-"""
+<reference> Frage: <question>`` and write ``<label|score> Feedback: <text>``."""
 
 from __future__ import annotations
 
@@ -46,9 +42,7 @@ PREDICTION_COLUMNS = (
 
 
 def published_table() -> pd.DataFrame:
-    """The published numbers of the SAF task spec (:data:`saf_utils.saf.spec.SAF_PUBLISHED`,
-    the hub model cards) as a frame: model, source, dataset, split and one column per metric
-    (percent scale, as on the cards)."""
+    """:data:`saf_utils.saf.spec.SAF_PUBLISHED` as a frame, one column per metric (percent)."""
     return pd.DataFrame([{"model": p.system, "source": p.url, "dataset": p.dataset,
                           "split": p.split, **dict(p.values)} for p in SAF_PUBLISHED])
 
@@ -59,8 +53,7 @@ def published_table() -> pd.DataFrame:
 def prompt_words(language: str = "de", overrides: Mapping[str, str] | None = None
                  ) -> dict[str, str]:
     """The four prompt words for ``language`` (:data:`PROMPT_WORDS`) or ``overrides``."""
-    base = dict(PROMPT_WORDS.get(language, {}))
-    base.update(overrides or {})
+    base = {**PROMPT_WORDS.get(language, {}), **(overrides or {})}
     missing = [k for k in ("answer", "reference", "question", "feedback") if not base.get(k)]
     if missing:
         raise ValueError(

@@ -50,10 +50,6 @@ def lead_ins(train: pd.DataFrame, words: int) -> dict[str, str]:
     return out
 
 
-def _as_sentence(unit: str) -> str:
-    return unit if unit[-1:] in ".!?" else unit + "."
-
-
 class GroundedFeedback:
     """Writes grounded feedback with one :class:`GroundedParams`, lead-ins from ``train``."""
 
@@ -81,5 +77,5 @@ class GroundedFeedback:
         units = (content_units(reference, self.params.unit)
                  if label == "Incorrect" and self.params.incorrect == "all"
                  else self.missing(answer, reference))
-        body = " ".join(_as_sentence(u) for u in units)
+        body = " ".join(u if u[-1:] in ".!?" else u + "." for u in units)
         return f"{self.leads.get(label, '')} {body}".strip()

@@ -1,6 +1,6 @@
-"""Records and conclusions of SAF notebooks 02 and 05: each records and concludes through one
-call (:func:`record_and_conclude`, :func:`record_error_analysis`), with the Recorder
-conventions (:mod:`notebook_reports.records`)."""
+"""Records and conclusions of SAF notebook 02: it records and concludes through one call
+(:func:`record_and_conclude`), with the Recorder conventions
+(:mod:`notebook_reports.records`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from saf_utils.saf import scores as EV
 from saf_utils.saf.context import UNSEEN_QUESTIONS
 from saf_utils.saf.cross_encoder_jobs import CE_SYSTEM, CrossEncoderRun, stacking_choice
 from saf_utils.saf.experiments import SAFRun
-from saf_utils.saf.feature_clf import FeatureClfTuning
 from saf_utils.saf.systems import STACKED_SYSTEM
 from saf_utils.statistics import conclusions as V
 from saf_utils.statistics import protocol as P
@@ -71,24 +70,22 @@ def conclusions(ev: evaluation.Evaluation) -> list[str]:
     return out + V.conclusions(c, shown, leads, lower, split_prefix=True)
 
 
-def _write_evaluation(rec: Any, ev: evaluation.Evaluation, dataset: str) -> int:
+def _write_evaluation(rec: Any, ev: evaluation.Evaluation, dataset: str) -> None:
     """Headline, per-seed values, the val choice and reference, comparisons, *new
     questions* intervals and per-question rows of few-question splits."""
     roles = ev.roles()
-    n = P.record(rec, TASK, dataset, headline=ev.headline, roles=roles)
+    P.record(rec, TASK, dataset, headline=ev.headline, roles=roles)
     seeded = ev.per_seed[ev.per_seed.seed.notna()]
-    n += rec.add_frame(seeded.assign(role=seeded.system.map(ev.role_of)), TASK, dataset)
-    n += P.record(rec, TASK, dataset, comparisons=ev.comparisons, choice=ev.choice, roles=roles)
+    rec.add_frame(seeded.assign(role=seeded.system.map(ev.role_of)), TASK, dataset)
+    P.record(rec, TASK, dataset, comparisons=ev.comparisons, choice=ev.choice, roles=roles)
     val = ev.choice.table.set_index("system").value
     if ev.reference in val.index:
         rec.add(TASK, dataset, ev.choice.split, ev.reference, ev.selection_metric,
                 val[ev.reference], kind="tuning", subset="reference baseline", role="baseline")
-        n += 1
     for table, subset in ((ev.new_questions, None), (ev.per_question, "question_id")):
         if len(table):
-            n += rec.add_frame(_analysis(table, ev.role_of).assign(
+            rec.add_frame(_analysis(table, ev.role_of).assign(
                 subset=table[subset] if subset else "new questions"), TASK, dataset)
-    return n
 
 
 def _analysis(table: pd.DataFrame, roles: Any) -> pd.DataFrame:
@@ -96,50 +93,24 @@ def _analysis(table: pd.DataFrame, roles: Any) -> pd.DataFrame:
     return table.assign(value=table["mean"], kind="analysis", role=table.system.map(roles))
 
 
-def _record_feature_clf(rec: Any, dataset: str, tuning: FeatureClfTuning) -> int:
-    """feature_clf's validation grid and its unseen-question CV on train (kind tuning)."""
-    n = 0
-    for r in tuning.grid.itertuples():
-        for metric in ("accuracy", "macro_f1", "sacrebleu"):
-            rec.add(TASK, dataset, "validation", "feature_clf", metric, getattr(r, metric),
-                    kind="tuning", subset=f"model={r.model} C={r.C} feedback={r.feedback}",
-                    role="system")
-            n += 1
-    for r in tuning.cv.itertuples():
-        for metric in ("accuracy", "macro_f1"):
-            rec.add(TASK, dataset, "train", "feature_clf", metric, getattr(r, metric),
-                    kind="tuning", role="system",
-                    subset=(f"loqo model={r.generic_model} features={r.feature_set} "
-                            f"normalize={r.normalize_unseen} "
-                            f"class_weight={r.generic_class_weight} C={r.generic_C}"))
-            n += 1
-    return n
+def _record_grid(rec: Any, dataset: str, split: str, system: str, table: pd.DataFrame,
+                 metrics: Sequence[str], subset: Any) -> None:
+    """One tuning record per row of ``table`` and metric; ``subset(row)`` names the row."""
+    for r in table.itertuples():
+        for metric in metrics:
+            rec.add(TASK, dataset, split, system, metric, getattr(r, metric), kind="tuning",
+                    subset=subset(r), role="system")
 
 
-def _record_cross_encoder(rec: Any, dataset: str, ce: CrossEncoderRun) -> int:
-    """The cross-encoder's validation grid (kind tuning)."""
-    n = 0
-    for r in ce.grid.itertuples():
-        for metric in ("accuracy", "macro_f1"):
-            rec.add(TASK, dataset, "validation", CE_SYSTEM, metric, getattr(r, metric),
-                    kind="tuning", role="system",
-                    subset=(f"lr={r.learning_rate} epochs={r.epochs} order={r.order} "
-                            f"question={r.include_question}"))
-            n += 1
-    return n
-
-
-def _record_unseen(rec: Any, dataset: str, run: SAFRun) -> int:
+def _record_unseen(rec: Any, dataset: str, run: SAFRun) -> None:
     """Each system's unseen-question CV on train, the one-SE rule's choice
     (:func:`saf_utils.statistics.protocol.chosen_for`), its nested regret and the feedback
     choice."""
-    unseen_cv, choice = run.unseen_cv, run.unseen_choice
-    n = 0
-    for r in unseen_cv.itertuples():
+    choice = run.unseen_choice
+    for r in run.unseen_cv.itertuples():
         rec.add(TASK, dataset, "train", r.system, "macro_f1", r.macro_f1, kind="tuning",
                 subset=("loqo unseen-question path" if r.protocol == "leave one question out"
                         else f"{r.protocol} unseen-question path"), role=r.role)
-        n += 1
     rule = run.unseen_rule.rule if run.unseen_rule is not None else "one_se"
     how = (f"rule {rule} (of one_se, best_mean, stacking: the lowest regret nested over "
            f"held-out training questions), mean per-question {choice.metric}; validation "
@@ -148,13 +119,11 @@ def _record_unseen(rec: Any, dataset: str, run: SAFRun) -> int:
         rec.add(TASK, dataset, "train", r.system, choice.metric, r.value, kind="tuning",
                 subset=P.chosen_for(UNSEEN_QUESTIONS) if r.chosen
                 else "unseen-question candidate", role=r.role, method=how)
-        n += 1
     if run.unseen_regret is not None and len(run.unseen_regret):
         for rule, g in run.unseen_regret.groupby("rule", sort=False):
             rec.add(TASK, dataset, "train", f"rule:{rule}", "regret_accuracy",
                     float(g.regret.mean()), kind="analysis", subset="unseen-question choice",
                     method="nested leave-one-question-out on train")
-            n += 1
     fb = run.state.unseen_feedback
     if fb is not None:
         for r in fb.choice.table.itertuples():
@@ -163,8 +132,6 @@ def _record_unseen(rec: Any, dataset: str, run: SAFRun) -> int:
                     else "unseen-question feedback candidate", role="system",
                     method="one-standard-error rule, leave-one-question-out on train, "
                     "labels predicted out of fold by criteria")
-            n += 1
-    return n
 
 
 CONTRAST = "unseen-question feedback contrast"  # subset of :func:`record_contrast`'s records
@@ -209,16 +176,26 @@ def record_evaluation(rec: Any, ev: evaluation.Evaluation, dataset: str,
                       run: SAFRun | None = None) -> int:
     """Write the evaluation, the run's tuning grids and choices, and the per-item scores;
     the number of records."""
-    n = _write_evaluation(rec, ev, dataset)
-    if run is not None:
-        if run.state.feature_clf is not None:
-            n += _record_feature_clf(rec, dataset, run.state.feature_clf.tuning)
-        if run.state.cross_encoder is not None:
-            n += _record_cross_encoder(rec, dataset, run.state.cross_encoder)
-        if len(run.unseen_cv):
-            n += _record_unseen(rec, dataset, run)
+    start = len(rec.records)
+    _write_evaluation(rec, ev, dataset)
+    if run is not None and run.state.feature_clf is not None:
+        tuning = run.state.feature_clf.tuning
+        _record_grid(rec, dataset, "validation", "feature_clf", tuning.grid,
+                     ("accuracy", "macro_f1", "sacrebleu"),
+                     lambda r: f"model={r.model} C={r.C} feedback={r.feedback}")
+        _record_grid(rec, dataset, "train", "feature_clf", tuning.cv, ("accuracy", "macro_f1"),
+                     lambda r: (f"loqo model={r.generic_model} features={r.feature_set} "
+                                f"normalize={r.normalize_unseen} "
+                                f"class_weight={r.generic_class_weight} C={r.generic_C}"))
+    if run is not None and run.state.cross_encoder is not None:
+        _record_grid(rec, dataset, "validation", CE_SYSTEM, run.state.cross_encoder.grid,
+                     ("accuracy", "macro_f1"),
+                     lambda r: (f"lr={r.learning_rate} epochs={r.epochs} order={r.order} "
+                                f"question={r.include_question}"))
+    if run is not None and len(run.unseen_cv):
+        _record_unseen(rec, dataset, run)
     rec.add_items(recorder_items(ev.items, TASK, dataset))
-    return n
+    return len(rec.records) - start
 
 
 def recorder_items(items: pd.DataFrame, task: str, dataset: str) -> pd.DataFrame:
@@ -276,36 +253,27 @@ def unseen_sentence(ev: evaluation.Evaluation, run: SAFRun, split: str = UNSEEN_
 LEAKY_SPLIT, LEAK_FREE = "test_unseen_answers", "leak-free answers"
 
 
-def leak_free_headline(ev: evaluation.Evaluation, train: pd.DataFrame) -> pd.DataFrame:
-    """The headline of :data:`LEAKY_SPLIT` over its answers that are not also train answers
-    to the same question (:func:`~saf_utils.saf.data_checks.answers_in_train`), under the
-    split's design, with ``n_leaked`` and ``n_all``; empty where no answer is leaked."""
+def record_leak_free(rec: Any, ev: evaluation.Evaluation, train: pd.DataFrame,
+                     dataset: str) -> int:
+    """Records (kind analysis, subset "leak-free answers (k of n)") of the headline of
+    :data:`LEAKY_SPLIT` over its answers that are not also train answers to the same
+    question (:func:`~saf_utils.saf.data_checks.answers_in_train`), under the split's
+    design; none where no answer is leaked. The number of records."""
     from saf_utils.saf.data_checks import answers_in_train
 
     split = LEAKY_SPLIT
     p = ev.preds[ev.preds.split == split]
     if p.empty or split not in ev.designs:
-        return pd.DataFrame()
+        return 0
     answers = p.drop_duplicates("id")
     leaked = set(answers.id[answers_in_train(train, answers)])
     if not leaked:
-        return pd.DataFrame()
-    keep = ev.preds[(ev.preds.split == split) & ~ev.preds.id.isin(leaked)]
-    items = ev.items[(ev.items.split == split) & ~ev.items.id.isin(leaked)]
-    out = EV.headline_per_split(keep, items, {split: ev.designs[split]})
-    return out.assign(n_leaked=len(leaked), n_all=len(answers))
-
-
-def record_leak_free(rec: Any, ev: evaluation.Evaluation, train: pd.DataFrame,
-                     dataset: str) -> int:
-    """Records (kind analysis, subset "leak-free answers (k of n)") of
-    :func:`leak_free_headline`; the number of records."""
-    h = leak_free_headline(ev, train)
-    if not len(h):
         return 0
+    keep = p[~p.id.isin(leaked)]
+    items = ev.items[(ev.items.split == split) & ~ev.items.id.isin(leaked)]
+    h = EV.headline_per_split(keep, items, {split: ev.designs[split]})
     return rec.add_frame(_analysis(h, ev.roles()).assign(
-        subset=f"{LEAK_FREE} ({h.n_all.iloc[0] - h.n_leaked.iloc[0]} of {h.n_all.iloc[0]})"),
-        TASK, dataset)
+        subset=f"{LEAK_FREE} ({len(answers) - len(leaked)} of {len(answers)})"), TASK, dataset)
 
 
 def record_and_conclude(rec: Any, ev: evaluation.Evaluation, run: SAFRun, dataset: str,
@@ -323,43 +291,3 @@ def record_and_conclude(rec: Any, ev: evaluation.Evaluation, run: SAFRun, datase
         lines += cross_encoder_notes(run.state.cross_encoder, ev.headline, ev.selection_metric)
     unseen = unseen_sentence(ev, run)
     return n, lines + ([unseen] if unseen else [])
-
-
-# --------------------------------------------------------------------------- notebook 05
-
-
-def record_error_analysis(rec: Any, dataset: str, roles: Any, chosen: str,
-                          error_classes: pd.DataFrame | None, by_length: pd.DataFrame,
-                          gap: pd.DataFrame, per_question: pd.DataFrame) -> list[str]:
-    """Notebook 05's one call: records (kind analysis) of the accuracy per error class, per
-    answer-length bin and the unseen-answers minus unseen-questions gap; the closing
-    sentences (``per_question``: the per-question accuracy records)."""
-    for r in ([] if error_classes is None else error_classes.itertuples()):
-        rec.add(TASK, dataset, r.split, r.system, "accuracy", r.accuracy, kind="analysis",
-                subset=f"error_class={r.error_class}", role=roles.get(r.system))
-    for r in by_length.itertuples():
-        for metric in ("accuracy", "feedback_chrf"):
-            rec.add(TASK, dataset, r.split, r.system, metric, getattr(r, metric),
-                    kind="analysis", subset=f"answer words {r.length_bin}",
-                    role=roles.get(r.system))
-    for r in gap.itertuples():
-        rec.add(TASK, dataset, "unseen_answers_minus_unseen_questions", r.system, r.metric,
-                r.gap, kind="analysis", subset="gap", role=roles.get(r.system))
-    lines = []
-    if len(gap):
-        worst = gap[gap.metric == "macro_f1"].sort_values("gap").iloc[-1]
-        lines.append(f"Largest macro-F1 drop from unseen answers to unseen questions: "
-                     f"`{worst.system}` ({worst.test_unseen_answers:.3f} → "
-                     f"{worst.test_unseen_questions:.3f}).")
-    a = per_question[per_question.system == chosen]
-    for split, g in a.groupby("split"):
-        lo = g.sort_values("value", kind="stable").iloc[0]  # ties: the first row
-        hi = g.sort_values("value", ascending=False, kind="stable").iloc[0]
-        lines.append(f"`{chosen}` on {split}: per-question accuracy from {lo.value:.3f} "
-                     f"({lo.subset}) to {hi.value:.3f} ({hi.subset}) over {len(g)} "
-                     "questions.")
-    lines.append("Error classes: " + ("not annotated in this dataset." if error_classes is None
-                                      else f"most missed by `{chosen}`: " + ", ".join(
-        error_classes[error_classes.system == chosen].sort_values(
-            "miss_rate", ascending=False).head(3).error_class) + "."))
-    return lines

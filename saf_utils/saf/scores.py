@@ -52,30 +52,18 @@ def design_for(n_questions: int, n_resamples: int = 1000, seed: int = 0) -> P.De
     return d
 
 
-def _texts(preds: pd.DataFrame) -> tuple[list[str], list[str]]:
-    hyps = [str(h) if isinstance(h, str) else "" for h in preds.pred_feedback]
-    return hyps, preds.gold_feedback.astype(str).tolist()
-
-
-def _labels(preds: pd.DataFrame) -> list[str | None]:
-    return [p if isinstance(p, str) else None for p in preds.pred_label]
-
-
-def _scores(preds: pd.DataFrame) -> list[float | None]:
-    return [None if s is None or pd.isna(s) else float(s) for s in preds.pred_score]
-
-
 def _inputs(preds: pd.DataFrame) -> dict[str, tuple[list[Any], list[Any]]]:
     """(gold, pred) of one table for each kind of metric input."""
-    hyps, refs = _texts(preds)
-    outputs = ([o if ok else None for o, ok in zip(preds.raw_output, preds.raw_output.notna(),
-                                                   strict=True)]
-               if "raw_output" in preds else [None] * len(preds))
-    return {"labels": (preds.gold_label.tolist(), _labels(preds)),
-            "scores": (preds.gold_score.tolist(), _scores(preds)),
-            "texts": (refs, hyps),
-            "outputs": (outputs, preds.parseable.astype(bool).tolist()
-                        if "parseable" in preds else [True] * len(preds))}
+    raw = preds.raw_output if "raw_output" in preds else pd.Series([None] * len(preds))
+    return {"labels": (preds.gold_label.tolist(),
+                       [p if isinstance(p, str) else None for p in preds.pred_label]),
+            "scores": (preds.gold_score.tolist(),
+                       [None if s is None or pd.isna(s) else float(s) for s in preds.pred_score]),
+            "texts": (preds.gold_feedback.astype(str).tolist(),
+                      [str(h) if isinstance(h, str) else "" for h in preds.pred_feedback]),
+            "outputs": ([o if ok else None for o, ok in zip(raw, raw.notna(), strict=True)],
+                        preds.parseable.astype(bool).tolist() if "parseable" in preds
+                        else [True] * len(preds))}
 
 
 def _options(name: str, bertscore_kwargs: Mapping[str, Any] | None,
@@ -115,7 +103,7 @@ def evaluate_predictions(preds: pd.DataFrame, bertscore_kwargs: Mapping[str, Any
                         **_options(name, bertscore_kwargs, moverscore_model)).value
         if not math.isnan(value):
             out[name] = value
-    n_bad = sum(p is None for p in _labels(preds))
+    n_bad = sum(p is None for p in inputs["labels"][1])
     out["n_unparseable"] = float(n_bad)
     out["unparseable_rate"] = n_bad / max(len(preds), 1)
     return out

@@ -86,6 +86,3 @@ def run_seq2seq(data: Any, seq2seq: Mapping[str, Any],
         out.append(S.parsed_prediction_table(gold, system, rows.output.tolist(), mode,
                                              data.words, int(seed)))
     return pd.concat(out, ignore_index=True), res.logs
-
-
-# --------------------------------------------------------------------------- cross-encoder
