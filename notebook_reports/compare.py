@@ -53,6 +53,15 @@ def check_options(alpha: Any, n_resamples: Any) -> None:
                           f"{MIN_RESAMPLES}")
 
 
+def _read_json(path: Path) -> Any:
+    if not path.is_file():
+        raise RunnerError(f"{path}: missing (not a run folder the runner wrote)")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise RunnerError(f"{path}: unreadable ({' '.join(str(exc).split())[:200]})") from None
+
+
 def wrong_types(obj: dict, types: dict[str, Any], where: str = "") -> str | None:
     """The first ``where + key`` of ``obj`` whose value is neither None nor of its type in
     ``types`` (a bool is never a number), said in one line; None when all are."""
@@ -96,15 +105,10 @@ def record_problem(r: Any) -> str | None:
 def load_run(run: str | os.PathLike) -> tuple[dict, list[dict]]:
     """A run folder's checked manifest and ``metrics.json`` records; a malformed run raises
     :class:`RunnerError` with one line naming the file and what is wrong."""
-    from notebook_reports.run_folder import read_manifest
-
-    manifest, mpath = read_manifest(Path(run)).to_dict(), Path(run) / "metrics.json"
-    if not mpath.is_file():
-        raise RunnerError(f"{mpath}: missing (not a run folder the runner wrote)")
-    try:
-        metrics = json.loads(mpath.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise RunnerError(f"{mpath}: unreadable ({' '.join(str(exc).split())[:200]})") from None
+    run = Path(run)
+    manifest = check_manifest(_read_json(run / "manifest.json"), run / "manifest.json")
+    mpath = run / "metrics.json"
+    metrics = _read_json(mpath)
     records = metrics.get("records") if isinstance(metrics, dict) else None
     if not isinstance(records, list):
         raise RunnerError(f"{mpath}: not the runner's metrics (an object with a 'records' list)")
@@ -287,7 +291,7 @@ def compare_runs(run_a: str | os.PathLike, run_b: str | os.PathLike, alpha: floa
     for c in changed:
         c["test"] = sig.get(tuple(c[k] for k in KEY))
     return {"a": shown_path(run_a, run_b), "b": shown_path(run_b, run_a),
-            "a_name": man_a["run"] or run_a.name, "b_name": man_b["run"] or run_b.name,
+            "a_name": man_a.get("run", run_a.name), "b_name": man_b.get("run", run_b.name),
             "alpha": alpha, "identical": same_executions(man_a, man_b), "parameters": params,
             "setup": _differ(_setup(man_a), _setup(man_b), ["what"],
                              [s[0] for s in SETUP].index),
