@@ -88,7 +88,7 @@ def sweep_main(argv: list[str]) -> int:
 
 
 def compare_main(argv: list[str]) -> int:
-    from notebook_reports.compare import check_options, compare_runs, resolve_run
+    from notebook_reports.compare import compare_runs, resolve_run
     from notebook_reports.compare_page import to_markdown, write_compare_html
 
     ap = argparse.ArgumentParser(prog="saf-run compare",
@@ -102,7 +102,6 @@ def compare_main(argv: list[str]) -> int:
     ap.add_argument("--resamples", type=int, default=1000,
                     help="paired-bootstrap resamples (at least 100)")
     args = ap.parse_args(argv)
-    check_options(args.alpha, args.resamples)
     a = resolve_run(args.run_a, args.reports_dir)
     b = resolve_run(args.run_b, args.reports_dir)
     cmp = compare_runs(a, b, alpha=args.alpha, n_resamples=args.resamples)

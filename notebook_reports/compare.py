@@ -284,8 +284,7 @@ def compare_runs(run_a: str | os.PathLike, run_b: str | os.PathLike, alpha: floa
         if math.isclose(x, y, rel_tol=0, abs_tol=tol):
             same += 1
             continue
-        changed.append({**dict(zip(KEY, key, strict=True)), "a": x, "b": y, "diff": y - x,
-                        "status": [va[key]["status"], vb[key]["status"]]})
+        changed.append({**dict(zip(KEY, key, strict=True)), "a": x, "b": y, "diff": y - x})
     notes: list[str] = []
     sig = _significance(run_a, man_a, run_b, man_b,
                         [tuple(c[k] for k in KEY) for c in changed], alpha, n_resamples, notes)
@@ -299,7 +298,6 @@ def compare_runs(run_a: str | os.PathLike, run_b: str | os.PathLike, alpha: floa
             "data": _differ(_data(man_a), _data(man_b), ["dataset", "split", "file"]),
             "packages": _differ(_packages(man_a), _packages(man_b), ["package"]),
             "changed": changed, "unchanged": same, "item_notes": notes,
-            "appeared": [{**dict(zip(KEY, k, strict=True)), "b": vb[k]["value"]}
-                         for k in sorted(set(vb) - set(va), key=str)],
-            "disappeared": [{**dict(zip(KEY, k, strict=True)), "a": va[k]["value"]}
-                            for k in sorted(set(va) - set(vb), key=str)]}
+            **{what: [{**dict(zip(KEY, k, strict=True)), side: v[k]["value"]}
+                      for k in sorted(set(v) - set(w), key=str)]
+               for what, side, v, w in (("appeared", "b", vb, va), ("disappeared", "a", va, vb))}}

@@ -16,30 +16,32 @@ import yaml
 from notebook_reports.profiles import ECHO_LIMIT, RunnerError, check_plain, short, yaml_load
 
 
+def parse_item(item: str, option: str = "-p") -> tuple[str, Any]:
+    """``key=value`` of ``-p`` or ``--matrix`` (``key`` or ``notebook.key``); the value is YAML
+    (1.2 floats, no anchors or aliases: :class:`profiles._Loader`)."""
+    if "=" not in item:
+        raise RunnerError(f"{option} {short(item)}: expected key=value")
+    key, raw = (s.strip() for s in item.split("=", 1))
+    if not re.fullmatch(r"(?:[\w-]+\.)?[A-Za-z_]\w*", key):
+        raise RunnerError(f"{option} {short(item)}: {short(key)} is not a parameter name "
+                          "(key or notebook.key)")
+    try:
+        return key, yaml_load(raw) if raw else ""
+    except yaml.YAMLError as exc:
+        why = " ".join(str(getattr(exc, "problem", None) or exc).split())[:ECHO_LIMIT]
+        raise RunnerError(f"{option} {short(key)}=…: {short(raw)} is not a valid value "
+                          f"({why}); lists are written [0, 1], strings with spaces in quotes"
+                          ) from None
+
+
 def parse_overrides(items: list[str]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """``key=value`` (all notebooks) or ``notebook.key=value``; values are YAML (1.2 floats, no
-    anchors or aliases: :class:`_Loader`)."""
+    """``-p`` values: ``({key: value}, {notebook: {key: value}})``."""
     common: dict[str, Any] = {}
     per_nb: dict[str, dict[str, Any]] = {}
     for item in items:
-        if "=" not in item:
-            raise RunnerError(f"-p {short(item)}: expected key=value")
-        key, raw = item.split("=", 1)
-        key = key.strip()
-        if not key or not re.fullmatch(r"(?:[\w-]+\.)?[A-Za-z_]\w*", key):
-            raise RunnerError(f"-p {short(item)}: {short(key)} is not a parameter name "
-                              "(key or notebook.key)")
-        try:
-            value = yaml_load(raw) if raw.strip() else ""
-        except yaml.YAMLError as exc:
-            why = " ".join(str(getattr(exc, "problem", None) or exc).split())[:ECHO_LIMIT]
-            raise RunnerError(f"-p {short(key)}=…: {short(raw)} is not a valid value ({why}); "
-                              "lists are written [0, 1], strings with spaces in quotes") from None
-        if "." in key:
-            nb, key = key.split(".", 1)
-            per_nb.setdefault(nb, {})[key] = value
-        else:
-            common[key] = value
+        key, value = parse_item(item)
+        nb, _, key = key.rpartition(".")
+        (per_nb.setdefault(nb, {}) if nb else common)[key] = value
     return common, per_nb
 
 
@@ -90,28 +92,23 @@ def declared_type(info: Any) -> tuple[bool, Any]:
     return known, default
 
 
+_TYPE_NAMES = {bool: "bool", int: "int", float: "float", str: "str", list: "list",
+               tuple: "list", dict: "mapping", type(None): "None"}
+
+
 def _type_name(x: Any) -> str:
-    return {bool: "bool", int: "int", float: "float", str: "str", list: "list", tuple: "list",
-            dict: "mapping", type(None): "None"}.get(type(x), type(x).__name__)
+    return _TYPE_NAMES.get(type(x), type(x).__name__)
 
 
 def _fits(value: Any, default: Any) -> bool:
-    """``value`` has the type of ``default`` (an int fits a float; None fits anything)."""
+    """``value`` has the type of ``default`` (an int fits a float; None fits anything); each
+    element of a list, not None, that of the default's first element."""
     want, got = _type_name(default), _type_name(value)
     if value is None or want not in ("bool", "int", "float", "str", "list", "mapping"):
         return True
-    if want == "list":
-        return got == "list" and all(_element_ok(v, default) for v in value)
+    if want == "list" and default:
+        return got == "list" and all(v is not None and _fits(v, default[0]) for v in value)
     return got == want or (want, got) == ("float", "int")
-
-
-def _element_ok(value: Any, default: list | tuple) -> bool:
-    """A list element fits one of the default's elements (None only where the default has
-    one; an empty or all-None default fits anything)."""
-    kinds = [d for d in default if d is not None]
-    if value is None:
-        return not kinds or len(kinds) < len(default)
-    return not kinds or any(_fits(value, d) for d in kinds)
 
 
 def check_values(notebook: str, params: dict[str, Any], declared: dict[str, Any],
@@ -126,21 +123,21 @@ def check_values(notebook: str, params: dict[str, Any], declared: dict[str, Any]
             continue
         where = f"{notebook}.{key} = {short(value)}"
         items = value if isinstance(value, (list, tuple)) else [value]
-        # a selection mapping: the registry checks it (tasks.planned_systems)
+        # a selection mapping: the registry checks it (tasks.system_params_lines)
         selection = key in SELECTION_PARAMS and isinstance(value, dict)
         known, default = (False, None) if selection else declared_type(declared.get(key))
-        if any(type(d) is int for d in (default if isinstance(default, (list, tuple))
-                                        else [default])):
+        if type(default[0] if isinstance(default, (list, tuple)) and default
+                else default) is int:
             lo, hi = INT_RANGES.get(key, (0, MAX_INT))
             if bad := [v for v in items if type(v) is int and not lo <= v <= hi]:
                 raise RunnerError(f"{where} (from {origin}): {short(bad[0])} is outside "
                                   f"{lo:,} to {hi:,}")
         if known and not _fits(value, default):
             what, want = f"{_type_name(value)}, from {origin}", _type_name(default)
-            if isinstance(default, (list, tuple)) and isinstance(value, (list, tuple)):
-                bad = [v for v in value if not _element_ok(v, default)]
-                what = f"element {short(bad[0])} is {_type_name(bad[0])}, from {origin}"
-                want += " of " + " or ".join(sorted({_type_name(d) for d in default}))
+            if isinstance(value, list) and want == "list":  # an element that does not fit
+                bad = next(v for v in value if not _fits([v], default))
+                what = f"element {short(bad)} is {_type_name(bad)}, from {origin}"
+                want += f" of {_type_name(default[0])}"
             said = (f"the notebook's default {short(default)}" if
                     declared_default(declared.get(key))[1] is not None else
                     f"the type its parameters cell annotates for {key}")

@@ -23,7 +23,7 @@ from notebook_reports.profiles import (
     NOTEBOOK_DIR,
     REPORTS_DIR,
     RunnerError,
-    check_run_name,
+    check_folder_name,
     load_profile,
     short,
 )
@@ -88,22 +88,14 @@ def prepare(req: RunRequest) -> RunPlan:
     cfg = _profile(req, existing, old_manifest)
     if req.run_name and existing:
         raise RunnerError("--run-name and --run-dir exclude each other")
-    run_name = check_run_name(req.run_name) if req.run_name else None
+    run_name = check_folder_name(req.run_name, "--run-name") if req.run_name else None
     nb_dir = Path(req.notebooks_dir) if req.notebooks_dir else NOTEBOOK_DIR
     names = select_notebooks(list(cfg["notebooks"]), req.only)
     deps = check_dependencies(cfg, names, existing, {
         n["name"]: n.get("status") for n in (old_manifest.notebooks if old_manifest else [])})
     plans = plan_notebooks(cfg, names, nb_dir, req.overrides or [])
-    from saf_utils.training.launchers import check_launcher
-
-    for p in plans:  # every launcher value (null too: the notebook needs a launcher)
-        if "launcher" in p.params:
-            try:
-                check_launcher(p.params["launcher"])
-            except ValueError as err:
-                raise RunnerError(f"{p.name}: {err}") from None
     for p in plans:
-        check_models(p)
+        check_launcher_and_models(p)
     baseline = None
     if req.baseline:  # a readable run: checked manifest and metrics
         baseline = resolve_run(req.baseline, req.reports_dir)
@@ -117,14 +109,21 @@ def prepare(req: RunRequest) -> RunPlan:
                    _reuse_sources(req, cfg, existing), workers)
 
 
-def check_models(p: NotebookPlan) -> None:
-    """Each model ``p``'s parameters name is a folder where the notebook looks (relative to
-    its folder, the kernel's working folder), a packaged model, or a name the hub accepts;
-    a path that names nothing is refused here, not after the notebook ran."""
+def check_launcher_and_models(p: NotebookPlan) -> None:
+    """``p``'s launcher (null too: the notebook needs one) is valid, and each model its
+    parameters name is a folder where the notebook looks (relative to its folder, the
+    kernel's working folder), a packaged model, or a name the hub accepts; a path that names
+    nothing is refused here, not after the notebook ran."""
     from huggingface_hub.utils import validate_repo_id
 
     from saf_utils.data.provenance import model_folder, named_models
+    from saf_utils.training.launchers import check_launcher
 
+    try:
+        if "launcher" in p.params:
+            check_launcher(p.params["launcher"])
+    except ValueError as err:
+        raise RunnerError(f"{p.name}: {err}") from None
     for name in named_models(p.params):
         if name.startswith("local:") or model_folder(name, p.path.parent) is not None:
             continue

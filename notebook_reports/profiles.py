@@ -40,22 +40,14 @@ def short(value: Any, limit: int = ECHO_LIMIT) -> str:
 
 
 #: YAML 1.2's core schema (what a plain scalar is read as there); PyYAML reads YAML 1.1.
-_CORE = (("tag:yaml.org,2002:null", re.compile(r"~|null|Null|NULL|")),
-         ("tag:yaml.org,2002:bool", re.compile(r"true|True|TRUE|false|False|FALSE")),
-         ("tag:yaml.org,2002:int", re.compile(r"[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+")),
-         ("tag:yaml.org,2002:float", re.compile(
-             r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
-             r"|[-+]?\.(?:inf|Inf|INF)|\.nan|\.NaN|\.NAN")))
-_OCTAL_1_1 = re.compile(r"[-+]?0[0-9_]+")  # 1.1: octal 8; 1.2: decimal 10 (for "010")
+_CORE = {"null": r"~|null|Null|NULL|", "bool": r"true|True|TRUE|false|False|FALSE",
+         "int": r"[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+",
+         "float": r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+                  r"|[-+]?\.(?:inf|Inf|INF)|\.nan|\.NaN|\.NAN"}
 
 
-#: Read differently too, but refused with a message of their own: dates by check_plain,
-#: ``<<`` with the anchors it merges.
-_OWN_MESSAGE = ("tag:yaml.org,2002:timestamp", "tag:yaml.org,2002:merge")
-
-
-def _core_tag(value: str) -> str:
-    return next((tag for tag, rx in _CORE if rx.fullmatch(value)), "tag:yaml.org,2002:str")
+def _core_kind(value: str) -> str:
+    return next((kind for kind, rx in _CORE.items() if re.fullmatch(rx, value)), "str")
 
 
 class _Loader(yaml.SafeLoader):
@@ -68,16 +60,17 @@ class _Loader(yaml.SafeLoader):
 
     def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
         tag = super().resolve(kind, value, implicit)
-        if kind is yaml.ScalarNode and implicit[0] and tag not in _OWN_MESSAGE \
-                and (tag != _core_tag(value) or (tag.endswith(":int")
-                                                 and _OCTAL_1_1.fullmatch(value))):
+        read = tag.rsplit(":", 1)[-1]  # dates: refused by check_plain; <<: with the anchors
+        if kind is yaml.ScalarNode and implicit[0] and read not in ("timestamp", "merge") and (
+                read != _core_kind(value)  # 1.1 reads "010" as octal 8, 1.2 as decimal 10
+                or read == "int" and re.fullmatch(r"[-+]?0[0-9_]+", value)):
             try:
                 read = short(yaml.safe_load(value), 60)
             except (yaml.YAMLError, ValueError):
                 read = "another value"
             raise yaml.YAMLError(
                 f"{short(value, 60)} is read as {read} by YAML 1.1 but as a "
-                f"{_core_tag(value).rsplit(':', 1)[1]} by YAML 1.2: put it in quotes for text, "
+                f"{_core_kind(value)} by YAML 1.2: put it in quotes for text, "
                 "or write the value unambiguously (90, true)")
         return tag
 
@@ -164,10 +157,6 @@ def check_folder_name(name: Any, what: str) -> str:
     return name
 
 
-def check_run_name(name: str) -> str:
-    return check_folder_name(name, "--run-name")
-
-
 def _whole(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 1
 
@@ -178,8 +167,7 @@ def _names(v: Any) -> bool:
 
 _MAPPING = (lambda v: isinstance(v, dict), "a mapping (key: value)")
 _STRING = (lambda v: isinstance(v, str), "a string")
-#: Every profile key, what its value (when not null) must be; ``matrix`` (saf-run sweep's
-#: axes) is checked by notebook_reports/sweep.py.
+#: Every profile key, what its value (when not null) must be.
 FIELDS: dict[str, tuple[Any, str]] = {
     "name": _STRING, "description": _STRING, "extends": _STRING,
     "notebooks": (_names, "a list of notebook names"),
@@ -190,7 +178,6 @@ FIELDS: dict[str, tuple[Any, str]] = {
               "'latest' (reuse unchanged notebooks of the profile's latest run) or null"),
     "workers": (_whole, "a whole number of notebooks at once, >= 1 (or null)"),
     "timeout": (_whole, "a whole number of seconds per cell (or null)"),
-    "matrix": (lambda v: True, ""),
 }
 #: What each entry of a mapping field must be.
 ENTRIES: dict[str, tuple[Any, str]] = {
@@ -203,8 +190,7 @@ ENTRIES: dict[str, tuple[Any, str]] = {
 
 def _read_yaml(path: Path) -> dict:
     try:
-        size = path.stat().st_size
-        if size > MAX_PROFILE_BYTES:
+        if (size := path.stat().st_size) > MAX_PROFILE_BYTES:
             raise RunnerError(f"{path}: {size:,} bytes; a profile is at most "
                               f"{MAX_PROFILE_BYTES:,} bytes")
         cfg = yaml_load(path.read_text(encoding="utf-8"))
@@ -230,19 +216,17 @@ def _read_yaml(path: Path) -> dict:
             if not ok(v):
                 raise RunnerError(f"{path}: {key}.{k} must be {want}, "
                                   f"not {type(v).__name__} {short(v)}")
-    listed = cfg.get("notebooks") or []
+    listed, deps = cfg.get("notebooks") or [], cfg.get("depends_on") or {}
     if twice := sorted({n for n in listed if listed.count(n) > 1}):
         raise RunnerError(f"{path}: 'notebooks' lists {short(twice)} more than once (one "
                           "notebook runs once into its folder)")
-    named = [("profile name", cfg["name"])] if cfg.get("name") is not None else []
-    named += [("notebook name", n) for n in cfg.get("notebooks") or []]
-    named += [("notebook_parameters notebook name", n) for n in cfg.get("notebook_parameters")
-              or {}]
-    for nb, deps in (cfg.get("depends_on") or {}).items():
-        named += [("depends_on notebook name", nb), *((f"depends_on.{nb} notebook name", d)
-                                                      for d in deps)]
-    for what, name in named:
-        check_folder_name(name, f"{path}: {what}")
+    for what, names in (("profile name", [] if cfg.get("name") is None else [cfg["name"]]),
+                        ("notebook name", listed), ("depends_on notebook name", deps),
+                        ("notebook_parameters notebook name",
+                         cfg.get("notebook_parameters") or {}),
+                        *((f"depends_on.{nb} notebook name", d) for nb, d in deps.items())):
+        for name in names:
+            check_folder_name(name, f"{path}: {what}")
     return cfg
 
 
@@ -273,11 +257,10 @@ def load_profile(profile: str | None = None, config: str | os.PathLike | None = 
     if not _is_file(path):
         known = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
         raise RunnerError(f"profile file {short(str(path))} not found; known profiles: {known}")
-    chain = [path]
-    layers = [_read_yaml(path)]
+    chain, layers = [path], [_read_yaml(path)]
     while parent := layers[-1].get("extends"):
-        ppath = Path(parent) if parent.endswith((".yaml", ".yml")) else Path(f"{parent}.yaml")
-        ppath = ppath if ppath.is_absolute() else chain[-1].parent / ppath
+        ppath = Path(parent if parent.endswith((".yaml", ".yml")) else f"{parent}.yaml")
+        ppath = chain[-1].parent / ppath  # an absolute ppath stays itself
         if not _is_file(ppath):
             raise RunnerError(f"{chain[-1]}: extends {short(parent)}, but "
                               f"{short(str(ppath))} does not exist")
@@ -303,6 +286,4 @@ def load_profile(profile: str | None = None, config: str | os.PathLike | None = 
         cfg[key] = cfg.get(key) or {}
     cfg["notebook_parameters"] = {k: v or {} for k, v in
                                   (cfg.get("notebook_parameters") or {}).items()}
-    cfg["path"] = str(path)
-    cfg["extends_chain"] = [str(c) for c in chain[1:]]
-    return cfg
+    return {**cfg, "path": str(path), "extends_chain": [str(c) for c in chain[1:]]}

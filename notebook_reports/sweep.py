@@ -1,11 +1,10 @@
 """Parameter sweeps: ``saf-run sweep --profile P --matrix KEY=[v1,v2] [--matrix …]``.
 
-The cross product of the matrix (the profile's ``matrix:`` block, then ``--matrix``; a KEY
-is ``key`` or ``notebook.key``, as for ``-p``) becomes ordinary runs named with the sweep's
-prefix, ``reports/<sweep>-<cell>/``, all planned and checked before any runs. The cells run
-one after another in this process, or all at once on a Dask client, each with the run's
-reuse rules. ``saf-run list`` lists them with the other runs and ``saf-run compare`` compares
-two cells (paired tests on the same items); a sweep keeps no state of its own.
+The cross product of the matrix (a KEY is ``key`` or ``notebook.key``, as for ``-p``) becomes
+ordinary runs named with the sweep's prefix, ``reports/<sweep>-<cell>/``, all planned and
+checked before any runs. The cells run one after another in this process, or all at once on
+a Dask client, each with the run's reuse rules. ``saf-run list`` lists them with the other
+runs and ``saf-run compare`` compares two cells; a sweep keeps no state of its own.
 """
 
 from __future__ import annotations
@@ -15,57 +14,32 @@ import json
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from notebook_reports.notebook_exec import Interrupted, _signals
-from notebook_reports.profiles import RunnerError, check_folder_name, yaml_load
+from notebook_reports.parameters import parse_item
+from notebook_reports.profiles import RunnerError, check_folder_name
 
-_KEY = re.compile(r"(?:[\w-]+\.)?[A-Za-z_]\w*")
 
-
-# ------------------------------------------------------------------ the matrix
-def parse_matrix(items: list[str], profile_matrix: Any = None,
-                 where: str = "profile") -> dict[str, list]:
-    """``{key: [values]}`` from the profile's ``matrix:`` block, then ``--matrix KEY=[…]``
-    (a key given on the command line replaces the profile's). Values are YAML lists."""
-    if profile_matrix is not None and not isinstance(profile_matrix, dict):
-        raise RunnerError(f"{where}: 'matrix' must map a parameter to a list of values, "
-                          f"not {type(profile_matrix).__name__}")
-    axes = [(str(k), v, f"{where}: matrix.{k}") for k, v in (profile_matrix or {}).items()]
-    cli: set[str] = set()
+def parse_matrix(items: list[str]) -> dict[str, list]:
+    """``{key: [values]}`` of ``--matrix KEY=[…]``: each a non-empty YAML list."""
+    matrix: dict[str, list] = {}
     for item in items:
-        if "=" not in item:
-            raise RunnerError(f"--matrix {item!r}: expected KEY=[value, value, ...]")
-        key, raw = (s.strip() for s in item.split("=", 1))
-        try:
-            values = yaml_load(raw) if raw else None
-        except Exception as exc:  # noqa: BLE001 - yaml's errors: one line
-            why = " ".join(str(getattr(exc, "problem", None) or exc).split())
-            raise RunnerError(f"--matrix {item!r}: {raw!r} is not a YAML list ({why})") from None
-        if key in cli:
+        key, values = parse_item(item, "--matrix")
+        if key in matrix:
             raise RunnerError(f"--matrix {key}: given twice")
-        cli.add(key)
-        axes.append((key, values, f"--matrix {item!r}"))
-    for key, values, what in axes:
-        _check_axis(key, values, what)
-    matrix = {key: list(values) for key, values, _ in axes}
+        if not isinstance(values, list) or not values:
+            raise RunnerError(f"--matrix {item!r}: the values must be a non-empty list "
+                              "[v1, v2, ...]")
+        if len({json.dumps(v, sort_keys=True, default=str) for v in values}) < len(values):
+            raise RunnerError(f"--matrix {item!r}: a value is listed twice")
+        matrix[key] = values
     if not matrix:
-        raise RunnerError("a sweep needs a matrix: --matrix KEY=[v1,v2] (or a 'matrix:' block "
-                          "in the profile)")
+        raise RunnerError("a sweep needs a matrix: --matrix KEY=[v1,v2]")
     return matrix
-
-
-def _check_axis(key: str, values: Any, what: str) -> None:
-    if not _KEY.fullmatch(key):
-        raise RunnerError(f"{what}: {key!r} is not a parameter name (key or notebook.key)")
-    if not isinstance(values, list) or not values:
-        raise RunnerError(f"{what}: the values must be a non-empty list [v1, v2, ...]")
-    seen = [json.dumps(v, sort_keys=True, default=str) for v in values]
-    if len(set(seen)) < len(seen):
-        raise RunnerError(f"{what}: a value is listed twice")
 
 
 def shown_value(value: Any) -> str:
@@ -94,10 +68,8 @@ class Cell:
     req: Any  # runner.RunRequest
     plan: Any = None  # runner.RunPlan
     run_dir: Path | None = None
-    status: str = "pending"  # pending | ok | failed | interrupted | error
+    status: str = "pending"  # pending | ok | failed | interrupted | cluster_lost | error
     error: str | None = None
-    seconds: float | None = None
-    results: list = field(default_factory=list)
 
 
 def plan_cells(base: Any, matrix: dict[str, list], sweep: str) -> list[Cell]:
@@ -105,15 +77,14 @@ def plan_cells(base: Any, matrix: dict[str, list], sweep: str) -> list[Cell]:
     bad value fails here."""
     from notebook_reports import runner
 
-    cells, names = [], set()
+    cells: list[Cell] = []
     for combo in itertools.product(*matrix.values()):
         values = dict(zip(matrix, combo, strict=True))
-        name = f"{sweep}-{cell_name(values)}"
-        k, unique = 1, name
-        while unique in names:
+        name = unique = f"{sweep}-{cell_name(values)}"
+        k = 1
+        while unique in {c.name for c in cells}:  # two values shown alike (/a/x, /b/x)
             k += 1
             unique = f"{name}-{k}"
-        names.add(unique)
         check_folder_name(unique, "sweep cell name")
         overrides = [*base.overrides, *(f"{key}={json.dumps(v)}" for key, v in values.items())]
         req = replace(base, overrides=overrides, run_name=unique,
@@ -127,15 +98,14 @@ def plan_cells(base: Any, matrix: dict[str, list], sweep: str) -> list[Cell]:
     return cells
 
 
-def describe_sweep(cells: list[Cell], matrix: dict[str, list], base: Any) -> str:
-    """The dry-run text: the matrix, one line per cell, then the plan of the first cell."""
+def describe_sweep(cells: list[Cell], base: Any) -> str:
+    """The dry-run text: one line per cell and its values, then the plan of the first cell."""
     from notebook_reports import runner
     from notebook_reports.cluster_options import where_text
 
     cfg = cells[0].plan.cfg
     lines = [f"Sweep plan (dry run; nothing runs): profile {cfg['name']}, {len(cells)} cell(s)"
              f" as runs {cells[0].req.reports_dir or 'reports'}/<sweep>-<cell>"]
-    lines += [f"  matrix {key} = {values!r}" for key, values in matrix.items()]
     lines += [f"[{i}] {c.name}: " + ", ".join(f"{k}={v!r}" for k, v in c.values.items())
               for i, c in enumerate(cells, 1)]
     lines.append(where_text(base.workers, base.scheduler)
@@ -146,7 +116,6 @@ def describe_sweep(cells: list[Cell], matrix: dict[str, list], base: Any) -> str
     return "\n".join(lines)
 
 
-# ------------------------------------------------------------------ running
 def run_cells(cells: list[Cell], executor: Any) -> str:
     """Run every cell on ``executor``, each a thread of this process submitting to it; returns
     ok | failed | interrupted:<SIGNAL>. In this process one cell after another (with ``reuse:
@@ -157,21 +126,15 @@ def run_cells(cells: list[Cell], executor: Any) -> str:
     serial = not getattr(executor, "client", None)
 
     def one(cell: Cell) -> None:
-        t0 = time.perf_counter()
         try:
             if serial and cell.plan.cfg.get("reuse") == "latest" \
                     and not (cell.req.reuse or cell.req.no_reuse):
                 cell.plan = runner.prepare(cell.req)  # now sees the cells run before this one
-            cell.run_dir, cell.results, status = runner.run_profile(cell.req, cell.plan,
-                                                                    executor)
+            cell.run_dir, _, status = runner.run_profile(cell.req, cell.plan, executor)
             cell.status = status.split(":")[0]
-            if cell.status == "ok" and any(r.status != "ok" for r in cell.results):
-                cell.status = "failed"
         except Exception as exc:  # noqa: BLE001 - one cell's failure is that cell's
             cell.status = "error"
             cell.error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:400]}"
-        finally:
-            cell.seconds = round(time.perf_counter() - t0, 1)
 
     interrupted = None
     with ThreadPoolExecutor(1 if serial else len(cells), thread_name_prefix="sweep") as pool:
@@ -192,7 +155,6 @@ def run_cells(cells: list[Cell], executor: Any) -> str:
     return "ok" if all(c.status == "ok" for c in cells) else "failed"
 
 
-# ------------------------------------------------------------------ the command
 def add_sweep_arguments(ap: Any) -> Any:
     """``saf-run sweep``'s parser: the run options (:func:`cli.run_parser`) and the matrix."""
     ap.prog = "saf-run sweep"
@@ -223,12 +185,11 @@ def run_sweep(args: Any, argv: list[str]) -> int:
     cfg = load_profile(args.profile or "cpu", args.config)
     base = replace(base, workers=resolve_workers(args.workers, args.scheduler, cfg.get("workers")))
     check_scheduler_options(base.workers, args.scheduler)
-    matrix = parse_matrix(args.matrix, cfg.get("matrix"), cfg["path"])
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     name = check_folder_name(args.sweep_name or f"sweep-{cfg['name']}-{stamp}", "--sweep-name")
-    cells = plan_cells(base, matrix, name)
+    cells = plan_cells(base, parse_matrix(args.matrix), name)
     if args.dry_run:
-        print(describe_sweep(cells, matrix, base))
+        print(describe_sweep(cells, base))
         return 0
     with open_executor(base.workers, args.scheduler) as executor:
         print(f"Sweep {name}: {len(cells)} cell(s), each a run {name}-<cell>", flush=True)

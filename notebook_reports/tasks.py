@@ -78,28 +78,18 @@ def declared_data_sources() -> list[DataSource]:
     return list(seen.values())
 
 
-def planned_systems(notebook: str, params: dict) -> dict[str, dict] | None:
-    """The systems ``notebook`` runs with its parameters ``params``, each with the
-    parameters it runs with, from the task module's ``PLANNED_SYSTEMS`` hook (notebook ->
-    "module:function"); None where no task declares one. A bad selection or parameter is a
-    ValueError."""
-    for module in task_modules():
-        hook = getattr(module, "PLANNED_SYSTEMS", {}).get(notebook)
-        if hook:
-            module, fn = hook.split(":")
-            return getattr(importlib.import_module(module), fn)(params)
-    return None
-
-
 def system_params_lines(notebook: str, params: dict) -> list[str]:
-    """Dry-run lines: every system ``notebook`` will run, with the parameters it runs with
-    (:func:`planned_systems`); [] where no task declares the notebook's systems."""
+    """Dry-run lines: every system ``notebook`` will run with ``params``, with the parameters
+    it runs with, from the task module's ``PLANNED_SYSTEMS`` hook (notebook ->
+    "module:function"); [] where no task declares one."""
+    hooks = [getattr(module, "PLANNED_SYSTEMS", {}).get(notebook) for module in task_modules()]
+    if not (hook := next(filter(None, hooks), None)):
+        return []
+    module, fn = hook.split(":")
     try:
-        planned = planned_systems(notebook, params)
+        planned = getattr(importlib.import_module(module), fn)(params)
     except ValueError as err:  # an unknown system or parameter: say so, plainly
         return [f"      systems: error: {err}"]
-    if planned is None:
-        return []
     return [f"      runs {len(planned)} systems: {', '.join(planned)}"] + [
         f"      system {system}: {params_text(v) or '(no parameters)'}"
         for system, v in planned.items()]
