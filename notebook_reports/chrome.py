@@ -20,23 +20,18 @@ HOW_TO_READ = "how-to-read.html"
 @lru_cache(maxsize=1)
 def environment() -> Any:
     """The templates escape values with :func:`.sharing.esc` (``| e``; None: empty); bodies
-    are HTML the callers built and sanitised. ``H`` is :mod:`.headline`."""
+    are HTML the callers built and sanitised."""
     import jinja2
-
-    from notebook_reports import headline
-    from notebook_reports.pages import duration_text
-    from notebook_reports.published import published_html
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES / "saf"),
                              autoescape=False, keep_trailing_newline=True)
     env.filters.update(e=esc, escape=esc)
-    env.globals.update(H=headline, published_html=published_html, duration_text=duration_text)
     return env
 
 
-def macros(template: str) -> Any:
-    """The macros of a template in ``templates/saf/``."""
-    return environment().get_template(template).module
+def macros(template: str, **functions: Any) -> Any:
+    """The macros of a template in ``templates/saf/``, ``functions`` among its names."""
+    return environment().get_template(template).make_module(functions)
 
 
 def context(run_dir: Path, current: str, code_toggle: bool = False) -> dict[str, Any]:

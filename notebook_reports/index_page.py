@@ -15,7 +15,8 @@ from typing import Any
 
 from notebook_reports import headline as H
 from notebook_reports.manifest import write_text
-from notebook_reports.pages import page
+from notebook_reports.pages import duration_text, page
+from notebook_reports.published import published_html
 from notebook_reports.sharing import esc
 from saf_utils.metrics import bounds, scale_label
 
@@ -157,10 +158,11 @@ def _glance(t: dict) -> dict | None:
     return g
 
 def macros() -> Any:
-    """The macros of ``run.html.j2`` (:func:`.chrome.macros`)."""
+    """The macros of ``run.html.j2`` with the functions they call (``H`` is :mod:`.headline`)."""
     from notebook_reports.chrome import macros
 
-    return macros("run.html.j2")
+    return macros("run.html.j2", H=H, published_html=published_html,
+                  duration_text=duration_text)
 
 def glance_table(records: list[dict]) -> str:
     """"At a glance": per task and split the ★ system, its verdict, the published numbers."""
