@@ -139,8 +139,9 @@ def leak_free_cells(records: list[dict], task: str, dataset: Any, split: Any
 
 def _glance(t: dict) -> dict | None:
     """What the first screen says of a split: the reportable system (★, chosen without the
-    test data), the ceiling beside it, the system its verdict compares it with (the runner-up,
-    else the highest on test; ``top``: ★ is the highest) and its primary comparison."""
+    test data), a ceiling beside it (never in its place), the system its verdict compares it
+    with (the runner-up, else the highest on test; ``top``: ★ is the highest), its primary
+    comparison, and its value on the leak-free answers (the caveat that changes the reading)."""
     systems, metric = t["systems"], t["metric"]
     if (v := H.split_verdict(systems, metric)) is None:
         return None
