@@ -1,6 +1,5 @@
-"""The data of what every page of a run shares around its content (``templates/saf/``:
-``chrome.html.j2``'s navigation bar, contents menu, code toggle and warnings box, used by
-``index.html.j2`` for notebook pages and ``page.html.j2`` for the others)."""
+"""What every page of a run shares around its content (``templates/saf/chrome.html.j2``:
+navigation bar, contents menu, code toggle, warnings box) and the templates' environment."""
 
 from __future__ import annotations
 
@@ -20,11 +19,19 @@ HOW_TO_READ = "how-to-read.html"
 
 @lru_cache(maxsize=1)
 def environment() -> Any:
-    """The templates escape values (``| e``); bodies are HTML the callers built and sanitised."""
+    """The templates escape values with :func:`.sharing.esc` (``| e``; None: empty); bodies
+    are HTML the callers built and sanitised."""
     import jinja2
 
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES / "saf"),
-                              autoescape=False, keep_trailing_newline=True)
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES / "saf"),
+                             autoescape=False, keep_trailing_newline=True)
+    env.filters.update(e=esc, escape=esc)
+    return env
+
+
+def macros(template: str, **functions: Any) -> Any:
+    """The macros of a template in ``templates/saf/``, ``functions`` among its names."""
+    return environment().get_template(template).make_module(functions)
 
 
 def context(run_dir: Path, current: str, code_toggle: bool = False) -> dict[str, Any]:
@@ -71,7 +78,7 @@ def refresh(run_dir: Path) -> None:
     (an early notebook, a reused page, any page before a compare page) then links them."""
     from notebook_reports.manifest import write_text
 
-    nav = environment().get_template("chrome.html.j2").module.nav
+    nav = macros("chrome.html.j2").nav
     for p in sorted(run_dir.glob("*.html")):
         try:
             old = p.read_text(encoding="utf-8")
@@ -125,10 +132,7 @@ def collect_warnings(nb: Any) -> list[dict[str, Any]]:
 
 def downloads_section(run_dir: Path, records: Sequence[dict]) -> str:
     """Per task: links to its predictions and per-item scores (the JSON lines files of the
-    notebooks that recorded its results)."""
-    import pandas as pd
-
-    from notebook_reports.tables import html
+    notebooks that recorded its results), each with its size."""
     from saf_utils.data import artifacts as a
 
     by_task: dict[str, set[str]] = {}
@@ -138,25 +142,11 @@ def downloads_section(run_dir: Path, records: Sequence[dict]) -> str:
             by_task.setdefault(str(r["task"]), set()).add(str(r["notebook"]))
     globs = (a.SAF_PREDICTIONS_FILE.format(split="*"), a.SELECTIONS_FILE, a.GENERATIONS_FILE,
              a.ITEMS_FILE)
-
-    def links(files: list[str]) -> str:
-        sizes = [(run_dir / f).stat().st_size for f in files]
-        return ", ".join(f'<a href="{esc(f)}">{esc(f)}</a> <small>(' + (
-            f"{n / 1e6:.1f} MB" if n >= 1e5 else f"{max(n / 1e3, 0.1):.1f} kB") + ")</small>"
-            for f, n in zip(files, sizes, strict=True)) or "—"
-
     rows = []
     for task in sorted(by_task):
-        files = [f"{nb}/{p.name}" for nb in sorted(by_task[task]) for p in
+        files = [(f"{nb}/{p.name}", p.stat().st_size) for nb in sorted(by_task[task]) for p in
                  sorted({p for g in globs for p in (run_dir / nb).glob(g) if p.is_file()})]
-        preds = [f for f in files if not f.endswith("/" + a.ITEMS_FILE)]
+        items = [f for f in files if f[0].endswith("/" + a.ITEMS_FILE)]
         if files:
-            rows.append([task, links(preds), links(sorted(set(files) - set(preds)))])
-    if not rows:
-        return ""
-    cols = ["task", "predictions", "per-item scores (every task of the notebook)"]
-    table = html(pd.DataFrame(rows, columns=cols), interactive=False, html_columns=cols[1:])
-    return (f'<h2 id="downloads">Downloads: predictions and per-item scores</h2>{table}'
-            '<p class="note">gzip-compressed JSON lines, one object per line (zcat or '
-            "pandas <code>read_json(path, lines=True)</code> read them). Every interactive table "
-            "also has a <i>Download CSV</i> button (the rows its filters show).</p>")
+            rows.append((task, [f for f in files if f not in items], items))
+    return str(macros("run.html.j2").downloads(rows))

@@ -1,7 +1,7 @@
-"""The headline numbers of a task as a table (:func:`headline_html`: the cells of
-:func:`.crossrun.headline_cells`, ★ on the systems chosen without the test data, oracles and
-probes set apart, ⚠ on gold readers) and in words (:func:`gap_html`, :func:`lead_html`: the
-test named, never read against its interval); terms link to the run's glossary."""
+"""The pieces of the headline numbers of a task (``run.html.j2`` lays out the table): ★ on
+the systems chosen without the test data, oracles and probes set apart, ⚠ on gold readers;
+the verdicts in words (:func:`gap_html`, :func:`lead_html`: the test named, never read against
+its interval); terms link to the run's glossary."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from notebook_reports.crossrun import TESTS, clip_record, paired_test
-from notebook_reports.pages import fmt, table
+from notebook_reports.pages import fmt
 from notebook_reports.sharing import esc
 from saf_utils.metrics import bounds, lower_is_better, scale_label
 from saf_utils.metrics import metric as metric_spec
@@ -29,9 +29,8 @@ def term(text: str, anchor: str) -> str:
     return f'<a class="term" href="{GLOSSARY}#{esc(anchor)}">{esc(text)}</a>'
 
 def input_mark(entry: dict) -> str:
-    """The ⚠ of a system whose numbers are no fair comparison: a gold reader (reads gold
-    inputs a user would not have), an oracle (sees gold), a probe (exploits a metric), or one
-    whose record note (escaped) says it reads gold inputs."""
+    """The ⚠ of a system that is no fair comparison: by its role, or by its record note where
+    that says it reads gold inputs."""
     note = str(entry.get("note") or "")
     what = {"gold_input": "ceiling: reads gold inputs a user would not have",
             "oracle": "oracle: sees the gold answer", "probe": "probe: exploits the metric"
@@ -40,8 +39,7 @@ def input_mark(entry: dict) -> str:
                      f"{esc(what)}</a></small>")
 
 def name_html(system: str, titles: dict[str, str] | None = None) -> str:
-    """A system's name (escaped) carrying its one line of words as a title (hover), where
-    ``titles`` has one (:func:`notebook_reports.tasks.system_line`)."""
+    """A system's name with its line from ``titles`` (:func:`.tasks.system_line`) on hover."""
     line = (titles or {}).get(system)
     return (f'<span class="sysname" title="{esc(line)}">{esc(system)}</span>' if line
             else esc(system))
@@ -73,8 +71,7 @@ def _choice_words(r: dict, folded: bool = False) -> str:
 def chosen_by_split(records: list[dict], task: str) -> dict[Any, dict[str, str]]:
     """``{split or None: {system: how it was chosen}}``: ``None`` holds the fold-less
     ``chosen`` record (with folds, the composite of each fold's choice); a ``chosen for
-    <split>`` record (:func:`saf_utils.statistics.protocol.chosen_for`) replaces it on that
-    split."""
+    <split>`` record (:func:`saf_utils.statistics.protocol.chosen_for`) replaces it there."""
     mine = [r for r in records if r.get("task") == task and r.get("kind") == "tuning"]
     parts: dict[str, list] = defaultdict(list)  # per-fold choices: system -> folds
     for r in mine:
@@ -112,46 +109,25 @@ def cell_html(cell: dict | None, best: bool) -> str:
 def system_order(systems: dict[str, dict], metric: str) -> list[str]:
     sign = 1 if lower_is_better(metric) else -1
 
-    def key(s: str) -> tuple:
-        e, apart = systems[s], systems[s]["role"] in SET_APART
-        return (apart, SET_APART.index(e["role"]) if apart else 0,
+    def key(s: str) -> tuple:  # comparable systems first, then SET_APART's order
+        e = systems[s]
+        return (SET_APART.index(e["role"]) + 1 if e["role"] in SET_APART else 0,
                 sign * e[metric]["mean"] if e.get(metric) else math.inf, s)
 
     return sorted(systems, key=key)
 
-def headline_html(systems: dict[str, dict], metrics: Sequence[str], chosen: dict[str, str],
-                  titles: dict[str, str] | None = None) -> str:
-    """Systems × metrics, best comparable value bold, ★ on ``chosen`` (system -> how it was
-    chosen), ceilings and probes after a separator; each name with its ``titles`` line."""
-    present = [m for m in metrics if any(m in e for e in systems.values())]
+def best_values(systems: dict[str, dict], metrics: Sequence[str]) -> dict[str, float | None]:
+    """Per metric with a value (in ``metrics`` order) the best mean of a comparable system."""
     comparable = [e for e in systems.values() if e["role"] not in SET_APART]
-    best = {m: (min if lower_is_better(m) else max)(
-        (e[m]["mean"] for e in comparable if m in e), default=None) for m in present}
-    rows, classes = [], []
-    for s in system_order(systems, present[0]):
-        e = systems[s]
-        apart = e["role"] in SET_APART
-        if apart and "sep" not in classes:
-            rows.append([f'<td colspan="{len(present) + 2}">ceilings (read gold inputs or '
-                         "see the gold answer) and probes (exploit a metric): not "
-                         "comparable, never ★ or best, shown for reference "
-                         f'<a href="{GLOSSARY}#gold-inputs">⚠</a></td>'])
-            classes.append("sep")
-        # ceilings and probes: marked by their role and the separator row above them
-        mark = "" if apart else input_mark(e)
-        name = name_html(s, titles) + (f' <small class="note">({esc(e["note"])})</small>'
-                         if e.get("note") and not mark else "")
-        if how := chosen.get(s):  # "val-chosen", else the words before any "(…)" or "; …"
-            words = "val-chosen" if how.startswith((
-                "chosen on validation", "chosen on val ", "chosen on each fold's val")) \
-                else how.split(" (")[0].split("; ")[0]
-            name += f' <span class="chosen" title="{esc(how)}">★ {esc(words)}</span>'
-        if e["failed"]:
-            name += ' <span class="failed" title="from a notebook that did not finish">†</span>'
-        rows.append([name + mark, esc(e["role"] or ""), *(cell_html(
-            e.get(m), not apart and m in e and e[m]["mean"] == best[m]) for m in present)])
-        classes.append("apart" if apart else "")
-    return table(["system", "role", *map(metric_head, present)], rows, "headline", classes)
+    return {m: (min if lower_is_better(m) else max)(
+        (e[m]["mean"] for e in comparable if m in e), default=None)
+        for m in metrics if any(m in e for e in systems.values())}
+
+def chosen_words(how: str) -> str:
+    """The ★'s words: "val-chosen", else those of ``how`` before any "(…)" or "; …"."""
+    return "val-chosen" if how.startswith((
+        "chosen on validation", "chosen on val ", "chosen on each fold's val")) \
+        else how.split(" (")[0].split("; ")[0]
 
 def design_html(systems: dict[str, dict]) -> str:
     """The note under a table: "estimand: …; method: …" of its cells (t-interval df collapsed
@@ -199,8 +175,7 @@ def paired_differences(records: list[dict], task: str) -> dict[tuple, dict]:
     return {k: v for k, v in out.items() if v.get("diff") is not None}
 
 def oriented(diffs: dict[tuple, dict], a: str, b: str) -> dict | None:
-    """The test of ``a`` minus ``b`` in ``diffs`` (keyed (system, ref)), turned around when
-    the notebook ran it the other way."""
+    """The test of ``a`` minus ``b`` in ``diffs``, turned around if it was run the other way."""
     if (a, b) in diffs or (b, a) not in diffs:
         return diffs.get((a, b))
     d = diffs[(b, a)]
@@ -249,8 +224,8 @@ def _diff_text(d: dict, glossary: bool = False) -> str:
     return f"{interval(d['diff'], lo, hi, '+.3g')} vs {esc(d['ref'])}{test}{unadjusted}"
 
 def gap_html(d: dict | None, other: str, metric: str) -> str:
-    """Whether a system is distinguishable from ``other`` (HTML) by the test ``d`` of system
-    minus other: words first, then the difference, its interval and the test."""
+    """Whether a system is distinguishable from ``other`` by the test ``d`` of system minus
+    other: words first, then the difference, its interval and the test."""
     if d is None:
         return f"vs {other}: {term('not tested', 'not-tested')}"
     if _significant(d):
@@ -263,25 +238,19 @@ def gap_html(d: dict | None, other: str, metric: str) -> str:
     return (f"{words} <small>({term('difference', 'paired-difference')} "
             f"{_diff_text(d, glossary=True)})</small>")
 
-def split_verdict(systems: dict[str, dict], metric: str,
-                  diffs: dict[tuple, dict] | None = None) -> dict[str, Any] | None:
-    """The leader on ``metric`` among comparable systems, the runner-up (None: alone) and the
-    test of their gap (None: not tested)."""
+def split_verdict(systems: dict[str, dict], metric: str) -> tuple[str, str | None] | None:
+    """The leader on ``metric`` among comparable systems and the runner-up (None: alone)."""
     ranked = [s for s in system_order(systems, metric)
               if systems[s]["role"] not in SET_APART and metric in systems[s]]
-    if not ranked:
-        return None
-    runner = ranked[1] if len(ranked) > 1 else None
-    return {"top": ranked[0], "runner": runner, "diff": (diffs or {}).get((ranked[0], runner))}
+    return (ranked[0], ranked[1] if len(ranked) > 1 else None) if ranked else None
 
 def lead_html(systems: dict[str, dict], metric: str, chosen: dict[str, str],
               diffs: dict[tuple, dict]) -> str:
     """Plain words first (the best system on ``metric``, whether it is distinguishable from
     the runner-up, the system chosen for this split), then the statistics in small print."""
-    v = split_verdict(systems, metric, diffs)
-    if v is None:
+    if (v := split_verdict(systems, metric)) is None:
         return ""
-    top, runner, d = v["top"], v["runner"], v["diff"]
+    (top, runner), d = v, diffs.get(v)
 
     def value(s: str) -> str:
         c = systems[s][metric]

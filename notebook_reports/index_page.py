@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from notebook_reports import headline as H
-from notebook_reports.headline import GLOSSARY, term
 from notebook_reports.manifest import write_text
-from notebook_reports.pages import duration_text, page, table
+from notebook_reports.pages import duration_text, page
 from notebook_reports.published import published_html
 from notebook_reports.sharing import esc
 from saf_utils.metrics import bounds, scale_label
@@ -76,27 +75,20 @@ def dot_plot(tables: dict[tuple, dict[str, dict]], metrics: Sequence[str], title
     return (f'<img alt="{esc(alt)}" '
             f'src="data:image/png;base64,{base64.b64encode(png(fig)).decode("ascii")}">')
 
-def leakage_note(sources: Sequence[dict], t: dict) -> str:
-    """A warning naming the nonzero ``leak_*`` anomaly counts of the split's data files
+def leaks(sources: Sequence[dict], t: dict) -> tuple[dict[str, int], list[str]]:
+    """The nonzero ``leak_*`` anomaly counts of the split's data files and their names
     (ArgSciChat files are ``fold<k>/<split>``)."""
-    ds, split = t["spec"].source.name if t["spec"] else str(t["task"]), t["split"]
+    ds, split = t["spec"].source.name if t["spec"] else str(t["task"]), str(t["split"])
     hits: dict[str, int] = defaultdict(int)
     files = set()
     for src in sources:
-        split_of = str(src.get("split"))
-        if str(src.get("dataset")) != ds or (split_of != str(split)
-                                             and not split_of.endswith("/" + str(split))):
-            continue
-        for kind, n in (src.get("anomalies") or {}).items():
-            if str(kind).startswith("leak_") and isinstance(n, int | float) and n > 0:
-                hits[str(kind)] += int(n)
-                files.add(Path(str(src.get("path"))).name)
-    if not hits:
-        return ""
-    counts = ", ".join(f"{esc(k)} {v}" for k, v in sorted(hits.items()))
-    return (f'<p class="warn leak">⚠ Leakage: the data of this split has content shared with '
-            f"other data ({counts}; in {esc(', '.join(sorted(files)))}). These numbers may "
-            "overstate how the systems do on new data.</p>")
+        of = str(src.get("split"))
+        if str(src.get("dataset")) == ds and (of == split or of.endswith("/" + split)):
+            for kind, n in (src.get("anomalies") or {}).items():
+                if str(kind).startswith("leak_") and isinstance(n, int | float) and n > 0:
+                    hits[str(kind)] += int(n)
+                    files.add(Path(str(src.get("path"))).name)
+    return dict(sorted(hits.items())), sorted(files)
 
 def task_splits(records: list[dict]) -> Iterator[dict[str, Any]]:
     """Per task (registered specs first) and split in page order: title, metrics, the cells
@@ -124,8 +116,8 @@ def task_splits(records: list[dict]) -> Iterator[dict[str, Any]]:
                    "leak_free": leak_free_cells(records, task, ds, split),
                    "titles": {s: line for s in systems if (line := system_line(task, s))}}
 
-#: The ``subset`` of a headline record on a split's answers that are not also in train (the
-#: task's notebook writes it where the leakage check finds any).
+#: The ``subset`` of a headline record on a split's answers not also in train (where the
+#: task's notebook finds any).
 LEAK_FREE = "leak-free answers"
 
 
@@ -145,161 +137,54 @@ def leak_free_cells(records: list[dict], task: str, dataset: Any, split: Any
     return out
 
 
-def _glance_row(t: dict) -> list[str] | None:
-    """The reportable system (★, chosen without the test data) of a split with its value,
-    its verdict against the runner-up (or the highest on test), the published numbers."""
-    systems, metric, titles = t["systems"], t["metric"], t["titles"]
+def _glance(t: dict) -> dict | None:
+    """What the first screen says of a split: the reportable system (★, chosen without the
+    test data), a ceiling beside it (never in its place), the system its verdict compares it
+    with (the runner-up, else the highest on test; ``top``: ★ is the highest), its primary
+    comparison, and its value on the leak-free answers (the caveat that changes the reading)."""
+    systems, metric = t["systems"], t["metric"]
     if (v := H.split_verdict(systems, metric)) is None:
         return None
-    star = next((s for s in H.system_order(systems, metric)
-                 if s in t["chosen"] and metric in systems[s]), None)
-    link = f'<a href="#{esc(t["task"])}-{esc(t["split"])}">'
-    where = f'{link}{esc(t["title"])}</a><br><small>{esc(t["split"])} · {esc(t["dataset"])}</small>'
-    verdict = ""
-    if star is None:
-        rep = (f"<small>no system was chosen without the test data here; see the {link}section"
-               "</a></small>")
-    else:
-        rep = (f'★ <b>{H.name_html(star, titles)}</b>{H.input_mark(systems[star])}<br>'
-               f'{esc(metric)} '
-               f'<small class="scale" title="{esc(H.direction(metric))}">'
-               f"{esc(scale_label(metric))}</small> {H.value_html(systems[star][metric])}")
-        if lf := t["leak_free"].get((star, metric)):  # the caveat that changes the reading
-            rep += (f'<br><small class="warn leak">⚠ on the {esc(lf["what"])}: '
-                    f'{H.value_html(lf)}</small> <small>(the full split above stays '
-                    "comparable with published numbers)</small>")
-        ceiling = [s for s in H.system_order(systems, metric)
-                   if systems[s]["role"] == "gold_input" and metric in systems[s]]
-        if ceiling:  # a ceiling stands beside the deployable ★, never in its place
-            c = ceiling[0]
-            rep += (f"<br><small>ceiling, not deployable: {H.name_html(c, titles)}"
-                    f"{H.input_mark(systems[c])} "
-                    f"{H.value_html(systems[c][metric])}</small>")
-        if composite := re.search(r"\(per fold: (.*)\)$", t["chosen"].get(star, "")):
-            rep += f"<br><small>per fold: {esc(composite.group(1))}</small>"  # fold's choice
-        if t["spec"] is not None and t["spec"].headline_note:
-            rep += f'<br><small>{esc(t["spec"].headline_note)} {link}All metrics below</a>.</small>'
-        other = v["runner"] if v["top"] == star else v["top"]  # else the highest on test
-        if other is None:
-            verdict = "no other comparable system"
-        else:
-            who = (f"the runner-up <b>{H.name_html(other, titles)}</b>" if v["top"] == star
-                   else f"the highest on test <b>{H.name_html(other, titles)}</b> "
-                   f"{H.value_html(systems[other][metric])} <small>(for reference only)</small>")
-            verdict = H.gap_html(H.oriented(t["diffs"], star, other),
-                                 who + H.input_mark(systems[other]), metric)
-            primary = next((d for (s, _ref), d in t["diffs"].items()
-                            if s == star and d["primary"] and d["ref"] != other), None)
-            if primary is not None:
-                verdict += "<br>" + H.gap_html(primary, f"the reference <b>"
-                                               f"{esc(primary['ref'])}</b>", metric)
-            if v["top"] == star:
-                verdict += "<br><small>★ is also the highest on test.</small>"
-    return [where, rep, verdict, published_html(t["anchors"], t["dataset"], [metric],
-                                                names=False, systems=systems)
-            or "<small>none declared</small>"]
+    top, runner = v
+    ranked = [s for s in H.system_order(systems, metric) if metric in systems[s]]
+    g = {"t": t, "star": next((s for s in ranked if s in t["chosen"]), None)}
+    if (star := g["star"]) is not None:
+        other = runner if top == star else top
+        per_fold = re.search(r"\(per fold: (.*)\)$", t["chosen"].get(star, ""))
+        g.update(top=top == star, other=other, leak_free=t["leak_free"].get((star, metric)),
+                 ceiling=next((s for s in ranked if systems[s]["role"] == "gold_input"), None),
+                 per_fold=per_fold and per_fold.group(1),
+                 primary=next((d for (s, _), d in t["diffs"].items()
+                               if s == star and d["primary"] and d["ref"] != other), None))
+    return g
+
+def macros() -> Any:
+    """The macros of ``run.html.j2`` with the functions they call (``H`` is :mod:`.headline`)."""
+    from notebook_reports.chrome import macros
+
+    return macros("run.html.j2", H=H, published_html=published_html,
+                  duration_text=duration_text)
 
 def glance_table(records: list[dict]) -> str:
-    rows = [r for r in map(_glance_row, task_splits(records)) if r]
-    if not rows:
-        return ""
-    head = ["task · split · data",
-            f"<th>{term('★ reportable', 'reportable')} system: value "
-            f"[{term('95 % interval', 'interval')}]</th>",
-            "<th>vs the runner-up (is the lead real?)</th>",
-            f"<th>{term('published', 'published')} (cited) and our run of the same "
-            "system</th>"]
-    return ('<h2 id="at-a-glance">At a glance</h2>' + table(head, rows, "glance")
-            + f'<p class="note">Cite the ★ system: it was chosen on validation (or, where '
-            "validation cannot speak, by cross-validation on train), never on test, among "
-            "the systems a user could deploy. Ceilings (systems that read "
-            f"{term('gold inputs', 'gold-inputs')}, oracles) and probes never count; ⚠ marks "
-            "them. Hover a system's name for what it is. Every term: "
-            f'<a href="{GLOSSARY}">how to read these numbers</a>; every metric and interval '
-            "is in the task sections below.</p>")
+    """"At a glance": per task and split the ★ system, its verdict, the published numbers."""
+    return str(macros().glance([g for g in map(_glance, task_splits(records)) if g]))
 
 def task_sections(records: list[dict], sources: Sequence[dict] = ()) -> list[str]:
     """Per task a section: per split the lead sentence, a leakage warning, the headline
     table, its design note, notes and published numbers; one dot plot."""
     sections, parts = [], []
     for t in task_splits(records):
-        task, split, systems = t["task"], t["split"], t["systems"]
-        if t["first"]:
-            parts = [f'<h2 id="{esc(task)}">{esc(t["title"])}</h2>']
-        parts += [f'<h3 id="{esc(task)}-{esc(split)}">{esc(split)} '
-                  f'<small>({esc(t["dataset"])})</small></h3>',
-                  H.lead_html(systems, t["metric"], t["chosen"], t["diffs"]),
-                  leakage_note(sources, t),
-                  H.headline_html(systems, t["metrics"], t["chosen"], t["titles"]),
-                  H.design_html(systems)]
-        sp = t["spec"]
-        if notes := [esc(n) for s, n in ((split, sp.headline_note), *sp.split_notes)
-                     if s == split and n] if sp else []:
-            parts.append(f'<p class="note">{" ".join(notes)}</p>')
-        if cited := published_html(t["anchors"], t["dataset"], t["metrics"],
-                                   systems=systems):
-            parts.append(f'<p class="published">{term("Published", "published")} (cited, '
-                         f"not measured here): {cited}</p>")
+        notes = [n for s, n in ((t["split"], t["spec"].headline_note), *t["spec"].split_notes)
+                 if s == t["split"] and n] if t["spec"] else []
+        parts.append(str(macros().split(t, notes, leaks(sources, t))))
         if t["last"]:
             try:
                 parts.append(dot_plot(t["tables"], t["metrics"], t["title"]))
             except Exception as exc:  # noqa: BLE001 - a figure must not cost the page
                 parts.append(f'<p class="warn">figure failed: {esc(exc)}</p>')
             sections.append("\n".join(parts))
+            parts = []
     return sections
-
-def _notebook_row(n: dict, latest: dict[str, dict], depends_on: dict[str, list[str]]
-                  ) -> list[str]:
-    """One notebook's row: page link (stale when an input was rerun after it read it),
-    status (reused: from where), time, start, error."""
-    name = esc(n["name"])
-    read_at = (n.get("reused") or {}).get("at") or n.get("started")
-    newer = [d for d in depends_on.get(n["name"], [])
-             if read_at and (latest.get(d) or {}).get("finished")
-             and ((latest[d].get("reused") or {}).get("at") or latest[d]["finished"])
-             > read_at]
-    if newer:  # an input was rerun after this notebook read it
-        name += f' <small class="warn">(stale: {esc(", ".join(newer))} rerun later)</small>'
-
-    link = f'<a href="{esc(n["html"])}">{name}</a>' if n.get("html") else name
-    err = esc((n.get("error") or "")[:300])
-    state = f'<span class="{esc(n["status"])}">{esc(n["status"])}</span>'
-    if n.get("reused"):
-        orig = n["reused"].get("original") or {}
-        state += (f' <small class="reused">reused from {esc(n["reused"].get("from"))}'
-                  f' (executed {esc(orig.get("started"))} at commit '
-                  f'<code>{esc(str(orig.get("commit") or "?")[:8])}</code>'
-                  f'{" dirty" if orig.get("dirty") else ""})</small>')
-    return [link, state, f'<td class="num">{duration_text(n.get("seconds"))}</td>',
-            esc(n.get("started") or ""), err]
-
-def _warnings(manifest: dict) -> str:
-    """Earlier executions in the run folder, skipped record lines, unfinished notebooks (their
-    numbers carry †)."""
-    prev = [f'<a href="{esc(e["archived_to"])}/{esc(e["name"])}.html">{esc(e["name"])} '
-            f'({esc(e["status"])}, {esc(e.get("started"))})</a>'
-            for e in manifest.get("executions", []) if e.get("archived_to")]
-    skipped = (manifest.get("records") or {}).get("skipped_lines", 0)
-    failed = [n["name"] for n in manifest.get("notebooks", [])
-              if n["status"] in ("failed", "interrupted")]
-    return ((f"<p class=note>Earlier executions in this run folder: {', '.join(prev)}</p>"
-             if prev else "")
-            + (f'<p class="warn">{skipped} bad record line(s) skipped (listed in manifest.json '
-               "under records.skipped).</p>" if skipped else "")
-            + ('<p class="warn">† marks numbers from a notebook that did not finish: '
-               f"{esc(', '.join(failed))}.</p>" if failed else ""))
-
-INDEX_NOTE = (
-    f"""<p class="note">Cells: mean [95 % interval] of the headline record (fold and seed null);
-the note under each table names the interval's method and {term('estimand', 'estimand')};
-{term('‡', 'clipped')} marks an interval clipped to the metric's range.
-{term('*', 'mean-star')} = no headline record, mean over the per-seed/per-fold records without
-an interval. 3 significant digits. Beside each metric: ↑ higher or ↓ lower is better, and its
-range. Bold: best baseline or system on test. {term('★', 'reportable')}: the system the
-notebook chose for that split without the test data, the one to report (hover for how).
-Only <code>result</code> records are shown; analysis and tuning records are in metrics.json
-and the notebooks. Published numbers come from the task specs and are cited, never
-measured here. Every term: <a href="{GLOSSARY}">how to read these numbers</a>.</p>""")
 
 def project_name() -> str:
     """The project as its package metadata describes it (pyproject's ``description``)."""
@@ -326,48 +211,29 @@ def write_index(run_dir: Path, manifest: dict, records: list[dict]) -> Path:
     """``index.html`` of a run."""
     from notebook_reports import chrome
 
-    git, status = manifest.get("git") or {}, manifest.get("status", "?")
-    latest = {n["name"]: n for n in manifest.get("notebooks", [])}
-    nb_rows = [_notebook_row(n, latest, manifest.get("depends_on") or {})
-               for n in manifest.get("notebooks", [])]
-    commit = esc((git.get("commit") or "unknown")[:12]) + (" (dirty)" if git.get("dirty") else "")
+    git, notebooks = manifest.get("git") or {}, manifest.get("notebooks", [])
+    latest, depends_on = {n["name"]: n for n in notebooks}, manifest.get("depends_on") or {}
+
+    def stale(n: dict) -> list[str]:
+        """The inputs of ``n`` rerun after it read them (a reused notebook: when it ran)."""
+        read_at = (n.get("reused") or {}).get("at") or n.get("started")
+        ran = {d: (m.get("reused") or {}).get("at") or m["finished"] for d in depends_on.get(
+            n["name"], []) if (m := latest.get(d) or {}).get("finished")}
+        return [d for d, at in ran.items() if read_at and at > read_at]
+
     short, tasks = run_subject(records)
     title = (f"{short} · " if short else "") + f"run {manifest.get('run', run_dir.name)}"
-    links = ['<a href="results.html">all result records</a>',
-             *(['<a href="compare.html">comparison with the baseline run</a>']
-               if (run_dir / "compare.html").is_file() else []),
-             '<a href="manifest.json">manifest.json</a>', '<a href="metrics.json">metrics.json</a>']
-    sections = task_sections(records, manifest.get("data_sources") or [])
-    body = f"""<h1>{esc(title)}
-<span class="{esc(status)}">{esc(status)}</span></h1>
-<p class="meta">{esc(project_name())}.{" Tasks: " + esc(tasks) + "." if tasks else ""}
-Profile <b>{esc(manifest.get('profile'))}</b>: {esc(manifest.get('description') or '')}</p>
-{glance_table(records)}
-<p class="meta">Commit <code>{commit}</code> · started {esc(manifest.get('started'))} ·
-finished {esc(manifest.get('finished') or '—')}</p>
-{table(['notebook', 'status', 'time', 'started', 'error'], nb_rows)}
-{_warnings(manifest)}
-<p>{" · ".join(links)}</p>
-{''.join(sections) or '<p>No result record yet.</p>'}
-{INDEX_NOTE}{chrome.downloads_section(run_dir, records)}{data_table(manifest)}"""
-    return write_text(run_dir / "index.html",
-                      page(title, body, run_dir=run_dir, current="index.html"))
-
-def data_table(manifest: dict) -> str:
-    """The data files of the run by dataset, split, file name and SHA-256 (no paths)."""
-    rows = []
+    files = []
     for s in manifest.get("data_sources") or []:
         found = {k: v for k, v in sorted((s.get("anomalies") or {}).items()) if v}
-        sha = str(s.get("sha256") or "")
-        leak = "warn" if any(str(k).startswith("leak_") for k in found) else ""
-        rows.append([esc(s.get("dataset")), esc(s.get("split")),
-                     esc(Path(str(s.get("path"))).name),
-                     f'<td><code title="{esc(sha)}">{esc(sha[:16])}</code></td>',
-                     f'<td class="num">{esc(s.get("rows", ""))}</td>',
-                     f'<td class="{leak}">'
-                     f'{esc(", ".join(f"{k} {v}" for k, v in found.items()))}</td>'])
-    if not rows:
-        return ""
-    return ('<h2 id="data">Data files</h2>' + table(
-        ["dataset", "split", "file", "SHA-256", "rows", "content anomalies"], rows)
-        + '<p class="note">Full SHA-256 on hover and in manifest.json.</p>')
+        files.append((s, Path(str(s.get("path"))).name, found,
+                      any(str(k).startswith("leak_") for k in found)))
+    body = macros().index(
+        title, manifest, project_name(), tasks,
+        (git.get("commit") or "unknown")[:12] + (" (dirty)" if git.get("dirty") else ""),
+        glance_table(records), [(n, stale(n)) for n in notebooks],
+        (run_dir / "compare.html").is_file(),
+        task_sections(records, manifest.get("data_sources") or []),
+        chrome.downloads_section(run_dir, records), files)
+    return write_text(run_dir / "index.html",
+                      page(title, str(body), run_dir=run_dir, current="index.html"))

@@ -8,14 +8,13 @@ import re
 from pathlib import Path
 from typing import Any
 
-from notebook_reports.sharing import esc
 from saf_utils.metrics import METRICS, Metric
 
 
 def _macros() -> Any:
-    from notebook_reports.chrome import environment
+    from notebook_reports.chrome import macros
 
-    return environment().get_template("cards.html.j2").module
+    return macros("cards.html.j2")
 
 
 def card(m: Metric, used: bool = False) -> str:
@@ -25,41 +24,24 @@ def card(m: Metric, used: bool = False) -> str:
 
 def cards_body(used: set[str] = frozenset()) -> str:
     """Every registered metric, those recorded in the run first, then the rest, by name."""
-    import pandas as pd
-
-    from notebook_reports.tables import html
-
-    order = sorted(METRICS.values(), key=lambda m: (m.name not in used, m.name))
-    summary = html(pd.DataFrame(
-        [[f'<a href="#{esc(m.name)}">{esc(m.name)}</a>', m.range, m.direction, m.level,
-          m.description] for m in order],
-        columns=["metric", "range", "direction", "level", "in short"]),
-        interactive=False, html_columns=["metric"])
-    return str(_macros().body(order, used, summary))
+    return str(_macros().body(sorted(METRICS.values(), key=lambda m: (m.name not in used, m.name)),
+                              used))
 
 
 def systems_markdown() -> str:
     """The glossary's systems section, generated from the registrations: per task, one line
     per registered system (its name, role and description; :func:`tasks.system_line`)."""
     from notebook_reports import tasks
+    from notebook_reports.chrome import environment
 
-    lines = ['', '<a id="systems"></a>', '', '## Systems', '',
-             "Every registered system, one line each, from its registration (role and "
-             "description). A name ending in `:` stands for its variants "
-             "(`feature_clf:use` is `feature_clf:` on another encoder). Hover a system's "
-             "name on the index for its line.", '']
     seen: set[int] = set()
+    groups = []
     for sp in tasks.specs():
         regs = [r for r in tasks.registries(sp.name) if id(r) not in seen]
-        for reg in regs:
-            seen.add(id(reg))
-            lines += [f"### {esc(sp.title)}", ""]
-            lines += [f"- `{esc(name)}`: {esc(tasks.system_line(sp.name, name))}"
-                      for name in reg]
-            lines.append("")
-    lines += ["### Composites (not registered)", ""]
-    lines += [f"- `{name}`: {esc(words)}" for name, words in tasks.COMPOSITES.items()]
-    return "\n".join(lines) + "\n"
+        seen.update(map(id, regs))
+        groups += [(sp.title, [(n, tasks.system_line(sp.name, n)) for n in reg]) for reg in regs]
+    return environment().get_template("systems.md.j2").render(
+        groups=groups, composites=tasks.COMPOSITES)
 
 
 def write_cards(path: Path, run_dir: Path | None = None) -> Path:

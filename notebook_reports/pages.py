@@ -1,7 +1,6 @@
-"""HTML pages of a run, through the templates in ``templates/saf/`` (:mod:`.chrome`): a page
-of the runner (:func:`page`) or an executed notebook (:func:`render_notebook`). Pages are
-meant to be shared (:mod:`.sharing`): values escaped, bodies sanitised, no local paths, and
-nothing loaded from the network."""
+"""HTML pages of a run through the templates (:mod:`.chrome`): a page of the runner
+(:func:`page`) or an executed notebook (:func:`render_notebook`), made to be shared
+(:mod:`.sharing`): values escaped, bodies sanitised, no local paths, nothing from the network."""
 
 from __future__ import annotations
 
@@ -34,7 +33,7 @@ def duration_text(seconds: float | None) -> str:
 def table(head: Sequence[str], rows: Iterable[Sequence[str]], cls: str = "",
           row_classes: Sequence[str] | None = None) -> str:
     """A static table of cells that are already HTML (or whole ``<td…>`` elements); header
-    names are escaped unless they are whole ``<th…>`` elements (``headline.metric_head``)."""
+    names are escaped unless they are whole ``<th…>`` elements."""
     th = "".join(h if h.startswith("<th") else f"<th>{esc(h)}</th>" for h in head)
     classes = row_classes or []
     trs = "".join((f'<tr class="{classes[i]}">' if i < len(classes) and classes[i] else "<tr>")
@@ -44,13 +43,11 @@ def table(head: Sequence[str], rows: Iterable[Sequence[str]], cls: str = "",
     return f"<table{attr}><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table>"
 
 
-def page(title: str, body: str | Sequence[str], script: str = "",
-         run_dir: str | os.PathLike | None = None, current: str | None = None,
-         wide: bool = False, css: str = "") -> str:
+def page(title: str, body: str | Sequence[str], run_dir: str | os.PathLike | None = None,
+         current: str | None = None, wide: bool = False) -> str:
     """A whole page (``page.html.j2``). Each part of ``body`` is sanitised unless it is
-    :class:`markupsafe.Markup` (the project's own HTML, e.g. :func:`tables.html`); ``script``
-    and ``css`` are the project's own. Page ``current`` of run folder ``run_dir`` gets the
-    run's navigation bar; ``wide``: no width cap."""
+    :class:`markupsafe.Markup` (the project's own, e.g. :func:`tables.html`); page ``current``
+    of run folder ``run_dir`` gets the run's navigation bar; ``wide``: no width cap."""
     from markupsafe import Markup
 
     from notebook_reports import chrome, tables
@@ -60,17 +57,16 @@ def page(title: str, body: str | Sequence[str], script: str = "",
                      chrome.link_metric_headers(clean_html(scrub(p)))
                      for p in ([body] if isinstance(body, str) else body))
     return chrome.environment().get_template("page.html.j2").render(
-        title=scrub(title), body=text, wide=wide, css=css, page_script=script,
+        title=scrub(title), body=text, wide=wide,
         saf=chrome.context(Path(run_dir), current) if run_dir is not None and current else None,
         tables_init=tables.init_html() if 'class="saf-itable"' in text else "")
 
 
 def render_notebook(ipynb: Path, hide_code: bool = False) -> Path:
-    """Render an executed notebook to one self-contained HTML page next to it (``index.html.j2``:
-    nbconvert's ``lab`` template without its CDN scripts, with the run's chrome). Markdown and
-    HTML outputs are sanitised (:func:`clean_html`) except :func:`tables.show`'s tables, whose
-    cells it escaped; JavaScript outputs are dropped; paths are scrubbed (``$RUN``, and
-    ``$<parameter>`` for the data paths among the papermill parameters). The ``.ipynb`` stays."""
+    """Render an executed notebook to one self-contained page next to it (``index.html.j2``:
+    nbconvert's ``lab`` template without CDN scripts, with the run's chrome). Outputs are
+    sanitised except :func:`tables.show`'s tables (their cells escaped), JavaScript dropped,
+    paths scrubbed (``$RUN``; ``$<parameter>`` for the papermill parameters' data paths)."""
     import nbformat
     from nbconvert import HTMLExporter
 

@@ -1,10 +1,6 @@
-"""The one metric-record helper every notebook uses.
-
-A notebook creates a :class:`Recorder` for its output folder and calls :meth:`Recorder.add`
-for every number it reports. Records are tidy rows ``{notebook, task, dataset, split,
-system, metric, value, seed, fold}`` appended to ``records.jsonl`` at once (so a notebook
-that fails half-way keeps what it measured); the runner merges them into ``metrics.json``.
-"""
+"""The one metric-record helper every notebook uses: a :class:`Recorder` for its output
+folder appends every number it reports as a tidy row to ``records.jsonl`` at once (a notebook
+that fails half-way keeps what it measured); the runner merges them into ``metrics.json``."""
 
 from __future__ import annotations
 
@@ -102,9 +98,7 @@ class Recorder:
         known = ("split", "system", "metric", "value", *DETAILS)
         if unknown := set(fixed) - set(known):
             raise ValueError(f"add_frame: unknown field(s) {sorted(unknown)}")
-        missing = [c for c in ("split", "system", "metric", "value")
-                   if c not in frame.columns and c not in fixed]
-        if missing:
+        if missing := [c for c in known[:4] if c not in frame.columns and c not in fixed]:
             raise ValueError(f"add_frame: missing column(s) {missing}")
         cols = [c for c in known if c in frame.columns and c not in fixed]
         for row in frame[cols].itertuples(index=False):

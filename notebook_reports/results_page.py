@@ -11,7 +11,6 @@ from typing import Any
 from notebook_reports.crossrun import TESTS, clip_record, paired_test
 from notebook_reports.manifest import write_text
 from notebook_reports.pages import fmt, page
-from notebook_reports.sharing import esc
 from saf_utils.metrics import scale_label
 
 # What a reader needs first; the columns that repeat on every row come last (hideable).
@@ -65,13 +64,13 @@ def results_frame(records: list[dict]) -> Any:
 
 def write_results(run_dir: Path, manifest: dict, records: list[dict]) -> Path:
     """``results.html`` of a run (see the module's docstring)."""
+    from notebook_reports.chrome import macros
     from notebook_reports.tables import html
 
     frame = results_frame(records)
     cols = list(frame.columns)
     table = html(
-        frame, filters=True, hideable=True, page_length=25, table_id="results",
-        caption="every record",
+        frame, "every record", page_length=25, table_id="results",
         columnDefs=[{"targets": [cols.index(c) for c in HIDDEN_RESULT_COLUMNS],
                      "visible": False},
                     {"targets": [cols.index(c) for c in NUMERIC_RESULT_COLUMNS],
@@ -79,18 +78,8 @@ def write_results(run_dir: Path, manifest: dict, records: list[dict]) -> Path:
         searchCols=[{"search": DEFAULT_VIEW[c]} if c in DEFAULT_VIEW else None for c in cols],
         order=[[cols.index("split"), "asc"], [cols.index("metric"), "asc"],
                [cols.index("value"), "desc"]])
-    counts = ", ".join(f"{n} {esc(k)}" for k, n in sorted(Counter(
-        r.get("kind") or "result" for r in records).items()))
-    intro = f"""<h1>Results of run {esc(manifest.get('run', run_dir.name))}</h1>
-<p><a href="index.html">headline page</a> · {len(frame)} records ({counts}). The default view
-shows each headline number of the test splits once (the boxes of <code>kind</code>,
-<code>split</code> and <code>what</code>): clear them to see per-fold and per-seed values,
-differences, p-values and tuning records. <code>what</code> says what a number is;
-p-values are in the <code>p</code> column, never in <code>value</code>; <code>scale</code>
-is the metric's direction (↑ higher or ↓ lower is better) and range. Type in a column's box
-(below the table) to filter it, click a header to sort, <i>Column visibility</i> hides or
-shows columns (<code>subset</code>, <code>ci_low</code>, <code>ci_high</code> and
-<code>notebook_status</code> start hidden).</p>"""
-    return write_text(run_dir / "results.html",
-                      page(f"Results {manifest.get('run', run_dir.name)}", [intro, table],
-                           run_dir=run_dir, current="results.html", wide=True))
+    counts = sorted(Counter(r.get("kind") or "result" for r in records).items())
+    run = manifest.get("run", run_dir.name)
+    intro = str(macros("run.html.j2").results(run, len(frame), counts))
+    return write_text(run_dir / "results.html", page(
+        f"Results {run}", [intro, table], run_dir=run_dir, current="results.html", wide=True))

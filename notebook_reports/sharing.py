@@ -27,8 +27,8 @@ def esc(x: Any) -> str:
 
 
 def md(x: Any, code: bool = False) -> str:
-    """``x`` as literal Markdown text (no tag, link, emphasis or new block: line breaks become
-    spaces); ``code=True``: a code span instead (the renderer escapes its content)."""
+    """``x`` as literal Markdown text on one line (no tag, link, emphasis or new block);
+    ``code=True``: a code span instead (the renderer escapes its content)."""
     text = " ".join(("" if x is None else str(x)).split())
     if code:
         fence = "`" * (max((len(r) for r in re.findall(r"`+", text)), default=0) + 1)
@@ -37,8 +37,7 @@ def md(x: Any, code: bool = False) -> str:
 
 
 def fields_md(fields: Mapping[str, Any]) -> str:
-    """``{name: text}`` as a Markdown list, each text literal (:func:`md`) with its line
-    breaks kept."""
+    """``{name: text}`` as a Markdown list, each text literal with its line breaks kept."""
     return "\n".join(f"- **{md(k)}**: " + "  \n  ".join(
         md(line) for line in (str(v).splitlines() or [""])) for k, v in fields.items())
 
@@ -58,7 +57,7 @@ VERDICT_TERMS = (
 
 def md_terms(x: Any, code: bool = False) -> str:
     """:func:`md` of a verdict sentence whose terms (:data:`VERDICT_TERMS`) link to the
-    glossary, each once; ``code=True``: :func:`md`'s code span."""
+    glossary, each once."""
     text = md(x, code)
     if code:
         return text
@@ -93,10 +92,10 @@ def _allow_attr(tag: str, name: str, value: str) -> bool:
 
 
 def clean_html(text: Any) -> str:
-    """The one sanitiser (also nbconvert's ``clean_html`` filter for notebook pages), bleach
-    with an allowlist: other tags are escaped into visible text, other attributes (``on*``,
-    ``style``) dropped; links keep http(s), mailto and relative targets, images only
-    ``data:image`` sources; ``<style>`` elements (pandas' table CSS) go with their content."""
+    """The one sanitiser (also nbconvert's filter for notebook pages), bleach with an
+    allowlist: other tags escaped into visible text, other attributes (``on*``, ``style``)
+    dropped; links keep http(s), mailto and relative targets, images only ``data:image``
+    sources; ``<style>`` elements (pandas' table CSS) go with their content."""
     import bleach
 
     text = text.decode() if isinstance(text, bytes) else str(text)
@@ -115,8 +114,8 @@ _END = r"(?=$|[/\\\s'\"<>),;:\]}&`])"
 
 
 class PathScrubber:
-    """Replace the machine's absolute paths with names; package files lose
-    everything up to ``site-packages/``, any other absolute path keeps its last part (``…/x``)."""
+    """Replace the machine's absolute paths with names; package files lose everything up to
+    ``site-packages/``, any other absolute path keeps its last part (``…/x``)."""
 
     def __init__(self, run_dir: str | os.PathLike | None = None,
                  sources: Mapping[str, Any] | None = None):
@@ -126,26 +125,18 @@ class PathScrubber:
         from notebook_reports.data_check import data_env_vars
         from notebook_reports.manifest import PROJECT_ROOT
 
-        named: dict[str, str] = {}
         run = str(Path(run_dir).absolute()) if run_dir is not None else None
-        if run:
-            named[run] = "$RUN"
-        for var in data_env_vars():
-            if os.environ.get(var):
-                named.setdefault(str(Path(os.environ[var]).absolute()), f"${var}")
-        for key, value in (sources or {}).items():
-            if isinstance(value, str) and os.path.isabs(value) \
-                    and not (run and (value + "/").startswith(run + "/")):
-                named.setdefault(str(Path(value)), f"${key}")
-        named.setdefault(str(PROJECT_ROOT), "$PROJECT")
-        if sys.prefix != sys.base_prefix:
-            named.setdefault(sys.prefix, "$VENV")
-        named.setdefault(sys.base_prefix, "$PYTHON")
-        named.setdefault(tempfile.gettempdir(), "$TMPDIR")
-        named.setdefault(str(Path.home()), "~")
+        named = [*([(run, "$RUN")] if run else []),
+                 *((os.environ[v], f"${v}") for v in data_env_vars() if os.environ.get(v)),
+                 *((v, f"${k}") for k, v in (sources or {}).items() if isinstance(v, str)
+                   and os.path.isabs(v) and not (run and (v + "/").startswith(run + "/"))),
+                 (PROJECT_ROOT, "$PROJECT"),
+                 *([(sys.prefix, "$VENV")] if sys.prefix != sys.base_prefix else []),
+                 (sys.base_prefix, "$PYTHON"), (tempfile.gettempdir(), "$TMPDIR"),
+                 (Path.home(), "~")]
         pairs: dict[str, str] = {}
-        for path, name in named.items():
-            for form in {path.rstrip("/\\"), os.path.realpath(path)}:
+        for path, name in named:
+            for form in {str(Path(path).absolute()).rstrip("/\\"), os.path.realpath(path)}:
                 if len(form) > 1:
                     pairs.setdefault(form, name)
         self._known = [(re.compile(re.escape(p) + _END), n)

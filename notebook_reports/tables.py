@@ -1,8 +1,7 @@
-"""Every table of a notebook or a page, through one function: :func:`html`: interactive
-(itables' own output with its offline bundle, :func:`init_html`: DataTables, no network) or
-static (pandas' HTML). Text from data is escaped here; ``html_columns`` hold the project's
-own markup and are sanitised instead. The result is :class:`markupsafe.Markup`, which
-``pages.page`` keeps as it is."""
+"""Every interactive table of a notebook or a page, through one function: :func:`html`
+(itables' own output with its offline bundle, :func:`init_html`: DataTables, no network).
+Text from data is escaped here; ``html_columns`` hold the project's own markup and are
+sanitised instead. The result is :class:`markupsafe.Markup`, which ``pages.page`` keeps."""
 
 from __future__ import annotations
 
@@ -80,22 +79,12 @@ def _cells(df: Any, html_columns: Iterable[str]) -> Any:
     return out
 
 
-def html(df: Any, caption: str | None = None, *, interactive: bool = True,
-         wrap: Iterable[str] = (), html_columns: Iterable[str] = (), filters: bool = True,
-         hideable: bool = True, page_length: int = 10, table_id: str | None = None,
-         classes: str = "", **options: Any) -> Markup:
-    """``df`` as one table: interactive (sort, search, per-column ``filters`` below it,
-    ``hideable`` columns, Download CSV, every row) or static (``interactive=False``).
-    ``wrap`` columns give long texts a wider column; ``options`` go to DataTables (itables'
-    names: ``columnDefs``, ``order``, ``searchCols``, ...)."""
-    cells = _cells(df, html_columns)
-    if not interactive:
-        text = cells.to_html(index=False, escape=False, na_rep="", border=0,
-                             float_format=lambda x: f"{x:.4g}", classes=classes or None)
-        if caption:
-            text = re.sub(r"<table[^>]*>", lambda m: f"{m[0]}<caption>{esc(caption)}</caption>",
-                          text, count=1)
-        return Markup(text)
+def html(df: Any, caption: str | None = None, *, wrap: Iterable[str] = (),
+         html_columns: Iterable[str] = (), filters: bool = True, page_length: int = 10,
+         table_id: str | None = None, **options: Any) -> Markup:
+    """``df`` as one interactive table: sort, search, per-column ``filters`` below it,
+    hideable columns, Download CSV, every row. ``wrap`` columns give long texts a wider
+    column; ``options`` go to DataTables (``columnDefs``, ``order``, ``searchCols``, ...)."""
     from itables import to_html_datatable
     from itables.typing import JavascriptFunction
 
@@ -107,14 +96,13 @@ def html(df: Any, caption: str | None = None, *, interactive: bool = True,
     cols = list(map(str, df.columns))
     defs = [{"targets": [cols.index(c) for c in wrap if c in cols], "className": "saf-wrap"}]
     opts: dict[str, Any] = {
-        "classes": f"display compact cell-border {classes}".strip(), "showIndex": False,
+        "classes": "display compact cell-border", "showIndex": False,
         "maxBytes": 0, "maxColumns": 0, "allow_html": True, "autoWidth": False,
         "format_floats_in_python": False, "display_logo_when_loading": False,
         "style": "table-layout:auto;width:auto;margin:0;caption-side:top",
         "pageLength": page_length, "lengthMenu": [5, 10, 25, 100, -1],
         "layout": {"topStart": "pageLength", "topEnd": "search", "bottomStart": "info",
-                   "bottomEnd": "paging",
-                   "top2Start": {"buttons": (["colvis"] if hideable else []) + [csv]}},
+                   "bottomEnd": "paging", "top2Start": {"buttons": ["colvis", csv]}},
         "columnDefs": [*options.pop("columnDefs", []), *(defs if defs[0]["targets"] else [])],
     }
     if filters:  # below the table: the header keeps the column names (sorting, colvis menu)
@@ -125,7 +113,7 @@ def html(df: Any, caption: str | None = None, *, interactive: bool = True,
         _shown += 1
         key = f"{caption}|{cols}|{len(df)}|{_shown}"
         table_id = "t" + hashlib.sha1(key.encode()).hexdigest()[:10]
-    text = to_html_datatable(cells, caption=esc(caption) if caption else None,
+    text = to_html_datatable(_cells(df, html_columns), caption=esc(caption) if caption else None,
                              connected=False, table_id=table_id, **opts)
     # itables' pointers to its web site (help while loading, the static preview's note)
     text = re.sub(r"\s*\(need <a href=https://itables\.org[^>]*>help</a>\?\)|<sup><noscript>"

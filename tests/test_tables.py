@@ -45,13 +45,6 @@ def test_text_cells_keep_their_line_breaks_and_stay_escaped():
     assert spec["data"][1][0] == ""
 
 
-def test_static_tables_escape_data_and_keep_the_projects_markup():
-    df = pd.DataFrame({"file": ['<a href="x.jsonl">x</a>'], "text": [PAYLOADS[0]]})
-    text = tables.html(df, "c <1>", interactive=False, html_columns=["file"])
-    assert '<a href="x.jsonl">x</a>' in text and "&lt;img src=x" in text
-    assert "<caption>c &lt;1&gt;</caption>" in text and "saf-itable" not in text
-
-
 @pytest.mark.slow  # ~4 s: one nbconvert render of a page carrying the itables bundle
 def test_notebook_table_is_kept_and_other_scripts_dropped_and_paths_hidden(tmp_path):
     run_dir = tmp_path / "run"
