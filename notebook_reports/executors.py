@@ -2,8 +2,8 @@
 (:class:`NotebookExecutor`): in this process one after another (``--workers 1``), or as Dask
 tasks on a ``LocalCluster`` (``--workers N``) or a running scheduler (``--scheduler``). Only
 papermill runs on a worker (:func:`run_notebook`), into the run folder all workers see at the
-same path; manifest, pages and reuse stay in the runner. Why Dask: users who outgrow one
-machine already run Dask or Slurm (dask-jobqueue); it is an optional extra imported only here.
+same path. Why Dask: users who outgrow one machine already run Dask or Slurm (dask-jobqueue);
+it is an optional extra imported only here.
 """
 
 from __future__ import annotations
@@ -135,8 +135,8 @@ class NotebookExecutor:
         self.client, self.cluster = client, cluster
         self.stop_event = f"saf-run-stop-{uuid.uuid4().hex[:12]}"  # a distributed Event
         self.stopped: str | None = None
-        self._inflight: dict[Future, str] = {}  # future: its (Dask) key
-        self._checked: set[str] = set()
+        self._inflight: set[Future] = set()
+        self._checked: set[Path] = set()
 
     def _lost(self, exc: BaseException) -> ClusterLost:
         return ClusterLost(f"lost the Dask scheduler {self.description.get('scheduler')}: "
@@ -153,14 +153,13 @@ class NotebookExecutor:
     def submit(self, task: NotebookTask) -> Future:
         if self.stopped:  # a run set this task up while the signal arrived
             raise Interrupted(self.stopped)
-        key = f"{task.name}-{uuid.uuid4().hex[:8]}"  # the Dask key its restart events name
         try:
             future = (self.pool.submit(run_notebook, task, lambda: self.stopped and STOP_REASON)
                       if self.client is None else
-                      self.pool.submit(run_on_worker, task, self.stop_event, key=key))
+                      self.pool.submit(run_on_worker, task, self.stop_event))
         except Exception as exc:  # noqa: BLE001 - the connection to the cluster is gone
             raise self._lost(exc) from None
-        self._inflight[future] = key
+        self._inflight.add(future)
         return future
 
     def wait(self, futures: list[Future]) -> set[Future]:
@@ -176,29 +175,23 @@ class NotebookExecutor:
     def outcome(self, future: Future) -> Outcome:
         """What a finished task returned; a task cancelled without a stop lost its scheduler
         (the client cancels every task when the connection goes)."""
-        key = self._inflight.pop(future, None)
+        self._inflight.discard(future)
         if future.cancelled():
             if not self.stopped:
                 raise self._lost(CancelledError("scheduler-connection-lost"))
             return Outcome("the task was cancelled")
-        exc = future.exception()
-        if exc is not None:
+        if (exc := future.exception()) is not None:
             return Outcome(f"the task failed: {type(exc).__name__}: "
                            f"{' '.join(str(exc).split())[:400]}")
         out = Outcome(**future.result())
-        out.restarts = self._restarts(key) if self.client is not None else []
+        if self.client is not None:  # the workers it started on before its last start (each
+            try:                     # lost mid-task), from the events run_on_worker logs
+                events = self.client.get_events(self.stop_event)
+            except Exception:  # noqa: BLE001 - no events, no restarts to tell
+                events = ()
+            out.restarts = [str(e.get("worker")) for _, e in events if isinstance(e, dict)
+                            and e.get("task") == out.out_nb][:-1]
         return out
-
-    def _restarts(self, key: Any) -> list[str]:
-        """The workers a task started on before its last start (each lost mid-task), from the
-        events :func:`run_on_worker` logs."""
-        try:
-            events = self.client.get_events(self.stop_event)
-        except Exception:  # noqa: BLE001 - no events, no restarts to tell
-            return []
-        starts = [e.get("worker") for _, e in events if isinstance(e, dict)
-                  and e.get("key") == str(key)]
-        return [str(w) for w in starts[:-1]]
 
     def request_stop(self, sig: str) -> None:
         """Ask every task to stop its kernel (on Dask: a distributed Event the tasks poll)."""
@@ -215,25 +208,19 @@ class NotebookExecutor:
         """Stop the running tasks, wait for them to save their partial notebooks (at most
         :data:`STOP_GRACE_S`), cancel what is left; returns the outcomes that came back."""
         self.request_stop(sig)
-        pending = list(self._inflight)
+        pending = set(self._inflight)
         done = wait(pending, timeout=STOP_GRACE_S).done if pending else set()
-        out = {}
-        for f in done:
-            try:
-                out[f] = self.outcome(f)
-            except ClusterLost:
-                pass
-        for f in set(pending) - done:
+        for f in pending - done:
             f.cancel()
-            self._inflight.pop(f, None)
-        return out
+        self._inflight.clear()
+        return {f: self.outcome(f) for f in done}
 
     def preflight(self, folder: Path, plans: Sequence[Any], data: Sequence[dict]) -> None:
         """On Dask, once per folder: :func:`cluster_options.check_workers`."""
         folder = Path(folder).resolve()
-        if self.client is not None and str(folder) not in self._checked:
+        if self.client is not None and folder not in self._checked:
             options.check_workers(self.client, folder, plans, data)
-            self._checked.add(str(folder))
+            self._checked.add(folder)
 
     def close(self) -> None:
         """Shut the pool, client and cluster down; after a lost scheduler there is nothing
@@ -290,18 +277,17 @@ def _dask_executor(workers: int, address: str | None) -> NotebookExecutor:
                        "scheduler": cluster.scheduler_address}
     else:
         options.probe_scheduler(address, options.HANDSHAKE_TIMEOUT_S)
+        client = None
         try:
             client = distributed.Client(address, timeout=f"{options.HANDSHAKE_TIMEOUT_S}s")
-        except Exception as exc:  # noqa: BLE001 - one line, exit 2, nothing written
-            raise RunnerError(f"--scheduler {address}: cannot connect "
-                              f"({' '.join(str(exc).split())[:200]})") from None
-        try:
             client.wait_for_workers(1, timeout=WAIT_FOR_WORKERS_S)
-        except Exception:  # noqa: BLE001 - a timeout, or the scheduler went away
-            client.close()
-            raise RunnerError(f"--scheduler {address}: no worker connected within "
-                              f"{WAIT_FOR_WORKERS_S} s (start one: dask worker {address})"
-                              ) from None
+        except Exception as exc:  # noqa: BLE001 - one line, exit 2, nothing written
+            why = (f"no worker connected within {WAIT_FOR_WORKERS_S} s (start one: dask worker "
+                   f"{address})" if client else
+                   f"cannot connect ({' '.join(str(exc).split())[:200]})")
+            if client is not None:
+                client.close()
+            raise RunnerError(f"--scheduler {address}: {why}") from None
         description = {"kind": "dask", "scheduler": address,
                        "workers": len(client.scheduler_info().get("workers", {}))}
     return NotebookExecutor(client.get_executor(pure=False, retries=0), description, client,
@@ -342,7 +328,7 @@ def run_on_worker(task: NotebookTask, stop_event: str) -> dict[str, Any]:
     worker = get_worker()
     event = Event(stop_event)
     where = f"{worker.address} ({socket.gethostname()}, pid {os.getpid()})"
-    worker.log_event(stop_event, {"key": str(worker.get_current_task()), "worker": where})
+    worker.log_event(stop_event, {"task": task.out_nb, "worker": where})
     last = [time.monotonic()]
 
     def stop() -> str | None:

@@ -19,16 +19,7 @@ from typing import Any
 
 from notebook_reports.data_check import data_env_vars
 from notebook_reports.executors import ClusterLost, NotebookTask, forwarded_env, run_graph
-from notebook_reports.manifest import (
-    Manifest,
-    ReportWriteError,
-    environment_info,
-    git_state,
-    installed_packages,
-    lock_info,
-    now_iso,
-    package_versions,
-)
+from notebook_reports.manifest import Manifest, ReportWriteError, git_state, now_iso, software
 from notebook_reports.notebook_exec import Interrupted, _signals, mark_interrupted
 from notebook_reports.plan import (  # noqa: F401 - the runner's names for callers and tests
     RunPlan,
@@ -38,24 +29,20 @@ from notebook_reports.plan import (  # noqa: F401 - the runner's names for calle
     request_from_args,
 )
 from notebook_reports.profiles import REPORTS_DIR, RunnerError
-from notebook_reports.reuse import (
-    record_inputs,
-    run_parameters,
-    try_reuse,
-    upstream_digests,
-)
+from notebook_reports.reuse import record_inputs, run_parameters, tree_digest, try_reuse
 from notebook_reports.run_folder import (
     NotebookResult,
     RunLock,
-    _record_result,
     archive_previous,
     mark_killed,
     new_run_dir,
     read_manifest,
     record_end,
+    record_result,
     render,
     reserve_space,
     why_text,
+    write_error,
     write_reports,
 )
 
@@ -137,13 +124,13 @@ def _environment(plan: RunPlan) -> None:
 class _Run:
     """One invocation while its notebooks run: the run folder (``out``) and its manifest with
     this invocation appended, what came back (``results``), the executions out (``running``:
-    result, plan, start time, upstream digests) and how it ended (``status``)."""
+    result, start time, upstream digests) and how it ended (``status``)."""
 
     def __init__(self, req: RunRequest, plan: RunPlan, executor: Any, reports_root: Path
                  ) -> None:
         self.req, self.plan, self.executor, cfg = req, plan, executor, plan.cfg
         self.results: list[NotebookResult] = []
-        self.running: dict[str, tuple[NotebookResult, Any, float, dict]] = {}
+        self.running: dict[str, tuple[NotebookResult, float, dict]] = {}
         self.status = "ok"
         inv = self.invocation = {
             "started": now_iso(), "finished": None, "status": "running", "argv": req.argv,
@@ -151,23 +138,21 @@ class _Run:
             "git": git_state(), "pid": os.getpid(), "host": socket.gethostname(),
             "executor": executor.description,
         }
+        self.out = plan.existing.resolve() if plan.existing else new_run_dir(
+            reports_root, plan.run_name or f"{cfg['name']}-{datetime.now(UTC):%Y%m%d-%H%M%S}")
+        self.lock = RunLock(self.out)  # then an existing run's manifest as it is now
         if plan.existing:
-            self.out = plan.existing.resolve()
-            self.lock = RunLock(self.out)  # then the manifest as it is now, not as planned
             m = read_manifest(self.out) if plan.old_manifest else Manifest()
             mark_killed(m)  # an earlier invocation whose process is gone
         else:
-            stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-            self.out = new_run_dir(reports_root, plan.run_name or f"{cfg['name']}-{stamp}")
-            self.lock = RunLock(self.out)
             m = Manifest(run=self.out.name, profile=cfg["name"], profile_file=cfg["path"],
                          extends=cfg["extends_chain"], description=cfg.get("description"),
                          started=inv["started"])
         m.invocations.append(inv)
         m.status, m.finished = "running", None
         m.git, m.pid, m.host = inv["git"], inv["pid"], inv["host"]
-        m.environment, m.packages = environment_info(), package_versions()
-        m.installed, m.lock = installed_packages(), lock_info()
+        for key, value in software().items():  # environment, packages, installed, lock
+            setattr(m, key, value)
         m.overrides = list(req.overrides or [])
         m.hide_code = cfg.get("hide_code", False) if req.hide_code is None else req.hide_code
         m.depends_on, m.data_check = cfg["depends_on"], plan.data
@@ -178,7 +163,7 @@ class _Run:
 
     def record(self, res: NotebookResult, write: bool = True) -> None:
         """``res`` into the manifest (and the pages, unless ``write`` is False)."""
-        _record_result(self.manifest, res, list(self.plan.cfg["notebooks"]))
+        record_result(self.manifest, res, list(self.plan.cfg["notebooks"]))
         if write:
             write_reports(self.out, self.manifest)
 
@@ -228,7 +213,7 @@ class _Run:
             print(f"{tag} {p.name} skipped: {res.error}", flush=True)
             self.results.append(res)
             return self.record(res)
-        deps_out = upstream_digests(self.out, deps)
+        deps_out = {d: tree_digest(self.out / d) for d in deps}
         reused = try_reuse(self.plan.reuse_from, p, self.out, self.manifest, deps_out, tag)
         if reused is not None:  # reports are written before the next execution and at the end
             self.results.append(reused)
@@ -238,20 +223,20 @@ class _Run:
         try:
             nb_out.mkdir()
         except OSError as exc:
-            raise ReportWriteError(exc.errno, f"cannot create {nb_out}: "
-                                   f"{exc.strerror or exc}") from None
+            raise write_error(exc, f"create {nb_out}") from None
         params = run_parameters(p, self.out)
         current = NotebookResult(p.name, "running", started=now_iso(), parameters=params,
                                  invocation=self.n_inv)
         self.record(current)
         print(f"{tag} {p.name} ...", flush=True)
-        self.running[name] = (current, p, time.perf_counter(), deps_out)
+        self.running[name] = (current, time.perf_counter(), deps_out)
         return NotebookTask(p.name, str(p.path), str(self.out / f"{p.name}.ipynb"), params,
                             self.plan.cfg.get("timeout"), tag, forwarded_env())
 
     def finish(self, name: str, outcome: Any) -> None:
         """Record, render and report an execution that came back."""
-        current, p, t0, deps_out = self.running[name]  # popped once recorded: a write error
+        current, t0, deps_out = self.running[name]
+        p = self.by_name[name]  # popped once recorded: a write error
         current.seconds = round(time.perf_counter() - t0, 1)  # on the way still counts it
         current.finished = now_iso()  # as running
         current.error, current.worker = outcome.error, outcome.worker
@@ -282,7 +267,7 @@ class _Run:
             if exc is None:
                 raise
             came_back = {}
-        for current, _, t0, _ in self.running.values():
+        for current, t0, _ in self.running.values():
             current.status = "interrupted"
             current.finished = current.finished or now_iso()
             if exc is not None:
