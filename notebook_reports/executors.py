@@ -86,9 +86,8 @@ class NotebookTask:
 
 @dataclass
 class Outcome:
-    """What came back: the error text (None: ok), whether it was stopped, and where it ran."""
+    """What came back: the error text (None: ok) and where it ran."""
     error: str | None
-    interrupted: bool = False
     worker: str | None = None
     out_nb: str | None = None  # the task's output notebook (which task this was)
     restarts: list[str] = field(default_factory=list)  # workers lost while it ran there
@@ -204,7 +203,7 @@ class NotebookExecutor:
             except Exception:  # noqa: BLE001 - a gone scheduler: the tasks are gone with it
                 pass
 
-    def stop(self, sig: str) -> dict[Future, Outcome]:
+    def stop(self, sig: str) -> list[Outcome]:
         """Stop the running tasks, wait for them to save their partial notebooks (at most
         :data:`STOP_GRACE_S`), cancel what is left; returns the outcomes that came back."""
         self.request_stop(sig)
@@ -213,7 +212,7 @@ class NotebookExecutor:
         for f in pending - done:
             f.cancel()
         self._inflight.clear()
-        return {f: self.outcome(f) for f in done}
+        return [self.outcome(f) for f in done]
 
     def preflight(self, folder: Path, plans: Sequence[Any], data: Sequence[dict]) -> None:
         """On Dask, once per folder: :func:`cluster_options.check_workers`."""
@@ -238,8 +237,8 @@ class NotebookExecutor:
 @contextmanager
 def open_executor(workers: int = 1, address: str | None = None) -> Iterator[Any]:
     """The executor for ``--workers`` / ``--scheduler`` (this process, a local cluster of
-    ``workers`` or the scheduler at ``address``), closed on exit."""
-    options.check_scheduler_options(workers, address)
+    ``workers`` or the scheduler at ``address``; :func:`cluster_options.resolve_workers`),
+    closed on exit."""
     executor = (NotebookExecutor(ThreadPoolExecutor(1, thread_name_prefix="notebook"),
                                  {"kind": "in-process", "workers": 1})
                 if address is None and workers == 1 else _dask_executor(workers, address))
@@ -276,7 +275,7 @@ def _dask_executor(workers: int, address: str | None) -> NotebookExecutor:
         description = {"kind": "dask-local", "workers": workers,
                        "scheduler": cluster.scheduler_address}
     else:
-        options.probe_scheduler(address, options.HANDSHAKE_TIMEOUT_S)
+        options.probe_scheduler(address)
         client = None
         try:
             client = distributed.Client(address, timeout=f"{options.HANDSHAKE_TIMEOUT_S}s")
@@ -310,8 +309,8 @@ def run_notebook(task: NotebookTask, stop: Callable[[], str | None],
         error = execute_one(Path(task.nb_path), Path(task.out_nb), task.params, task.timeout,
                             section, stop=stop)
     except Interrupted as why:
-        return {"error": f"interrupted ({why})", "interrupted": True, "out_nb": task.out_nb}
-    return {"error": error, "interrupted": False, "out_nb": task.out_nb}
+        error = f"interrupted ({why})"
+    return {"error": error, "out_nb": task.out_nb}
 
 
 def run_on_worker(task: NotebookTask, stop_event: str) -> dict[str, Any]:

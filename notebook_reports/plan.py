@@ -109,10 +109,9 @@ def prepare(req: RunRequest) -> RunPlan:
         baseline = resolve_run(req.baseline, req.reports_dir)
         load_run(baseline)
     data = check_data_sources(plans)
-    from notebook_reports.cluster_options import check_scheduler_options, resolve_workers
+    from notebook_reports.cluster_options import resolve_workers
 
     workers = resolve_workers(req.workers, req.scheduler, cfg.get("workers"))
-    check_scheduler_options(workers, req.scheduler)
     return RunPlan(cfg, plans, deps, data, existing, old_manifest, run_name, baseline,
                    _reuse_sources(req, cfg, existing), workers)
 

@@ -83,29 +83,24 @@ def new_run_dir(reports_dir: Path, run_name: str) -> Path:
     raise RunnerError(f"no free run folder name for {run_name} in {reports_dir}")
 
 
-class RunLock:
-    """An exclusive ``flock`` on a run folder while one run writes into it (nothing is left
-    behind; it ends with its process however that ends). Each run rewrites ``manifest.json``
-    from the manifest it holds, so a second run into the folder at once is refused before it
-    writes anything; one that starts after the first ended reads its manifest."""
-
-    def __init__(self, run_dir: Path) -> None:
-        self.fd: int | None = os.open(run_dir, os.O_RDONLY)
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self.release()
-            raise RunnerError(f"{run_dir} is being written by another saf-run right now; "
-                              "wait for it to end, or run into another folder") from None
-
-    def release(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)  # closing the folder's descriptor ends its flock
-            self.fd = None
+def lock_run(run_dir: Path) -> int:
+    """An exclusive ``flock`` on a run folder while one run writes into it: the descriptor to
+    close when the run ends (nothing is left behind; it ends with its process however that
+    ends). Each run rewrites ``manifest.json`` from the manifest it holds, so a second run into
+    the folder at once is refused before it writes anything; one that starts after the first
+    ended reads its manifest."""
+    fd = os.open(run_dir, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise RunnerError(f"{run_dir} is being written by another saf-run right now; "
+                          "wait for it to end, or run into another folder") from None
+    return fd
 
 
 def reserve_space(run_dir: Path) -> None:
-    """Keep :data:`RESERVE_BYTES` of disk for the run's final status (:func:`write_status`);
+    """Keep :data:`RESERVE_BYTES` of disk for the run's final status (:func:`record_end`);
     random bytes: a compressing or sparse-aware file system would not keep it for zeros."""
     path = run_dir / RESERVE_FILE
     try:
@@ -121,21 +116,6 @@ def reserve_space(run_dir: Path) -> None:
 def release_space(run_dir: Path) -> None:
     with contextlib.suppress(OSError):
         (run_dir / RESERVE_FILE).unlink(missing_ok=True)
-
-
-def write_status(run_dir: Path, manifest: Manifest) -> bool:
-    """Free the reserved space and write ``manifest.json`` alone (the status first), then the
-    pages if the freed space allows. False when even the manifest failed."""
-    release_space(run_dir)
-    try:
-        write_json(run_dir / "manifest.json", manifest.to_dict())
-    except ReportWriteError:
-        return False
-    try:
-        write_reports(run_dir, manifest)
-    except Exception:  # noqa: BLE001 - the manifest already says how the run ended
-        pass
-    return True
 
 
 def mark_killed(manifest: Manifest) -> bool:
@@ -165,8 +145,9 @@ def why_text(exc: BaseException) -> str:
 
 def record_end(out: Path, manifest: Manifest, invocation: dict, status: str,
                results: list[NotebookResult], stop: BaseException | None) -> BaseException | None:
-    """Record how the run ended in manifest and pages; when a write fails, the manifest alone
-    into the space kept for it (:func:`write_status`). Returns the error to raise, if any."""
+    """Record how the run ended in manifest and pages, in the space kept for it; when a page
+    cannot be written, the run is a ``write_error`` and the manifest is written alone.
+    Returns the error to raise, if any."""
     run_status, _, sig = status.partition(":")
     bad = ", ".join(f"{r.name} ({r.status})" for r in results if r.status != "ok")
     reason = why_text(stop) if stop is not None else {
@@ -178,16 +159,19 @@ def record_end(out: Path, manifest: Manifest, invocation: dict, status: str,
         manifest.finished = invocation["finished"]
 
     record(run_status, reason)
-    if run_status != "write_error":
-        try:
-            write_reports(out, manifest)
-            release_space(out)
-            return stop
-        except ReportWriteError as exc:
+    release_space(out)  # kept for this moment
+    try:
+        write_reports(out, manifest)  # the manifest first, then the pages
+        return stop
+    except ReportWriteError as exc:
+        if run_status != "write_error":
             record("write_error", f"{exc} (while recording that the run ended {run_status})")
             stop = exc
-    if write_status(out, manifest):
+    try:
+        write_json(out / "manifest.json", manifest.to_dict())  # the status alone
         return stop
+    except ReportWriteError:
+        pass
     if isinstance(stop, ReportWriteError):  # still one line for the CLI
         return ReportWriteError(stop.errno, f"{stop}; the run's status could not be recorded "
                                 f"in {out / 'manifest.json'} either")
@@ -347,7 +331,9 @@ def list_runs(reports_dir: str | os.PathLike | None = None,
             problems.append(str(exc))
             continue
         if mark_killed(m):  # a dead "running" run: "killed", written down (best effort)
-            write_status(mpath.parent, m)
+            release_space(mpath.parent)
+            with contextlib.suppress(Exception):
+                write_reports(mpath.parent, m)
         folder = mpath.parent.name  # the run is its folder: a copied or renamed run is itself
         if m.run not in (None, folder) and problems is not None:
             problems.append(f"{folder}: its manifest names run {short(m.run)} (copied "

@@ -32,8 +32,8 @@ from notebook_reports.profiles import REPORTS_DIR, RunnerError
 from notebook_reports.reuse import record_inputs, run_parameters, tree_digest, try_reuse
 from notebook_reports.run_folder import (
     NotebookResult,
-    RunLock,
     archive_previous,
+    lock_run,
     mark_killed,
     new_run_dir,
     read_manifest,
@@ -88,7 +88,7 @@ def run_profile(req: RunRequest, plan: RunPlan | None = None,
     try:
         run.execute()
     finally:
-        run.lock.release()
+        os.close(run.lock)  # its flock ends
     return run.out, run.results, run.status
 
 
@@ -140,7 +140,7 @@ class _Run:
         }
         self.out = plan.existing.resolve() if plan.existing else new_run_dir(
             reports_root, plan.run_name or f"{cfg['name']}-{datetime.now(UTC):%Y%m%d-%H%M%S}")
-        self.lock = RunLock(self.out)  # then an existing run's manifest as it is now
+        self.lock = lock_run(self.out)  # then an existing run's manifest as it is now
         if plan.existing:
             m = read_manifest(self.out) if plan.old_manifest else Manifest()
             mark_killed(m)  # an earlier invocation whose process is gone
@@ -195,8 +195,19 @@ class _Run:
             self.status = "write_error" if isinstance(exc, OSError) else "error"
             with _signals(raise_on_signal=False):
                 self.stop_running(self.status, exc)
-        with _signals(raise_on_signal=False):
-            stop = self.close(stop)
+        with _signals(raise_on_signal=False):  # the run's end, then --baseline's compare.html
+            stop = record_end(self.out, self.manifest, self.invocation, self.status,
+                              self.results, stop)  # each failure one line
+            if stop is None and (baseline := self.plan.baseline) is not None:
+                from notebook_reports.compare import compare_runs
+                from notebook_reports.compare_page import write_compare_html
+
+                try:
+                    path = write_compare_html(compare_runs(baseline, self.out),
+                                              self.out / "compare.html")
+                    print(f"Compared with {baseline.name}: {path}")
+                except (RunnerError, ValueError) as exc:
+                    print(f"saf-run: compare with {baseline} failed: {exc}", file=sys.stderr)
         if stop is not None:
             raise stop
 
@@ -235,10 +246,9 @@ class _Run:
 
     def finish(self, name: str, outcome: Any) -> None:
         """Record, render and report an execution that came back."""
-        current, t0, deps_out = self.running[name]
-        p = self.by_name[name]  # popped once recorded: a write error
-        current.seconds = round(time.perf_counter() - t0, 1)  # on the way still counts it
-        current.finished = now_iso()  # as running
+        p, (current, t0, deps_out) = self.by_name[name], self.running[name]  # popped once
+        current.seconds = round(time.perf_counter() - t0, 1)  # recorded: a write error on the
+        current.finished = now_iso()  # way still counts it as running
         current.error, current.worker = outcome.error, outcome.worker
         current.restarts = getattr(outcome, "restarts", None) or None
         current.status = "failed" if current.error else "ok"
@@ -262,7 +272,7 @@ class _Run:
         cluster (``why``; their partial notebooks marked and rendered), or by a write error
         or a bug (``exc``; the run's status comes first)."""
         try:
-            came_back = {o.out_nb: o for o in self.executor.stop(why).values()}
+            came_back = {o.out_nb: o for o in self.executor.stop(why)}
         except Exception:  # noqa: BLE001
             if exc is None:
                 raise
@@ -289,22 +299,3 @@ class _Run:
             self.record(current, write=False)
         if exc is None:
             print(f"Run {self.out.name} interrupted: {why}", file=sys.stderr, flush=True)
-
-    def close(self, stop: BaseException | None) -> BaseException | None:
-        """The run's end in manifest and pages, then ``--baseline``'s compare.html (each
-        failure one line; notebooks never started stay "pending")."""
-        stop = record_end(self.out, self.manifest, self.invocation, self.status,
-                          self.results, stop)
-        if stop is not None:  # after a write error the status line is the one line said
-            return stop
-        if (baseline := self.plan.baseline) is not None:
-            from notebook_reports.compare import compare_runs
-            from notebook_reports.compare_page import write_compare_html
-
-            try:
-                path = write_compare_html(compare_runs(baseline, self.out),
-                                          self.out / "compare.html")
-                print(f"Compared with {baseline.name}: {path}")
-            except (RunnerError, ValueError) as exc:
-                print(f"saf-run: compare with {baseline} failed: {exc}", file=sys.stderr)
-        return None

@@ -239,7 +239,7 @@ class LostExecutor(FakeExecutor):
                                     "FuturesCancelledError: scheduler-connection-lost")
 
     def stop(self, sig):
-        return {}
+        return []
 
 
 def test_a_lost_scheduler_marks_the_run_and_its_notebook_not_error(tmp_path, capsys):
