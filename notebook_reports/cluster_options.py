@@ -113,10 +113,6 @@ def check_workers(client: Any, folder: Path, plans: Sequence[Any], data: Sequenc
     from notebook_reports.reuse import package_digest
     from saf_utils.data.provenance import sha256_file
 
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise RunnerError(f"cannot create {folder}: {exc.strerror or exc}") from None
     token = uuid.uuid4().hex
     probe = folder / f".saf-run-probe-{token[:8]}"
     expected = {
@@ -126,6 +122,7 @@ def check_workers(client: Any, folder: Path, plans: Sequence[Any], data: Sequenc
         "package": package_digest(),
     }
     try:
+        folder.mkdir(parents=True, exist_ok=True)
         probe.write_text(token)
     except OSError as exc:
         raise RunnerError(f"cannot write a probe file into {folder}: "

@@ -22,7 +22,7 @@ from concurrent.futures import (
     ThreadPoolExecutor,
     wait,
 )
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,10 +33,13 @@ from notebook_reports.notebook_exec import Interrupted, execute_one
 from notebook_reports.profiles import RunnerError
 from saf_utils import determinism
 
+#: What every kernel inherits unless set: string hashes fixed; no progress bars inside a kernel
+#: (they clutter its page; the runner prints a line per section and notebook).
+KERNEL_DEFAULTS = {"PYTHONHASHSEED": "0", "TOKENIZERS_PARALLELISM": "false", "TQDM_DISABLE": "1",
+                   "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
 #: Environment variables a notebook's kernel reads (besides :func:`data_env_vars`); a Dask
 #: worker gets the runner's values, so that a worker started elsewhere computes the same.
-RUNNER_ENV = ("PYTHONHASHSEED", "TOKENIZERS_PARALLELISM", "TQDM_DISABLE",
-              "HF_HUB_DISABLE_PROGRESS_BARS", *determinism.KERNEL_ENV, *determinism.OPENBLAS_ENV)
+RUNNER_ENV = (*KERNEL_DEFAULTS, *determinism.KERNEL_ENV, *determinism.OPENBLAS_ENV)
 #: ``SAF_``: the data folders, SAF_NUM_THREADS / SAF_NUMERICS (:mod:`saf_utils.determinism`),
 #: caches.
 RUNNER_ENV_PREFIXES = ("HF_", "TRANSFORMERS_", "SAF_")
@@ -102,8 +105,8 @@ def run_graph(names: Sequence[str], depends_on: dict[str, list[str]],
               start: Callable[[str], NotebookTask | None],
               finish: Callable[[str, Outcome], None], executor: Any) -> None:
     """Start each of ``names``, in list order, once its dependencies among them have finished
-    (ok or not: ``start`` skips) and the executor has a free slot; ``start`` returns None for a
-    notebook it finished itself (reused, skipped). With one slot: one after another."""
+    (ok or not) and the executor has a free slot; ``start`` returns None for a notebook it
+    finished itself (reused, skipped)."""
     todo = list(names)
     running: dict[Future, str] = {}
     while todo or running:
@@ -162,14 +165,12 @@ class NotebookExecutor:
         return future
 
     def wait(self, futures: list[Future]) -> set[Future]:
-        """Until one of ``futures`` is done (half-second steps: a signal reaches the main
-        thread); :class:`Interrupted` once :meth:`request_stop` was called."""
-        while True:
-            if self.stopped:
-                raise Interrupted(self.stopped)
-            done = wait(futures, timeout=0.5, return_when=FIRST_COMPLETED).done
-            if done:
+        """The done ones of ``futures`` (half-second waits: a signal reaches the main thread),
+        once one is; :class:`Interrupted` once :meth:`request_stop` was called."""
+        while not self.stopped:
+            if done := wait(futures, timeout=0.5, return_when=FIRST_COMPLETED).done:
                 return done
+        raise Interrupted(self.stopped)
 
     def outcome(self, future: Future) -> Outcome:
         """What a finished task returned; a task cancelled without a stop lost its scheduler
@@ -198,10 +199,8 @@ class NotebookExecutor:
         if self.client is not None:
             from distributed import Event
 
-            try:
+            with suppress(Exception):  # a gone scheduler: the tasks are gone with it
                 Event(self.stop_event, client=self.client).set()
-            except Exception:  # noqa: BLE001 - a gone scheduler: the tasks are gone with it
-                pass
 
     def stop(self, sig: str) -> list[Outcome]:
         """Stop the running tasks, wait for them to save their partial notebooks (at most
@@ -222,8 +221,8 @@ class NotebookExecutor:
             self._checked.add(folder)
 
     def close(self) -> None:
-        """Shut the pool, client and cluster down; after a lost scheduler there is nothing
-        left to close, and that is no error (the run already says ``cluster_lost``)."""
+        """Shut pool, client and cluster down; after a lost scheduler that fails, one line
+        (the run already says ``cluster_lost``)."""
         for step in (lambda: self.pool.shutdown(wait=False),
                      self.client and self.client.close, self.cluster and self.cluster.close):
             if step:
@@ -236,9 +235,8 @@ class NotebookExecutor:
 
 @contextmanager
 def open_executor(workers: int = 1, address: str | None = None) -> Iterator[Any]:
-    """The executor for ``--workers`` / ``--scheduler`` (this process, a local cluster of
-    ``workers`` or the scheduler at ``address``; :func:`cluster_options.resolve_workers`),
-    closed on exit."""
+    """The executor for ``--workers`` / ``--scheduler`` (checked by
+    :func:`cluster_options.resolve_workers`), closed on exit."""
     executor = (NotebookExecutor(ThreadPoolExecutor(1, thread_name_prefix="notebook"),
                                  {"kind": "in-process", "workers": 1})
                 if address is None and workers == 1 else _dask_executor(workers, address))
@@ -268,8 +266,7 @@ def _dask_executor(workers: int, address: str | None) -> NotebookExecutor:
             dashboard_address="127.0.0.1:0", memory_limit=0, silence_logs=logging.ERROR)
         # The nanny, in this process, wrote its worker settings into os.environ
         # (PYTHONHASHSEED=6640, *_NUM_THREADS=1): the runner and its kernels keep their own.
-        for key in set(os.environ) - set(saved):
-            del os.environ[key]
+        os.environ.clear()
         os.environ.update(saved)
         client = distributed.Client(cluster)
         description = {"kind": "dask-local", "workers": workers,
@@ -315,7 +312,7 @@ def run_notebook(task: NotebookTask, stop: Callable[[], str | None],
 
 def run_on_worker(task: NotebookTask, stop_event: str) -> dict[str, Any]:
     """A Dask task: :func:`run_notebook` with the runner's environment, printing on the
-    client's console; the runner's stop event is polled once a second."""
+    client's console, polling the runner's stop event once a second."""
     from distributed import Event, get_worker
     from distributed import print as client_print
 

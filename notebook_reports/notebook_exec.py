@@ -1,7 +1,5 @@
 """Executing one notebook: papermill with an engine that logs each section, the kernel killed
-(not orphaned) on an interrupt, SIGINT/SIGTERM/SIGHUP as :class:`Interrupted`. Nothing here knows
-run folders or profiles.
-"""
+(not orphaned) on an interrupt, SIGINT/SIGTERM/SIGHUP as :class:`Interrupted`."""
 
 from __future__ import annotations
 
@@ -16,7 +14,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from notebook_reports.manifest import ReportWriteError, write_text
+from notebook_reports.manifest import write_text
 
 
 class Interrupted(BaseException):  # noqa: N818 - like KeyboardInterrupt, not an error
@@ -57,11 +55,9 @@ def _kill_kernel(km: Any) -> None:
     except OSError:  # no group of its own after all
         with suppress(OSError):
             proc.kill()
-    try:
+    with suppress(Exception):  # best effort
         proc.wait(timeout=5)
         km.cleanup_connection_file()
-    except Exception:  # noqa: BLE001 - best effort
-        pass
 
 
 def execute_one(nb_path: Path, out_path: Path, params: dict, timeout: int | None,
@@ -74,25 +70,20 @@ def execute_one(nb_path: Path, out_path: Path, params: dict, timeout: int | None
     the partial notebook, and the exception propagates.
     """
     import papermill as pm
+    import zmq
     from jupyter_client.manager import AsyncKernelManager
 
     _register_section_engine()
     box: dict[str, Any] = {}  # "km": the kernel manager, "error": the outcome once done
 
     class TrackedKernelManager(AsyncKernelManager):
-        """nbclient's own kernel manager (it shuts the kernel down), remembered here. The
-        kernel's sockets get CurveZMQ keys where pyzmq supports them: no "running over TCP
-        without encryption" warning per notebook."""
+        """nbclient's own kernel manager (it shuts the kernel down), remembered here; CurveZMQ
+        keys where pyzmq has them (no "running over TCP without encryption" warning)."""
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
-            try:
-                import zmq
-
-                if zmq.has("curve"):
-                    self.transport_encryption = "auto"
-            except Exception:  # noqa: BLE001 - no encryption then, and the kernel warns
-                pass
+            if zmq.has("curve"):
+                self.transport_encryption = "auto"
             box["km"] = self
 
     def work() -> None:
@@ -115,8 +106,7 @@ def execute_one(nb_path: Path, out_path: Path, params: dict, timeout: int | None
         # mark a live thread as stopped (a CPython bug), and a later join() returns at once.
         while "error" not in box:
             time.sleep(0.1)
-            why = stop()
-            if why:
+            if why := stop():
                 raise Interrupted(why)
     except Interrupted:
         _kill_kernel(box.get("km"))
@@ -181,19 +171,14 @@ def mark_interrupted(ipynb: Path, why: str) -> None:
 
     try:
         nb = nbformat.read(ipynb, as_version=4)
-    except Exception as exc:  # noqa: BLE001 - nothing readable to mark
-        print(f"saf-run: could not mark {ipynb} interrupted: {exc}", file=sys.stderr)
-        return
-    for cell in nb.cells:
-        pm_meta = cell.get("metadata", {}).get("papermill")
-        if pm_meta is not None and not pm_meta.get("start_time"):
-            pm_meta["status"] = "pending"
-    banner = nbformat.v4.new_markdown_cell(
-        f"**Interrupted ({why}).** This notebook did not finish: the last cell with output is "
-        "where it stopped, and no cell after it ran.")
-    nb.cells.insert(0, banner)
-    nb.metadata.setdefault("papermill", {})["status"] = "interrupted"
-    try:
+        for cell in nb.cells:
+            pm_meta = cell.get("metadata", {}).get("papermill")
+            if pm_meta is not None and not pm_meta.get("start_time"):
+                pm_meta["status"] = "pending"
+        nb.cells.insert(0, nbformat.v4.new_markdown_cell(
+            f"**Interrupted ({why}).** This notebook did not finish: the last cell with output "
+            "is where it stopped, and no cell after it ran."))
+        nb.metadata.setdefault("papermill", {})["status"] = "interrupted"
         write_text(ipynb, nbformat.writes(nb))
-    except ReportWriteError as exc:
+    except Exception as exc:  # noqa: BLE001 - nothing readable to mark, or a write error
         print(f"saf-run: could not mark {ipynb} interrupted: {exc}", file=sys.stderr)

@@ -170,16 +170,11 @@ def _reuse_sources(req: RunRequest, cfg: dict[str, Any], existing: Path | None
     if req.reuse:
         path = resolve_run(req.reuse, req.reports_dir)
         return [(path, read_manifest(path))]
-    out: list[tuple[Path, Manifest]] = []
-    if cfg.get("reuse") == "latest" and not req.no_reuse:
-        from notebook_reports.reuse import profile_runs
+    if cfg.get("reuse") != "latest" or req.no_reuse:
+        return []
+    from notebook_reports.reuse import profile_runs
 
-        for path in profile_runs(Path(req.reports_dir or REPORTS_DIR), cfg["name"], existing):
-            try:
-                out.append((path, read_manifest(path)))
-            except RunnerError:  # a malformed old run is no candidate
-                continue
-    return out
+    return profile_runs(Path(req.reports_dir or REPORTS_DIR), cfg["name"], existing)
 
 
 def describe_plan(plan: RunPlan, req: RunRequest) -> str:

@@ -28,10 +28,12 @@ from notebook_reports.manifest import (
     now_iso,
 )
 from notebook_reports.parameters import NotebookPlan
+from notebook_reports.profiles import RunnerError
 from notebook_reports.run_folder import (
     NotebookResult,
     archive_previous,
     data_sources,
+    read_manifest,
     render,
     write_error,
 )
@@ -134,20 +136,22 @@ def changed(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
             or k == "depends_on" and None in new[k].values()]
 
 
-def profile_runs(reports_dir: Path, profile: str, exclude: Path | None = None) -> list[Path]:
-    """Runs of ``profile`` under ``reports_dir``, latest first (not ``exclude``, not one still
-    going; a killed one is a candidate: what it copies is verified)."""
-    found: list[tuple[str, Path]] = []
+def profile_runs(reports_dir: Path, profile: str, exclude: Path | None = None
+                 ) -> list[tuple[Path, Manifest]]:
+    """Runs of ``profile`` under ``reports_dir`` with their manifests, latest first (not
+    ``exclude``, not a malformed one, not one still going; a killed one is a candidate: what
+    it copies is verified)."""
+    found = []
     for mpath in reports_dir.glob("*/manifest.json"):
         if exclude is not None and mpath.parent.resolve() == exclude.resolve():
             continue
         try:
-            m = Manifest.from_dict(json.loads(mpath.read_text(encoding="utf-8")))
-        except (OSError, ValueError, TypeError, AttributeError):  # no run manifest: no run
+            m = read_manifest(mpath.parent)
+        except RunnerError:
             continue
         if m.profile == profile and (m.status != "running" or died(m)):
-            found.append((str(m.started or ""), mpath.parent))
-    return [p for _, p in sorted(found, key=lambda t: t[0], reverse=True)]
+            found.append((mpath.parent, m))
+    return sorted(found, key=lambda run: str(run[1].started or ""), reverse=True)
 
 
 def _link_or_copy(src: str, dst: str) -> None:

@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from notebook_reports import executors
 from notebook_reports.data_check import data_env_vars
-from notebook_reports.executors import ClusterLost, NotebookTask, forwarded_env, run_graph
 from notebook_reports.manifest import Manifest, ReportWriteError, git_state, now_iso, software
 from notebook_reports.notebook_exec import Interrupted, _signals, mark_interrupted
 from notebook_reports.plan import (  # noqa: F401 - the runner's names for callers and tests
@@ -68,8 +68,6 @@ def run_profile(req: RunRequest, plan: RunPlan | None = None,
     folder, one result per executed, reused or skipped notebook and the run status."""
     plan = plan or prepare(req)  # a bad profile is reported before a cluster starts
     if executor is None:
-        from notebook_reports import executors
-
         # N notebooks at once on this machine share its cores: OpenMP pools of 2 threads per
         # kernel on 2 cores spin against each other (03's gradient boosting ran 10x slower).
         saved = os.environ.get("SAF_NUM_THREADS")
@@ -100,25 +98,21 @@ def _absolute_if_path(key: str, value: Any) -> Any:
 
 
 def _environment(plan: RunPlan) -> None:
-    """What every kernel inherits: absolute data paths, pinned kernels and threads, quiet
-    progress bars."""
+    """What every kernel inherits: absolute data paths, :data:`.executors.KERNEL_DEFAULTS`,
+    pinned kernels and threads."""
     # Notebooks run with notebooks/ as working directory: make data paths absolute first.
     for var in data_env_vars():
         if os.environ.get(var) and Path(os.environ[var]).exists():
             os.environ[var] = str(Path(os.environ[var]).resolve())
     for p in plan.plans:
         p.params = {k: _absolute_if_path(k, v) for k, v in p.params.items()}
-    os.environ.setdefault("PYTHONHASHSEED", "0")
+    for var, value in executors.KERNEL_DEFAULTS.items():
+        os.environ.setdefault(var, value)
     # Kernels and launcher ranks run with the pinned kernel level and threads (OpenBLAS reads
     # its kernel once, when numpy loads: before any saf_utils code in the kernel).
     from saf_utils import determinism
 
     os.environ.update(determinism.pinned_environment())
-    # Progress bars inside a kernel only clutter the HTML; the runner prints a line per
-    # section (Markdown heading) and per notebook. Interactive JupyterLab sessions keep theirs.
-    for var, value in (("TOKENIZERS_PARALLELISM", "false"), ("TQDM_DISABLE", "1"),
-                       ("HF_HUB_DISABLE_PROGRESS_BARS", "1")):
-        os.environ.setdefault(var, value)
 
 
 class _Run:
@@ -182,10 +176,11 @@ class _Run:
                         self.record(NotebookResult(p.name, parameters=p.params,
                                                    invocation=self.n_inv), write=False)
                 write_reports(self.out, self.manifest)
-                run_graph([p.name for p in self.plan.plans], self.plan.cfg["depends_on"],
-                          self.start, self.finish, self.executor)
+                executors.run_graph([p.name for p in self.plan.plans],
+                                    self.plan.cfg["depends_on"], self.start, self.finish,
+                                    self.executor)
             self.status = "failed" if any(r.status != "ok" for r in self.results) else "ok"
-        except (Interrupted, ClusterLost) as why:  # a lost cluster is no bug of the runner
+        except (Interrupted, executors.ClusterLost) as why:  # a lost cluster is no bug here
             kind = "interrupted" if isinstance(why, Interrupted) else "cluster_lost"
             self.status = f"{kind}:{why}"
             with _signals(raise_on_signal=False):
@@ -211,7 +206,7 @@ class _Run:
         if stop is not None:
             raise stop
 
-    def start(self, name: str) -> NotebookTask | None:
+    def start(self, name: str) -> executors.NotebookTask | None:
         """Skip or reuse ``name`` (both done here: None), or set up its execution."""
         p, tag, deps = self.by_name[name], self.tags[name], self.plan.cfg["depends_on"].get(
             name, [])
@@ -241,8 +236,9 @@ class _Run:
         self.record(current)
         print(f"{tag} {p.name} ...", flush=True)
         self.running[name] = (current, time.perf_counter(), deps_out)
-        return NotebookTask(p.name, str(p.path), str(self.out / f"{p.name}.ipynb"), params,
-                            self.plan.cfg.get("timeout"), tag, forwarded_env())
+        return executors.NotebookTask(p.name, str(p.path), str(self.out / f"{p.name}.ipynb"),
+                                      params, self.plan.cfg.get("timeout"), tag,
+                                      executors.forwarded_env())
 
     def finish(self, name: str, outcome: Any) -> None:
         """Record, render and report an execution that came back."""
