@@ -1,9 +1,5 @@
-"""Frozen notebooks: skip a notebook whose inputs are unchanged and copy its earlier outputs.
-
-``--reuse RUN`` (or ``reuse: latest``) compares the :data:`INPUTS` recorded in that run's
-manifest with those the notebook has now (:func:`notebook_inputs`, docs/reuse.md). Equal: its
-files are hard-linked into the new run and checked against the digests its execution
-recorded; a file that differs, is missing or is new undoes the copy and the notebook runs.
+"""Frozen notebooks (docs/reuse.md): a notebook whose :data:`INPUTS` are those an earlier
+execution recorded is not run; that execution's files are linked in and checked instead.
 
 Why not jupyter-cache: its key is the notebook's code, not the data, package, lock or upstream
 outputs, and it stores executed notebooks, not the artifact folders notebooks 04-06 read.

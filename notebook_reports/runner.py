@@ -143,13 +143,11 @@ class _Run:
                          extends=cfg["extends_chain"], description=cfg.get("description"),
                          started=inv["started"])
         m.invocations.append(inv)
-        m.status, m.finished = "running", None
-        m.git, m.pid, m.host = inv["git"], inv["pid"], inv["host"]
-        for key, value in software().items():  # environment, packages, installed, lock
-            setattr(m, key, value)
-        m.overrides = list(req.overrides or [])
-        m.hide_code = cfg.get("hide_code", False) if req.hide_code is None else req.hide_code
-        m.depends_on, m.data_check = cfg["depends_on"], plan.data
+        vars(m).update(  # what this invocation runs with; software(): environment, packages...
+            status="running", finished=None, git=inv["git"], pid=inv["pid"], host=inv["host"],
+            overrides=inv["overrides"], depends_on=cfg["depends_on"], data_check=plan.data,
+            hide_code=cfg.get("hide_code", False) if req.hide_code is None else req.hide_code,
+            **software())
         self.manifest, self.n_inv = m, len(m.invocations)
         n = len(plan.plans)
         self.tags = {p.name: f"{req.label}[{i}/{n}]" for i, p in enumerate(plan.plans, 1)}
