@@ -14,8 +14,7 @@ from notebook_reports.profiles import RunnerError
 
 
 def data_env_vars() -> tuple[str, ...]:
-    """Environment variables that name local data folders: each task's data source, and
-    WordNet for METEOR."""
+    """Environment variables that name local data folders (each task's, WordNet for METEOR)."""
     from notebook_reports.tasks import declared_data_sources
 
     return (*(d.env for d in declared_data_sources()), "WORDNET_DIR")

@@ -87,15 +87,6 @@ class NotebookTask:
     env: dict[str, str | None] = field(default_factory=dict)  # None: unset
 
 
-@dataclass
-class Outcome:
-    """What came back: the error text (None: ok) and where it ran."""
-    error: str | None
-    worker: str | None = None
-    out_nb: str | None = None  # the task's output notebook (which task this was)
-    restarts: list[str] = field(default_factory=list)  # workers lost while it ran there
-
-
 class ClusterLost(Exception):
     """The connection to the Dask scheduler is gone mid-run (the run is ``cluster_lost``)."""
 
@@ -103,7 +94,7 @@ class ClusterLost(Exception):
 # ------------------------------------------------------------------ the graph
 def run_graph(names: Sequence[str], depends_on: dict[str, list[str]],
               start: Callable[[str], NotebookTask | None],
-              finish: Callable[[str, Outcome], None], executor: Any) -> None:
+              finish: Callable[[str, dict], None], executor: Any) -> None:
     """Start each of ``names``, in list order, once its dependencies among them have finished
     (ok or not) and the executor has a free slot; ``start`` returns None for a notebook it
     finished itself (reused, skipped)."""
@@ -126,10 +117,9 @@ def run_graph(names: Sequence[str], depends_on: dict[str, list[str]],
 
 # ------------------------------------------------------------------ the executor
 class NotebookExecutor:
-    """A run's notebooks on a ``concurrent.futures.Executor`` (a one-thread pool here, or a
-    Dask client's ``get_executor()``) with free slots, the workers' preflight and a stop that
-    reaches the kernels. Why a thread, not the main thread: SIGINT/SIGTERM must reach the
-    runner, which waits in :meth:`wait`; :meth:`stop` then tells the tasks to stop."""
+    """A run's notebooks on a ``concurrent.futures.Executor`` (a one-thread pool, or a Dask
+    client's) with free slots, preflight and a stop that reaches the kernels. Not the main
+    thread: SIGINT/SIGTERM must reach the runner waiting in :meth:`wait`."""
 
     def __init__(self, pool: Executor, description: dict[str, Any], client: Any = None,
                  cluster: Any = None) -> None:
@@ -172,25 +162,25 @@ class NotebookExecutor:
                 return done
         raise Interrupted(self.stopped)
 
-    def outcome(self, future: Future) -> Outcome:
-        """What a finished task returned; a task cancelled without a stop lost its scheduler
-        (the client cancels every task when the connection goes)."""
+    def outcome(self, future: Future) -> dict[str, Any]:
+        """What a finished task returned (:func:`run_notebook`'s fields and ``restarts``); a
+        task cancelled without a stop lost its scheduler (the client cancels every task)."""
         self._inflight.discard(future)
         if future.cancelled():
             if not self.stopped:
                 raise self._lost(CancelledError("scheduler-connection-lost"))
-            return Outcome("the task was cancelled")
+            return {"error": "the task was cancelled"}
         if (exc := future.exception()) is not None:
-            return Outcome(f"the task failed: {type(exc).__name__}: "
-                           f"{' '.join(str(exc).split())[:400]}")
-        out = Outcome(**future.result())
+            return {"error": f"the task failed: {type(exc).__name__}: "
+                             f"{' '.join(str(exc).split())[:400]}"}
+        out = future.result()
         if self.client is not None:  # the workers it started on before its last start (each
             try:                     # lost mid-task), from the events run_on_worker logs
                 events = self.client.get_events(self.stop_event)
             except Exception:  # noqa: BLE001 - no events, no restarts to tell
                 events = ()
-            out.restarts = [str(e.get("worker")) for _, e in events if isinstance(e, dict)
-                            and e.get("task") == out.out_nb][:-1]
+            out["restarts"] = [str(e.get("worker")) for _, e in events if isinstance(e, dict)
+                               and e.get("task") == out["out_nb"]][:-1]
         return out
 
     def request_stop(self, sig: str) -> None:
@@ -202,7 +192,7 @@ class NotebookExecutor:
             with suppress(Exception):  # a gone scheduler: the tasks are gone with it
                 Event(self.stop_event, client=self.client).set()
 
-    def stop(self, sig: str) -> list[Outcome]:
+    def stop(self, sig: str) -> list[dict[str, Any]]:
         """Stop the running tasks, wait for them to save their partial notebooks (at most
         :data:`STOP_GRACE_S`), cancel what is left; returns the outcomes that came back."""
         self.request_stop(sig)
@@ -294,7 +284,7 @@ def _dask_executor(workers: int, address: str | None) -> NotebookExecutor:
 def run_notebook(task: NotebookTask, stop: Callable[[], str | None],
                  emit: Callable[..., None] = print) -> dict[str, Any]:
     """A task: execute one notebook, printing a line per section (``[2/5]   1:03  § Title``);
-    a reason ``stop()`` returns stops its kernel. Returns :class:`Outcome`'s fields."""
+    a reason ``stop()`` returns stops its kernel; returns its error (None: ok) and notebook."""
     from notebook_reports.pages import duration_text
 
     t0 = time.perf_counter()

@@ -45,9 +45,8 @@ def git_state() -> dict[str, Any]:
 
 
 def software() -> dict[str, Any]:
-    """The manifest's ``environment`` (Python, platform, cores, GPUs), ``packages`` (the
-    versions of :data:`MANIFEST_PACKAGES`), ``installed`` (every distribution as
-    ``name==version``) and ``lock`` (path and SHA-256 of the lock file, None if absent)."""
+    """The manifest's ``environment`` (Python, platform, cores, GPUs), ``packages``
+    (:data:`MANIFEST_PACKAGES`), ``installed`` (every distribution) and ``lock``."""
     env: dict[str, Any] = {"python": sys.version.split()[0], "platform": platform.platform(),
                            "cpu_count": os.cpu_count()}
     import torch

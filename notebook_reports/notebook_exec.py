@@ -62,13 +62,9 @@ def _kill_kernel(km: Any) -> None:
 
 def execute_one(nb_path: Path, out_path: Path, params: dict, timeout: int | None,
                 on_section: Callable[[str], None], stop: Callable[[], str | None]) -> str | None:
-    """Run one notebook; returns None on success or the error text (the output is kept).
-
-    ``on_section(title)`` is called when the first code cell under a Markdown heading starts.
-    papermill runs in a thread of its own while this one polls ``stop()`` (a reason it
-    returns acts as a signal). On :class:`Interrupted` the kernel is stopped, papermill saves
-    the partial notebook, and the exception propagates.
-    """
+    """Run one notebook: None, or the error text. ``on_section(title)`` as a section starts.
+    papermill runs in a thread while this one polls ``stop()``; a reason it returns acts as a
+    signal: the kernel is killed, papermill saves the partial notebook, :class:`Interrupted`."""
     import papermill as pm
     import zmq
     from jupyter_client.manager import AsyncKernelManager

@@ -91,11 +91,9 @@ def mismatch(recorded: Any, now: dict[str, str], skip: Iterable[str] = ()) -> st
 
 def notebook_data(params: dict[str, Any], declared: Iterable[str],
                   read: Iterable[str] = ()) -> dict[str, Any]:
-    """The ``data`` input: what the notebook would read now (another folder must never return
-    old results). Per dataset whose source parameter it declares: the source (parameter, else
-    environment variable, else hub id) and, for a local folder, ``{relative path: sha256}`` of
-    every file in it (an optional file appearing changes the key); ``other_files``: the files
-    in ``read`` outside those folders (a hub copy's cache), hashed now."""
+    """The ``data`` input: per dataset whose source parameter it declares, the source it would
+    read now (parameter, else environment variable, else hub id) and the SHA-256 of every file
+    in a local one; ``other_files``: those of ``read`` outside them (a hub cache), hashed now."""
     from notebook_reports.tasks import declared_data_sources
 
     out: dict[str, Any] = {}
@@ -134,9 +132,8 @@ def changed(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 def profile_runs(reports_dir: Path, profile: str, exclude: Path | None = None
                  ) -> list[tuple[Path, Manifest]]:
-    """Runs of ``profile`` under ``reports_dir`` with their manifests, latest first (not
-    ``exclude``, not a malformed one, not one still going; a killed one is a candidate: what
-    it copies is verified)."""
+    """Runs of ``profile`` with their manifests, latest first: not ``exclude``, a malformed one or
+    one still going (a killed one is: what it copies is verified)."""
     found = []
     for mpath in reports_dir.glob("*/manifest.json"):
         if exclude is not None and mpath.parent.resolve() == exclude.resolve():
@@ -182,9 +179,8 @@ def record_inputs(res: NotebookResult, p: NotebookPlan, out: Path,
 def try_reuse(reuse_from: list[tuple[Path, Manifest]], p: NotebookPlan, out: Path,
               manifest: Manifest, deps_out: dict[str, str | None], tag: str
               ) -> NotebookResult | None:
-    """Copy ``p``'s outputs into the run ``out`` from the first run of ``reuse_from`` whose
-    latest execution of ``p`` succeeded with the inputs ``p`` has now, when the copied files
-    are those that execution recorded (else None: the notebook runs)."""
+    """``p``'s files copied from the first run whose latest execution of it succeeded with the
+    inputs it has now, when they are those that execution recorded (else None: it runs)."""
     from notebook_reports.pages import duration_text
 
     def say(text: str) -> None:

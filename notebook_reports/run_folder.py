@@ -84,11 +84,9 @@ def new_run_dir(reports_dir: Path, run_name: str) -> Path:
 
 
 def lock_run(run_dir: Path) -> int:
-    """An exclusive ``flock`` on a run folder while one run writes into it: the descriptor to
-    close when the run ends (nothing is left behind; it ends with its process however that
-    ends). Each run rewrites ``manifest.json`` from the manifest it holds, so a second run into
-    the folder at once is refused before it writes anything; one that starts after the first
-    ended reads its manifest."""
+    """An exclusive ``flock`` on a run folder (its descriptor; it ends with its process however
+    that ends): each run rewrites ``manifest.json`` from the manifest it holds, so a second run
+    into the folder at once is refused before it writes anything."""
     fd = os.open(run_dir, os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -145,9 +143,8 @@ def why_text(exc: BaseException) -> str:
 
 def record_end(out: Path, manifest: Manifest, invocation: dict, status: str,
                results: list[NotebookResult], stop: BaseException | None) -> BaseException | None:
-    """Record how the run ended in manifest and pages, in the space kept for it; when a page
-    cannot be written, the run is a ``write_error`` and the manifest is written alone.
-    Returns the error to raise, if any."""
+    """Record how the run ended in the space kept for it (a page not written: ``write_error``,
+    the manifest alone); returns the error to raise, if any."""
     run_status, _, sig = status.partition(":")
     bad = ", ".join(f"{r.name} ({r.status})" for r in results if r.status != "ok")
     reason = why_text(stop) if stop is not None else {
@@ -205,9 +202,8 @@ def data_sources(folder: Path) -> list[dict[str, Any]]:
 
 
 def write_reports(run_dir: Path, manifest: Manifest) -> None:
-    """manifest.json, metrics.json and the run's pages from what is on disk now: the records
-    of each notebook's latest execution (a bad line skipped and counted), each with its
-    ``notebook_status``."""
+    """manifest.json, metrics.json and the pages from the records of each notebook's latest
+    execution on disk (a bad line skipped and counted), each with its ``notebook_status``."""
     from notebook_reports import chrome, index_page, metric_cards, results_page
 
     latest = list(manifest.notebooks)
@@ -318,9 +314,8 @@ def _datasets(run_dir: Path) -> list[str]:
 def list_runs(reports_dir: str | os.PathLike | None = None,
               problems: list[str] | None = None) -> list[dict]:
     """Runs under the reports folder, oldest first, with profile, commit, status, times and
-    the datasets of their records (dead ``running`` runs settled as killed). A malformed run
-    raises :class:`RunnerError`, unless ``problems`` is a list: then one line on it (or on a
-    renamed run) is appended there."""
+    datasets (dead ``running`` runs settled as killed). A malformed run raises, unless
+    ``problems`` is a list: then one line on it (or on a renamed run) goes there."""
     runs = []
     for mpath in sorted(Path(reports_dir or REPORTS_DIR).glob("*/manifest.json")):
         try:

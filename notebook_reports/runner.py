@@ -63,9 +63,8 @@ def exit_code(status: str, failed: list[str], what: str = "Failed notebook(s)") 
 
 def run_profile(req: RunRequest, plan: RunPlan | None = None,
                 executor: Any = None) -> tuple[Path, list[NotebookResult], str]:
-    """Run the notebooks of a profile on ``executor`` (default: the one ``plan.workers`` /
-    ``req.scheduler`` name), each once its ``depends_on`` have finished; returns the run
-    folder, one result per executed, reused or skipped notebook and the run status."""
+    """Run a profile's notebooks on ``executor`` (default: ``plan.workers`` / ``req.scheduler``);
+    returns the run folder, a result per executed, reused or skipped notebook, the status."""
     plan = plan or prepare(req)  # a bad profile is reported before a cluster starts
     if executor is None:
         # N notebooks at once on this machine share its cores: OpenMP pools of 2 threads per
@@ -116,9 +115,8 @@ def _environment(plan: RunPlan) -> None:
 
 
 class _Run:
-    """One invocation while its notebooks run: the run folder (``out``) and its manifest with
-    this invocation appended, what came back (``results``), the executions out (``running``:
-    result, start time, upstream digests) and how it ended (``status``)."""
+    """One invocation while its notebooks run: its folder (``out``) and manifest, the results,
+    the executions out (``running``: result, start time, upstream digests), the status."""
 
     def __init__(self, req: RunRequest, plan: RunPlan, executor: Any, reports_root: Path
                  ) -> None:
@@ -160,8 +158,7 @@ class _Run:
             write_reports(self.out, self.manifest)
 
     def execute(self) -> None:
-        """Run the graph; what ended the run early is raised once the run's status is
-        recorded."""
+        """Run the graph; what ended the run early is raised once its status is recorded."""
         print(f"Run {self.out.name}: {len(self.plan.plans)} notebook(s) -> {self.out}",
               flush=True)
         stop: BaseException | None = None
@@ -238,13 +235,13 @@ class _Run:
                                       params, self.plan.cfg.get("timeout"), tag,
                                       executors.forwarded_env())
 
-    def finish(self, name: str, outcome: Any) -> None:
+    def finish(self, name: str, outcome: dict[str, Any]) -> None:
         """Record, render and report an execution that came back."""
         p, (current, t0, deps_out) = self.by_name[name], self.running[name]  # popped once
         current.seconds = round(time.perf_counter() - t0, 1)  # recorded: a write error on the
         current.finished = now_iso()  # way still counts it as running
-        current.error, current.worker = outcome.error, outcome.worker
-        current.restarts = getattr(outcome, "restarts", None) or None
+        current.error, current.worker = outcome["error"], outcome.get("worker")
+        current.restarts = outcome.get("restarts") or None
         current.status = "failed" if current.error else "ok"
         render(current, self.out / f"{p.name}.ipynb", self.manifest.hide_code)
         if current.status == "ok":  # after its page: the file digests include it
@@ -266,7 +263,7 @@ class _Run:
         cluster (``why``; their partial notebooks marked and rendered), or by a write error
         or a bug (``exc``; the run's status comes first)."""
         try:
-            came_back = {o.out_nb: o for o in self.executor.stop(why)}
+            came_back = {o.get("out_nb"): o for o in self.executor.stop(why)}
         except Exception:  # noqa: BLE001
             if exc is None:
                 raise
@@ -281,7 +278,7 @@ class _Run:
                 current.error = f"interrupted by {why}" if why.startswith("SIG") else why
                 current.seconds = current.seconds or round(time.perf_counter() - t0, 1)
                 out_nb = self.out / f"{current.name}.ipynb"
-                current.worker = getattr(came_back.get(str(out_nb)), "worker", None)
+                current.worker = came_back.get(str(out_nb), {}).get("worker")
                 if out_nb.is_file():
                     mark_interrupted(out_nb, why)
                     try:

@@ -77,7 +77,7 @@ class FakeExecutor:
         return {future}
 
     def outcome(self, future):
-        return executors.Outcome(**future.result())
+        return future.result()
 
 
 def _walk(slots: int, reused: frozenset = frozenset()):
