@@ -131,14 +131,11 @@ def check_workers(client: Any, folder: Path, plans: Sequence[Any], data: Sequenc
         answers = client.run(check_worker, expected, on_error="return")
     finally:
         probe.unlink(missing_ok=True)
-    problems = []
-    for worker, answer in sorted(answers.items()):
-        if isinstance(answer, BaseException):
-            problems.append(f"{worker} cannot run the runner's check "
-                            f"({type(answer).__name__}: {answer}); start workers with "
-                            "this project importable (PYTHONPATH or pip install)")
-        elif answer:
-            problems.append(f"{worker} ({answer['host']}): {'; '.join(answer['problems'])}")
+    problems = [f"{worker} cannot run the runner's check ({type(answer).__name__}: {answer}); "
+                "start workers with this project importable (PYTHONPATH or pip install)"
+                if isinstance(answer, BaseException) else
+                f"{worker} ({answer['host']}): {'; '.join(answer['problems'])}"
+                for worker, answer in sorted(answers.items()) if answer is not None]
     if problems:
         raise RunnerError(
             "Dask worker(s) cannot run this run: " + " | ".join(problems) + ". Workers "

@@ -160,7 +160,10 @@ class Manifest:
     invocations: list[dict[str, Any]] = field(default_factory=list)
     executions: list[dict[str, Any]] = field(default_factory=list)  # every started execution
     notebooks: list[dict[str, Any]] = field(default_factory=list)  # the latest of each notebook
-    status: str | None = None  # run_folder.RUN_STATUSES
+    # running | ok | failed (a notebook failed or was skipped) | interrupted | cluster_lost |
+    # write_error (disk full, read-only folder) | error (the runner raised) | killed (found
+    # later: its process is gone, no end recorded); ``status_reason`` says more (docs/runs.md)
+    status: str | None = None
     status_reason: str | None = None
     finished: str | None = None
     git: dict[str, Any] | None = None

@@ -69,7 +69,6 @@ def execute_one(nb_path: Path, out_path: Path, params: dict, timeout: int | None
     import zmq
     from jupyter_client.manager import AsyncKernelManager
 
-    _register_section_engine()
     box: dict[str, Any] = {}  # "km": the kernel manager, "error": the outcome once done
 
     class TrackedKernelManager(AsyncKernelManager):
@@ -86,8 +85,8 @@ def execute_one(nb_path: Path, out_path: Path, params: dict, timeout: int | None
         try:
             pm.execute_notebook(
                 str(nb_path), str(out_path), parameters=params, kernel_name="python3",
-                cwd=str(nb_path.parent), progress_bar=False, engine_name=SECTION_ENGINE,
-                on_section=on_section, execution_timeout=timeout,
+                cwd=str(nb_path.parent), progress_bar=False, execution_timeout=timeout,
+                on_cell_start=_section_hook(lambda _, title: on_section(title)),
                 kernel_manager_class=TrackedKernelManager,
             )
             box["error"] = None
@@ -115,49 +114,31 @@ def execute_one(nb_path: Path, out_path: Path, params: dict, timeout: int | None
     return box.get("error", "the execution thread ended without a result")
 
 
-SECTION_ENGINE = "saf-sections"
-
-
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$", re.M)
 
 
-def section_starts(nb: Any) -> dict[int, str]:
-    """``{cell index: heading}``: the first code cell under each Markdown heading (the last
-    heading of a Markdown cell counts; a heading without code below it is not listed)."""
-    out: dict[int, str] = {}
-    pending: str | None = None
-    for i, cell in enumerate(nb.cells):
-        if cell.cell_type == "markdown":
-            heads = _HEADING.findall(cell.source)
-            if heads:
-                pending = " ".join(re.sub(r"[*_`$]", "", heads[-1]).split())[:90]
+def _section_hook(report: Callable[[int, str], None]) -> Callable[..., None]:
+    """An nbclient ``on_cell_start`` hook: ``report(cell index, heading)`` as the first code
+    cell under a Markdown heading starts (the last heading of a Markdown cell counts)."""
+    pending: list[str] = []
+
+    def hook(cell: Any, cell_index: int, **_: Any) -> None:
+        heads = _HEADING.findall(cell.source) if cell.cell_type == "markdown" else []
+        if heads:
+            pending[:] = [" ".join(re.sub(r"[*_`$]", "", heads[-1]).split())[:90]]
         elif cell.cell_type == "code" and pending:
-            out[i] = pending
-            pending = None
+            report(cell_index, pending.pop())
+
+    return hook
+
+
+def section_starts(nb: Any) -> dict[int, str]:
+    """``{cell index: heading}``: the first code cell under each Markdown heading."""
+    out: dict[int, str] = {}
+    hook = _section_hook(out.__setitem__)
+    for i, cell in enumerate(nb.cells):
+        hook(cell, i)
     return out
-
-
-def _register_section_engine() -> None:
-    """papermill's nbclient engine that also reports each section as it starts."""
-    from papermill.engines import NBClientEngine, papermill_engines
-
-    class SectionEngine(NBClientEngine):
-        @classmethod
-        def execute_managed_notebook(cls, nb_man: Any, kernel_name: str, **kwargs: Any):
-            report = kwargs.pop("on_section", None)
-            if report is not None:
-                starts = section_starts(nb_man.nb)
-                cell_start = nb_man.cell_start
-
-                def hooked(cell: Any, cell_index: int | None = None, **kw: Any) -> Any:
-                    if cell_index in starts:
-                        report(starts[cell_index])
-                    return cell_start(cell, cell_index, **kw)
-
-                nb_man.cell_start = hooked
-            return super().execute_managed_notebook(nb_man, kernel_name, **kwargs)
-
-    papermill_engines.register(SECTION_ENGINE, SectionEngine)
 
 
 def mark_interrupted(ipynb: Path, why: str) -> None:

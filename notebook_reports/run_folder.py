@@ -31,13 +31,6 @@ from notebook_reports.profiles import (
 from notebook_reports.records import RECORDS_FILE, SOURCES_FILE, summarize
 from saf_utils.data.artifacts import record_rows
 
-PREVIOUS_DIR = "previous"
-
-# How a run ended (manifest ``status``, ``status_reason`` says more): failed (a notebook failed
-# or was skipped), write_error (disk full, read-only folder), error (the runner raised), killed
-# (found later: its process is gone and it never recorded an end); docs/runs.md.
-RUN_STATUSES = ("running", "ok", "failed", "interrupted", "cluster_lost", "write_error", "error",
-                "killed")
 RESERVE_FILE = ".saf-run-reserve"
 RESERVE_BYTES = 1 << 20  # freed to write the final status on a full disk (manifest < 1 MiB)
 
@@ -244,7 +237,7 @@ def archive_previous(run_dir: Path, name: str, manifest: Manifest) -> None:
     if not present:
         return
     k = 1
-    while (target := run_dir / PREVIOUS_DIR / f"{name}-{k}").exists():
+    while (target := run_dir / "previous" / f"{name}-{k}").exists():
         k += 1
     try:
         target.mkdir(parents=True)
