@@ -13,16 +13,6 @@ from typing import Any
 
 from notebook_reports.profiles import RunnerError, short
 
-
-def resolve_workers(workers: int | None, address: str | None,
-                    profile_workers: int | None = None) -> int:
-    """Notebooks at once: ``--workers``, else the profile's ``workers`` (for a local run: with
-    ``--scheduler`` the cluster's own workers run them), else one in the runner's process."""
-    if workers is not None:
-        return workers
-    return profile_workers if address is None and profile_workers is not None else 1
-
-
 #: The schemes a ``--scheduler`` address may have: Dask's TCP, and TLS where Dask's
 #: ``distributed.comm.tls`` settings give the certificates.
 SCHEMES = ("tcp", "tls")
@@ -31,15 +21,18 @@ SCHEMES = ("tcp", "tls")
 HANDSHAKE_TIMEOUT_S = 20
 
 
-def check_scheduler_options(workers: Any, address: str | None) -> None:
-    """``--workers`` is a whole number >= 1; ``--scheduler`` excludes ``--workers N > 1`` and
-    is ``scheme://host:port`` (checked before anything connects)."""
+def resolve_workers(workers: Any, address: str | None, profile_workers: Any = None) -> int:
+    """Notebooks at once: ``--workers``, else the profile's ``workers`` (for a local run: with
+    ``--scheduler`` the cluster's own workers run them), else one in the runner's process;
+    a whole number >= 1, and with ``--scheduler`` (``scheme://host:port``) exactly 1."""
     from urllib.parse import urlsplit
 
+    if workers is None:
+        workers = profile_workers if address is None and profile_workers is not None else 1
     if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
         raise RunnerError(f"--workers {workers!r}: a whole number of local Dask workers, >= 1")
     if address is None:
-        return
+        return workers
     if workers != 1:
         raise RunnerError("--workers sizes a local cluster; with --scheduler the cluster's own "
                           "workers run the notebooks (omit --workers)")
@@ -53,15 +46,20 @@ def check_scheduler_options(workers: Any, address: str | None) -> None:
         raise RunnerError(f"--scheduler {short(address)}: a Dask scheduler address "
                           f"{' or '.join(s + '://host:port' for s in SCHEMES)}, such as "
                           "tcp://host:8786")
+    return workers
 
 
-def probe_scheduler(address: str, timeout: float = HANDSHAKE_TIMEOUT_S) -> None:
-    """Connect to ``address`` and ask who it is within ``timeout`` seconds: one
-    :class:`RunnerError` unless a Dask scheduler answers (not a silent port, an HTTP server)."""
+def probe_scheduler(address: str) -> None:
+    """Connect to ``address`` and ask who it is within :data:`HANDSHAKE_TIMEOUT_S`: one
+    :class:`RunnerError` unless a Dask scheduler answers (not a silent port, an HTTP server).
+    Why not ``distributed.Client(address, timeout=...)`` alone: on a port that accepts and
+    never answers it waited for minutes, whatever its timeout."""
     import asyncio
 
     from distributed.comm import connect
     from distributed.security import Security
+
+    timeout = HANDSHAKE_TIMEOUT_S
 
     async def identity() -> Any:
         comm = await connect(address, timeout=timeout,
@@ -86,8 +84,7 @@ def probe_scheduler(address: str, timeout: float = HANDSHAKE_TIMEOUT_S) -> None:
 
 
 def where_text(workers: int, address: str | None) -> str:
-    """The dry run's line on where the notebooks will execute (options checked)."""
-    check_scheduler_options(workers, address)
+    """The dry run's line on where the notebooks will execute (:func:`resolve_workers`)."""
     if address:
         return f"Notebooks run as Dask tasks on the workers of {address}"
     if workers > 1:
@@ -116,10 +113,6 @@ def check_workers(client: Any, folder: Path, plans: Sequence[Any], data: Sequenc
     from notebook_reports.reuse import package_digest
     from saf_utils.data.provenance import sha256_file
 
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise RunnerError(f"cannot create {folder}: {exc.strerror or exc}") from None
     token = uuid.uuid4().hex
     probe = folder / f".saf-run-probe-{token[:8]}"
     expected = {
@@ -129,6 +122,7 @@ def check_workers(client: Any, folder: Path, plans: Sequence[Any], data: Sequenc
         "package": package_digest(),
     }
     try:
+        folder.mkdir(parents=True, exist_ok=True)
         probe.write_text(token)
     except OSError as exc:
         raise RunnerError(f"cannot write a probe file into {folder}: "
@@ -137,14 +131,11 @@ def check_workers(client: Any, folder: Path, plans: Sequence[Any], data: Sequenc
         answers = client.run(check_worker, expected, on_error="return")
     finally:
         probe.unlink(missing_ok=True)
-    problems = []
-    for worker, answer in sorted(answers.items()):
-        if isinstance(answer, BaseException):
-            problems.append(f"{worker} cannot run the runner's check "
-                            f"({type(answer).__name__}: {answer}); start workers with "
-                            "this project importable (PYTHONPATH or pip install)")
-        elif answer:
-            problems.append(f"{worker} ({answer['host']}): {'; '.join(answer['problems'])}")
+    problems = [f"{worker} cannot run the runner's check ({type(answer).__name__}: {answer}); "
+                "start workers with this project importable (PYTHONPATH or pip install)"
+                if isinstance(answer, BaseException) else
+                f"{worker} ({answer['host']}): {'; '.join(answer['problems'])}"
+                for worker, answer in sorted(answers.items()) if answer is not None]
     if problems:
         raise RunnerError(
             "Dask worker(s) cannot run this run: " + " | ".join(problems) + ". Workers "
@@ -159,14 +150,9 @@ def check_worker(expected: dict[str, Any]) -> dict[str, Any] | None:
 
     problems = []
     probe, token = expected["probe"]
-    try:
-        seen = Path(probe).read_text()
-    except OSError:
-        seen = None
-    if seen != token:
+    if not Path(probe).is_file() or Path(probe).read_text() != token:
         problems.append(f"cannot see the run folder {Path(probe).parent}")
-    missing = [d for d in expected["data"] if not Path(d).exists()]
-    if missing:
+    if missing := [d for d in expected["data"] if not Path(d).exists()]:
         problems.append(f"cannot see the data {', '.join(missing)}")
     for path, sha in expected["notebooks"].items():
         if not Path(path).is_file():

@@ -14,8 +14,7 @@ from notebook_reports.profiles import RunnerError
 
 
 def data_env_vars() -> tuple[str, ...]:
-    """Environment variables that name local data folders: each task's data source, and
-    WordNet for METEOR."""
+    """Environment variables that name local data folders (each task's, WordNet for METEOR)."""
     from notebook_reports.tasks import declared_data_sources
 
     return (*(d.env for d in declared_data_sources()), "WORDNET_DIR")
@@ -43,32 +42,27 @@ def check_data_sources(plans: list[NotebookPlan]) -> list[dict[str, Any]]:
     problems: list[str] = []
     for src in declared_data_sources():
         notebooks = [p.name for p in plans if src.param in p.declared]
-        params = {p.params.get(src.param) for p in plans if p.name in notebooks}
-        for value in sorted(params, key=str) if notebooks else ():
+        for value in sorted({p.params.get(src.param) for p in plans if p.name in notebooks},
+                            key=str):
             source, via = (value, src.param) if value else (os.environ.get(src.env), src.env)
             entry = {"dataset": src.name, "notebooks": notebooks,
                      "via": via if source else "hub"}
-            if source:
-                local = Path(str(source)).expanduser()
-                if local.exists():
-                    entry.update(kind="local", source=str(local.resolve()))
-                elif src.is_hub_id is not None and src.is_hub_id(str(source)):
-                    entry.update(kind="hub", source=str(source))
-                else:
-                    problems.append(f"{src.name}: {via}={source} does not exist")
-                    continue
-            else:
-                entry.update(kind="hub", source=src.hub)
-            if entry["kind"] == "hub":
-                entry["cached"] = cached = src.cached(entry["source"])
-                if not cached and not reachable(src.host):
-                    given = (f"{via}={source} is no folder (relative to {Path.cwd()}) and, as "
-                             "a hub id," if source else f"no local source ({src.env} / "
-                             f"{src.param} unset) and")
-                    problems.append(f"{src.name}: {given} {src.host} is unreachable; set "
-                                    f"{src.env}=<local copy>")
-                    continue
-            out.append(entry)
+            local = Path(str(source)).expanduser()
+            if source and local.exists():
+                out.append({**entry, "kind": "local", "source": str(local.resolve())})
+                continue
+            if source and not (src.is_hub_id and src.is_hub_id(str(source))):
+                problems.append(f"{src.name}: {via}={source} does not exist")
+                continue
+            hub = str(source) if source else src.hub
+            if not (cached := src.cached(hub)) and not reachable(src.host):
+                given = (f"{via}={source} is no folder (relative to {Path.cwd()}) and, as a "
+                         "hub id," if source else
+                         f"no local source ({src.env} / {src.param} unset) and")
+                problems.append(f"{src.name}: {given} {src.host} is unreachable; set "
+                                f"{src.env}=<local copy>")
+                continue
+            out.append({**entry, "kind": "hub", "source": hub, "cached": cached})
     if problems:
         raise RunnerError("data sources: " + "; ".join(problems))
     return out

@@ -2,8 +2,8 @@
 (:class:`NotebookExecutor`): in this process one after another (``--workers 1``), or as Dask
 tasks on a ``LocalCluster`` (``--workers N``) or a running scheduler (``--scheduler``). Only
 papermill runs on a worker (:func:`run_notebook`), into the run folder all workers see at the
-same path; manifest, pages and reuse stay in the runner. Why Dask: users who outgrow one
-machine already run Dask or Slurm (dask-jobqueue); it is an optional extra imported only here.
+same path. Why Dask: users who outgrow one machine already run Dask or Slurm (dask-jobqueue);
+it is an optional extra imported only here.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from concurrent.futures import (
     ThreadPoolExecutor,
     wait,
 )
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,10 +33,13 @@ from notebook_reports.notebook_exec import Interrupted, execute_one
 from notebook_reports.profiles import RunnerError
 from saf_utils import determinism
 
+#: What every kernel inherits unless set: string hashes fixed; no progress bars inside a kernel
+#: (they clutter its page; the runner prints a line per section and notebook).
+KERNEL_DEFAULTS = {"PYTHONHASHSEED": "0", "TOKENIZERS_PARALLELISM": "false", "TQDM_DISABLE": "1",
+                   "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
 #: Environment variables a notebook's kernel reads (besides :func:`data_env_vars`); a Dask
 #: worker gets the runner's values, so that a worker started elsewhere computes the same.
-RUNNER_ENV = ("PYTHONHASHSEED", "TOKENIZERS_PARALLELISM", "TQDM_DISABLE",
-              "HF_HUB_DISABLE_PROGRESS_BARS", *determinism.KERNEL_ENV, *determinism.OPENBLAS_ENV)
+RUNNER_ENV = (*KERNEL_DEFAULTS, *determinism.KERNEL_ENV, *determinism.OPENBLAS_ENV)
 #: ``SAF_``: the data folders, SAF_NUM_THREADS / SAF_NUMERICS (:mod:`saf_utils.determinism`),
 #: caches.
 RUNNER_ENV_PREFIXES = ("HF_", "TRANSFORMERS_", "SAF_")
@@ -84,16 +87,6 @@ class NotebookTask:
     env: dict[str, str | None] = field(default_factory=dict)  # None: unset
 
 
-@dataclass
-class Outcome:
-    """What came back: the error text (None: ok), whether it was stopped, and where it ran."""
-    error: str | None
-    interrupted: bool = False
-    worker: str | None = None
-    out_nb: str | None = None  # the task's output notebook (which task this was)
-    restarts: list[str] = field(default_factory=list)  # workers lost while it ran there
-
-
 class ClusterLost(Exception):
     """The connection to the Dask scheduler is gone mid-run (the run is ``cluster_lost``)."""
 
@@ -101,10 +94,10 @@ class ClusterLost(Exception):
 # ------------------------------------------------------------------ the graph
 def run_graph(names: Sequence[str], depends_on: dict[str, list[str]],
               start: Callable[[str], NotebookTask | None],
-              finish: Callable[[str, Outcome], None], executor: Any) -> None:
+              finish: Callable[[str, dict], None], executor: Any) -> None:
     """Start each of ``names``, in list order, once its dependencies among them have finished
-    (ok or not: ``start`` skips) and the executor has a free slot; ``start`` returns None for a
-    notebook it finished itself (reused, skipped). With one slot: one after another."""
+    (ok or not) and the executor has a free slot; ``start`` returns None for a notebook it
+    finished itself (reused, skipped)."""
     todo = list(names)
     running: dict[Future, str] = {}
     while todo or running:
@@ -124,10 +117,9 @@ def run_graph(names: Sequence[str], depends_on: dict[str, list[str]],
 
 # ------------------------------------------------------------------ the executor
 class NotebookExecutor:
-    """A run's notebooks on a ``concurrent.futures.Executor`` (a one-thread pool here, or a
-    Dask client's ``get_executor()``) with free slots, the workers' preflight and a stop that
-    reaches the kernels. Why a thread, not the main thread: SIGINT/SIGTERM must reach the
-    runner, which waits in :meth:`wait`; :meth:`stop` then tells the tasks to stop."""
+    """A run's notebooks on a ``concurrent.futures.Executor`` (a one-thread pool, or a Dask
+    client's) with free slots, preflight and a stop that reaches the kernels. Not the main
+    thread: SIGINT/SIGTERM must reach the runner waiting in :meth:`wait`."""
 
     def __init__(self, pool: Executor, description: dict[str, Any], client: Any = None,
                  cluster: Any = None) -> None:
@@ -135,8 +127,8 @@ class NotebookExecutor:
         self.client, self.cluster = client, cluster
         self.stop_event = f"saf-run-stop-{uuid.uuid4().hex[:12]}"  # a distributed Event
         self.stopped: str | None = None
-        self._inflight: dict[Future, str] = {}  # future: its (Dask) key
-        self._checked: set[str] = set()
+        self._inflight: set[Future] = set()
+        self._checked: set[Path] = set()
 
     def _lost(self, exc: BaseException) -> ClusterLost:
         return ClusterLost(f"lost the Dask scheduler {self.description.get('scheduler')}: "
@@ -153,52 +145,43 @@ class NotebookExecutor:
     def submit(self, task: NotebookTask) -> Future:
         if self.stopped:  # a run set this task up while the signal arrived
             raise Interrupted(self.stopped)
-        key = f"{task.name}-{uuid.uuid4().hex[:8]}"  # the Dask key its restart events name
         try:
             future = (self.pool.submit(run_notebook, task, lambda: self.stopped and STOP_REASON)
                       if self.client is None else
-                      self.pool.submit(run_on_worker, task, self.stop_event, key=key))
+                      self.pool.submit(run_on_worker, task, self.stop_event))
         except Exception as exc:  # noqa: BLE001 - the connection to the cluster is gone
             raise self._lost(exc) from None
-        self._inflight[future] = key
+        self._inflight.add(future)
         return future
 
     def wait(self, futures: list[Future]) -> set[Future]:
-        """Until one of ``futures`` is done (half-second steps: a signal reaches the main
-        thread); :class:`Interrupted` once :meth:`request_stop` was called."""
-        while True:
-            if self.stopped:
-                raise Interrupted(self.stopped)
-            done = wait(futures, timeout=0.5, return_when=FIRST_COMPLETED).done
-            if done:
+        """The done ones of ``futures`` (half-second waits: a signal reaches the main thread),
+        once one is; :class:`Interrupted` once :meth:`request_stop` was called."""
+        while not self.stopped:
+            if done := wait(futures, timeout=0.5, return_when=FIRST_COMPLETED).done:
                 return done
+        raise Interrupted(self.stopped)
 
-    def outcome(self, future: Future) -> Outcome:
-        """What a finished task returned; a task cancelled without a stop lost its scheduler
-        (the client cancels every task when the connection goes)."""
-        key = self._inflight.pop(future, None)
+    def outcome(self, future: Future) -> dict[str, Any]:
+        """What a finished task returned (:func:`run_notebook`'s fields and ``restarts``); a
+        task cancelled without a stop lost its scheduler (the client cancels every task)."""
+        self._inflight.discard(future)
         if future.cancelled():
             if not self.stopped:
                 raise self._lost(CancelledError("scheduler-connection-lost"))
-            return Outcome("the task was cancelled")
-        exc = future.exception()
-        if exc is not None:
-            return Outcome(f"the task failed: {type(exc).__name__}: "
-                           f"{' '.join(str(exc).split())[:400]}")
-        out = Outcome(**future.result())
-        out.restarts = self._restarts(key) if self.client is not None else []
+            return {"error": "the task was cancelled"}
+        if (exc := future.exception()) is not None:
+            return {"error": f"the task failed: {type(exc).__name__}: "
+                             f"{' '.join(str(exc).split())[:400]}"}
+        out = future.result()
+        if self.client is not None:  # the workers it started on before its last start (each
+            try:                     # lost mid-task), from the events run_on_worker logs
+                events = self.client.get_events(self.stop_event)
+            except Exception:  # noqa: BLE001 - no events, no restarts to tell
+                events = ()
+            out["restarts"] = [str(e.get("worker")) for _, e in events if isinstance(e, dict)
+                               and e.get("task") == out["out_nb"]][:-1]
         return out
-
-    def _restarts(self, key: Any) -> list[str]:
-        """The workers a task started on before its last start (each lost mid-task), from the
-        events :func:`run_on_worker` logs."""
-        try:
-            events = self.client.get_events(self.stop_event)
-        except Exception:  # noqa: BLE001 - no events, no restarts to tell
-            return []
-        starts = [e.get("worker") for _, e in events if isinstance(e, dict)
-                  and e.get("key") == str(key)]
-        return [str(w) for w in starts[:-1]]
 
     def request_stop(self, sig: str) -> None:
         """Ask every task to stop its kernel (on Dask: a distributed Event the tasks poll)."""
@@ -206,38 +189,30 @@ class NotebookExecutor:
         if self.client is not None:
             from distributed import Event
 
-            try:
+            with suppress(Exception):  # a gone scheduler: the tasks are gone with it
                 Event(self.stop_event, client=self.client).set()
-            except Exception:  # noqa: BLE001 - a gone scheduler: the tasks are gone with it
-                pass
 
-    def stop(self, sig: str) -> dict[Future, Outcome]:
+    def stop(self, sig: str) -> list[dict[str, Any]]:
         """Stop the running tasks, wait for them to save their partial notebooks (at most
         :data:`STOP_GRACE_S`), cancel what is left; returns the outcomes that came back."""
         self.request_stop(sig)
-        pending = list(self._inflight)
+        pending = set(self._inflight)
         done = wait(pending, timeout=STOP_GRACE_S).done if pending else set()
-        out = {}
-        for f in done:
-            try:
-                out[f] = self.outcome(f)
-            except ClusterLost:
-                pass
-        for f in set(pending) - done:
+        for f in pending - done:
             f.cancel()
-            self._inflight.pop(f, None)
-        return out
+        self._inflight.clear()
+        return [self.outcome(f) for f in done]
 
     def preflight(self, folder: Path, plans: Sequence[Any], data: Sequence[dict]) -> None:
         """On Dask, once per folder: :func:`cluster_options.check_workers`."""
         folder = Path(folder).resolve()
-        if self.client is not None and str(folder) not in self._checked:
+        if self.client is not None and folder not in self._checked:
             options.check_workers(self.client, folder, plans, data)
-            self._checked.add(str(folder))
+            self._checked.add(folder)
 
     def close(self) -> None:
-        """Shut the pool, client and cluster down; after a lost scheduler there is nothing
-        left to close, and that is no error (the run already says ``cluster_lost``)."""
+        """Shut pool, client and cluster down; after a lost scheduler that fails, one line
+        (the run already says ``cluster_lost``)."""
         for step in (lambda: self.pool.shutdown(wait=False),
                      self.client and self.client.close, self.cluster and self.cluster.close):
             if step:
@@ -250,9 +225,8 @@ class NotebookExecutor:
 
 @contextmanager
 def open_executor(workers: int = 1, address: str | None = None) -> Iterator[Any]:
-    """The executor for ``--workers`` / ``--scheduler`` (this process, a local cluster of
-    ``workers`` or the scheduler at ``address``), closed on exit."""
-    options.check_scheduler_options(workers, address)
+    """The executor for ``--workers`` / ``--scheduler`` (checked by
+    :func:`cluster_options.resolve_workers`), closed on exit."""
     executor = (NotebookExecutor(ThreadPoolExecutor(1, thread_name_prefix="notebook"),
                                  {"kind": "in-process", "workers": 1})
                 if address is None and workers == 1 else _dask_executor(workers, address))
@@ -282,26 +256,24 @@ def _dask_executor(workers: int, address: str | None) -> NotebookExecutor:
             dashboard_address="127.0.0.1:0", memory_limit=0, silence_logs=logging.ERROR)
         # The nanny, in this process, wrote its worker settings into os.environ
         # (PYTHONHASHSEED=6640, *_NUM_THREADS=1): the runner and its kernels keep their own.
-        for key in set(os.environ) - set(saved):
-            del os.environ[key]
+        os.environ.clear()
         os.environ.update(saved)
         client = distributed.Client(cluster)
         description = {"kind": "dask-local", "workers": workers,
                        "scheduler": cluster.scheduler_address}
     else:
-        options.probe_scheduler(address, options.HANDSHAKE_TIMEOUT_S)
+        options.probe_scheduler(address)
+        client = None
         try:
             client = distributed.Client(address, timeout=f"{options.HANDSHAKE_TIMEOUT_S}s")
-        except Exception as exc:  # noqa: BLE001 - one line, exit 2, nothing written
-            raise RunnerError(f"--scheduler {address}: cannot connect "
-                              f"({' '.join(str(exc).split())[:200]})") from None
-        try:
             client.wait_for_workers(1, timeout=WAIT_FOR_WORKERS_S)
-        except Exception:  # noqa: BLE001 - a timeout, or the scheduler went away
-            client.close()
-            raise RunnerError(f"--scheduler {address}: no worker connected within "
-                              f"{WAIT_FOR_WORKERS_S} s (start one: dask worker {address})"
-                              ) from None
+        except Exception as exc:  # noqa: BLE001 - one line, exit 2, nothing written
+            why = (f"no worker connected within {WAIT_FOR_WORKERS_S} s (start one: dask worker "
+                   f"{address})" if client else
+                   f"cannot connect ({' '.join(str(exc).split())[:200]})")
+            if client is not None:
+                client.close()
+            raise RunnerError(f"--scheduler {address}: {why}") from None
         description = {"kind": "dask", "scheduler": address,
                        "workers": len(client.scheduler_info().get("workers", {}))}
     return NotebookExecutor(client.get_executor(pure=False, retries=0), description, client,
@@ -312,7 +284,7 @@ def _dask_executor(workers: int, address: str | None) -> NotebookExecutor:
 def run_notebook(task: NotebookTask, stop: Callable[[], str | None],
                  emit: Callable[..., None] = print) -> dict[str, Any]:
     """A task: execute one notebook, printing a line per section (``[2/5]   1:03  § Title``);
-    a reason ``stop()`` returns stops its kernel. Returns :class:`Outcome`'s fields."""
+    a reason ``stop()`` returns stops its kernel; returns its error (None: ok) and notebook."""
     from notebook_reports.pages import duration_text
 
     t0 = time.perf_counter()
@@ -324,13 +296,13 @@ def run_notebook(task: NotebookTask, stop: Callable[[], str | None],
         error = execute_one(Path(task.nb_path), Path(task.out_nb), task.params, task.timeout,
                             section, stop=stop)
     except Interrupted as why:
-        return {"error": f"interrupted ({why})", "interrupted": True, "out_nb": task.out_nb}
-    return {"error": error, "interrupted": False, "out_nb": task.out_nb}
+        error = f"interrupted ({why})"
+    return {"error": error, "out_nb": task.out_nb}
 
 
 def run_on_worker(task: NotebookTask, stop_event: str) -> dict[str, Any]:
     """A Dask task: :func:`run_notebook` with the runner's environment, printing on the
-    client's console; the runner's stop event is polled once a second."""
+    client's console, polling the runner's stop event once a second."""
     from distributed import Event, get_worker
     from distributed import print as client_print
 
@@ -342,7 +314,7 @@ def run_on_worker(task: NotebookTask, stop_event: str) -> dict[str, Any]:
     worker = get_worker()
     event = Event(stop_event)
     where = f"{worker.address} ({socket.gethostname()}, pid {os.getpid()})"
-    worker.log_event(stop_event, {"key": str(worker.get_current_task()), "worker": where})
+    worker.log_event(stop_event, {"task": task.out_nb, "worker": where})
     last = [time.monotonic()]
 
     def stop() -> str | None:

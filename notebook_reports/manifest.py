@@ -8,10 +8,11 @@ import json
 import os
 import platform
 import re
+import socket
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from importlib import metadata
@@ -21,23 +22,7 @@ from typing import Any
 import numpy as np
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
-
-
-def git_state(root: str | os.PathLike = PROJECT_ROOT) -> dict[str, Any]:
-    """Commit hash and dirty flag of the project checkout (None outside git)."""
-
-    def git(*args: str) -> str | None:
-        try:
-            res = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True,
-                                 timeout=20, check=True)
-            return res.stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            return None
-
-    status = git("status", "--porcelain", "--untracked-files=no")
-    return {"commit": git("rev-parse", "HEAD"), "dirty": None if status is None else bool(status)}
-
-
+LOCK_FILE = Path("requirements") / "cpu.lock.txt"
 MANIFEST_PACKAGES = (
     "saf_utils", "torch", "transformers", "datasets", "accelerate", "sentence-transformers",
     "papermill", "nbconvert", "pandas", "numpy", "scikit-learn", "bert-score", "sacrebleu",
@@ -45,32 +30,47 @@ MANIFEST_PACKAGES = (
 )
 
 
-def package_versions(names: Iterable[str] = MANIFEST_PACKAGES) -> dict[str, str | None]:
-    def version(name: str) -> str | None:
+def git_state() -> dict[str, Any]:
+    """Commit hash and dirty flag of the project checkout (None outside git)."""
+
+    def git(*args: str) -> str | None:
         try:
-            return metadata.version(name)
-        except metadata.PackageNotFoundError:
+            return subprocess.run(["git", *args], cwd=PROJECT_ROOT, capture_output=True,
+                                  text=True, timeout=20, check=True).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
             return None
 
-    return {name: version(name) for name in names}
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": git("rev-parse", "HEAD"), "dirty": None if status is None else bool(status)}
 
 
-LOCK_FILE = Path("requirements") / "cpu.lock.txt"
+def software() -> dict[str, Any]:
+    """The manifest's ``environment`` (Python, platform, cores, GPUs), ``packages``
+    (:data:`MANIFEST_PACKAGES`), ``installed`` (every distribution) and ``lock``."""
+    env: dict[str, Any] = {"python": sys.version.split()[0], "platform": platform.platform(),
+                           "cpu_count": os.cpu_count()}
+    import torch
 
-
-def installed_packages() -> list[str]:
-    """Every installed distribution as ``name==version`` (sorted, one per normalised name)."""
-    seen: dict[str, str] = {}
+    env["cuda"] = torch.cuda.is_available()
+    env["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    installed: dict[str, str] = {}
     for dist in metadata.distributions():
         if name := dist.metadata.get("Name"):
             key = re.sub(r"[-_.]+", "-", name).lower()
-            seen.setdefault(key, f"{key}=={dist.version}")
-    return sorted(seen.values())
+            installed.setdefault(key, f"{key}=={dist.version}")
+    packages: dict[str, str | None] = {}
+    for name in MANIFEST_PACKAGES:
+        try:
+            packages[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            packages[name] = None
+    return {"environment": env, "packages": packages, "installed": sorted(installed.values()),
+            "lock": lock_info()}
 
 
-def lock_info(root: str | os.PathLike = PROJECT_ROOT) -> dict[str, Any] | None:
+def lock_info() -> dict[str, Any] | None:
     """Path and SHA-256 of the lock file the environment was installed from (None if absent)."""
-    path = Path(root) / LOCK_FILE
+    path = PROJECT_ROOT / LOCK_FILE
     if not path.is_file():
         return None
     return {"path": str(LOCK_FILE), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
@@ -107,22 +107,6 @@ def write_json(path: str | os.PathLike, obj: Any) -> Path:
     return write_text(path, json.dumps(to_jsonable(obj), indent=1))
 
 
-def environment_info() -> dict[str, Any]:
-    info: dict[str, Any] = {
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "cpu_count": os.cpu_count(),
-    }
-    try:
-        import torch
-
-        info["cuda"] = torch.cuda.is_available()
-        info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-    except ImportError:  # pragma: no cover - torch is a dependency
-        info["cuda"] = None
-    return info
-
-
 def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
@@ -151,19 +135,15 @@ def pid_alive(pid: Any) -> bool:
     except ProcessLookupError:
         return False
     except (OSError, TypeError, ValueError):
-        return bool(pid)
+        return True
     return True
 
 
-def died(manifest: Manifest | Mapping[str, Any]) -> bool:
+def died(manifest: Manifest) -> bool:
     """A run still marked ``running`` whose process, on this host, is gone: killed (SIGKILL,
     out of memory, power loss) before it could record how it ended."""
-    import socket
-
-    if isinstance(manifest, Manifest):
-        manifest = manifest.to_dict()
-    return (manifest.get("status") == "running" and manifest.get("host") == socket.gethostname()
-            and not pid_alive(manifest.get("pid")))
+    return (manifest.status == "running" and manifest.host == socket.gethostname()
+            and not pid_alive(manifest.pid))
 
 
 @dataclass
@@ -180,7 +160,10 @@ class Manifest:
     invocations: list[dict[str, Any]] = field(default_factory=list)
     executions: list[dict[str, Any]] = field(default_factory=list)  # every started execution
     notebooks: list[dict[str, Any]] = field(default_factory=list)  # the latest of each notebook
-    status: str | None = None  # run_folder.RUN_STATUSES
+    # running | ok | failed (a notebook failed or was skipped) | interrupted | cluster_lost |
+    # write_error (disk full, read-only folder) | error (the runner raised) | killed (found
+    # later: its process is gone, no end recorded); ``status_reason`` says more (docs/runs.md)
+    status: str | None = None
     status_reason: str | None = None
     finished: str | None = None
     git: dict[str, Any] | None = None

@@ -1,7 +1,5 @@
 """Executing one notebook: papermill with an engine that logs each section, the kernel killed
-(not orphaned) on an interrupt, SIGINT/SIGTERM/SIGHUP as :class:`Interrupted`. Nothing here knows
-run folders or profiles.
-"""
+(not orphaned) on an interrupt, SIGINT/SIGTERM/SIGHUP as :class:`Interrupted`."""
 
 from __future__ import annotations
 
@@ -16,7 +14,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from notebook_reports.manifest import ReportWriteError, write_text
+from notebook_reports.manifest import write_text
 
 
 class Interrupted(BaseException):  # noqa: N818 - like KeyboardInterrupt, not an error
@@ -57,50 +55,38 @@ def _kill_kernel(km: Any) -> None:
     except OSError:  # no group of its own after all
         with suppress(OSError):
             proc.kill()
-    try:
+    with suppress(Exception):  # best effort
         proc.wait(timeout=5)
         km.cleanup_connection_file()
-    except Exception:  # noqa: BLE001 - best effort
-        pass
 
 
 def execute_one(nb_path: Path, out_path: Path, params: dict, timeout: int | None,
                 on_section: Callable[[str], None], stop: Callable[[], str | None]) -> str | None:
-    """Run one notebook; returns None on success or the error text (the output is kept).
-
-    ``on_section(title)`` is called when the first code cell under a Markdown heading starts.
-    papermill runs in a thread of its own while this one polls ``stop()`` (a reason it
-    returns acts as a signal). On :class:`Interrupted` the kernel is stopped, papermill saves
-    the partial notebook, and the exception propagates.
-    """
+    """Run one notebook: None, or the error text. ``on_section(title)`` as a section starts.
+    papermill runs in a thread while this one polls ``stop()``; a reason it returns acts as a
+    signal: the kernel is killed, papermill saves the partial notebook, :class:`Interrupted`."""
     import papermill as pm
+    import zmq
     from jupyter_client.manager import AsyncKernelManager
 
-    _register_section_engine()
     box: dict[str, Any] = {}  # "km": the kernel manager, "error": the outcome once done
 
     class TrackedKernelManager(AsyncKernelManager):
-        """nbclient's own kernel manager (it shuts the kernel down), remembered here. The
-        kernel's sockets get CurveZMQ keys where pyzmq supports them: no "running over TCP
-        without encryption" warning per notebook."""
+        """nbclient's own kernel manager (it shuts the kernel down), remembered here; CurveZMQ
+        keys where pyzmq has them (no "running over TCP without encryption" warning)."""
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
-            try:
-                import zmq
-
-                if zmq.has("curve"):
-                    self.transport_encryption = "auto"
-            except Exception:  # noqa: BLE001 - no encryption then, and the kernel warns
-                pass
+            if zmq.has("curve"):
+                self.transport_encryption = "auto"
             box["km"] = self
 
     def work() -> None:
         try:
             pm.execute_notebook(
                 str(nb_path), str(out_path), parameters=params, kernel_name="python3",
-                cwd=str(nb_path.parent), progress_bar=False, engine_name=SECTION_ENGINE,
-                on_section=on_section, execution_timeout=timeout,
+                cwd=str(nb_path.parent), progress_bar=False, execution_timeout=timeout,
+                on_cell_start=_section_hook(lambda _, title: on_section(title)),
                 kernel_manager_class=TrackedKernelManager,
             )
             box["error"] = None
@@ -115,8 +101,7 @@ def execute_one(nb_path: Path, out_path: Path, params: dict, timeout: int | None
         # mark a live thread as stopped (a CPython bug), and a later join() returns at once.
         while "error" not in box:
             time.sleep(0.1)
-            why = stop()
-            if why:
+            if why := stop():
                 raise Interrupted(why)
     except Interrupted:
         _kill_kernel(box.get("km"))
@@ -129,49 +114,31 @@ def execute_one(nb_path: Path, out_path: Path, params: dict, timeout: int | None
     return box.get("error", "the execution thread ended without a result")
 
 
-SECTION_ENGINE = "saf-sections"
-
-
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$", re.M)
 
 
-def section_starts(nb: Any) -> dict[int, str]:
-    """``{cell index: heading}``: the first code cell under each Markdown heading (the last
-    heading of a Markdown cell counts; a heading without code below it is not listed)."""
-    out: dict[int, str] = {}
-    pending: str | None = None
-    for i, cell in enumerate(nb.cells):
-        if cell.cell_type == "markdown":
-            heads = _HEADING.findall(cell.source)
-            if heads:
-                pending = " ".join(re.sub(r"[*_`$]", "", heads[-1]).split())[:90]
+def _section_hook(report: Callable[[int, str], None]) -> Callable[..., None]:
+    """An nbclient ``on_cell_start`` hook: ``report(cell index, heading)`` as the first code
+    cell under a Markdown heading starts (the last heading of a Markdown cell counts)."""
+    pending: list[str] = []
+
+    def hook(cell: Any, cell_index: int, **_: Any) -> None:
+        heads = _HEADING.findall(cell.source) if cell.cell_type == "markdown" else []
+        if heads:
+            pending[:] = [" ".join(re.sub(r"[*_`$]", "", heads[-1]).split())[:90]]
         elif cell.cell_type == "code" and pending:
-            out[i] = pending
-            pending = None
+            report(cell_index, pending.pop())
+
+    return hook
+
+
+def section_starts(nb: Any) -> dict[int, str]:
+    """``{cell index: heading}``: the first code cell under each Markdown heading."""
+    out: dict[int, str] = {}
+    hook = _section_hook(out.__setitem__)
+    for i, cell in enumerate(nb.cells):
+        hook(cell, i)
     return out
-
-
-def _register_section_engine() -> None:
-    """papermill's nbclient engine that also reports each section as it starts."""
-    from papermill.engines import NBClientEngine, papermill_engines
-
-    class SectionEngine(NBClientEngine):
-        @classmethod
-        def execute_managed_notebook(cls, nb_man: Any, kernel_name: str, **kwargs: Any):
-            report = kwargs.pop("on_section", None)
-            if report is not None:
-                starts = section_starts(nb_man.nb)
-                cell_start = nb_man.cell_start
-
-                def hooked(cell: Any, cell_index: int | None = None, **kw: Any) -> Any:
-                    if cell_index in starts:
-                        report(starts[cell_index])
-                    return cell_start(cell, cell_index, **kw)
-
-                nb_man.cell_start = hooked
-            return super().execute_managed_notebook(nb_man, kernel_name, **kwargs)
-
-    papermill_engines.register(SECTION_ENGINE, SectionEngine)
 
 
 def mark_interrupted(ipynb: Path, why: str) -> None:
@@ -181,19 +148,14 @@ def mark_interrupted(ipynb: Path, why: str) -> None:
 
     try:
         nb = nbformat.read(ipynb, as_version=4)
-    except Exception as exc:  # noqa: BLE001 - nothing readable to mark
-        print(f"saf-run: could not mark {ipynb} interrupted: {exc}", file=sys.stderr)
-        return
-    for cell in nb.cells:
-        pm_meta = cell.get("metadata", {}).get("papermill")
-        if pm_meta is not None and not pm_meta.get("start_time"):
-            pm_meta["status"] = "pending"
-    banner = nbformat.v4.new_markdown_cell(
-        f"**Interrupted ({why}).** This notebook did not finish: the last cell with output is "
-        "where it stopped, and no cell after it ran.")
-    nb.cells.insert(0, banner)
-    nb.metadata.setdefault("papermill", {})["status"] = "interrupted"
-    try:
+        for cell in nb.cells:
+            pm_meta = cell.get("metadata", {}).get("papermill")
+            if pm_meta is not None and not pm_meta.get("start_time"):
+                pm_meta["status"] = "pending"
+        nb.cells.insert(0, nbformat.v4.new_markdown_cell(
+            f"**Interrupted ({why}).** This notebook did not finish: the last cell with output "
+            "is where it stopped, and no cell after it ran."))
+        nb.metadata.setdefault("papermill", {})["status"] = "interrupted"
         write_text(ipynb, nbformat.writes(nb))
-    except ReportWriteError as exc:
+    except Exception as exc:  # noqa: BLE001 - nothing readable to mark, or a write error
         print(f"saf-run: could not mark {ipynb} interrupted: {exc}", file=sys.stderr)

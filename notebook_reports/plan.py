@@ -101,10 +101,9 @@ def prepare(req: RunRequest) -> RunPlan:
         baseline = resolve_run(req.baseline, req.reports_dir)
         load_run(baseline)
     data = check_data_sources(plans)
-    from notebook_reports.cluster_options import check_scheduler_options, resolve_workers
+    from notebook_reports.cluster_options import resolve_workers
 
     workers = resolve_workers(req.workers, req.scheduler, cfg.get("workers"))
-    check_scheduler_options(workers, req.scheduler)
     return RunPlan(cfg, plans, deps, data, existing, old_manifest, run_name, baseline,
                    _reuse_sources(req, cfg, existing), workers)
 
@@ -170,16 +169,11 @@ def _reuse_sources(req: RunRequest, cfg: dict[str, Any], existing: Path | None
     if req.reuse:
         path = resolve_run(req.reuse, req.reports_dir)
         return [(path, read_manifest(path))]
-    out: list[tuple[Path, Manifest]] = []
-    if cfg.get("reuse") == "latest" and not req.no_reuse:
-        from notebook_reports.reuse import profile_runs
+    if cfg.get("reuse") != "latest" or req.no_reuse:
+        return []
+    from notebook_reports.reuse import profile_runs
 
-        for path in profile_runs(Path(req.reports_dir or REPORTS_DIR), cfg["name"], existing):
-            try:
-                out.append((path, read_manifest(path)))
-            except RunnerError:  # a malformed old run is no candidate
-                continue
-    return out
+    return profile_runs(Path(req.reports_dir or REPORTS_DIR), cfg["name"], existing)
 
 
 def describe_plan(plan: RunPlan, req: RunRequest) -> str:

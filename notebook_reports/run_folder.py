@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -29,13 +31,6 @@ from notebook_reports.profiles import (
 from notebook_reports.records import RECORDS_FILE, SOURCES_FILE, summarize
 from saf_utils.data.artifacts import record_rows
 
-PREVIOUS_DIR = "previous"
-
-# How a run ended (manifest ``status``, ``status_reason`` says more): failed (a notebook failed
-# or was skipped), write_error (disk full, read-only folder), error (the runner raised), killed
-# (found later: its process is gone and it never recorded an end); docs/runs.md.
-RUN_STATUSES = ("running", "ok", "failed", "interrupted", "cluster_lost", "write_error", "error",
-                "killed")
 RESERVE_FILE = ".saf-run-reserve"
 RESERVE_BYTES = 1 << 20  # freed to write the final status on a full disk (manifest < 1 MiB)
 
@@ -43,7 +38,7 @@ RESERVE_BYTES = 1 << 20  # freed to write the final status on a full disk (manif
 @dataclass
 class NotebookResult:
     name: str
-    status: str = "pending"  # pending | running | ok | failed | interrupted
+    status: str = "pending"  # pending | running | ok | failed | interrupted | skipped
     started: str | None = None
     finished: str | None = None
     seconds: float | None = None
@@ -53,11 +48,15 @@ class NotebookResult:
     invocation: int = 1
     archived_to: str | None = None
     inputs: dict[str, Any] | None = None  # reuse.notebook_inputs of this execution
-    outputs: str | None = None  # reuse.tree_digest of its output folder
     files: dict[str, str] | None = None  # reuse.output_files: what a reuse verifies
     reused: dict[str, Any] | None = None  # {"from": run, "at": time, "original": execution}
     worker: str | None = None  # the Dask worker that executed it (None: the runner's process)
     restarts: list[str] | None = None  # Dask workers lost while running it (it started again)
+
+
+def write_error(exc: OSError, what: str) -> ReportWriteError:
+    """``exc`` as the one line a failed write of the run folder is: ``cannot <what>: why``."""
+    return ReportWriteError(exc.errno, f"cannot {what}: {exc.strerror or exc}")
 
 
 def new_run_dir(reports_dir: Path, run_name: str) -> Path:
@@ -73,44 +72,26 @@ def new_run_dir(reports_dir: Path, run_name: str) -> Path:
             except FileExistsError:
                 continue
     except OSError as exc:
-        if isinstance(exc, ReportWriteError):
-            raise
-        raise ReportWriteError(exc.errno, f"cannot create a run folder in {reports_dir}: "
-                               f"{exc.strerror or exc}") from None
+        raise write_error(exc, f"create a run folder in {reports_dir}") from None
     raise RunnerError(f"no free run folder name for {run_name} in {reports_dir}")
 
 
-class RunLock:
-    """An exclusive lock on a run folder while one run writes into it (``fcntl.flock`` on
-    the folder itself: nothing is left behind, and the lock ends with its process however
-    that ends). Why: each run rewrites ``manifest.json`` from the manifest it holds, so two
-    runs into one folder at once would lose one's updates; the second is refused, one line,
-    before it writes anything, and a run that starts after another ended reads that one's
-    manifest under the lock."""
-
-    def __init__(self, run_dir: Path) -> None:
-        self.fd: int | None = None
-        try:
-            import fcntl
-        except ImportError:  # no flock (Windows): unlocked, as before
-            return
-        fd = os.open(run_dir, os.O_RDONLY)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise RunnerError(f"{run_dir} is being written by another saf-run right now; "
-                              "wait for it to end, or run into another folder") from None
-        self.fd = fd
-
-    def release(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)  # closing the folder's descriptor ends its flock
-            self.fd = None
+def lock_run(run_dir: Path) -> int:
+    """An exclusive ``flock`` on a run folder (its descriptor; it ends with its process however
+    that ends): each run rewrites ``manifest.json`` from the manifest it holds, so a second run
+    into the folder at once is refused before it writes anything."""
+    fd = os.open(run_dir, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise RunnerError(f"{run_dir} is being written by another saf-run right now; "
+                          "wait for it to end, or run into another folder") from None
+    return fd
 
 
 def reserve_space(run_dir: Path) -> None:
-    """Keep :data:`RESERVE_BYTES` of disk for the run's final status (:func:`write_status`);
+    """Keep :data:`RESERVE_BYTES` of disk for the run's final status (:func:`record_end`);
     random bytes: a compressing or sparse-aware file system would not keep it for zeros."""
     path = run_dir / RESERVE_FILE
     try:
@@ -120,30 +101,12 @@ def reserve_space(run_dir: Path) -> None:
             os.fsync(fh.fileno())
     except OSError as exc:
         path.unlink(missing_ok=True)
-        raise ReportWriteError(exc.errno, f"cannot keep space for the run's status in "
-                               f"{run_dir}: {exc.strerror or exc}") from None
+        raise write_error(exc, f"keep space for the run's status in {run_dir}") from None
 
 
 def release_space(run_dir: Path) -> None:
-    try:
+    with contextlib.suppress(OSError):
         (run_dir / RESERVE_FILE).unlink(missing_ok=True)
-    except OSError:
-        pass
-
-
-def write_status(run_dir: Path, manifest: Manifest) -> bool:
-    """Free the reserved space and write ``manifest.json`` alone (the status first), then the
-    pages if the freed space allows. False when even the manifest failed."""
-    release_space(run_dir)
-    try:
-        write_json(run_dir / "manifest.json", manifest.to_dict())
-    except ReportWriteError:
-        return False
-    try:
-        write_reports(run_dir, manifest)
-    except Exception:  # noqa: BLE001 - the manifest already says how the run ended
-        pass
-    return True
 
 
 def mark_killed(manifest: Manifest) -> bool:
@@ -154,14 +117,13 @@ def mark_killed(manifest: Manifest) -> bool:
     why = (f"process {manifest.pid} on {manifest.host} ended without recording "
            f"how the run ended (killed: SIGKILL, out of memory, power loss); found {now_iso()}")
     manifest.status, manifest.status_reason = "killed", why
-    for inv in manifest.invocations or []:
+    for inv in manifest.invocations:
         if isinstance(inv, dict) and inv.get("status") == "running":
             inv.update(status="killed", status_reason=why)
-    for entries in (manifest.notebooks, manifest.executions):
-        for n in entries or []:
-            if isinstance(n, dict) and n.get("status") == "running":
-                n.update(status="interrupted", error="killed: the run's process ended while "
-                                                     "this notebook ran")
+    for n in [*manifest.notebooks, *manifest.executions]:
+        if isinstance(n, dict) and n.get("status") == "running":
+            n.update(status="interrupted", error="killed: the run's process ended while this "
+                                                 "notebook ran")
     return True
 
 
@@ -174,8 +136,8 @@ def why_text(exc: BaseException) -> str:
 
 def record_end(out: Path, manifest: Manifest, invocation: dict, status: str,
                results: list[NotebookResult], stop: BaseException | None) -> BaseException | None:
-    """Record how the run ended in manifest and pages; when a write fails, the manifest alone
-    into the space kept for it (:func:`write_status`). Returns the error to raise, if any."""
+    """Record how the run ended in the space kept for it (a page not written: ``write_error``,
+    the manifest alone); returns the error to raise, if any."""
     run_status, _, sig = status.partition(":")
     bad = ", ".join(f"{r.name} ({r.status})" for r in results if r.status != "ok")
     reason = why_text(stop) if stop is not None else {
@@ -187,16 +149,19 @@ def record_end(out: Path, manifest: Manifest, invocation: dict, status: str,
         manifest.finished = invocation["finished"]
 
     record(run_status, reason)
-    if run_status != "write_error":
-        try:
-            write_reports(out, manifest)
-            release_space(out)
-            return stop
-        except ReportWriteError as exc:
+    release_space(out)  # kept for this moment
+    try:
+        write_reports(out, manifest)  # the manifest first, then the pages
+        return stop
+    except ReportWriteError as exc:
+        if run_status != "write_error":
             record("write_error", f"{exc} (while recording that the run ended {run_status})")
             stop = exc
-    if write_status(out, manifest):
+    try:
+        write_json(out / "manifest.json", manifest.to_dict())  # the status alone
         return stop
+    except ReportWriteError:
+        pass
     if isinstance(stop, ReportWriteError):  # still one line for the CLI
         return ReportWriteError(stop.errno, f"{stop}; the run's status could not be recorded "
                                 f"in {out / 'manifest.json'} either")
@@ -219,10 +184,19 @@ def read_manifest(run_dir: Path) -> Manifest:
     return Manifest.from_dict(check_manifest(manifest, path))
 
 
+def data_sources(folder: Path) -> list[dict[str, Any]]:
+    """The data files an execution read (the rows of its ``data_sources.json``; none: [])."""
+    try:
+        rows = json.loads((folder / SOURCES_FILE).read_text())
+    except (OSError, ValueError):
+        return []
+    return [r for r in rows if isinstance(r, dict) and "path" in r] \
+        if isinstance(rows, list) else []
+
+
 def write_reports(run_dir: Path, manifest: Manifest) -> None:
-    """manifest.json, metrics.json and the run's pages from what is on disk now: the records
-    of each notebook's latest execution (a bad line skipped and counted), each with its
-    ``notebook_status``."""
+    """manifest.json, metrics.json and the pages from the records of each notebook's latest
+    execution on disk (a bad line skipped and counted), each with its ``notebook_status``."""
     from notebook_reports import chrome, index_page, metric_cards, results_page
 
     latest = list(manifest.notebooks)
@@ -233,20 +207,12 @@ def write_reports(run_dir: Path, manifest: Manifest) -> None:
         r["notebook_status"] = status.get(r.get("notebook"), "unknown")
     sources: dict[tuple, dict] = {}  # (path, sha256): a file rewritten between notebooks
     for n in latest:                   # appears once per version, flagged ``changed``
-        src = run_dir / n["name"] / SOURCES_FILE
-        try:
-            rows = json.loads(src.read_text()) if src.is_file() else []
-        except (OSError, ValueError):
-            rows = []
-        for row in rows if isinstance(rows, list) else []:
-            if isinstance(row, dict) and "path" in row:
-                entry = sources.setdefault((row["path"], row.get("sha256")),
-                                           {**row, "notebooks": []})
-                entry["notebooks"].append(n["name"])
+        for row in data_sources(run_dir / n["name"]):
+            sources.setdefault((row["path"], row.get("sha256")),
+                               {**row, "notebooks": []})["notebooks"].append(n["name"])
     versions = Counter(path for path, _ in sources)
     for (path, _), entry in sources.items():
         entry["changed"] = versions[path] > 1
-    summary = summarize(records)
     manifest.records = {"n": len(records), "skipped_lines": len(skipped),
                         "skipped": skipped[:50]}
     manifest.data_sources = sorted(sources.values(),
@@ -256,7 +222,7 @@ def write_reports(run_dir: Path, manifest: Manifest) -> None:
     written = manifest.to_dict()  # what the pages read
     write_json(run_dir / "manifest.json", written)  # the status first: it is small
     write_json(run_dir / "metrics.json", {"records": records,
-                                          "summary": summary.to_dict(orient="records"),
+                                          "summary": summarize(records).to_dict(orient="records"),
                                           "skipped_record_lines": skipped})
     index_page.write_index(run_dir, written, records)
     results_page.write_results(run_dir, written, records)
@@ -264,30 +230,24 @@ def write_reports(run_dir: Path, manifest: Manifest) -> None:
     chrome.refresh(run_dir)  # every page's navigation bar lists the pages there are now
 
 
-def archive_previous(run_dir: Path, name: str, manifest: Manifest) -> str | None:
+def archive_previous(run_dir: Path, name: str, manifest: Manifest) -> None:
     """Move an earlier execution's files of ``name`` to ``previous/<name>-<k>/``."""
     present = [p for p in (run_dir / f"{name}.ipynb", run_dir / f"{name}.html", run_dir / name)
                if p.exists()]
     if not present:
-        return None
-    k = 1 + sum(1 for e in manifest.executions if e["name"] == name
-                and e.get("archived_to"))
-    target = run_dir / PREVIOUS_DIR / f"{name}-{k}"
-    while target.exists():
+        return
+    k = 1
+    while (target := run_dir / "previous" / f"{name}-{k}").exists():
         k += 1
-        target = run_dir / PREVIOUS_DIR / f"{name}-{k}"
     try:
         target.mkdir(parents=True)
         for p in present:
             shutil.move(str(p), str(target / p.name))
     except OSError as exc:
-        raise ReportWriteError(exc.errno, f"cannot move the previous {name} to {target}: "
-                               f"{exc.strerror or exc}") from None
-    rel = str(target.relative_to(run_dir))
+        raise write_error(exc, f"move the previous {name} to {target}") from None
     for e in manifest.executions:
         if e["name"] == name and not e.get("archived_to"):
-            e["archived_to"] = rel
-    return rel
+            e["archived_to"] = str(target.relative_to(run_dir))
 
 
 def render(res: NotebookResult, out_nb: Path, hide: bool) -> None:
@@ -307,21 +267,20 @@ def render(res: NotebookResult, out_nb: Path, hide: bool) -> None:
             res.status = "failed"
 
 
-def _record_result(manifest: Manifest, res: NotebookResult, order: list[str]) -> None:
+def record_result(manifest: Manifest, res: NotebookResult, order: list[str]) -> None:
     """The latest entry of ``res.name`` in ``notebooks``; every started execution (not the
     "pending" placeholders) in ``executions``."""
     entry = asdict(res)
     execs = manifest.executions
     if res.started:
         for i, e in enumerate(execs):
-            if e["name"] == res.name and e.get("invocation") == res.invocation \
-                    and e.get("started") == res.started:
+            if (e["name"], e.get("invocation"), e.get("started")) == (
+                    res.name, res.invocation, res.started):
                 execs[i] = entry
                 break
         else:
             execs.append(entry)
-    latest = {n["name"]: n for n in manifest.notebooks}
-    latest[res.name] = entry
+    latest = {n["name"]: n for n in manifest.notebooks} | {res.name: entry}
     rank = {n: i for i, n in enumerate(order)}
     manifest.notebooks = sorted(latest.values(), key=lambda n: rank.get(n["name"], 1e9))
 
@@ -329,8 +288,8 @@ def _record_result(manifest: Manifest, res: NotebookResult, order: list[str]) ->
 def _seconds(start: str | None, end: str | None) -> float | None:
     try:
         t0 = datetime.fromisoformat(start)
-        t1 = datetime.fromisoformat(end) if end else datetime.now(t0.tzinfo)
-        return (t1 - t0).total_seconds()
+        return ((datetime.fromisoformat(end) if end else datetime.now(t0.tzinfo)) - t0
+                ).total_seconds()
     except (TypeError, ValueError):
         return None
 
@@ -348,12 +307,10 @@ def _datasets(run_dir: Path) -> list[str]:
 def list_runs(reports_dir: str | os.PathLike | None = None,
               problems: list[str] | None = None) -> list[dict]:
     """Runs under the reports folder, oldest first, with profile, commit, status, times and
-    the datasets of their records (dead ``running`` runs settled as killed). A malformed run
-    raises :class:`RunnerError`, unless ``problems`` is a list: then one line on it (or on a
-    renamed run) is appended there."""
-    root = Path(reports_dir or REPORTS_DIR)
+    datasets (dead ``running`` runs settled as killed). A malformed run raises, unless
+    ``problems`` is a list: then one line on it (or on a renamed run) goes there."""
     runs = []
-    for mpath in sorted(root.glob("*/manifest.json")):
+    for mpath in sorted(Path(reports_dir or REPORTS_DIR).glob("*/manifest.json")):
         try:
             m = read_manifest(mpath.parent)
         except RunnerError as exc:
@@ -362,7 +319,9 @@ def list_runs(reports_dir: str | os.PathLike | None = None,
             problems.append(str(exc))
             continue
         if mark_killed(m):  # a dead "running" run: "killed", written down (best effort)
-            write_status(mpath.parent, m)
+            release_space(mpath.parent)
+            with contextlib.suppress(Exception):
+                write_reports(mpath.parent, m)
         folder = mpath.parent.name  # the run is its folder: a copied or renamed run is itself
         if m.run not in (None, folder) and problems is not None:
             problems.append(f"{folder}: its manifest names run {short(m.run)} (copied "

@@ -17,18 +17,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from notebook_reports import executors
 from notebook_reports.data_check import data_env_vars
-from notebook_reports.executors import ClusterLost, NotebookTask, forwarded_env, run_graph
-from notebook_reports.manifest import (
-    Manifest,
-    ReportWriteError,
-    environment_info,
-    git_state,
-    installed_packages,
-    lock_info,
-    now_iso,
-    package_versions,
-)
+from notebook_reports.manifest import Manifest, ReportWriteError, git_state, now_iso, software
 from notebook_reports.notebook_exec import Interrupted, _signals, mark_interrupted
 from notebook_reports.plan import (  # noqa: F401 - the runner's names for callers and tests
     RunPlan,
@@ -38,24 +29,20 @@ from notebook_reports.plan import (  # noqa: F401 - the runner's names for calle
     request_from_args,
 )
 from notebook_reports.profiles import REPORTS_DIR, RunnerError
-from notebook_reports.reuse import (
-    record_inputs,
-    run_parameters,
-    try_reuse,
-    upstream_digests,
-)
+from notebook_reports.reuse import record_inputs, run_parameters, tree_digest, try_reuse
 from notebook_reports.run_folder import (
     NotebookResult,
-    RunLock,
-    _record_result,
     archive_previous,
+    lock_run,
     mark_killed,
     new_run_dir,
     read_manifest,
     record_end,
+    record_result,
     render,
     reserve_space,
     why_text,
+    write_error,
     write_reports,
 )
 
@@ -76,13 +63,10 @@ def exit_code(status: str, failed: list[str], what: str = "Failed notebook(s)") 
 
 def run_profile(req: RunRequest, plan: RunPlan | None = None,
                 executor: Any = None) -> tuple[Path, list[NotebookResult], str]:
-    """Run the notebooks of a profile on ``executor`` (default: the one ``plan.workers`` /
-    ``req.scheduler`` name), each once its ``depends_on`` have finished; returns the run
-    folder, one result per executed, reused or skipped notebook and the run status."""
+    """Run a profile's notebooks on ``executor`` (default: ``plan.workers`` / ``req.scheduler``);
+    returns the run folder, a result per executed, reused or skipped notebook, the status."""
     plan = plan or prepare(req)  # a bad profile is reported before a cluster starts
     if executor is None:
-        from notebook_reports import executors
-
         # N notebooks at once on this machine share its cores: OpenMP pools of 2 threads per
         # kernel on 2 cores spin against each other (03's gradient boosting ran 10x slower).
         saved = os.environ.get("SAF_NUM_THREADS")
@@ -101,7 +85,7 @@ def run_profile(req: RunRequest, plan: RunPlan | None = None,
     try:
         run.execute()
     finally:
-        run.lock.release()
+        os.close(run.lock)  # its flock ends
     return run.out, run.results, run.status
 
 
@@ -113,37 +97,32 @@ def _absolute_if_path(key: str, value: Any) -> Any:
 
 
 def _environment(plan: RunPlan) -> None:
-    """What every kernel inherits: absolute data paths, pinned kernels and threads, quiet
-    progress bars."""
+    """What every kernel inherits: absolute data paths, :data:`.executors.KERNEL_DEFAULTS`,
+    pinned kernels and threads."""
     # Notebooks run with notebooks/ as working directory: make data paths absolute first.
     for var in data_env_vars():
         if os.environ.get(var) and Path(os.environ[var]).exists():
             os.environ[var] = str(Path(os.environ[var]).resolve())
     for p in plan.plans:
         p.params = {k: _absolute_if_path(k, v) for k, v in p.params.items()}
-    os.environ.setdefault("PYTHONHASHSEED", "0")
+    for var, value in executors.KERNEL_DEFAULTS.items():
+        os.environ.setdefault(var, value)
     # Kernels and launcher ranks run with the pinned kernel level and threads (OpenBLAS reads
     # its kernel once, when numpy loads: before any saf_utils code in the kernel).
     from saf_utils import determinism
 
     os.environ.update(determinism.pinned_environment())
-    # Progress bars inside a kernel only clutter the HTML; the runner prints a line per
-    # section (Markdown heading) and per notebook. Interactive JupyterLab sessions keep theirs.
-    for var, value in (("TOKENIZERS_PARALLELISM", "false"), ("TQDM_DISABLE", "1"),
-                       ("HF_HUB_DISABLE_PROGRESS_BARS", "1")):
-        os.environ.setdefault(var, value)
 
 
 class _Run:
-    """One invocation while its notebooks run: the run folder (``out``) and its manifest with
-    this invocation appended, what came back (``results``), the executions out (``running``:
-    result, plan, start time, upstream digests) and how it ended (``status``)."""
+    """One invocation while its notebooks run: its folder (``out``) and manifest, the results,
+    the executions out (``running``: result, start time, upstream digests), the status."""
 
     def __init__(self, req: RunRequest, plan: RunPlan, executor: Any, reports_root: Path
                  ) -> None:
         self.req, self.plan, self.executor, cfg = req, plan, executor, plan.cfg
         self.results: list[NotebookResult] = []
-        self.running: dict[str, tuple[NotebookResult, Any, float, dict]] = {}
+        self.running: dict[str, tuple[NotebookResult, float, dict]] = {}
         self.status = "ok"
         inv = self.invocation = {
             "started": now_iso(), "finished": None, "status": "running", "argv": req.argv,
@@ -151,26 +130,22 @@ class _Run:
             "git": git_state(), "pid": os.getpid(), "host": socket.gethostname(),
             "executor": executor.description,
         }
+        self.out = plan.existing.resolve() if plan.existing else new_run_dir(
+            reports_root, plan.run_name or f"{cfg['name']}-{datetime.now(UTC):%Y%m%d-%H%M%S}")
+        self.lock = lock_run(self.out)  # then an existing run's manifest as it is now
         if plan.existing:
-            self.out = plan.existing.resolve()
-            self.lock = RunLock(self.out)  # then the manifest as it is now, not as planned
             m = read_manifest(self.out) if plan.old_manifest else Manifest()
             mark_killed(m)  # an earlier invocation whose process is gone
         else:
-            stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-            self.out = new_run_dir(reports_root, plan.run_name or f"{cfg['name']}-{stamp}")
-            self.lock = RunLock(self.out)
             m = Manifest(run=self.out.name, profile=cfg["name"], profile_file=cfg["path"],
                          extends=cfg["extends_chain"], description=cfg.get("description"),
                          started=inv["started"])
         m.invocations.append(inv)
-        m.status, m.finished = "running", None
-        m.git, m.pid, m.host = inv["git"], inv["pid"], inv["host"]
-        m.environment, m.packages = environment_info(), package_versions()
-        m.installed, m.lock = installed_packages(), lock_info()
-        m.overrides = list(req.overrides or [])
-        m.hide_code = cfg.get("hide_code", False) if req.hide_code is None else req.hide_code
-        m.depends_on, m.data_check = cfg["depends_on"], plan.data
+        vars(m).update(  # what this invocation runs with; software(): environment, packages...
+            status="running", finished=None, git=inv["git"], pid=inv["pid"], host=inv["host"],
+            overrides=inv["overrides"], depends_on=cfg["depends_on"], data_check=plan.data,
+            hide_code=cfg.get("hide_code", False) if req.hide_code is None else req.hide_code,
+            **software())
         self.manifest, self.n_inv = m, len(m.invocations)
         n = len(plan.plans)
         self.tags = {p.name: f"{req.label}[{i}/{n}]" for i, p in enumerate(plan.plans, 1)}
@@ -178,13 +153,12 @@ class _Run:
 
     def record(self, res: NotebookResult, write: bool = True) -> None:
         """``res`` into the manifest (and the pages, unless ``write`` is False)."""
-        _record_result(self.manifest, res, list(self.plan.cfg["notebooks"]))
+        record_result(self.manifest, res, list(self.plan.cfg["notebooks"]))
         if write:
             write_reports(self.out, self.manifest)
 
     def execute(self) -> None:
-        """Run the graph; what ended the run early is raised once the run's status is
-        recorded."""
+        """Run the graph; what ended the run early is raised once its status is recorded."""
         print(f"Run {self.out.name}: {len(self.plan.plans)} notebook(s) -> {self.out}",
               flush=True)
         stop: BaseException | None = None
@@ -197,10 +171,11 @@ class _Run:
                         self.record(NotebookResult(p.name, parameters=p.params,
                                                    invocation=self.n_inv), write=False)
                 write_reports(self.out, self.manifest)
-                run_graph([p.name for p in self.plan.plans], self.plan.cfg["depends_on"],
-                          self.start, self.finish, self.executor)
+                executors.run_graph([p.name for p in self.plan.plans],
+                                    self.plan.cfg["depends_on"], self.start, self.finish,
+                                    self.executor)
             self.status = "failed" if any(r.status != "ok" for r in self.results) else "ok"
-        except (Interrupted, ClusterLost) as why:  # a lost cluster is no bug of the runner
+        except (Interrupted, executors.ClusterLost) as why:  # a lost cluster is no bug here
             kind = "interrupted" if isinstance(why, Interrupted) else "cluster_lost"
             self.status = f"{kind}:{why}"
             with _signals(raise_on_signal=False):
@@ -210,12 +185,23 @@ class _Run:
             self.status = "write_error" if isinstance(exc, OSError) else "error"
             with _signals(raise_on_signal=False):
                 self.stop_running(self.status, exc)
-        with _signals(raise_on_signal=False):
-            stop = self.close(stop)
+        with _signals(raise_on_signal=False):  # the run's end, then --baseline's compare.html
+            stop = record_end(self.out, self.manifest, self.invocation, self.status,
+                              self.results, stop)  # each failure one line
+            if stop is None and (baseline := self.plan.baseline) is not None:
+                from notebook_reports.compare import compare_runs
+                from notebook_reports.compare_page import write_compare_html
+
+                try:
+                    path = write_compare_html(compare_runs(baseline, self.out),
+                                              self.out / "compare.html")
+                    print(f"Compared with {baseline.name}: {path}")
+                except (RunnerError, ValueError) as exc:
+                    print(f"saf-run: compare with {baseline} failed: {exc}", file=sys.stderr)
         if stop is not None:
             raise stop
 
-    def start(self, name: str) -> NotebookTask | None:
+    def start(self, name: str) -> executors.NotebookTask | None:
         """Skip or reuse ``name`` (both done here: None), or set up its execution."""
         p, tag, deps = self.by_name[name], self.tags[name], self.plan.cfg["depends_on"].get(
             name, [])
@@ -228,7 +214,7 @@ class _Run:
             print(f"{tag} {p.name} skipped: {res.error}", flush=True)
             self.results.append(res)
             return self.record(res)
-        deps_out = upstream_digests(self.out, deps)
+        deps_out = {d: tree_digest(self.out / d) for d in deps}
         reused = try_reuse(self.plan.reuse_from, p, self.out, self.manifest, deps_out, tag)
         if reused is not None:  # reports are written before the next execution and at the end
             self.results.append(reused)
@@ -238,24 +224,24 @@ class _Run:
         try:
             nb_out.mkdir()
         except OSError as exc:
-            raise ReportWriteError(exc.errno, f"cannot create {nb_out}: "
-                                   f"{exc.strerror or exc}") from None
+            raise write_error(exc, f"create {nb_out}") from None
         params = run_parameters(p, self.out)
         current = NotebookResult(p.name, "running", started=now_iso(), parameters=params,
                                  invocation=self.n_inv)
         self.record(current)
         print(f"{tag} {p.name} ...", flush=True)
-        self.running[name] = (current, p, time.perf_counter(), deps_out)
-        return NotebookTask(p.name, str(p.path), str(self.out / f"{p.name}.ipynb"), params,
-                            self.plan.cfg.get("timeout"), tag, forwarded_env())
+        self.running[name] = (current, time.perf_counter(), deps_out)
+        return executors.NotebookTask(p.name, str(p.path), str(self.out / f"{p.name}.ipynb"),
+                                      params, self.plan.cfg.get("timeout"), tag,
+                                      executors.forwarded_env())
 
-    def finish(self, name: str, outcome: Any) -> None:
+    def finish(self, name: str, outcome: dict[str, Any]) -> None:
         """Record, render and report an execution that came back."""
-        current, p, t0, deps_out = self.running[name]  # popped once recorded: a write error
-        current.seconds = round(time.perf_counter() - t0, 1)  # on the way still counts it
-        current.finished = now_iso()  # as running
-        current.error, current.worker = outcome.error, outcome.worker
-        current.restarts = getattr(outcome, "restarts", None) or None
+        p, (current, t0, deps_out) = self.by_name[name], self.running[name]  # popped once
+        current.seconds = round(time.perf_counter() - t0, 1)  # recorded: a write error on the
+        current.finished = now_iso()  # way still counts it as running
+        current.error, current.worker = outcome["error"], outcome.get("worker")
+        current.restarts = outcome.get("restarts") or None
         current.status = "failed" if current.error else "ok"
         render(current, self.out / f"{p.name}.ipynb", self.manifest.hide_code)
         if current.status == "ok":  # after its page: the file digests include it
@@ -277,12 +263,12 @@ class _Run:
         cluster (``why``; their partial notebooks marked and rendered), or by a write error
         or a bug (``exc``; the run's status comes first)."""
         try:
-            came_back = {o.out_nb: o for o in self.executor.stop(why).values()}
+            came_back = {o.get("out_nb"): o for o in self.executor.stop(why)}
         except Exception:  # noqa: BLE001
             if exc is None:
                 raise
             came_back = {}
-        for current, _, t0, _ in self.running.values():
+        for current, t0, _ in self.running.values():
             current.status = "interrupted"
             current.finished = current.finished or now_iso()
             if exc is not None:
@@ -292,7 +278,7 @@ class _Run:
                 current.error = f"interrupted by {why}" if why.startswith("SIG") else why
                 current.seconds = current.seconds or round(time.perf_counter() - t0, 1)
                 out_nb = self.out / f"{current.name}.ipynb"
-                current.worker = getattr(came_back.get(str(out_nb)), "worker", None)
+                current.worker = came_back.get(str(out_nb), {}).get("worker")
                 if out_nb.is_file():
                     mark_interrupted(out_nb, why)
                     try:
@@ -304,22 +290,3 @@ class _Run:
             self.record(current, write=False)
         if exc is None:
             print(f"Run {self.out.name} interrupted: {why}", file=sys.stderr, flush=True)
-
-    def close(self, stop: BaseException | None) -> BaseException | None:
-        """The run's end in manifest and pages, then ``--baseline``'s compare.html (each
-        failure one line; notebooks never started stay "pending")."""
-        stop = record_end(self.out, self.manifest, self.invocation, self.status,
-                          self.results, stop)
-        if stop is not None:  # after a write error the status line is the one line said
-            return stop
-        if (baseline := self.plan.baseline) is not None:
-            from notebook_reports.compare import compare_runs
-            from notebook_reports.compare_page import write_compare_html
-
-            try:
-                path = write_compare_html(compare_runs(baseline, self.out),
-                                          self.out / "compare.html")
-                print(f"Compared with {baseline.name}: {path}")
-            except (RunnerError, ValueError) as exc:
-                print(f"saf-run: compare with {baseline} failed: {exc}", file=sys.stderr)
-        return None

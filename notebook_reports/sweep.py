@@ -173,7 +173,7 @@ def run_sweep(args: Any, argv: list[str]) -> int:
     """``saf-run sweep`` after parsing: exit 0 all cells ok, 1 a cell did not succeed,
     130/143 interrupted; a bad invocation raises :class:`RunnerError` before anything runs."""
     from notebook_reports import runner
-    from notebook_reports.cluster_options import check_scheduler_options, resolve_workers
+    from notebook_reports.cluster_options import resolve_workers
     from notebook_reports.executors import open_executor
     from notebook_reports.profiles import REPORTS_DIR, load_profile
 
@@ -184,7 +184,6 @@ def run_sweep(args: Any, argv: list[str]) -> int:
     base = runner.request_from_args(args, argv)
     cfg = load_profile(args.profile or "cpu", args.config)
     base = replace(base, workers=resolve_workers(args.workers, args.scheduler, cfg.get("workers")))
-    check_scheduler_options(base.workers, args.scheduler)
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     name = check_folder_name(args.sweep_name or f"sweep-{cfg['name']}-{stamp}", "--sweep-name")
     cells = plan_cells(base, parse_matrix(args.matrix), name)

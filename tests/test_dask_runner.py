@@ -73,7 +73,7 @@ class FakeExecutor:
         return {future}
 
     def outcome(self, future):
-        return executors.Outcome(**future.result())
+        return future.result()
 
 
 def _walk(slots: int, reused: frozenset = frozenset()):
@@ -235,7 +235,7 @@ class LostExecutor(FakeExecutor):
                                     "FuturesCancelledError: scheduler-connection-lost")
 
     def stop(self, sig):
-        return {}
+        return []
 
 
 def test_a_lost_scheduler_marks_the_run_and_its_notebook_not_error(tmp_path, capsys):

@@ -248,7 +248,7 @@ def test_two_runs_into_one_folder_never_lose_a_manifest_update(project, capsys):
         try:
             first.execute()
         finally:
-            getattr(first, "lock", None) and first.lock.release()
+            os.close(first.lock)
         if second is not None:
             second.execute()
     capsys.readouterr()

@@ -8,6 +8,7 @@ import nbformat
 import pytest
 
 from notebook_reports import cli, compare, notebook_exec, profiles, reuse
+from saf_utils.data import provenance
 
 
 def _manifest(run_dir):
@@ -40,7 +41,7 @@ def test_reuse_copies_unchanged_notebooks_and_reruns_changed_ones(project, capfd
     for n1, n2 in zip(m1["notebooks"], m2["notebooks"], strict=True):
         assert n2["reused"]["from"] == "r1" and n2["status"] == "ok"
         assert n2["reused"]["original"]["started"] == n1["started"]
-        assert n2["inputs"]["key"] == n1["inputs"]["key"] and n2["outputs"] == n1["outputs"]
+        assert n2["inputs"]["key"] == n1["inputs"]["key"] and n2["files"] == n1["files"]
         assert (reports / "r2" / n2["name"] / "records.jsonl").read_bytes() == \
             (reports / "r1" / n1["name"] / "records.jsonl").read_bytes()
     index = (reports / "r2" / "index.html").read_text()
@@ -69,15 +70,19 @@ def test_reuse_inputs_and_changes(tmp_path):
     nb.write_text("{}")
     data = tmp_path / "d.csv"
     data.write_text("a\n1\n")
-    a = reuse.notebook_inputs(nb, {"k": 1, "output_dir": "/r1/x"}, "L", {"up": "u"},
-                              reuse.data_digests([str(data)]))
-    b = reuse.notebook_inputs(nb, {"k": 1, "output_dir": "/r2/x"}, "L", {"up": "u"},
-                              reuse.data_digests([str(data)]))
+    def read() -> dict:  # a notebook without data sources: the files its execution read
+        return reuse.notebook_data({}, {}, [str(data)])
+
+    a = reuse.notebook_inputs(nb, {"k": 1, "output_dir": "/r1/x"}, "L", {"up": "u"}, read())
+    b = reuse.notebook_inputs(nb, {"k": 1, "output_dir": "/r2/x"}, "L", {"up": "u"}, read())
     assert a == b and reuse.changed(a, b) == []
     data.write_text("a\n2\n")
-    c = reuse.notebook_inputs(nb, {"k": 2}, "L", {"up": "v"}, reuse.data_digests([str(data)]))
+    c = reuse.notebook_inputs(nb, {"k": 2}, "L", {"up": "v"}, read())
     assert reuse.changed(a, c) == ["parameters", "data", "depends_on"]
-    assert reuse.data_digests([str(tmp_path / "gone")]) == {str(tmp_path / "gone"): "missing"}
+    gone = reuse.notebook_inputs(nb, {"k": 1}, "L", {"up": None}, a["data"])
+    assert reuse.changed(gone, gone) == ["depends_on"]  # an upstream folder missing: rerun
+    data.unlink()
+    assert read() == {"other_files": {str(data): "missing"}}
 
 
 def test_profile_reuse_setting_is_checked(tmp_path):
@@ -179,23 +184,20 @@ def test_reuse_file_digests_and_mismatches(tmp_path):
     (run_dir / "nb-b" / "z").write_text("z")
     files = reuse.output_files(run_dir, "nb")
     assert sorted(files) == ["nb.ipynb", "nb/records.jsonl", "nb/sub/a"]
-    assert reuse.folder_digest(files, "nb") == reuse.tree_digest(run_dir / "nb")
-    assert reuse.upstream_digests(run_dir, ["nb", "gone"]) == {
-        "nb": reuse.tree_digest(run_dir / "nb"), "gone": None}
+    assert reuse.tree_digest(run_dir / "gone") is None
+    assert reuse.tree_digest(run_dir / "nb") != reuse.tree_digest(run_dir / "nb-b")
     assert reuse.mismatch(files, files) is None
     assert reuse.mismatch({**files, "nb.html": "0"}, files) == "nb.html is missing"
     assert reuse.mismatch({**files, "nb.html": "0"}, files, ["nb.html"]) is None
     assert "nb/sub/a differs" in reuse.mismatch({**files, "nb/sub/a": "0"}, files)
     assert "not made by its execution" in reuse.mismatch({"nb.ipynb": files["nb.ipynb"]}, files)
     assert "no digests" in reuse.mismatch(None, files)
-    reuse.remove_outputs(run_dir, "nb")
-    assert sorted(p.name for p in run_dir.iterdir()) == ["nb-b"]
 
 
 def test_data_input_is_what_the_notebook_would_read_now(tmp_path, monkeypatch):
     """The data key lists the folders a notebook would read now: another folder (either data
     variable or saf_source), a new, removed or changed file, an optional file appearing or
-    disappearing, each changes it, and the change is named."""
+    disappearing, each changes it."""
     a, b, chat = tmp_path / "a", tmp_path / "b", tmp_path / "chat"
     for d in (a, b, chat):
         d.mkdir()
@@ -209,30 +211,25 @@ def test_data_input_is_what_the_notebook_would_read_now(tmp_path, monkeypatch):
     assert reuse.notebook_data({}, declared) == first
     monkeypatch.setenv("SAF_DATA", str(b))  # same bytes, another folder
     now = reuse.notebook_data({}, declared)
-    assert now != first and reuse.data_change(first, now) == f"saf source {a} -> {b}"
+    assert now != first and now["saf"]["source"] == str(b.resolve())
     monkeypatch.setenv("SAF_DATA", str(a))
-    now = reuse.notebook_data({"saf_source": str(b)}, declared)
-    assert reuse.data_change(first, now) == f"saf source {a} -> {b}"
+    assert reuse.notebook_data({"saf_source": str(b)}, declared) == now  # the parameter
     (chat / "intents.csv").write_text("id,intent\n")  # an optional file appears
     with_intents = reuse.notebook_data({}, declared)
-    assert reuse.data_change(first, with_intents) == f"argscichat: intents.csv is new in {chat}"
+    assert sorted(with_intents["argscichat"]["files"]) == ["intents.csv", "train.json"]
     (chat / "intents.csv").unlink()  # ... and disappears again
-    assert reuse.data_change(with_intents, reuse.notebook_data({}, declared)) == \
-        f"argscichat: intents.csv was removed from {chat}"
     assert reuse.notebook_data({}, declared) == first
     monkeypatch.setenv("ARGSCICHAT_DATA", str(b))
-    assert reuse.data_change(first, reuse.notebook_data({}, declared)) == \
-        f"argscichat source {chat} -> {b}"
+    assert reuse.notebook_data({}, declared)["argscichat"]["source"] == str(b.resolve())
     monkeypatch.setenv("ARGSCICHAT_DATA", str(chat))
     (a / "train.json").write_text("[1]")
-    assert reuse.data_change(first, reuse.notebook_data({}, declared)) == \
-        f"saf: train.json changed in {a}"
-    # a notebook without data sources: only the files its execution read elsewhere
+    assert reuse.notebook_data({}, declared)["saf"]["files"] != first["saf"]["files"]
+    # files read outside the declared folders (a hub cache): hashed now
     other = tmp_path / "cache.bin"
     other.write_text("x")
-    assert reuse.notebook_data({}, {"output_dir": {}}, [str(other)]) == {
-        "other_files": reuse.data_digests([str(other)])}
-    assert "recorded before" in reuse.data_change({str(other): "0"}, first)
+    inside = str(a / "train.json")  # in a declared folder: already in its files
+    assert reuse.notebook_data({}, declared, [str(other), inside])["other_files"] == {
+        str(other): provenance.sha256_file(other)}
 
 
 @pytest.mark.slow
@@ -262,17 +259,16 @@ def test_reuse_reruns_a_notebook_whose_data_folder_changed(project, capfd, monke
 
     assert "e_reads reused from r1" in run("r2")
     monkeypatch.setenv("SAF_DATA", str(folders["saf_b"]))
-    assert (f"e_reads: changed since r1: data (saf source {folders['saf_a']} -> "
-            f"{folders['saf_b']})") in run("r3", "--reuse", "r1")
+    assert "e_reads: changed since r1: data\n" in run("r3", "--reuse", "r1")
     monkeypatch.setenv("SAF_DATA", str(folders["saf_a"]))
     monkeypatch.setenv("ARGSCICHAT_DATA", str(folders["saf_b"]))
-    assert ": data (argscichat source" in run("r4", "--reuse", "r1")
+    assert "e_reads: changed since r1: data\n" in run("r4", "--reuse", "r1")
     monkeypatch.setenv("ARGSCICHAT_DATA", str(folders["chat_a"]))
     (folders["chat_a"] / "intents.csv").write_text("id,intent\n")
-    assert "data (argscichat: intents.csv is new in" in run("r5", "--reuse", "r1")
+    assert "e_reads: changed since r1: data\n" in run("r5", "--reuse", "r1")
     (folders["chat_a"] / "intents.csv").unlink()
-    assert "data (argscichat: intents.csv was removed from" in run("r6", "--reuse", "r5")
-    assert "changed since r1: parameters, data (saf source" in run(
+    assert "e_reads: changed since r5: data\n" in run("r6", "--reuse", "r5")
+    assert "changed since r1: parameters, data\n" in run(
         "r7", "--reuse", "r1", "-p", f"saf_source={folders['saf_b']}")
     assert _manifest(reports / "r7")["notebooks"][0]["inputs"]["data"]["saf"]["source"] == \
         str(folders["saf_b"].resolve())
