@@ -84,9 +84,7 @@ def evaluate(preds: pd.DataFrame, role_of: Mapping[str, str],
     The reference is the baseline with the best validation ``selection_metric``, the chosen
     system the best baseline-or-system. Comparisons on the test splits: eligible systems
     minus the reference, each leader minus its runner-up, and the chosen system minus the
-    reference for new questions where there are enough; Holm-adjusted except
-    :data:`PRIMARY`. ``role_of``: system -> role.
-    """
+    reference for new questions where there are enough; Holm-adjusted except :data:`PRIMARY`."""
     preds = collapse_identical_seeds(preds)
     metrics = (*TABLE_METRICS, *UNTABULATED_METRICS)
     items = item_scores(preds, bertscore_kwargs, moverscore_model, embedding_metrics)
@@ -137,11 +135,9 @@ def feedback_contrast(ev: Evaluation, train: pd.DataFrame, evals: Mapping[str, p
                       baseline: str = "majority", encoder: Any = None
                       ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``system`` on ``split`` against the same labels with retrieved feedback (``twin``:
-    its labels, feedback of the nearest question), and against ``baseline``.
-
-    Returns the headline of the three and the paired differences (minus the twin on the
-    feedback metrics, where only the feedback differs; minus the baseline on all).
-    """
+    its labels, feedback of the nearest question), and against ``baseline``:
+    the headline of the three and the paired differences (minus the twin on the feedback
+    metrics, where only the feedback differs; minus the baseline on all)."""
     from saf_utils.saf.baselines import retrieved_feedback_table
 
     mine = ev.preds[(ev.preds.system == system) & (ev.preds.split == split)]
