@@ -71,8 +71,8 @@ def _macro_f1_of_cuts(x: np.ndarray, y: np.ndarray, pairs: Sequence[tuple[float,
 
 @dataclass
 class ReferenceThresholds:
-    """Label from cosine(answer, reference) with two cut points maximising train
-    macro-F1 (the unseen-question fallback): ``cos >= hi`` → Correct, ``cos < lo`` → Incorrect, else partial."""
+    """Label from cosine(answer, reference) with two cut points maximising train macro-F1
+    (the unseen-question fallback): ``cos >= hi`` → Correct, ``cos < lo`` → Incorrect."""
 
     lo: float = 0.0
     hi: float = 1.0

@@ -1,6 +1,6 @@
 """The SAF cross-encoder (``cross_encoder``) as jobs: its examples, the validation grid,
-one model per seed, out-of-fold outputs on train (stacking, unseen-question CV); fine-tunes run through
-:func:`saf_utils.training.jobs.run_jobs`."""
+one model per seed, out-of-fold outputs on train (stacking, unseen-question CV); fine-tunes
+run through :func:`saf_utils.training.jobs.run_jobs`."""
 
 from __future__ import annotations
 
