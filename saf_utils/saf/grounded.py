@@ -3,8 +3,7 @@
 A tutor's feedback on a wrong or partial answer mostly restates what the reference says and
 the answer misses: :class:`GroundedFeedback` writes the reference's content units the answer
 does not cover behind the lead-in the training feedback of that label most often opens with.
-Nothing here reads a question's own training answers, so it works on a new question.
-"""
+Nothing here reads a question's own training answers, so it works on a new question."""
 
 from __future__ import annotations
 
