@@ -1,7 +1,6 @@
 """ArgSciChat message pairs in dialogue: pair tables and lookup, the context of a turn,
 scored pairs and prediction rows of a selection (notebooks 01, 03, 04 and the fact
-selection and reply modules).
-"""
+selection and reply modules)."""
 
 from __future__ import annotations
 

@@ -34,15 +34,13 @@ def selector_groups(params: Mapping[str, Any]) -> dict[str, list[str]]:
 
 
 def planned_selectors(params: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """The selectors notebook 03 runs with its parameters ``params``, each with the
-    parameters it runs with (``saf-run --dry-run``)."""
+    """Selector -> its parameters, as notebook 03 runs them (``saf-run --dry-run``)."""
     names = [n for group in selector_groups(params).values() for n in group]
     return SELECTORS.effective_params(names, params.get("system_params"))
 
 
 def planned_reply_systems(params: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """The reply systems notebook 04 runs with its parameters ``params`` (``systems``:
-    :meth:`saf_utils.registry.Registry.select`), each with the parameters it runs with."""
+    """Reply system -> its parameters, as notebook 04 runs them (``saf-run --dry-run``)."""
     return REPLY_SYSTEMS.effective_params(REPLY_SYSTEMS.select(params.get("systems")),
                                           params.get("system_params"))
 
@@ -169,8 +167,7 @@ class ReplyRun:
 def run_reply_systems(folds: Mapping[int, ReplyFold], systems: Sequence[str],
                       config: ReplyConfig | None = None,
                       system_params: SystemParams | None = None) -> ReplyRun:
-    """Run the reply systems ``systems`` (registration order) on every fold; tidy val/test
-    prediction rows (:data:`REPLY_COLUMNS`), val tuning grids, logs, seconds per system."""
+    """Run the reply systems ``systems`` (registration order) on every fold."""
     data = ReplyData(folds, config or ReplyConfig())
     names = [n for n in REPLY_SYSTEMS if n in set(REPLY_SYSTEMS.check(systems))]
     preds, secs, (tuning, logs) = _run_each(REPLY_SYSTEMS, names, data, system_params,

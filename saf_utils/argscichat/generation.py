@@ -1,6 +1,6 @@
 """ArgSciChat reply generation: model inputs, copy/retrieval baselines, token compression
-and the names of the generation metrics (scored in :mod:`~saf_utils.argscichat.reply_evaluation`).
-"""
+and the names of the generation metrics (scored in
+:mod:`~saf_utils.argscichat.reply_evaluation`)."""
 
 from __future__ import annotations
 

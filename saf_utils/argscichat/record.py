@@ -87,8 +87,7 @@ def stat_means(stats: pd.DataFrame) -> pd.DataFrame:
 def record_generation(rec: Any, run: ReplyRun, items: pd.DataFrame, stats: pd.DataFrame,
                       an: REV.ReplyAnalysis, roles: dict[str, str]) -> None:
     """Everything 04 records: train losses and val grids, per-item scores, per-fold test
-    means (seeded systems per seed), output statistics per fold and their means, the val
-    choice and its composite, the headline and the comparisons."""
+    means and output statistics, the val choice, the headline and the comparisons."""
     trained = run.logs[run.logs.seed.notna()] if "seed" in run.logs else run.logs.iloc[:0]
     if "train_loss" in trained:
         losses = trained.dropna(subset=["train_loss"]).rename(columns={"train_loss": "value"})

@@ -131,7 +131,5 @@ def summary_table(an: Analysis) -> pd.DataFrame:
 
 
 def selection_sentences(an: Analysis) -> list[str]:
-    """The notebook's conclusions from the tests
-    (:func:`saf_utils.statistics.conclusions.conclusions`: one verdict per comparison, primary
-    first, grouped by estimand)."""
+    """The notebook's conclusions from the tests, primary first, grouped by estimand."""
     return V.conclusions(an.comparisons, an.comparisons, an.leads)
