@@ -7,9 +7,7 @@
     saf-run list [--reports-dir DIR] [--json]
 
 Plain ``saf-run --profile …`` (and ``python -m notebook_reports``) is ``saf-run run``.
-Exit codes: 0 ok, 1 a notebook failed, 2 bad invocation (nothing ran), 3 a report file could
-not be written, 130/143/129 interrupted (SIGINT/SIGTERM/SIGHUP).
-"""
+Exit codes: docs/profiles.md (129: SIGHUP)."""
 
 from __future__ import annotations
 
@@ -178,9 +176,7 @@ COMMANDS = {"run": run_main, "sweep": sweep_main, "compare": compare_main, "list
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``saf-run [run|sweep|compare|list] ...``, printing through :class:`_Escaping`; a bad
-    invocation (nothing ran) is one line and exit 2, Ctrl-C while planning 130, a file the
-    file system refused 3."""
+    """``saf-run [run|sweep|compare|list] ...``, printing through :class:`_Escaping`."""
     argv = list(sys.argv[1:] if argv is None else argv)
     saved = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = _Escaping(saved[0]), _Escaping(saved[1])

@@ -1,7 +1,6 @@
 """The one cross-run table: ``{run: records}`` -> one tidy frame (:func:`frame`) -> the tables
 a page shows. ``saf-run compare``, each run's index and its results page read
-records this way; :func:`headline_cells` pivots a run's rows into the headline tables.
-"""
+records this way; :func:`headline_cells` pivots a run's rows into the headline tables."""
 
 from __future__ import annotations
 

@@ -221,9 +221,8 @@ def select_notebooks(names: list[str], wanted: list[str] | None) -> list[str]:
 
 def check_dependencies(cfg: dict, selected: list[str], run_dir: Path | None,
                        statuses: dict[str, str] | None = None) -> dict[str, str]:
-    """``{dependency: "selected" | "present"}``: each dependency of a selected notebook is
-    selected too or in ``run_dir`` with an ok latest execution (``statuses``); raises naming
-    every missing one."""
+    """Each dependency of a selected notebook is selected too or in ``run_dir`` with an ok
+    latest execution (``statuses``); raises naming every missing one."""
     found: dict[str, str] = {}
     missing: list[str] = []
     for name in selected:
