@@ -257,8 +257,7 @@ def _differ(a: dict, b: dict, keys: list[str], order: Any = None) -> list[dict]:
 
 def compare_runs(run_a: str | os.PathLike, run_b: str | os.PathLike, alpha: float = 0.05,
                  n_resamples: int = 1000, tol: float = 1e-9) -> dict[str, Any]:
-    """Everything that differs between two run folders (B relative to A); ``a`` / ``b`` name
-    the folders as :func:`shown_path` does."""
+    """Everything that differs between two run folders (B relative to A)."""
     check_options(alpha, n_resamples)
     run_a, run_b = Path(run_a), Path(run_b)
     man_a, rec_a = load_run(run_a)

@@ -69,8 +69,7 @@ class Cell:
 
 
 def plan_cells(base: Any, matrix: dict[str, list], sweep: str) -> list[Cell]:
-    """One checked run plan per cell, named ``<sweep>-<cell>`` (:func:`runner.prepare`): a
-    bad value fails here."""
+    """One checked run plan per cell, named ``<sweep>-<cell>``: a bad value fails here."""
     from notebook_reports import runner
 
     cells: list[Cell] = []

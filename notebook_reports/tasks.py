@@ -37,8 +37,7 @@ def spec(task: str) -> TaskSpec | None:
 
 
 def registries(task: str | None = None) -> list[Registry]:
-    """The system registries of ``task`` (None: of every task, each once), from the specs'
-    ``systems`` ("module:ATTRIBUTE")."""
+    """The system registries of ``task`` (None: of every task, each once)."""
     out: dict[str, Registry] = {}
     for sp in specs():
         if task is None or sp.name == task:
@@ -56,8 +55,7 @@ COMPOSITES = {
 
 
 def system_line(task: str, name: str) -> str:
-    """One line of words for the system ``name`` of ``task``: its role and description ("" if
-    unknown)."""
+    """One line of words for the system ``name`` of ``task`` ("" if unknown)."""
     from saf_utils.registry import ROLE_WORDS
 
     for reg in registries(task):

@@ -93,8 +93,7 @@ def every_system(pairs: Sequence[MessagePair], selections: pd.DataFrame,
 def one_pair(pairs: Sequence[MessagePair], selections: pd.DataFrame,
              generations: pd.DataFrame, items: pd.DataFrame, example: str | None
              ) -> tuple[str, dict[str, str], pd.DataFrame, pd.DataFrame]:
-    """The test pair ``example`` (``"<fold>:<pair id>"``; None: the first row of
-    :func:`every_system`) in full, one row per selector and per reply system."""
+    """The test pair ``example`` (``"<fold>:<pair id>"``; None: the first) in full."""
     sel, gen = _keyed(selections), _keyed(generations)
     keys = list(dict.fromkeys([*sel["key"], *gen["key"]]))
     example = keys[0] if example is None and keys else str(example)

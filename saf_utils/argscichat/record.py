@@ -63,8 +63,7 @@ def record_selection(rec: Any, overview: pd.DataFrame, an: EV.Analysis,
 
 def selection_conclusions(an: EV.Analysis, summary: pd.DataFrame, overview: pd.DataFrame,
                           seconds: float, md: Markdown) -> str:
-    """03's conclusions as Markdown: the tests' sentences, the oracle ceiling, the skipped
-    test queries and the notebook's time."""
+    """03's conclusions as Markdown."""
     lines = [f"- {md(line)}" for line in EV.selection_sentences(an)]
     for oracle in [s for s in summary.index if an.roles.get(s) == "oracle"]:
         lines.append(f"- Oracle ceiling ({md(oracle, code=True)}, not comparable): "
@@ -113,8 +112,7 @@ def record_generation(rec: Any, run: ReplyRun, items: pd.DataFrame, stats: pd.Da
 
 def generation_conclusions(an: REV.ReplyAnalysis, run: ReplyRun, metric_names: Sequence[str],
                            seconds: float, md: Markdown) -> str:
-    """04's conclusions as Markdown: the floor's val-chosen word counts, the tests'
-    sentences on content-word F1 and BERTScore, and the notebook's time."""
+    """04's conclusions as Markdown."""
     floor_n = run.logs[run.logs.system == FLOOR].set_index("fold")["n"]
     floor = listing({f"fold {k}": v for k, v in floor_n.astype(int).items()})
     lines = [f"- Floor `{FLOOR}`: {md(floor)} words per fold, chosen on val."]

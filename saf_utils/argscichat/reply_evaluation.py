@@ -61,8 +61,7 @@ def score_predictions(preds: pd.DataFrame, splits: Sequence[str] = ("test",),
 
 
 def output_stat_table(preds: pd.DataFrame, split: str = "test") -> pd.DataFrame:
-    """Output statistics (length ratio, distinct-2, repetition, identical outputs, empty
-    share) per system, fold and seed."""
+    """Output statistics per system, fold and seed."""
     from saf_utils.metrics import metric, output_stats
 
     rows = []

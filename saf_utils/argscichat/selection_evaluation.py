@@ -24,8 +24,7 @@ GOLD_HISTORY_NOTE = "reads earlier turns' gold facts"
 
 
 def fact_f1_table(preds: pd.DataFrame, splits: Sequence[str] = ("val", "test")) -> pd.DataFrame:
-    """Per-item Fact-F1 rows (``Recorder.add_items`` schema, cluster = paper id, + ``role``)
-    of the pairs with gold fact sentences."""
+    """Per-item Fact-F1 rows (+ ``role``) of the pairs with gold fact sentences."""
     need = {"fold", "split", "pair_id", "paper_id", "system", "seed", "fact_f1"}
     missing = sorted(need - set(preds.columns))
     if missing:

@@ -19,8 +19,7 @@ from saf_utils.argscichat.data import MessagePair
 
 @dataclass(frozen=True)
 class SelectionConfig:
-    """What every selector of a run shares (03's notebook-level parameters); each selector's
-    own parameters are its dataclass in :mod:`saf_utils.argscichat.selectors`."""
+    """What every selector of a run shares (03's notebook-level parameters)."""
 
     k: int = 2  # sentences per query (the annotation protocol)
     seed: int = 0  # learned models (deterministic: no early stopping, lbfgs)

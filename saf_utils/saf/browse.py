@@ -58,8 +58,7 @@ def predictions_beside_gold(preds: pd.DataFrame, system: str) -> pd.DataFrame:
 def wide_table(table: pd.DataFrame, split: str, value: str = "mean",
                metrics: Sequence[str] = TABLE_METRICS, digits: int = 3,
                systems: Sequence[str] | None = None) -> pd.DataFrame:
-    """One split of a headline or paired table as system × metric strings ``value [low,
-    high]`` (``diff`` tables add ``p=``)."""
+    """One split of a headline or paired table as system × metric ``value [low, high]``."""
     sub = table[table.split == split]
     cells = {}
     for r in sub.itertuples():

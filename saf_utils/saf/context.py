@@ -58,8 +58,7 @@ def load_data(saf_source: str | None = None, language: str = "de",
 
 
 def make_encoder(encoder: str) -> Callable[[Sequence[str]], np.ndarray]:
-    """``texts -> L2-normalised vectors`` with the process-wide cache of
-    saf_utils.encoders.sentence."""
+    """``texts -> L2-normalised vectors`` (process-wide cache of ``encoders.sentence``)."""
     from saf_utils.encoders.sentence import encode
 
     return functools.partial(encode, model=encoder)

@@ -82,8 +82,7 @@ def _annotate_sources(registered: dict[str, list[tuple[str, str]]],
 
 @dataclass
 class _Read:
-    """The splits as read: frames with ``_file``/``_row``, the files registered per split
-    as (row label, path), and the extra-column anomalies per split."""
+    """The splits as read: frames, registered files and extra-column anomalies per split."""
 
     frames: dict[str, pd.DataFrame] = field(default_factory=dict)
     registered: dict[str, list[tuple[str, str]]] = field(default_factory=dict)

@@ -65,8 +65,7 @@ def choose_on_validation(headline: pd.DataFrame, role_of: Mapping[str, str],
                          metric: str = "macro_f1",
                          allowed: Sequence[str] = ("baseline", "system"),
                          split: str = "validation") -> validation_choice.Choice:
-    """The system (role in ``allowed``; ``role_of``: system -> role) with the best
-    validation ``metric`` (ties: the headline table's order)."""
+    """The system with role in ``allowed`` and the best validation ``metric``."""
     v = headline[(headline.split == split) & (headline.metric == metric)]
     names = {s: role_of[s] for s in dict.fromkeys(v.system)}
     return validation_choice.choose_from(

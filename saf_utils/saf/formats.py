@@ -248,8 +248,7 @@ def prediction_table(gold: pd.DataFrame, system: str, *, labels: Sequence[str | 
                      parseable: Sequence[bool] | None = None,
                      problems: Sequence[str] | None = None,
                      backoff: Sequence[bool] | None = None) -> pd.DataFrame:
-    """One row per gold example with the system's predictions (:data:`PREDICTION_COLUMNS`;
-    ``error_class`` when the gold frame has it)."""
+    """One row per gold example with the system's predictions (:data:`PREDICTION_COLUMNS`)."""
     n = len(gold)
     for name, seq in (("labels", labels), ("scores", scores), ("feedback", feedback)):
         if len(seq) != n:

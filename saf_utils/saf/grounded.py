@@ -17,8 +17,7 @@ from saf_utils.saf.reference import content_units, coverage
 
 @dataclass(frozen=True)
 class GroundedParams:
-    """How grounded feedback is written; chosen by leave-one-question-out on train
-    (:mod:`saf_utils.saf.feedback_choice`)."""
+    """How grounded feedback is written (chosen in :mod:`saf_utils.saf.feedback_choice`)."""
 
     unit: str = "clause"  # content unit of the reference: sentence | clause
     tau: float = 0.5  # a unit whose coverage by the answer is below this is missing
@@ -71,8 +70,7 @@ class GroundedFeedback:
         return [units[i] for i in idx]
 
     def write(self, answer: str, reference: str, label: str) -> str:
-        """Lead-in of ``label`` + the missing units (Incorrect with ``incorrect="all"``:
-        every unit)."""
+        """Lead-in of ``label`` + the missing units (Incorrect, ``incorrect="all"``: all)."""
         units = (content_units(reference, self.params.unit)
                  if label == "Incorrect" and self.params.incorrect == "all"
                  else self.missing(answer, reference))

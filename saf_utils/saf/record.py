@@ -51,8 +51,7 @@ def cross_encoder_notes(ce: CrossEncoderRun, headline: pd.DataFrame,
 
 
 def conclusions(ev: evaluation.Evaluation) -> list[str]:
-    """Sentences from the tests: the primary comparison first, then the chosen system against
-    the reference and the leads per test split and metric, grouped by estimand."""
+    """Sentences from the tests, the primary comparison first, grouped by estimand."""
     c, lower, shown_metrics = ev.comparisons, EV.LOWER_IS_BETTER, ("accuracy", "macro_f1",
                                                                    "sacrebleu")
     out = [] if c.primary.any() else [

@@ -137,8 +137,7 @@ def collapse_identical_seeds(preds: pd.DataFrame) -> pd.DataFrame:
 
 def item_scores(preds: pd.DataFrame, bertscore_kwargs: Mapping[str, Any] | None = None,
                 moverscore_model: Any = None, embedding_metrics: bool = True) -> pd.DataFrame:
-    """Per-item scores of every (system, seed, split) and metric of :data:`ITEM_METRICS`;
-    their means equal :func:`evaluate_predictions`."""
+    """Per-item scores of :data:`ITEM_METRICS`; their means equal :func:`evaluate_predictions`."""
     p = preds.reset_index(drop=True)
     inputs = _inputs(p)
     cols: dict[str, pd.Series] = {}
@@ -258,8 +257,7 @@ def headline_per_split(preds: pd.DataFrame, items: pd.DataFrame,
 def paired_per_split(preds: pd.DataFrame, items: pd.DataFrame, reference: str,
                  designs: Mapping[str, P.Design], metrics: Sequence[str] = TABLE_METRICS,
                  systems: Sequence[str] | None = None) -> pd.DataFrame:
-    """Systems minus ``reference`` per split (those in ``designs``) and metric, on the items
-    both systems scored."""
+    """Systems minus ``reference`` per split and metric, on the items both scored."""
     rows = []
     it = protocol_items(items, metrics)
     it = it[it.split.isin(list(designs))]

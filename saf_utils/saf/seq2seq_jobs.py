@@ -42,8 +42,7 @@ def seq2seq_jobs(data: Any, seq2seq: Mapping[str, Any],
                  seq2seq_models: Mapping[str, Mapping[str, Any]] | None, seeds: Sequence[int],
                  output_dir: str | Path, mode: str = "verification",
                  include_question: bool = True) -> list[J.TrainJob]:
-    """One :class:`saf_utils.training.jobs.TrainJob` per (model, seed), reading the examples of
-    ``data`` written once per model (settings: :class:`Seq2SeqParams`)."""
+    """One training job per (model, seed), its examples written once per model."""
     def examples(df: pd.DataFrame) -> J.Examples:
         src, tgt = S.format_examples(df, mode, include_question, data.words)
         return J.Examples(df["id"].tolist(), src, tgt)
