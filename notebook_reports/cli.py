@@ -1,10 +1,5 @@
-"""The ``saf-run`` command line.
-
-    saf-run [run] --profile cpu [-p key=value] [--only NB] [--run-dir DIR] [--dry-run]
-                  [--baseline RUN] [--workers N | --scheduler tcp://host:port]
-    saf-run sweep --profile cpu --matrix KEY=[v1,v2] [--matrix ...] [run options]
-    saf-run compare RUN_A RUN_B [--html PATH] [--alpha A] [--resamples N]
-    saf-run list [--reports-dir DIR] [--json]
+"""The ``saf-run`` command line: ``run`` (the default), ``sweep``, ``compare`` and ``list``
+(examples: docs/profiles.md).
 
 Plain ``saf-run --profile …`` (and ``python -m notebook_reports``) is ``saf-run run``.
 Exit codes: docs/profiles.md (129: SIGHUP)."""

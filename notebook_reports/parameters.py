@@ -204,8 +204,7 @@ def plan_notebooks(cfg: dict, names: list[str], nb_dir: Path,
 
 
 def select_notebooks(names: list[str], wanted: list[str] | None) -> list[str]:
-    """The notebooks ``--only`` names, in profile order: each entry a full name or a unique
-    prefix (``02``), repeated (``--only 02 --only 05``) or comma-separated (``--only 02,05``)."""
+    """The notebooks ``--only`` names (full names or unique prefixes), in profile order."""
     if not wanted:
         return names
     chosen = []

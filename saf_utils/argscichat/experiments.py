@@ -48,9 +48,8 @@ def planned_reply_systems(params: Mapping[str, Any]) -> dict[str, dict[str, Any]
 def _run_each(registry: Registry, names: Sequence[str], data: Any,
               system_params: SystemParams | None, sinks: Sequence[list] = ()
               ) -> tuple[pd.DataFrame, dict[str, float], list[list[dict[str, Any]]]]:
-    """Every name through :meth:`Registry.each`; the predictions (with ``role``), seconds
-    per system and, per sink (lists the systems append rows to), the rows appended with
-    their ``system``. ``system_params`` may name systems another call runs."""
+    """Every name through :meth:`Registry.each`; the predictions, seconds per system and the
+    rows each system appended to each sink; ``system_params`` may name other calls' systems."""
     params = {n: v for n, v in (system_params or {}).items() if n in set(names)}
     registry.check(system_params or {})  # an unknown name fails here
     frames, seconds = [], {}

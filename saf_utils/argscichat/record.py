@@ -26,10 +26,8 @@ Markdown = Callable[..., str]
 
 def record_selection(rec: Any, overview: pd.DataFrame, an: EV.Analysis,
                      tuning: pd.DataFrame | None = None) -> None:
-    """Everything 03 records: per fold and split the scored and skipped queries
-    (:func:`saf_utils.argscichat.experiments.data_overview`), per-fold (and per-seed)
-    Fact-F1, the headline, comparisons, the per-fold choices and val grid points, and
-    per-item scores."""
+    """Everything 03 records: scored and skipped queries per fold and split, per-fold (and
+    per-seed) Fact-F1, the headline, comparisons, val choices and grids, per-item scores."""
     for r in overview.itertuples():
         for metric, value in (("n_scored_queries", r.scored),
                               ("n_skipped_queries", r.skipped_no_gold)):

@@ -249,10 +249,8 @@ LEAKY_SPLIT, LEAK_FREE = "test_unseen_answers", "leak-free answers"
 
 def record_leak_free(rec: Any, ev: evaluation.Evaluation, train: pd.DataFrame,
                      dataset: str) -> int:
-    """Records (kind analysis, subset "leak-free answers (k of n)") of the headline of
-    :data:`LEAKY_SPLIT` over its answers that are not also train answers to the same
-    question (:func:`~saf_utils.saf.data_checks.answers_in_train`); none where no
-    answer is leaked."""
+    """Records of the headline of :data:`LEAKY_SPLIT` over its answers that are not also train
+    answers to the same question; none where no answer is leaked."""
     from saf_utils.saf.data_checks import answers_in_train
 
     split = LEAKY_SPLIT

@@ -75,9 +75,8 @@ def _options(name: str, bertscore_kwargs: Mapping[str, Any] | None,
 def _scored(embedding_metrics: bool, moverscore_model: Any,
             names: Sequence[str] = SCORED_METRICS,
             bertscore_kwargs: Mapping[str, Any] | None = None) -> list[str]:
-    """The metrics a table gets: embedding ones only with ``embedding_metrics``, MoverScore
-    only with a model, rescaled BERTScore only where bert-score ships a baseline for the
-    BERTScore model and language."""
+    """The metrics a table gets: rescaled BERTScore only where bert-score ships a baseline for
+    the BERTScore model and language."""
     from saf_utils.metrics.embedding import baseline_path, minilm_path
 
     kw = bertscore_kwargs or {}
