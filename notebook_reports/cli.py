@@ -1,15 +1,8 @@
-"""The ``saf-run`` command line.
-
-    saf-run [run] --profile cpu [-p key=value] [--only NB] [--run-dir DIR] [--dry-run]
-                  [--baseline RUN] [--workers N | --scheduler tcp://host:port]
-    saf-run sweep --profile cpu --matrix KEY=[v1,v2] [--matrix ...] [run options]
-    saf-run compare RUN_A RUN_B [--html PATH] [--alpha A] [--resamples N]
-    saf-run list [--reports-dir DIR] [--json]
+"""The ``saf-run`` command line: ``run`` (the default), ``sweep``, ``compare`` and ``list``
+(examples: docs/profiles.md).
 
 Plain ``saf-run --profile …`` (and ``python -m notebook_reports``) is ``saf-run run``.
-Exit codes: 0 ok, 1 a notebook failed, 2 bad invocation (nothing ran), 3 a report file could
-not be written, 130/143/129 interrupted (SIGINT/SIGTERM/SIGHUP).
-"""
+Exit codes: docs/profiles.md (129: SIGHUP)."""
 
 from __future__ import annotations
 
@@ -178,9 +171,7 @@ COMMANDS = {"run": run_main, "sweep": sweep_main, "compare": compare_main, "list
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``saf-run [run|sweep|compare|list] ...``, printing through :class:`_Escaping`; a bad
-    invocation (nothing ran) is one line and exit 2, Ctrl-C while planning 130, a file the
-    file system refused 3."""
+    """``saf-run [run|sweep|compare|list] ...``, printing through :class:`_Escaping`."""
     argv = list(sys.argv[1:] if argv is None else argv)
     saved = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = _Escaping(saved[0]), _Escaping(saved[1])

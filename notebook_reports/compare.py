@@ -1,10 +1,5 @@
-"""Compare two runs: what changed in the setup and which numbers changed significantly.
-
-``saf-run compare RUN_A RUN_B``: the parameter, data-fingerprint and package differences of
-the two manifests; per key of the ``result`` records both values and B - A, flagged where a
-paired randomization test on both runs' per-item scores (``items.jsonl``: the same items
-scored twice) finds it significant after Holm's adjustment; the records only one run has.
-"""
+"""Compare two runs: what changed in the setup and which numbers changed significantly
+(``saf-run compare RUN_A RUN_B``; what it reports: docs/reports.md)."""
 
 from __future__ import annotations
 
@@ -254,8 +249,7 @@ def _setup(m: dict) -> dict[str, Any]:
 
 
 def _differ(a: dict, b: dict, keys: list[str], order: Any = None) -> list[dict]:
-    """A row per key whose values differ (a key tuple spread over ``keys``), sorted by
-    ``order`` (default: the key as text)."""
+    """A row per key whose values differ (a key tuple spread over ``keys``)."""
     return [{**dict(zip(keys, k if isinstance(k, tuple) else (k,), strict=True)),
              "a": a.get(k), "b": b.get(k)}
             for k in sorted(set(a) | set(b), key=order or str) if a.get(k) != b.get(k)]
@@ -263,8 +257,7 @@ def _differ(a: dict, b: dict, keys: list[str], order: Any = None) -> list[dict]:
 
 def compare_runs(run_a: str | os.PathLike, run_b: str | os.PathLike, alpha: float = 0.05,
                  n_resamples: int = 1000, tol: float = 1e-9) -> dict[str, Any]:
-    """Everything that differs between two run folders (B relative to A); ``a`` / ``b`` name
-    the folders as :func:`shown_path` does."""
+    """Everything that differs between two run folders (B relative to A)."""
     check_options(alpha, n_resamples)
     run_a, run_b = Path(run_a), Path(run_b)
     man_a, rec_a = load_run(run_a)

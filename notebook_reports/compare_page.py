@@ -49,8 +49,7 @@ def _param_text(row: dict, side: str) -> str:
 
 
 def sections(cmp: dict) -> list[tuple[str, list[str], list[list[str]], str, list[str]]]:
-    """(title, header, rows of plain text, text when there is no row, notes under it) of
-    every section."""
+    """(title, header, rows of plain text, text when there is no row, notes) per section."""
     def only(side: str, val: str) -> list[list[str]]:
         return [[_where(r), r["system"], r["metric"], r["subset"] or "", fmt(r[val], 4)]
                 for r in cmp[side]]

@@ -1,7 +1,6 @@
 """The one cross-run table: ``{run: records}`` -> one tidy frame (:func:`frame`) -> the tables
 a page shows. ``saf-run compare``, each run's index and its results page read
-records this way; :func:`headline_cells` pivots a run's rows into the headline tables.
-"""
+records this way; :func:`headline_cells` pivots a run's rows into the headline tables."""
 
 from __future__ import annotations
 
@@ -73,8 +72,7 @@ def rows_of(df: pd.DataFrame) -> list[dict[str, Any]]:
 
 def headline_cells(df: pd.DataFrame, task: str, metrics: Sequence[str]) -> dict:
     """``{(dataset, split): {system: {metric: cell, "role", "failed", "note"}}}`` of one run's
-    rows of ``task`` (no subset; its test splits when it has any), a cell as
-    :func:`headline.cell_html` draws it."""
+    rows of ``task`` (no subset; its test splits when it has any)."""
     sub = rows_of(df[(df["task"] == task) & df["metric"].isin(list(metrics))
                      & df["subset"].isna()])
     tests = {(r["dataset"], r["split"]) for r in sub if str(r["split"]).startswith("test")}

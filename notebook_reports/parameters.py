@@ -204,8 +204,7 @@ def plan_notebooks(cfg: dict, names: list[str], nb_dir: Path,
 
 
 def select_notebooks(names: list[str], wanted: list[str] | None) -> list[str]:
-    """The notebooks ``--only`` names, in profile order: each entry a full name or a unique
-    prefix (``02``), repeated (``--only 02 --only 05``) or comma-separated (``--only 02,05``)."""
+    """The notebooks ``--only`` names (full names or unique prefixes), in profile order."""
     if not wanted:
         return names
     chosen = []
@@ -221,9 +220,8 @@ def select_notebooks(names: list[str], wanted: list[str] | None) -> list[str]:
 
 def check_dependencies(cfg: dict, selected: list[str], run_dir: Path | None,
                        statuses: dict[str, str] | None = None) -> dict[str, str]:
-    """``{dependency: "selected" | "present"}``: each dependency of a selected notebook is
-    selected too or in ``run_dir`` with an ok latest execution (``statuses``); raises naming
-    every missing one."""
+    """Each dependency of a selected notebook is selected too or in ``run_dir`` with an ok
+    latest execution (``statuses``); raises naming every missing one."""
     found: dict[str, str] = {}
     missing: list[str] = []
     for name in selected:

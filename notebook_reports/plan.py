@@ -1,7 +1,6 @@
 """What a run will do, checked before anything runs: the request (:class:`RunRequest`, what
 ``saf-run`` was asked) and the plan (:class:`RunPlan`, what :func:`prepare` found). Nothing
-here writes a file; ``--dry-run`` prints :func:`describe_plan`.
-"""
+here writes a file; ``--dry-run`` prints :func:`describe_plan`."""
 
 from __future__ import annotations
 
@@ -53,8 +52,7 @@ class RunRequest:
 
 
 def request_from_args(args: Any, argv: list[str]) -> RunRequest:
-    """The request of parsed ``saf-run`` (or ``saf-run sweep``) arguments: each option of the
-    same name, ``--param`` as ``overrides``."""
+    """The request of parsed ``saf-run`` (or ``saf-run sweep``) arguments."""
     given = {f.name: getattr(args, f.name) for f in fields(RunRequest) if hasattr(args, f.name)}
     return RunRequest(**{**given, "overrides": args.param, "argv": argv})
 

@@ -1,7 +1,6 @@
 """Profiles, checked before anything runs: ``configs/<name>.yaml``; ``extends: base`` layers
 it over ``configs/base.yaml``. Every problem is a :class:`RunnerError` with one readable line
-(the CLI exits 2).
-"""
+(the CLI exits 2)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
 """Parameter sweeps: ``saf-run sweep --profile P --matrix KEY=[v1,v2] [--matrix …]``.
 
-The cross product of the matrix (a KEY is ``key`` or ``notebook.key``, as for ``-p``) becomes
-ordinary runs named with the sweep's prefix, ``reports/<sweep>-<cell>/``, all planned and
-checked before any runs. The cells run one after another in this process, or all at once on
-a Dask client, each with the run's reuse rules. ``saf-run list`` lists them with the other
-runs and ``saf-run compare`` compares two cells; a sweep keeps no state of its own.
-"""
+The cross product of the matrix becomes ordinary runs ``reports/<sweep>-<cell>/``, all planned
+and checked before any runs (docs/cluster.md); a sweep keeps no state of its own."""
 
 from __future__ import annotations
 
@@ -73,8 +69,7 @@ class Cell:
 
 
 def plan_cells(base: Any, matrix: dict[str, list], sweep: str) -> list[Cell]:
-    """One checked run plan per cell, named ``<sweep>-<cell>`` (:func:`runner.prepare`): a
-    bad value fails here."""
+    """One checked run plan per cell, named ``<sweep>-<cell>``: a bad value fails here."""
     from notebook_reports import runner
 
     cells: list[Cell] = []
@@ -117,10 +112,9 @@ def describe_sweep(cells: list[Cell], base: Any) -> str:
 
 
 def run_cells(cells: list[Cell], executor: Any) -> str:
-    """Run every cell on ``executor``, each a thread of this process submitting to it; returns
-    ok | failed | interrupted:<SIGNAL>. In this process one cell after another (with ``reuse:
-    latest`` a cell reuses the unchanged notebooks of the cells before it), on Dask all at
-    once; a signal stops the running cells' notebooks and the cells not started."""
+    """Run every cell on ``executor``, each a thread of this process submitting to it: in
+    this process one after another (so that with ``reuse: latest`` a cell reuses the cells
+    before it), on Dask all at once; ok | failed | interrupted:<SIGNAL>."""
     from notebook_reports import runner
 
     serial = not getattr(executor, "client", None)
@@ -170,8 +164,7 @@ def add_sweep_arguments(ap: Any) -> Any:
 
 
 def run_sweep(args: Any, argv: list[str]) -> int:
-    """``saf-run sweep`` after parsing: exit 0 all cells ok, 1 a cell did not succeed,
-    130/143 interrupted; a bad invocation raises :class:`RunnerError` before anything runs."""
+    """``saf-run sweep`` after parsing; a bad invocation raises before anything runs."""
     from notebook_reports import runner
     from notebook_reports.cluster_options import resolve_workers
     from notebook_reports.executors import open_executor

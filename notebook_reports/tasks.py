@@ -1,8 +1,7 @@
 """The tasks the runner and the pages serve, found through the entry-point group
 :data:`GROUP` (pyproject.toml): each entry names a task's spec module (``SPECS``, a list of
 :class:`saf_utils.taskspec.TaskSpec`, and optionally ``PLANNED_SYSTEMS``). This package imports
-no task module by name; a new task declares its entry point.
-"""
+no task module by name; a new task declares its entry point."""
 
 from __future__ import annotations
 
@@ -38,8 +37,7 @@ def spec(task: str) -> TaskSpec | None:
 
 
 def registries(task: str | None = None) -> list[Registry]:
-    """The system registries of ``task`` (None: of every task, each once), from the specs'
-    ``systems`` ("module:ATTRIBUTE")."""
+    """The system registries of ``task`` (None: of every task, each once)."""
     out: dict[str, Registry] = {}
     for sp in specs():
         if task is None or sp.name == task:
@@ -57,9 +55,7 @@ COMPOSITES = {
 
 
 def system_line(task: str, name: str) -> str:
-    """One line of words for the system ``name`` of ``task``: its role and its
-    registration's description ("" where neither the task's registries nor
-    :data:`COMPOSITES` know it)."""
+    """One line of words for the system ``name`` of ``task`` ("" if unknown)."""
     from saf_utils.registry import ROLE_WORDS
 
     for reg in registries(task):
@@ -79,9 +75,8 @@ def declared_data_sources() -> list[DataSource]:
 
 
 def system_params_lines(notebook: str, params: dict) -> list[str]:
-    """Dry-run lines: every system ``notebook`` will run with ``params``, with the parameters
-    it runs with, from the task module's ``PLANNED_SYSTEMS`` hook (notebook ->
-    "module:function"); [] where no task declares one."""
+    """Dry-run lines: every system ``notebook`` will run with ``params``, with its parameters,
+    from the task module's ``PLANNED_SYSTEMS`` hook."""
     hooks = [getattr(module, "PLANNED_SYSTEMS", {}).get(notebook) for module in task_modules()]
     if not (hook := next(filter(None, hooks), None)):
         return []

@@ -67,10 +67,8 @@ def pair_table(pairs: Sequence[MessagePair], selections: pd.DataFrame,
 
 def every_system(pairs: Sequence[MessagePair], selections: pd.DataFrame,
                  generations: pd.DataFrame) -> pd.DataFrame:
-    """One row per test pair that a selector or reply system answered: fold, pair id, turn,
-    query, gold reply and gold fact sentences (indexes), then a column per selector (its
-    sentence indexes and Fact-F1) and per reply system (its reply, shortened), each
-    system's first seed."""
+    """One row per test pair that a selector or reply system answered, a column per selector
+    (sentence indexes, Fact-F1) and per reply system (shortened reply), first seeds."""
     from saf_utils.text import shorten
 
     sel, gen = _keyed(selections), _keyed(generations)
@@ -95,10 +93,7 @@ def every_system(pairs: Sequence[MessagePair], selections: pd.DataFrame,
 def one_pair(pairs: Sequence[MessagePair], selections: pd.DataFrame,
              generations: pd.DataFrame, items: pd.DataFrame, example: str | None
              ) -> tuple[str, dict[str, str], pd.DataFrame, pd.DataFrame]:
-    """The test pair ``example`` (``"<fold>:<pair id>"``; None: the first row of
-    :func:`every_system`) in full: its name, its texts (paper, history, query, gold facts,
-    gold reply), one row per selector (its sentences whole, Fact-F1) and one per reply
-    system (its reply whole, its per-item scores from ``items``, the same seed)."""
+    """The test pair ``example`` (``"<fold>:<pair id>"``; None: the first) in full."""
     sel, gen = _keyed(selections), _keyed(generations)
     keys = list(dict.fromkeys([*sel["key"], *gen["key"]]))
     example = keys[0] if example is None and keys else str(example)

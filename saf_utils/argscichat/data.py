@@ -103,12 +103,8 @@ def _argscichat_root(source: str | os.PathLike | None) -> tuple[Path, str]:
 
 def load_argscichat(source: str | os.PathLike | None = None, fold: int = 0, *,
                     strict: bool = False, return_report: bool = False):
-    """Load one official ArgSciChat fold as lists of :class:`MessagePair`.
-
-    ``source``: a folder with ``fold_{k}_{split}.json`` (default: ``ARGSCICHAT_DATA``, else a
-    one-time download of the pinned commit); ``fold``: an int in :data:`ARGSCICHAT_FOLDS`.
-    ``return_report=True`` returns ``(fold, fold.anomaly_report())``.
-    """
+    """Load one official ArgSciChat fold as lists of :class:`MessagePair`; ``source``: a
+    folder with ``fold_{k}_{split}.json`` (default: ``ARGSCICHAT_DATA``, else a download)."""
     if isinstance(fold, bool) or not isinstance(fold, numbers.Integral):
         raise TypeError(f"fold must be an int, one of {ARGSCICHAT_FOLDS}; got {fold!r} "
                         f"({type(fold).__name__})")

@@ -171,8 +171,7 @@ class _FoldFile:
 
     def read_pairs(self, at: str, paper: dict, content: tuple[str, ...],
                    index: ContentIndex) -> None:
-        """A checked paper's message pairs as records, with their fact (mapped, dropped,
-        not found) and history anomalies."""
+        """A checked paper's message pairs as records, with their fact and history anomalies."""
         by_id = {mp["id"]: mp for mp in paper["message_pairs"]}
         keys = {identity_key(i): i for i in by_id}
         for mp in paper["message_pairs"]:

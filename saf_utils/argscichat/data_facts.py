@@ -30,13 +30,10 @@ class ContentIndex:
 def map_facts(
     facts: Sequence[str], content: Sequence[str] | ContentIndex, title: str = ""
 ) -> tuple[tuple[int, ...], list[tuple[str, str]]]:
-    """Map gold fact strings to content-sentence indexes, as the official baseline script.
-
-    As ``fact_selection_baselines.py`` of the release: each sentence of a fact maps to the
-    first content sentence that contains it once both are normalised (:func:`squash`). A piece
-    only in the title, or nowhere, is returned as dropped with the reason where the official
-    script would stop with an assertion. ``content`` may be a :class:`ContentIndex`.
-    """
+    """Map gold fact strings to content-sentence indexes, as ``fact_selection_baselines.py``
+    of the release: each sentence of a fact maps to the first content sentence that contains
+    it once both are normalised (:func:`squash`). A piece only in the title, or nowhere, is
+    returned as dropped with the reason where the official script would stop with an assertion."""
     index = content if isinstance(content, ContentIndex) else ContentIndex(content, title)
     indexes: set[int] = set()
     dropped: list[tuple[str, str]] = []

@@ -44,8 +44,7 @@ ARGSCICHAT_SHA256 = {
     "fold_4_train.json": "25edf79cbbf46303a5d265e50dcca964ccc1dabab9314d8f2031a3d3416cdb08",
     "fold_4_val.json": "0ed87fb78ce9bc073673fa8ba56c547627427b4e4ca01caddde878be0c68171f",
 }
-#: Content anomalies that are loaded and counted (``strict=True``: errors); docs/data.md
-#: describes each.
+#: Content anomalies that are loaded and counted (``strict=True``: errors); see docs/data.md.
 ARGSCICHAT_ANOMALY_KINDS = ("leak_paper_content", "paper_key_not_title", "fact_not_found",
                             "history_fact_not_found", "history_longer_than_ids",
                             "history_id_unknown", "history_id_self", "extra_key")

@@ -1,7 +1,6 @@
 """ArgSciChat message pairs in dialogue: pair tables and lookup, the context of a turn,
 scored pairs and prediction rows of a selection (notebooks 01, 03, 04 and the fact
-selection and reply modules).
-"""
+selection and reply modules)."""
 
 from __future__ import annotations
 
@@ -70,8 +69,7 @@ def scored_pairs(pairs: Sequence[MessagePair]) -> tuple[list[MessagePair], int]:
 def prediction_rows(pairs: Sequence[MessagePair], selected: Sequence[Sequence[int]], *,
                     fold: int, split: str, system: str, seed: int | None = None
                     ) -> list[dict[str, Any]]:
-    """03's selection rows (:func:`saf_utils.data.artifacts.write_selections`), with Fact-F1 for
-    pairs that have gold sentences."""
+    """03's selection rows, with Fact-F1 for pairs that have gold sentences."""
     from saf_utils.metrics import fact_f1
 
     if len(pairs) != len(selected):

@@ -34,15 +34,13 @@ def selector_groups(params: Mapping[str, Any]) -> dict[str, list[str]]:
 
 
 def planned_selectors(params: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """The selectors notebook 03 runs with its parameters ``params``, each with the
-    parameters it runs with (``saf-run --dry-run``)."""
+    """Selector -> its parameters, as notebook 03 runs them (``saf-run --dry-run``)."""
     names = [n for group in selector_groups(params).values() for n in group]
     return SELECTORS.effective_params(names, params.get("system_params"))
 
 
 def planned_reply_systems(params: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """The reply systems notebook 04 runs with its parameters ``params`` (``systems``:
-    :meth:`saf_utils.registry.Registry.select`), each with the parameters it runs with."""
+    """Reply system -> its parameters, as notebook 04 runs them (``saf-run --dry-run``)."""
     return REPLY_SYSTEMS.effective_params(REPLY_SYSTEMS.select(params.get("systems")),
                                           params.get("system_params"))
 
@@ -50,9 +48,8 @@ def planned_reply_systems(params: Mapping[str, Any]) -> dict[str, dict[str, Any]
 def _run_each(registry: Registry, names: Sequence[str], data: Any,
               system_params: SystemParams | None, sinks: Sequence[list] = ()
               ) -> tuple[pd.DataFrame, dict[str, float], list[list[dict[str, Any]]]]:
-    """Every name through :meth:`Registry.each`; the predictions (with ``role``), seconds
-    per system and, per sink (lists the systems append rows to), the rows appended with
-    their ``system``. ``system_params`` may name systems another call runs."""
+    """Every name through :meth:`Registry.each`; the predictions, seconds per system and the
+    rows each system appended to each sink; ``system_params`` may name other calls' systems."""
     params = {n: v for n, v in (system_params or {}).items() if n in set(names)}
     registry.check(system_params or {})  # an unknown name fails here
     frames, seconds = [], {}
@@ -169,8 +166,7 @@ class ReplyRun:
 def run_reply_systems(folds: Mapping[int, ReplyFold], systems: Sequence[str],
                       config: ReplyConfig | None = None,
                       system_params: SystemParams | None = None) -> ReplyRun:
-    """Run the reply systems ``systems`` (registration order) on every fold; tidy val/test
-    prediction rows (:data:`REPLY_COLUMNS`), val tuning grids, logs, seconds per system."""
+    """Run the reply systems ``systems`` (registration order) on every fold."""
     data = ReplyData(folds, config or ReplyConfig())
     names = [n for n in REPLY_SYSTEMS if n in set(REPLY_SYSTEMS.check(systems))]
     preds, secs, (tuning, logs) = _run_each(REPLY_SYSTEMS, names, data, system_params,

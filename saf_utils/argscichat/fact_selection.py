@@ -3,10 +3,8 @@
 Follows the official baselines script (UKPLab/acl2023-argscichat,
 ``argscichat_allennlp/scripts/fact_selection_baselines.py``): exactly ``k`` content
 sentences per query, Fact-F1 on sentence index sets, queries without gold fact sentences
-skipped. Beyond it: BM25 and the features and models of a learned (query, sentence) ranker
-with dialogue features. Fitting, the per-fold val choices and the selector registry are in
-:mod:`saf_utils.argscichat.selectors`.
-"""
+skipped. Beyond it: BM25 and a learned (query, sentence) ranker with dialogue features
+(fitted and chosen in :mod:`saf_utils.argscichat.selectors`)."""
 
 from __future__ import annotations
 
@@ -190,12 +188,8 @@ def _rel(scores: np.ndarray) -> np.ndarray:
 
 def sentence_features(pair: MessagePair, embed: Callable[[Sequence[str]], np.ndarray],
                       context: str | None = None, prev_reply: str = "") -> pd.DataFrame:
-    """One row per content sentence of ``pair`` with the ranker features (:data:`FEATURES`).
-
-    Similarities to the query and to ``context`` (the query with the previous exchange),
-    position, length, title overlap, and the gold fact history (:data:`HISTORY_FEATURES`):
-    experts tend to read on from where the last turn's facts were.
-    """
+    """One row per content sentence of ``pair`` with the ranker features (:data:`FEATURES`);
+    the fact history because experts tend to read on from where the last turn's facts were."""
     n = len(pair.content)
     if n == 0:
         raise ValueError(f"pair {pair.pair_id!r}: the paper has no content sentences")

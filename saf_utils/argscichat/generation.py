@@ -1,6 +1,6 @@
 """ArgSciChat reply generation: model inputs, copy/retrieval baselines, token compression
-and the names of the generation metrics (scored in :mod:`~saf_utils.argscichat.reply_evaluation`).
-"""
+and the names of the generation metrics (scored in
+:mod:`~saf_utils.argscichat.reply_evaluation`)."""
 
 from __future__ import annotations
 
@@ -77,14 +77,9 @@ def source_segments(query: str, facts: str) -> list[tuple[str, list[str]]]:
 
 
 class TokenCompressor:
-    """Keeps the source tokens (facts + query) likely to reappear in the expert's reply.
-
-    A classifier over per-token features (copy rate of the word type in training, frequency
-    in training replies, stop word, position, case...) predicts whether a ``str.split()``
-    source token occurs in the reply. ``prior_words`` > 0 also offers the most frequent
-    training-reply tokens: this measures how much of Message-F1 a bag of words gains
-    without fluency.
-    """
+    """Keeps the source tokens (facts + query) a classifier expects in the expert's reply;
+    ``prior_words`` > 0 also offers the most frequent training-reply tokens: this measures
+    how much of Message-F1 a bag of words gains without fluency."""
 
     PRIOR_STRENGTH = 5.0  # pseudo-count of the overall copy rate in a word type's copy rate
 

@@ -26,10 +26,8 @@ Markdown = Callable[..., str]
 
 def record_selection(rec: Any, overview: pd.DataFrame, an: EV.Analysis,
                      tuning: pd.DataFrame | None = None) -> None:
-    """Everything 03 records: per fold and split the scored and skipped queries
-    (:func:`saf_utils.argscichat.experiments.data_overview`), per-fold (and per-seed)
-    Fact-F1, the headline, comparisons, the per-fold choices and val grid points, and
-    per-item scores."""
+    """Everything 03 records: scored and skipped queries per fold and split, per-fold (and
+    per-seed) Fact-F1, the headline, comparisons, val choices and grids, per-item scores."""
     for r in overview.itertuples():
         for metric, value in (("n_scored_queries", r.scored),
                               ("n_skipped_queries", r.skipped_no_gold)):
@@ -63,8 +61,7 @@ def record_selection(rec: Any, overview: pd.DataFrame, an: EV.Analysis,
 
 def selection_conclusions(an: EV.Analysis, summary: pd.DataFrame, overview: pd.DataFrame,
                           seconds: float, md: Markdown) -> str:
-    """03's conclusions as Markdown: the tests' sentences, the oracle ceiling, the skipped
-    test queries and the notebook's time."""
+    """03's conclusions as Markdown."""
     lines = [f"- {md(line)}" for line in EV.selection_sentences(an)]
     for oracle in [s for s in summary.index if an.roles.get(s) == "oracle"]:
         lines.append(f"- Oracle ceiling ({md(oracle, code=True)}, not comparable): "
@@ -87,8 +84,7 @@ def stat_means(stats: pd.DataFrame) -> pd.DataFrame:
 def record_generation(rec: Any, run: ReplyRun, items: pd.DataFrame, stats: pd.DataFrame,
                       an: REV.ReplyAnalysis, roles: dict[str, str]) -> None:
     """Everything 04 records: train losses and val grids, per-item scores, per-fold test
-    means (seeded systems per seed), output statistics per fold and their means, the val
-    choice and its composite, the headline and the comparisons."""
+    means and output statistics, the val choice, the headline and the comparisons."""
     trained = run.logs[run.logs.seed.notna()] if "seed" in run.logs else run.logs.iloc[:0]
     if "train_loss" in trained:
         losses = trained.dropna(subset=["train_loss"]).rename(columns={"train_loss": "value"})
@@ -114,8 +110,7 @@ def record_generation(rec: Any, run: ReplyRun, items: pd.DataFrame, stats: pd.Da
 
 def generation_conclusions(an: REV.ReplyAnalysis, run: ReplyRun, metric_names: Sequence[str],
                            seconds: float, md: Markdown) -> str:
-    """04's conclusions as Markdown: the floor's val-chosen word counts, the tests'
-    sentences on content-word F1 and BERTScore, and the notebook's time."""
+    """04's conclusions as Markdown."""
     floor_n = run.logs[run.logs.system == FLOOR].set_index("fold")["n"]
     floor = listing({f"fold {k}": v for k, v in floor_n.astype(int).items()})
     lines = [f"- Floor `{FLOOR}`: {md(floor)} words per fold, chosen on val."]

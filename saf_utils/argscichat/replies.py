@@ -57,8 +57,7 @@ class ReplyFold:
 
 @dataclass
 class ReplyConfig:
-    """What every reply system of a run shares (04's notebook-level parameters); each
-    system's own parameters are its dataclass below."""
+    """What every reply system of a run shares (04's notebook-level parameters)."""
 
     tune_metric: str = "message_f1"  # what within-system knobs maximise on the fold's val
     encoder: str = "local:all-MiniLM-L6-v2"  # sentence encoder of nearest_reply
@@ -111,8 +110,7 @@ class SystemOutput:
 
 def each_fold(data: ReplyData, make: Callable[[ReplyFold], list[SystemOutput]]
               ) -> pd.DataFrame:
-    """A system's predictions frame from ``make(fold)`` on every fold (rows ``fold, split,
-    pair_id, paper_id, seed, output, gold``); its tuning and log rows go to ``data``."""
+    """A system's predictions frame from ``make(fold)`` on every fold."""
     rows: list[dict[str, Any]] = []
     for f, fold in data.folds.items():
         for out in make(fold):

@@ -1,8 +1,7 @@
 """Scoring and analysing ArgSciChat replies: per-item scores, output statistics, the
 per-fold choice on validation (the composite ``val_chosen``), headline intervals and
 comparisons under the ArgSciChat design
-(:data:`saf_utils.argscichat.selection_evaluation.DESIGN`), and 04's conclusions.
-"""
+(:data:`saf_utils.argscichat.selection_evaluation.DESIGN`), and 04's conclusions."""
 
 from __future__ import annotations
 
@@ -32,12 +31,8 @@ def score_predictions(preds: pd.DataFrame, splits: Sequence[str] = ("test",),
                       embedding: bool = False, bertscore_model: str | None = None,
                       bertscore_layers: int | None = None,
                       moverscore_model: str | None = None) -> pd.DataFrame:
-    """Per-item scores in the Recorder's items layout (+ ``role``): one row per
-    (system, fold, seed, split, pair, metric), ``item`` = pair id, ``cluster`` = paper id.
-
-    BERTScore and MoverScore only with ``embedding``; all systems of a (fold, split) are
-    scored in one call (one IDF, each text embedded once).
-    """
+    """Per-item scores in the Recorder's items layout (+ ``role``), ``cluster`` = paper id;
+    all systems of a (fold, split) are scored in one call (one IDF, each text embedded once)."""
     from saf_utils.metrics import metric
 
     sub = preds[preds.split.isin(splits)].reset_index(drop=True)
@@ -66,8 +61,7 @@ def score_predictions(preds: pd.DataFrame, splits: Sequence[str] = ("test",),
 
 
 def output_stat_table(preds: pd.DataFrame, split: str = "test") -> pd.DataFrame:
-    """Output statistics (length ratio, distinct-2, repetition, identical outputs, empty
-    share) per system, fold and seed."""
+    """Output statistics per system, fold and seed."""
     from saf_utils.metrics import metric, output_stats
 
     rows = []
@@ -146,9 +140,8 @@ def comparison_tables(an: ReplyAnalysis, metrics: Sequence[str]
 
 def reply_sentences(an: ReplyAnalysis, metrics: Sequence[str] = (PRIMARY_METRIC, "bertscore_f1")
                 ) -> list[str]:
-    """Sentences from the tests (:func:`saf_utils.statistics.conclusions.conclusions`): the primary
-    comparison, then each readable system (baselines and systems) against the floor on
-    ``metrics`` (Holm-adjusted) and the leaders, one verdict per comparison."""
+    """Sentences from the tests: the primary comparison, then each readable system against
+    the floor on ``metrics`` (Holm-adjusted) and the leaders."""
     c = an.comparisons
     if not len(c):
         return []

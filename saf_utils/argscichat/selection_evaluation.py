@@ -24,8 +24,7 @@ GOLD_HISTORY_NOTE = "reads earlier turns' gold facts"
 
 
 def fact_f1_table(preds: pd.DataFrame, splits: Sequence[str] = ("val", "test")) -> pd.DataFrame:
-    """Per-item Fact-F1 rows (``Recorder.add_items`` schema, cluster = paper id, + ``role``)
-    of the pairs with gold fact sentences."""
+    """Per-item Fact-F1 rows (+ ``role``) of the pairs with gold fact sentences."""
     need = {"fold", "split", "pair_id", "paper_id", "system", "seed", "fact_f1"}
     missing = sorted(need - set(preds.columns))
     if missing:
@@ -131,7 +130,5 @@ def summary_table(an: Analysis) -> pd.DataFrame:
 
 
 def selection_sentences(an: Analysis) -> list[str]:
-    """The notebook's conclusions from the tests
-    (:func:`saf_utils.statistics.conclusions.conclusions`: one verdict per comparison, primary
-    first, grouped by estimand)."""
+    """The notebook's conclusions from the tests, primary first, grouped by estimand."""
     return V.conclusions(an.comparisons, an.comparisons, an.leads)

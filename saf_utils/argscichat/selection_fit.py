@@ -1,8 +1,6 @@
 """What the learned fact selectors share within one run: the folds' pairs, the feature and
 model caches (:class:`SelectionContext`), learned scorers (:class:`ScorerSpec`) and their
-top-k selections per split (:func:`select_split`). The selectors themselves:
-:mod:`saf_utils.argscichat.selectors`.
-"""
+top-k selections per split (:func:`select_split`)."""
 
 from __future__ import annotations
 
@@ -21,8 +19,7 @@ from saf_utils.argscichat.data import MessagePair
 
 @dataclass(frozen=True)
 class SelectionConfig:
-    """What every selector of a run shares (03's notebook-level parameters); each selector's
-    own parameters are its dataclass in :mod:`saf_utils.argscichat.selectors`."""
+    """What every selector of a run shares (03's notebook-level parameters)."""
 
     k: int = 2  # sentences per query (the annotation protocol)
     seed: int = 0  # learned models (deterministic: no early stopping, lbfgs)
@@ -36,11 +33,8 @@ def param_key(params: Mapping[str, Any]) -> str:
 
 
 class SelectionContext:
-    """The folds' pairs plus caches shared by all selectors of a run.
-
-    Feature frames are computed once per pair and every (fold, fit split, parameters,
-    feature set) is fit once, whichever selectors use it; ``tuning``: the val choices' rows.
-    """
+    """The folds' pairs plus caches shared by all selectors of a run: feature frames once per
+    pair, one fit per (fold, fit split, parameters, feature set), whichever selectors use it."""
 
     def __init__(self, pairs: Mapping[tuple[int, str], Sequence[MessagePair]],
                  index: Mapping[str, MessagePair], embed: Callable[[Sequence[str]], np.ndarray],

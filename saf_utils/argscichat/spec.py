@@ -20,11 +20,8 @@ ARGSCICHAT_SOURCE = DataSource("argscichat", "argscichat_source", "ARGSCICHAT_DA
 #: Published numbers of the ArgSciChat paper (Ruggeri, Mesgar and Gurevych), cited, never
 #: measured here: the fact-selection baselines' Fact-F1 (0-1) on the official test folds,
 #: each beside the registered selector that implements it (``measured``). The LED reply
-#: baseline's Message-F1, BERTScore and MoverScore are published in the paper's generation
-#: table (ACL 2023, pages 7684-7699; arXiv:2202.06690); neither the paper's text nor the
-#: authors' repository (github.com/UKPLab/acl2023-argscichat, whose README gives no numbers)
-#: was at hand offline when this was written, so they are not quoted (None) and the pages
-#: say where they are published.
+#: baseline's numbers are in the paper's generation table, which was not at hand offline, so
+#: they are not quoted (None) and the pages say where they are published.
 _PAPER = ("Ruggeri et al., A Dataset of Argumentative Dialogues on Scientific Papers "
           "(ArgSciChat), ACL 2023")
 _PAPER_URL = "https://arxiv.org/abs/2202.06690"

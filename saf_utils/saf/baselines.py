@@ -1,7 +1,5 @@
 """SAF baselines and the oracle: majority, nearest neighbour, reference thresholds, the
-feedback bank and the label oracle. Each takes training and evaluation frames and an encoder
-(``texts -> L2-normalised vectors``) and returns a prediction table.
-"""
+feedback bank and the label oracle; each returns a prediction table."""
 from __future__ import annotations
 
 from collections import Counter
@@ -73,11 +71,8 @@ def _macro_f1_of_cuts(x: np.ndarray, y: np.ndarray, pairs: Sequence[tuple[float,
 
 @dataclass
 class ReferenceThresholds:
-    """Label from cosine(answer, reference) with two cut points learned on train.
-
-    The zero-training-answer fallback for unseen questions: ``cos >= hi`` → Correct,
-    ``cos < lo`` → Incorrect, else partial; cut points maximise train macro-F1.
-    """
+    """Label from cosine(answer, reference) with two cut points maximising train macro-F1
+    (the unseen-question fallback): ``cos >= hi`` → Correct, ``cos < lo`` → Incorrect."""
 
     lo: float = 0.0
     hi: float = 1.0
@@ -105,12 +100,8 @@ UnseenFeedback = str | GroundedParams
 
 
 class FeedbackBank:
-    """Training feedback, looked up by (question, label) and by answer similarity.
-
-    For unseen questions Correct gets the most frequent feedback of Correct answers, other
-    labels that of the closest training question (``"nearest_question"``), the reference
-    answer (``"reference"``) or grounded feedback (``"grounded"`` / :class:`GroundedParams`).
-    """
+    """Training feedback, looked up by (question, label) and by answer similarity; unseen
+    questions: Correct's most frequent feedback, other labels per :data:`UnseenFeedback`."""
 
     def __init__(self, train: pd.DataFrame, encoder: Encoder | None = None):
         self.train = train.reset_index(drop=True)
@@ -210,11 +201,8 @@ def retrieved_feedback_table(train: pd.DataFrame, test: pd.DataFrame, labels: Se
                              raw: Sequence[str] | None = None,
                              unseen_feedback: UnseenFeedback = "nearest_question"
                              ) -> pd.DataFrame:
-    """Prediction table of a label predictor with feedback retrieved as ``feature_clf`` does.
-
-    Shared so that the feedback metrics of label predictors differ only through their
-    labels; ``scores`` replace the mean training score of (question, label).
-    """
+    """Prediction table of a label predictor with feedback retrieved as ``feature_clf`` does, so
+    that the feedback metrics of label predictors differ only through their labels."""
     tr = train.reset_index(drop=True)
     bank = FeedbackBank(tr, encoder)
     mean_score = tr.groupby(["question", "verification_feedback"]).score.mean().to_dict()
@@ -253,11 +241,8 @@ def per_question_accuracy(questions: Sequence[str], gold: Sequence[str],
 
 
 def loqo_baselines(train: pd.DataFrame, encoder: Encoder) -> pd.DataFrame:
-    """Leave-one-question-out accuracy/macro-F1 of the baselines' unseen-question paths.
-
-    Same protocol and columns as :func:`grouped_cv_generic`, so the systems'
-    unseen-question paths can be compared (and one chosen) without touching a test split.
-    """
+    """Leave-one-question-out accuracy/macro-F1 of the baselines' unseen-question paths
+    (protocol and columns of :func:`grouped_cv_generic`, so that one can be chosen)."""
     tr = train.reset_index(drop=True)
     a = l2_normalize(encoder(tr.provided_answer.tolist()))
     cos = _ref_cos(tr, a, encoder)

@@ -58,8 +58,7 @@ def predictions_beside_gold(preds: pd.DataFrame, system: str) -> pd.DataFrame:
 def wide_table(table: pd.DataFrame, split: str, value: str = "mean",
                metrics: Sequence[str] = TABLE_METRICS, digits: int = 3,
                systems: Sequence[str] | None = None) -> pd.DataFrame:
-    """One split of a headline or paired table as system × metric strings ``value [low,
-    high]`` (``diff`` tables add ``p=``)."""
+    """One split of a headline or paired table as system × metric ``value [low, high]``."""
     sub = table[table.split == split]
     cells = {}
     for r in sub.itertuples():
@@ -107,9 +106,7 @@ def label_distribution(preds: pd.DataFrame, splits: Sequence[str] | None = None,
                        systems: Sequence[str] | None = None,
                        labels: Sequence[str] | None = None) -> pd.DataFrame:
     """Per split, the gold label shares and each system's predicted ones (seeds pooled),
-    with ``top_share`` (the largest share) and ``collapsed`` (top share over
-    :data:`saf_utils.saf.unseen.COLLAPSE_SHARE`). Unparseable outputs count under
-    ``(none)``; ``answers`` counts distinct answers (seeds pooled in the shares)."""
+    ``collapsed`` where the top share is over :data:`saf_utils.saf.unseen.COLLAPSE_SHARE`."""
     from saf_utils.saf.data import SAF_LABELS
     from saf_utils.saf.unseen import COLLAPSE_SHARE
 
@@ -153,10 +150,8 @@ def _marked(preds: pd.DataFrame) -> pd.DataFrame:
 
 def every_system(preds: pd.DataFrame, systems: Sequence[str],
                  counted: Sequence[str]) -> pd.DataFrame:
-    """One row per evaluated answer, test splits first: split, id, question, answer, gold
-    label and score, ``right`` (how many of the ``counted`` systems gave the gold label) and
-    a column per system (one seed each, as ``preds`` holds it) with its label (``✓``: the
-    gold one)."""
+    """One row per evaluated answer, test splits first, with ``right`` (how many of the
+    ``counted`` systems gave the gold label) and each system's label."""
     keys = ["split", "id"]
     sub = _marked(preds.assign(id=preds.id.astype(str)))
     wide = sub.pivot_table(index=keys, columns="system", values="shown", aggfunc="first")
@@ -175,9 +170,7 @@ def every_system(preds: pd.DataFrame, systems: Sequence[str],
 def one_answer(preds: pd.DataFrame, items: pd.DataFrame, systems: Sequence[str],
                roles: Any, example: str | None) -> tuple[str, dict[str, Any], pd.DataFrame]:
     """The answer ``example`` (``"<split>:<id>"``; None: the first row of
-    :func:`every_system`) in full: its name, its texts (question, reference, answer, gold)
-    and one row per system with role, seed, label, score, feedback and its per-item scores
-    (``items``, the same seed)."""
+    :func:`every_system`) in full, with one row per system and its per-item scores."""
     keyed = _marked(preds.assign(key=preds.split.astype(str) + ":" + preds.id.astype(str)))
     if example is None:
         t = every_system(preds, systems, [])

@@ -1,7 +1,6 @@
 """What every SAF system is given: the data (:class:`SAFData`), the run's encoders
 (:class:`EncoderChoice`) and the run context (:class:`RunContext`, with the
-:class:`RunState` where a system leaves what later systems and the records read).
-"""
+:class:`RunState` where a system leaves what later systems and the records read)."""
 
 from __future__ import annotations
 
@@ -50,10 +49,7 @@ class SAFData:
 def load_data(saf_source: str | None = None, language: str = "de",
               prompt_words: Mapping[str, str] | None = None, max_train_rows: int | None = None,
               max_rows: int | None = None) -> SAFData:
-    """Load any SAF-format dataset (hub id, hub-layout folder, split files) for the experiments.
-
-    ``max_rows`` / ``max_train_rows`` take fixed random samples.
-    """
+    """Load any SAF-format dataset; ``max_rows`` / ``max_train_rows`` take fixed samples."""
     saf = load_saf(saf_source)
     train = S.saf_frame(saf["train"], "train", max_train_rows)
     evals = {s: S.saf_frame(saf[s], s, max_rows) for s in EVAL_SPLITS if s in saf}
@@ -62,8 +58,7 @@ def load_data(saf_source: str | None = None, language: str = "de",
 
 
 def make_encoder(encoder: str) -> Callable[[Sequence[str]], np.ndarray]:
-    """``texts -> L2-normalised vectors`` with the process-wide cache of
-    saf_utils.encoders.sentence."""
+    """``texts -> L2-normalised vectors`` (process-wide cache of ``encoders.sentence``)."""
     from saf_utils.encoders.sentence import encode
 
     return functools.partial(encode, model=encoder)
@@ -110,7 +105,6 @@ class RunState:
     preds: dict[str, pd.DataFrame] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)  # system -> wall time
     # system -> peak resident memory of the process while it ran, MiB
-    # (saf_utils.training.peak_memory)
     peak_mb: dict[str, float | None] = field(default_factory=dict)
 
 

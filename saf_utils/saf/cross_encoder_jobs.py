@@ -1,9 +1,6 @@
 """The SAF cross-encoder (``cross_encoder``) as jobs: its examples, the validation grid,
-one model per seed, out-of-fold outputs on train (stacking, unseen-question CV).
-
-Every fine-tune goes through :func:`saf_utils.training.jobs.run_jobs` (``launcher`` as for
-seq2seq); the training itself is :mod:`saf_utils.training.cross_encoder`.
-"""
+one model per seed, out-of-fold outputs on train (stacking, unseen-question CV); fine-tunes
+run through :func:`saf_utils.training.jobs.run_jobs`."""
 
 from __future__ import annotations
 
@@ -151,11 +148,9 @@ def oof_label_shares(oof: pd.DataFrame) -> pd.DataFrame:
 def oof_jobs(ce: CrossEncoderJobs, config: Mapping[str, Any], seed: int, folds: int = 3
              ) -> list[J.TrainJob]:
     """Out-of-fold cross-encoder jobs for every training answer: grouped k-fold over
-    questions (balanced in questions), one fine-tune per fold on the other folds' answers.
-
-    No output comes from a model that saw its question, so the stacked classifier never
-    learns from in-sample probabilities, and the same outputs score the unseen-question path.
-    """
+    questions (balanced in questions), one fine-tune per fold on the other folds' answers:
+    no output comes from a model that saw its question, so stacking never learns from
+    in-sample probabilities, and the same outputs score the unseen-question path."""
     tr = ce.data.train
     questions = list(dict.fromkeys(tr.question))  # round robin in order of first appearance
     if len(questions) < 2:
@@ -187,7 +182,7 @@ def grid_search(ce: CrossEncoderJobs, grid: Mapping[str, Sequence[Any]], seed: i
                 ) -> tuple[pd.DataFrame, Any]:
     """One fine-tune per setting (learning rate, order, question) at ``seed``, scored on
     validation after every listed epoch count (the learning rate is constant, so one run
-    of the largest scores them all). Returns the grid table and the jobs' results."""
+    of the largest scores them all)."""
     epochs = sorted(int(e) for e in grid["epochs"])
     points = list(itertools.product(grid["learning_rate"], grid["order"],
                                     grid["include_question"]))
@@ -213,8 +208,7 @@ def grid_search(ce: CrossEncoderJobs, grid: Mapping[str, Sequence[Any]], seed: i
 
 def _prediction_tables(ce: CrossEncoderJobs, outputs: pd.DataFrame, encoder: Any,
                        unseen_feedback: UnseenFeedback = "nearest_question") -> pd.DataFrame:
-    """``cross_encoder``'s prediction table per (seed, split), feedback retrieved for the
-    predicted label."""
+    """``cross_encoder``'s prediction table per (seed, split)."""
     out = []
     for (seed, split), r in outputs.groupby(["seed", "split"], sort=False):
         gold_df = ce.data.evals[split]

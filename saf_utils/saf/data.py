@@ -82,8 +82,7 @@ def _annotate_sources(registered: dict[str, list[tuple[str, str]]],
 
 @dataclass
 class _Read:
-    """The splits as read: frames with ``_file``/``_row``, the files registered per split
-    as (row label, path), and the extra-column anomalies per split."""
+    """The splits as read: frames, registered files and extra-column anomalies per split."""
 
     frames: dict[str, pd.DataFrame] = field(default_factory=dict)
     registered: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
@@ -184,11 +183,9 @@ def load_saf(source: str | os.PathLike | None = None, splits: Iterable[str] | No
              *, strict: bool = False, return_report: bool = False):
     """Load and validate the SAF dataset as a ``datasets.DatasetDict``.
 
-    ``source``: a hub id (default :data:`SAF_HUB_ID` or ``SAF_DATA``) or a local folder
-    (module docstring). ``splits=None`` requires all of :data:`SAF_SPLITS`. Anomalies are
-    problems when ``strict``; ``return_report=True`` also returns the frame of
-    :data:`REPORT_COLUMNS`, one row per split and kind (zeros included).
-    """
+    ``source``: a hub id (default :data:`SAF_HUB_ID` or ``SAF_DATA``) or a local folder.
+    ``splits=None`` requires all of :data:`SAF_SPLITS`. Anomalies are problems when
+    ``strict``; ``return_report=True`` also returns the :data:`REPORT_COLUMNS` frame."""
     import datasets
 
     source = str(source or os.environ.get("SAF_DATA") or SAF_HUB_ID)

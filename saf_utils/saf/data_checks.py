@@ -323,9 +323,7 @@ def answers_in_train(train: pd.DataFrame, df: pd.DataFrame) -> np.ndarray:
 
 def _leak_anomalies(checked: dict[str, _Split]) -> None:
     """Add leakage by content (:func:`squash`, whatever the ids) to the test splits'
-    anomalies: ``leak_answer_in_train`` (a test answer to the same question as a train
-    answer with the same text) and ``leak_question_seen`` (an unseen-questions question
-    also in train or validation)."""
+    anomalies (``leak_answer_in_train``, ``leak_question_seen``: docs/data.md)."""
     code = _Codes()
     tests = [s for s in SAF_TEST_SPLITS if s in checked]
     if "train" in checked and tests:

@@ -1,10 +1,8 @@
 """SAF split files: finding them (hub layout or ``{split}.{ext}``) and reading them raw.
 
-Every file is read with its cells as written (CSV cells as text, JSONL cells as parsed, with
-duplicate keys refused), so that :mod:`saf_utils.saf.data_checks` sees every bad value; an
-unreadable file, a missing or ambiguous split, an incomplete set of shards, a duplicate
-column name or a file without an expected column is a :class:`SAFDataError` naming the file.
-"""
+Cells are read as written (CSV cells as text, JSONL cells as parsed) so that
+:mod:`saf_utils.saf.data_checks` sees every bad value; a file problem is a
+:class:`SAFDataError` naming the file."""
 
 from __future__ import annotations
 
@@ -76,11 +74,8 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
 
 
 def _header(path: Path) -> list[str]:
-    """Column names as written in a CSV or parquet file (before pandas renames duplicates).
-
-    A CSV file is decoded whole (a non-UTF-8 byte anywhere is an error naming its line); its
-    header is parsed from the first line (or the first record, if that line opens a quote).
-    """
+    """Column names as written in a CSV or parquet file (before pandas renames duplicates);
+    a CSV file is decoded whole, so a non-UTF-8 byte anywhere is an error naming its line."""
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq
 

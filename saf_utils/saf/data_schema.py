@@ -1,9 +1,5 @@
-"""What a SAF dataset is: its splits, columns, labels, anomaly kinds, and its error.
-
-Shared by the loader (:mod:`saf_utils.saf.data`, which re-exports every name here), the
-file readers (:mod:`saf_utils.saf.data_files`) and the checks
-(:mod:`saf_utils.saf.data_checks`).
-"""
+"""What a SAF dataset is: its splits, columns, labels, anomaly kinds, and its error
+(re-exported by :mod:`saf_utils.saf.data`)."""
 
 from __future__ import annotations
 

@@ -65,8 +65,7 @@ def choose_on_validation(headline: pd.DataFrame, role_of: Mapping[str, str],
                          metric: str = "macro_f1",
                          allowed: Sequence[str] = ("baseline", "system"),
                          split: str = "validation") -> validation_choice.Choice:
-    """The system (role in ``allowed``; ``role_of``: system -> role) with the best
-    validation ``metric`` (ties: the headline table's order)."""
+    """The system with role in ``allowed`` and the best validation ``metric``."""
     v = headline[(headline.split == split) & (headline.metric == metric)]
     names = {s: role_of[s] for s in dict.fromkeys(v.system)}
     return validation_choice.choose_from(
@@ -84,9 +83,7 @@ def evaluate(preds: pd.DataFrame, role_of: Mapping[str, str],
     The reference is the baseline with the best validation ``selection_metric``, the chosen
     system the best baseline-or-system. Comparisons on the test splits: eligible systems
     minus the reference, each leader minus its runner-up, and the chosen system minus the
-    reference for new questions where there are enough; Holm-adjusted except
-    :data:`PRIMARY`. ``role_of``: system -> role.
-    """
+    reference for new questions where there are enough; Holm-adjusted except :data:`PRIMARY`."""
     preds = collapse_identical_seeds(preds)
     metrics = (*TABLE_METRICS, *UNTABULATED_METRICS)
     items = item_scores(preds, bertscore_kwargs, moverscore_model, embedding_metrics)
@@ -137,11 +134,9 @@ def feedback_contrast(ev: Evaluation, train: pd.DataFrame, evals: Mapping[str, p
                       baseline: str = "majority", encoder: Any = None
                       ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``system`` on ``split`` against the same labels with retrieved feedback (``twin``:
-    its labels, feedback of the nearest question), and against ``baseline``.
-
-    Returns the headline of the three and the paired differences (minus the twin on the
-    feedback metrics, where only the feedback differs; minus the baseline on all).
-    """
+    its labels, feedback of the nearest question), and against ``baseline``:
+    the headline of the three and the paired differences (minus the twin on the feedback
+    metrics, where only the feedback differs; minus the baseline on all)."""
     from saf_utils.saf.baselines import retrieved_feedback_table
 
     mine = ev.preds[(ev.preds.system == system) & (ev.preds.split == split)]

@@ -1,6 +1,5 @@
 """The feature classifier of SAF (``feature_clf``): answer–reference features, kNN label
-votes, the classifier with retrieved feedback, its unseen-question CV and stacked inputs.
-"""
+votes, the classifier with retrieved feedback, its unseen-question CV and stacked inputs."""
 
 from __future__ import annotations
 
@@ -134,10 +133,7 @@ def knn_features(train: pd.DataFrame, a_train: np.ndarray, df: pd.DataFrame, a_d
 
 def per_question_zscore(x: np.ndarray, questions: Sequence[str]) -> np.ndarray:
     """Standardise each feature within each question's answers (a per-question curve).
-
-    Transductive: uses the other (unlabelled) answers to the same question, as a grader
-    who sees a whole batch of answers would.
-    """
+    Transductive: uses the other (unlabelled) answers to the same question."""
     x = np.asarray(x, dtype=float).copy()
     q = np.asarray(questions)
     for value in dict.fromkeys(q):
@@ -148,14 +144,9 @@ def per_question_zscore(x: np.ndarray, questions: Sequence[str]) -> np.ndarray:
 
 @dataclass
 class FeatureClassifier:
-    """"feature classifier + retrieved feedback" (system name ``feature_clf``).
-
-    A *seen-question* model (generic features + kNN label votes + a question one-hot) and a
-    *generic* model (question-agnostic features only) for questions without training
-    answers. Score and feedback are retrieved for the predicted label, as for any label
-    predictor (:func:`retrieved_feedback_table`). Feature matrices are rounded before fit and
-    predict (:func:`saf_utils.determinism.round_features`).
-    """
+    """``feature_clf``: a *seen-question* model (generic features + kNN label votes + a
+    question one-hot) and a *generic* model (question-agnostic features only) for questions
+    without training answers; feedback retrieved for the predicted label."""
 
     encoder: Encoder
     model: str = "logreg"  # logreg | hgb
@@ -260,12 +251,8 @@ def grouped_cv_generic(train: pd.DataFrame, encoder: Encoder,
                        normalize: Sequence[bool] = (False, True),
                        feature_sets: Mapping[str, Sequence[str] | None] | None = None,
                        models: Sequence[str] = ("logreg",)) -> pd.DataFrame:
-    """Leave-one-question-out accuracy/macro-F1 of the generic classifier on train.
-
-    Validation holds only seen questions, so holding out each training question in turn is
-    the honest proxy for "unseen question". Pass a row's settings to
-    :class:`FeatureClassifier` so that the deployed model is the one validated.
-    """
+    """Leave-one-question-out accuracy/macro-F1 of the generic classifier on train: validation
+    holds only seen questions, so holding out each question is the proxy for "unseen"."""
     tr = train.reset_index(drop=True)
     feats = generic_features(tr, encoder)
     y = tr.verification_feedback.to_numpy()

@@ -2,12 +2,10 @@
 
 Validation holds only seen questions, so the strategy is chosen by leave-one-question-out
 on train: each training question in turn gets feedback written from the other questions'
-bank, for the labels a grader predicted for them out of fold (a new question's feedback is
-written for predicted labels, right or wrong), scored by corpus chrF per
-held-out question (declared before any score was seen: character n-grams are robust to
-inflection and compounds, where METEOR's stemmer is English). The choice is the
-one-standard-error rule, retrieval (the baseline) before grounded feedback.
-"""
+bank, for the labels predicted out of fold (a new question's feedback is written for
+predicted labels, right or wrong), scored by corpus chrF per held-out question (declared
+before any score was seen: character n-grams are robust to inflection and compounds, where
+METEOR's stemmer is English). The choice is the one-SE rule, retrieval before grounded."""
 
 from __future__ import annotations
 
@@ -66,10 +64,8 @@ class FeedbackChoice:
 def loqo_feedback_cv(train: pd.DataFrame, candidates: dict[str, UnseenFeedback],
                      encoder: Encoder | None = None, metric: str = "chrf",
                      labels: Sequence[str] | None = None) -> pd.DataFrame:
-    """``metric`` of each candidate's feedback on each held-out training question (feedback
-    bank of the other questions): ``system, fold, value, n``. ``labels``: the label each
-    training answer's feedback is written for (in ``train``'s order; predicted out of fold,
-    as a new question's answers will be); None: the gold labels."""
+    """``metric`` of each candidate's feedback on each held-out training question;
+    ``labels``: those feedback is written for (predicted out of fold; None: gold)."""
     tr = train.reset_index(drop=True)
     if labels is not None and len(labels) != len(tr):
         raise ValueError(f"{len(labels)} labels for {len(tr)} training answers")

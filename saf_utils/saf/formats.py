@@ -182,9 +182,8 @@ def _parse_label(head: str, clean: str, marked: bool, labels: Sequence[str],
 
 def _parse_score(head: str, clean: str, marked: bool, problems: list[str]
                  ) -> tuple[str | None, float | None, str | None]:
-    """Label, score and feedback (None: the marker's) when the head is a score. The score
-    is the first token (up to a space or ':'), less a trailing '.' or ',' ("0.5.
-    Feedback"); the whole token must be a plain decimal (see _NUMBER)."""
+    """Label, score and feedback (None: the marker's) when the head is a score: its first
+    token less a trailing '.' or ',' ("0.5. Feedback") must be a plain decimal (_NUMBER)."""
     tm = _SCORE_TOKEN.match(head)
     token = tm.group(0).rstrip(".,") if tm else ""
     number = token if token and _NUMBER.fullmatch(token) else None
@@ -207,10 +206,8 @@ def parse_output(text: str | None, mode: str = "verification",
     """Parse ``<label|score> Feedback: <text>``; never raises on model output.
 
     Tolerates special tokens, any case, extra spaces and a missing ``Feedback:`` marker.
-    No label (or no score in [0, 1]) is unparseable: label and score None, ``problem`` says
-    why. A score is a plain ASCII decimal (``0.5``, ``0,5``, ``.25``); ``1e-1`` or ``٠٫٥``
-    are unparseable, never read as another number.
-    """
+    No label (or no score in [0, 1], see :data:`_NUMBER`) is unparseable: label and score
+    None, ``problem`` says why."""
     if mode not in MODES:
         raise ValueError(f"mode {mode!r} not one of {list(MODES)}")
     raw = "" if text is None else str(text)
@@ -251,8 +248,7 @@ def prediction_table(gold: pd.DataFrame, system: str, *, labels: Sequence[str | 
                      parseable: Sequence[bool] | None = None,
                      problems: Sequence[str] | None = None,
                      backoff: Sequence[bool] | None = None) -> pd.DataFrame:
-    """One row per gold example with the system's predictions (:data:`PREDICTION_COLUMNS`;
-    ``error_class`` when the gold frame has it)."""
+    """One row per gold example with the system's predictions (:data:`PREDICTION_COLUMNS`)."""
     n = len(gold)
     for name, seq in (("labels", labels), ("scores", scores), ("feedback", feedback)):
         if len(seq) != n:

@@ -3,8 +3,7 @@
 A tutor's feedback on a wrong or partial answer mostly restates what the reference says and
 the answer misses: :class:`GroundedFeedback` writes the reference's content units the answer
 does not cover behind the lead-in the training feedback of that label most often opens with.
-Nothing here reads a question's own training answers, so it works on a new question.
-"""
+Nothing here reads a question's own training answers, so it works on a new question."""
 
 from __future__ import annotations
 
@@ -18,8 +17,7 @@ from saf_utils.saf.reference import content_units, coverage
 
 @dataclass(frozen=True)
 class GroundedParams:
-    """How grounded feedback is written; chosen by leave-one-question-out on train
-    (:mod:`saf_utils.saf.feedback_choice`)."""
+    """How grounded feedback is written (chosen in :mod:`saf_utils.saf.feedback_choice`)."""
 
     unit: str = "clause"  # content unit of the reference: sentence | clause
     tau: float = 0.5  # a unit whose coverage by the answer is below this is missing
@@ -72,8 +70,7 @@ class GroundedFeedback:
         return [units[i] for i in idx]
 
     def write(self, answer: str, reference: str, label: str) -> str:
-        """Lead-in of ``label`` + the missing units (Incorrect with ``incorrect="all"``:
-        every unit)."""
+        """Lead-in of ``label`` + the missing units (Incorrect, ``incorrect="all"``: all)."""
         units = (content_units(reference, self.params.unit)
                  if label == "Incorrect" and self.params.incorrect == "all"
                  else self.missing(answer, reference))

@@ -1,6 +1,4 @@
-"""Records and conclusions of SAF notebook 02: it records and concludes through one call
-(:func:`record_and_conclude`), with the Recorder conventions
-(:mod:`notebook_reports.records`)."""
+"""Records and conclusions of SAF notebook 02, through one call (:func:`record_and_conclude`)."""
 
 from __future__ import annotations
 
@@ -53,10 +51,7 @@ def cross_encoder_notes(ce: CrossEncoderRun, headline: pd.DataFrame,
 
 
 def conclusions(ev: evaluation.Evaluation) -> list[str]:
-    """Sentences from the tests (:func:`saf_utils.statistics.conclusions.conclusions`): the primary
-    comparison first, then the chosen system against the reference and the leads per test
-    split and metric (accuracy, macro-F1, sacreBLEU), one verdict per comparison, grouped
-    by estimand."""
+    """Sentences from the tests, the primary comparison first, grouped by estimand."""
     c, lower, shown_metrics = ev.comparisons, EV.LOWER_IS_BETTER, ("accuracy", "macro_f1",
                                                                    "sacrebleu")
     out = [] if c.primary.any() else [
@@ -174,8 +169,7 @@ def contrast_sentence(headline: pd.DataFrame, paired: pd.DataFrame, system: str,
 
 def record_evaluation(rec: Any, ev: evaluation.Evaluation, dataset: str,
                       run: SAFRun | None = None) -> int:
-    """Write the evaluation, the run's tuning grids and choices, and the per-item scores;
-    the number of records."""
+    """Write the evaluation, the tuning grids and choices, and the per-item scores."""
     start = len(rec.records)
     _write_evaluation(rec, ev, dataset)
     if run is not None and run.state.feature_clf is not None:
@@ -255,10 +249,8 @@ LEAKY_SPLIT, LEAK_FREE = "test_unseen_answers", "leak-free answers"
 
 def record_leak_free(rec: Any, ev: evaluation.Evaluation, train: pd.DataFrame,
                      dataset: str) -> int:
-    """Records (kind analysis, subset "leak-free answers (k of n)") of the headline of
-    :data:`LEAKY_SPLIT` over its answers that are not also train answers to the same
-    question (:func:`~saf_utils.saf.data_checks.answers_in_train`), under the split's
-    design; none where no answer is leaked. The number of records."""
+    """Records of the headline of :data:`LEAKY_SPLIT` over its answers that are not also train
+    answers to the same question; none where no answer is leaked."""
     from saf_utils.saf.data_checks import answers_in_train
 
     split = LEAKY_SPLIT
@@ -278,9 +270,8 @@ def record_leak_free(rec: Any, ev: evaluation.Evaluation, train: pd.DataFrame,
 
 def record_and_conclude(rec: Any, ev: evaluation.Evaluation, run: SAFRun, dataset: str,
                         train: pd.DataFrame | None = None) -> tuple[int, list[str]]:
-    """Notebook 02's one call: record everything (with ``train``, the headline on the
-    leak-free answers too); the number of records and the closing sentences (plain
-    text)."""
+    """Notebook 02's one call: record everything (with ``train``, the leak-free headline
+    too); the number of records and the closing sentences."""
     n = record_evaluation(rec, ev, dataset, run)
     if train is not None:
         n += record_leak_free(rec, ev, train, dataset)

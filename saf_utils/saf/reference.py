@@ -1,9 +1,6 @@
 """The reference answer as content units: its text without grading annotations, its
-sentences or clauses, and how much of each unit a learner's answer covers.
-
-Question-agnostic (it reads only the reference and the answer), so it serves questions
-that have no graded answers yet.
-"""
+sentences or clauses, and how much of each unit a learner's answer covers. It reads only
+the reference and the answer, so it serves questions that have no graded answers yet."""
 
 from __future__ import annotations
 
@@ -74,8 +71,7 @@ def _sentences(text: str) -> list[str]:
 
 
 def _joined(pieces: list[str]) -> list[str]:
-    """Pieces of one sentence, each short one joined to the one before (the first to the
-    one after)."""
+    """Pieces of one sentence, each short one joined to its neighbour."""
     out: list[str] = []
     for piece in (p for p in pieces if p.strip(" ,;|")):
         if out and (len(content_words(piece)) < MIN_CLAUSE_WORDS

@@ -34,8 +34,7 @@ CORPUS_METRICS = M.of_level(SCORED_METRICS, "corpus")
 LOWER_IS_BETTER = tuple(m for m in SCORED_METRICS if M.lower_is_better(m))
 #: Metrics that load a model (``embedding_metrics``).
 EMBEDDING_METRICS = ("bertscore_f1", "bertscore_f1_rescaled", "moverscore")
-#: No interval over 2 or 3 clusters can be calibrated: fewer questions, no question-level
-#: inference.
+#: No interval over 2 or 3 clusters can be calibrated: fewer questions, no question-level inference.
 ANSWERS = P.Design("answers within questions", "item",
                    estimand="new answers to these questions")
 QUESTIONS = P.Design("questions", "cluster", estimand="new questions (answer-weighted)",
@@ -68,8 +67,7 @@ def _inputs(preds: pd.DataFrame) -> dict[str, tuple[list[Any], list[Any]]]:
 
 def _options(name: str, bertscore_kwargs: Mapping[str, Any] | None,
              moverscore_model: Any) -> dict[str, Any]:
-    """The options of this task (label set, BERTScore's and MoverScore's models) that metric
-    ``name``'s compute function takes."""
+    """The options of this task that metric ``name``'s compute function takes."""
     return M.metric(name).options({"labels": SAF_LABELS, **dict(bertscore_kwargs or {}),
                                    "model": moverscore_model})
 
@@ -77,9 +75,8 @@ def _options(name: str, bertscore_kwargs: Mapping[str, Any] | None,
 def _scored(embedding_metrics: bool, moverscore_model: Any,
             names: Sequence[str] = SCORED_METRICS,
             bertscore_kwargs: Mapping[str, Any] | None = None) -> list[str]:
-    """The metrics a table gets: embedding ones only with ``embedding_metrics``, MoverScore
-    only with a model, rescaled BERTScore only where bert-score ships a baseline for the
-    BERTScore model and language."""
+    """The metrics a table gets: rescaled BERTScore only where bert-score ships a baseline for
+    the BERTScore model and language."""
     from saf_utils.metrics.embedding import baseline_path, minilm_path
 
     kw = bertscore_kwargs or {}
@@ -139,9 +136,7 @@ def collapse_identical_seeds(preds: pd.DataFrame) -> pd.DataFrame:
 
 def item_scores(preds: pd.DataFrame, bertscore_kwargs: Mapping[str, Any] | None = None,
                 moverscore_model: Any = None, embedding_metrics: bool = True) -> pd.DataFrame:
-    """Per-item scores of every (system, seed, split): one row per item and metric of
-    :data:`ITEM_METRICS` (``split, system, seed, id, question, metric, value``); their means
-    equal :func:`evaluate_predictions`."""
+    """Per-item scores of :data:`ITEM_METRICS`; their means equal :func:`evaluate_predictions`."""
     p = preds.reset_index(drop=True)
     inputs = _inputs(p)
     cols: dict[str, pd.Series] = {}
@@ -161,9 +156,8 @@ def item_scores(preds: pd.DataFrame, bertscore_kwargs: Mapping[str, Any] | None 
 
 def _moverscore_by_split(p: pd.DataFrame, refs: list[str], hyps: list[str],
                          model: Any) -> pd.Series:
-    """Per-row MoverScore: one call per split, its IDF from one table's references (every
-    table of a split shares them), so each distinct pair is scored once: the numbers of one
-    call per table at a fraction of the cost."""
+    """Per-row MoverScore, one call per split (every table of a split shares its references,
+    hence the IDF), so each distinct pair is scored once."""
     out = pd.Series(np.nan, index=p.index)
     for _, g in p.groupby("split", sort=False):
         first_table = g[(g.system == g.system.iloc[0]) & (seed_key(g) == seed_key(g).iloc[0])]
@@ -262,8 +256,7 @@ def headline_per_split(preds: pd.DataFrame, items: pd.DataFrame,
 def paired_per_split(preds: pd.DataFrame, items: pd.DataFrame, reference: str,
                  designs: Mapping[str, P.Design], metrics: Sequence[str] = TABLE_METRICS,
                  systems: Sequence[str] | None = None) -> pd.DataFrame:
-    """Systems minus ``reference`` per split (those in ``designs``) and metric, on the items
-    both systems scored."""
+    """Systems minus ``reference`` per split and metric, on the items both scored."""
     rows = []
     it = protocol_items(items, metrics)
     it = it[it.split.isin(list(designs))]

@@ -1,8 +1,5 @@
-"""SAF seq2seq systems (``seq2seq:<model>``) as jobs: their parameters, one
-:class:`saf_utils.training.jobs.TrainJob` per (model, seed) through
-:func:`saf_utils.training.jobs.run_jobs`, outputs parsed by
-:func:`saf_utils.saf.formats.parsed_prediction_table`.
-"""
+"""SAF seq2seq systems (``seq2seq:<model>``) as jobs: one training job per (model, seed),
+outputs parsed by :func:`saf_utils.saf.formats.parsed_prediction_table`."""
 
 from __future__ import annotations
 
@@ -45,10 +42,7 @@ def seq2seq_jobs(data: Any, seq2seq: Mapping[str, Any],
                  seq2seq_models: Mapping[str, Mapping[str, Any]] | None, seeds: Sequence[int],
                  output_dir: str | Path, mode: str = "verification",
                  include_question: bool = True) -> list[J.TrainJob]:
-    """One :class:`saf_utils.training.jobs.TrainJob` per (model, seed), reading the examples of
-    ``data`` written once per model. ``seq2seq``: the settings shared by all models;
-    ``seq2seq_models``: model name -> its overrides (None: just ``seq2seq["model"]``).
-    """
+    """One training job per (model, seed), its examples written once per model."""
     def examples(df: pd.DataFrame) -> J.Examples:
         src, tgt = S.format_examples(df, mode, include_question, data.words)
         return J.Examples(df["id"].tolist(), src, tgt)
