@@ -16,8 +16,6 @@ from saf_utils.statistics.uncertainty import Statistic
 LEVELS = ("item", "corpus", "output", "summary")
 #: What a metric compares (the inputs a task passes to its scorer).
 INPUTS = ("labels", "scores", "texts", "sentence_sets", "outputs", "")
-_RANGES = {"0-1": "0 to 1", "0-100": "0 to 100", ">=0": "0 or more",
-           "count": "0 or more (a count)"}
 
 
 @dataclass(frozen=True)
@@ -59,17 +57,30 @@ class Metric:
         if (self.compute is None) != (self.level == "summary"):
             raise ValueError(f"metric {self.name!r}: a {self.level} metric "
                              f"{'needs' if self.compute is None else 'has no'} compute function")
-        if self.scale not in (*_RANGES, "any") and _interval(self.scale) is None:
+        if self.scale != "any" and self.bounds is None:
             raise ValueError(f"metric {self.name!r}: scale {self.scale!r} is none of "
-                             f"{[*_RANGES, 'any']} nor an interval like '[-1, 1]'")
+                             "['0-1', '0-100', '>=0', 'count', 'any'] nor an interval like "
+                             "'[-1, 1]'")
+
+    @property
+    def bounds(self) -> tuple[float, float] | None:
+        """The range a value lies in, from the scale ("0-1" -> (0, 1); ">=0" and "count" ->
+        (0, inf)); None where the scale fixes none."""
+        if self.scale in (">=0", "count"):
+            return (0.0, float("inf"))
+        if self.scale in ("0-1", "0-100"):
+            return (0.0, float(self.scale[2:]))
+        return _interval(self.scale)
 
     @property
     def range(self) -> str:
         """The scale in words."""
-        lohi = _interval(self.scale)
-        if lohi is not None:
-            return f"{lohi[0]:g} to {lohi[1]:g}"
-        return _RANGES.get(self.scale, "no fixed range")
+        if self.bounds is None:
+            return "no fixed range"
+        lo, hi = self.bounds
+        if hi == float("inf"):
+            return "0 or more" + (" (a count)" if self.scale == "count" else "")
+        return f"{lo:g} to {hi:g}"
 
     def options(self, available: Mapping[str, Any]) -> dict[str, Any]:
         """Of a task's ``available`` options (e.g. its label set, a model), those the compute
@@ -177,14 +188,8 @@ def of_level(names: Sequence[str], level: str) -> tuple[str, ...]:
 
 
 def bounds(name: str) -> tuple[float, float] | None:
-    """The range a value of the metric lies in, from its scale ("0-1" -> (0, 1); ">=0" and
-    "count" -> (0, inf)); None where the scale fixes none. Intervals are clipped to it."""
-    scale = metric(name).scale
-    if scale in (">=0", "count"):
-        return (0.0, float("inf"))
-    if scale in ("0-1", "0-100"):
-        return (0.0, float(scale[2:]))
-    return _interval(scale)
+    """:attr:`Metric.bounds` of the metric ``name``; intervals are clipped to it."""
+    return metric(name).bounds
 
 
 def _interval(scale: str) -> tuple[float, float] | None:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from saf_utils.metrics.base import METRICS, register_metric
+from saf_utils.metrics.base import register_metric
 from saf_utils.metrics.checks import check_parallel
 
 _UNPARSEABLE = "<unparseable>"
@@ -120,22 +120,6 @@ def weighted_f1_stats(gold: Sequence[str], pred: Sequence[str | None], labels: S
     return label_counts(gold, pred, labels), weighted_f1_of_counts
 
 
-def label_metrics(
-    gold: Sequence[str],
-    pred: Sequence[str | None],
-    labels: Sequence[str],
-) -> dict[str, float | int]:
-    """Accuracy and macro/weighted F1 over ``labels``; ``None`` predictions are unparseable
-    (wrong, counted in ``n_unparseable``, no class of their own); any other non-label
-    raises, so parsing bugs cannot pass silently."""
-    _map_labels(gold, pred, labels)
-    out: dict[str, float | int] = {
-        name: METRICS[name].score(gold, pred, labels=labels).value
-        for name in ("accuracy", "macro_f1", "weighted_f1")}
-    out.update(n=len(gold), n_unparseable=sum(p is None for p in pred))
-    return out
-
-
 def _squared_errors(gold: Sequence[float], pred: Sequence[float | None]
                     ) -> tuple[np.ndarray, np.ndarray]:
     """Squared error per item and its worst case ``max(g, 1 - g) ** 2`` for unparseable
@@ -143,7 +127,7 @@ def _squared_errors(gold: Sequence[float], pred: Sequence[float | None]
     check_parallel(pred, gold, "gold/pred")
     g = np.asarray(gold, dtype=float)
     if np.any((g < 0) | (g > 1)) or np.any(np.isnan(g)):
-        raise ValueError("score_mse: gold scores must lie in [0, 1]")
+        raise ValueError("mse: gold scores must lie in [0, 1]")
     p = np.array([np.nan if x is None else float(x) for x in pred], dtype=float)
     return (p - g) ** 2, np.maximum(g, 1 - g) ** 2
 
@@ -171,16 +155,6 @@ def mse_max_penalty_items(gold: Sequence[float], pred: Sequence[float | None]) -
     """Squared score error per item, the worst possible one where unparseable."""
     sq, worst = _squared_errors(gold, pred)
     return np.where(np.isnan(sq), worst, sq).tolist()
-
-
-def score_mse(gold: Sequence[float], pred: Sequence[float | None]) -> dict[str, float | int]:
-    """MSE of scores in [0, 1] over parseable pairs (``None``/NaN: unparseable), and
-    ``mse_max_penalty`` over all pairs, charging an unparseable one ``max(g, 1 - g) ** 2``
-    so that a model cannot gain by failing to answer."""
-    sq, _ = _squared_errors(gold, pred)
-    return {"mse": METRICS["mse"].score(gold, pred).value,
-            "mse_max_penalty": METRICS["mse_max_penalty"].score(gold, pred).value,
-            "n": int(sq.size), "n_unparseable": int(np.isnan(sq).sum())}
 
 
 @register_metric("unparseable_rate", higher_is_better=False, inputs="outputs",

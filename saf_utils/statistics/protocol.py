@@ -61,9 +61,9 @@ class Design:
 
 def _units(df: pd.DataFrame, design: Design) -> pd.Series:
     """Cluster id per row, qualified by stratum (a paper can be val in two folds)."""
-    if design.strata and design.strata in df and df[design.strata].notna().any():
-        return df[design.strata].astype(str) + ":" + df["cluster"].astype(str)
-    return df["cluster"].astype(str)
+    if _strata(df, design) is None:
+        return df["cluster"].astype(str)
+    return df[design.strata].astype(str) + ":" + df["cluster"].astype(str)
 
 
 def _strata(df: pd.DataFrame, design: Design) -> list | None:
@@ -123,10 +123,6 @@ def estimate(df: pd.DataFrame, design: Design, corpus: tuple | None = None) -> d
             "n_units": res.n_items if design.level == "item" else res.n_clusters}
 
 
-def _fmt_bound(x: float) -> str:
-    return "inf" if np.isinf(x) else f"{x:g}"
-
-
 def clip_interval(est: Mapping[str, Any], limits: tuple[float, float] | None,
                   point: str = "mean") -> dict[str, Any]:
     """``est`` with its interval clipped to ``limits`` (coverage is unchanged: the true value
@@ -139,8 +135,9 @@ def clip_interval(est: Mapping[str, Any], limits: tuple[float, float] | None,
         return out
     new_lo, new_hi = max(float(lo), limits[0]), min(float(hi), limits[1])
     if (new_lo, new_hi) != (lo, hi):
-        out.update(ci_low=new_lo, ci_high=new_hi, method=f"{out.get('method') or ''}; "
-                   f"{CLIPPED} [{_fmt_bound(limits[0])}, {_fmt_bound(limits[1])}]")
+        shown = ", ".join("inf" if np.isinf(x) else f"{x:g}" for x in limits)
+        out.update(ci_low=new_lo, ci_high=new_hi,
+                   method=f"{out.get('method') or ''}; {CLIPPED} [{shown}]")
     return out
 
 

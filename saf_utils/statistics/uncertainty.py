@@ -5,7 +5,7 @@ Methods and calibration: docs/statistics.md."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,21 +52,25 @@ def _as_matrix(stats: Any, name: str = "stats") -> np.ndarray:
     return arr
 
 
+def _codes(seq: Sequence, n: int, what: str, one: str) -> np.ndarray:
+    """Integer codes of ``n`` group ids (first seen first); a wrong length or a missing id
+    raises."""
+    if len(seq) != n:
+        raise ValueError(f"{what}: length {len(seq)} does not match {n} items")
+    codes = pd.factorize(pd.Series(list(seq)))[0]
+    if (codes < 0).any():
+        raise ValueError(f"{what}: missing (None/NaN) {one} ids")
+    return codes
+
+
 def _groups(
     n: int, clusters: Sequence | None, strata: Sequence | None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Item -> cluster index, cluster -> stratum index; clusters must nest in strata."""
-    for what, seq in (("clusters", clusters), ("strata", strata)):
-        if seq is not None and len(seq) != n:
-            raise ValueError(f"{what}: length {len(seq)} does not match {n} items")
-    cl = np.arange(n) if clusters is None else pd.factorize(pd.Series(list(clusters)))[0]
-    if (cl < 0).any():
-        raise ValueError("clusters: missing (None/NaN) cluster ids")
+    cl = np.arange(n) if clusters is None else _codes(clusters, n, "clusters", "cluster")
     if strata is None:
         return cl, np.zeros(cl.max() + 1, dtype=int)
-    st = pd.factorize(pd.Series(list(strata)))[0]
-    if (st < 0).any():
-        raise ValueError("strata: missing (None/NaN) stratum ids")
+    st = _codes(strata, n, "strata", "stratum")
     pairs = pd.DataFrame({"c": cl, "s": st}).drop_duplicates()
     if pairs["c"].duplicated().any():
         raise ValueError("clusters must be nested in strata: a cluster spans several strata")
@@ -88,11 +92,6 @@ def _resample_counts(
             [idx[rng.integers(0, idx.size, size=(b, idx.size))] for idx in members], axis=1
         ) + (np.arange(b) * n_c)[:, None]
         yield np.bincount(flat.ravel(), minlength=b * n_c).reshape(b, n_c).astype(float)
-
-
-def _percentile_ci(values: np.ndarray, alpha: float) -> tuple[float, float]:
-    lo, hi = np.quantile(values, [alpha / 2, 1 - alpha / 2])
-    return float(lo), float(hi)
 
 
 def _cluster_sums(stats: np.ndarray, cl: np.ndarray) -> np.ndarray:
@@ -125,32 +124,10 @@ def cluster_bootstrap(
         [statistic(round_features(c @ sums, SUM_DECIMALS))
          for c in _resample_counts(cs, n_resamples, seed)]
     )
-    low, high = _percentile_ci(boot, alpha)
+    low, high = np.quantile(boot, [alpha / 2, 1 - alpha / 2])
     est = float(statistic(sums.sum(0)[None, :])[0])
-    return BootstrapResult(est, low, high, mat.shape[0], sums.shape[0], n_resamples)
-
-
-def _paired_sums(stat_a: Any, stat_b: Any, statistic: Statistic | None,
-                 clusters: Sequence | None):
-    if statistic is None:
-        (stat_a, statistic), (stat_b, _) = mean_stat(stat_a), mean_stat(stat_b)
-    a, b = _as_matrix(stat_a, "stat_a"), _as_matrix(stat_b, "stat_b")
-    if a.shape != b.shape:
-        raise ValueError(f"stat_a {a.shape} and stat_b {b.shape} must be paired (same shape)")
-    cl, _ = _groups(a.shape[0], clusters, None)
-    return _cluster_sums(a, cl), _cluster_sums(b, cl), statistic
-
-
-def _swap_matrix(n_units: int, n_resamples: int, seed: int, max_exact: int):
-    """Every 0/1 swap assignment of ``n_units`` (exact), or ``n_resamples`` random ones and
-    the generator to draw more from."""
-    if 2 ** n_units <= max_exact:
-        grid = (np.arange(2 ** n_units)[:, None] >> np.arange(n_units)[None, :]) & 1
-        return grid.astype(float), None
-    if n_resamples < 1:
-        raise ValueError(f"n_resamples must be >= 1 (>= 1000 recommended), got {n_resamples}")
-    rng = np.random.default_rng(seed)
-    return rng.integers(0, 2, size=(n_resamples, n_units)).astype(float), rng
+    return BootstrapResult(est, float(low), float(high), mat.shape[0], sums.shape[0],
+                           n_resamples)
 
 
 def paired_randomization(
@@ -180,13 +157,27 @@ def paired_randomization(
     """
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
-    sa, sb, statistic = _paired_sums(stat_a, stat_b, statistic, units)
+    if statistic is None:
+        (stat_a, statistic), (stat_b, _) = mean_stat(stat_a), mean_stat(stat_b)
+    a, b = _as_matrix(stat_a, "stat_a"), _as_matrix(stat_b, "stat_b")
+    if a.shape != b.shape:
+        raise ValueError(f"stat_a {a.shape} and stat_b {b.shape} must be paired (same shape)")
+    cl, _ = _groups(a.shape[0], units, None)
+    sa, sb = _cluster_sums(a, cl), _cluster_sums(b, cl)
     ta, tb = sa.sum(0), sb.sum(0)
     est_a = float(statistic(ta[None, :])[0])
     est_b = float(statistic(tb[None, :])[0])
     diff = est_a - est_b
-    swap, rng = _swap_matrix(sa.shape[0], n_resamples, seed, max_exact)
-    exact = rng is None
+    n_units = sa.shape[0]
+    exact = 2 ** n_units <= max_exact
+    if exact:  # every 0/1 swap assignment of the units
+        swap = ((np.arange(2 ** n_units)[:, None] >> np.arange(n_units)[None, :]) & 1
+                ).astype(float)
+    elif n_resamples < 1:
+        raise ValueError(f"n_resamples must be >= 1 (>= 1000 recommended), got {n_resamples}")
+    else:
+        rng = np.random.default_rng(seed)
+        swap = rng.integers(0, 2, size=(n_resamples, n_units)).astype(float)
 
     def null_of(swaps: np.ndarray) -> np.ndarray:
         out = np.empty(swaps.shape[0])
@@ -201,14 +192,14 @@ def paired_randomization(
     null = null_of(swap)
     # the observed assignment (no swap) on the null's own rounded path, so that it equals
     # the null's identity row exactly
-    obs = abs(float(null_of(np.zeros((1, sa.shape[0])))[0]))
+    obs = abs(float(null_of(np.zeros((1, n_units)))[0]))
     tol = 1e-12 * max(1.0, obs)
-    if rng is not None and max_resamples and max_resamples > swap.shape[0] \
+    if not exact and max_resamples and max_resamples > swap.shape[0] \
             and not (np.abs(null) >= obs - tol).any():
         more = [null]
         for start in range(swap.shape[0], max_resamples, 1000):
-            b = min(1000, max_resamples - start)
-            more.append(null_of(rng.integers(0, 2, size=(b, sa.shape[0])).astype(float)))
+            size = (min(1000, max_resamples - start), n_units)
+            more.append(null_of(rng.integers(0, 2, size=size).astype(float)))
         null = np.concatenate(more)
     u = np.sort(np.abs(null))[::-1]
     extra = 0 if exact else 1  # Monte Carlo: the observed assignment counts once more
@@ -220,11 +211,11 @@ def paired_randomization(
         q = min(q, abs(diff) * (1 - 1e-12))
     else:
         q = max(q, abs(diff))
-    floor = p_min(sa.shape[0], exact, max(u.size, max_resamples or 0))
+    floor = p_min(n_units, exact, max(u.size, max_resamples or 0))
     return PairedResult(diff, diff - q, diff + q, p, est_a, est_b,
                         method="exact randomization" if exact else "randomization",
-                        n_units=int(sa.shape[0]), mde=_mde(null, alpha, sa.shape[0], p_min(
-                            sa.shape[0], exact, u.size)), p_min=floor)
+                        n_units=int(n_units), mde=_mde(null, alpha, n_units, p_min(
+                            n_units, exact, u.size)), p_min=floor)
 
 
 def p_min(n_units: int, exact: bool = True, n_resamples: int | None = None) -> float:
@@ -327,36 +318,9 @@ def stratum_mean_stat(
     Bootstrap it with the same ``strata`` so that no fold can drop out of a resample.
     """
     v, _ = mean_stat(values)
-    if len(strata) != len(v):
-        raise ValueError(f"strata: length {len(strata)} does not match {len(v)} values")
-    st = pd.factorize(pd.Series(list(strata)))[0]
-    if (st < 0).any():
-        raise ValueError("strata: missing (None/NaN) stratum ids")
+    st = _codes(strata, len(v), "strata", "stratum")
     k = st.max() + 1
     out = np.zeros((len(v), 2 * k))
     out[np.arange(len(v)), st] = v[:, 0]
     out[np.arange(len(v)), k + st] = 1.0
     return out, lambda s: (s[:, :k] / s[:, k:]).mean(1)
-
-
-# ---------------------------------------------------------------- aggregation over seeds/folds
-def fold_summary(scores_by_fold: Mapping[int, Sequence[float]]) -> dict[str, Any]:
-    """Official ArgSciChat aggregation: mean per fold, then mean and population std over folds.
-
-    Returns ``{"per_fold": {fold: mean}, "mean": float, "std": float, "n": {fold: count}}``.
-    """
-    if not scores_by_fold:
-        raise ValueError("fold_summary: no folds given")
-    per_fold: dict[int, float] = {}
-    n: dict[int, int] = {}
-    for fold in sorted(scores_by_fold):
-        vals = np.asarray(list(scores_by_fold[fold]), dtype=float)
-        if vals.size == 0:
-            raise ValueError(f"fold_summary: fold {fold} has no scored queries")
-        per_fold[fold] = float(vals.mean())
-        n[fold] = int(vals.size)
-    means = np.array(list(per_fold.values()))
-    return {"per_fold": per_fold, "mean": float(means.mean()),
-            "std": float(means.std(ddof=0)), "n": n}
-
-
