@@ -23,13 +23,9 @@ from saf_utils.training import launchers
 from saf_utils.training.seq2seq import Seq2SeqSettings, dist_rank_world, generate, train_seq2seq
 from saf_utils.training.settings_checks import check_fields
 
-_LOG = logging.getLogger(__name__)
-
-
-def progress(message: str) -> None:
-    """A job's progress line, logged at INFO rather than printed: it stays off the page
-    (a job's numbers are in its ``train_log.json``)."""
-    _LOG.info(message)
+#: A job's progress lines, logged at INFO rather than printed: they stay off the page (a
+#: job's numbers are in its ``train_log.json``).
+progress: Callable[[str], None] = logging.getLogger(__name__).info
 
 CONFIG_FILE = "job.json"
 #: gzip-compressed, as the run's other per-item files (:mod:`saf_utils.data.artifacts`).
@@ -76,9 +72,7 @@ class TrainJob:
     save_model: bool = True
     kind: str = "seq2seq"  # seq2seq | cross_encoder
 
-    def __post_init__(self) -> None:
-        # checked here, before a launcher starts: a learning rate given as "5e-05", null or
-        # 1e309 is an error naming the field, not an optimizer's traceback in a rank
+    def __post_init__(self) -> None:  # every field and setting, before a launcher starts
         check_fields(self, f"job {str(self.system)[:80]!r}")
         self.kind_settings()
 
@@ -93,19 +87,15 @@ class TrainJob:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> TrainJob:
-        """A job from a JSON file (what :func:`run_job` writes; read as JSON, since YAML
-        1.1 reads ``json.dumps``'s ``5e-05`` as a string) or a YAML file (by hand)."""
+        """A job from a JSON file (what :func:`run_job` writes: YAML 1.1 would read ``5e-05``
+        as a string) or a YAML file (by hand)."""
+        import yaml
+
         try:
             with open(path, encoding="utf-8") as fh:
-                if str(path).endswith(".json"):
-                    config = json.load(fh)
-                else:  # by hand: a value YAML reads as text is named by kind_settings
-                    import yaml
-
-                    config = yaml.safe_load(fh)
-        except (OSError, ValueError) as exc:  # UnicodeDecodeError, JSONDecodeError too
-            raise ValueError(f"{path}: not a readable job config ({exc})") from None
-        except Exception as exc:  # noqa: BLE001 - yaml.YAMLError: one line, naming the file
+                # by hand: a value YAML reads as text is named by kind_settings
+                config = json.load(fh) if str(path).endswith(".json") else yaml.safe_load(fh)
+        except (OSError, ValueError, yaml.YAMLError) as exc:  # one line, naming the file
             raise ValueError(f"{path}: not a readable job config ({' '.join(str(exc).split())})"
                              ) from None
         if not isinstance(config, dict):
@@ -116,9 +106,9 @@ class TrainJob:
         return dataclasses.asdict(self)
 
     def kind_settings(self) -> Any:
-        """The settings object of the job's kind, with the job's seed; every value checked
-        against its field's type (:func:`saf_utils.registry.make_params`) and an int given
-        for a float field cast to float."""
+        """The settings object of the job's kind with the job's seed, every value checked
+        (:func:`saf_utils.registry.make_params`, :func:`check_fields`), ints of float fields
+        cast to float."""
         from saf_utils.registry import make_params
 
         cls = settings_class(self.kind)
@@ -302,9 +292,8 @@ def load_result(output_dir: str | os.PathLike) -> JobResult:
 
 def run_job(config: dict[str, Any] | TrainJob, launcher: str = "none",
             log: Callable[[str], None] = progress) -> JobResult:
-    """Run one job in the kernel (``"none"``) or under a launcher (a subprocess streaming
-    to ``log`` and ``launcher.log``; a failure raises :class:`TrainJobError` with the
-    failing rank's exception), and return its results."""
+    """Run one job in the kernel (``"none"``) or under a launcher (a subprocess streaming to
+    ``log`` and ``launcher.log``; a failure raises :class:`TrainJobError`); its results."""
     job = config if isinstance(config, TrainJob) else TrainJob.from_dict(config)
     out = Path(job.output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -329,23 +318,20 @@ def job_grid(base: dict[str, Any] | TrainJob, seeds: Sequence[int]) -> list[Trai
         for seed in seeds]
 
 
-def _timed(fn: Callable[..., Any], *args: Any) -> tuple[Any, float]:
-    t0 = time.perf_counter()
-    return fn(*args), time.perf_counter() - t0
-
-
 def run_jobs(jobs: Sequence[dict[str, Any] | TrainJob], launcher: str = "none",
              log: Callable[[str], None] = progress) -> RunResults:
-    """Run jobs one after the other (``"processes:N"``: N at a time in forked processes,
-    :mod:`saf_utils.training.launchers`; the same outputs); all prediction rows and one log row per
-    job, in job order."""
+    """Run jobs one after the other (``"processes:N"``: N at a time in forked processes, the
+    same outputs); all prediction rows and one log row per job, in job order."""
     jobs = [TrainJob.from_dict(j) if isinstance(j, dict) else j for j in jobs]
     n = launchers.processes(launcher)
     if n:  # the forked processes wrote every job's outputs: read them back
         seconds = launchers.run_forked(jobs, n, run_job, TrainJobError, log)
         done = [(load_result(j.output_dir), s) for j, s in zip(jobs, seconds, strict=True)]
     else:
-        done = [_timed(run_job, job, launcher, log) for job in jobs]
+        done = []
+        for job in jobs:
+            t0 = time.perf_counter()
+            done.append((run_job(job, launcher, log), time.perf_counter() - t0))
     preds, logs = [], []
     for result, seconds_total in done:
         summary = {k: v for k, v in result.log["summary"].items()

@@ -29,11 +29,8 @@ PR_SET_PDEATHSIG = 1
 
 def die_with_parent(parent: int) -> None:
     """End this process when its parent ``parent`` ends (Linux: SIGKILL via prctl
-    PR_SET_PDEATHSIG; elsewhere nothing): a training process never outlives the process
-    that started it (a kernel killed with its runner, a launcher killed with its kernel).
-    Ends now when ``parent`` is no longer its parent (it ended before this call; a dead
-    parent may linger as a zombie, so its pid is no test). Linux also ends the process when
-    the *thread* that started it ends: start it from a thread that waits for it."""
+    PR_SET_PDEATHSIG; elsewhere nothing), now if ``parent`` already ended. Linux also ends
+    it when the *thread* that started it ends: start it from a thread that waits for it."""
     if not sys.platform.startswith("linux"):
         return
     import ctypes
@@ -53,10 +50,9 @@ _TIE = ("import os, sys; from saf_utils.training.launchers import die_with_paren
 
 
 def tied(cmd: Sequence[str]) -> list[str]:
-    """``cmd`` (an absolute executable first) run so that it dies with this process
-    (:func:`die_with_parent`, then exec; its pid stays the launcher's, which the ranks read
-    from ``SAF_LAUNCHER_PID`` to die with it: torchrun starts each rank in a session of its
-    own, which no process-group kill reaches)."""
+    """``cmd`` (an absolute executable first) run so that it dies with this process; the ranks
+    read its pid from ``SAF_LAUNCHER_PID`` to die with it (torchrun starts each rank in a
+    session of its own, which no process-group kill reaches)."""
     return [sys.executable, "-c", _TIE, str(os.getpid()), *cmd]
 
 
@@ -90,9 +86,8 @@ def _child(run_one: RunOne, job: Any) -> tuple[list[str], str | None, float]:
 
 def run_forked(jobs: Sequence[Any], n: int, run_one: RunOne, error: type[Exception],
                log: Callable[[str], None] = print) -> list[float]:
-    """Run ``jobs`` (TrainJob) with ``run_one`` on up to ``n`` forked processes; their
-    outputs are in their folders afterwards. Returns each job's seconds; a failure raises
-    ``error`` naming the first failed job (the other jobs still finish)."""
+    """Run ``jobs`` with ``run_one`` on up to ``n`` forked processes (outputs in their
+    folders); each job's seconds. A failure raises ``error`` naming the first failed job."""
     jobs = list(jobs)
     if n <= 1 or len(jobs) <= 1 or sys.platform == "win32":
         out = []
@@ -140,8 +135,8 @@ def launch_command(launcher: str, config_path: str | os.PathLike) -> list[str]:
 
 
 def check_launcher(launcher: str) -> None:
-    """A launcher this machine can start, or a one-line ``ValueError`` saying why not:
-    checked when a run is planned, not at the first training job after the CPU systems."""
+    """A launcher this machine can start, or a one-line ``ValueError`` saying why not (when a
+    run is planned, not at the first training job)."""
     if not isinstance(launcher, str):
         raise ValueError(f"launcher {launcher!r}: a launcher is a string: none, processes:N, "
                          "torchrun:N, torchrun:gpu, accelerate or accelerate:N")
@@ -186,9 +181,8 @@ LAUNCHER_LOG = "launcher.log"
 
 def launch(launcher: str, config_path: Path, log: Callable[[str], None],
            error: type[Exception]) -> None:
-    """Run one job's config under a launcher as a subprocess tied to this process, streaming
-    its lines to ``log`` and ``launcher.log`` next to the config; a failure raises ``error``
-    with the failing rank's exception."""
+    """Run one job's config under a launcher, tied to this process, its lines to ``log`` and
+    ``launcher.log``; a failure raises ``error`` with the failing rank's exception."""
     out = config_path.parent
     cmd = tied(launch_command(launcher, config_path))
     # Progress bars redraw with \r, which a line-by-line stream cannot show: the Trainer
