@@ -83,10 +83,8 @@ class Metric:
         return f"{lo:g} to {hi:g}"
 
     def options(self, available: Mapping[str, Any]) -> dict[str, Any]:
-        """Of a task's ``available`` options (e.g. its label set, a model), those the compute
-        function takes by name: a task offers what it has once, each metric takes its own
-        (no per-metric table in the task). Only named parameters count: a ``**kwargs`` that
-        goes on to a library (sacrebleu's ``BLEU(**kwargs)``) must not get a label set."""
+        """Of a task's ``available`` options (its label set, a model), those the compute
+        function names as parameters (a ``**kwargs`` passed on to a library takes none)."""
         import inspect
 
         if self.compute is None:
@@ -140,8 +138,7 @@ class Metric:
     def statistics(self, gold: Sequence[Any], pred: Sequence[Any],
                    **options: Any) -> tuple[np.ndarray, Statistic]:
         """Per-item sufficient statistics and their statistic, for
-        :mod:`saf_utils.statistics.uncertainty`; item metrics give ``(0, 0)`` for an unscored item,
-        so rows stay aligned."""
+        :mod:`saf_utils.statistics.uncertainty` (an unscored item is ``(0, 0)``)."""
         if self.level not in ("item", "corpus"):
             raise ValueError(f"metric {self.name!r} is {self.level}-level: not resampled")
         s = self.score(gold, pred, **options)

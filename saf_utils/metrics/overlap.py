@@ -101,7 +101,6 @@ def message_f1_squad(pred: str, gold: str) -> float:
     return _token_f1(p.split(), g.split())
 
 
-
 @register_metric("message_f1_squad", inputs="texts",
                  description="token F1 with SQuAD normalisation",
                  definition="Per reply: token F1 after lower-casing and removing punctuation "
@@ -112,16 +111,11 @@ def message_f1_squad_items(refs: Sequence[str], hyps: Sequence[str]) -> list[flo
     return _per_reply(message_f1_squad, refs, hyps)
 
 
-def _stop_words() -> frozenset[str]:
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
-
-    return frozenset(ENGLISH_STOP_WORDS)
-
-
 def content_tokens(text: str) -> list[str]:
     """SQuAD-normalised tokens minus scikit-learn's English stop words."""
-    stop = _stop_words()
-    return [t for t in normalize_answer(text).split() if t not in stop]
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    return [t for t in normalize_answer(text).split() if t not in ENGLISH_STOP_WORDS]
 
 
 def content_f1(pred: str, gold: str) -> float:
