@@ -1,12 +1,8 @@
-"""The files notebooks hand to each other: their names, writers and typed readers.
-
-Every notebook writes ``records.jsonl`` and ``items.jsonl.gz`` into its output folder,
-besides its predictions, selections (``chosen.json``) or replies. A reader that finds a file
-missing names the folder's notebook as the one to run first (``producer`` overrides it).
-Per-item files are gzip-compressed JSON lines (a cpu run's items of 02: 35 MB as text, 3 MB
-compressed) written with ``mtime=0``, so the same rows give the same bytes. Values keep
-their JSON types, except ``id`` / ``item`` (strings) and ``seed`` / ``fold`` (ints or None).
-"""
+"""The files notebooks hand to each other (docs/architecture.md): names, writers and typed
+readers. A reader that finds a file missing names the folder's notebook as the one to run
+first. Per-item files are gzip-compressed JSON lines written with ``mtime=0`` (the same rows,
+the same bytes); values keep their JSON types, except ``id`` / ``item`` (strings) and
+``seed`` / ``fold`` (ints or None)."""
 
 from __future__ import annotations
 
@@ -47,7 +43,7 @@ def _encoded(path: Path, data: bytes) -> bytes:
 def write_jsonl(rows: pd.DataFrame | Iterable[Mapping[str, Any]], path: str | os.PathLike
                 ) -> Path:
     """Rows (a frame or dicts) as UTF-8 JSON lines, gzip-compressed where ``path`` ends in
-    ``.gz``; the folder is created."""
+    ``.gz``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(_encoded(path, _lines(rows)))
@@ -104,9 +100,8 @@ def _typed(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def read_jsonl(path: str | os.PathLike, producer: str | None = None) -> pd.DataFrame:
-    """A JSON-lines artifact as a typed frame (empty file: empty frame); a missing file
-    raises FileNotFoundError naming ``producer``, the notebook that writes it (default: the
-    folder's name)."""
+    """A JSON-lines artifact as a typed frame; a missing file raises FileNotFoundError naming
+    ``producer``, the notebook that writes it (default: the folder's name)."""
     path = _older_layout(Path(path))
     producer = producer or path.parent.name
     if not path.is_file():
@@ -135,8 +130,8 @@ def _json_or_none(line: str) -> Any:
 
 def record_rows(paths: Iterable[str | os.PathLike],
                 skipped: list[str] | None = None) -> list[dict[str, Any]]:
-    """The rows of ``records.jsonl`` files (missing files are skipped). A bad line raises a
-    ValueError naming file and line, or with a ``skipped`` list is appended to it."""
+    """The rows of ``records.jsonl`` files (missing ones skipped); a bad line raises a
+    ValueError naming file and line, or is appended to ``skipped``."""
     rows: list[dict[str, Any]] = []
     for path in paths:
         path = Path(path)

@@ -109,11 +109,8 @@ def cluster_bootstrap(
     seed: int = 0,
     alpha: float = 0.05,
 ) -> BootstrapResult:
-    """Cluster (and stratified) bootstrap of ``statistic`` over per-item sufficient stats.
-
-    ``statistic=None`` means the mean of 1-D ``stats``. ``clusters=None``: every item is its
-    own cluster. The estimate is the statistic on the full sums (not the bootstrap mean).
-    """
+    """Cluster (and stratified) bootstrap of ``statistic`` (None: the mean of 1-D ``stats``)
+    over per-item sufficient stats; the estimate is the statistic of the full sums."""
     if statistic is None:
         stats, statistic = mean_stat(stats)
     mat = _as_matrix(stats)
@@ -141,20 +138,14 @@ def paired_randomization(
     max_exact: int = 4096,
     max_resamples: int | None = None,
 ) -> PairedResult:
-    """A - B with a paired randomization test; its CI inverts the same test.
-
-    Each sampling *unit* (``units=None``: every item, else a cluster id per item) may have
-    its two systems' outputs swapped (Dror et al., 2018; a sign-flip test over clusters):
-    all ``2**units`` assignments when at most ``max_exact`` (exact p), else ``n_resamples``
-    random ones (+1 smoothing). The interval ``diff +- q`` (``q`` the randomization critical
-    value) excludes 0 exactly when ``p <= alpha``; it is conservative under an effect.
-
-    ``max_resamples``: where none of the first ``n_resamples`` assignments is as extreme as
-    the observed difference, more are drawn from the same stream, up to ``max_resamples``
-    in all. Why: with 1,000 the p floor is about 0.001, which Holm over ~190 comparisons
-    turns into 0.19, so no difference could be significant. The other p-values are
-    unchanged (the first ``n_resamples`` assignments are the same).
-    """
+    """A - B with a paired randomization test (Dror et al., 2018) whose CI inverts the test:
+    each unit (``units=None``: every item, else a cluster id per item) may have its two
+    systems swapped; all ``2**units`` assignments when at most ``max_exact`` (exact p), else
+    ``n_resamples`` random ones (+1 smoothing). ``diff +- q`` (``q`` the critical value)
+    excludes 0 exactly when ``p <= alpha``. Where none of the first ``n_resamples`` is as
+    extreme as the observed difference, more are drawn, up to ``max_resamples`` in all (a
+    floor of 0.001 under Holm over ~190 comparisons could never be significant); the other
+    p-values are unchanged."""
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
     if statistic is None:
@@ -227,11 +218,9 @@ def p_min(n_units: int, exact: bool = True, n_resamples: int | None = None) -> f
 
 def _mde(null: np.ndarray, alpha: float, n_units: int, pmin: float,
          power: float = 0.8) -> float:
-    """Smallest effect detected with ``power`` at two-sided ``alpha``: (t_a + t_b) * SE.
-
-    SE is the spread of the randomization distribution (the difference's standard error
-    under H0); t quantiles with n_units - 1 df. Infinite when no p can reach ``alpha``.
-    """
+    """Smallest effect detected with ``power`` at two-sided ``alpha``: (t_a + t_b) * SE, SE the
+    spread of the randomization distribution, t with n_units - 1 df; infinite when no p can
+    reach ``alpha``."""
     from scipy.stats import t
 
     if pmin > alpha:
@@ -247,14 +236,10 @@ def cluster_t_interval(
     strata: Sequence | None = None,
     alpha: float = 0.05,
 ) -> BootstrapResult:
-    """Mean over strata of the per-stratum item mean, with a t-interval over clusters.
-
-    Estimand: *new clusters*. The variance is the linearised (ratio-estimator) variance of
-    each stratum's mean, ``k/(k-1) * sum(r_c**2)`` with ``r_c = (sum_c - mean * n_c) / N``,
-    summed over strata / n_strata**2; the quantile is Student's t with Welch-Satterthwaite
-    df (coverage 0.95 on ArgSciChat's unequal papers, 0.90 with a fixed 5 df). Needs >= 2
-    clusters in every stratum.
-    """
+    """Mean over strata of the per-stratum item mean with a t-interval over clusters (estimand:
+    new clusters): the linearised variance of each stratum's mean, ``k/(k-1) * sum(r_c**2)``
+    with ``r_c = (sum_c - mean * n_c) / N``, summed over strata / n_strata**2, and Student's t
+    with Welch-Satterthwaite df (docs/statistics.md). Needs >= 2 clusters per stratum."""
     from scipy.stats import t
 
     v = np.asarray(values, dtype=float).ravel()
@@ -313,10 +298,8 @@ def mean_stat(values: Sequence[float]) -> tuple[np.ndarray, Statistic]:
 def stratum_mean_stat(
     values: Sequence[float], strata: Sequence
 ) -> tuple[np.ndarray, Statistic]:
-    """Mean over strata of the per-stratum mean (official ArgSciChat: per fold, then folds).
-
-    Bootstrap it with the same ``strata`` so that no fold can drop out of a resample.
-    """
+    """Mean over strata of the per-stratum mean (official ArgSciChat: per fold, then folds);
+    bootstrap it with the same ``strata`` so that no fold drops out of a resample."""
     v, _ = mean_stat(values)
     st = _codes(strata, len(v), "strata", "stratum")
     k = st.max() + 1
