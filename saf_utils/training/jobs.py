@@ -8,7 +8,6 @@ import dataclasses
 import json
 import logging
 import os
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -323,15 +322,10 @@ def run_jobs(jobs: Sequence[dict[str, Any] | TrainJob], launcher: str = "none",
     """Run jobs one after the other (``"processes:N"``: N at a time in forked processes, the
     same outputs); all prediction rows and one log row per job, in job order."""
     jobs = [TrainJob.from_dict(j) if isinstance(j, dict) else j for j in jobs]
-    n = launchers.processes(launcher)
-    if n:  # the forked processes wrote every job's outputs: read them back
-        seconds = launchers.run_forked(jobs, n, run_job, TrainJobError, log)
-        done = [(load_result(j.output_dir), s) for j, s in zip(jobs, seconds, strict=True)]
-    else:
-        done = []
-        for job in jobs:
-            t0 = time.perf_counter()
-            done.append((run_job(job, launcher, log), time.perf_counter() - t0))
+    n = launchers.processes(launcher)  # N jobs at a time in the kernel, or one under a launcher
+    seconds = launchers.run_forked(jobs, n or 1, run_job, TrainJobError, log,
+                                   launcher="none" if n else launcher)
+    done = [(load_result(j.output_dir), s) for j, s in zip(jobs, seconds, strict=True)]
     preds, logs = [], []
     for result, seconds_total in done:
         summary = {k: v for k, v in result.log["summary"].items()

@@ -66,8 +66,8 @@ def processes(launcher: str) -> int | None:
     return int(n)
 
 
-#: ``run_one(job, "none", log)``: :func:`saf_utils.training.jobs.run_job`, passed in by the caller
-#: (this module sits below :mod:`saf_utils.training.jobs`; a module-level function pickles by name).
+#: ``run_one(job, launcher, log)``: :func:`saf_utils.training.jobs.run_job`, passed in by the
+#: caller (this module sits below :mod:`saf_utils.training.jobs`; it pickles by name).
 RunOne = Callable[[Any, str, Callable[[str], None]], Any]
 
 
@@ -85,15 +85,16 @@ def _child(run_one: RunOne, job: Any) -> tuple[list[str], str | None, float]:
 
 
 def run_forked(jobs: Sequence[Any], n: int, run_one: RunOne, error: type[Exception],
-               log: Callable[[str], None] = print) -> list[float]:
+               log: Callable[[str], None] = print, launcher: str = "none") -> list[float]:
     """Run ``jobs`` with ``run_one`` on up to ``n`` forked processes (outputs in their
-    folders); each job's seconds. A failure raises ``error`` naming the first failed job."""
+    folders); each job's seconds. A failure raises ``error`` naming the first failed job. One
+    at a time, each runs under ``launcher``."""
     jobs = list(jobs)
     if n <= 1 or len(jobs) <= 1 or sys.platform == "win32":
         out = []
         for job in jobs:
             t0 = time.perf_counter()
-            run_one(job, "none", log)
+            run_one(job, launcher, log)
             out.append(time.perf_counter() - t0)
         return out
     ctx = multiprocessing.get_context("fork")
