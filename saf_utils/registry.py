@@ -1,7 +1,6 @@
-"""The one registry idiom of every task's systems, and the roles they play (:data:`ROLES`):
-a :class:`Registry` of :class:`Entry` rows (name, role, function, description: the
-docstring's first paragraph, parameters); notebooks select systems with
-:meth:`Registry.select` and run them with :meth:`Registry.each`. Examples: docs/recipes.md."""
+"""The one registry idiom of every task's systems and their roles (:data:`ROLES`): notebooks
+select systems with :meth:`Registry.select` and run them with :meth:`Registry.each`
+(examples: docs/recipes.md)."""
 
 from __future__ import annotations
 
@@ -14,10 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-#: Roles of a system: floors and simple references, learned systems, systems whose test-time
-#: input includes gold data a user would not have (earlier turns' gold facts, gold labels: a
-#: ceiling, like the oracles), systems that see the gold answer, and systems that exploit a
-#: metric.
+#: Roles of a system (:data:`ROLE_WORDS`).
 ROLES = ("baseline", "system", "gold_input", "oracle", "probe")
 #: What each role means, in one line (the glossary's words).
 ROLE_WORDS = {
@@ -164,11 +160,9 @@ class Registry:
 
     def select(self, selection: Sequence[str] | Mapping[str, Any] | None = None,
                within: Iterable[str] | None = None) -> list[str]:
-        """The systems a notebook's ``systems``-style parameter names, in registration order:
-        ``None`` every one (of ``within``), a list those names, a mapping selects by
-        ``roles``, ``exclude`` and any ``info`` key (e.g. ``{exclude: ["seq2seq:"]}``), so
-        that a new system runs unless a profile leaves it out.
-        """
+        """The systems a ``systems``-style parameter names, in registration order: ``None``
+        every one (of ``within``), a list those, a mapping selects by ``roles``, ``exclude``
+        and ``info`` keys (so that a new system runs unless a profile leaves it out)."""
         pool = list(self) if within is None else self.check(within)
         if selection is None:
             return self.order(pool)
@@ -193,9 +187,8 @@ class Registry:
     def check_params(self, names: Iterable[str],
                      params: Mapping[str, Mapping[str, Any] | None] | None
                      ) -> dict[str, dict[str, Any]]:
-        """``params`` (system name -> parameter values) checked against the systems ``names``
-        that run: a name that is not run, or a value its dataclass rejects, is a ValueError
-        before anything runs (a typo would silently keep the defaults)."""
+        """``params`` (system name -> values) checked before anything runs: a name that is not
+        run or a value its dataclass rejects is a ValueError (a typo would keep the defaults)."""
         names = self.check(names)
         given = {n: dict(v or {}) for n, v in (params or {}).items()}
         stray = sorted(set(given) - set(names))
@@ -211,8 +204,7 @@ class Registry:
     def effective_params(self, names: Iterable[str],
                          params: Mapping[str, Mapping[str, Any] | None] | None = None
                          ) -> dict[str, dict[str, Any]]:
-        """System -> the parameters it runs with (its defaults updated by ``params``,
-        checked by :meth:`check_params`), for every system of ``names``."""
+        """System -> the parameters it runs with, for every system of ``names``."""
         given = self.check_params(names, params)
         return {n: dataclasses.asdict(self.params(n, given.get(n))) for n in self.check(names)}
 
@@ -220,10 +212,9 @@ class Registry:
              params: Mapping[str, Mapping[str, Any]] | None = None,
              around: Callable[[str], AbstractContextManager] | None = None, **context: Any
              ) -> Iterator[tuple[str, pd.DataFrame, float]]:
-        """The one loop over systems: ``(name, predictions, seconds)`` per system of
-        ``names``, each called as ``fn(data, params, **context)`` with ``params[name]`` over
-        its dataclass defaults (all checked first: :meth:`check_params`), inside
-        ``around(name)`` (e.g. a memory probe); the frame has its ``system`` column."""
+        """The one loop over systems: ``(name, predictions, seconds)`` per system, each called
+        as ``fn(data, params, **context)`` (every ``params`` checked first) inside
+        ``around(name)`` (e.g. a memory probe); the frame gets its ``system`` column."""
         names = self.check(names)
         params = self.check_params(names, params)
         for name in names:
@@ -248,8 +239,7 @@ class Registry:
 
 
 def plain_doc(doc: str) -> str:
-    """A docstring's first paragraph as one line of plain words (reST ``literals`` and
-    :role:`targets` unwrapped): a system's description on pages and in the glossary."""
+    """A docstring's first paragraph as one line of plain words (reST markup unwrapped)."""
     import re
 
     text = " ".join(doc.strip().split("\n\n")[0].split())
@@ -257,8 +247,7 @@ def plain_doc(doc: str) -> str:
 
 
 def system_label(name: str) -> str:
-    """A system's name as a table row says it: a template (``feature_clf:``, whose variants
-    are ``feature_clf:<encoder>`` etc.) is "every feature_clf variant", not an empty suffix."""
+    """A system's name in a table: a template ``feature_clf:`` is "every feature_clf variant"."""
     return f"every {name[:-1]} variant" if name.endswith(":") else name
 
 
@@ -271,9 +260,8 @@ def role_order(roles: Mapping[str, str]) -> list[str]:
 
 
 def make_params(params_type: type, values: Mapping[str, Any] | None, where: str) -> Any:
-    """An instance of the dataclass ``params_type`` from its defaults and ``values``: an
-    unknown name or a value whose type does not match the field's default (an int for a
-    float is allowed) is a ``ValueError`` naming ``where`` and the known fields."""
+    """The dataclass ``params_type`` from its defaults and ``values``; an unknown name or a
+    value of another type than the default's (an int for a float is fine) is a ValueError."""
     values = dict(values or {})
     known = {f.name: f for f in dataclasses.fields(params_type)}
     unknown = sorted(set(values) - set(known))

@@ -55,9 +55,8 @@ def _idf(ids_per_doc: Sequence[Sequence[int]]) -> tuple[dict[int, float], float]
     return {i: math.log((n + 1) / (c + 1)) for i, c in df.items()}, math.log(n + 1)
 
 
-def get_idf_dict(
-    texts: Sequence[str], model: str | os.PathLike[str] | tuple[Any, Any], device: str = "cpu"
-) -> defaultdict[int, float]:
+def get_idf_dict(texts: Sequence[str], model: str | os.PathLike[str] | tuple[Any, Any],
+                 device: str = "cpu") -> defaultdict[int, float]:
     """moverscore_v2's ``get_idf_dict`` over ``texts``: token id -> log((N+1)/(df+1)), unseen
     ids log(N+1); for ``idf_dict_ref`` / ``idf_dict_hyp``."""
     texts = check_texts(texts, "texts")
@@ -196,13 +195,9 @@ def moverscore_items(refs: Sequence[str], hyps: Sequence[str],
                      model: str | os.PathLike[str] | tuple[Any, Any] | None = None,
                      device: str | None = "auto", batch_size: int = 64,
                      idf_texts: Sequence[str] | None = None) -> list[float]:
-    """Per-pair MoverScore v2 with the collection's conventions (references first).
-
-    One IDF table from the *references* weights both sides: moverscore_v2's per-side IDF
-    gives a constant output weight 0 on every token (a perfect 1.0). A hypothesis without
-    any weighted token scores 0. ``idf_texts``: the IDF's corpus (default ``refs``), so that
-    several systems' outputs can be scored in one call with the weights each gets alone.
-    """
+    """Per-pair MoverScore v2 (references first) with one IDF table from ``idf_texts``
+    (default ``refs``) for both sides (per-side IDF gives a constant output weight 0 on every
+    token: a perfect 1.0); a hypothesis without a weighted token scores 0."""
     hyps, refs = check_pairs(hyps, refs)
     corpus = refs if idf_texts is None else check_texts(idf_texts, "idf_texts")
     model = model or minilm_path()

@@ -63,9 +63,8 @@ def _codes(seq: Sequence, n: int, what: str, one: str) -> np.ndarray:
     return codes
 
 
-def _groups(
-    n: int, clusters: Sequence | None, strata: Sequence | None
-) -> tuple[np.ndarray, np.ndarray]:
+def _groups(n: int, clusters: Sequence | None, strata: Sequence | None
+            ) -> tuple[np.ndarray, np.ndarray]:
     """Item -> cluster index, cluster -> stratum index; clusters must nest in strata."""
     cl = np.arange(n) if clusters is None else _codes(clusters, n, "clusters", "cluster")
     if strata is None:
@@ -77,9 +76,7 @@ def _groups(
     return cl, pairs.sort_values("c")["s"].to_numpy()
 
 
-def _resample_counts(
-    cluster_stratum: np.ndarray, n_resamples: int, seed: int, chunk: int = 200
-):
+def _resample_counts(cluster_stratum: np.ndarray, n_resamples: int, seed: int, chunk: int = 200):
     """Yield [b, n_clusters] draw counts; each stratum keeps its number of clusters."""
     if n_resamples < 1:
         raise ValueError(f"n_resamples must be >= 1 (>= 1000 recommended), got {n_resamples}")
@@ -100,15 +97,10 @@ def _cluster_sums(stats: np.ndarray, cl: np.ndarray) -> np.ndarray:
     return sums
 
 
-def cluster_bootstrap(
-    stats: np.ndarray,
-    statistic: Statistic | None = None,
-    clusters: Sequence | None = None,
-    strata: Sequence | None = None,
-    n_resamples: int = 1000,
-    seed: int = 0,
-    alpha: float = 0.05,
-) -> BootstrapResult:
+def cluster_bootstrap(stats: np.ndarray, statistic: Statistic | None = None,
+                      clusters: Sequence | None = None, strata: Sequence | None = None,
+                      n_resamples: int = 1000, seed: int = 0, alpha: float = 0.05
+                      ) -> BootstrapResult:
     """Cluster (and stratified) bootstrap of ``statistic`` (None: the mean of 1-D ``stats``)
     over per-item sufficient stats; the estimate is the statistic of the full sums."""
     if statistic is None:
@@ -127,17 +119,11 @@ def cluster_bootstrap(
                            n_resamples)
 
 
-def paired_randomization(
-    stat_a: np.ndarray,
-    stat_b: np.ndarray,
-    statistic: Statistic | None = None,
-    units: Sequence | None = None,
-    n_resamples: int = 1000,
-    seed: int = 0,
-    alpha: float = 0.05,
-    max_exact: int = 4096,
-    max_resamples: int | None = None,
-) -> PairedResult:
+def paired_randomization(stat_a: np.ndarray, stat_b: np.ndarray,
+                         statistic: Statistic | None = None, units: Sequence | None = None,
+                         n_resamples: int = 1000, seed: int = 0, alpha: float = 0.05,
+                         max_exact: int = 4096, max_resamples: int | None = None
+                         ) -> PairedResult:
     """A - B with a paired randomization test (Dror et al., 2018) whose CI inverts the test:
     each unit (``units=None``: every item, else a cluster id per item) may have its two
     systems swapped; all ``2**units`` assignments when at most ``max_exact`` (exact p), else
@@ -230,12 +216,8 @@ def _mde(null: np.ndarray, alpha: float, n_units: int, pmin: float,
     return float((t.ppf(1 - alpha / 2, df) + t.ppf(power, df)) * se)
 
 
-def cluster_t_interval(
-    values: Sequence[float],
-    clusters: Sequence,
-    strata: Sequence | None = None,
-    alpha: float = 0.05,
-) -> BootstrapResult:
+def cluster_t_interval(values: Sequence[float], clusters: Sequence,
+                       strata: Sequence | None = None, alpha: float = 0.05) -> BootstrapResult:
     """Mean over strata of the per-stratum item mean with a t-interval over clusters (estimand:
     new clusters): the linearised variance of each stratum's mean, ``k/(k-1) * sum(r_c**2)``
     with ``r_c = (sum_c - mean * n_c) / N``, summed over strata / n_strata**2, and Student's t
@@ -295,9 +277,7 @@ def mean_stat(values: Sequence[float]) -> tuple[np.ndarray, Statistic]:
     return np.column_stack([v, np.ones_like(v)]), lambda s: s[:, 0] / s[:, 1]
 
 
-def stratum_mean_stat(
-    values: Sequence[float], strata: Sequence
-) -> tuple[np.ndarray, Statistic]:
+def stratum_mean_stat(values: Sequence[float], strata: Sequence) -> tuple[np.ndarray, Statistic]:
     """Mean over strata of the per-stratum mean (official ArgSciChat: per fold, then folds);
     bootstrap it with the same ``strata`` so that no fold drops out of a resample."""
     v, _ = mean_stat(values)
