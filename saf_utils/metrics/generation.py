@@ -1,9 +1,6 @@
-"""Corpus text-generation metrics: sacreBLEU, chrF, ROUGE-1/2/L and METEOR.
-
-ROUGE uses :func:`saf_utils.text.word_tokens` (rouge-score's default tokenizer deletes
-ä, ö, ü, ß); METEOR uses nltk with a local English WordNet and raises
-:class:`MissingResourceError` when there is none (never a silent 0).
-"""
+"""Text-generation metrics: sacreBLEU, chrF, ROUGE-2 (on :func:`saf_utils.text.word_tokens`:
+rouge-score's tokenizer deletes ä, ö, ü, ß) and METEOR (nltk with a local English WordNet, a
+:class:`MissingResourceError` without one, never a silent 0)."""
 
 from __future__ import annotations
 
@@ -22,11 +19,8 @@ from saf_utils.text import word_tokens
 
 
 class UnicodeWordTokenizer:
-    """Lower-cases and keeps ``\\w+`` runs (Unicode-aware); optional stemmer callable.
-
-    rouge-score's default tokenizer keeps only ``[a-z0-9]``, which splits German words
-    apart. No stemming by default (the Porter stemmer is English-only).
-    """
+    """Lower-cased Unicode ``\\w+`` runs (rouge-score's tokenizer keeps only ``[a-z0-9]``);
+    an optional stemmer callable (none by default: Porter is English-only)."""
 
     def __init__(self, stemmer: Any = None) -> None:
         self.stemmer = stemmer
@@ -48,12 +42,9 @@ SEGMENT_CACHE_LIMIT = 500_000
 def _sacrebleu_stats(metric: Any, refs: Sequence[str], hyps: Sequence[str],
                      key: tuple[Any, ...] = ()
                      ) -> tuple[np.ndarray, Callable[[np.ndarray], np.ndarray]]:
-    """sacreBLEU's own per-segment statistics (n-gram matches and totals, lengths) and the
-    score of their integer sums: exactly ``corpus_score(...).score`` for the whole corpus,
-    and for any resample of segments.
-
-    Each distinct pair is extracted once per process (``key``: the metric and its
-    arguments): retrieved feedback repeats, and extraction was most of 02's evaluation."""
+    """sacreBLEU's own per-segment statistics and the score of their integer sums (exactly
+    ``corpus_score(...).score``, for the corpus and any resample); each distinct pair
+    extracted once per process and ``key`` (the metric's arguments): feedback repeats."""
     hyps, refs = check_pairs(hyps, refs)
     cache = _SEGMENT_STATS.setdefault((type(metric).__name__, *key), {})
     pairs = list(zip(hyps, refs, strict=True))
@@ -84,8 +75,7 @@ _CHRF = "Popović (2015), chrF: character n-gram F-score for automatic MT evalua
                  "penalty, default 13a tokenisation, one reference per output.",
                  reference=_SACREBLEU)
 def bleu_stats(refs: Sequence[str], hyps: Sequence[str], **bleu_args: Any):
-    """Corpus sacreBLEU (0-100) from per-segment statistics; ``bleu_args`` go to
-    ``sacrebleu.metrics.BLEU``."""
+    """Corpus sacreBLEU (0-100) from per-segment statistics (``sacrebleu.metrics.BLEU``)."""
     from sacrebleu.metrics import BLEU
 
     return _sacrebleu_stats(BLEU(**bleu_args), refs, hyps, tuple(sorted(bleu_args.items())))
@@ -96,8 +86,7 @@ def bleu_stats(refs: Sequence[str], hyps: Sequence[str], **bleu_args: Any):
                  definition="Corpus chrF: F-score (beta 2) of character 6-grams, sacreBLEU "
                  "defaults.", reference=_CHRF)
 def chrf_stats(refs: Sequence[str], hyps: Sequence[str], **chrf_args: Any):
-    """Corpus chrF (sacreBLEU defaults: char 6-grams, beta 2; 0-100) from per-segment
-    statistics; ``chrf_args`` go to ``sacrebleu.metrics.CHRF``."""
+    """Corpus chrF (0-100) from per-segment statistics (``sacrebleu.metrics.CHRF``)."""
     from sacrebleu.metrics import CHRF
 
     return _sacrebleu_stats(CHRF(**chrf_args), refs, hyps, tuple(sorted(chrf_args.items())))
@@ -173,11 +162,8 @@ def _is_wordnet_dir(path: Path) -> bool:
 
 
 def find_wordnet(wordnet_dir: str | os.PathLike[str] | None = None) -> Any:
-    """Locate WordNet: argument, ``$WORDNET_DIR``, nltk data, Debian, repo ``.cache``.
-
-    An explicit argument or env var without WordNet raises instead of falling through (a
-    typo must not switch databases); :class:`MissingResourceError` if absent.
-    """
+    """Locate WordNet: argument, ``$WORDNET_DIR``, nltk data, Debian, repo ``.cache``; an
+    explicit one without WordNet raises (a typo must not switch databases)."""
     for explicit, source in ((wordnet_dir, "wordnet_dir"),
                              (os.environ.get("WORDNET_DIR") or None, "WORDNET_DIR")):
         if explicit is not None:

@@ -1,7 +1,5 @@
-"""Label and score metrics (any label set): accuracy, macro/weighted F1, score MSE, confusion.
-
-Unparseable predictions are ``None``: they count as wrong but are never a class of their own.
-"""
+"""Label and score metrics (any label set): accuracy, macro/weighted F1, score MSE, confusion;
+an unparseable prediction is ``None``: wrong, but never a class of its own."""
 
 from __future__ import annotations
 
@@ -16,9 +14,8 @@ from saf_utils.metrics.checks import check_parallel
 _UNPARSEABLE = "<unparseable>"
 
 
-def _map_labels(
-    gold: Sequence[str], pred: Sequence[str | None], labels: Sequence[str]
-) -> tuple[list[str], list[str], int]:
+def _map_labels(gold: Sequence[str], pred: Sequence[str | None], labels: Sequence[str]
+                ) -> tuple[list[str], list[str], int]:
     check_parallel(pred, gold, "gold/pred")
     allowed = set(labels)
     bad_gold = sorted({g for g in gold if g not in allowed}, key=str)
@@ -26,10 +23,8 @@ def _map_labels(
         raise ValueError(f"gold labels outside {list(labels)}: {bad_gold}")
     bad_pred = sorted({p for p in pred if p is not None and p not in allowed}, key=str)
     if bad_pred:
-        raise ValueError(
-            f"predicted labels outside {list(labels)}: {bad_pred}; map unparseable outputs "
-            "to None"
-        )
+        raise ValueError(f"predicted labels outside {list(labels)}: {bad_pred}; map unparseable "
+                         "outputs to None")
     mapped = [_UNPARSEABLE if p is None else p for p in pred]
     return list(gold), mapped, sum(p is None for p in pred)
 
@@ -170,9 +165,8 @@ def unparseable_items(outputs: Sequence[str | None], parsed: Sequence[bool]) -> 
             for o, ok in zip(outputs, parsed, strict=True)]
 
 
-def confusion(
-    gold: Sequence[str], pred: Sequence[str | None], labels: Sequence[str]
-) -> pd.DataFrame:
+def confusion(gold: Sequence[str], pred: Sequence[str | None], labels: Sequence[str]
+              ) -> pd.DataFrame:
     """Confusion counts: rows = gold label, columns = predicted label + ``"unparseable"``."""
     g, p, _ = _map_labels(gold, pred, labels)
     cols = [*labels, "unparseable"]

@@ -90,10 +90,8 @@ def moverscore(refs: Sequence[str], hyps: Sequence[str],
     if not refs:
         return []
     if len(refs) == 1 and (idf_dict_ref is None or idf_dict_hyp is None):
-        warnings.warn(
-            "MoverScore of a single pair: every corpus IDF weight is 0, the score is 1.0",
-            stacklevel=2,
-        )
+        warnings.warn("MoverScore of a single pair: every corpus IDF weight is 0, the score "
+                      "is 1.0", stacklevel=2)
     enc, tok = load_encoder(model, device)
     ids, keep = _pieces(tok, _max_tokens(enc, tok), [*refs, *hyps], frozenset(stop_words))
     emb = _embed(enc, tok, ids, keep, device, batch_size)

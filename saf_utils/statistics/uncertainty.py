@@ -109,10 +109,8 @@ def cluster_bootstrap(stats: np.ndarray, statistic: Statistic | None = None,
     cl, cs = _groups(mat.shape[0], clusters, strata)
     sums = _cluster_sums(mat, cl)
     # Resampled sums rounded: a BLAS kernel of another processor changes their last bits.
-    boot = np.concatenate(
-        [statistic(round_features(c @ sums, SUM_DECIMALS))
-         for c in _resample_counts(cs, n_resamples, seed)]
-    )
+    boot = np.concatenate([statistic(round_features(c @ sums, SUM_DECIMALS))
+                           for c in _resample_counts(cs, n_resamples, seed)])
     low, high = np.quantile(boot, [alpha / 2, 1 - alpha / 2])
     est = float(statistic(sums.sum(0)[None, :])[0])
     return BootstrapResult(est, float(low), float(high), mat.shape[0], sums.shape[0],

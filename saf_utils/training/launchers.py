@@ -125,6 +125,9 @@ def launch_command(launcher: str, config_path: str | os.PathLike) -> list[str]:
     ``accelerate:N``), run as ``sys.executable -m`` to use the notebook's environment."""
     kind, _, n = launcher.partition(":")
     target = ["-m", "saf_utils.training.process_entry", str(config_path)]
+    if kind in ("torchrun", "accelerate") and n and n != "gpu" * (kind == "torchrun") \
+            and not (n.isdigit() and int(n) >= 1):
+        raise ValueError(f"launcher {launcher!r}: {kind}:N needs N >= 1")
     if kind == "torchrun" and n:
         return [sys.executable, "-m", "torch.distributed.run", "--standalone",
                 "--nproc_per_node", n, *target]
@@ -145,10 +148,6 @@ def check_launcher(launcher: str) -> None:
         return
     launch_command(launcher, "job.json")  # the syntax
     kind, _, n = launcher.partition(":")
-    if kind == "torchrun" and n != "gpu" and not (n.isdigit() and int(n) >= 1):
-        raise ValueError(f"launcher {launcher!r}: torchrun:N needs N >= 1 (or torchrun:gpu)")
-    if kind == "accelerate" and n and not (n.isdigit() and int(n) >= 1):
-        raise ValueError(f"launcher {launcher!r}: accelerate:N needs N >= 1")
     if n == "gpu" or (kind == "accelerate" and n):
         import torch
 

@@ -252,11 +252,9 @@ def train_seq2seq(sources: Sequence[str], targets: Sequence[str], settings: Seq2
     train_ds = _dataset(tokenizer, sources, targets, settings, led)
     with tempfile.TemporaryDirectory() as tmp:
         args = training_arguments(settings, output_dir or tmp)
-        trainer = Seq2SeqTrainer(
-            model=model, args=args, train_dataset=train_ds,
-            data_collator=seq2seq_collator(tokenizer, model),
-            processing_class=tokenizer,
-        )
+        trainer = Seq2SeqTrainer(model=model, args=args, train_dataset=train_ds,
+                                 data_collator=seq2seq_collator(tokenizer, model),
+                                 processing_class=tokenizer)
         configure_trainer(trainer)
         t0 = time.perf_counter()
         out = trainer.train()
