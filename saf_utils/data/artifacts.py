@@ -241,28 +241,17 @@ def read_chosen(folder: str | os.PathLike, folds: Sequence[int], task: str | Non
     """fold -> the system a notebook chose on that fold's val: from ``chosen.json`` (a fold
     missing there is an error), else the records marked ``chosen``, else ``fallback``."""
     path = Path(folder) / CHOSEN_FILE
-    if path.is_file():
-        per_fold = {int(k): str(v) for k, v in
-                    (json.loads(path.read_text(encoding="utf-8")).get("per_fold")
-                     or {}).items()}
-        missing = [int(f) for f in folds if int(f) not in per_fold]
-        if per_fold and missing:
-            raise ValueError(f"{CHOSEN_FILE}: no chosen system for fold(s) {missing}")
-        if per_fold:
-            return {int(f): per_fold[int(f)] for f in folds}
-    recs = (read_records(folder)
-            if (Path(folder) / RECORDS_FILE).is_file() else pd.DataFrame())
-    marked = chosen(recs, task)
-    out: dict[int, str] = {}
-    for f in folds:
-        if int(f) in marked:
-            out[int(f)] = marked[int(f)]
-        elif fallback is None:
-            raise ValueError(f"{folder}: no val-chosen system for fold {f}; name one with "
-                             "the `selector` parameter")
-        else:
-            out[int(f)] = fallback
-    return out
+    saved = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    per_fold = {int(k): str(v) for k, v in (saved.get("per_fold") or {}).items()}
+    source = per_fold or (chosen(read_records(folder), task)
+                          if (Path(folder) / RECORDS_FILE).is_file() else {})
+    missing = [int(f) for f in folds if int(f) not in source]
+    if per_fold and missing:
+        raise ValueError(f"{CHOSEN_FILE}: no chosen system for fold(s) {missing}")
+    if missing and fallback is None:
+        raise ValueError(f"{folder}: no val-chosen system for fold {missing[0]}; name one with "
+                         "the `selector` parameter")
+    return {int(f): source.get(int(f), fallback) for f in folds}
 
 
 # --------------------------------------------------------------------------- 04: replies

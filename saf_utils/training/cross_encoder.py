@@ -229,9 +229,9 @@ def _datasets(model: Any, tokenizer: Any, settings: CrossEncoderSettings,
         return (model, _dataset(tokenizer, key, first, second, settings.max_length, y),
                 {s: _dataset(tokenizer, key, a, b, settings.max_length)
                  for s, (a, b) in evals.items()}, None, False)
-    texts = [(list(first), list(second)), *[(list(a), list(b)) for a, b in evals.values()]]
-    states = frozen_states(model, tokenizer, key, [t for a, _ in texts for t in a],
-                           [t for _, b in texts for t in b], settings)
+    all_first = [*first, *(t for a, _ in evals.values() for t in a)]
+    all_second = [*second, *(t for _, b in evals.values() for t in b)]
+    states = frozen_states(model, tokenizer, key, all_first, all_second, settings)
     train_ds = datasets.Dataset.from_dict({"idx": list(range(len(first))), "labels": list(y)})
     eval_ds, pos = {}, len(first)
     for s, (a, _) in evals.items():
@@ -239,8 +239,8 @@ def _datasets(model: Any, tokenizer: Any, settings: CrossEncoderSettings,
         pos += len(a)
     firsts = None
     if settings.pooling == "pair":
-        ids = tokenize_pairs(tokenizer, key, [t for a, _ in texts for t in a],
-                             [t for _, b in texts for t in b], settings.max_length)["input_ids"]
+        ids = tokenize_pairs(tokenizer, key, all_first, all_second,
+                             settings.max_length)["input_ids"]
         firsts = [int(first_segment(np.asarray(x), tokenizer.sep_token_id).sum())
                   for x in ids]
     return (top_layers(model, settings.freeze_layers, settings.pooling, weight), train_ds,
