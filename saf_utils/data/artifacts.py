@@ -174,9 +174,8 @@ def read_items(folder: str | os.PathLike, producer: str | None = None) -> pd.Dat
 
 def chosen(records: pd.DataFrame, task: str | None = None, subset: str = "chosen"
            ) -> dict[int | None, str]:
-    """fold (None: fold-less) -> system of the ``kind="tuning"`` records marked ``subset``
-    (``"chosen"``: the val-chosen system; SAF also marks ``"reference baseline"``). The
-    last record of a fold wins."""
+    """fold (None: fold-less) -> system of the tuning records marked ``subset`` (``"chosen"``:
+    the val-chosen system); the last record of a fold wins."""
     if records.empty or not {"kind", "subset", "fold"} <= set(records.columns):
         return {}
     r = records[(records.kind == "tuning") & (records.subset == subset)]

@@ -1,8 +1,6 @@
-"""Sentence encoders shared by both tracks, loaded once per process, each unique text
-embedded once. Offline encoders (``local:`` names, :data:`OFFLINE_ENCODERS`): the packaged
-all-MiniLM-L6-v2 (English) and the two of :mod:`saf_utils.encoders.multilingual`; any
-sentence-transformers hub id or folder works too. :func:`default_encoder` picks by language.
-"""
+"""Sentence encoders, loaded once per process, each unique text embedded once: the offline
+:data:`OFFLINE_ENCODERS` (``local:`` names) or any sentence-transformers hub id or folder;
+:func:`default_encoder` picks by language."""
 
 from __future__ import annotations
 
@@ -25,9 +23,8 @@ ENCODER_TAGS = {DEFAULT_ENCODER: "minilm", E5_NAME: "e5", USE_NAME: "use"}
 
 
 def default_encoder(language: str) -> str:
-    """The offline sentence encoder for a release in ``language``: MiniLM for English
-    (trained on English), multilingual-e5-small for any other language (MiniLM splits
-    German words into many English word pieces)."""
+    """The offline encoder for ``language``: MiniLM for English, multilingual-e5-small for any
+    other (MiniLM splits German words into many English word pieces)."""
     return DEFAULT_ENCODER if language.lower().split("-")[0] == "en" else E5_NAME
 
 

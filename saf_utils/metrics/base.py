@@ -1,7 +1,6 @@
-"""A metric is one object: :class:`Metric` declares its name, direction, scale, level, how it
-resamples, a definition and its reference; :func:`register_metric` puts it in
-:data:`METRICS` once. Levels and conventions: docs/metrics.md. Every compute function takes
-``(gold, pred, **options)``, references first."""
+"""A metric is one object, :class:`Metric` (name, direction, scale, level, resampling,
+definition, reference), registered once in :data:`METRICS`; every compute function takes
+``(gold, pred, **options)``, references first (docs/metrics.md)."""
 
 from __future__ import annotations
 
@@ -20,9 +19,8 @@ INPUTS = ("labels", "scores", "texts", "sentence_sets", "outputs", "")
 
 @dataclass(frozen=True)
 class Score:
-    """One scorer call: the point value, the per-item values (item level; NaN = not scored)
-    or per-item sufficient statistics (corpus level, rows of ``stats``), and the statistic
-    that maps summed rows to the value (None for output metrics)."""
+    """One scorer call: the value, the per-item values (NaN: not scored) or sufficient
+    statistics (corpus level), and the statistic of summed rows (None for output metrics)."""
 
     value: float
     per_item: np.ndarray | None
@@ -32,9 +30,7 @@ class Score:
 @dataclass(frozen=True)
 class Metric:
     """A registered metric. ``scale``: "0-1", "0-100", ">=0", "count", "any" or a closed
-    interval "[lo, hi]" (:func:`bounds` reads it); ``inputs``: what it compares ("labels",
-    "scores", "texts", "sentence_sets", "outputs"); ``library``: empty for this
-    collection's code."""
+    interval "[lo, hi]"; ``inputs``: one of :data:`INPUTS`; ``library``: empty for own code."""
 
     name: str
     _: KW_ONLY

@@ -233,12 +233,9 @@ def load_wordnet(wordnet_dir: str | os.PathLike[str] | None = None) -> Any:
                  reference="Banerjee and Lavie (2005), METEOR, ACL workshop")
 def meteor_items(refs: Sequence[str], hyps: Sequence[str],
                  wordnet_dir: str | os.PathLike[str] | None = None) -> list[float]:
-    """Per-pair METEOR (nltk ``meteor_score``, 0-1), each distinct pair computed once.
-
-    Tokens from :class:`UnicodeWordTokenizer` (nltk's punkt is not available offline). The
-    stemmer and WordNet are English, so on German text this is nearly exact-match METEOR.
-    A pair without word tokens on either side scores 0.0.
-    """
+    """Per-pair METEOR (nltk ``meteor_score``, 0-1) on :class:`UnicodeWordTokenizer` tokens,
+    each distinct pair once; English stemmer and WordNet (on German nearly exact-match); a
+    pair without word tokens on either side scores 0.0."""
     from nltk.translate.meteor_score import meteor_score
 
     check_pairs(hyps, refs)

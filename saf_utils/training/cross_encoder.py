@@ -216,9 +216,8 @@ def _datasets(model: Any, tokenizer: Any, settings: CrossEncoderSettings,
               first: Sequence[str], second: Sequence[str], y: Sequence[float | int],
               evals: dict[str, tuple[Sequence[str], Sequence[str]]],
               labels: Sequence[str] = ()) -> tuple[Any, Any, dict[str, Any], Any, bool]:
-    """The model the Trainer fits (the cached top, or ``full_model`` where the pooling
-    or the class-weighted loss needs it, else the plain classifier), its train and eval
-    datasets, the collator and whether the frozen part is cached."""
+    """The model the Trainer fits (the cached top, ``full_model`` or the plain classifier),
+    its train and eval datasets, the collator and whether the frozen part is cached."""
     import datasets
 
     key = resolve_model(settings.model)
@@ -252,12 +251,9 @@ def train_and_predict(first: Sequence[str], second: Sequence[str], targets: Sequ
                       settings: CrossEncoderSettings, output_dir: str | None = None
                       ) -> tuple[dict[int, dict[str, tuple[list[str], list[Any]]]],
                                  dict[str, Any]]:
-    """Fine-tune on the training pairs and predict every eval split.
-
-    Returns ``{epoch: {split: (outputs, probabilities)}}`` (every epoch with
-    ``predict_every_epoch``, else the last) and a log with time, memory and losses.
-    Targets are label strings (label mode) or scores as text (score mode).
-    """
+    """Fine-tune on the training pairs (targets: labels, or scores as text) and predict every
+    eval split: ``{epoch: {split: (outputs, probabilities)}}`` (every epoch with
+    ``predict_every_epoch``, else the last) and a log with time, memory and losses."""
     import torch
     from transformers import Trainer, TrainerCallback, set_seed
 

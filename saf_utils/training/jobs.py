@@ -57,9 +57,8 @@ class TrainJobError(RuntimeError):
 
 @dataclass
 class TrainJob:
-    """One training run: the examples file a task wrote, settings of the job's kind, a
-    seed (overrides ``settings["seed"]``) and a folder; ``task``, ``system`` and ``fold``
-    only label the output rows and name the job's folder (:func:`job_grid`)."""
+    """One training run: examples file, settings of the job's kind, seed (over
+    ``settings["seed"]``) and folder; ``task``, ``system`` and ``fold`` label the rows."""
 
     examples: str  # JSON lines written by write_examples
     output_dir: str
@@ -105,9 +104,8 @@ class TrainJob:
         return dataclasses.asdict(self)
 
     def kind_settings(self) -> Any:
-        """The settings object of the job's kind with the job's seed, every value checked
-        (:func:`saf_utils.registry.make_params`, :func:`check_fields`), ints of float fields
-        cast to float."""
+        """The settings object of the job's kind with the job's seed, every value checked,
+        ints of float fields cast to float."""
         from saf_utils.registry import make_params
 
         cls = settings_class(self.kind)

@@ -1,9 +1,7 @@
-"""How training jobs start: a launcher's command line (``torchrun``, ``accelerate``) and its
+"""How training jobs start (docs/distributed-training.md): a launcher's command line and its
 checks, a launched job as a subprocess tied to the kernel, and forked processes
-(``launcher="processes:N"``: the same models, sooner; why forked, not fresh:
-docs/distributed-training.md). A forked child sends back only its log lines, logged in job
-order (a forked copy of a Jupyter kernel's stream would wait on threads that did not survive
-the fork), and, on failure, the traceback."""
+(``processes:N``) that send back only their log lines and, on failure, the traceback (a forked
+copy of a kernel's stream would wait on threads that did not survive the fork)."""
 
 from __future__ import annotations
 

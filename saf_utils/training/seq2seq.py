@@ -212,9 +212,8 @@ def precision(settings: Any) -> str:
 
 
 def training_arguments(settings: Any, output_dir: str, **extra: Any) -> Any:
-    """Trainer arguments of a seq2seq or cross-encoder fine-tune (``extra`` adds more):
-    deterministic on CPU, mixed precision only on a GPU, nothing saved or evaluated by the
-    Trainer itself, plain DDP (the mean of the ranks' mean losses, see configure_trainer)."""
+    """Trainer arguments of a seq2seq or cross-encoder fine-tune (plus ``extra``): deterministic
+    on CPU, mixed precision only on a GPU, nothing saved or evaluated, plain DDP."""
     import torch
     from transformers import Seq2SeqTrainingArguments, TrainingArguments
 

@@ -43,9 +43,8 @@ def _type_ok(value: Any, hint: Any) -> bool:
 
 
 def check_fields(obj: Any, where: str) -> None:
-    """Every field of the dataclass ``obj`` against its declared type (no null where the
-    type has none), finite, and in :data:`SETTING_RANGES`: a ``ValueError`` naming the
-    field in one line."""
+    """Every field of the dataclass ``obj`` against its type hint, finite and in
+    :data:`SETTING_RANGES`, or a one-line ``ValueError`` naming the field."""
     hints = typing.get_type_hints(type(obj))
     for f in dataclasses.fields(obj):
         value, hint = getattr(obj, f.name), hints[f.name]
