@@ -65,12 +65,8 @@ def _overlap(a: Bbox, b: Bbox, tolerance: float = 1.0) -> bool:
 
 
 def overlaps(fig: Figure) -> list[str]:
-    """What overlaps in ``fig`` once drawn, one line each (empty: nothing):
-
-    - two tick labels of one axis (x or y) of one axes;
-    - a legend and any axes' plotting area, title or tick labels, or the figure's title;
-    - two titles (an axes' title, the figure's suptitle).
-    """
+    """What overlaps in ``fig`` once drawn, one line each: two tick labels of one axis, two
+    titles (axes' or the suptitle), a legend over any plotting area, title or tick label."""
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
     found: list[str] = []

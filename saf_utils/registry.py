@@ -53,11 +53,8 @@ class Entry:
 
 
 class Registry:
-    """Systems of one task family, in registration order.
-
-    ``defaults``: task-specific ``info`` every entry gets unless it sets its own;
-    ``variants``: a name ending in ``:`` also stands for every ``<name><suffix>``.
-    """
+    """Systems of one task family, in registration order; ``defaults``: the ``info`` every
+    entry gets unless it sets its own; ``variants``: ``name:`` also stands for ``name:<x>``."""
 
     def __init__(self, what: str, defaults: dict[str, Any] | None = None,
                  variants: bool = False):

@@ -15,7 +15,7 @@ _UNPARSEABLE = "<unparseable>"
 
 
 def _map_labels(gold: Sequence[str], pred: Sequence[str | None], labels: Sequence[str]
-                ) -> tuple[list[str], list[str], int]:
+                ) -> tuple[list[str], list[str]]:
     check_parallel(pred, gold, "gold/pred")
     allowed = set(labels)
     bad_gold = sorted({g for g in gold if g not in allowed}, key=str)
@@ -25,8 +25,7 @@ def _map_labels(gold: Sequence[str], pred: Sequence[str | None], labels: Sequenc
     if bad_pred:
         raise ValueError(f"predicted labels outside {list(labels)}: {bad_pred}; map unparseable "
                          "outputs to None")
-    mapped = [_UNPARSEABLE if p is None else p for p in pred]
-    return list(gold), mapped, sum(p is None for p in pred)
+    return list(gold), [_UNPARSEABLE if p is None else p for p in pred]
 
 
 def _array(x: Sequence[str | None]) -> np.ndarray:
@@ -168,7 +167,7 @@ def unparseable_items(outputs: Sequence[str | None], parsed: Sequence[bool]) -> 
 def confusion(gold: Sequence[str], pred: Sequence[str | None], labels: Sequence[str]
               ) -> pd.DataFrame:
     """Confusion counts: rows = gold label, columns = predicted label + ``"unparseable"``."""
-    g, p, _ = _map_labels(gold, pred, labels)
+    g, p = _map_labels(gold, pred, labels)
     cols = [*labels, "unparseable"]
     table = pd.DataFrame(0, index=pd.Index(list(labels), name="gold"),
                          columns=pd.Index(cols, name="pred"), dtype=int)

@@ -19,6 +19,7 @@ from saf_utils import determinism
 from saf_utils.data.artifacts import read_text, write_jsonl
 from saf_utils.text import listing
 from saf_utils.training import launchers
+from saf_utils.training.cross_encoder import CrossEncoderSettings, train_and_predict
 from saf_utils.training.seq2seq import Seq2SeqSettings, dist_rank_world, generate, train_seq2seq
 from saf_utils.training.settings_checks import check_fields
 
@@ -37,18 +38,8 @@ OUTPUT_FIELDS = ("task", "system", "seed", "fold", "split", "id", "source", "out
 #: Extra output fields of cross-encoder jobs (class probabilities, epoch of the model).
 CROSS_ENCODER_FIELDS = ("pair", "probs", "epoch")
 TRAIN_SPLIT = "train"
-KINDS = ("seq2seq", "cross_encoder")
-
-
-def settings_class(kind: str) -> type:
-    """The settings dataclass of a job kind."""
-    if kind == "seq2seq":
-        return Seq2SeqSettings
-    if kind == "cross_encoder":
-        from saf_utils.training.cross_encoder import CrossEncoderSettings
-
-        return CrossEncoderSettings
-    raise ValueError(f"job kind {kind!r}: use one of {KINDS}")
+#: The settings dataclass of each job kind.
+KINDS = {"seq2seq": Seq2SeqSettings, "cross_encoder": CrossEncoderSettings}
 
 
 class TrainJobError(RuntimeError):
@@ -108,7 +99,9 @@ class TrainJob:
         ints of float fields cast to float."""
         from saf_utils.registry import make_params
 
-        cls = settings_class(self.kind)
+        if self.kind not in KINDS:
+            raise ValueError(f"job kind {self.kind!r}: use one of {tuple(KINDS)}")
+        cls = KINDS[self.kind]
         values = dict(self.settings)
         if self.seed is not None:
             values["seed"] = self.seed
@@ -200,8 +193,11 @@ def read_examples(path: str | os.PathLike) -> tuple[Examples, dict[str, Examples
     return train, splits
 
 
-def _folder_name(text: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
+def _in_folder(job: TrainJob, name: str) -> Path:
+    """``<output_dir>/<system>/[fold<f>-]<name>`` (the system's name made a folder name)."""
+    system = "".join(c if c.isalnum() or c in "-_." else "_" for c in job.system)
+    fold = f"fold{job.fold}-" if job.fold is not None else ""
+    return Path(job.output_dir) / system / f"{fold}{name}"
 
 
 def with_examples(base: TrainJob | dict[str, Any], train: Examples,
@@ -209,8 +205,7 @@ def with_examples(base: TrainJob | dict[str, Any], train: Examples,
     """``base`` reading examples written once to
     ``<output_dir>/<system>/[fold<f>-]examples.jsonl.gz`` (shared by its seeds)."""
     job = base if isinstance(base, TrainJob) else TrainJob.from_dict(base)
-    name = (f"fold{job.fold}-" if job.fold is not None else "") + EXAMPLES_FILE
-    path = write_examples(Path(job.output_dir) / _folder_name(job.system) / name, train, evals)
+    path = write_examples(_in_folder(job, EXAMPLES_FILE), train, evals)
     return dataclasses.replace(job, examples=str(path))
 
 
@@ -239,8 +234,6 @@ def _train_job(job: TrainJob, log: Callable[[str], None]) -> JobResult:
     model_dir = str(out / MODEL_DIR) if job.save_model else None
     head = {"task": job.task, "system": job.system, "seed": settings.seed, "fold": job.fold}
     if cross:  # every epoch's predictions with predict_every_epoch
-        from saf_utils.training.cross_encoder import train_and_predict
-
         by_epoch, summary = train_and_predict(
             train.sources, train.pairs, train.targets,
             {s: (e.sources, e.pairs) for s, e in evals.items()}, settings, model_dir)
@@ -309,10 +302,8 @@ def run_job(config: dict[str, Any] | TrainJob, launcher: str = "none",
 def job_grid(base: dict[str, Any] | TrainJob, seeds: Sequence[int]) -> list[TrainJob]:
     """One job per seed, each in ``<output_dir>/<system>/[fold<f>-]seed<s>``."""
     job = base if isinstance(base, TrainJob) else TrainJob.from_dict(base)
-    prefix = f"fold{job.fold}-" if job.fold is not None else ""
-    return [dataclasses.replace(job, seed=seed, output_dir=str(
-        Path(job.output_dir) / _folder_name(job.system) / f"{prefix}seed{seed}"))
-        for seed in seeds]
+    return [dataclasses.replace(job, seed=seed, output_dir=str(_in_folder(job, f"seed{seed}")))
+            for seed in seeds]
 
 
 def run_jobs(jobs: Sequence[dict[str, Any] | TrainJob], launcher: str = "none",
