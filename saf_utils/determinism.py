@@ -1,6 +1,6 @@
-"""Same numbers on any machine: kernels pinned to AVX2 before torch's first operation, fixed
-thread counts, features rounded before a fit and scores before a choice; why and how much
-it matters: docs/reproducibility.md. ``SAF_NUMERICS=native`` switches pinning off."""
+"""Same numbers on any machine (docs/reproducibility.md): kernels pinned to AVX2 before torch's
+first operation, fixed thread counts, features rounded before a fit and scores before a
+choice. ``SAF_NUMERICS=native`` switches pinning off."""
 
 from __future__ import annotations
 
@@ -75,9 +75,9 @@ def has_avx2() -> bool:
 
 
 def pinned_environment() -> dict[str, str]:
-    """Environment variables that pin kernels and threads in a process started with them
-    (a launcher's ranks, a notebook kernel), OpenBLAS's kernel included; they replace the
-    machine's values. Empty with ``SAF_NUMERICS=native``; threads only without AVX2."""
+    """Environment variables that pin kernels and threads in a process started with them (a
+    launcher's ranks, a kernel); empty with ``SAF_NUMERICS=native``, threads only without
+    AVX2."""
     if native():
         return {}
     env = {k: str(threads()) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS",
@@ -89,8 +89,8 @@ def pinned_environment() -> dict[str, str]:
 
 
 def pin_kernels() -> dict[str, str]:
-    """Fix torch's, MKL's and oneDNN's kernel level for this process, over what the machine
-    set (effective before torch's first operation); what was set."""
+    """Fix torch's, MKL's and oneDNN's kernel level for this process (effective before torch's
+    first operation); what was set."""
     if native() or not has_avx2():
         return {}
     os.environ.update(KERNEL_ENV)
@@ -134,12 +134,9 @@ def train_threads() -> int:
 
 @contextlib.contextmanager
 def training_threads() -> Iterator[int]:
-    """Run a training job (fit and predict) on :func:`train_threads` threads, then restore;
-    the embedding metrics (BERTScore, MoverScore) run on the same count.
-
-    Why: inference is identical for any thread count, training is not: gradient reductions
-    split their sums by thread, and over hundreds of steps the last bits change the
-    generated texts (the cpu profile's scratch T5, 1 against 2 threads)."""
+    """Run a training job (or an embedding metric) on :func:`train_threads` threads, then
+    restore: gradient reductions split their sums by thread, and over hundreds of steps the
+    last bits change the generated texts."""
     if native():
         yield 0
         return
@@ -167,13 +164,7 @@ def pin() -> None:
 def round_features(x: Any, decimals: int = DECIMALS) -> np.ndarray:
     """``x`` as float64 rounded to ``decimals`` decimals (-0.0 becomes 0.0), so a model
     fitted on it sees the same numbers on machines whose kernels differ in the last bits."""
-    out = np.round(np.asarray(x, dtype=np.float64), decimals)
-    return out + 0.0
-
-
-def round_score(value: float, decimals: int = SCORE_DECIMALS) -> float:
-    """A score as a choice compares it (rounded; NaN stays NaN)."""
-    return float(np.round(float(value), decimals))
+    return np.round(np.asarray(x, dtype=np.float64), decimals) + 0.0
 
 
 def sort_best(table: Any, column: str, lower_is_better: bool = False,

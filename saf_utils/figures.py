@@ -1,7 +1,5 @@
 """What a notebook displays: :func:`show`, the one way to display a figure (PNG with alt text,
-a warning when :func:`overlaps` finds text drawn over text, which matplotlib does not check;
-docs/notebooks.md), and :func:`readable_tables` for plain frames shown whole, missing values
-as ``—``."""
+a warning when :func:`overlaps` finds text over text), and :func:`readable_tables`."""
 
 from __future__ import annotations
 
@@ -30,9 +28,8 @@ class FigureOverlapWarning(UserWarning):
 
 
 def palette(n: int) -> list[tuple[float, float, float]]:
-    """``n`` categorical colours a reader can tell apart: tab10, then Set3's twelve (tab20
-    pairs each colour with a pale twin, and seaborn's default for more than ten categories
-    spaces hues evenly: neighbouring greens). Beyond 22 the colours repeat: label instead."""
+    """``n`` categorical colours a reader can tell apart: tab10, then Set3's twelve (tab20 pairs
+    each with a pale twin); beyond 22 they repeat."""
     colours = [*plt.get_cmap("tab10").colors, *plt.get_cmap("Set3").colors]  # type: ignore
     return [tuple(colours[i % len(colours)]) for i in range(n)]
 
@@ -50,8 +47,7 @@ def wrap_label(text: str, width: int = 12) -> str:
 
 
 def wrap_ticks(ax: Any, axis: str = "x", width: int = 12) -> None:
-    """The tick labels of ``ax``'s ``axis`` wrapped (:func:`wrap_label`), not rotated: long
-    category names side by side without overlapping."""
+    """The tick labels of ``ax``'s ``axis`` wrapped (:func:`wrap_label`), not rotated."""
     ticks = getattr(ax, f"get_{axis}ticks")()
     labels = [wrap_label(t.get_text(), width) for t in getattr(ax, f"get_{axis}ticklabels")()]
     getattr(ax, f"set_{axis}ticks")(ticks, labels, rotation=0)
@@ -69,12 +65,8 @@ def _overlap(a: Bbox, b: Bbox, tolerance: float = 1.0) -> bool:
 
 
 def overlaps(fig: Figure) -> list[str]:
-    """What overlaps in ``fig`` once drawn, one line each (empty: nothing):
-
-    - two tick labels of one axis (x or y) of one axes;
-    - a legend and any axes' plotting area, title or tick labels, or the figure's title;
-    - two titles (an axes' title, the figure's suptitle).
-    """
+    """What overlaps in ``fig`` once drawn, one line each: two tick labels of one axis, two
+    titles (axes' or the suptitle), a legend over any plotting area, title or tick label."""
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
     found: list[str] = []
@@ -111,9 +103,8 @@ def overlaps(fig: Figure) -> list[str]:
 
 
 def show(fig: Figure, alt: str) -> None:
-    """Display ``fig`` as a PNG whose alt text is ``alt`` (what the figure shows, for a
-    reader who cannot see it), warn (:class:`FigureOverlapWarning`) on what
-    :func:`overlaps` finds, and close the figure."""
+    """Display ``fig`` as a PNG with alt text ``alt``, warn on what :func:`overlaps` finds,
+    and close the figure."""
     from IPython.display import Image, display
 
     if not alt.strip():
@@ -129,16 +120,15 @@ def show(fig: Figure, alt: str) -> None:
 
 
 def png(fig: Figure) -> bytes:
-    """``fig`` as PNG bytes, cropped to what it draws (``bbox_inches="tight"``: a legend
-    outside the axes is kept whole, not cut at the figure's edge)."""
+    """``fig`` as PNG bytes, cropped to what it draws (a legend outside the axes kept whole)."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
     return buf.getvalue()
 
 
 def frame_html(df: pd.DataFrame) -> str:
-    """``df`` as the HTML table :func:`readable_tables` displays (at most
-    ``display.max_rows`` rows, as pandas; every column; whole texts; missing as :data:`MISSING`)."""
+    """``df`` as HTML: at most ``display.max_rows`` rows, every column, whole texts, missing
+    values as :data:`MISSING`."""
     out = df.copy()
     for i, dtype in enumerate(df.dtypes):  # pandas writes None as "None" whatever na_rep says
         if dtype.kind == "O":
@@ -150,8 +140,7 @@ def frame_html(df: pd.DataFrame) -> str:
 
 
 def readable_tables() -> None:
-    """Display every DataFrame of this kernel as :func:`frame_html` (IPython's HTML formatter
-    for the type; outside IPython nothing happens)."""
+    """Display every DataFrame of this IPython kernel as :func:`frame_html`."""
     from IPython import get_ipython
 
     shell = get_ipython()

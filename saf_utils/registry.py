@@ -1,10 +1,10 @@
-"""The one registry idiom of every task's systems, and the roles they play (:data:`ROLES`):
-a :class:`Registry` of :class:`Entry` rows (name, role, function, description: the
-docstring's first paragraph, parameters); notebooks select systems with
-:meth:`Registry.select` and run them with :meth:`Registry.each`. Examples: docs/recipes.md."""
+"""The one registry idiom of every task's systems and their roles (:data:`ROLES`): notebooks
+select systems with :meth:`Registry.select` and run them with :meth:`Registry.each`
+(examples: docs/recipes.md)."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -13,10 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-#: Roles of a system: floors and simple references, learned systems, systems whose test-time
-#: input includes gold data a user would not have (earlier turns' gold facts, gold labels: a
-#: ceiling, like the oracles), systems that see the gold answer, and systems that exploit a
-#: metric.
+#: Roles of a system (:data:`ROLE_WORDS`).
 ROLES = ("baseline", "system", "gold_input", "oracle", "probe")
 #: What each role means, in one line (the glossary's words).
 ROLE_WORDS = {
@@ -31,18 +28,21 @@ ELIGIBLE = ("baseline", "system")
 
 
 @dataclass(frozen=True)
+class NoParams:
+    """The parameters of a system that has none."""
+
+
+@dataclass(frozen=True)
 class Entry:
-    """One registered system; task-specific ``info`` keys read as attributes."""
+    """One registered system; task-specific ``info`` keys read as attributes;
+    ``params_type``: its parameters dataclass (defaults live there only)."""
 
     name: str
     role: str
     fn: Callable[..., Any]
+    params_type: type
     description: str = ""
-    params: tuple[str, ...] = ()
     info: dict[str, Any] = field(default_factory=dict)
-    #: the system's parameters dataclass (defaults live there only); None: an older entry
-    #: that declares parameter names only
-    params_type: type | None = None
 
     def __getattr__(self, key: str) -> Any:
         info = self.__dict__.get("info", {})
@@ -53,34 +53,24 @@ class Entry:
 
 
 class Registry:
-    """Systems of one task family, in registration order.
-
-    ``defaults``: task-specific ``info`` every entry gets unless it sets its own;
-    ``param_names``: the parameters a system may declare (None: any).
-    """
+    """Systems of one task family, in registration order; ``defaults``: the ``info`` every
+    entry gets unless it sets its own; ``variants``: ``name:`` also stands for ``name:<x>``."""
 
     def __init__(self, what: str, defaults: dict[str, Any] | None = None,
-                 param_names: Iterable[str] | None = None, variants: bool = False):
+                 variants: bool = False):
         self.what = what
         self.defaults = dict(defaults or {})
-        self.param_names = None if param_names is None else frozenset(param_names)
         self.variants = variants
         self._entries: dict[str, Entry] = {}
 
     # ---- registering
 
     def register(self, name: str, role: str, *, description: str | None = None,
-                 params: Sequence[str] | type = (), **info: Any
-                 ) -> Callable[[Callable], Callable]:
+                 params: type = NoParams, **info: Any) -> Callable[[Callable], Callable]:
         """Decorator: register the function as ``name`` with ``role``; ``params``: its
-        parameters dataclass (called as ``fn(data, params, **context)``) or their names."""
-        import dataclasses
-
-        params_type = params if isinstance(params, type) else None
-        if params_type is not None:
-            if not dataclasses.is_dataclass(params_type):
-                raise TypeError(f"{self.what} {name!r}: params must be a dataclass type")
-            params = tuple(f.name for f in dataclasses.fields(params_type))
+        parameters dataclass (called as ``fn(data, params, **context)``)."""
+        if not (isinstance(params, type) and dataclasses.is_dataclass(params)):
+            raise TypeError(f"{self.what} {name!r}: params must be a dataclass type")
         if role not in ROLES:
             raise ValueError(f"role {role!r} not one of {ROLES}")
         if name in self._entries:
@@ -89,14 +79,10 @@ class Registry:
         if unknown:
             raise ValueError(f"{self.what} {name!r}: unknown info {unknown}; "
                              f"known: {sorted(self.defaults)}")
-        if self.param_names is not None and set(params) - self.param_names:
-            raise ValueError(f"{self.what} {name!r}: unknown parameter(s) "
-                             f"{sorted(set(params) - self.param_names)}")
 
         def add(fn: Callable) -> Callable:
             doc = description if description is not None else plain_doc(fn.__doc__ or "")
-            self._entries[name] = Entry(name, role, fn, doc, tuple(params),
-                                        {**self.defaults, **info}, params_type)
+            self._entries[name] = Entry(name, role, fn, params, doc, {**self.defaults, **info})
             return fn
 
         return add
@@ -167,18 +153,13 @@ class Registry:
     def params(self, name: str, values: Mapping[str, Any] | None = None) -> Any:
         """The parameters dataclass of system ``name``: its defaults updated by ``values``
         (checked by :func:`make_params`)."""
-        entry = self[name]
-        if entry.params_type is None:
-            raise TypeError(f"{self.what} {name!r} declares no parameters dataclass")
-        return make_params(entry.params_type, values, f"{self.what} {name!r}")
+        return make_params(self[name].params_type, values, f"{self.what} {name!r}")
 
     def select(self, selection: Sequence[str] | Mapping[str, Any] | None = None,
                within: Iterable[str] | None = None) -> list[str]:
-        """The systems a notebook's ``systems``-style parameter names, in registration order:
-        ``None`` every one (of ``within``), a list those names, a mapping selects by
-        ``roles``, ``exclude`` and any ``info`` key (e.g. ``{exclude: ["seq2seq:"]}``), so
-        that a new system runs unless a profile leaves it out.
-        """
+        """The systems a ``systems``-style parameter names, in registration order: ``None``
+        every one (of ``within``), a list those, a mapping selects by ``roles``, ``exclude``
+        and ``info`` keys (so that a new system runs unless a profile leaves it out)."""
         pool = list(self) if within is None else self.check(within)
         if selection is None:
             return self.order(pool)
@@ -203,9 +184,8 @@ class Registry:
     def check_params(self, names: Iterable[str],
                      params: Mapping[str, Mapping[str, Any] | None] | None
                      ) -> dict[str, dict[str, Any]]:
-        """``params`` (system name -> parameter values) checked against the systems ``names``
-        that run: a name that is not run, or a value its dataclass rejects, is a ValueError
-        before anything runs (a typo would silently keep the defaults)."""
+        """``params`` (system name -> values) checked before anything runs: a name that is not
+        run or a value its dataclass rejects is a ValueError (a typo would keep the defaults)."""
         names = self.check(names)
         given = {n: dict(v or {}) for n, v in (params or {}).items()}
         stray = sorted(set(given) - set(names))
@@ -215,26 +195,23 @@ class Registry:
                              + (f" (unknown {self.what}(s) {unknown}; known: {list(self)})"
                                 if unknown else "") + f"; run: {names}")
         for name, values in given.items():
-            if self[name].params_type is not None:
-                self.params(name, values)
+            self.params(name, values)
         return given
 
     def effective_params(self, names: Iterable[str],
                          params: Mapping[str, Mapping[str, Any] | None] | None = None
                          ) -> dict[str, dict[str, Any]]:
-        """System -> the parameters it runs with (its defaults updated by ``params``,
-        checked by :meth:`check_params`), for every system of ``names``."""
+        """System -> the parameters it runs with, for every system of ``names``."""
         given = self.check_params(names, params)
-        return {n: params_dict(self.params(n, given.get(n))) for n in self.check(names)}
+        return {n: dataclasses.asdict(self.params(n, given.get(n))) for n in self.check(names)}
 
     def each(self, names: Iterable[str], data: Any,
              params: Mapping[str, Mapping[str, Any]] | None = None,
              around: Callable[[str], AbstractContextManager] | None = None, **context: Any
              ) -> Iterator[tuple[str, pd.DataFrame, float]]:
-        """The one loop over systems: ``(name, predictions, seconds)`` per system of
-        ``names``, each called as ``fn(data, params, **context)`` with ``params[name]`` over
-        its dataclass defaults (all checked first: :meth:`check_params`), inside
-        ``around(name)`` (e.g. a memory probe); the frame has its ``system`` column."""
+        """The one loop over systems: ``(name, predictions, seconds)`` per system, each called
+        as ``fn(data, params, **context)`` (every ``params`` checked first) inside
+        ``around(name)`` (e.g. a memory probe); the frame gets its ``system`` column."""
         names = self.check(names)
         params = self.check_params(names, params)
         for name in names:
@@ -250,31 +227,16 @@ class Registry:
             out = out.assign(system=out["system"] if "system" in out else name)
             yield name, out, time.perf_counter() - t0
 
-    def run(self, names: Iterable[str], data: Any,
-            params: Mapping[str, Mapping[str, Any]] | None = None, **context: Any
-            ) -> pd.DataFrame:
-        """Every system of ``names`` (:meth:`each`), the tidy predictions frames
-        concatenated. A name in ``params`` that is not run is an error."""
-        frames = [out for _, out, _ in self.each(names, data, params, **context)]
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-
-    def _params_text(self, name: str) -> str:
-        entry = self[name]
-        if entry.params_type is None:
-            return ", ".join(entry.params)
-        return params_text(params_dict(entry.params_type()))
-
     def table(self, names: Iterable[str] | None = None) -> pd.DataFrame:
         """One row per system: name, role, description, parameters and the task's info."""
         names = list(self) if names is None else self.check(names)
         return pd.DataFrame([{"system": system_label(n), "role": self[n].role, **self[n].info,
-                              "params": self._params_text(n),
+                              "params": params_text(dataclasses.asdict(self[n].params_type())),
                               "description": self[n].description} for n in names])
 
 
 def plain_doc(doc: str) -> str:
-    """A docstring's first paragraph as one line of plain words (reST ``literals`` and
-    :role:`targets` unwrapped): a system's description on pages and in the glossary."""
+    """A docstring's first paragraph as one line of plain words (reST markup unwrapped)."""
     import re
 
     text = " ".join(doc.strip().split("\n\n")[0].split())
@@ -282,8 +244,7 @@ def plain_doc(doc: str) -> str:
 
 
 def system_label(name: str) -> str:
-    """A system's name as a table row says it: a template (``feature_clf:``, whose variants
-    are ``feature_clf:<encoder>`` etc.) is "every feature_clf variant", not an empty suffix."""
+    """A system's name in a table: a template ``feature_clf:`` is "every feature_clf variant"."""
     return f"every {name[:-1]} variant" if name.endswith(":") else name
 
 
@@ -292,22 +253,12 @@ def role_order(roles: Mapping[str, str]) -> list[str]:
     return sorted(roles, key=lambda s: (ROLES.index(roles[s]), s))
 
 
-# ---- the system contract: typed parameters and one runner
-
-
-@dataclass(frozen=True)
-class NoParams:
-    """The parameters of a system that has none."""
+# ---- the system contract: typed parameters
 
 
 def make_params(params_type: type, values: Mapping[str, Any] | None, where: str) -> Any:
-    """An instance of the dataclass ``params_type`` from its defaults and ``values``: an
-    unknown name or a value whose type does not match the field's default (an int for a
-    float is allowed) is a ``ValueError`` naming ``where`` and the known fields."""
-    import dataclasses
-
-    if not dataclasses.is_dataclass(params_type):
-        raise TypeError(f"{where}: parameters must be a dataclass type, not {params_type!r}")
+    """The dataclass ``params_type`` from its defaults and ``values``; an unknown name or a
+    value of another type than the default's (an int for a float is fine) is a ValueError."""
     values = dict(values or {})
     known = {f.name: f for f in dataclasses.fields(params_type)}
     unknown = sorted(set(values) - set(known))
@@ -325,13 +276,6 @@ def make_params(params_type: type, values: Mapping[str, Any] | None, where: str)
             raise ValueError(f"{where}: parameter {key!r} = {str(value)[:80]!r} should be "
                              f"{type(default).__name__} like its default {default!r}")
     return dataclasses.replace(defaults, **values)
-
-
-def params_dict(params: Any) -> dict[str, Any]:
-    """A parameters dataclass as a plain dict (for records, manifests and ``--dry-run``)."""
-    import dataclasses
-
-    return dataclasses.asdict(params)
 
 
 def params_text(values: Mapping[str, Any]) -> str:

@@ -1,10 +1,6 @@
-"""What a task declares so that the generic layers (runner, pages) can serve it.
-
-A task package (``saf/``, ``argscichat/``) writes one :class:`TaskSpec` per record task in its
-``spec.py``, declared as an entry point of the group ``notebook_reports.tasks`` in
-pyproject.toml; the runner and the pages find the specs there without naming a task (and
-saf_utils never imports them).
-"""
+"""What a task declares so that the runner and the pages can serve it: one :class:`TaskSpec`
+per record task in its package's ``spec.py``, an entry point of the group
+``notebook_reports.tasks`` (so they find it without naming a task)."""
 
 from __future__ import annotations
 
@@ -14,9 +10,9 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class DataSource:
-    """A dataset a notebook reads (the parameter ``param``), checked before anything runs: a
-    local folder (``param``, else ``env``) must exist; with neither, the hub copy must be
-    cached or ``host`` reachable. ``is_hub_id``: whether a value may name a hub copy."""
+    """A dataset a notebook reads (parameter ``param``), checked before anything runs: a local
+    folder (``param``, else ``env``) must exist, else the hub copy be cached or ``host``
+    reachable; ``is_hub_id``: whether a value may name a hub copy."""
 
     name: str
     param: str
@@ -29,10 +25,9 @@ class DataSource:
 
 @dataclass(frozen=True)
 class Published:
-    """What a paper or model card reports for one system on one dataset and split: cited on
-    the pages beside the run's numbers, never a record. ``values``: (metric, value as the
-    source prints it, None: reported but not quoted, ``unquoted`` says why); ``scale``:
-    "percent" or "0-1"."""
+    """What a paper or model card reports for one system, dataset and split, cited beside the
+    run's numbers (never a record); ``values``: (metric, value as printed, or None: not
+    quoted, ``unquoted`` says why); ``scale``: "percent" or "0-1"."""
 
     system: str
     source: str
@@ -58,10 +53,9 @@ class Published:
 
 @dataclass(frozen=True)
 class TaskSpec:
-    """One record task (the ``task`` field of its records): its title, the headline metrics
-    in order (the one meaning of "headline metrics": the few the index leads with; the first
-    leads the sentence), its splits in page order, the notebooks that write it, the data it
-    reads, published numbers and notes shown under a split's numbers."""
+    """One record task (the ``task`` field of its records): title, headline metrics (the few
+    the index leads with, the first leads the sentence), splits in page order, notebooks,
+    data, published numbers and notes shown under a split's numbers."""
 
     name: str
     title: str

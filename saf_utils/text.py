@@ -1,9 +1,5 @@
-"""Tokenise, normalise and split text: the one implementation of each, for both tasks.
-
-No nltk data or model is needed, so every caller tokenises the same way on any machine.
-:func:`identity_key` is the one text identity of the package (:func:`squash` is the looser
-matching key built on it).
-"""
+"""Tokenise, normalise and split text, one implementation of each for both tasks (no nltk data
+or model: the same tokens on any machine); :func:`identity_key` is the one text identity."""
 
 from __future__ import annotations
 
@@ -28,12 +24,9 @@ _INVISIBLE = re.compile(
 
 
 def identity_key(text: str) -> str:
-    """The one text identity: two ids or texts are "the same" iff their keys are equal.
-
-    Invisible characters (controls, zero-width and bidi marks, soft hyphens, BOMs) removed,
-    Unicode **NFKC** (macOS's NFD ``Prüfung`` equals NFC ``Prüfung``), whitespace trimmed and
-    collapsed. Case and punctuation are kept: ``X`` and ``x`` are two ids.
-    """
+    """The one text identity: invisible characters (controls, zero-width and bidi marks, soft
+    hyphens, BOMs) removed, Unicode NFKC (NFD ``Prüfung`` equals NFC ``Prüfung``), whitespace
+    trimmed and collapsed; case and punctuation kept."""
     if text.isascii() and text.isprintable():  # fast path: only plain spaces to collapse
         if "  " in text or text[:1] == " " or text[-1:] == " ":
             return " ".join(text.split())
@@ -42,8 +35,7 @@ def identity_key(text: str) -> str:
 
 
 def is_blank(text: str) -> bool:
-    """Empty after removing whitespace, control and zero-width characters (see
-    :func:`identity_key`)."""
+    """Empty once :func:`identity_key` removed whitespace and invisible characters."""
     return not identity_key(text)
 
 
@@ -53,9 +45,8 @@ def word_tokens(text: str) -> list[str]:
 
 
 def squash(text: str) -> str:
-    """:func:`identity_key`, lower-cased, without punctuation and whitespace (as the official
-    ArgSciChat script's ``punctuation_filtering``): the looser key for matching content
-    across files (leakage checks, facts to paper sentences, intents)."""
+    """:func:`identity_key`, lower-cased, without punctuation and whitespace (the official
+    ArgSciChat script's ``punctuation_filtering``): the looser key for matching content."""
     return _PUNCT_OR_SPACE.sub("", identity_key(text).lower())
 
 
@@ -66,10 +57,9 @@ def split_sentences(text: str, enders: str = ".!?") -> list[str]:
 
 
 def listing(x: Mapping[Any, Any] | Iterable[Any] | None, sep: str = ", ") -> str:
-    """A mapping as ``key value, key value`` and any other collection as ``a, b, c``: how a
-    notebook prints a dict or list for people (never its ``repr`` with braces and quotes).
-    Floats get 3 significant digits; a nested collection is shown in brackets; ``None`` is
-    ``none``."""
+    """A mapping as ``key value, key value``, any other collection as ``a, b, c`` (floats to 3
+    significant digits, nested ones in brackets, ``None`` as ``none``): a dict or list for
+    people."""
     def one(v: Any) -> str:
         if isinstance(v, float):
             return f"{v:.3g}"
@@ -86,9 +76,8 @@ def listing(x: Mapping[Any, Any] | Iterable[Any] | None, sep: str = ", ") -> str
 
 def interval(value: float | None, low: float | None = None, high: float | None = None,
              spec: str | Callable[[float], str] = ".3g") -> str:
-    """``value [low, high]``: how every page, table and sentence writes an estimate with its
-    interval (the one place that spells it). ``spec`` is a format spec (``".3f"``, ``"+.3g"``)
-    or a function (``pages.fmt``); a missing or non-finite bound leaves the interval out, a
+    """``value [low, high]``, how every page writes an estimate with its interval; ``spec``: a
+    format spec or a function; a missing or non-finite bound leaves the interval out, a
     missing value gives ``""``."""
     def f(x: float | None) -> str | None:
         if x is None or not math.isfinite(float(x)):
@@ -102,7 +91,6 @@ def interval(value: float | None, low: float | None = None, high: float | None =
 
 
 def shorten(text: str, n: int) -> str:
-    """``text`` cut to at most ``n`` characters, ending in "…" where it was cut (a legend or
-    a label that hides its end says so)."""
+    """``text`` cut to at most ``n`` characters, ending in "…" where it was cut."""
     text = str(text)
     return text if len(text) <= n else text[: max(n - 1, 0)].rstrip() + "…"

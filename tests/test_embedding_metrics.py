@@ -164,8 +164,6 @@ def test_moverscore_stop_words_and_errors(tiny_bert) -> None:
     np.testing.assert_allclose(got, want, atol=1e-3)
     with pytest.raises(ValueError):
         mv.moverscore(["a"], ["a", "b"], tiny_bert)
-    with pytest.raises(ValueError):
-        mv.moverscore(["a"], ["a"], tiny_bert, n_gram=2)
     with pytest.warns(UserWarning, match="single pair"):
         assert mv.moverscore(["the cat"], ["a dog"], tiny_bert) == [1.0]
     assert mv.moverscore([], [], tiny_bert) == []

@@ -131,7 +131,6 @@ def test_official_first_and_tfidf_baselines_reproduce() -> None:
     """First ~0.078 and TF-IDF ~0.17 Fact-F1 (5-fold mean, k=2), as the official script."""
     from saf_utils.argscichat.data import load_argscichat
     from saf_utils.metrics import fact_f1
-    from saf_utils.statistics.uncertainty import fold_summary
 
     scores: dict[str, dict[int, list[float]]] = {"first": {}, "tfidf": {}}
     with warnings.catch_warnings():
@@ -140,5 +139,8 @@ def test_official_first_and_tfidf_baselines_reproduce() -> None:
             test, _ = A.scored_pairs(load_argscichat(fold=fold).test)
             scores["first"][fold] = [fact_f1(FS.select_first(p, 2), p.fact_indexes) for p in test]
             scores["tfidf"][fold] = [fact_f1(FS.select_tfidf(p, 2), p.fact_indexes) for p in test]
-    assert fold_summary(scores["first"])["mean"] == pytest.approx(0.078, abs=0.01)
-    assert fold_summary(scores["tfidf"])["mean"] == pytest.approx(0.17, abs=0.01)
+    def fold_mean(by_fold: dict[int, list[float]]) -> float:  # per fold, then over folds
+        return float(np.mean([np.mean(v) for v in by_fold.values()]))
+
+    assert fold_mean(scores["first"]) == pytest.approx(0.078, abs=0.01)
+    assert fold_mean(scores["tfidf"]) == pytest.approx(0.17, abs=0.01)

@@ -33,7 +33,7 @@ def test_rounding_removes_last_bit_differences():
 
 def test_ties_on_a_score_break_by_the_stated_order_after_rounding():
     a = 0.1 + 0.2  # 0.30000000000000004: the same F1 summed in another order
-    assert determinism.round_score(a) == determinism.round_score(0.3) and a != 0.3
+    assert round(a, determinism.SCORE_DECIMALS) == 0.3 and a != 0.3
     t = pd.DataFrame({"name": ["x", "y", "z"], "s": [0.3, a, 0.31]})
     assert list(determinism.sort_best(t, "s").name) == ["z", "x", "y"]
     assert list(determinism.sort_best(t, "s", lower_is_better=True).name) == ["x", "y", "z"]

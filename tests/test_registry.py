@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pandas as pd
 import pytest
 
@@ -10,11 +12,15 @@ from saf_utils import registry as R
 from saf_utils.statistics import validation_choice
 
 
-def make() -> R.Registry:
-    reg = R.Registry("thing", defaults={"kind": "plain", "ablation_of": None},
-                     param_names=("k", "seed"), variants=True)
+@dataclass(frozen=True)
+class KOnly:
+    k: int = 1
 
-    @reg.register("b", "system", params=("k",))
+
+def make() -> R.Registry:
+    reg = R.Registry("thing", defaults={"kind": "plain", "ablation_of": None}, variants=True)
+
+    @reg.register("b", "system", params=KOnly)
     def b():
         """B does b.
 
@@ -35,7 +41,8 @@ def test_registration_lookup_and_order() -> None:
     reg = make()
     assert list(reg) == ["b", "a", "seq:"] and len(reg) == 3
     assert reg["b"].description == "B does b." and reg["a"].description == "A, described"
-    assert reg["b"].params == ("k",) and reg["b"].kind == "plain" and reg["a"].kind == "fold"
+    assert reg["b"].params_type is KOnly and reg["a"].params_type is R.NoParams
+    assert reg["b"].kind == "plain" and reg["a"].kind == "fold"
     assert reg["seq:mt5"].name == "seq:" and "seq:mt5" in reg and "c" not in reg
     assert reg.names(["baseline", "system"]) == ["b", "a"] and reg.names(kind="fold") == ["a"]
     assert reg.by_role(["a", "seq:x", "b"], "system", "oracle") == ["b", "seq:x"]
@@ -57,8 +64,8 @@ def test_registration_errors() -> None:
         reg.register("b", "system")
     with pytest.raises(ValueError, match="unknown info"):
         reg.register("x", "system", family="f")
-    with pytest.raises(ValueError, match="unknown parameter"):
-        reg.register("x", "system", params=("lr",))
+    with pytest.raises(TypeError, match="dataclass"):
+        reg.register("x", "system", params=dict)
     with pytest.raises(ValueError, match=r"unknown thing\(s\) \['zz'\]"):
         reg.check(["b", "zz"])
     with pytest.raises(KeyError, match="not registered"):
@@ -101,7 +108,6 @@ def test_params_come_from_the_dataclass_defaults_and_are_checked() -> None:
     reg, KParams = _contract_registry()
     assert reg.params("toy") == KParams()
     assert reg.params("toy", {"k": 5, "rate": 1}).rate == 1
-    assert reg["toy"].params == ("k", "rate", "name")
     assert "k=3" in reg.table().params.iloc[0]
     with pytest.raises(ValueError, match="unknown parameter.*'kk'.*known"):
         reg.params("toy", {"kk": 1})
@@ -113,13 +119,13 @@ def test_params_come_from_the_dataclass_defaults_and_are_checked() -> None:
 
 def test_the_runner_runs_names_with_their_parameters() -> None:
     reg, _ = _contract_registry()
-    out = reg.run(["toy"], ["a", "b"], {"toy": {"k": 2}}, scale=10)
+    (_, out, _), = reg.each(["toy"], ["a", "b"], {"toy": {"k": 2}}, scale=10)
     assert out.to_dict("list") == {"id": ["a", "b"], "output": [20, 20],
                                    "system": ["toy", "toy"]}
     with pytest.raises(ValueError, match="not run"):
-        reg.run(["toy"], ["a"], {"other": {}})
+        list(reg.each(["toy"], ["a"], {"other": {}}))
     with pytest.raises(ValueError, match="unknown"):
-        reg.run(["nope"], ["a"])
+        list(reg.each(["nope"], ["a"]))
 
 
 def test_a_selection_takes_every_system_a_list_or_what_the_registrations_say() -> None:

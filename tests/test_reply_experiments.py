@@ -3,6 +3,7 @@ on tests/fixtures/argscichat and on small hand-made folds."""
 
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
@@ -86,7 +87,8 @@ def test_registry_roles_params_and_lookup() -> None:
                                     "system") == ["copy_selected", "seq2seq"]
     assert RS.REPLY_SYSTEMS.roles(["copy_gold"]) == {"copy_gold": "oracle"}
     assert all(e.params_type is not None for e in RS.REPLY_SYSTEMS.values())
-    assert RS.REPLY_SYSTEMS["trimmed_selected"].params == ("lengths",)
+    assert [f.name for f in fields(RS.REPLY_SYSTEMS["trimmed_selected"].params_type)] == [
+        "lengths"]
     assert RS.REPLY_SYSTEMS.params("seq2seq").settings == RS.SCRATCH_SEQ2SEQ
     with pytest.raises(ValueError, match="unknown reply system"):
         R.run_reply_systems({}, ["gpt"])

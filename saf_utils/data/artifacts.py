@@ -1,12 +1,8 @@
-"""The files notebooks hand to each other: their names, writers and typed readers.
-
-Every notebook writes ``records.jsonl`` and ``items.jsonl.gz`` into its output folder,
-besides its predictions, selections (``chosen.json``) or replies. A reader that finds a file
-missing names the folder's notebook as the one to run first (``producer`` overrides it).
-Per-item files are gzip-compressed JSON lines (a cpu run's items of 02: 35 MB as text, 3 MB
-compressed) written with ``mtime=0``, so the same rows give the same bytes. Values keep
-their JSON types, except ``id`` / ``item`` (strings) and ``seed`` / ``fold`` (ints or None).
-"""
+"""The files notebooks hand to each other (docs/architecture.md): names, writers and typed
+readers. A reader that finds a file missing names the folder's notebook as the one to run
+first. Per-item files are gzip-compressed JSON lines written with ``mtime=0`` (the same rows,
+the same bytes); values keep their JSON types, except ``id`` / ``item`` (strings) and
+``seed`` / ``fold`` (ints or None)."""
 
 from __future__ import annotations
 
@@ -47,7 +43,7 @@ def _encoded(path: Path, data: bytes) -> bytes:
 def write_jsonl(rows: pd.DataFrame | Iterable[Mapping[str, Any]], path: str | os.PathLike
                 ) -> Path:
     """Rows (a frame or dicts) as UTF-8 JSON lines, gzip-compressed where ``path`` ends in
-    ``.gz``; the folder is created."""
+    ``.gz``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(_encoded(path, _lines(rows)))
@@ -104,9 +100,8 @@ def _typed(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def read_jsonl(path: str | os.PathLike, producer: str | None = None) -> pd.DataFrame:
-    """A JSON-lines artifact as a typed frame (empty file: empty frame); a missing file
-    raises FileNotFoundError naming ``producer``, the notebook that writes it (default: the
-    folder's name)."""
+    """A JSON-lines artifact as a typed frame; a missing file raises FileNotFoundError naming
+    ``producer``, the notebook that writes it (default: the folder's name)."""
     path = _older_layout(Path(path))
     producer = producer or path.parent.name
     if not path.is_file():
@@ -135,8 +130,8 @@ def _json_or_none(line: str) -> Any:
 
 def record_rows(paths: Iterable[str | os.PathLike],
                 skipped: list[str] | None = None) -> list[dict[str, Any]]:
-    """The rows of ``records.jsonl`` files (missing files are skipped). A bad line raises a
-    ValueError naming file and line, or with a ``skipped`` list is appended to it."""
+    """The rows of ``records.jsonl`` files (missing ones skipped); a bad line raises a
+    ValueError naming file and line, or is appended to ``skipped``."""
     rows: list[dict[str, Any]] = []
     for path in paths:
         path = Path(path)
@@ -179,9 +174,8 @@ def read_items(folder: str | os.PathLike, producer: str | None = None) -> pd.Dat
 
 def chosen(records: pd.DataFrame, task: str | None = None, subset: str = "chosen"
            ) -> dict[int | None, str]:
-    """fold (None: fold-less) -> system of the ``kind="tuning"`` records marked ``subset``
-    (``"chosen"``: the val-chosen system; SAF also marks ``"reference baseline"``). The
-    last record of a fold wins."""
+    """fold (None: fold-less) -> system of the tuning records marked ``subset`` (``"chosen"``:
+    the val-chosen system); the last record of a fold wins."""
     if records.empty or not {"kind", "subset", "fold"} <= set(records.columns):
         return {}
     r = records[(records.kind == "tuning") & (records.subset == subset)]
@@ -246,28 +240,17 @@ def read_chosen(folder: str | os.PathLike, folds: Sequence[int], task: str | Non
     """fold -> the system a notebook chose on that fold's val: from ``chosen.json`` (a fold
     missing there is an error), else the records marked ``chosen``, else ``fallback``."""
     path = Path(folder) / CHOSEN_FILE
-    if path.is_file():
-        per_fold = {int(k): str(v) for k, v in
-                    (json.loads(path.read_text(encoding="utf-8")).get("per_fold")
-                     or {}).items()}
-        missing = [int(f) for f in folds if int(f) not in per_fold]
-        if per_fold and missing:
-            raise ValueError(f"{CHOSEN_FILE}: no chosen system for fold(s) {missing}")
-        if per_fold:
-            return {int(f): per_fold[int(f)] for f in folds}
-    recs = (read_records(folder)
-            if (Path(folder) / RECORDS_FILE).is_file() else pd.DataFrame())
-    marked = chosen(recs, task)
-    out: dict[int, str] = {}
-    for f in folds:
-        if int(f) in marked:
-            out[int(f)] = marked[int(f)]
-        elif fallback is None:
-            raise ValueError(f"{folder}: no val-chosen system for fold {f}; name one with "
-                             "the `selector` parameter")
-        else:
-            out[int(f)] = fallback
-    return out
+    saved = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    per_fold = {int(k): str(v) for k, v in (saved.get("per_fold") or {}).items()}
+    source = per_fold or (chosen(read_records(folder), task)
+                          if (Path(folder) / RECORDS_FILE).is_file() else {})
+    missing = [int(f) for f in folds if int(f) not in source]
+    if per_fold and missing:
+        raise ValueError(f"{CHOSEN_FILE}: no chosen system for fold(s) {missing}")
+    if missing and fallback is None:
+        raise ValueError(f"{folder}: no val-chosen system for fold {missing[0]}; name one with "
+                         "the `selector` parameter")
+    return {int(f): source.get(int(f), fallback) for f in folds}
 
 
 # --------------------------------------------------------------------------- 04: replies

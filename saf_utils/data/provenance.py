@@ -1,8 +1,6 @@
-"""Data provenance: every file a loader reads is recorded with its SHA-256.
-
-A run manifest names exactly the data its numbers come from (:func:`data_sources`); loaders
-of every task call :func:`register` for each file they read.
-"""
+"""Data provenance: every file a loader reads is recorded with its SHA-256 (:func:`register`),
+so a run manifest names exactly the data its numbers come from (:func:`data_sources`), and the
+identity of every model a notebook's parameters name (:func:`model_identities`)."""
 
 from __future__ import annotations
 
@@ -51,8 +49,6 @@ def register(dataset: str, source: str, path: str | Path, split: str | None = No
 def data_sources() -> list[dict[str, Any]]:
     """Every data file read by a loader in this process, with size and SHA-256."""
     return sorted(_SOURCES.values(), key=lambda r: r["path"])
-
-
 
 
 class DataError(ValueError):
@@ -130,9 +126,8 @@ def named_models(params: dict[str, Any]) -> list[str]:
 
 
 def model_folder(name: str, base: Path | None = None) -> Path | None:
-    """The folder a model name names, resolved as a notebook whose working folder is
-    ``base`` resolves it (transformers reads a relative name against the working folder);
-    None when it names no folder there."""
+    """The folder a model name names for a notebook working in ``base`` (transformers reads a
+    relative name against the working folder); None when it names no folder there."""
     folder = Path(name).expanduser()
     if base is not None and not folder.is_absolute():
         folder = base / folder
@@ -143,9 +138,9 @@ def model_folder(name: str, base: Path | None = None) -> Path | None:
 
 
 def model_identity(name: str, base: Path | None = None) -> dict[str, Any]:
-    """What a model name resolves to, for a notebook working in ``base``: a packaged model
-    (pinned by the lock), a local folder with the digest of its files, or a hub id with the
-    commit it resolves to. Never raises: a name it cannot resolve says so in ``source``."""
+    """What a model name resolves to for a notebook working in ``base``: a packaged model, a
+    folder with the digest of its files, or a hub id with its commit (never raises: a name it
+    cannot resolve says so in ``source``)."""
     if name.startswith("local:"):
         return {"model": name, "source": "packaged (pinned by the lock)"}
     try:
@@ -160,8 +155,6 @@ def model_identity(name: str, base: Path | None = None) -> dict[str, Any]:
 
 def model_identities(params: dict[str, Any], base: Path | None = None
                      ) -> list[dict[str, Any]]:
-    """The identity of every model a notebook's parameters name (:func:`model_identity`,
-    relative names resolved against ``base``, the notebook's working folder), once each, in
-    order: hub ids with their revision, folders with a digest. It is part of the reuse key,
-    so a model updated under the same name reruns the notebook."""
+    """:func:`model_identity` of every model a notebook's parameters name, once each, in order;
+    part of the reuse key, so a model updated under the same name reruns the notebook."""
     return [model_identity(m, base) for m in named_models(params)]

@@ -1,8 +1,7 @@
-"""What both data loaders (SAF, ArgSciChat) share: reading files (UTF-8, JSON refusing a key
-twice), showing any cell value in a few dozen characters, matching ids once normalised,
-and reporting content anomalies. Each loader raises its own
-:class:`saf_utils.data.provenance.DataError` subclass; the functions here take it as ``error``.
-"""
+"""What both data loaders share: reading files (UTF-8, JSON refusing a key twice), showing any
+cell value in a few dozen characters, matching ids once normalised, reporting content
+anomalies. Functions that raise take the loader's :class:`~saf_utils.data.provenance.DataError`
+subclass as ``error``."""
 
 from __future__ import annotations
 
@@ -56,8 +55,7 @@ _DECODER = json.JSONDecoder(object_pairs_hook=unique_keys)
 
 
 def load_json_text(text: str) -> Any:
-    """``json.loads`` with :func:`unique_keys` (:class:`DuplicateKey`), faster for many short
-    texts (JSONL lines) through the shared decoder's ``raw_decode``."""
+    """``json.loads`` with :func:`unique_keys`, through one shared decoder (fast on JSONL)."""
     if text[:1] in ("", " ", "\t", "\n", "\r", "\ufeff"):
         return json.loads(text, object_pairs_hook=unique_keys)
     value, end = _DECODER.raw_decode(text)
@@ -145,11 +143,9 @@ def id_keys(ids: pd.Series) -> list[Any]:
 
 def id_clashes(ids: Sequence[Any], keys: Sequence[Any] | None = None
                ) -> list[tuple[int, int, bool]]:
-    """``(i, first, exact)`` for every id equal to an earlier one (position ``first``).
-
-    ``exact``: a plain duplicate; otherwise the two are equal only after
-    :func:`identity_key`. ``keys``: the ids' :func:`id_key` when already known.
-    """
+    """``(i, first, exact)`` for every id equal to an earlier one (position ``first``);
+    ``exact``: a plain duplicate, else equal only after :func:`identity_key`. ``keys``: the
+    ids' :func:`id_key` when already known."""
     keys = [id_key(v) for v in ids] if keys is None else keys
     try:
         if len(set(keys)) == len(keys):
@@ -201,23 +197,17 @@ def folder_problem(path: Path, what: str, label: str | None = None) -> str | Non
 # --------------------------------------------------------------------------- JSON files
 
 
-def duplicate_key_lines(text: str, key: str) -> list[int]:
-    """Line numbers (1-based) where ``key`` stands as an object key in a JSON text."""
-    pattern = re.compile("|".join(re.escape(json.dumps(key, ensure_ascii=a)) + r"\s*:"
-                                  for a in (False, True)))
-    return [n for n, line in enumerate(text.splitlines(), 1) if pattern.search(line)]
-
-
 def load_json_file(path: Path, error: Callable[[str], Exception]) -> Any:
-    """A JSON file's value (:func:`read_utf8`, :func:`load_json_text`), or ``error(message)``
-    naming the file: not UTF-8, not valid JSON, or a key twice in one object (with the lines
-    where it stands: the later value would silently replace the earlier one)."""
+    """A JSON file's value, or ``error(message)`` naming the file: not UTF-8, not valid JSON,
+    or a key twice in one object (with the lines where it stands)."""
     text = read_utf8(path, error)
     try:
         return load_json_text(text)
     except DuplicateKey as exc:
-        key = exc.args[0][0]
-        lines = duplicate_key_lines(text, key)
+        key = exc.args[0][0]  # the lines where it stands as an object key
+        pattern = re.compile("|".join(re.escape(json.dumps(key, ensure_ascii=a)) + r"\s*:"
+                                      for a in (False, True)))
+        lines = [n for n, line in enumerate(text.splitlines(), 1) if pattern.search(line)]
         where = f" (lines {', '.join(map(str, lines[:5]))})" if lines else ""
         raise error(f"{path}: duplicate key {shorten(key)} in one JSON object{where}; the later "
                     "value would silently replace the earlier one") from None
@@ -226,8 +216,7 @@ def load_json_file(path: Path, error: Callable[[str], Exception]) -> Any:
 
 
 def load_json_record(line: str, line_no: int) -> dict[str, Any]:
-    """One JSONL line as an object, or a ValueError naming the line: not valid JSON, a key
-    twice in one object, or a value that is not an object."""
+    """One JSONL line as an object, or a ValueError naming the line."""
     try:
         rec = load_json_text(line)
     except DuplicateKey as exc:
@@ -251,9 +240,8 @@ def duplicate_names(names: Sequence[Any]) -> list[Any]:
 
 def anomaly_report(by_split: Mapping[str, Sequence[Mapping[str, Any]]], kinds: Sequence[str],
                    columns: Sequence[str], **fixed: Any) -> pd.DataFrame:
-    """One row per split and kind of ``kinds`` (zero counts kept): ``count``, the anomalies'
-    ``ids``, their ``rows`` (when they carry a ``row``) and ``files`` (names), plus the
-    ``fixed`` columns (e.g. the fold); ``columns`` picks and orders them."""
+    """One row per split and kind (zero counts kept): ``count``, ``ids``, ``rows`` and
+    ``files`` of the anomalies, plus the ``fixed`` columns; ``columns`` picks and orders them."""
     out = []
     for split, found in by_split.items():
         for kind in kinds:
@@ -266,8 +254,7 @@ def anomaly_report(by_split: Mapping[str, Sequence[Mapping[str, Any]]], kinds: S
 
 def annotate_anomalies(path: Any, rows: int, anomalies: Sequence[Mapping[str, Any]],
                        kinds: Sequence[str]) -> None:
-    """A data file's rows and anomaly counts per kind (and the ids of those found) in the
-    run manifest's data sources (:func:`saf_utils.data.provenance.annotate`)."""
+    """A data file's rows, anomaly counts per kind and their ids in the run manifest."""
     from saf_utils.data.provenance import annotate
 
     ids = {k: [a["id"] for a in anomalies if a["kind"] == k] for k in kinds}
@@ -276,7 +263,7 @@ def annotate_anomalies(path: Any, rows: int, anomalies: Sequence[Mapping[str, An
 
 
 def strict_message(anomalies: Sequence[Mapping[str, Any]], limit: int = 20) -> str:
-    """The error of a strict load: how many content anomalies, the first ``limit`` listed."""
+    """The error of a strict load: the number of anomalies, the first ``limit`` listed."""
     more = f"\n  ... and {len(anomalies) - limit} more" if len(anomalies) > limit else ""
     return (f"{len(anomalies)} content anomaly(ies) (strict=True):\n  - "
             + "\n  - ".join(a["message"] for a in anomalies[:limit]) + more)

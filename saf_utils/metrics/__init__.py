@@ -26,10 +26,8 @@ from saf_utils.metrics.generation import (
     chrf,
     find_wordnet,
     load_wordnet,
-    meteor,
-    rouge,
 )
-from saf_utils.metrics.labels import confusion, label_metrics, score_mse
+from saf_utils.metrics.labels import confusion
 from saf_utils.metrics.overlap import (
     content_f1,
     content_tokens,
@@ -43,8 +41,8 @@ from saf_utils.metrics.overlap import (
 __all__ = [
     "METRICS", "Metric", "MissingResourceError", "Score", "UnicodeWordTokenizer", "add_metric",
     "bleu", "bounds", "check_pairs", "check_texts", "chrf", "confusion", "content_f1",
-    "content_tokens", "fact_f1", "find_wordnet", "label_metrics", "load_wordnet",
-    "lower_is_better", "message_f1", "message_f1_squad", "meteor", "metric",
-    "normalize_answer", "of_level", "output_stats", "register_metric", "rouge",
-    "scale_label", "score_mse",
+    "content_tokens", "fact_f1", "find_wordnet", "load_wordnet",
+    "lower_is_better", "message_f1", "message_f1_squad", "metric",
+    "normalize_answer", "of_level", "output_stats", "register_metric",
+    "scale_label",
 ]

@@ -1,7 +1,6 @@
-"""A metric is one object: :class:`Metric` declares its name, direction, scale, level, how it
-resamples, a definition and its reference; :func:`register_metric` puts it in
-:data:`METRICS` once. Levels and conventions: docs/metrics.md. Every compute function takes
-``(gold, pred, **options)``, references first."""
+"""A metric is one object, :class:`Metric` (name, direction, scale, level, resampling,
+definition, reference), registered once in :data:`METRICS`; every compute function takes
+``(gold, pred, **options)``, references first (docs/metrics.md)."""
 
 from __future__ import annotations
 
@@ -16,15 +15,12 @@ from saf_utils.statistics.uncertainty import Statistic
 LEVELS = ("item", "corpus", "output", "summary")
 #: What a metric compares (the inputs a task passes to its scorer).
 INPUTS = ("labels", "scores", "texts", "sentence_sets", "outputs", "")
-_RANGES = {"0-1": "0 to 1", "0-100": "0 to 100", ">=0": "0 or more",
-           "count": "0 or more (a count)"}
 
 
 @dataclass(frozen=True)
 class Score:
-    """One scorer call: the point value, the per-item values (item level; NaN = not scored)
-    or per-item sufficient statistics (corpus level, rows of ``stats``), and the statistic
-    that maps summed rows to the value (None for output metrics)."""
+    """One scorer call: the value, the per-item values (NaN: not scored) or sufficient
+    statistics (corpus level), and the statistic of summed rows (None for output metrics)."""
 
     value: float
     per_item: np.ndarray | None
@@ -34,9 +30,7 @@ class Score:
 @dataclass(frozen=True)
 class Metric:
     """A registered metric. ``scale``: "0-1", "0-100", ">=0", "count", "any" or a closed
-    interval "[lo, hi]" (:func:`bounds` reads it); ``inputs``: what it compares ("labels",
-    "scores", "texts", "sentence_sets", "outputs"); ``library``: empty for this
-    collection's code."""
+    interval "[lo, hi]"; ``inputs``: one of :data:`INPUTS`; ``library``: empty for own code."""
 
     name: str
     _: KW_ONLY
@@ -59,23 +53,34 @@ class Metric:
         if (self.compute is None) != (self.level == "summary"):
             raise ValueError(f"metric {self.name!r}: a {self.level} metric "
                              f"{'needs' if self.compute is None else 'has no'} compute function")
-        if self.scale not in (*_RANGES, "any") and _interval(self.scale) is None:
+        if self.scale != "any" and self.bounds is None:
             raise ValueError(f"metric {self.name!r}: scale {self.scale!r} is none of "
-                             f"{[*_RANGES, 'any']} nor an interval like '[-1, 1]'")
+                             "['0-1', '0-100', '>=0', 'count', 'any'] nor an interval like "
+                             "'[-1, 1]'")
+
+    @property
+    def bounds(self) -> tuple[float, float] | None:
+        """The range a value lies in, from the scale ("0-1" -> (0, 1); ">=0" and "count" ->
+        (0, inf)); None where the scale fixes none."""
+        if self.scale in (">=0", "count"):
+            return (0.0, float("inf"))
+        if self.scale in ("0-1", "0-100"):
+            return (0.0, float(self.scale[2:]))
+        return _interval(self.scale)
 
     @property
     def range(self) -> str:
         """The scale in words."""
-        lohi = _interval(self.scale)
-        if lohi is not None:
-            return f"{lohi[0]:g} to {lohi[1]:g}"
-        return _RANGES.get(self.scale, "no fixed range")
+        if self.bounds is None:
+            return "no fixed range"
+        lo, hi = self.bounds
+        if hi == float("inf"):
+            return "0 or more" + (" (a count)" if self.scale == "count" else "")
+        return f"{lo:g} to {hi:g}"
 
     def options(self, available: Mapping[str, Any]) -> dict[str, Any]:
-        """Of a task's ``available`` options (e.g. its label set, a model), those the compute
-        function takes by name: a task offers what it has once, each metric takes its own
-        (no per-metric table in the task). Only named parameters count: a ``**kwargs`` that
-        goes on to a library (sacrebleu's ``BLEU(**kwargs)``) must not get a label set."""
+        """Of a task's ``available`` options (its label set, a model), those the compute
+        function names as parameters (a ``**kwargs`` passed on to a library takes none)."""
         import inspect
 
         if self.compute is None:
@@ -129,8 +134,7 @@ class Metric:
     def statistics(self, gold: Sequence[Any], pred: Sequence[Any],
                    **options: Any) -> tuple[np.ndarray, Statistic]:
         """Per-item sufficient statistics and their statistic, for
-        :mod:`saf_utils.statistics.uncertainty`; item metrics give ``(0, 0)`` for an unscored item,
-        so rows stay aligned."""
+        :mod:`saf_utils.statistics.uncertainty` (an unscored item is ``(0, 0)``)."""
         if self.level not in ("item", "corpus"):
             raise ValueError(f"metric {self.name!r} is {self.level}-level: not resampled")
         s = self.score(gold, pred, **options)
@@ -177,14 +181,8 @@ def of_level(names: Sequence[str], level: str) -> tuple[str, ...]:
 
 
 def bounds(name: str) -> tuple[float, float] | None:
-    """The range a value of the metric lies in, from its scale ("0-1" -> (0, 1); ">=0" and
-    "count" -> (0, inf)); None where the scale fixes none. Intervals are clipped to it."""
-    scale = metric(name).scale
-    if scale in (">=0", "count"):
-        return (0.0, float("inf"))
-    if scale in ("0-1", "0-100"):
-        return (0.0, float(scale[2:]))
-    return _interval(scale)
+    """:attr:`Metric.bounds` of the metric ``name``; intervals are clipped to it."""
+    return metric(name).bounds
 
 
 def _interval(scale: str) -> tuple[float, float] | None:

@@ -1,8 +1,5 @@
-"""Input checks shared by every metric: parallel lists, real strings, clear errors.
-
-A silent ``zip`` truncation or a ``None`` deep inside a library is the classic way to report
-a metric on the wrong pairs, so every metric checks its inputs here first.
-"""
+"""Input checks every metric makes first (parallel lists, real strings, clear errors): a silent
+``zip`` truncation or a ``None`` deep in a library reports a metric on the wrong pairs."""
 
 from __future__ import annotations
 
@@ -17,10 +14,8 @@ class MissingResourceError(RuntimeError):
 def check_parallel(hyps: Sequence[Any], refs: Sequence[Any], what: str = "hyps/refs") -> None:
     """Refuse lists of different lengths and empty input."""
     if len(hyps) != len(refs):
-        raise ValueError(
-            f"{what}: lists must be parallel, got {len(hyps)} hypotheses and {len(refs)} "
-            "references"
-        )
+        raise ValueError(f"{what}: lists must be parallel, got {len(hyps)} hypotheses and "
+                         f"{len(refs)} references")
     if len(hyps) == 0:
         raise ValueError(f"{what}: empty input, nothing to score")
 

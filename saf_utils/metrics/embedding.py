@@ -1,9 +1,6 @@
-"""Embedding-based text metrics: BERTScore (via ``bert-score``; MoverScore v2 is
-:mod:`saf_utils.metrics.mover`), models loaded once per process. The SAF paper's German
-setting is :data:`SAF_GERMAN_BERTSCORE` (gpu profile); offline profiles use the packaged
-all-MiniLM-L6-v2, for which bert-score has no rescaling baseline (its scores are reported
-unrescaled).
-"""
+"""BERTScore via ``bert-score``, models loaded once per process. The gpu profile sets the SAF
+paper's German setting (bert-base-multilingual-cased, layer 9, ``lang: de``); offline
+profiles use the packaged all-MiniLM-L6-v2, which has no rescaling baseline (unrescaled)."""
 
 from __future__ import annotations
 
@@ -20,27 +17,9 @@ from saf_utils.encoders.sentence import minilm_path, resolve_model
 from saf_utils.metrics.base import register_metric
 from saf_utils.metrics.checks import check_pairs, per_distinct_pair
 
-__all__ = [
-    "MINILM_LAYERS",
-    "SAF_GERMAN_BERTSCORE",
-    "baseline_path",
-    "bertscore",
-    "get_bertscorer",
-    "bertscore_items",
-    "resolve_device",
-]
-
-#: SAF paper's German BERTScore setting (needs the hub model in the local cache).
-SAF_GERMAN_BERTSCORE: dict[str, Any] = {
-    "model_type": "bert-base-multilingual-cased",
-    "num_layers": 9,
-    "lang": "de",
-}
 #: all-MiniLM-L6-v2 has 6 transformer layers; BERTScore uses the last one.
 MINILM_LAYERS = 6
 
-
-# --------------------------------------------------------------------------------- BERTScore
 
 _SCORERS: dict[tuple[Any, ...], Any] = {}
 
@@ -51,15 +30,11 @@ def _sorted_by_text(items: Any, key: Any = None, reverse: bool = False) -> list[
 
 
 def _patch_bert_score() -> None:
-    """Make bert-score 0.3.13 work with transformers v5, and reproducible (idempotent).
-
-    ``sent_encode`` encodes an empty sentence with ``build_inputs_with_special_tokens([])``,
-    which v5 tokenizers lack: ``tokenizer.encode("", add_special_tokens=True)`` gives the
-    same ids. And ``bert_cos_score_idf`` batches sentences in ``sorted(set(...), key=word
-    count)`` order, so equal-length ones follow the string-hash seed and the padding, hence
-    the last bits of the scores, change per process (measured on 1,836 SAF pairs): its
-    module's ``sorted`` breaks ties by the text instead.
-    """
+    """Make bert-score 0.3.13 work with transformers v5 and reproducible (idempotent): an
+    empty sentence encoded with ``tokenizer.encode("", add_special_tokens=True)`` (v5 lacks
+    ``build_inputs_with_special_tokens``), and its module's ``sorted`` breaking ties by text
+    (equal-length sentences followed the string-hash seed, and with the padding the last
+    bits of the scores changed per process)."""
     import bert_score.utils as bu
 
     if getattr(bu.sent_encode, "_saf_patched", False):
@@ -86,14 +61,9 @@ def baseline_path(lang: str | None, model_type: str) -> Path | None:
     return path if path.is_file() else None
 
 
-def get_bertscorer(
-    model_type: str,
-    num_layers: int | None = None,
-    lang: str | None = None,
-    rescale_with_baseline: bool = False,
-    device: str | None = None,
-    batch_size: int = 64,
-) -> Any:
+def get_bertscorer(model_type: str, num_layers: int | None = None, lang: str | None = None,
+                   rescale_with_baseline: bool = False, device: str | None = None,
+                   batch_size: int = 64) -> Any:
     """A ``bert_score.BERTScorer`` built once per setting (model loads are slow); a local
     folder needs ``num_layers`` (bert-score's layer table is keyed by hub id)."""
     from bert_score import BERTScorer
@@ -101,13 +71,10 @@ def get_bertscorer(
 
     determinism.pin()  # fixed kernels and threads before torch's first operation
     model_type = resolve_model(model_type)
-    is_local = os.path.isdir(model_type)
     if num_layers is None:
-        if is_local:
-            raise ValueError(
-                f"model_type={model_type!r} is a local folder: pass num_layers (the layer "
-                "whose embeddings BERTScore uses, e.g. 6 for all-MiniLM-L6-v2)"
-            )
+        if os.path.isdir(model_type):
+            raise ValueError(f"model_type={model_type!r} is a local folder: pass num_layers (the "
+                             "layer whose embeddings BERTScore uses, e.g. 6 for all-MiniLM-L6-v2)")
         if model_type not in model2layers:
             raise ValueError(f"no default layer for {model_type!r} in bert-score: pass num_layers")
         num_layers = model2layers[model_type]
@@ -117,14 +84,9 @@ def get_bertscorer(
     key = (model_type, num_layers, lang, rescale_with_baseline, device, batch_size)
     if key not in _SCORERS:
         _patch_bert_score()
-        scorer = BERTScorer(
-            model_type=model_type,
-            num_layers=num_layers,
-            lang=lang,
-            rescale_with_baseline=rescale_with_baseline,
-            device=device,
-            batch_size=batch_size,
-        )
+        scorer = BERTScorer(model_type=model_type, num_layers=num_layers, lang=lang,
+                            rescale_with_baseline=rescale_with_baseline, device=device,
+                            batch_size=batch_size)
         # A local tokenizer without ``model_max_length`` reports ~1e30, which the fast
         # tokenizer cannot take as truncation length: cap it at the position limit.
         tok = scorer._tokenizer
@@ -135,22 +97,12 @@ def get_bertscorer(
     return _SCORERS[key]
 
 
-def bertscore(
-    hyps: Sequence[str],
-    refs: Sequence[str],
-    model_type: str | None = None,
-    num_layers: int | None = None,
-    lang: str | None = None,
-    rescale: bool = True,
-    device: str | None = None,
-    batch_size: int = 64,
-) -> dict[str, Any]:
-    """BERTScore P/R/F1 (no IDF) of parallel hypothesis/reference lists.
-
-    ``model_type=None`` uses the packaged MiniLM (layer 6). ``rescale`` applies only where
-    bert-score ships a baseline for ``(lang, model_type)``; the result's ``rescaled`` says
-    whether it did, so a table can never mix the two silently.
-    """
+def bertscore(hyps: Sequence[str], refs: Sequence[str], model_type: str | None = None,
+              num_layers: int | None = None, lang: str | None = None, rescale: bool = True,
+              device: str | None = None, batch_size: int = 64) -> dict[str, Any]:
+    """BERTScore P/R/F1 (no IDF) of parallel lists; ``model_type=None``: the packaged MiniLM
+    (layer 6). ``rescale`` applies only where bert-score ships a baseline for ``(lang,
+    model_type)``, and ``rescaled`` says whether it did."""
     hyps, refs = check_pairs(hyps, refs)  # strings only, parallel, not empty
     if model_type is None:
         model_type = minilm_path()
@@ -163,18 +115,9 @@ def bertscore(
         p, r, f = scorer.score(list(hyps), list(refs), batch_size=batch_size)
     sys.stderr.write("".join(line for line in err.getvalue().splitlines(keepends=True)
                              if "Empty candidate sentence" not in line))
-    return {
-        "precision": float(p.mean()),
-        "recall": float(r.mean()),
-        "f1": float(f.mean()),
-        "f1_per_pair": [float(x) for x in f],
-        "rescaled": do_rescale,
-        "model": model_type,
-        "num_layers": scorer.num_layers,
-    }
-
-
-# ------------ The collection's conventions (both tasks call these, never their own variants)
+    return {"precision": float(p.mean()), "recall": float(r.mean()), "f1": float(f.mean()),
+            "f1_per_pair": [float(x) for x in f], "rescaled": do_rescale, "model": model_type,
+            "num_layers": scorer.num_layers}
 
 
 def resolve_device(device: str | None = "auto") -> str:
@@ -217,10 +160,8 @@ def _bertscore_pairs(refs: Sequence[str], hyps: Sequence[str], rescale: bool,
 def bertscore_items(refs: Sequence[str], hyps: Sequence[str], model_type: str | None = None,
                     num_layers: int | None = None, lang: str | None = None,
                     device: str | None = "auto", batch_size: int = 64) -> list[float]:
-    """Per-pair BERTScore F1 (references first; an empty output scored as ``""``), each
-    distinct pair scored once. Never rescaled: a rescaled score leaves 0-1, so it is its own
-    metric, :func:`bertscore_rescaled_items`.
-    """
+    """Per-pair BERTScore F1, each distinct pair scored once; never rescaled (a rescaled score
+    leaves 0-1: :func:`bertscore_rescaled_items`)."""
     return _bertscore_pairs(refs, hyps, False, model_type, num_layers, lang, device,
                             batch_size)
 

@@ -1,9 +1,6 @@
-"""Corpus text-generation metrics: sacreBLEU, chrF, ROUGE-1/2/L and METEOR.
-
-ROUGE uses :func:`saf_utils.text.word_tokens` (rouge-score's default tokenizer deletes
-ä, ö, ü, ß); METEOR uses nltk with a local English WordNet and raises
-:class:`MissingResourceError` when there is none (never a silent 0).
-"""
+"""Text-generation metrics: sacreBLEU, chrF, ROUGE-2 (on :func:`saf_utils.text.word_tokens`:
+rouge-score's tokenizer deletes ä, ö, ü, ß) and METEOR (nltk with a local English WordNet, a
+:class:`MissingResourceError` without one, never a silent 0)."""
 
 from __future__ import annotations
 
@@ -22,11 +19,8 @@ from saf_utils.text import word_tokens
 
 
 class UnicodeWordTokenizer:
-    """Lower-cases and keeps ``\\w+`` runs (Unicode-aware); optional stemmer callable.
-
-    rouge-score's default tokenizer keeps only ``[a-z0-9]``, which splits German words
-    apart. No stemming by default (the Porter stemmer is English-only).
-    """
+    """Lower-cased Unicode ``\\w+`` runs (rouge-score's tokenizer keeps only ``[a-z0-9]``);
+    an optional stemmer callable (none by default: Porter is English-only)."""
 
     def __init__(self, stemmer: Any = None) -> None:
         self.stemmer = stemmer
@@ -48,12 +42,9 @@ SEGMENT_CACHE_LIMIT = 500_000
 def _sacrebleu_stats(metric: Any, refs: Sequence[str], hyps: Sequence[str],
                      key: tuple[Any, ...] = ()
                      ) -> tuple[np.ndarray, Callable[[np.ndarray], np.ndarray]]:
-    """sacreBLEU's own per-segment statistics (n-gram matches and totals, lengths) and the
-    score of their integer sums: exactly ``corpus_score(...).score`` for the whole corpus,
-    and for any resample of segments.
-
-    Each distinct pair is extracted once per process (``key``: the metric and its
-    arguments): retrieved feedback repeats, and extraction was most of 02's evaluation."""
+    """sacreBLEU's own per-segment statistics and the score of their integer sums (exactly
+    ``corpus_score(...).score``, for the corpus and any resample); each distinct pair
+    extracted once per process and ``key`` (the metric's arguments): feedback repeats."""
     hyps, refs = check_pairs(hyps, refs)
     cache = _SEGMENT_STATS.setdefault((type(metric).__name__, *key), {})
     pairs = list(zip(hyps, refs, strict=True))
@@ -84,8 +75,7 @@ _CHRF = "Popović (2015), chrF: character n-gram F-score for automatic MT evalua
                  "penalty, default 13a tokenisation, one reference per output.",
                  reference=_SACREBLEU)
 def bleu_stats(refs: Sequence[str], hyps: Sequence[str], **bleu_args: Any):
-    """Corpus sacreBLEU (0-100) from per-segment statistics; ``bleu_args`` go to
-    ``sacrebleu.metrics.BLEU``."""
+    """Corpus sacreBLEU (0-100) from per-segment statistics (``sacrebleu.metrics.BLEU``)."""
     from sacrebleu.metrics import BLEU
 
     return _sacrebleu_stats(BLEU(**bleu_args), refs, hyps, tuple(sorted(bleu_args.items())))
@@ -96,8 +86,7 @@ def bleu_stats(refs: Sequence[str], hyps: Sequence[str], **bleu_args: Any):
                  definition="Corpus chrF: F-score (beta 2) of character 6-grams, sacreBLEU "
                  "defaults.", reference=_CHRF)
 def chrf_stats(refs: Sequence[str], hyps: Sequence[str], **chrf_args: Any):
-    """Corpus chrF (sacreBLEU defaults: char 6-grams, beta 2; 0-100) from per-segment
-    statistics; ``chrf_args`` go to ``sacrebleu.metrics.CHRF``."""
+    """Corpus chrF (0-100) from per-segment statistics (``sacrebleu.metrics.CHRF``)."""
     from sacrebleu.metrics import CHRF
 
     return _sacrebleu_stats(CHRF(**chrf_args), refs, hyps, tuple(sorted(chrf_args.items())))
@@ -126,34 +115,6 @@ def sentence_chrf(refs: Sequence[str], hyps: Sequence[str]) -> list[float]:
     return [float(sacrebleu.sentence_chrf(h, [r]).score) for h, r in zip(hyps, refs, strict=True)]
 
 
-def rouge(
-    hyps: Sequence[str], refs: Sequence[str], tokenizer: Any = None
-) -> dict[str, float]:
-    """Mean ROUGE-1/2/L F-measures (0-1) with a Unicode-aware tokenizer, no stemming.
-
-    ``tokenizer``: any object with ``.tokenize(text)``. Empty texts score 0.
-    """
-    hyps, refs = check_pairs(hyps, refs)
-    types = ("rouge1", "rouge2", "rougeL")
-    per = _rouge_pairs(refs, hyps, types, tokenizer)
-    return {t: sum(per[t]) / len(hyps) for t in types}
-
-
-def _rouge_pairs(refs: list[str], hyps: list[str], types: Sequence[str], tokenizer: Any = None
-                 ) -> dict[str, list[float]]:
-    from rouge_score import rouge_scorer
-
-    scorer = rouge_scorer.RougeScorer(
-        list(types), use_stemmer=False, tokenizer=tokenizer or UnicodeWordTokenizer()
-    )
-    out: dict[str, list[float]] = {t: [] for t in types}
-    for hyp, ref in zip(hyps, refs, strict=True):
-        scores = scorer.score(target=ref, prediction=hyp)
-        for t in types:
-            out[t].append(scores[t].fmeasure)
-    return out
-
-
 @register_metric("rouge2", inputs="texts", library="rouge-score", description="ROUGE-2 F1",
                  definition="Mean per-output F-measure of word bigram overlap with the "
                  "reference (Unicode-aware tokens, no stemming; an empty text scores 0). A "
@@ -161,27 +122,31 @@ def _rouge_pairs(refs: list[str], hyps: list[str], types: Sequence[str], tokeniz
                  reference="Lin (2004), ROUGE: A Package for Automatic Evaluation of "
                  "Summaries")
 def rouge2_items(refs: Sequence[str], hyps: Sequence[str]) -> list[float]:
-    """Per-pair ROUGE-2 F-measure (as :func:`rouge`), each distinct pair computed once."""
-    return per_distinct_pair(lambda h, r: _rouge_pairs(r, h, ("rouge2",))["rouge2"], hyps, refs)
+    """Per-pair ROUGE-2 F-measure with :class:`UnicodeWordTokenizer` (no stemming), each
+    distinct pair computed once."""
+    from rouge_score import rouge_scorer
+
+    scorer = rouge_scorer.RougeScorer(["rouge2"], use_stemmer=False,
+                                      tokenizer=UnicodeWordTokenizer())
+    return per_distinct_pair(lambda hs, rs: [scorer.score(target=r, prediction=h)["rouge2"]
+                                             .fmeasure for h, r in zip(hs, rs, strict=True)],
+                             hyps, refs)
 
 
-# WordNet 3.0 lexicographer file names (wndb lexnames(5WN)). Debian's wordnet-base
+# WordNet 3.0 lexicographer file names in file-number order (wndb lexnames(5WN)), each with
+# its syntactic category (1 noun, 2 verb, 3 adjective, 4 adverb). Debian's wordnet-base
 # ships the database without this file, which nltk's reader insists on opening.
-_LEXNAMES = [
-    ("adj.all", 3), ("adj.pert", 3), ("adv.all", 4), ("noun.Tops", 1), ("noun.act", 1),
-    ("noun.animal", 1), ("noun.artifact", 1), ("noun.attribute", 1), ("noun.body", 1),
-    ("noun.cognition", 1), ("noun.communication", 1), ("noun.event", 1),
-    ("noun.feeling", 1), ("noun.food", 1), ("noun.group", 1), ("noun.location", 1),
-    ("noun.motive", 1), ("noun.object", 1), ("noun.person", 1), ("noun.phenomenon", 1),
-    ("noun.plant", 1), ("noun.possession", 1), ("noun.process", 1), ("noun.quantity", 1),
-    ("noun.relation", 1), ("noun.shape", 1), ("noun.state", 1), ("noun.substance", 1),
-    ("noun.time", 1), ("verb.body", 2), ("verb.change", 2), ("verb.cognition", 2),
-    ("verb.communication", 2), ("verb.competition", 2), ("verb.consumption", 2),
-    ("verb.contact", 2), ("verb.creation", 2), ("verb.emotion", 2), ("verb.motion", 2),
-    ("verb.perception", 2), ("verb.possession", 2), ("verb.social", 2),
-    ("verb.stative", 2), ("verb.weather", 2), ("adj.ppl", 3),
-]
-_LEXNAMES_TEXT = "".join(f"{i:02d}\t{name}\t{cat}\n" for i, (name, cat) in enumerate(_LEXNAMES))
+_LEXNAMES = (
+    "adj.all adj.pert adv.all noun.Tops noun.act noun.animal noun.artifact noun.attribute "
+    "noun.body noun.cognition noun.communication noun.event noun.feeling noun.food noun.group "
+    "noun.location noun.motive noun.object noun.person noun.phenomenon noun.plant "
+    "noun.possession noun.process noun.quantity noun.relation noun.shape noun.state "
+    "noun.substance noun.time verb.body verb.change verb.cognition verb.communication "
+    "verb.competition verb.consumption verb.contact verb.creation verb.emotion verb.motion "
+    "verb.perception verb.possession verb.social verb.stative verb.weather adj.ppl").split()
+_CATEGORY = {"noun": 1, "verb": 2, "adj": 3, "adv": 4}
+_LEXNAMES_TEXT = "".join(f"{i:02d}\t{name}\t{_CATEGORY[name.split('.')[0]]}\n"
+                         for i, name in enumerate(_LEXNAMES))
 
 _REPO_ROOT = Path(__file__).resolve().parents[2]
 _WORDNET_HELP = (
@@ -197,11 +162,8 @@ def _is_wordnet_dir(path: Path) -> bool:
 
 
 def find_wordnet(wordnet_dir: str | os.PathLike[str] | None = None) -> Any:
-    """Locate WordNet: argument, ``$WORDNET_DIR``, nltk data, Debian, repo ``.cache``.
-
-    An explicit argument or env var without WordNet raises instead of falling through (a
-    typo must not switch databases); :class:`MissingResourceError` if absent.
-    """
+    """Locate WordNet: argument, ``$WORDNET_DIR``, nltk data, Debian, repo ``.cache``; an
+    explicit one without WordNet raises (a typo must not switch databases)."""
     for explicit, source in ((wordnet_dir, "wordnet_dir"),
                              (os.environ.get("WORDNET_DIR") or None, "WORDNET_DIR")):
         if explicit is not None:
@@ -271,9 +233,12 @@ def load_wordnet(wordnet_dir: str | os.PathLike[str] | None = None) -> Any:
                  reference="Banerjee and Lavie (2005), METEOR, ACL workshop")
 def meteor_items(refs: Sequence[str], hyps: Sequence[str],
                  wordnet_dir: str | os.PathLike[str] | None = None) -> list[float]:
-    """Per-pair METEOR (see :func:`meteor`), each distinct pair computed once."""
+    """Per-pair METEOR (nltk ``meteor_score``, 0-1) on :class:`UnicodeWordTokenizer` tokens,
+    each distinct pair once; English stemmer and WordNet (on German nearly exact-match); a
+    pair without word tokens on either side scores 0.0."""
     from nltk.translate.meteor_score import meteor_score
 
+    check_pairs(hyps, refs)
     wn = load_wordnet(wordnet_dir)
     tok = UnicodeWordTokenizer()
 
@@ -283,18 +248,3 @@ def meteor_items(refs: Sequence[str], hyps: Sequence[str],
 
     return per_distinct_pair(lambda hs, rs: [one(h, r) for h, r in zip(hs, rs, strict=True)],
                              hyps, refs)
-
-
-def meteor(
-    hyps: Sequence[str],
-    refs: Sequence[str],
-    wordnet_dir: str | os.PathLike[str] | None = None,
-) -> float:
-    """Mean per-pair METEOR (nltk ``meteor_score``, 0-1), one reference per hypothesis.
-
-    Tokens from :class:`UnicodeWordTokenizer` (nltk's punkt is not available offline). The
-    stemmer and WordNet are English, so on German text this is nearly exact-match METEOR.
-    A pair without word tokens on either side scores 0.0.
-    """
-    hyps, refs = check_pairs(hyps, refs)
-    return sum(meteor_items(refs, hyps, wordnet_dir)) / len(hyps)

@@ -1,7 +1,5 @@
-"""Label and score metrics (any label set): accuracy, macro/weighted F1, score MSE, confusion.
-
-Unparseable predictions are ``None``: they count as wrong but are never a class of their own.
-"""
+"""Label and score metrics (any label set): accuracy, macro/weighted F1, score MSE, confusion;
+an unparseable prediction is ``None``: wrong, but never a class of its own."""
 
 from __future__ import annotations
 
@@ -10,15 +8,14 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from saf_utils.metrics.base import METRICS, register_metric
+from saf_utils.metrics.base import register_metric
 from saf_utils.metrics.checks import check_parallel
 
 _UNPARSEABLE = "<unparseable>"
 
 
-def _map_labels(
-    gold: Sequence[str], pred: Sequence[str | None], labels: Sequence[str]
-) -> tuple[list[str], list[str], int]:
+def _map_labels(gold: Sequence[str], pred: Sequence[str | None], labels: Sequence[str]
+                ) -> tuple[list[str], list[str]]:
     check_parallel(pred, gold, "gold/pred")
     allowed = set(labels)
     bad_gold = sorted({g for g in gold if g not in allowed}, key=str)
@@ -26,12 +23,9 @@ def _map_labels(
         raise ValueError(f"gold labels outside {list(labels)}: {bad_gold}")
     bad_pred = sorted({p for p in pred if p is not None and p not in allowed}, key=str)
     if bad_pred:
-        raise ValueError(
-            f"predicted labels outside {list(labels)}: {bad_pred}; map unparseable outputs "
-            "to None"
-        )
-    mapped = [_UNPARSEABLE if p is None else p for p in pred]
-    return list(gold), mapped, sum(p is None for p in pred)
+        raise ValueError(f"predicted labels outside {list(labels)}: {bad_pred}; map unparseable "
+                         "outputs to None")
+    return list(gold), [_UNPARSEABLE if p is None else p for p in pred]
 
 
 def _array(x: Sequence[str | None]) -> np.ndarray:
@@ -120,22 +114,6 @@ def weighted_f1_stats(gold: Sequence[str], pred: Sequence[str | None], labels: S
     return label_counts(gold, pred, labels), weighted_f1_of_counts
 
 
-def label_metrics(
-    gold: Sequence[str],
-    pred: Sequence[str | None],
-    labels: Sequence[str],
-) -> dict[str, float | int]:
-    """Accuracy and macro/weighted F1 over ``labels``; ``None`` predictions are unparseable
-    (wrong, counted in ``n_unparseable``, no class of their own); any other non-label
-    raises, so parsing bugs cannot pass silently."""
-    _map_labels(gold, pred, labels)
-    out: dict[str, float | int] = {
-        name: METRICS[name].score(gold, pred, labels=labels).value
-        for name in ("accuracy", "macro_f1", "weighted_f1")}
-    out.update(n=len(gold), n_unparseable=sum(p is None for p in pred))
-    return out
-
-
 def _squared_errors(gold: Sequence[float], pred: Sequence[float | None]
                     ) -> tuple[np.ndarray, np.ndarray]:
     """Squared error per item and its worst case ``max(g, 1 - g) ** 2`` for unparseable
@@ -143,7 +121,7 @@ def _squared_errors(gold: Sequence[float], pred: Sequence[float | None]
     check_parallel(pred, gold, "gold/pred")
     g = np.asarray(gold, dtype=float)
     if np.any((g < 0) | (g > 1)) or np.any(np.isnan(g)):
-        raise ValueError("score_mse: gold scores must lie in [0, 1]")
+        raise ValueError("mse: gold scores must lie in [0, 1]")
     p = np.array([np.nan if x is None else float(x) for x in pred], dtype=float)
     return (p - g) ** 2, np.maximum(g, 1 - g) ** 2
 
@@ -173,16 +151,6 @@ def mse_max_penalty_items(gold: Sequence[float], pred: Sequence[float | None]) -
     return np.where(np.isnan(sq), worst, sq).tolist()
 
 
-def score_mse(gold: Sequence[float], pred: Sequence[float | None]) -> dict[str, float | int]:
-    """MSE of scores in [0, 1] over parseable pairs (``None``/NaN: unparseable), and
-    ``mse_max_penalty`` over all pairs, charging an unparseable one ``max(g, 1 - g) ** 2``
-    so that a model cannot gain by failing to answer."""
-    sq, _ = _squared_errors(gold, pred)
-    return {"mse": METRICS["mse"].score(gold, pred).value,
-            "mse_max_penalty": METRICS["mse_max_penalty"].score(gold, pred).value,
-            "n": int(sq.size), "n_unparseable": int(np.isnan(sq).sum())}
-
-
 @register_metric("unparseable_rate", higher_is_better=False, inputs="outputs",
                  description="share of outputs without a label",
                  definition="Share of generated outputs from which no label (or score) could "
@@ -196,11 +164,10 @@ def unparseable_items(outputs: Sequence[str | None], parsed: Sequence[bool]) -> 
             for o, ok in zip(outputs, parsed, strict=True)]
 
 
-def confusion(
-    gold: Sequence[str], pred: Sequence[str | None], labels: Sequence[str]
-) -> pd.DataFrame:
+def confusion(gold: Sequence[str], pred: Sequence[str | None], labels: Sequence[str]
+              ) -> pd.DataFrame:
     """Confusion counts: rows = gold label, columns = predicted label + ``"unparseable"``."""
-    g, p, _ = _map_labels(gold, pred, labels)
+    g, p = _map_labels(gold, pred, labels)
     cols = [*labels, "unparseable"]
     table = pd.DataFrame(0, index=pd.Index(list(labels), name="gold"),
                          columns=pd.Index(cols, name="pred"), dtype=int)

@@ -55,9 +55,8 @@ def _idf(ids_per_doc: Sequence[Sequence[int]]) -> tuple[dict[int, float], float]
     return {i: math.log((n + 1) / (c + 1)) for i, c in df.items()}, math.log(n + 1)
 
 
-def get_idf_dict(
-    texts: Sequence[str], model: str | os.PathLike[str] | tuple[Any, Any], device: str = "cpu"
-) -> defaultdict[int, float]:
+def get_idf_dict(texts: Sequence[str], model: str | os.PathLike[str] | tuple[Any, Any],
+                 device: str = "cpu") -> defaultdict[int, float]:
     """moverscore_v2's ``get_idf_dict`` over ``texts``: token id -> log((N+1)/(df+1)), unseen
     ids log(N+1); for ``idf_dict_ref`` / ``idf_dict_hyp``."""
     texts = check_texts(texts, "texts")
@@ -71,46 +70,31 @@ def get_idf_dict(
     return out
 
 
-def moverscore(
-    refs: Sequence[str],
-    hyps: Sequence[str],
-    model: str | os.PathLike[str] | tuple[Any, Any],
-    device: str = "cpu",
-    batch_size: int = 64,
-    n_gram: int = 1,
-    stop_words: Sequence[str] | frozenset[str] = (),
-    idf_dict_ref: Mapping[int, float] | None = None,
-    idf_dict_hyp: Mapping[int, float] | None = None,
-    show_progress: bool | None = None,
-    degenerate_score: float = 1.0,
-) -> list[float]:
-    """MoverScore v2 (Zhao et al., 2019), same numbers as ``moverscore_v2.word_mover_score``.
-
-    As the original: the last hidden layer; ``[CLS] + tokenize(text)[:510] + [SEP]``; IDF
-    weights over ``refs`` and over ``hyps`` separately unless ``idf_dict_ref`` /
-    ``idf_dict_hyp`` are given; ``##`` pieces, single punctuation and ``stop_words`` weigh 0;
-    score = 1 - EMD of L2-normalised embeddings under Euclidean cost. Where one side weighs 0
-    (an empty text; a single pair, where every IDF is 0) the score is ``degenerate_score``
-    (1.0 as in the original; generated text usually wants 0).
-
-    Faster with the same numbers: each distinct text embedded once; zero-weight tokens
-    dropped before the EMD (they carry no flow); POT's ``emd2`` in float64 for pyemd.
+def moverscore(refs: Sequence[str], hyps: Sequence[str],
+               model: str | os.PathLike[str] | tuple[Any, Any], device: str = "cpu",
+               batch_size: int = 64, stop_words: Sequence[str] | frozenset[str] = (),
+               idf_dict_ref: Mapping[int, float] | None = None,
+               idf_dict_hyp: Mapping[int, float] | None = None,
+               degenerate_score: float = 1.0) -> list[float]:
+    """MoverScore v2 (Zhao et al., 2019; unigrams), the numbers of
+    ``moverscore_v2.word_mover_score``: the last hidden layer; ``[CLS] + tokenize(text)[:510]
+    + [SEP]``; IDF over ``refs`` and ``hyps`` separately unless given; ``##`` pieces, single
+    punctuation and ``stop_words`` weigh 0; 1 - EMD of L2-normalised embeddings under
+    Euclidean cost; ``degenerate_score`` where one side weighs 0 (an empty text; a single
+    pair, where every IDF is 0). Faster: each distinct text embedded once, zero-weight tokens
+    dropped before the EMD (they carry no flow), POT's ``emd2`` in float64 for pyemd.
     """
     refs, hyps = check_texts(refs, "refs"), check_texts(hyps, "hyps")
     if len(refs) != len(hyps):
         raise ValueError(f"got {len(refs)} references and {len(hyps)} hypotheses")
-    if n_gram != 1:
-        raise ValueError("moverscore_v2 only implements n_gram=1")
     if not refs:
         return []
     if len(refs) == 1 and (idf_dict_ref is None or idf_dict_hyp is None):
-        warnings.warn(
-            "MoverScore of a single pair: every corpus IDF weight is 0, the score is 1.0",
-            stacklevel=2,
-        )
+        warnings.warn("MoverScore of a single pair: every corpus IDF weight is 0, the score "
+                      "is 1.0", stacklevel=2)
     enc, tok = load_encoder(model, device)
     ids, keep = _pieces(tok, _max_tokens(enc, tok), [*refs, *hyps], frozenset(stop_words))
-    emb = _embed(enc, tok, ids, keep, device, batch_size, show_progress)
+    emb = _embed(enc, tok, ids, keep, device, batch_size)
     w_ref = _idf_weights(refs, ids, keep, idf_dict_ref)
     w_hyp = _idf_weights(hyps, ids, keep, idf_dict_hyp)
     return _emd_scores(refs, hyps, emb, w_ref, w_hyp, degenerate_score)
@@ -129,7 +113,7 @@ def _pieces(tok: Any, max_tokens: int, texts: Sequence[str], stop: frozenset[str
 
 
 def _embed(enc: Any, tok: Any, ids: Mapping[str, list[int]], keep: Mapping[str, np.ndarray],
-           device: str, batch_size: int, show_progress: bool | None) -> dict[str, np.ndarray]:
+           device: str, batch_size: int) -> dict[str, np.ndarray]:
     """L2-normalised last-layer embeddings of each text's weighted pieces; each distinct text
     embedded once, longest first so that padding stays small."""
     import torch
@@ -138,12 +122,9 @@ def _embed(enc: Any, tok: Any, ids: Mapping[str, list[int]], keep: Mapping[str, 
     order = sorted(ids, key=lambda t: -len(ids[t]))
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
     emb: dict[str, np.ndarray] = {}
-    if show_progress is None:
-        show_progress = len(order) > 4 * batch_size
     with torch.inference_mode():
-        for start in tqdm(
-            range(0, len(order), batch_size), disable=not show_progress, desc="moverscore"
-        ):
+        for start in tqdm(range(0, len(order), batch_size), desc="moverscore",
+                          disable=len(order) <= 4 * batch_size):
             batch = order[start : start + batch_size]
             width = len(ids[batch[0]])
             input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
@@ -212,13 +193,9 @@ def moverscore_items(refs: Sequence[str], hyps: Sequence[str],
                      model: str | os.PathLike[str] | tuple[Any, Any] | None = None,
                      device: str | None = "auto", batch_size: int = 64,
                      idf_texts: Sequence[str] | None = None) -> list[float]:
-    """Per-pair MoverScore v2 with the collection's conventions (references first).
-
-    One IDF table from the *references* weights both sides: moverscore_v2's per-side IDF
-    gives a constant output weight 0 on every token (a perfect 1.0). A hypothesis without
-    any weighted token scores 0. ``idf_texts``: the IDF's corpus (default ``refs``), so that
-    several systems' outputs can be scored in one call with the weights each gets alone.
-    """
+    """Per-pair MoverScore v2 (references first) with one IDF table from ``idf_texts``
+    (default ``refs``) for both sides (per-side IDF gives a constant output weight 0 on every
+    token: a perfect 1.0); a hypothesis without a weighted token scores 0."""
     hyps, refs = check_pairs(hyps, refs)
     corpus = refs if idf_texts is None else check_texts(idf_texts, "idf_texts")
     model = model or minilm_path()

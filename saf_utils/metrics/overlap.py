@@ -62,10 +62,8 @@ def _token_f1(pred_tokens: list[str], gold_tokens: list[str]) -> float:
 
 
 def message_f1(pred: str, gold: str) -> float:
-    """Token F1 as in the ArgSciChat model card: ``str.split()`` tokens, no normalisation.
-
-    Case and punctuation count. Empty case as SQuAD v2: two empty messages score 1.0.
-    """
+    """Token F1 as in the ArgSciChat model card: ``str.split()`` tokens, no normalisation; two
+    empty messages score 1.0 (as SQuAD v2)."""
     pred_tokens, gold_tokens = _str(pred, "pred").split(), _str(gold, "gold").split()
     if not pred_tokens or not gold_tokens:
         return float(pred_tokens == gold_tokens)
@@ -93,13 +91,10 @@ def normalize_answer(text: str) -> str:
 
 
 def message_f1_squad(pred: str, gold: str) -> float:
-    """Token F1 after SQuAD normalisation, as ``token_f1_score`` in allenai/qasper-led-baseline.
-
-    Exactly the official code, including its empty case: two empty messages score 0.0.
-    """
+    """Token F1 after SQuAD normalisation, exactly ``token_f1_score`` of
+    allenai/qasper-led-baseline (two empty messages score 0.0)."""
     p, g = normalize_answer(_str(pred, "pred")), normalize_answer(_str(gold, "gold"))
     return _token_f1(p.split(), g.split())
-
 
 
 @register_metric("message_f1_squad", inputs="texts",
@@ -112,16 +107,11 @@ def message_f1_squad_items(refs: Sequence[str], hyps: Sequence[str]) -> list[flo
     return _per_reply(message_f1_squad, refs, hyps)
 
 
-def _stop_words() -> frozenset[str]:
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
-
-    return frozenset(ENGLISH_STOP_WORDS)
-
-
 def content_tokens(text: str) -> list[str]:
     """SQuAD-normalised tokens minus scikit-learn's English stop words."""
-    stop = _stop_words()
-    return [t for t in normalize_answer(text).split() if t not in stop]
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    return [t for t in normalize_answer(text).split() if t not in ENGLISH_STOP_WORDS]
 
 
 def content_f1(pred: str, gold: str) -> float:
@@ -144,12 +134,9 @@ def content_f1_items(refs: Sequence[str], hyps: Sequence[str]) -> list[float]:
 
 
 def output_stats(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, float]:
-    """Corpus statistics of generated text, so degenerate output shows in numbers.
-
-    ``length_ratio`` (hypothesis / reference words), ``distinct_2`` (distinct bigrams /
-    all), ``repetition`` (mean share of tokens repeating an earlier one of the output) and
-    ``identical_outputs`` (share equal to the most frequent output).
-    """
+    """Corpus statistics that show degenerate output: ``length_ratio`` (hypothesis / reference
+    words), ``distinct_2``, ``repetition`` (mean share of tokens repeating an earlier one of
+    the output) and ``identical_outputs`` (share equal to the most frequent output)."""
     hyps, refs = check_pairs(hyps, refs)
     toks = [h.split() for h in hyps]
     n_hyp, n_ref = sum(map(len, toks)), sum(len(r.split()) for r in refs)

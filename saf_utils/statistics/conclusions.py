@@ -32,8 +32,7 @@ def _gap(row: Mapping[str, Any], p: float, adjusted: bool, alpha: float) -> str:
     return text
 
 def cannot_reach(row: Mapping[str, Any], alpha: float = 0.05) -> bool:
-    """Is the comparison unable to reach ``alpha`` whatever the data (its smallest attainable
-    adjusted p, ``p_adj_min`` of :func:`saf_utils.statistics.protocol.adjust`, exceeds it)?"""
+    """Whether ``p_adj_min`` (:func:`saf_utils.statistics.protocol.adjust`) exceeds ``alpha``."""
     floor = row.get("p_adj_min")
     return floor is not None and isinstance(floor, float | int) and np.isfinite(floor) \
         and floor > alpha
@@ -41,14 +40,9 @@ def cannot_reach(row: Mapping[str, Any], alpha: float = 0.05) -> bool:
 
 def verdict(row: Mapping[str, Any], metric: str | None = None, lower_is_better: bool = False,
             alpha: float = 0.05, show_estimand: bool = True) -> str:
-    """One sentence for one comparison row (:func:`saf_utils.statistics.protocol.paired_table` +
-    :func:`~saf_utils.statistics.protocol.adjust`).
-
-    Uses the adjusted p (``p_adj``) when present; states the estimand (``show_estimand``);
-    without a significant result says "not distinguishable at this sample size" and the MDE,
-    except where no p could reach ``alpha`` (:func:`cannot_reach`: :func:`family_note` says
-    so once for the notebook).
-    """
+    """One sentence for one comparison row (``paired_table`` + ``adjust``), with the adjusted
+    p where present; without a significant result "not distinguishable at this sample size"
+    and the MDE (none where no p could reach ``alpha``: :func:`family_note` says so once)."""
     metric = metric or row.get("metric", "")
     p = row.get("p_adj", row["p_value"])
     p = row["p_value"] if p is None or (isinstance(p, float) and np.isnan(p)) else p
@@ -77,8 +71,7 @@ def verdict(row: Mapping[str, Any], metric: str | None = None, lower_is_better: 
 
 def family_note(comparisons: pd.DataFrame, alpha: float = 0.05) -> str | None:
     """Once per notebook: the Holm-adjusted comparisons that cannot reach ``alpha`` whatever
-    the data (:func:`cannot_reach`), with their smallest attainable adjusted p; None where
-    every comparison can."""
+    the data, with their smallest attainable adjusted p; None where every comparison can."""
     if "p_adj_min" not in comparisons or comparisons.empty:
         return None
     rest = comparisons[~comparisons.primary.astype(bool)] if "primary" in comparisons \
@@ -101,11 +94,10 @@ def conclusions(comparisons: pd.DataFrame, shown: pd.DataFrame,
                 leads: Mapping[tuple, tuple[str, str]] | None = None,
                 lower_is_better: Sequence[str] = (), alpha: float = 0.05,
                 split_prefix: bool = False) -> list[str]:
-    """A notebook's conclusions: one verdict per comparison of ``shown`` (rows of
-    ``comparisons``, primary first), grouped by estimand with the estimand first, then
-    :func:`family_note` (where it applies). The leader-vs-runner-up comparison of each ``leads``
-    entry ((split, metric) -> (top, runner)) is one of them, marked as such, never a second
-    sentence on the same pair; a lead whose gap was not tested gets its own line."""
+    """A notebook's conclusions: one verdict per comparison of ``shown`` (primary first),
+    grouped by estimand, then :func:`family_note`; the leader-vs-runner-up comparison of each
+    ``leads`` entry ((split, metric) -> (top, runner)) is marked as such, and a lead whose gap
+    was not tested gets its own line."""
     keys = ["split", "metric", "system", "reference", "estimand"]
     rows = {tuple(r.get(k) for k in keys): dict(r) for r in
             shown.sort_values("primary", ascending=False, kind="stable").to_dict("records")} \

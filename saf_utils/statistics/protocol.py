@@ -22,21 +22,17 @@ CHOSEN = "chosen"  # subset of the tuning record of the system a notebook chose 
 
 
 def chosen_for(split: str) -> str:
-    """Subset of a tuning record naming the system chosen for one split only, where that
-    split's choice is not the validation one (SAF's unseen questions: CV on train)."""
+    """Subset of a tuning record naming the system chosen for one split only (SAF's unseen
+    questions: chosen by CV on train)."""
     return f"{CHOSEN} for {split}"
 
 
 @dataclass(frozen=True)
 class Design:
-    """How the test units were sampled, and so which inference fits.
-
-    - ``level="item"``: items resampled within their cluster (stratified bootstrap) and
-      paired tests that swap single items. Estimand: new items of *these* clusters.
-    - ``level="cluster"``: clusters are the sampled unit (t-interval over clusters, sign-flip
-      test over clusters), stratified by ``strata`` (a column, e.g. ``fold``) if given.
-      Estimand: new clusters. Needs >= 2 clusters per stratum; only for item means.
-    """
+    """How the test units were sampled, and so which inference fits: ``level="item"``, items
+    resampled within their cluster and tests that swap single items (estimand: new items of
+    *these* clusters); ``level="cluster"``, a t-interval and a sign-flip test over clusters,
+    stratified by the column ``strata`` if given (estimand: new clusters; item means only)."""
 
     name: str
     level: Literal["item", "cluster"]
@@ -46,10 +42,9 @@ class Design:
     seed: int = 0
     alpha: float = 0.05
     label: str | None = None  # tags records of a secondary estimand ("new questions")
-    #: Random assignments in all where none of the first ``n_resamples`` is as extreme as
-    #: the observed difference (:func:`saf_utils.statistics.uncertainty.paired_randomization`):
-    #: a floor of 1 / 20,001, so that Holm over a notebook's few hundred comparisons can reach
-    #: alpha.
+    #: Random assignments in all where none of the first ``n_resamples`` is as extreme as the
+    #: observed difference (a p floor of 1 / 20,001, which Holm over a notebook's few hundred
+    #: comparisons can bring below alpha).
     max_resamples: int = 20_000
 
     def but(self, **changes: Any) -> Design:
@@ -61,9 +56,9 @@ class Design:
 
 def _units(df: pd.DataFrame, design: Design) -> pd.Series:
     """Cluster id per row, qualified by stratum (a paper can be val in two folds)."""
-    if design.strata and design.strata in df and df[design.strata].notna().any():
-        return df[design.strata].astype(str) + ":" + df["cluster"].astype(str)
-    return df["cluster"].astype(str)
+    if _strata(df, design) is None:
+        return df["cluster"].astype(str)
+    return df[design.strata].astype(str) + ":" + df["cluster"].astype(str)
 
 
 def _strata(df: pd.DataFrame, design: Design) -> list | None:
@@ -92,11 +87,8 @@ def mean_stats(df: pd.DataFrame, design: Design,
 
 
 def estimate(df: pd.DataFrame, design: Design, corpus: tuple | None = None) -> dict[str, Any]:
-    """Point estimate and 95 % interval of one (split, system, metric) for ``design``.
-
-    ``df``: seed-averaged rows (:func:`seed_average`). ``corpus``: ``(stats, statistic)``
-    of a corpus metric (BLEU, macro F1) in ``df``'s row order; item level only.
-    """
+    """Point estimate and 95 % interval of one (split, system, metric) of seed-averaged rows
+    ``df``; ``corpus``: ``(stats, statistic)`` of a corpus metric in ``df``'s row order."""
     units = _units(df, design)
     if design.level == "item":
         mat, fn = corpus if corpus is not None else mean_stats(df, design)
@@ -123,15 +115,11 @@ def estimate(df: pd.DataFrame, design: Design, corpus: tuple | None = None) -> d
             "n_units": res.n_items if design.level == "item" else res.n_clusters}
 
 
-def _fmt_bound(x: float) -> str:
-    return "inf" if np.isinf(x) else f"{x:g}"
-
-
 def clip_interval(est: Mapping[str, Any], limits: tuple[float, float] | None,
                   point: str = "mean") -> dict[str, Any]:
-    """``est`` with its interval clipped to ``limits`` (coverage is unchanged: the true value
-    lies in the range), said in its ``method``. Nothing is clipped when the point estimate
-    itself lies outside them: then the declared range is wrong, and hiding that is worse."""
+    """``est`` with its interval clipped to ``limits`` (the true value lies in the range), said
+    in its ``method``; nothing is clipped when the point estimate lies outside them (then the
+    declared range is wrong, and hiding that is worse)."""
     out = dict(est)
     lo, hi, x = out.get("ci_low"), out.get("ci_high"), out.get(point)
     if limits is None or lo is None or hi is None or x is None \
@@ -139,8 +127,9 @@ def clip_interval(est: Mapping[str, Any], limits: tuple[float, float] | None,
         return out
     new_lo, new_hi = max(float(lo), limits[0]), min(float(hi), limits[1])
     if (new_lo, new_hi) != (lo, hi):
-        out.update(ci_low=new_lo, ci_high=new_hi, method=f"{out.get('method') or ''}; "
-                   f"{CLIPPED} [{_fmt_bound(limits[0])}, {_fmt_bound(limits[1])}]")
+        shown = ", ".join("inf" if np.isinf(x) else f"{x:g}" for x in limits)
+        out.update(ci_low=new_lo, ci_high=new_hi,
+                   method=f"{out.get('method') or ''}; {CLIPPED} [{shown}]")
     return out
 
 
@@ -153,8 +142,7 @@ def diff_bounds(metric: str) -> tuple[float, float] | None:
 
 
 def headline_table(items: pd.DataFrame, design: Design, by: Sequence[str] = BY) -> pd.DataFrame:
-    """Mean and 95 % interval per group (default split × system × metric) for ``design``,
-    with ``role`` (when the items have it), ``method`` and ``estimand``."""
+    """Mean and 95 % interval per group (split × system × metric) for ``design``."""
     _require(items, [*by, "item", "cluster", "value"])
     rows = []
     for key, g in items.groupby(list(by), dropna=False, sort=True):
@@ -192,10 +180,8 @@ def fold_means(items: pd.DataFrame, per_seed: bool = False, fold: str = "fold"
 
 def compare(a: pd.DataFrame, b: pd.DataFrame, design: Design,
             corpus: tuple | None = None) -> dict[str, Any]:
-    """A minus B on paired, seed-averaged rows (same order): diff, CI, p, MDE.
-
-    ``corpus``: ``(stats_a, stats_b, statistic)`` of a corpus metric, item level only.
-    """
+    """A minus B on paired, seed-averaged rows (same order): diff, CI, p, MDE; ``corpus``:
+    ``(stats_a, stats_b, statistic)`` of a corpus metric."""
     if corpus is not None:
         sa, sb, fn = corpus
     else:
@@ -254,11 +240,9 @@ def paired_table(items: pd.DataFrame, reference: str | Mapping[Any, str], design
 
 def adjust(comparisons: pd.DataFrame, primary: Mapping[str, Any] | None = None,
            p: str = "p_value") -> pd.DataFrame:
-    """Add ``primary`` (bool) and ``p_adj``: the primary comparison (the row whose columns
-    have the values of ``primary``) keeps its raw p, every other p is Holm-adjusted; and
-    ``p_adj_min``, the smallest p each row could reach (its test's floor ``p_min``, times
-    the number of Holm-adjusted comparisons for the rest): above alpha, no result of that
-    comparison could be significant, whatever the data."""
+    """Add ``primary`` and ``p_adj`` (the row matching ``primary`` keeps its raw p, every
+    other is Holm-adjusted) and ``p_adj_min``, the smallest p each row could reach (its
+    test's floor ``p_min``, times the number of Holm-adjusted comparisons for the rest)."""
     out = comparisons.copy()
     if out.empty:
         return out.assign(primary=pd.Series(dtype=bool), p_adj=pd.Series(dtype=float))
@@ -285,8 +269,8 @@ def record(rec: Any, task: str, dataset: str, headline: pd.DataFrame | None = No
            roles: Mapping[str, str] | None = None, kind: str = "result",
            composite_name: str | None = None) -> int:
     """Write headline rows, comparisons (``minus <ref>``, ``p vs <ref>``, ``p_adj vs <ref>``
-    or ``primary p vs <ref>``) and a choice (kind tuning; ``composite_name`` adds one
-    fold-less ``chosen`` record) through a ``Recorder``; the number of records."""
+    or ``primary p vs <ref>``) and a choice (``composite_name``: one fold-less ``chosen``
+    record more) through a ``Recorder``; the number of records."""
     roles = roles or {}
     n = 0
 

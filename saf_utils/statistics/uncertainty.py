@@ -5,7 +5,7 @@ Methods and calibration: docs/statistics.md."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,30 +52,31 @@ def _as_matrix(stats: Any, name: str = "stats") -> np.ndarray:
     return arr
 
 
-def _groups(
-    n: int, clusters: Sequence | None, strata: Sequence | None
-) -> tuple[np.ndarray, np.ndarray]:
+def _codes(seq: Sequence, n: int, what: str, one: str) -> np.ndarray:
+    """Integer codes of ``n`` group ids (first seen first); a wrong length or a missing id
+    raises."""
+    if len(seq) != n:
+        raise ValueError(f"{what}: length {len(seq)} does not match {n} items")
+    codes = pd.factorize(pd.Series(list(seq)))[0]
+    if (codes < 0).any():
+        raise ValueError(f"{what}: missing (None/NaN) {one} ids")
+    return codes
+
+
+def _groups(n: int, clusters: Sequence | None, strata: Sequence | None
+            ) -> tuple[np.ndarray, np.ndarray]:
     """Item -> cluster index, cluster -> stratum index; clusters must nest in strata."""
-    for what, seq in (("clusters", clusters), ("strata", strata)):
-        if seq is not None and len(seq) != n:
-            raise ValueError(f"{what}: length {len(seq)} does not match {n} items")
-    cl = np.arange(n) if clusters is None else pd.factorize(pd.Series(list(clusters)))[0]
-    if (cl < 0).any():
-        raise ValueError("clusters: missing (None/NaN) cluster ids")
+    cl = np.arange(n) if clusters is None else _codes(clusters, n, "clusters", "cluster")
     if strata is None:
         return cl, np.zeros(cl.max() + 1, dtype=int)
-    st = pd.factorize(pd.Series(list(strata)))[0]
-    if (st < 0).any():
-        raise ValueError("strata: missing (None/NaN) stratum ids")
+    st = _codes(strata, n, "strata", "stratum")
     pairs = pd.DataFrame({"c": cl, "s": st}).drop_duplicates()
     if pairs["c"].duplicated().any():
         raise ValueError("clusters must be nested in strata: a cluster spans several strata")
     return cl, pairs.sort_values("c")["s"].to_numpy()
 
 
-def _resample_counts(
-    cluster_stratum: np.ndarray, n_resamples: int, seed: int, chunk: int = 200
-):
+def _resample_counts(cluster_stratum: np.ndarray, n_resamples: int, seed: int, chunk: int = 200):
     """Yield [b, n_clusters] draw counts; each stratum keeps its number of clusters."""
     if n_resamples < 1:
         raise ValueError(f"n_resamples must be >= 1 (>= 1000 recommended), got {n_resamples}")
@@ -90,103 +91,68 @@ def _resample_counts(
         yield np.bincount(flat.ravel(), minlength=b * n_c).reshape(b, n_c).astype(float)
 
 
-def _percentile_ci(values: np.ndarray, alpha: float) -> tuple[float, float]:
-    lo, hi = np.quantile(values, [alpha / 2, 1 - alpha / 2])
-    return float(lo), float(hi)
-
-
 def _cluster_sums(stats: np.ndarray, cl: np.ndarray) -> np.ndarray:
     sums = np.zeros((cl.max() + 1, stats.shape[1]))
     np.add.at(sums, cl, stats)
     return sums
 
 
-def cluster_bootstrap(
-    stats: np.ndarray,
-    statistic: Statistic | None = None,
-    clusters: Sequence | None = None,
-    strata: Sequence | None = None,
-    n_resamples: int = 1000,
-    seed: int = 0,
-    alpha: float = 0.05,
-) -> BootstrapResult:
-    """Cluster (and stratified) bootstrap of ``statistic`` over per-item sufficient stats.
-
-    ``statistic=None`` means the mean of 1-D ``stats``. ``clusters=None``: every item is its
-    own cluster. The estimate is the statistic on the full sums (not the bootstrap mean).
-    """
+def cluster_bootstrap(stats: np.ndarray, statistic: Statistic | None = None,
+                      clusters: Sequence | None = None, strata: Sequence | None = None,
+                      n_resamples: int = 1000, seed: int = 0, alpha: float = 0.05
+                      ) -> BootstrapResult:
+    """Cluster (and stratified) bootstrap of ``statistic`` (None: the mean of 1-D ``stats``)
+    over per-item sufficient stats; the estimate is the statistic of the full sums."""
     if statistic is None:
         stats, statistic = mean_stat(stats)
     mat = _as_matrix(stats)
     cl, cs = _groups(mat.shape[0], clusters, strata)
     sums = _cluster_sums(mat, cl)
     # Resampled sums rounded: a BLAS kernel of another processor changes their last bits.
-    boot = np.concatenate(
-        [statistic(round_features(c @ sums, SUM_DECIMALS))
-         for c in _resample_counts(cs, n_resamples, seed)]
-    )
-    low, high = _percentile_ci(boot, alpha)
+    boot = np.concatenate([statistic(round_features(c @ sums, SUM_DECIMALS))
+                           for c in _resample_counts(cs, n_resamples, seed)])
+    low, high = np.quantile(boot, [alpha / 2, 1 - alpha / 2])
     est = float(statistic(sums.sum(0)[None, :])[0])
-    return BootstrapResult(est, low, high, mat.shape[0], sums.shape[0], n_resamples)
+    return BootstrapResult(est, float(low), float(high), mat.shape[0], sums.shape[0],
+                           n_resamples)
 
 
-def _paired_sums(stat_a: Any, stat_b: Any, statistic: Statistic | None,
-                 clusters: Sequence | None):
+def paired_randomization(stat_a: np.ndarray, stat_b: np.ndarray,
+                         statistic: Statistic | None = None, units: Sequence | None = None,
+                         n_resamples: int = 1000, seed: int = 0, alpha: float = 0.05,
+                         max_exact: int = 4096, max_resamples: int | None = None
+                         ) -> PairedResult:
+    """A - B with a paired randomization test (Dror et al., 2018) whose CI inverts the test:
+    each unit (``units=None``: every item, else a cluster id per item) may have its two
+    systems swapped; all ``2**units`` assignments when at most ``max_exact`` (exact p), else
+    ``n_resamples`` random ones (+1 smoothing). ``diff +- q`` (``q`` the critical value)
+    excludes 0 exactly when ``p <= alpha``. Where none of the first ``n_resamples`` is as
+    extreme as the observed difference, more are drawn, up to ``max_resamples`` in all (a
+    floor of 0.001 under Holm over ~190 comparisons could never be significant); the other
+    p-values are unchanged."""
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
     if statistic is None:
         (stat_a, statistic), (stat_b, _) = mean_stat(stat_a), mean_stat(stat_b)
     a, b = _as_matrix(stat_a, "stat_a"), _as_matrix(stat_b, "stat_b")
     if a.shape != b.shape:
         raise ValueError(f"stat_a {a.shape} and stat_b {b.shape} must be paired (same shape)")
-    cl, _ = _groups(a.shape[0], clusters, None)
-    return _cluster_sums(a, cl), _cluster_sums(b, cl), statistic
-
-
-def _swap_matrix(n_units: int, n_resamples: int, seed: int, max_exact: int):
-    """Every 0/1 swap assignment of ``n_units`` (exact), or ``n_resamples`` random ones and
-    the generator to draw more from."""
-    if 2 ** n_units <= max_exact:
-        grid = (np.arange(2 ** n_units)[:, None] >> np.arange(n_units)[None, :]) & 1
-        return grid.astype(float), None
-    if n_resamples < 1:
-        raise ValueError(f"n_resamples must be >= 1 (>= 1000 recommended), got {n_resamples}")
-    rng = np.random.default_rng(seed)
-    return rng.integers(0, 2, size=(n_resamples, n_units)).astype(float), rng
-
-
-def paired_randomization(
-    stat_a: np.ndarray,
-    stat_b: np.ndarray,
-    statistic: Statistic | None = None,
-    units: Sequence | None = None,
-    n_resamples: int = 1000,
-    seed: int = 0,
-    alpha: float = 0.05,
-    max_exact: int = 4096,
-    max_resamples: int | None = None,
-) -> PairedResult:
-    """A - B with a paired randomization test; its CI inverts the same test.
-
-    Each sampling *unit* (``units=None``: every item, else a cluster id per item) may have
-    its two systems' outputs swapped (Dror et al., 2018; a sign-flip test over clusters):
-    all ``2**units`` assignments when at most ``max_exact`` (exact p), else ``n_resamples``
-    random ones (+1 smoothing). The interval ``diff +- q`` (``q`` the randomization critical
-    value) excludes 0 exactly when ``p <= alpha``; it is conservative under an effect.
-
-    ``max_resamples``: where none of the first ``n_resamples`` assignments is as extreme as
-    the observed difference, more are drawn from the same stream, up to ``max_resamples``
-    in all. Why: with 1,000 the p floor is about 0.001, which Holm over ~190 comparisons
-    turns into 0.19, so no difference could be significant. The other p-values are
-    unchanged (the first ``n_resamples`` assignments are the same).
-    """
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
-    sa, sb, statistic = _paired_sums(stat_a, stat_b, statistic, units)
+    cl, _ = _groups(a.shape[0], units, None)
+    sa, sb = _cluster_sums(a, cl), _cluster_sums(b, cl)
     ta, tb = sa.sum(0), sb.sum(0)
     est_a = float(statistic(ta[None, :])[0])
     est_b = float(statistic(tb[None, :])[0])
     diff = est_a - est_b
-    swap, rng = _swap_matrix(sa.shape[0], n_resamples, seed, max_exact)
-    exact = rng is None
+    n_units = sa.shape[0]
+    exact = 2 ** n_units <= max_exact
+    if exact:  # every 0/1 swap assignment of the units
+        swap = ((np.arange(2 ** n_units)[:, None] >> np.arange(n_units)[None, :]) & 1
+                ).astype(float)
+    elif n_resamples < 1:
+        raise ValueError(f"n_resamples must be >= 1 (>= 1000 recommended), got {n_resamples}")
+    else:
+        rng = np.random.default_rng(seed)
+        swap = rng.integers(0, 2, size=(n_resamples, n_units)).astype(float)
 
     def null_of(swaps: np.ndarray) -> np.ndarray:
         out = np.empty(swaps.shape[0])
@@ -201,14 +167,14 @@ def paired_randomization(
     null = null_of(swap)
     # the observed assignment (no swap) on the null's own rounded path, so that it equals
     # the null's identity row exactly
-    obs = abs(float(null_of(np.zeros((1, sa.shape[0])))[0]))
+    obs = abs(float(null_of(np.zeros((1, n_units)))[0]))
     tol = 1e-12 * max(1.0, obs)
-    if rng is not None and max_resamples and max_resamples > swap.shape[0] \
+    if not exact and max_resamples and max_resamples > swap.shape[0] \
             and not (np.abs(null) >= obs - tol).any():
         more = [null]
         for start in range(swap.shape[0], max_resamples, 1000):
-            b = min(1000, max_resamples - start)
-            more.append(null_of(rng.integers(0, 2, size=(b, sa.shape[0])).astype(float)))
+            size = (min(1000, max_resamples - start), n_units)
+            more.append(null_of(rng.integers(0, 2, size=size).astype(float)))
         null = np.concatenate(more)
     u = np.sort(np.abs(null))[::-1]
     extra = 0 if exact else 1  # Monte Carlo: the observed assignment counts once more
@@ -220,11 +186,11 @@ def paired_randomization(
         q = min(q, abs(diff) * (1 - 1e-12))
     else:
         q = max(q, abs(diff))
-    floor = p_min(sa.shape[0], exact, max(u.size, max_resamples or 0))
+    floor = p_min(n_units, exact, max(u.size, max_resamples or 0))
     return PairedResult(diff, diff - q, diff + q, p, est_a, est_b,
                         method="exact randomization" if exact else "randomization",
-                        n_units=int(sa.shape[0]), mde=_mde(null, alpha, sa.shape[0], p_min(
-                            sa.shape[0], exact, u.size)), p_min=floor)
+                        n_units=int(n_units), mde=_mde(null, alpha, n_units, p_min(
+                            n_units, exact, u.size)), p_min=floor)
 
 
 def p_min(n_units: int, exact: bool = True, n_resamples: int | None = None) -> float:
@@ -236,11 +202,9 @@ def p_min(n_units: int, exact: bool = True, n_resamples: int | None = None) -> f
 
 def _mde(null: np.ndarray, alpha: float, n_units: int, pmin: float,
          power: float = 0.8) -> float:
-    """Smallest effect detected with ``power`` at two-sided ``alpha``: (t_a + t_b) * SE.
-
-    SE is the spread of the randomization distribution (the difference's standard error
-    under H0); t quantiles with n_units - 1 df. Infinite when no p can reach ``alpha``.
-    """
+    """Smallest effect detected with ``power`` at two-sided ``alpha``: (t_a + t_b) * SE, SE the
+    spread of the randomization distribution, t with n_units - 1 df; infinite when no p can
+    reach ``alpha``."""
     from scipy.stats import t
 
     if pmin > alpha:
@@ -250,20 +214,12 @@ def _mde(null: np.ndarray, alpha: float, n_units: int, pmin: float,
     return float((t.ppf(1 - alpha / 2, df) + t.ppf(power, df)) * se)
 
 
-def cluster_t_interval(
-    values: Sequence[float],
-    clusters: Sequence,
-    strata: Sequence | None = None,
-    alpha: float = 0.05,
-) -> BootstrapResult:
-    """Mean over strata of the per-stratum item mean, with a t-interval over clusters.
-
-    Estimand: *new clusters*. The variance is the linearised (ratio-estimator) variance of
-    each stratum's mean, ``k/(k-1) * sum(r_c**2)`` with ``r_c = (sum_c - mean * n_c) / N``,
-    summed over strata / n_strata**2; the quantile is Student's t with Welch-Satterthwaite
-    df (coverage 0.95 on ArgSciChat's unequal papers, 0.90 with a fixed 5 df). Needs >= 2
-    clusters in every stratum.
-    """
+def cluster_t_interval(values: Sequence[float], clusters: Sequence,
+                       strata: Sequence | None = None, alpha: float = 0.05) -> BootstrapResult:
+    """Mean over strata of the per-stratum item mean with a t-interval over clusters (estimand:
+    new clusters): the linearised variance of each stratum's mean, ``k/(k-1) * sum(r_c**2)``
+    with ``r_c = (sum_c - mean * n_c) / N``, summed over strata / n_strata**2, and Student's t
+    with Welch-Satterthwaite df (docs/statistics.md). Needs >= 2 clusters per stratum."""
     from scipy.stats import t
 
     v = np.asarray(values, dtype=float).ravel()
@@ -319,44 +275,13 @@ def mean_stat(values: Sequence[float]) -> tuple[np.ndarray, Statistic]:
     return np.column_stack([v, np.ones_like(v)]), lambda s: s[:, 0] / s[:, 1]
 
 
-def stratum_mean_stat(
-    values: Sequence[float], strata: Sequence
-) -> tuple[np.ndarray, Statistic]:
-    """Mean over strata of the per-stratum mean (official ArgSciChat: per fold, then folds).
-
-    Bootstrap it with the same ``strata`` so that no fold can drop out of a resample.
-    """
+def stratum_mean_stat(values: Sequence[float], strata: Sequence) -> tuple[np.ndarray, Statistic]:
+    """Mean over strata of the per-stratum mean (official ArgSciChat: per fold, then folds);
+    bootstrap it with the same ``strata`` so that no fold drops out of a resample."""
     v, _ = mean_stat(values)
-    if len(strata) != len(v):
-        raise ValueError(f"strata: length {len(strata)} does not match {len(v)} values")
-    st = pd.factorize(pd.Series(list(strata)))[0]
-    if (st < 0).any():
-        raise ValueError("strata: missing (None/NaN) stratum ids")
+    st = _codes(strata, len(v), "strata", "stratum")
     k = st.max() + 1
     out = np.zeros((len(v), 2 * k))
     out[np.arange(len(v)), st] = v[:, 0]
     out[np.arange(len(v)), k + st] = 1.0
     return out, lambda s: (s[:, :k] / s[:, k:]).mean(1)
-
-
-# ---------------------------------------------------------------- aggregation over seeds/folds
-def fold_summary(scores_by_fold: Mapping[int, Sequence[float]]) -> dict[str, Any]:
-    """Official ArgSciChat aggregation: mean per fold, then mean and population std over folds.
-
-    Returns ``{"per_fold": {fold: mean}, "mean": float, "std": float, "n": {fold: count}}``.
-    """
-    if not scores_by_fold:
-        raise ValueError("fold_summary: no folds given")
-    per_fold: dict[int, float] = {}
-    n: dict[int, int] = {}
-    for fold in sorted(scores_by_fold):
-        vals = np.asarray(list(scores_by_fold[fold]), dtype=float)
-        if vals.size == 0:
-            raise ValueError(f"fold_summary: fold {fold} has no scored queries")
-        per_fold[fold] = float(vals.mean())
-        n[fold] = int(vals.size)
-    means = np.array(list(per_fold.values()))
-    return {"per_fold": per_fold, "mean": float(means.mean()),
-            "std": float(means.std(ddof=0)), "n": n}
-
-

@@ -70,8 +70,8 @@ def choose_from(table: pd.DataFrame, metric: str, roles: Mapping[str, str],
 
 def choose_value(scores: Mapping[Any, float], metric: str, lower_is_better: bool = False,
                  split: str = "val") -> Any:
-    """The key of ``scores`` (candidate -> validation score) that :func:`choose_from` picks,
-    with its tie rule; the first candidate when no score is finite."""
+    """The key of ``scores`` (candidate -> validation score) :func:`choose_from` picks; the
+    first when no score is finite."""
     keys = list(scores)
     if not keys:
         raise ValueError(f"choose_value: no candidates for {metric!r}")
@@ -86,8 +86,7 @@ def choose_value(scores: Mapping[Any, float], metric: str, lower_is_better: bool
 
 def choose_row(table: pd.DataFrame, metric: str, split: str = "val",
                lower_is_better: bool = False) -> int:
-    """Position of the best row of a grid of settings ``table`` by its column ``metric``:
-    :func:`choose_value` over the rows (ties to the first row, the grid's stated order)."""
+    """Position of the best row of a grid ``table`` by its column ``metric`` (ties: the first)."""
     scores = dict(enumerate(table[metric].to_numpy(dtype=float)))
     return int(choose_value(scores, metric, lower_is_better, split))
 
@@ -105,11 +104,9 @@ def fold_summary(per_fold: pd.DataFrame, order: Sequence[str]) -> pd.DataFrame:
 def choose_within_se(per_fold: pd.DataFrame, metric: str, roles: Mapping[str, str],
                      allowed: Sequence[str] = ELIGIBLE, split: str = "train",
                      lower_is_better: bool = False, n_se: float = 1.0) -> Choice:
-    """The one-standard-error rule over cross-validation folds (Breiman et al. 1984): the
-    simplest candidate (``roles`` lists them simplest first) whose mean is within ``n_se``
-    standard errors of the best mean. With few folds the plain best mean picks the luckiest
-    candidate. The table adds ``se``, ``n_folds``, ``bar``.
-    """
+    """The one-standard-error rule over CV folds (Breiman et al. 1984): the simplest candidate
+    (``roles`` lists them simplest first) within ``n_se`` standard errors of the best mean (with
+    few folds the best mean picks the luckiest); the table adds ``se``, ``n_folds``, ``bar``."""
     cand = per_fold[per_fold.system.map(lambda s: roles.get(s) in set(allowed))]
     t = fold_summary(cand[np.isfinite(cand.value.astype(float))], list(roles))
     if t.empty:
@@ -131,9 +128,8 @@ def choose_within_se(per_fold: pd.DataFrame, metric: str, roles: Mapping[str, st
 
 def rule_regret(per_fold: pd.DataFrame, rule: Any, lower_is_better: bool = False
                 ) -> pd.DataFrame:
-    """Regret of a choice rule, leaving each fold out in turn: ``rule(rows) -> system``
-    chooses from the other folds' rows of ``per_fold`` (``system, fold, value``); its pick
-    on the held-out fold is compared with that fold's best. One row per fold."""
+    """Regret of ``rule(rows) -> system`` per held-out fold of ``per_fold`` (``system, fold,
+    value``): its pick from the other folds' rows against the held-out fold's best."""
     rows = []
     for f in dict.fromkeys(per_fold.fold):
         held = per_fold[per_fold.fold == f].set_index("system").value.astype(float)

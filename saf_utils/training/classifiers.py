@@ -1,8 +1,5 @@
-"""The one classifier factory of the collection (SAF labels, fact ranking, token compression).
-
-A scaled logistic regression or histogram gradient boosting; callers pass the
-hyperparameters they tune, everything else is scikit-learn's default.
-"""
+"""The one classifier factory (SAF labels, fact ranking, token compression): a scaled logistic
+regression or histogram gradient boosting, scikit-learn's defaults but what callers tune."""
 
 from __future__ import annotations
 

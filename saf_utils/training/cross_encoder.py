@@ -1,23 +1,12 @@
-"""A pretrained encoder fine-tuned as a cross-encoder (text pair -> label or score).
-
-Built on transformers' ``Trainer``, so the same code runs on CPU, one GPU or several (under
-``torchrun`` ``Trainer.predict`` gathers the ranks' predictions in input order);
-:mod:`saf_utils.training.jobs` runs it as the job kind ``"cross_encoder"``. Why these choices:
-
-- a **constant** learning rate: the model after epoch ``e`` of an ``E``-epoch run is the
-  model of an ``e``-epoch run, so one run scores every epoch count (``predict_every_epoch``);
-- ``freeze_layers`` / ``train_layers``: on 2 CPU cores only the top layers' backward pass
-  fits the budget (end to end, ``train_layers: None`` and no ``freeze_layers``, trains every
-  weight and caches nothing: MiniLM-L6 6x, e5-small 10x the time per step, and on English
-  train it transferred no better to held-out questions; docs/encoders.md); with
-  ``cache_frozen`` (BERT-style models) the frozen part runs **once** per pair (eval mode,
-  cached per process) and the Trainer fits only the top layers and the head on those states
-  (:mod:`saf_utils.training.cross_encoder_modules`; the same logits as the full model);
-- ``pooling: pair``: the head reads only how the answer's and the reference's token means
-  compare (|u - v|, u * v), so no feature says which question a pair is about (over the
-  whole pair's mean the head gave an unseen question one label for nearly every answer;
-  docs/encoders.md); ``class_weight: balanced`` was tried against the same collapse: it
-  moved it to other labels, so the cpu profile leaves it off.
+"""A pretrained encoder fine-tuned as a cross-encoder (text pair -> label or score) with
+transformers' ``Trainer`` (CPU, one GPU or DDP); the job kind ``"cross_encoder"`` of
+:mod:`saf_utils.training.jobs`. Why each choice (docs/encoders.md): a **constant** learning
+rate, so the model after epoch ``e`` is that of an ``e``-epoch run (``predict_every_epoch``
+scores every epoch count in one run); ``freeze_layers`` / ``train_layers``, as 2 CPU cores
+afford only the top layers' backward pass, and with ``cache_frozen`` the frozen part runs
+once per pair (:mod:`saf_utils.training.cross_encoder_modules`, the same logits);
+``pooling: pair``, where the head reads only |u - v| and u * v of the answer's and the
+reference's token means, so no feature says which question a pair is about.
 """
 
 from __future__ import annotations
@@ -75,20 +64,17 @@ class CrossEncoderSettings:
     logging_steps: int = 50
 
     def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise ValueError(f"mode {self.mode!r}: use one of {MODES}")
+        for name, allowed in (("mode", MODES), ("pooling", POOLINGS),
+                              ("class_weight", CLASS_WEIGHTS)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} {getattr(self, name)!r}: use one of {allowed}")
         if self.epochs < 1:
             raise ValueError("epochs must be a positive integer")
-        if self.pooling not in POOLINGS:
-            raise ValueError(f"pooling {self.pooling!r}: use one of {POOLINGS}")
-        if self.class_weight not in CLASS_WEIGHTS:
-            raise ValueError(f"class_weight {self.class_weight!r}: use one of {CLASS_WEIGHTS}")
         if self.train_layers is not None and self.train_layers < 0:
             raise ValueError("train_layers must be a non-negative integer (or None)")
 
     def for_depth(self, n_layers: int) -> CrossEncoderSettings:
-        """These settings for a model of ``n_layers`` encoder layers: ``train_layers``
-        becomes the matching ``freeze_layers``."""
+        """These settings with ``train_layers`` as the matching ``freeze_layers``."""
         if self.train_layers is None:
             return self
         if self.train_layers > n_layers:
@@ -162,12 +148,9 @@ def frozen_states(model: Any, tokenizer: Any, key: str, first: Sequence[str],
 
 def class_weights(settings: CrossEncoderSettings, labels: Sequence[str],
                   y: Sequence[float | int]) -> list[float] | None:
-    """The loss's weight per head label (``class_weight: balanced``), or None.
-
-    ``n / (k * count)`` over the ``k`` labels present in the ``n`` training targets, so
-    every label carries the same total weight and a head that predicts one label for
-    everything pays for it. Labels absent from training weigh 1 (no target carries them).
-    """
+    """The loss's weight per head label with ``class_weight: balanced`` (else None):
+    ``n / (k * count)`` over the ``k`` labels present in the ``n`` training targets, so every
+    label carries the same total weight; labels absent from training weigh 1."""
     if settings.mode == "score" or settings.class_weight is None:
         return None
     counts = np.bincount(np.asarray(y, dtype=int), minlength=len(labels))
@@ -205,16 +188,6 @@ def build_cross_encoder(settings: CrossEncoderSettings, labels: Sequence[str]):
     return model, tokenizer
 
 
-def peak_memory_mb() -> dict[str, float]:
-    """Peak resident memory of this process (lifetime) and peak CUDA memory, in MiB."""
-    import torch
-
-    out = {"peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
-    if torch.cuda.is_available():
-        out["peak_cuda_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
-    return out
-
-
 def _decode(settings: CrossEncoderSettings, labels: Sequence[str], logits: np.ndarray
             ) -> tuple[list[str], list[dict[str, float] | None]]:
     """Outputs (label, or score as text) and class probabilities (label mode) per row."""
@@ -243,9 +216,8 @@ def _datasets(model: Any, tokenizer: Any, settings: CrossEncoderSettings,
               first: Sequence[str], second: Sequence[str], y: Sequence[float | int],
               evals: dict[str, tuple[Sequence[str], Sequence[str]]],
               labels: Sequence[str] = ()) -> tuple[Any, Any, dict[str, Any], Any, bool]:
-    """The model the Trainer fits (the cached top, or ``full_model`` where the pooling
-    or the class-weighted loss needs it, else the plain classifier), its train and eval
-    datasets, the collator and whether the frozen part is cached."""
+    """The model the Trainer fits (the cached top, ``full_model`` or the plain classifier),
+    its train and eval datasets, the collator and whether the frozen part is cached."""
     import datasets
 
     key = resolve_model(settings.model)
@@ -256,9 +228,9 @@ def _datasets(model: Any, tokenizer: Any, settings: CrossEncoderSettings,
         return (model, _dataset(tokenizer, key, first, second, settings.max_length, y),
                 {s: _dataset(tokenizer, key, a, b, settings.max_length)
                  for s, (a, b) in evals.items()}, None, False)
-    texts = [(list(first), list(second)), *[(list(a), list(b)) for a, b in evals.values()]]
-    states = frozen_states(model, tokenizer, key, [t for a, _ in texts for t in a],
-                           [t for _, b in texts for t in b], settings)
+    all_first = [*first, *(t for a, _ in evals.values() for t in a)]
+    all_second = [*second, *(t for _, b in evals.values() for t in b)]
+    states = frozen_states(model, tokenizer, key, all_first, all_second, settings)
     train_ds = datasets.Dataset.from_dict({"idx": list(range(len(first))), "labels": list(y)})
     eval_ds, pos = {}, len(first)
     for s, (a, _) in evals.items():
@@ -266,23 +238,12 @@ def _datasets(model: Any, tokenizer: Any, settings: CrossEncoderSettings,
         pos += len(a)
     firsts = None
     if settings.pooling == "pair":
-        ids = tokenize_pairs(tokenizer, key, [t for a, _ in texts for t in a],
-                             [t for _, b in texts for t in b], settings.max_length)["input_ids"]
+        ids = tokenize_pairs(tokenizer, key, all_first, all_second,
+                             settings.max_length)["input_ids"]
         firsts = [int(first_segment(np.asarray(x), tokenizer.sep_token_id).sum())
                   for x in ids]
     return (top_layers(model, settings.freeze_layers, settings.pooling, weight), train_ds,
             eval_ds, state_collator(states, firsts), True)
-
-
-def _train_log(trainer: Any, out: Any, train_seconds: float, seconds: float
-               ) -> dict[str, Any]:
-    """Loss, steps, time, world size, memory and the Trainer's log of one fine-tune."""
-    return {"train_loss": float(out.training_loss), "train_steps": int(out.global_step),
-            "train_seconds": round(train_seconds, 1), "seconds": round(seconds, 1),
-            "world_size": int(trainer.args.world_size),
-            "precision": "fp16" if trainer.args.fp16 else "bf16" if trainer.args.bf16 else "fp32",
-            **peak_memory_mb(),
-            "log_history": list(trainer.state.log_history)}
 
 
 def train_and_predict(first: Sequence[str], second: Sequence[str], targets: Sequence[str],
@@ -290,12 +251,9 @@ def train_and_predict(first: Sequence[str], second: Sequence[str], targets: Sequ
                       settings: CrossEncoderSettings, output_dir: str | None = None
                       ) -> tuple[dict[int, dict[str, tuple[list[str], list[Any]]]],
                                  dict[str, Any]]:
-    """Fine-tune on the training pairs and predict every eval split.
-
-    Returns ``{epoch: {split: (outputs, probabilities)}}`` (every epoch with
-    ``predict_every_epoch``, else the last) and a log with time, memory and losses.
-    Targets are label strings (label mode) or scores as text (score mode).
-    """
+    """Fine-tune on the training pairs (targets: labels, or scores as text) and predict every
+    eval split: ``{epoch: {split: (outputs, probabilities)}}`` (every epoch with
+    ``predict_every_epoch``, else the last) and a log with time, memory and losses."""
     import torch
     from transformers import Trainer, TrainerCallback, set_seed
 
@@ -339,11 +297,18 @@ def train_and_predict(first: Sequence[str], second: Sequence[str], targets: Sequ
         out = trainer.train()
         train_seconds = time.perf_counter() - t0
         results[settings.epochs] = predict_all(trainer)
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # lifetime peak, KiB
         log = {"settings": asdict(settings), "labels": labels,
                "class_weights": class_weights(settings, labels, y),
-               "n_parameters": n_parameters,
-               "n_trainable": trainable, "n_train": len(first), "cached_frozen": cached,
-               **_train_log(trainer, out, train_seconds, time.perf_counter() - t0)}
+               "n_parameters": n_parameters, "n_trainable": trainable, "n_train": len(first),
+               "cached_frozen": cached, "train_loss": float(out.training_loss),
+               "train_steps": int(out.global_step), "train_seconds": round(train_seconds, 1),
+               "seconds": round(time.perf_counter() - t0, 1), "world_size": int(args.world_size),
+               "precision": "fp16" if args.fp16 else "bf16" if args.bf16 else "fp32",
+               "peak_rss_mb": round(rss / 1024, 1),
+               **({"peak_cuda_mb": round(torch.cuda.max_memory_allocated() / 2**20, 1)}
+                  if torch.cuda.is_available() else {}),
+               "log_history": list(trainer.state.log_history)}
         if output_dir:
             trainer.save_model(output_dir)
     return results, log

@@ -68,10 +68,9 @@ def _weight_buffer(module: Any, weight: Sequence[float] | None) -> None:
 
 def full_model(model: Any, pooling: str = "mean", weight: Sequence[float] | None = None,
                sep_token_id: int | None = None) -> Any:
-    """A classifier without cached states whose loss (class-weighted with ``weight``) is
-    computed here; ``pooling: mean`` / ``pair`` (with ``sep_token_id``) replace BERT's pooler
-    with the mean of the last layer's token states, ``cls`` keeps the model's own head.
-    It shares the model's weights."""
+    """The model (its weights shared) with its loss (class-weighted with ``weight``) computed
+    here; ``pooling: mean`` / ``pair`` (with ``sep_token_id``) read the last layer's token
+    means instead of BERT's pooler."""
     from torch import nn
     from transformers.modeling_outputs import SequenceClassifierOutput
 

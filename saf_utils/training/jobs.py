@@ -8,7 +8,6 @@ import dataclasses
 import json
 import logging
 import os
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,16 +19,13 @@ from saf_utils import determinism
 from saf_utils.data.artifacts import read_text, write_jsonl
 from saf_utils.text import listing
 from saf_utils.training import launchers
+from saf_utils.training.cross_encoder import CrossEncoderSettings, train_and_predict
 from saf_utils.training.seq2seq import Seq2SeqSettings, dist_rank_world, generate, train_seq2seq
 from saf_utils.training.settings_checks import check_fields
 
-_LOG = logging.getLogger(__name__)
-
-
-def progress(message: str) -> None:
-    """A job's progress line, logged at INFO rather than printed: it stays off the page
-    (a job's numbers are in its ``train_log.json``)."""
-    _LOG.info(message)
+#: A job's progress lines, logged at INFO rather than printed: they stay off the page (a
+#: job's numbers are in its ``train_log.json``).
+progress: Callable[[str], None] = logging.getLogger(__name__).info
 
 CONFIG_FILE = "job.json"
 #: gzip-compressed, as the run's other per-item files (:mod:`saf_utils.data.artifacts`).
@@ -42,18 +38,8 @@ OUTPUT_FIELDS = ("task", "system", "seed", "fold", "split", "id", "source", "out
 #: Extra output fields of cross-encoder jobs (class probabilities, epoch of the model).
 CROSS_ENCODER_FIELDS = ("pair", "probs", "epoch")
 TRAIN_SPLIT = "train"
-KINDS = ("seq2seq", "cross_encoder")
-
-
-def settings_class(kind: str) -> type:
-    """The settings dataclass of a job kind."""
-    if kind == "seq2seq":
-        return Seq2SeqSettings
-    if kind == "cross_encoder":
-        from saf_utils.training.cross_encoder import CrossEncoderSettings
-
-        return CrossEncoderSettings
-    raise ValueError(f"job kind {kind!r}: use one of {KINDS}")
+#: The settings dataclass of each job kind.
+KINDS = {"seq2seq": Seq2SeqSettings, "cross_encoder": CrossEncoderSettings}
 
 
 class TrainJobError(RuntimeError):
@@ -62,9 +48,8 @@ class TrainJobError(RuntimeError):
 
 @dataclass
 class TrainJob:
-    """One training run: the examples file a task wrote, settings of the job's kind, a
-    seed (overrides ``settings["seed"]``) and a folder; ``task``, ``system`` and ``fold``
-    only label the output rows and name the job's folder (:func:`job_grid`)."""
+    """One training run: examples file, settings of the job's kind, seed (over
+    ``settings["seed"]``) and folder; ``task``, ``system`` and ``fold`` label the rows."""
 
     examples: str  # JSON lines written by write_examples
     output_dir: str
@@ -76,9 +61,7 @@ class TrainJob:
     save_model: bool = True
     kind: str = "seq2seq"  # seq2seq | cross_encoder
 
-    def __post_init__(self) -> None:
-        # checked here, before a launcher starts: a learning rate given as "5e-05", null or
-        # 1e309 is an error naming the field, not an optimizer's traceback in a rank
+    def __post_init__(self) -> None:  # every field and setting, before a launcher starts
         check_fields(self, f"job {str(self.system)[:80]!r}")
         self.kind_settings()
 
@@ -93,19 +76,15 @@ class TrainJob:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> TrainJob:
-        """A job from a JSON file (what :func:`run_job` writes; read as JSON, since YAML
-        1.1 reads ``json.dumps``'s ``5e-05`` as a string) or a YAML file (by hand)."""
+        """A job from a JSON file (what :func:`run_job` writes: YAML 1.1 would read ``5e-05``
+        as a string) or a YAML file (by hand)."""
+        import yaml
+
         try:
             with open(path, encoding="utf-8") as fh:
-                if str(path).endswith(".json"):
-                    config = json.load(fh)
-                else:  # by hand: a value YAML reads as text is named by kind_settings
-                    import yaml
-
-                    config = yaml.safe_load(fh)
-        except (OSError, ValueError) as exc:  # UnicodeDecodeError, JSONDecodeError too
-            raise ValueError(f"{path}: not a readable job config ({exc})") from None
-        except Exception as exc:  # noqa: BLE001 - yaml.YAMLError: one line, naming the file
+                # by hand: a value YAML reads as text is named by kind_settings
+                config = json.load(fh) if str(path).endswith(".json") else yaml.safe_load(fh)
+        except (OSError, ValueError, yaml.YAMLError) as exc:  # one line, naming the file
             raise ValueError(f"{path}: not a readable job config ({' '.join(str(exc).split())})"
                              ) from None
         if not isinstance(config, dict):
@@ -116,12 +95,13 @@ class TrainJob:
         return dataclasses.asdict(self)
 
     def kind_settings(self) -> Any:
-        """The settings object of the job's kind, with the job's seed; every value checked
-        against its field's type (:func:`saf_utils.registry.make_params`) and an int given
-        for a float field cast to float."""
+        """The settings object of the job's kind with the job's seed, every value checked,
+        ints of float fields cast to float."""
         from saf_utils.registry import make_params
 
-        cls = settings_class(self.kind)
+        if self.kind not in KINDS:
+            raise ValueError(f"job kind {self.kind!r}: use one of {tuple(KINDS)}")
+        cls = KINDS[self.kind]
         values = dict(self.settings)
         if self.seed is not None:
             values["seed"] = self.seed
@@ -213,8 +193,11 @@ def read_examples(path: str | os.PathLike) -> tuple[Examples, dict[str, Examples
     return train, splits
 
 
-def _folder_name(text: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
+def _in_folder(job: TrainJob, name: str) -> Path:
+    """``<output_dir>/<system>/[fold<f>-]<name>`` (the system's name made a folder name)."""
+    system = "".join(c if c.isalnum() or c in "-_." else "_" for c in job.system)
+    fold = f"fold{job.fold}-" if job.fold is not None else ""
+    return Path(job.output_dir) / system / f"{fold}{name}"
 
 
 def with_examples(base: TrainJob | dict[str, Any], train: Examples,
@@ -222,8 +205,7 @@ def with_examples(base: TrainJob | dict[str, Any], train: Examples,
     """``base`` reading examples written once to
     ``<output_dir>/<system>/[fold<f>-]examples.jsonl.gz`` (shared by its seeds)."""
     job = base if isinstance(base, TrainJob) else TrainJob.from_dict(base)
-    name = (f"fold{job.fold}-" if job.fold is not None else "") + EXAMPLES_FILE
-    path = write_examples(Path(job.output_dir) / _folder_name(job.system) / name, train, evals)
+    path = write_examples(_in_folder(job, EXAMPLES_FILE), train, evals)
     return dataclasses.replace(job, examples=str(path))
 
 
@@ -252,8 +234,6 @@ def _train_job(job: TrainJob, log: Callable[[str], None]) -> JobResult:
     model_dir = str(out / MODEL_DIR) if job.save_model else None
     head = {"task": job.task, "system": job.system, "seed": settings.seed, "fold": job.fold}
     if cross:  # every epoch's predictions with predict_every_epoch
-        from saf_utils.training.cross_encoder import train_and_predict
-
         by_epoch, summary = train_and_predict(
             train.sources, train.pairs, train.targets,
             {s: (e.sources, e.pairs) for s, e in evals.items()}, settings, model_dir)
@@ -302,9 +282,8 @@ def load_result(output_dir: str | os.PathLike) -> JobResult:
 
 def run_job(config: dict[str, Any] | TrainJob, launcher: str = "none",
             log: Callable[[str], None] = progress) -> JobResult:
-    """Run one job in the kernel (``"none"``) or under a launcher (a subprocess streaming
-    to ``log`` and ``launcher.log``; a failure raises :class:`TrainJobError` with the
-    failing rank's exception), and return its results."""
+    """Run one job in the kernel (``"none"``) or under a launcher (a subprocess streaming to
+    ``log`` and ``launcher.log``; a failure raises :class:`TrainJobError`); its results."""
     job = config if isinstance(config, TrainJob) else TrainJob.from_dict(config)
     out = Path(job.output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -323,29 +302,19 @@ def run_job(config: dict[str, Any] | TrainJob, launcher: str = "none",
 def job_grid(base: dict[str, Any] | TrainJob, seeds: Sequence[int]) -> list[TrainJob]:
     """One job per seed, each in ``<output_dir>/<system>/[fold<f>-]seed<s>``."""
     job = base if isinstance(base, TrainJob) else TrainJob.from_dict(base)
-    prefix = f"fold{job.fold}-" if job.fold is not None else ""
-    return [dataclasses.replace(job, seed=seed, output_dir=str(
-        Path(job.output_dir) / _folder_name(job.system) / f"{prefix}seed{seed}"))
-        for seed in seeds]
-
-
-def _timed(fn: Callable[..., Any], *args: Any) -> tuple[Any, float]:
-    t0 = time.perf_counter()
-    return fn(*args), time.perf_counter() - t0
+    return [dataclasses.replace(job, seed=seed, output_dir=str(_in_folder(job, f"seed{seed}")))
+            for seed in seeds]
 
 
 def run_jobs(jobs: Sequence[dict[str, Any] | TrainJob], launcher: str = "none",
              log: Callable[[str], None] = progress) -> RunResults:
-    """Run jobs one after the other (``"processes:N"``: N at a time in forked processes,
-    :mod:`saf_utils.training.launchers`; the same outputs); all prediction rows and one log row per
-    job, in job order."""
+    """Run jobs one after the other (``"processes:N"``: N at a time in forked processes, the
+    same outputs); all prediction rows and one log row per job, in job order."""
     jobs = [TrainJob.from_dict(j) if isinstance(j, dict) else j for j in jobs]
-    n = launchers.processes(launcher)
-    if n:  # the forked processes wrote every job's outputs: read them back
-        seconds = launchers.run_forked(jobs, n, run_job, TrainJobError, log)
-        done = [(load_result(j.output_dir), s) for j, s in zip(jobs, seconds, strict=True)]
-    else:
-        done = [_timed(run_job, job, launcher, log) for job in jobs]
+    n = launchers.processes(launcher)  # N jobs at a time in the kernel, or one under a launcher
+    seconds = launchers.run_forked(jobs, n or 1, run_job, TrainJobError, log,
+                                   launcher="none" if n else launcher)
+    done = [(load_result(j.output_dir), s) for j, s in zip(jobs, seconds, strict=True)]
     preds, logs = [], []
     for result, seconds_total in done:
         summary = {k: v for k, v in result.log["summary"].items()

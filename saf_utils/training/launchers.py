@@ -1,9 +1,7 @@
-"""How training jobs start: a launcher's command line (``torchrun``, ``accelerate``) and its
+"""How training jobs start (docs/distributed-training.md): a launcher's command line and its
 checks, a launched job as a subprocess tied to the kernel, and forked processes
-(``launcher="processes:N"``: the same models, sooner; why forked, not fresh:
-docs/distributed-training.md). A forked child sends back only its log lines, logged in job
-order (a forked copy of a Jupyter kernel's stream would wait on threads that did not survive
-the fork), and, on failure, the traceback."""
+(``processes:N``) that send back only their log lines and, on failure, the traceback (a forked
+copy of a kernel's stream would wait on threads that did not survive the fork)."""
 
 from __future__ import annotations
 
@@ -29,11 +27,8 @@ PR_SET_PDEATHSIG = 1
 
 def die_with_parent(parent: int) -> None:
     """End this process when its parent ``parent`` ends (Linux: SIGKILL via prctl
-    PR_SET_PDEATHSIG; elsewhere nothing): a training process never outlives the process
-    that started it (a kernel killed with its runner, a launcher killed with its kernel).
-    Ends now when ``parent`` is no longer its parent (it ended before this call; a dead
-    parent may linger as a zombie, so its pid is no test). Linux also ends the process when
-    the *thread* that started it ends: start it from a thread that waits for it."""
+    PR_SET_PDEATHSIG; elsewhere nothing), now if ``parent`` already ended. Linux also ends
+    it when the *thread* that started it ends: start it from a thread that waits for it."""
     if not sys.platform.startswith("linux"):
         return
     import ctypes
@@ -53,10 +48,9 @@ _TIE = ("import os, sys; from saf_utils.training.launchers import die_with_paren
 
 
 def tied(cmd: Sequence[str]) -> list[str]:
-    """``cmd`` (an absolute executable first) run so that it dies with this process
-    (:func:`die_with_parent`, then exec; its pid stays the launcher's, which the ranks read
-    from ``SAF_LAUNCHER_PID`` to die with it: torchrun starts each rank in a session of its
-    own, which no process-group kill reaches)."""
+    """``cmd`` (an absolute executable first) run so that it dies with this process; the ranks
+    read its pid from ``SAF_LAUNCHER_PID`` to die with it (torchrun starts each rank in a
+    session of its own, which no process-group kill reaches)."""
     return [sys.executable, "-c", _TIE, str(os.getpid()), *cmd]
 
 
@@ -70,8 +64,8 @@ def processes(launcher: str) -> int | None:
     return int(n)
 
 
-#: ``run_one(job, "none", log)``: :func:`saf_utils.training.jobs.run_job`, passed in by the caller
-#: (this module sits below :mod:`saf_utils.training.jobs`; a module-level function pickles by name).
+#: ``run_one(job, launcher, log)``: :func:`saf_utils.training.jobs.run_job`, passed in by the
+#: caller (this module sits below :mod:`saf_utils.training.jobs`; it pickles by name).
 RunOne = Callable[[Any, str, Callable[[str], None]], Any]
 
 
@@ -89,16 +83,16 @@ def _child(run_one: RunOne, job: Any) -> tuple[list[str], str | None, float]:
 
 
 def run_forked(jobs: Sequence[Any], n: int, run_one: RunOne, error: type[Exception],
-               log: Callable[[str], None] = print) -> list[float]:
-    """Run ``jobs`` (TrainJob) with ``run_one`` on up to ``n`` forked processes; their
-    outputs are in their folders afterwards. Returns each job's seconds; a failure raises
-    ``error`` naming the first failed job (the other jobs still finish)."""
+               log: Callable[[str], None] = print, launcher: str = "none") -> list[float]:
+    """Run ``jobs`` with ``run_one`` on up to ``n`` forked processes (outputs in their
+    folders); each job's seconds. A failure raises ``error`` naming the first failed job. One
+    at a time, each runs under ``launcher``."""
     jobs = list(jobs)
     if n <= 1 or len(jobs) <= 1 or sys.platform == "win32":
         out = []
         for job in jobs:
             t0 = time.perf_counter()
-            run_one(job, "none", log)
+            run_one(job, launcher, log)
             out.append(time.perf_counter() - t0)
         return out
     ctx = multiprocessing.get_context("fork")
@@ -129,6 +123,9 @@ def launch_command(launcher: str, config_path: str | os.PathLike) -> list[str]:
     ``accelerate:N``), run as ``sys.executable -m`` to use the notebook's environment."""
     kind, _, n = launcher.partition(":")
     target = ["-m", "saf_utils.training.process_entry", str(config_path)]
+    if kind in ("torchrun", "accelerate") and n and n != "gpu" * (kind == "torchrun") \
+            and not (n.isdigit() and int(n) >= 1):
+        raise ValueError(f"launcher {launcher!r}: {kind}:N needs N >= 1")
     if kind == "torchrun" and n:
         return [sys.executable, "-m", "torch.distributed.run", "--standalone",
                 "--nproc_per_node", n, *target]
@@ -140,8 +137,8 @@ def launch_command(launcher: str, config_path: str | os.PathLike) -> list[str]:
 
 
 def check_launcher(launcher: str) -> None:
-    """A launcher this machine can start, or a one-line ``ValueError`` saying why not:
-    checked when a run is planned, not at the first training job after the CPU systems."""
+    """A launcher this machine can start, or a one-line ``ValueError`` saying why not (when a
+    run is planned, not at the first training job)."""
     if not isinstance(launcher, str):
         raise ValueError(f"launcher {launcher!r}: a launcher is a string: none, processes:N, "
                          "torchrun:N, torchrun:gpu, accelerate or accelerate:N")
@@ -149,10 +146,6 @@ def check_launcher(launcher: str) -> None:
         return
     launch_command(launcher, "job.json")  # the syntax
     kind, _, n = launcher.partition(":")
-    if kind == "torchrun" and n != "gpu" and not (n.isdigit() and int(n) >= 1):
-        raise ValueError(f"launcher {launcher!r}: torchrun:N needs N >= 1 (or torchrun:gpu)")
-    if kind == "accelerate" and n and not (n.isdigit() and int(n) >= 1):
-        raise ValueError(f"launcher {launcher!r}: accelerate:N needs N >= 1")
     if n == "gpu" or (kind == "accelerate" and n):
         import torch
 
@@ -186,9 +179,8 @@ LAUNCHER_LOG = "launcher.log"
 
 def launch(launcher: str, config_path: Path, log: Callable[[str], None],
            error: type[Exception]) -> None:
-    """Run one job's config under a launcher as a subprocess tied to this process, streaming
-    its lines to ``log`` and ``launcher.log`` next to the config; a failure raises ``error``
-    with the failing rank's exception."""
+    """Run one job's config under a launcher, tied to this process, its lines to ``log`` and
+    ``launcher.log``; a failure raises ``error`` with the failing rank's exception."""
     out = config_path.parent
     cmd = tied(launch_command(launcher, config_path))
     # Progress bars redraw with \r, which a line-by-line stream cannot show: the Trainer

@@ -1,11 +1,6 @@
-"""Peak memory of one step of a run (Linux): what a system cost, beside its wall time.
-
-``resource.getrusage`` gives the process's lifetime peak only, so a later, cheaper system
-would inherit an earlier one's peak. Linux lets a process reset its peak resident set
-(writing ``5`` to ``/proc/self/clear_refs``) and read it back (``VmHWM`` in
-``/proc/self/status``): :func:`measure` does that around a step. Elsewhere it reports
-None rather than a misleading number.
-"""
+"""Peak memory of one step of a run (Linux), beside its wall time: :func:`measure` resets the
+peak resident set (``5`` to ``/proc/self/clear_refs``) and reads ``VmHWM`` back, as
+``resource.getrusage`` gives the lifetime peak only; elsewhere None, not a misleading number."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
 """``python -m saf_utils.training.process_entry CONFIG``: run one
-:class:`saf_utils.training.jobs.TrainJob`.
-
-The entry point that ``torchrun`` and ``accelerate launch`` start, once per process: it joins
-the process group, trains (:func:`saf_utils.training.jobs.train_job`) and, on failure, writes the
-rank's exception to ``<output_dir>/rank<k>.error`` for the launcher's caller.
-"""
+:class:`saf_utils.training.jobs.TrainJob`, what ``torchrun`` and ``accelerate launch`` start per
+process: join the process group, train, and on failure write the rank's exception to
+``<output_dir>/rank<k>.error`` for the launcher's caller."""
 
 from __future__ import annotations
 

@@ -1,17 +1,9 @@
-"""One seq2seq trainer for both tracks, built on transformers' ``Seq2SeqTrainer``.
-
-The same code runs on CPU, one GPU, or several (``accelerate launch`` / ``torchrun``), and is
-deterministic on CPU for a fixed seed. Under a launcher the Trainer runs DDP by itself (one
-process per device); :func:`generate` with ``distributed=True`` splits the inputs over the
-ranks and gathers the outputs back in input order (see :mod:`saf_utils.training.jobs`).
-``Seq2SeqSettings.model`` chooses the model:
-
-- a hub id or local folder of a pretrained seq2seq model (mBART, mT5, LED, ...);
-- ``"scratch"``: a small T5 trained from scratch, with a Unigram tokenizer trained on the
-  training texts (what 2 CPU cores can afford);
-- ``"bert2bert:<encoder>"``: an ``EncoderDecoderModel`` warm-started from a BERT-style encoder
-  (e.g. ``bert2bert:local:all-MiniLM-L6-v2``, the packaged MiniLM).
-"""
+"""One seq2seq trainer for both tracks on transformers' ``Seq2SeqTrainer``: CPU (deterministic
+for a seed), one GPU or DDP under a launcher (:func:`generate` with ``distributed=True`` shards
+the inputs and gathers the outputs in order). ``Seq2SeqSettings.model``: a hub id or folder of
+a pretrained seq2seq model (mBART, mT5, LED, ...); ``"scratch"``, a small T5 with a Unigram
+tokenizer trained on the training texts; or ``"bert2bert:<encoder>"``, an
+``EncoderDecoderModel`` warm-started from a BERT-style encoder."""
 
 from __future__ import annotations
 
@@ -74,10 +66,8 @@ def _check_pairs(sources: Sequence[str], targets: Sequence[str] | None, what: st
 
 
 def train_scratch_tokenizer(texts: Sequence[str], vocab_size: int):
-    """A T5-style Unigram tokenizer (Metaspace, ``</s>`` appended) trained on ``texts``.
-
-    Trained only on the training split, so no test text leaks into the vocabulary.
-    """
+    """A T5-style Unigram tokenizer (Metaspace, ``</s>`` appended) trained on ``texts`` (the
+    training split only: no test text leaks into the vocabulary)."""
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
     from tokenizers.processors import TemplateProcessing
     from transformers import PreTrainedTokenizerFast
@@ -105,15 +95,10 @@ _APPENDED_STEP = 1e-4
 
 def canonical_unigram_vocab(raw: Sequence[Sequence[Any]], specials: Sequence[str]
                             ) -> list[tuple[str, float]]:
-    """The trained Unigram vocabulary ``raw`` (piece, score) in a form that is the same on
-    every run: specials first, then pieces by score rounded to 2 decimals, ties by text.
-
-    Why: the trainer sorts tied pieces in hash order and appends the characters none of its
-    pieces cover with scores ``min - k * 1e-4``, ``k`` in a Rust ``HashSet``'s order, which
-    changes on every call (8 trainings on one fold's texts gave 8 vocabularies). So every
-    single character within that span of the lowest score (or below every multi-character
-    piece) gets the lowest single-character score.
-    """
+    """The trained Unigram vocabulary ``raw`` (piece, score) the same on every run: specials
+    first, then pieces by score rounded to 2 decimals, ties by text; the single characters the
+    trainer appends in hash order (scores ``min - k * 1e-4``) all get the lowest one
+    (docs/reproducibility.md)."""
     raw = [(str(p), float(sc)) for p, sc in raw]
     singles = [sc for p, sc in raw if len(p) == 1 and p not in specials]
     low = min(singles, default=math.inf)
@@ -174,16 +159,8 @@ def build_seq2seq(settings: Seq2SeqSettings, train_texts: Sequence[str] = ()):
 
 
 def is_led(model: Any) -> bool:
-    """Whether ``model`` is LED (Longformer-Encoder-Decoder), by the model's own type: its
-    tokenizer loads as a ``RobertaTokenizer`` (transformers 5), so the tokenizer's class
-    name cannot tell."""
+    """Whether ``model`` is LED, by its config (its tokenizer loads as a RoBERTa one)."""
     return getattr(getattr(model, "config", None), "model_type", "") == "led"
-
-
-def _led_global(ids: Sequence[int]) -> list[int]:
-    """LED (Longformer) attends globally only where told: on the first token, as HF's
-    LED fine-tuning recipe does; all other tokens use the sliding window."""
-    return [1] + [0] * (len(ids) - 1)
 
 
 def _dataset(tokenizer, sources, targets, settings: Seq2SeqSettings, led: bool = False):
@@ -191,8 +168,8 @@ def _dataset(tokenizer, sources, targets, settings: Seq2SeqSettings, led: bool =
 
     enc = tokenizer(list(sources), max_length=settings.max_source_length, truncation=True)
     rows = {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
-    if led:
-        rows["global_attention_mask"] = [_led_global(ids) for ids in enc["input_ids"]]
+    if led:  # global attention on the first token only, as HF's LED fine-tuning recipe
+        rows["global_attention_mask"] = [[1] + [0] * (len(ids) - 1) for ids in enc["input_ids"]]
     rows["labels"] = tokenizer(text_target=list(targets), max_length=settings.max_target_length,
                                truncation=True)["input_ids"]
     return datasets.Dataset.from_dict(rows)
@@ -220,9 +197,8 @@ def seq2seq_collator(tokenizer: Any, model: Any) -> Any:
 
 
 def precision(settings: Any) -> str:
-    """The precision a fine-tune actually runs in: ``fp16``/``bf16`` where asked for and
-    CUDA is there, else ``fp32``. Asked for without CUDA, it warns: the Trainer would run
-    fp32 while the settings (and a log that only copied them) said fp16."""
+    """The precision a fine-tune runs in: ``fp16``/``bf16`` where asked for and CUDA is there,
+    else ``fp32`` (with a warning where asked for without CUDA)."""
     import warnings
 
     import torch
@@ -236,9 +212,8 @@ def precision(settings: Any) -> str:
 
 
 def training_arguments(settings: Any, output_dir: str, **extra: Any) -> Any:
-    """Trainer arguments of a seq2seq or cross-encoder fine-tune (``extra`` adds more):
-    deterministic on CPU, mixed precision only on a GPU, nothing saved or evaluated by the
-    Trainer itself, plain DDP (the mean of the ranks' mean losses, see configure_trainer)."""
+    """Trainer arguments of a seq2seq or cross-encoder fine-tune (plus ``extra``): deterministic
+    on CPU, mixed precision only on a GPU, nothing saved or evaluated, plain DDP."""
     import torch
     from transformers import Seq2SeqTrainingArguments, TrainingArguments
 
@@ -265,9 +240,8 @@ def training_arguments(settings: Any, output_dir: str, **extra: Any) -> Any:
 
 def train_seq2seq(sources: Sequence[str], targets: Sequence[str], settings: Seq2SeqSettings,
                   output_dir: str | None = None) -> tuple[Any, Any, dict[str, Any]]:
-    """Fine-tune (or train from scratch) on source/target pairs; model, tokenizer and a
-    log (``world_size`` > 1 under DDP, where ``batch_size`` is per process). Nothing is
-    saved unless ``output_dir`` is given."""
+    """Fine-tune (or train from scratch) on source/target pairs: model, tokenizer and a log;
+    nothing is saved unless ``output_dir`` is given."""
     from transformers import Seq2SeqTrainer, set_seed
 
     _check_pairs(sources, targets, "training data")
@@ -277,11 +251,9 @@ def train_seq2seq(sources: Sequence[str], targets: Sequence[str], settings: Seq2
     train_ds = _dataset(tokenizer, sources, targets, settings, led)
     with tempfile.TemporaryDirectory() as tmp:
         args = training_arguments(settings, output_dir or tmp)
-        trainer = Seq2SeqTrainer(
-            model=model, args=args, train_dataset=train_ds,
-            data_collator=seq2seq_collator(tokenizer, model),
-            processing_class=tokenizer,
-        )
+        trainer = Seq2SeqTrainer(model=model, args=args, train_dataset=train_ds,
+                                 data_collator=seq2seq_collator(tokenizer, model),
+                                 processing_class=tokenizer)
         configure_trainer(trainer)
         t0 = time.perf_counter()
         out = trainer.train()
@@ -313,11 +285,8 @@ def dist_rank_world() -> tuple[int, int]:
 
 
 def shard_range(n: int, rank: int, world: int) -> range:
-    """The contiguous block of ``range(n)`` that ``rank`` of ``world`` handles.
-
-    Contiguous blocks (sizes differ by at most one) make the gathered result the plain
-    concatenation of the ranks' outputs, so input order survives without an index.
-    """
+    """The contiguous block of ``range(n)`` that ``rank`` of ``world`` handles (so the gathered
+    outputs, concatenated, are in input order)."""
     if world < 1 or not 0 <= rank < world:
         raise ValueError(f"rank {rank} outside a world of {world}")
     return range(n * rank // world, n * (rank + 1) // world)
@@ -327,13 +296,9 @@ def generate(
     model, tokenizer, sources: Sequence[str], settings: Seq2SeqSettings,
     batch_size: int | None = None, desc: str = "generate", distributed: bool = False,
 ) -> list[str]:
-    """Generate one output per source (beam search per ``settings.num_beams``), in order.
-
-    ``distributed=True`` inside an initialised process group (torchrun / accelerate): every
-    rank must call it with the same ``sources``; each generates one contiguous shard and
-    every rank gets the full list back in input order (``all_gather_object``). Outside a
-    process group, or with one process, it is the plain single-process path.
-    """
+    """One output per source (beam search per ``settings.num_beams``), in order.
+    ``distributed=True`` in a process group: every rank passes the same ``sources``, generates
+    one shard and gets the full list back (``all_gather_object``)."""
     _check_pairs(sources, None, "generation input")
     rank, world = dist_rank_world() if distributed else (0, 1)
     if world == 1:
@@ -379,15 +344,10 @@ def _generate_local(model, tokenizer, sources: Sequence[str], settings: Seq2SeqS
 
 
 def configure_trainer(trainer: Any) -> Any:
-    """The two settings every Trainer of the collection needs.
-
-    Every model here returns the mean loss of its batch yet declares ``**kwargs``, so the
-    Trainer takes it for a token-sum loss: it skips the division by the accumulation steps
-    (a 4x loss and gradient at ``grad_accum`` 4) and multiplies by the DDP world size.
-    Declared loss-kwargs-free, the loss is the plain mean on every path. And without
-    progress bars the Trainer prints each log as a raw dict into the notebook: the printer
-    is removed.
-    """
+    """The two settings every Trainer here needs: loss-kwargs-free (each model returns its
+    batch's mean loss yet declares ``**kwargs``, which the Trainer takes for a token sum: no
+    division by the accumulation steps, times the world size; docs/distributed-training.md)
+    and no printer (it prints each log as a raw dict into the notebook)."""
     from transformers.trainer_callback import PrinterCallback
 
     trainer.model_accepts_loss_kwargs = False

@@ -9,7 +9,6 @@ import math
 import numbers
 import types
 import typing
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 #: The range of each numeric setting of either kind, (lowest, highest, lowest excluded);
@@ -30,40 +29,29 @@ MAX_INT = 2**31 - 1
 
 
 def _type_ok(value: Any, hint: Any) -> bool:
-    """``value`` has the type ``hint`` (Optional, list[X], dict[K, V], a class; an int is a
-    float, a bool is no number)."""
+    """``value`` has the type ``hint`` (a class, ``X | None``, ``list[X]``, ``dict[K, V]``: its
+    items or keys checked; numpy's numbers count, a bool is no number, an int is a float)."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if hint is Any:
-        return True
     if origin in (typing.Union, types.UnionType):
         return any(_type_ok(value, a) for a in args)
-    if origin in (list, tuple, Sequence):
-        return isinstance(value, list) and all(_type_ok(v, args[0]) for v in value)
-    if origin in (dict, Mapping):
-        return isinstance(value, dict) and all(_type_ok(k, args[0]) for k in value)
-    if hint is type(None):
-        return value is None
-    if hint is float:  # numpy's numbers too (a fold from a groupby is an np.int64)
-        return isinstance(value, numbers.Real) and not isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-    return isinstance(value, hint)
-
-
-def _type_text(hint: Any) -> str:
-    return str(hint).replace("typing.", "").replace("<class '", "").replace("'>", "")
+    if origin is not None:
+        return isinstance(value, origin) and all(_type_ok(v, args[0]) for v in value)
+    if hint in (int, float):  # a fold from a groupby is an np.int64
+        kind = numbers.Integral if hint is int else numbers.Real
+        return isinstance(value, kind) and not isinstance(value, bool)
+    return hint is Any or isinstance(value, hint)
 
 
 def check_fields(obj: Any, where: str) -> None:
-    """Every field of the dataclass ``obj`` against its declared type (no null where the
-    type has none), finite, and in :data:`SETTING_RANGES`: a ``ValueError`` naming the
-    field in one line."""
+    """Every field of the dataclass ``obj`` against its type hint, finite and in
+    :data:`SETTING_RANGES`, or a one-line ``ValueError`` naming the field."""
     hints = typing.get_type_hints(type(obj))
     for f in dataclasses.fields(obj):
         value, hint = getattr(obj, f.name), hints[f.name]
         said = f"{where}: {f.name} = {str(value)[:80]!r}"
         if not _type_ok(value, hint):
-            need = "a value" if value is None else f"of type {_type_text(hint)}"
+            shown = str(hint).replace("typing.", "").replace("<class '", "").replace("'>", "")
+            need = "a value" if value is None else f"of type {shown}"
             raise ValueError(f"{said} is {type(value).__name__}; it needs {need}")
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             continue
