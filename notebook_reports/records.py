@@ -132,7 +132,7 @@ class Recorder:
 
 def summarize(records: list[dict[str, Any]]) -> pd.DataFrame:
     """Mean ± std over seeds (and folds) per notebook/task/dataset/split/system/metric; the
-    population std (ddof=0), as ``stats.fold_summary`` and the official ArgSciChat script."""
+    population std (ddof=0), as the official ArgSciChat script."""
     if not records:
         return pd.DataFrame(columns=["notebook", "task", "dataset", "split", "system", "metric",
                                      "mean", "std", "n"])
