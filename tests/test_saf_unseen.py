@@ -186,7 +186,7 @@ def test_unseen_choice_is_the_one_se_rule_simplest_family_first():
     assert list(roles) == ["majority", "nearest_neighbour", "feature_clf"]  # no transductive
     assert len(folds) == 9
     assert R.choose_unseen_rule(_cv(), transductive=False).system == "nearest_neighbour"
-    reg = R.unseen_regret(_cv())
+    reg = R.choose_unseen_rule(_cv()).regret
     assert set(reg.rule) == {"one_se", "best_mean"} and len(reg) == 6
 
 
@@ -197,7 +197,7 @@ def test_transductive_paths_are_unseen_candidates_and_stacked_by_default():
     folds, roles = R.unseen_folds(_cv())
     assert list(roles) == ["majority", "nearest_neighbour", "feature_clf",
                            "feature_clf:transductive"] and len(folds) == 12
-    assert R.choose_unseen(_cv()).per_fold[None] == "feature_clf:transductive"
+    assert R.choose_unseen_rule(_cv()).system == "feature_clf:transductive"
     cv = _cv().assign(oof=[{"a": "Correct"}] * 4)
     assert SY.stacking_candidates(cv)[-1] == "feature_clf:transductive"
     assert "feature_clf:transductive" not in SY.stacking_candidates(cv, transductive=False)
