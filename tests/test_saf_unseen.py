@@ -182,26 +182,12 @@ def _cv() -> pd.DataFrame:
 
 
 def test_unseen_choice_is_the_one_se_rule_simplest_family_first():
-    folds, roles = R.unseen_folds(_cv(), transductive=False)
+    folds, roles = R.unseen_folds(_cv())
     assert list(roles) == ["majority", "nearest_neighbour", "feature_clf"]  # no transductive
     assert len(folds) == 9
-    assert R.choose_unseen_rule(_cv(), transductive=False).system == "nearest_neighbour"
+    assert R.choose_unseen_rule(_cv()).system == "nearest_neighbour"
     reg = R.choose_unseen_rule(_cv()).regret
     assert set(reg.rule) == {"one_se", "best_mean"} and len(reg) == 6
-
-
-def test_transductive_paths_are_unseen_candidates_and_stacked_by_default():
-    """A path that z-scores a new question's unlabelled answers as a batch reads no gold; on
-    train it ended most per-question collapse, so by default it can be chosen and stacked
-    (after its inductive twin: one-SE prefers the inductive path within a family)."""
-    folds, roles = R.unseen_folds(_cv())
-    assert list(roles) == ["majority", "nearest_neighbour", "feature_clf",
-                           "feature_clf:transductive"] and len(folds) == 12
-    assert R.choose_unseen_rule(_cv()).system == "feature_clf:transductive"
-    cv = _cv().assign(oof=[{"a": "Correct"}] * 4)
-    assert SY.stacking_candidates(cv)[-1] == "feature_clf:transductive"
-    assert "feature_clf:transductive" not in SY.stacking_candidates(cv, transductive=False)
-    assert SY.SYSTEMS["unseen_stacked"].transductive  # its inputs read the batch too
 
 
 def test_unseen_feedback_is_chosen_once_per_run_where_questions_are_unseen():

@@ -15,7 +15,7 @@ import pandas as pd
 from saf_utils.saf.all_systems import SYSTEMS
 from saf_utils.saf.context import EncoderChoice, RunContext, RunState, SAFData
 from saf_utils.saf.systems import unseen_cv_table
-from saf_utils.saf.unseen import STACKED, TRANSDUCTIVE, UnseenChoice, choose_rule
+from saf_utils.saf.unseen import STACKED, UnseenChoice, choose_rule
 from saf_utils.statistics import validation_choice
 from saf_utils.training import peak_memory
 from saf_utils.training.jobs import progress
@@ -116,15 +116,13 @@ SIMPLICITY = ("baselines", "criteria", "feature_clf", "cross_encoder", "seq2seq"
 UNSEEN_METRIC = "accuracy"
 
 
-def unseen_folds(unseen_cv: pd.DataFrame, transductive: bool = TRANSDUCTIVE
-                 ) -> tuple[pd.DataFrame, dict[str, str]]:
-    """The candidates' per-question CV values (``system, fold, value``; stacking's nested
-    values too) and the single candidates' roles, simplest first (:data:`SIMPLICITY`).
-    Transductive paths are candidates where ``transductive``
-    (:data:`saf_utils.saf.unseen.TRANSDUCTIVE`). A path that collapsed out of fold
-    (``collapsed``: one label for over :data:`saf_utils.saf.unseen.COLLAPSE_SHARE` of the
-    training answers, as the majority label does) is no candidate."""
-    keep = ~unseen_cv.transductive.astype(bool) | transductive
+def unseen_folds(unseen_cv: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
+    """The inductive candidates' per-question CV values (``system, fold, value``; stacking's
+    nested values too) and the single candidates' roles, simplest first
+    (:data:`SIMPLICITY`). A path that collapsed out of fold (``collapsed``: one label for
+    over :data:`saf_utils.saf.unseen.COLLAPSE_SHARE` of the training answers, as the
+    majority label does) is no candidate."""
+    keep = ~unseen_cv.transductive.astype(bool)
     if "collapsed" in unseen_cv:  # one label for nearly every answer out of fold
         keep &= ~unseen_cv.collapsed.fillna(False).astype(bool)
     cand = unseen_cv[keep].reset_index(drop=True)
@@ -140,10 +138,9 @@ def unseen_folds(unseen_cv: pd.DataFrame, transductive: bool = TRANSDUCTIVE
     return pd.DataFrame(rows, columns=["system", "fold", "value"]), roles
 
 
-def choose_unseen_rule(unseen_cv: pd.DataFrame, n_se: float = 1.0,
-                       transductive: bool = TRANSDUCTIVE) -> UnseenChoice:
+def choose_unseen_rule(unseen_cv: pd.DataFrame, n_se: float = 1.0) -> UnseenChoice:
     """The grader of unseen questions: the rule of :data:`saf_utils.saf.unseen.RULES`
     (one-SE, best mean, stacking) with the lowest regret nested over held-out training
     questions, applied on :data:`UNSEEN_METRIC` (:func:`saf_utils.saf.unseen.choose_rule`)."""
-    folds, roles = unseen_folds(unseen_cv, transductive)
+    folds, roles = unseen_folds(unseen_cv)
     return choose_rule(folds, UNSEEN_METRIC, roles, n_se=n_se)

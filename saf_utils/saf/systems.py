@@ -31,7 +31,6 @@ from saf_utils.saf.seq2seq_jobs import Seq2SeqParams, run_seq2seq
 from saf_utils.saf.unseen import (
     COLLAPSE_SHARE,
     STACKED,
-    TRANSDUCTIVE,
     LabelStacker,
     nested_stacking,
     oof_labels,
@@ -320,13 +319,12 @@ def unseen_cv_table(data: SAFData, ctx: RunContext) -> pd.DataFrame:
     return out
 
 
-def stacking_candidates(cv: pd.DataFrame, transductive: bool = TRANSDUCTIVE) -> list[str]:
-    """The question-agnostic paths stacking combines: chosen-eligible rows with out-of-fold
-    labels (not stacking itself), transductive ones where ``transductive``."""
+def stacking_candidates(cv: pd.DataFrame) -> list[str]:
+    """The question-agnostic paths stacking combines: inductive, chosen-eligible rows with
+    out-of-fold labels (not stacking itself)."""
     from saf_utils.registry import ELIGIBLE
 
-    ok = ((~cv.transductive.astype(bool) | transductive) & cv.role.isin(ELIGIBLE)
-          & (cv.system != STACKED)
+    ok = (~cv.transductive.astype(bool) & cv.role.isin(ELIGIBLE) & (cv.system != STACKED)
           & cv.get("oof", pd.Series(None, index=cv.index)).map(lambda o: isinstance(o, dict)))
     return list(dict.fromkeys(cv.system[ok]))
 
@@ -340,10 +338,8 @@ def _labels_of(preds: pd.DataFrame, seed: int) -> pd.Series:
 
 
 @SYSTEMS.register(STACKED, "system", params=NoParams, family="stacking",
-                  transductive=TRANSDUCTIVE,
                   description="unseen questions: a logistic regression over the labels of "
-                  "the question-agnostic paths (transductive ones too: unseen.TRANSDUCTIVE), "
-                  "fitted on their out-of-fold labels on train")
+                  "the question-agnostic paths, fitted on their out-of-fold labels on train")
 def unseen_stacked(data: SAFData, params: NoParams, ctx: RunContext) -> pd.DataFrame:
     cv = unseen_cv_table(data, ctx)
     names = stacking_candidates(cv)

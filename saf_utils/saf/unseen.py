@@ -10,8 +10,7 @@ out of fold (``oof``). Three rules turn these rows into the grader of a new ques
 - ``best_mean``: the candidate with the best mean;
 - ``stacking``: no single candidate: a logistic regression over the candidates' labels
   (one-hot), fitted on their out-of-fold labels across the training questions
-  (:class:`LabelStacker`); it reads no question id, and a question's own answers only
-  through its transductive candidates (:data:`TRANSDUCTIVE`).
+  (:class:`LabelStacker`); it reads no question id and no question's own answers.
 
 Which rule is used is decided by what each would have lost (regret) on held-out training
 questions: each training question in turn plays the new one, each rule chooses from the
@@ -41,12 +40,6 @@ STACKED = "unseen_stacked"
 #: train) cannot be chosen for unseen questions, and a system that does it on a split is
 #: flagged on the page.
 COLLAPSE_SHARE = 0.9
-#: Whether the unseen-question choice and stacking may use transductive paths: they read a
-#: new question's unlabelled answers as one batch (as a teacher grading it has them; no
-#: gold), which puts every question's scores on one scale. Leave one question out on the
-#: English train (docs/english.md) this ended most per-question collapse and raised
-#: macro-F1 at equal accuracy. A chosen transductive path is marked on 02's page.
-TRANSDUCTIVE = True
 
 
 def top_share(labels: Sequence[str] | Mapping[str, str]) -> float:
