@@ -185,8 +185,8 @@ def test_unseen_choice_is_the_one_se_rule_simplest_family_first():
     folds, roles = R.unseen_folds(_cv())
     assert list(roles) == ["majority", "nearest_neighbour", "feature_clf"]  # no transductive
     assert len(folds) == 9
-    assert R.choose_unseen(_cv()).per_fold[None] == "nearest_neighbour"
-    reg = R.unseen_regret(_cv())
+    assert R.choose_unseen_rule(_cv()).system == "nearest_neighbour"
+    reg = R.choose_unseen_rule(_cv()).regret
     assert set(reg.rule) == {"one_se", "best_mean"} and len(reg) == 6
 
 

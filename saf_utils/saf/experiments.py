@@ -63,10 +63,10 @@ class SAFRun:
     preds: pd.DataFrame  # every system, split and seed (prediction table rows)
     state: RunState  # feature_clf's tuning, the cross-encoder run, logs, seconds
     unseen_cv: pd.DataFrame  # each system's unseen-question path, CV on train
-    unseen_choice: validation_choice.Choice  # the inductive system chosen for unseen questions
+    unseen_choice: validation_choice.Choice  # the system chosen for unseen questions
     params: dict[str, dict[str, Any]]  # the parameters each system ran with
     #: the unseen-question choice rule (and the plain best mean) nested over held-out
-    #: training questions: what each would have lost against hindsight (:func:`unseen_regret`)
+    #: training questions: what each would have lost against hindsight (:func:`choose_unseen_rule`)
     unseen_regret: pd.DataFrame | None = None
     #: the rule kept for unseen questions, its regret against the other rules
     unseen_rule: UnseenChoice | None = None
@@ -103,17 +103,9 @@ def run_systems(data: SAFData, names: Sequence[str], encoders: EncoderChoice,
         ctx.state.seconds.setdefault(name, seconds)  # variants have set their own
     frames = [f for f in frames if len(f)]
     preds = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    cv = unseen_question_cv(data, ctx)
+    cv = unseen_cv_table(data, ctx)  # every unseen-question path scored on train
     rule = choose_unseen_rule(cv)
     return SAFRun(preds, ctx.state, cv, rule.choice, params, rule.regret, rule)
-
-
-def unseen_question_cv(data: SAFData, ctx: RunContext, encoders: EncoderChoice | None = None
-                       ) -> pd.DataFrame:
-    """Each system's unseen-question path scored on train (validation has no unseen
-    questions): leave-one-question-out, or grouped k-fold for the cross-encoder
-    (``protocol``); :func:`saf_utils.saf.systems.unseen_cv_table`."""
-    return unseen_cv_table(data, ctx)
 
 
 #: Families of systems, simplest first: the order the one-standard-error rule prefers
@@ -152,15 +144,3 @@ def choose_unseen_rule(unseen_cv: pd.DataFrame, n_se: float = 1.0) -> UnseenChoi
     questions, applied on :data:`UNSEEN_METRIC` (:func:`saf_utils.saf.unseen.choose_rule`)."""
     folds, roles = unseen_folds(unseen_cv)
     return choose_rule(folds, UNSEEN_METRIC, roles, n_se=n_se)
-
-
-def choose_unseen(unseen_cv: pd.DataFrame, n_se: float = 1.0) -> validation_choice.Choice:
-    """The inductive system for unseen questions (:func:`choose_unseen_rule`'s pick)."""
-    return choose_unseen_rule(unseen_cv, n_se).choice
-
-
-def unseen_regret(unseen_cv: pd.DataFrame, n_se: float = 1.0) -> pd.DataFrame:
-    """Every rule's regret nested over held-out training questions (``rule``: ``one_se``,
-    ``best_mean``, ``stacking``). The per-question values come from one CV, so this is the
-    regret of the choice step, not of the whole pipeline."""
-    return choose_unseen_rule(unseen_cv, n_se).regret
