@@ -40,3 +40,40 @@ def test_smoke_06_records_follow_03_and_04(smoke_run):
     assert set(parts[0]) == {"length", "selection"}
     assert set(parts[1][parts[0] == "selection"]) <= {"found gold", "missed gold",
                                                       "no gold facts"}
+
+
+def test_query_intent_prefers_ask_tags_then_any_tag():
+    from types import SimpleNamespace
+
+    from saf_utils.argscichat.diagnostics import query_properties
+
+    intents = pd.DataFrame({"Role": ["Proponent"] * 3 + ["Opponent"],
+                            "Sentence": ["What is it?", "I see.", "Tell me more", "What is it?"],
+                            "Tag": ["Ask_what", "Ack", "Ask_more", "Opp_tag"]})
+
+    def pair(pid, query, facts=(1,), history=((), (4,))):
+        return SimpleNamespace(pair_id=pid, turn=1, fact_indexes=list(facts), content=["a"] * 9,
+                               query=query, reply="r", history_fact_indexes=list(history))
+
+    props = query_properties([pair("a", "I see. What is it?"), pair("b", "I see."),
+                              pair("c", "Nothing known", facts=()), pair("a", "dup")], intents)
+    assert props.pair_id.tolist() == ["a", "b", "c"]
+    assert props.intent.tolist() == ["Ask_what", "Ack", "unmatched"]
+    assert props.gold_dist_last_facts.iloc[0] == 3 and pd.isna(props.gold_dist_last_facts.iloc[2])
+    assert query_properties([pair("a", "x")], None).intent.tolist() == ["no intents file"]
+
+
+def test_reply_diagnostics_flags_generic_copies_and_empty_replies():
+    from saf_utils.argscichat.diagnostics import reply_diagnostics
+
+    gen = pd.DataFrame({"system": ["s"] * 3, "fold": [0] * 3, "seed": [None] * 3,
+                        "pair_id": ["a", "b", "c"], "output": ["same reply", "same reply", ""],
+                        "gold": ["one two three four five", "x", "y z"]})
+    content = {"a": ["the same reply here"], "b": ["nothing"], "c": ["c"]}
+    out = reply_diagnostics(gen, content, {0: {"same reply"}}, pd.DataFrame())
+    assert out.generic.tolist() == [True, True, False]
+    assert out.train_copy.tolist() == [True, True, False]
+    assert out.length_bucket.tolist() == ["<0.5x gold", "0.5-2x gold", "empty"]
+    assert out.paper_bigram_share.tolist() == [1.0, 0.0, 0.0]
+    with pytest.raises(ValueError, match="not in the fold files"):
+        reply_diagnostics(gen, {"a": ["x"]}, {}, pd.DataFrame())
